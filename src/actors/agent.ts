@@ -1,0 +1,52 @@
+/**
+ * The agent actor: one worker thread per live agent, driving one run at a time
+ * through observe, reason, act, check, stop. It talks to the store actor over a
+ * port of its own and to the supervisor over its parent port, and to nothing else.
+ * Threads are pooled: when a run ends the thread takes the next one.
+ */
+import { type MessagePort, Worker } from 'node:worker_threads';
+import type { SerializedError } from '../errors.js';
+import type { RunStatus } from '../runtime/events.js';
+
+/** Supervisor to actor. */
+export type AgentInput =
+  | { type: 'start'; runId: string; generation: number; owner: string; leaseTtlMs: number; resumed: boolean }
+  /** A message was committed to this actor's address. */
+  | { type: 'mail' }
+  /** Stop at the next step boundary and end the run as cancelled. */
+  | { type: 'cancel' };
+
+/** Requests the actor makes of the supervisor. */
+export type AgentRequestBody = { op: 'wait-child'; runId: string; childId: string; timeoutMs: number | null };
+
+export type WaitChildResult =
+  | {
+      status: 'ended';
+      childStatus: RunStatus;
+      reply: string | null;
+      steps: number;
+      tokens: number;
+      reason: string | null;
+    }
+  | { status: 'background' };
+
+/** How a run left the actor. */
+export type RunExit =
+  | { kind: 'ended'; status: RunStatus }
+  | { kind: 'lease-lost' }
+  | { kind: 'error'; error: SerializedError };
+
+/** Actor to supervisor, besides requests. */
+export type AgentOutput = { type: 'ready' } | { type: 'run-exit'; runId: string; exit: RunExit };
+
+export interface AgentWorkerData {
+  storePath: string;
+  storePort: MessagePort;
+}
+
+export const AGENT_WORKER_URL = new URL('./agent-worker.js', import.meta.url);
+
+export function startAgentWorker(storePath: string, storePort: MessagePort): Worker {
+  const data: AgentWorkerData = { storePath, storePort };
+  return new Worker(AGENT_WORKER_URL, { workerData: data, transferList: [storePort] });
+}

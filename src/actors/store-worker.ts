@@ -1,0 +1,128 @@
+/** The store actor's thread. See ./store.ts for the protocol. */
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { openWriter } from '../store/schema.js';
+import { StoreWriter } from '../store/writer.js';
+import { errorReply, okReply, type Reply, type Request } from './protocol.js';
+import type { StoreControl, StoreOutput, StoreRequestBody, StoreWorkerData } from './store.js';
+
+const data = workerData as StoreWorkerData;
+const main = parentPort as NonNullable<typeof parentPort>;
+
+interface Queued {
+  reply(message: Reply): void;
+  request: Request<StoreRequestBody>;
+}
+
+const db = openWriter(data.path, { synchronous: data.synchronous });
+const writer = new StoreWriter(db);
+const killPoint = parseKillPoint(data.killAt);
+const batchesSeen = new Map<string, number>();
+let queue: Queued[] = [];
+let scheduled = false;
+let closing = false;
+
+function parseKillPoint(spec: string | null): { op: string; n: number; phase: string } | null {
+  if (!spec) return null;
+  const [op, n, phase] = spec.split(':');
+  return { op: op as string, n: Number(n), phase: phase as string };
+}
+
+function maybeKill(phase: string, ops: Set<string>): void {
+  if (!killPoint || killPoint.phase !== phase) return;
+  if (killPoint.op !== '*' && !ops.has(killPoint.op as StoreRequestBody['op'])) return;
+  const key = killPoint.op;
+  if ((batchesSeen.get(key) ?? 0) === killPoint.n) process.kill(process.pid, 'SIGKILL');
+}
+
+function enqueue(item: Queued): void {
+  queue.push(item);
+  if (!scheduled) {
+    scheduled = true;
+    setImmediate(flush);
+  }
+}
+
+type Handler = (input: never) => unknown;
+
+function flush(): void {
+  scheduled = false;
+  const batch = queue;
+  queue = [];
+  if (batch.length === 0) return;
+  const ops = new Set(batch.map((item) => item.request.body.op));
+  if (killPoint) {
+    const key = killPoint.op;
+    if (key === '*' || ops.has(key as StoreRequestBody['op'])) batchesSeen.set(key, (batchesSeen.get(key) ?? 0) + 1);
+  }
+  maybeKill('before', ops);
+  const replies: Reply[] = [];
+  try {
+    db.exec('BEGIN IMMEDIATE');
+    for (const { request } of batch) {
+      const mark = writer.markNotifications();
+      db.exec('SAVEPOINT request');
+      try {
+        const handler = (writer as unknown as Record<string, Handler>)[request.body.op];
+        if (typeof handler !== 'function') throw new Error(`unknown store operation ${request.body.op}`);
+        const value = handler.call(writer, request.body.input as never);
+        db.exec('RELEASE request');
+        replies.push(okReply(request.id, value));
+      } catch (error) {
+        db.exec('ROLLBACK TO request; RELEASE request');
+        writer.rollbackNotifications(mark);
+        replies.push(errorReply(request.id, error));
+      }
+    }
+    maybeKill('inside', ops);
+    db.exec('COMMIT');
+  } catch (error) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    writer.takeNotifications();
+    batch.forEach((item) => {
+      item.reply(errorReply(item.request.id, error));
+    });
+    return;
+  }
+  maybeKill('after', ops);
+  const notifications = writer.takeNotifications();
+  if (
+    notifications.events.length +
+      notifications.mail.length +
+      notifications.spawned.length +
+      notifications.ended.length >
+    0
+  ) {
+    const message: StoreOutput = { type: 'notify', notifications };
+    main.postMessage(message);
+  }
+  batch.forEach((item, index) => {
+    item.reply(replies[index] as Reply);
+  });
+}
+
+function listen(port: {
+  on(event: 'message', fn: (m: unknown) => void): unknown;
+  postMessage(m: unknown): void;
+}): void {
+  port.on('message', (message: unknown) => {
+    const typed = message as Request<StoreRequestBody> | StoreControl;
+    if (typed.type === 'request') {
+      enqueue({ request: typed, reply: (reply) => port.postMessage(reply) });
+    } else if (typed.type === 'attach') {
+      listen(typed.port as MessagePort);
+    } else if (typed.type === 'close' && !closing) {
+      closing = true;
+      setImmediate(() => {
+        flush();
+        db.close();
+        const closed: StoreOutput = { type: 'closed' };
+        main.postMessage(closed);
+        process.exit(0);
+      });
+    }
+  });
+}
+
+listen(main);
+const ready: StoreOutput = { type: 'ready' };
+main.postMessage(ready);

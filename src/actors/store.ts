@@ -1,0 +1,90 @@
+/**
+ * The store actor: one worker thread holding the only read-write connection to the
+ * store file. Requests from the supervisor and from every agent actor (each over a
+ * port of its own) are grouped into one transaction per turn of the event loop;
+ * each request runs in a savepoint, so it stays all-or-nothing on its own, and no
+ * reply is sent before the transaction that holds it has committed.
+ */
+import { type MessagePort, Worker } from 'node:worker_threads';
+import { ErrorCode } from '../errors.js';
+import type { EventData } from '../runtime/events.js';
+import type {
+  CommitStepInput,
+  CommitStepResult,
+  CreateRootInput,
+  EndRunInput,
+  Fence,
+  LeaseClaim,
+  Notifications,
+  SpawnInput,
+  SpawnResult,
+} from '../store/writer.js';
+import { type Endpoint, RequestClient } from './protocol.js';
+
+/** Every operation the store actor serves: its input and its result. */
+export interface StoreOperations {
+  createRoot: [CreateRootInput, { generation: number }];
+  acquireLease: [LeaseClaim & { runId: string }, { generation: number }];
+  renewLeases: [
+    { owner: string; leases: { runId: string; generation: number }[]; expiresAt: number },
+    { lost: string[] },
+  ];
+  releaseLease: [Fence, undefined];
+  admit: [LeaseClaim & { childId: string }, { generation: number }];
+  spawn: [SpawnInput, SpawnResult];
+  commitStep: [CommitStepInput, CommitStepResult];
+  endRun: [EndRunInput, undefined];
+  recordEvents: [Fence & { events: EventData[]; now: number }, undefined];
+  cancelQueued: [{ rootId: string; now: number }, { cancelled: string[] }];
+}
+export type StoreOperation = keyof StoreOperations;
+export type StoreRequestBody = { [K in StoreOperation]: { op: K; input: StoreOperations[K][0] } }[StoreOperation];
+
+/** Messages the main thread sends the store worker besides requests. */
+export type StoreControl = { type: 'attach'; port: MessagePort } | { type: 'close' };
+
+/** Messages the store worker sends the main thread besides replies. */
+export type StoreOutput = { type: 'ready' } | { type: 'notify'; notifications: Notifications } | { type: 'closed' };
+
+export interface StoreWorkerData {
+  path: string;
+  synchronous: 'NORMAL' | 'FULL';
+  /** A test hook: `op:n:phase` SIGKILLs the process at that point. */
+  killAt: string | null;
+}
+
+/** A typed client of the store actor over any endpoint (the worker itself, or a port). */
+export class StoreClient {
+  readonly #client: RequestClient<StoreRequestBody>;
+
+  constructor(endpoint: Endpoint, onOther?: (message: { type: string }) => void) {
+    this.#client = new RequestClient<StoreRequestBody>(endpoint, onOther);
+  }
+
+  call<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): Promise<StoreOperations[K][1]> {
+    return this.#client.request<StoreOperations[K][1]>({ op, input } as StoreRequestBody);
+  }
+
+  fail(message: string): void {
+    this.#client.fail(ErrorCode.StoreActorExited, message);
+  }
+}
+
+export const STORE_WORKER_URL = new URL('./store-worker.js', import.meta.url);
+
+/** Starts the store worker and resolves once it has opened the file. */
+export async function startStoreWorker(data: StoreWorkerData): Promise<Worker> {
+  const worker = new Worker(STORE_WORKER_URL, { workerData: data });
+  await new Promise<void>((resolve, reject) => {
+    const onMessage = (message: StoreOutput | { type: 'reply' }) => {
+      if (message.type === 'ready') {
+        worker.off('message', onMessage);
+        worker.off('error', reject);
+        resolve();
+      }
+    };
+    worker.on('message', onMessage);
+    worker.once('error', reject);
+  });
+  return worker;
+}

@@ -1,0 +1,162 @@
+/**
+ * Every error the runtime raises is a {@link HarnessError} with a stable `code`.
+ * Identity survives a thread boundary: errors cross as plain data and are rebuilt
+ * here, and {@link HarnessError.isInstance} checks a `Symbol.for` marker rather than
+ * the prototype chain. The codes are listed in docs/ERRORS.md.
+ */
+
+const MARKER = Symbol.for('io-harness.error');
+
+export const ErrorCode = {
+  InvalidArgument: 'INVALID_ARGUMENT',
+  StoreNotSqlite: 'STORE_NOT_SQLITE',
+  StoreSchemaTooNew: 'STORE_SCHEMA_TOO_NEW',
+  StoreOpenFailed: 'STORE_OPEN_FAILED',
+  StoreActorExited: 'STORE_ACTOR_EXITED',
+  ActorExited: 'ACTOR_EXITED',
+  Conflict: 'CONFLICT',
+  LeaseLost: 'LEASE_LOST',
+  RunNotFound: 'RUN_NOT_FOUND',
+  MailboxConflict: 'MAILBOX_CONFLICT',
+  StepOutOfOrder: 'STEP_OUT_OF_ORDER',
+  ProviderLoadFailed: 'PROVIDER_LOAD_FAILED',
+  ProviderFailed: 'PROVIDER_FAILED',
+  SupervisorClosed: 'SUPERVISOR_CLOSED',
+  Internal: 'INTERNAL',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** The data form an error takes to cross a thread or process boundary. */
+export interface SerializedError {
+  name: string;
+  code: string;
+  message: string;
+  stack?: string;
+  details?: Record<string, unknown>;
+}
+
+export interface HarnessErrorOptions {
+  cause?: unknown;
+  details?: Record<string, unknown>;
+}
+
+/** The root of every error io-harness raises. */
+export class HarnessError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+  readonly [MARKER] = true;
+
+  constructor(code: ErrorCode, message: string, options: HarnessErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'HarnessError';
+    this.code = code;
+    this.details = options.details ?? {};
+  }
+
+  /** True for any io-harness error, including one rebuilt from another thread. */
+  static isInstance(value: unknown): value is HarnessError {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
+  }
+}
+
+/** Raised when a bad argument is passed in; the message says what to pass instead. */
+export class InvalidArgumentError extends HarnessError {
+  constructor(message: string, options?: HarnessErrorOptions) {
+    super(ErrorCode.InvalidArgument, message, options);
+    this.name = 'InvalidArgumentError';
+  }
+}
+
+/** The store file cannot be used: not SQLite, a newer schema, or unopenable. */
+export class StoreError extends HarnessError {
+  constructor(code: ErrorCode, message: string, options?: HarnessErrorOptions) {
+    super(code, message, options);
+    this.name = 'StoreError';
+  }
+}
+
+/** Who holds a run's lease, as named by a {@link ConflictError}. */
+export interface LeaseHolder {
+  owner: string;
+  pid: number | null;
+  host: string | null;
+  /** Milliseconds since the epoch at which the lease lapses unless renewed. */
+  expiresAt: number;
+}
+
+/** A second driver tried to take a run whose live owner still holds the lease. */
+export class ConflictError extends HarnessError {
+  readonly holder: LeaseHolder;
+  constructor(runId: string, holder: LeaseHolder) {
+    super(
+      ErrorCode.Conflict,
+      `run ${runId} is being driven by owner ${holder.owner} (pid ${holder.pid ?? 'unknown'} on ${holder.host ?? 'an unknown host'}); ` +
+        `its lease lapses at ${new Date(holder.expiresAt).toISOString()} unless renewed. Wait for that process to finish or stop it, then resume.`,
+      { details: { runId, holder } },
+    );
+    this.name = 'ConflictError';
+    this.holder = holder;
+  }
+}
+
+/** This driver's lease was taken over; its commit was refused and nothing was written. */
+export class LeaseLostError extends HarnessError {
+  constructor(runId: string, generation: number, current: number | null) {
+    super(
+      ErrorCode.LeaseLost,
+      `run ${runId}: the lease at generation ${generation} is no longer held (current generation ${current ?? 'unknown'}); ` +
+        'another driver took the run over, so this commit was refused and nothing was written.',
+      { details: { runId, generation, current } },
+    );
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** A worker thread exited while requests were pending on it. */
+export class ActorExitedError extends HarnessError {
+  constructor(code: ErrorCode, message: string, options?: HarnessErrorOptions) {
+    super(code, message, options);
+    this.name = 'ActorExitedError';
+  }
+}
+
+export function serializeError(error: unknown): SerializedError {
+  if (HarnessError.isInstance(error)) {
+    return { name: error.name, code: error.code, message: error.message, stack: error.stack, details: error.details };
+  }
+  if (error instanceof Error) {
+    return { name: error.name, code: ErrorCode.Internal, message: error.message, stack: error.stack };
+  }
+  return { name: 'Error', code: ErrorCode.Internal, message: String(error) };
+}
+
+/** Rebuilds an error that crossed a boundary as the matching io-harness class. */
+export function deserializeError(data: SerializedError): HarnessError {
+  const details = data.details ?? {};
+  let error: HarnessError;
+  switch (data.code) {
+    case ErrorCode.Conflict:
+      error = new ConflictError(String(details.runId), details.holder as LeaseHolder);
+      break;
+    case ErrorCode.LeaseLost:
+      error = new LeaseLostError(
+        String(details.runId),
+        Number(details.generation),
+        (details.current as number | null) ?? null,
+      );
+      break;
+    case ErrorCode.InvalidArgument:
+      error = new InvalidArgumentError(data.message, { details });
+      break;
+    case ErrorCode.StoreNotSqlite:
+    case ErrorCode.StoreSchemaTooNew:
+    case ErrorCode.StoreOpenFailed:
+      error = new StoreError(data.code, data.message, { details });
+      break;
+    default:
+      error = new HarnessError((data.code as ErrorCode) ?? ErrorCode.Internal, data.message, { details });
+      error.name = data.name;
+  }
+  if (data.stack) error.stack = data.stack;
+  return error;
+}

@@ -1,0 +1,48 @@
+/**
+ * The event bus's vocabulary. Every event is written to the store's events table in
+ * the transaction that made it true, then delivered to observers in commit order.
+ * Names are noun-verb (`step-end`, `message-sent`).
+ */
+import type { Clamp } from './budget.js';
+
+export type RunStatus = 'queued' | 'running' | 'finished' | 'budget-exhausted' | 'failed' | 'cancelled';
+
+export const TERMINAL_STATUSES: readonly RunStatus[] = ['finished', 'budget-exhausted', 'failed', 'cancelled'];
+
+export function isTerminal(status: string): boolean {
+  return (TERMINAL_STATUSES as readonly string[]).includes(status);
+}
+
+export interface DrawAmount {
+  steps: number;
+  tokens: number;
+}
+
+export type EventData =
+  | { type: 'run-start'; task: string; address: string; parentId: string | null; resumed: boolean }
+  | { type: 'run-end'; status: RunStatus; reply: string | null; reason?: string }
+  | { type: 'step-end'; toolCalls: string[]; inputTokens: number; outputTokens: number }
+  | { type: 'tool-call'; callId: string; name: string; args: Record<string, unknown> }
+  | { type: 'refusal'; callId: string; tool: string; rule: string; reason: string }
+  | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }
+  | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }
+  | { type: 'budget-exhausted'; draw: DrawAmount; ceiling: string; runId: string; spent: number; limit: number }
+  | { type: 'spawn-queued'; childId: string; address: string; task: string }
+  | { type: 'spawn-started'; childId: string; address: string }
+  | { type: 'spawn-refused'; reason: string; rule: string }
+  | { type: 'message-sent'; msgId: string; to: string }
+  | { type: 'message-read'; msgIds: string[] }
+  | { type: 'lease-taken'; owner: string; pid: number; generation: number; previousOwner: string | null }
+  | { type: 'lease-lost'; owner: string; generation: number };
+
+export type EventType = EventData['type'];
+
+/** An event as stored and delivered. */
+export type HarnessEvent = EventData & {
+  eventId: number;
+  rootId: string;
+  runId: string;
+  seq: number | null;
+  generation: number;
+  at: number;
+};

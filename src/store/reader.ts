@@ -1,0 +1,319 @@
+/**
+ * The typed read API over a store file. It opens its own read-only connection, so
+ * any thread or process may use one while the store actor writes: traces, attach,
+ * tests and command-line tools all read through this.
+ */
+import type Database from 'better-sqlite3';
+import type { DrawAmount, EventData, HarnessEvent, RunStatus } from '../runtime/events.js';
+import type { Completion, Usage } from '../runtime/provider.js';
+import { openReader } from './schema.js';
+import type { Observation } from './writer.js';
+
+export interface RunRecord {
+  runId: string;
+  rootId: string;
+  parentId: string | null;
+  address: string;
+  depth: number;
+  /** Ancestor run ids, root first. */
+  ancestry: string[];
+  status: RunStatus;
+  task: string;
+  reply: string | null;
+  outcome: { status: RunStatus; reason: string } | null;
+  createdAt: number;
+  endedAt: number | null;
+  lastSeq: number;
+  lease: {
+    owner: string | null;
+    pid: number | null;
+    host: string | null;
+    expiresAt: number | null;
+    generation: number;
+  };
+}
+
+export interface StepRecord {
+  runId: string;
+  seq: number;
+  generation: number;
+  completion: Completion;
+  observations: Observation[];
+  usage: Usage;
+  at: number;
+}
+
+export interface DrawRecord {
+  drawId: string;
+  runId: string;
+  seq: number;
+  generation: number;
+  steps: number;
+  tokens: number;
+  at: number;
+}
+
+export interface LedgerAccount {
+  runId: string;
+  ceilings: { steps: number | null; tokens: number | null; wallMs: number | null };
+  spent: DrawAmount;
+  maxWaitSecs: number;
+}
+
+export interface TreeLedger {
+  rootId: string;
+  /** The root's account: the ceilings of the whole tree and what it has spent. */
+  root: LedgerAccount;
+  /** Every run's account (each covers the run and its descendants). */
+  accounts: LedgerAccount[];
+  draws: DrawRecord[];
+  maxTotalAgents: number | null;
+  maxConcurrentAgents: number | null;
+}
+
+export interface MessageRecord {
+  ordinal: number;
+  msgId: string;
+  rootId: string;
+  fromRun: string;
+  fromAddress: string;
+  toAddress: string;
+  body: string;
+  sentSeq: number;
+  sentGeneration: number;
+  consumedBy: string | null;
+  consumedSeq: number | null;
+  consumedGeneration: number | null;
+}
+
+export interface QueueRecord {
+  ordinal: number;
+  childRunId: string;
+  parentId: string;
+  state: 'queued' | 'admitted' | 'cancelled';
+  enqueuedAt: number;
+  admittedAt: number | null;
+}
+
+type Row = Record<string, unknown>;
+
+function toRun(row: Row): RunRecord {
+  return {
+    runId: row.run_id as string,
+    rootId: row.root_id as string,
+    parentId: row.parent_id as string | null,
+    address: row.address as string,
+    depth: row.depth as number,
+    ancestry: JSON.parse(row.ancestry as string) as string[],
+    status: row.status as RunStatus,
+    task: row.task as string,
+    reply: row.reply as string | null,
+    outcome: row.outcome ? JSON.parse(row.outcome as string) : null,
+    createdAt: row.created_at as number,
+    endedAt: row.ended_at as number | null,
+    lastSeq: row.last_seq as number,
+    lease: {
+      owner: row.lease_owner as string | null,
+      pid: row.lease_pid as number | null,
+      host: row.lease_host as string | null,
+      expiresAt: row.lease_expires_at as number | null,
+      generation: row.generation as number,
+    },
+  };
+}
+
+function toAccount(row: Row): LedgerAccount {
+  return {
+    runId: row.run_id as string,
+    ceilings: {
+      steps: row.max_steps as number | null,
+      tokens: row.max_tokens as number | null,
+      wallMs: row.max_wall_ms as number | null,
+    },
+    spent: { steps: row.steps_spent as number, tokens: row.tokens_spent as number },
+    maxWaitSecs: row.max_wait_secs as number,
+  };
+}
+
+function toEvent(row: Row): HarnessEvent {
+  const data = JSON.parse(row.data as string) as Omit<EventData, 'type'>;
+  return {
+    ...data,
+    type: row.type,
+    eventId: row.event_id as number,
+    rootId: row.root_id as string,
+    runId: row.run_id as string,
+    seq: row.seq as number | null,
+    generation: row.generation as number,
+    at: row.at as number,
+  } as HarnessEvent;
+}
+
+function toMessage(row: Row): MessageRecord {
+  return {
+    ordinal: row.ordinal as number,
+    msgId: row.msg_id as string,
+    rootId: row.root_id as string,
+    fromRun: row.from_run as string,
+    fromAddress: row.from_address as string,
+    toAddress: row.to_address as string,
+    body: row.body as string,
+    sentSeq: row.sent_seq as number,
+    sentGeneration: row.sent_generation as number,
+    consumedBy: row.consumed_by as string | null,
+    consumedSeq: row.consumed_seq as number | null,
+    consumedGeneration: row.consumed_generation as number | null,
+  };
+}
+
+export class TraceReader {
+  readonly path: string;
+  readonly #db: Database.Database;
+  readonly #run: Database.Statement<[string], Row>;
+  readonly #inbox: Database.Statement<[string, string], Row>;
+  readonly #ledger: Database.Statement<[string], Row>;
+
+  constructor(path: string) {
+    this.path = path;
+    this.#db = openReader(path);
+    this.#run = this.#db.prepare('SELECT * FROM runs WHERE run_id = ?');
+    this.#inbox = this.#db.prepare(
+      'SELECT * FROM mailbox WHERE root_id = ? AND to_address = ? AND consumed_by IS NULL ORDER BY ordinal',
+    );
+    this.#ledger = this.#db.prepare('SELECT * FROM ledger WHERE run_id = ?');
+  }
+
+  /** One run, or null. */
+  run(runId: string): RunRecord | null {
+    const row = this.#run.get(runId);
+    return row ? toRun(row) : null;
+  }
+
+  /** Every run of a tree (root first, then in creation order), or every root when no tree is named. */
+  runs(rootId?: string): RunRecord[] {
+    const rows =
+      rootId === undefined
+        ? this.#db.prepare('SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created_at, rowid').all()
+        : this.#db.prepare('SELECT * FROM runs WHERE root_id = ? ORDER BY depth, created_at, rowid').all(rootId);
+    return (rows as Row[]).map(toRun);
+  }
+
+  steps(runId: string): StepRecord[] {
+    const rows = this.#db.prepare('SELECT * FROM steps WHERE run_id = ? ORDER BY seq').all(runId) as Row[];
+    return rows.map((row) => ({
+      runId: row.run_id as string,
+      seq: row.seq as number,
+      generation: row.generation as number,
+      completion: JSON.parse(row.completion as string),
+      observations: JSON.parse(row.observations as string),
+      usage: JSON.parse(row.usage as string),
+      at: row.at as number,
+    }));
+  }
+
+  /** A run's events in commit order; `afterId` reads only newer ones. */
+  events(runId: string, afterId = 0): HarnessEvent[] {
+    const rows = this.#db
+      .prepare('SELECT * FROM events WHERE run_id = ? AND event_id > ? ORDER BY event_id')
+      .all(runId, afterId) as Row[];
+    return rows.map(toEvent);
+  }
+
+  /** Every event of a tree in commit order; `afterId` reads only newer ones. */
+  treeEvents(rootId: string, afterId = 0): HarnessEvent[] {
+    const rows = this.#db
+      .prepare('SELECT * FROM events WHERE root_id = ? AND event_id > ? ORDER BY event_id')
+      .all(rootId, afterId) as Row[];
+    return rows.map(toEvent);
+  }
+
+  account(runId: string): LedgerAccount | null {
+    const row = this.#ledger.get(runId);
+    return row ? toAccount(row) : null;
+  }
+
+  /** The tree's one ledger: the root's ceilings and spend, every account, every draw. */
+  ledger(rootId: string): TreeLedger | null {
+    const rootRow = this.#ledger.get(rootId);
+    if (!rootRow) return null;
+    const accounts = (
+      this.#db.prepare('SELECT * FROM ledger WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]
+    ).map(toAccount);
+    const draws = (this.#db.prepare('SELECT * FROM draws WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]).map(
+      (row) => ({
+        drawId: row.draw_id as string,
+        runId: row.run_id as string,
+        seq: row.seq as number,
+        generation: row.generation as number,
+        steps: row.steps as number,
+        tokens: row.tokens as number,
+        at: row.at as number,
+      }),
+    );
+    return {
+      rootId,
+      root: toAccount(rootRow),
+      accounts,
+      draws,
+      maxTotalAgents: rootRow.max_total_agents as number | null,
+      maxConcurrentAgents: rootRow.max_concurrent_agents as number | null,
+    };
+  }
+
+  /** Every message of a tree, in send order. */
+  messages(rootId: string): MessageRecord[] {
+    return (this.#db.prepare('SELECT * FROM mailbox WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]).map(
+      toMessage,
+    );
+  }
+
+  /** Messages waiting for an address, oldest first. */
+  inbox(rootId: string, address: string): MessageRecord[] {
+    return this.#inbox.all(rootId, address).map(toMessage);
+  }
+
+  /** Whether an address names an agent of that tree. */
+  hasAddress(rootId: string, address: string): boolean {
+    return this.#db.prepare('SELECT 1 FROM runs WHERE root_id = ? AND address = ?').get(rootId, address) !== undefined;
+  }
+
+  /** The durable spawn queue of a tree, first in first. */
+  queue(rootId: string): QueueRecord[] {
+    return (this.#db.prepare('SELECT * FROM spawn_queue WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]).map(
+      (row) => ({
+        ordinal: row.ordinal as number,
+        childRunId: row.child_run_id as string,
+        parentId: row.parent_id as string,
+        state: row.state as QueueRecord['state'],
+        enqueuedAt: row.enqueued_at as number,
+        admittedAt: row.admitted_at as number | null,
+      }),
+    );
+  }
+
+  /** The first `limit` children still waiting in a tree's queue, first in first. */
+  queued(rootId: string, limit: number): string[] {
+    const rows = this.#db
+      .prepare(`SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state = 'queued' ORDER BY ordinal LIMIT ?`)
+      .all(rootId, limit) as { child_run_id: string }[];
+    return rows.map((row) => row.child_run_id);
+  }
+
+  /** Runs of a tree not yet in a terminal state. */
+  liveCount(rootId: string): number {
+    const row = this.#db
+      .prepare(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('queued', 'running')`)
+      .get(rootId) as { n: number };
+    return row.n;
+  }
+
+  /** The spec a run was started with (provider and system prompt). */
+  spec(runId: string): unknown {
+    const row = this.#db.prepare('SELECT spec FROM runs WHERE run_id = ?').get(runId) as { spec: string } | undefined;
+    return row ? JSON.parse(row.spec) : null;
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * The store's schema, versioned in code. `PRAGMA user_version` records the version a
+ * file is at; {@link migrate} applies the forward migrations it lacks, each in its
+ * own transaction. A file at a newer version than this code knows is refused, never
+ * rewritten.
+ */
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { ErrorCode, StoreError } from '../errors.js';
+
+export const SCHEMA_VERSION = 1;
+
+/** Forward migrations; index i takes a file from version i to i + 1. */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE runs (
+    run_id            TEXT PRIMARY KEY,
+    root_id           TEXT NOT NULL,
+    parent_id         TEXT,
+    address           TEXT NOT NULL,
+    depth             INTEGER NOT NULL,
+    ancestry          TEXT NOT NULL,           -- JSON array: root .. parent
+    status            TEXT NOT NULL,           -- queued | running | finished | budget-exhausted | failed | cancelled
+    task              TEXT NOT NULL,
+    spec              TEXT NOT NULL,           -- JSON: provider spec, system prompt, waits
+    spawn_key         TEXT UNIQUE,             -- parent:seq:call; makes a spawn idempotent
+    outcome           TEXT,                    -- JSON outcome once terminal
+    reply             TEXT,
+    created_at        INTEGER NOT NULL,
+    ended_at          INTEGER,
+    last_seq          INTEGER NOT NULL DEFAULT 0,
+    lease_owner       TEXT,
+    lease_pid         INTEGER,
+    lease_host        TEXT,
+    lease_expires_at  INTEGER,
+    generation        INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (root_id, address)
+  );
+  CREATE INDEX runs_by_root ON runs(root_id, status);
+  CREATE INDEX runs_by_parent ON runs(parent_id);
+
+  CREATE TABLE ledger (
+    run_id                 TEXT PRIMARY KEY REFERENCES runs(run_id),
+    root_id                TEXT NOT NULL,
+    max_steps              INTEGER,
+    max_tokens             INTEGER,
+    max_wall_ms            INTEGER,
+    steps_spent            INTEGER NOT NULL DEFAULT 0,
+    tokens_spent           INTEGER NOT NULL DEFAULT 0,
+    started_at             INTEGER NOT NULL,
+    max_total_agents       INTEGER,
+    max_concurrent_agents  INTEGER,
+    max_wait_secs          INTEGER NOT NULL
+  );
+
+  CREATE TABLE draws (
+    draw_id     TEXT PRIMARY KEY,              -- run:seq
+    root_id     TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    generation  INTEGER NOT NULL,
+    steps       INTEGER NOT NULL,
+    tokens      INTEGER NOT NULL,
+    at          INTEGER NOT NULL
+  );
+  CREATE INDEX draws_by_root ON draws(root_id);
+
+  CREATE TABLE steps (
+    run_id       TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    generation   INTEGER NOT NULL,
+    completion   TEXT NOT NULL,                -- JSON: what the model said
+    observations TEXT NOT NULL,                -- JSON: what each tool call returned
+    usage        TEXT NOT NULL,
+    at           INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq)
+  ) WITHOUT ROWID;
+
+  CREATE TABLE checkpoints (
+    run_id      TEXT PRIMARY KEY,
+    seq         INTEGER NOT NULL,
+    generation  INTEGER NOT NULL,
+    state       TEXT NOT NULL,
+    at          INTEGER NOT NULL
+  );
+
+  CREATE TABLE events (
+    event_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+    root_id     TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    seq         INTEGER,
+    generation  INTEGER NOT NULL,
+    type        TEXT NOT NULL,
+    data        TEXT NOT NULL,
+    at          INTEGER NOT NULL
+  );
+  CREATE INDEX events_by_run ON events(run_id, event_id);
+  CREATE INDEX events_by_root ON events(root_id, event_id);
+
+  CREATE TABLE mailbox (
+    ordinal          INTEGER PRIMARY KEY AUTOINCREMENT,
+    msg_id           TEXT NOT NULL UNIQUE,     -- sender:seq:index
+    root_id          TEXT NOT NULL,
+    from_run         TEXT NOT NULL,
+    from_address     TEXT NOT NULL,
+    to_address       TEXT NOT NULL,
+    body             TEXT NOT NULL,
+    sent_seq         INTEGER NOT NULL,
+    sent_generation  INTEGER NOT NULL,
+    consumed_by      TEXT,
+    consumed_seq     INTEGER,
+    consumed_generation INTEGER
+  );
+  CREATE INDEX mailbox_inbox ON mailbox(root_id, to_address, consumed_by, ordinal);
+
+  CREATE TABLE spawn_queue (
+    ordinal       INTEGER PRIMARY KEY AUTOINCREMENT,
+    child_run_id  TEXT NOT NULL UNIQUE,
+    root_id       TEXT NOT NULL,
+    parent_id     TEXT NOT NULL,
+    state         TEXT NOT NULL,               -- queued | admitted | cancelled
+    enqueued_at   INTEGER NOT NULL,
+    admitted_at   INTEGER
+  );
+  CREATE INDEX spawn_queue_by_root ON spawn_queue(root_id, state, ordinal);
+
+  CREATE TABLE intents (
+    effect_key   TEXT PRIMARY KEY,
+    run_id       TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    generation   INTEGER NOT NULL,
+    kind         TEXT NOT NULL,
+    detail       TEXT NOT NULL,
+    started_at   INTEGER NOT NULL,
+    result       TEXT,
+    finished_at  INTEGER
+  );
+  `,
+];
+
+const SQLITE_MAGIC = 'SQLite format 3\u0000';
+
+/**
+ * Checks, without writing a byte, that `path` is either absent, empty, or a SQLite
+ * database whose schema this code can read. Throws a {@link StoreError} naming the
+ * file and what to do otherwise.
+ */
+export function checkStoreFile(path: string): void {
+  if (!existsSync(path)) return;
+  const stat = statSync(path);
+  if (stat.isDirectory()) {
+    throw new StoreError(
+      ErrorCode.StoreOpenFailed,
+      `store path ${path} is a directory; pass the path of a SQLite file (it is created if missing).`,
+      { details: { path } },
+    );
+  }
+  if (stat.size === 0) return;
+  const header = Buffer.alloc(16);
+  const fd = openSync(path, 'r');
+  try {
+    readSync(fd, header, 0, 16, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (header.toString('latin1') !== SQLITE_MAGIC) {
+    throw new StoreError(
+      ErrorCode.StoreNotSqlite,
+      `store file ${path} is not a SQLite database (its first bytes are not the SQLite header). ` +
+        'Nothing was written to it. Pass a new path, or move that file aside if it was meant to be a store.',
+      { details: { path } },
+    );
+  }
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version > SCHEMA_VERSION) {
+      throw new StoreError(
+        ErrorCode.StoreSchemaTooNew,
+        `store file ${path} is at schema version ${version}, newer than this io-harness understands (${SCHEMA_VERSION}). ` +
+          'Nothing was changed. Upgrade io-harness to a release that knows that schema, or open another file.',
+        { details: { path, fileVersion: version, codeVersion: SCHEMA_VERSION } },
+      );
+    }
+  } finally {
+    db.close();
+  }
+}
+
+export interface OpenWriterOptions {
+  /** `FULL` adds power-loss durability at about a third of the commit rate. */
+  synchronous?: 'NORMAL' | 'FULL';
+}
+
+/** Opens the read-write connection and brings the schema up to date. */
+export function openWriter(path: string, options: OpenWriterOptions = {}): Database.Database {
+  checkStoreFile(path);
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+  } catch (cause) {
+    throw new StoreError(ErrorCode.StoreOpenFailed, `cannot open store file ${path}: ${(cause as Error).message}`, {
+      cause,
+      details: { path },
+    });
+  }
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${options.synchronous ?? 'NORMAL'}`);
+  db.pragma('busy_timeout = 5000');
+  db.pragma('foreign_keys = OFF');
+  migrate(db);
+  return db;
+}
+
+export function migrate(db: Database.Database): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  for (let version = current; version < SCHEMA_VERSION; version++) {
+    const apply = db.transaction(() => {
+      db.exec(MIGRATIONS[version] as string);
+      db.pragma(`user_version = ${version + 1}`);
+    });
+    apply.immediate();
+  }
+}
+
+/** Opens a read-only connection for traces, attach and CLIs; safe in any thread. */
+export function openReader(path: string): Database.Database {
+  checkStoreFile(path);
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  db.pragma('busy_timeout = 5000');
+  return db;
+}

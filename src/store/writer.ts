@@ -1,0 +1,668 @@
+/**
+ * Every durable write the runtime makes, as operations on the one read-write
+ * connection. Only the store actor calls these; each runs inside a savepoint the
+ * actor opens, so an operation is all-or-nothing even when several share one
+ * group-commit transaction. Every operation on a run is fenced: it checks the run's
+ * lease generation and owner first and refuses, writing nothing, when they moved.
+ */
+import type Database from 'better-sqlite3';
+import { ConflictError, ErrorCode, HarnessError, LeaseLostError } from '../errors.js';
+import { type Ceilings, type Clamp, clampToParent } from '../runtime/budget.js';
+import type { DrawAmount, EventData, HarnessEvent, RunStatus } from '../runtime/events.js';
+import type { Completion, Usage } from '../runtime/provider.js';
+import { processLiveness } from './liveness.js';
+
+export interface RunSpec {
+  /** Serialised provider spec and anything else a rebuilt actor needs. */
+  provider: unknown;
+  system?: string;
+}
+
+export interface LeaseClaim {
+  owner: string;
+  pid: number;
+  host: string;
+  ttlMs: number;
+  now: number;
+}
+
+export interface Fence {
+  runId: string;
+  generation: number;
+  owner: string;
+}
+
+export interface CreateRootInput {
+  runId: string;
+  task: string;
+  spec: RunSpec;
+  ceilings: Ceilings;
+  maxTotalAgents: number | null;
+  maxConcurrentAgents: number | null;
+  maxWaitSecs: number;
+  claim: LeaseClaim;
+}
+
+export interface SpawnInput extends Fence {
+  key: string;
+  task: string;
+  as: string | null;
+  asked: Ceilings;
+  maxWaitSecs: number | null;
+  newRunId: string;
+  now: number;
+}
+
+export type SpawnResult =
+  | { status: 'created' | 'existing'; childId: string; address: string; clamps: Clamp[]; childStatus: RunStatus }
+  | { status: 'refused'; rule: string; reason: string };
+
+export interface SentMessage {
+  to: string;
+  body: string;
+}
+
+export interface Observation {
+  callId: string;
+  name: string;
+  content: string;
+  isError: boolean;
+}
+
+export interface CommitStepInput extends Fence {
+  seq: number;
+  completion: Completion;
+  observations: Observation[];
+  usage: Usage;
+  consumed: string[];
+  sent: SentMessage[];
+  events: EventData[];
+  final: { status: RunStatus; reply: string | null } | null;
+  leaseTtlMs: number;
+  now: number;
+}
+
+export type CommitStepResult =
+  | { status: 'committed'; seq: number; treeSpent: DrawAmount }
+  | { status: 'duplicate'; seq: number }
+  | { status: 'exhausted'; runId: string; ceiling: string; spent: number; limit: number };
+
+export interface EndRunInput extends Fence {
+  status: RunStatus;
+  reply: string | null;
+  reason: string;
+  events: EventData[];
+  now: number;
+}
+
+/** What a batch of operations changed, for the supervisor to act on after commit. */
+export interface Notifications {
+  events: HarnessEvent[];
+  mail: { rootId: string; to: string }[];
+  spawned: { rootId: string; childId: string }[];
+  ended: { rootId: string; runId: string; status: RunStatus }[];
+}
+
+export function emptyNotifications(): Notifications {
+  return { events: [], mail: [], spawned: [], ended: [] };
+}
+
+interface RunRow {
+  run_id: string;
+  root_id: string;
+  parent_id: string | null;
+  address: string;
+  depth: number;
+  ancestry: string;
+  status: RunStatus;
+  task: string;
+  spec: string;
+  last_seq: number;
+  lease_owner: string | null;
+  lease_pid: number | null;
+  lease_host: string | null;
+  lease_expires_at: number | null;
+  generation: number;
+}
+
+interface LedgerRow {
+  run_id: string;
+  max_steps: number | null;
+  max_tokens: number | null;
+  max_wall_ms: number | null;
+  steps_spent: number;
+  tokens_spent: number;
+  started_at: number;
+  max_total_agents: number | null;
+  max_concurrent_agents: number | null;
+  max_wait_secs: number;
+}
+
+const ADDRESS = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** How much of a child's reply its finishing line to the parent carries. */
+const LINE_REPLY_CHARS = 200;
+
+export class StoreWriter {
+  readonly #db: Database.Database;
+  readonly #runById: Database.Statement<[string], RunRow>;
+  readonly #ledgerById: Database.Statement<[string], LedgerRow>;
+  readonly #insertEvent: Database.Statement;
+  readonly #insertRun: Database.Statement;
+  readonly #insertLedger: Database.Statement;
+  readonly #takeLease: Database.Statement;
+  readonly #draw: Database.Statement;
+  readonly #insertDraw: Database.Statement;
+  readonly #insertStep: Database.Statement;
+  readonly #stepExists: Database.Statement<[string, number], { one: number }>;
+  readonly #consume: Database.Statement;
+  readonly #insertMessage: Database.Statement;
+  readonly #addressExists: Database.Statement<[string, string], { run_id: string }>;
+  readonly #advanceRun: Database.Statement;
+  readonly #upsertCheckpoint: Database.Statement;
+  readonly #endRun: Database.Statement;
+  readonly #runBySpawnKey: Database.Statement<[string], RunRow>;
+  readonly #countSpawned: Database.Statement<[string], { n: number }>;
+  readonly #countChildren: Database.Statement<[string], { n: number }>;
+  readonly #enqueue: Database.Statement;
+  readonly #renew: Database.Statement;
+  #pending: Notifications = emptyNotifications();
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+    this.#runById = db.prepare('SELECT * FROM runs WHERE run_id = ?');
+    this.#ledgerById = db.prepare('SELECT * FROM ledger WHERE run_id = ?');
+    this.#insertEvent = db.prepare(
+      'INSERT INTO events (root_id, run_id, seq, generation, type, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    );
+    this.#insertRun = db.prepare(
+      `INSERT INTO runs (run_id, root_id, parent_id, address, depth, ancestry, status, task, spec, spawn_key, created_at)
+       VALUES (@run_id, @root_id, @parent_id, @address, @depth, @ancestry, @status, @task, @spec, @spawn_key, @created_at)`,
+    );
+    this.#insertLedger = db.prepare(
+      `INSERT INTO ledger (run_id, root_id, max_steps, max_tokens, max_wall_ms, started_at, max_total_agents, max_concurrent_agents, max_wait_secs)
+       VALUES (@run_id, @root_id, @max_steps, @max_tokens, @max_wall_ms, @started_at, @max_total_agents, @max_concurrent_agents, @max_wait_secs)`,
+    );
+    this.#takeLease = db.prepare(
+      `UPDATE runs SET lease_owner = @owner, lease_pid = @pid, lease_host = @host, lease_expires_at = @expires,
+         generation = generation + 1 WHERE run_id = @run_id AND generation = @generation`,
+    );
+    this.#draw = db.prepare(
+      `UPDATE ledger SET steps_spent = steps_spent + @steps, tokens_spent = tokens_spent + @tokens
+       WHERE run_id = @run_id
+         AND (max_steps IS NULL OR steps_spent + @steps <= max_steps)
+         AND (max_tokens IS NULL OR tokens_spent + @tokens <= max_tokens)`,
+    );
+    this.#insertDraw = db.prepare(
+      'INSERT INTO draws (draw_id, root_id, run_id, seq, generation, steps, tokens, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    );
+    this.#insertStep = db.prepare(
+      'INSERT INTO steps (run_id, seq, generation, completion, observations, usage, at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    );
+    this.#stepExists = db.prepare('SELECT 1 AS one FROM steps WHERE run_id = ? AND seq = ?');
+    this.#consume = db.prepare(
+      `UPDATE mailbox SET consumed_by = @run_id, consumed_seq = @seq, consumed_generation = @generation
+       WHERE msg_id = @msg_id AND root_id = @root_id AND to_address = @address AND consumed_by IS NULL`,
+    );
+    this.#insertMessage = db.prepare(
+      `INSERT INTO mailbox (msg_id, root_id, from_run, from_address, to_address, body, sent_seq, sent_generation)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.#addressExists = db.prepare('SELECT run_id FROM runs WHERE root_id = ? AND address = ?');
+    this.#advanceRun = db.prepare('UPDATE runs SET last_seq = ?, lease_expires_at = ? WHERE run_id = ?');
+    this.#upsertCheckpoint = db.prepare(
+      `INSERT INTO checkpoints (run_id, seq, generation, state, at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, generation = excluded.generation, state = excluded.state, at = excluded.at`,
+    );
+    this.#endRun = db.prepare(
+      'UPDATE runs SET status = ?, reply = ?, outcome = ?, ended_at = ?, lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?',
+    );
+    this.#runBySpawnKey = db.prepare('SELECT * FROM runs WHERE spawn_key = ?');
+    this.#countSpawned = db.prepare('SELECT count(*) AS n FROM runs WHERE root_id = ? AND parent_id IS NOT NULL');
+    this.#countChildren = db.prepare('SELECT count(*) AS n FROM runs WHERE parent_id = ?');
+    this.#renew = db.prepare(
+      'UPDATE runs SET lease_expires_at = ? WHERE run_id = ? AND generation = ? AND lease_owner = ?',
+    );
+    this.#enqueue = db.prepare(
+      `INSERT INTO spawn_queue (child_run_id, root_id, parent_id, state, enqueued_at) VALUES (?, ?, ?, 'queued', ?)`,
+    );
+  }
+
+  /** Hands over what the operations since the last call changed. */
+  takeNotifications(): Notifications {
+    const out = this.#pending;
+    this.#pending = emptyNotifications();
+    return out;
+  }
+
+  /** Forgets what a rolled-back operation would have announced. */
+  markNotifications(): number[] {
+    const p = this.#pending;
+    return [p.events.length, p.mail.length, p.spawned.length, p.ended.length];
+  }
+
+  rollbackNotifications(mark: number[]): void {
+    const p = this.#pending;
+    p.events.length = mark[0] as number;
+    p.mail.length = mark[1] as number;
+    p.spawned.length = mark[2] as number;
+    p.ended.length = mark[3] as number;
+  }
+
+  #event(run: RunRow, seq: number | null, generation: number, data: EventData, at: number): void {
+    const { type, ...rest } = data;
+    const info = this.#insertEvent.run(run.root_id, run.run_id, seq, generation, type, JSON.stringify(rest), at);
+    this.#pending.events.push({
+      ...data,
+      eventId: Number(info.lastInsertRowid),
+      rootId: run.root_id,
+      runId: run.run_id,
+      seq,
+      generation,
+      at,
+    } as HarnessEvent);
+  }
+
+  #run(runId: string): RunRow {
+    const row = this.#runById.get(runId);
+    if (!row)
+      throw new HarnessError(
+        ErrorCode.RunNotFound,
+        `no run ${runId} in this store; check the id (runs are listed by TraceReader.runs()).`,
+      );
+    return row;
+  }
+
+  #fence(fence: Fence): RunRow {
+    const row = this.#run(fence.runId);
+    if (row.generation !== fence.generation || row.lease_owner !== fence.owner) {
+      throw new LeaseLostError(fence.runId, fence.generation, row.generation);
+    }
+    return row;
+  }
+
+  createRoot(input: CreateRootInput): { generation: number } {
+    const now = input.claim.now;
+    this.#insertRun.run({
+      run_id: input.runId,
+      root_id: input.runId,
+      parent_id: null,
+      address: 'root',
+      depth: 0,
+      ancestry: '[]',
+      status: 'running',
+      task: input.task,
+      spec: JSON.stringify(input.spec),
+      spawn_key: null,
+      created_at: now,
+    });
+    this.#insertLedger.run({
+      run_id: input.runId,
+      root_id: input.runId,
+      max_steps: input.ceilings.steps,
+      max_tokens: input.ceilings.tokens,
+      max_wall_ms: input.ceilings.wallMs,
+      started_at: now,
+      max_total_agents: input.maxTotalAgents,
+      max_concurrent_agents: input.maxConcurrentAgents,
+      max_wait_secs: input.maxWaitSecs,
+    });
+    return this.acquireLease({ runId: input.runId, ...input.claim });
+  }
+
+  /**
+   * Takes the run's lease. A live owner whose lease has not lapsed is a Conflict; a
+   * dead owner's lease is taken at once; the ttl decides only what liveness cannot.
+   * Taking always raises the generation, which fences every earlier driver.
+   */
+  acquireLease(input: LeaseClaim & { runId: string }): { generation: number } {
+    const row = this.#run(input.runId);
+    const previous = row.lease_owner;
+    if (previous !== null && previous !== input.owner) {
+      const liveness = processLiveness(row.lease_pid, row.lease_host);
+      const expires = row.lease_expires_at ?? 0;
+      if (liveness !== 'dead' && expires > input.now) {
+        throw new ConflictError(input.runId, {
+          owner: previous,
+          pid: row.lease_pid,
+          host: row.lease_host,
+          expiresAt: expires,
+        });
+      }
+    }
+    this.#takeLease.run({
+      owner: input.owner,
+      pid: input.pid,
+      host: input.host,
+      expires: input.now + input.ttlMs,
+      run_id: input.runId,
+      generation: row.generation,
+    });
+    const generation = row.generation + 1;
+    this.#event(
+      row,
+      null,
+      generation,
+      { type: 'lease-taken', owner: input.owner, pid: input.pid, generation, previousOwner: previous },
+      input.now,
+    );
+    return { generation };
+  }
+
+  /** Extends the leases this owner still holds; returns the ones it lost. */
+  renewLeases(input: { owner: string; leases: { runId: string; generation: number }[]; expiresAt: number }): {
+    lost: string[];
+  } {
+    const lost: string[] = [];
+    const renew = this.#renew;
+    for (const lease of input.leases) {
+      if (renew.run(input.expiresAt, lease.runId, lease.generation, input.owner).changes !== 1) lost.push(lease.runId);
+    }
+    return { lost };
+  }
+
+  releaseLease(fence: Fence): void {
+    const row = this.#runById.get(fence.runId);
+    if (!row || row.generation !== fence.generation || row.lease_owner !== fence.owner) return;
+    this.#db.prepare('UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?').run(fence.runId);
+  }
+
+  /** Moves a queued child to running under this owner's lease, first in, first out. */
+  admit(input: LeaseClaim & { childId: string }): { generation: number } {
+    const row = this.#run(input.childId);
+    this.#db
+      .prepare(`UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`)
+      .run(input.now, input.childId);
+    if (row.status === 'queued') {
+      this.#db.prepare(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.childId);
+    }
+    const lease = this.acquireLease({ runId: input.childId, ...input });
+    this.#event(
+      row,
+      null,
+      lease.generation,
+      { type: 'spawn-started', childId: row.run_id, address: row.address },
+      input.now,
+    );
+    return lease;
+  }
+
+  /**
+   * Creates a child, idempotently: the same spawn key returns the child it made
+   * before. The total cap refuses; the child waits in the durable queue until the
+   * supervisor admits it; its ceilings are clamped to what the parent has left.
+   */
+  spawn(input: SpawnInput): SpawnResult {
+    const parent = this.#fence(input);
+    const existing = this.#runBySpawnKey.get(input.key);
+    if (existing) {
+      return {
+        status: 'existing',
+        childId: existing.run_id,
+        address: existing.address,
+        clamps: [],
+        childStatus: existing.status,
+      };
+    }
+    const rootLedger = this.#ledgerById.get(parent.root_id) as LedgerRow;
+    const spawned = this.#countSpawned.get(parent.root_id)?.n ?? 0;
+    const refuse = (rule: string, reason: string): SpawnResult => {
+      this.#event(parent, null, input.generation, { type: 'spawn-refused', rule, reason }, input.now);
+      return { status: 'refused', rule, reason };
+    };
+    if (rootLedger.max_total_agents !== null && spawned + 1 > rootLedger.max_total_agents) {
+      return refuse(
+        'maxTotalAgents',
+        `this tree may hold at most ${rootLedger.max_total_agents} spawned agents and already has ${spawned}; finish with the agents you have.`,
+      );
+    }
+    let address = input.as;
+    if (address !== null) {
+      if (!ADDRESS.test(address)) {
+        return refuse(
+          'address',
+          `address ${JSON.stringify(address)} is not valid: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.`,
+        );
+      }
+      if (this.#addressExists.get(parent.root_id, address)) {
+        return refuse(
+          'address',
+          `address ${JSON.stringify(address)} is already taken in this tree; choose another "as".`,
+        );
+      }
+    } else {
+      let n = (this.#countChildren.get(parent.run_id)?.n ?? 0) + 1;
+      address = `${parent.address}.${n}`;
+      while (this.#addressExists.get(parent.root_id, address)) address = `${parent.address}.${++n}`;
+    }
+    const parentLedger = this.#ledgerById.get(parent.run_id) as LedgerRow;
+    const remaining: Ceilings = {
+      steps: parentLedger.max_steps === null ? null : Math.max(0, parentLedger.max_steps - parentLedger.steps_spent),
+      tokens:
+        parentLedger.max_tokens === null ? null : Math.max(0, parentLedger.max_tokens - parentLedger.tokens_spent),
+      wallMs:
+        parentLedger.max_wall_ms === null
+          ? null
+          : Math.max(0, parentLedger.started_at + parentLedger.max_wall_ms - input.now),
+    };
+    const { ceilings, clamps } = clampToParent(input.asked, remaining);
+    const ancestry = [...(JSON.parse(parent.ancestry) as string[]), parent.run_id];
+    this.#insertRun.run({
+      run_id: input.newRunId,
+      root_id: parent.root_id,
+      parent_id: parent.run_id,
+      address,
+      depth: parent.depth + 1,
+      ancestry: JSON.stringify(ancestry),
+      status: 'queued',
+      task: input.task,
+      spec: parent.spec,
+      spawn_key: input.key,
+      created_at: input.now,
+    });
+    const maxWait =
+      input.maxWaitSecs === null ? parentLedger.max_wait_secs : Math.min(input.maxWaitSecs, parentLedger.max_wait_secs);
+    this.#insertLedger.run({
+      run_id: input.newRunId,
+      root_id: parent.root_id,
+      max_steps: ceilings.steps,
+      max_tokens: ceilings.tokens,
+      max_wall_ms: ceilings.wallMs,
+      started_at: input.now,
+      max_total_agents: null,
+      max_concurrent_agents: null,
+      max_wait_secs: maxWait,
+    });
+    this.#enqueue.run(input.newRunId, parent.root_id, parent.run_id, input.now);
+    this.#event(
+      parent,
+      null,
+      input.generation,
+      { type: 'spawn-queued', childId: input.newRunId, address, task: input.task },
+      input.now,
+    );
+    if (clamps.length > 0) {
+      this.#event(
+        parent,
+        null,
+        input.generation,
+        { type: 'budget-clamped', childId: input.newRunId, clamps },
+        input.now,
+      );
+    }
+    this.#pending.spawned.push({ rootId: parent.root_id, childId: input.newRunId });
+    return { status: 'created', childId: input.newRunId, address, clamps, childStatus: 'queued' };
+  }
+
+  /**
+   * One step, all or nothing: the draw checked against every ceiling from the run
+   * up to the root, the step row, the messages it consumed and sent, its events,
+   * the checkpoint, and the run's end if this was its last step.
+   */
+  commitStep(input: CommitStepInput): CommitStepResult {
+    const run = this.#fence(input);
+    if (input.seq !== run.last_seq + 1) {
+      if (this.#stepExists.get(input.runId, input.seq)) return { status: 'duplicate', seq: input.seq };
+      throw new HarnessError(
+        ErrorCode.StepOutOfOrder,
+        `run ${input.runId}: step ${input.seq} cannot follow step ${run.last_seq}.`,
+      );
+    }
+    const draw: DrawAmount = { steps: 1, tokens: input.usage.inputTokens + input.usage.outputTokens };
+    const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
+    this.#db.exec('SAVEPOINT draw');
+    for (const id of chain) {
+      if (this.#draw.run({ run_id: id, steps: draw.steps, tokens: draw.tokens }).changes !== 1) {
+        this.#db.exec('ROLLBACK TO draw; RELEASE draw');
+        const ledger = this.#ledgerById.get(id) as LedgerRow;
+        const stepsCross = ledger.max_steps !== null && ledger.steps_spent + draw.steps > ledger.max_steps;
+        const ceiling = stepsCross ? 'steps' : 'tokens';
+        const spent = stepsCross ? ledger.steps_spent : ledger.tokens_spent;
+        const limit = (stepsCross ? ledger.max_steps : ledger.max_tokens) as number;
+        this.#finish(
+          run,
+          input.generation,
+          input.seq - 1,
+          'budget-exhausted',
+          null,
+          `the ${ceiling} ceiling of run ${id} would be crossed`,
+          input.now,
+          [{ type: 'budget-exhausted', draw, ceiling, runId: id, spent, limit }],
+        );
+        return { status: 'exhausted', runId: id, ceiling, spent, limit };
+      }
+    }
+    this.#db.exec('RELEASE draw');
+    const gen = input.generation;
+    this.#insertDraw.run(
+      `${run.run_id}:${input.seq}`,
+      run.root_id,
+      run.run_id,
+      input.seq,
+      gen,
+      draw.steps,
+      draw.tokens,
+      input.now,
+    );
+    this.#insertStep.run(
+      run.run_id,
+      input.seq,
+      gen,
+      JSON.stringify(input.completion),
+      JSON.stringify(input.observations),
+      JSON.stringify(input.usage),
+      input.now,
+    );
+    for (const msgId of input.consumed) {
+      const changed = this.#consume.run({
+        run_id: run.run_id,
+        seq: input.seq,
+        generation: gen,
+        msg_id: msgId,
+        root_id: run.root_id,
+        address: run.address,
+      }).changes;
+      if (changed !== 1) {
+        throw new HarnessError(
+          ErrorCode.MailboxConflict,
+          `run ${run.run_id}: message ${msgId} is not waiting in the inbox of ${run.address}; the step was not committed.`,
+        );
+      }
+    }
+    for (const event of input.events) this.#event(run, input.seq, gen, event, input.now);
+    if (input.consumed.length > 0)
+      this.#event(run, input.seq, gen, { type: 'message-read', msgIds: input.consumed }, input.now);
+    input.sent.forEach((message, index) => {
+      this.#send(run, input.seq, gen, `${run.run_id}:${input.seq}:${index}`, message, input.now);
+    });
+    const root = this.#ledgerById.get(run.root_id) as LedgerRow;
+    const treeSpent = { steps: root.steps_spent, tokens: root.tokens_spent };
+    this.#event(run, input.seq, gen, { type: 'spend', draw, treeSpent }, input.now);
+    this.#event(
+      run,
+      input.seq,
+      gen,
+      {
+        type: 'step-end',
+        toolCalls: input.completion.toolCalls.map((call) => call.name),
+        inputTokens: input.usage.inputTokens,
+        outputTokens: input.usage.outputTokens,
+      },
+      input.now,
+    );
+    this.#advanceRun.run(input.seq, input.now + input.leaseTtlMs, run.run_id);
+    this.#upsertCheckpoint.run(run.run_id, input.seq, gen, JSON.stringify({ seq: input.seq }), input.now);
+    if (input.final)
+      this.#finish(
+        run,
+        gen,
+        input.seq,
+        input.final.status,
+        input.final.reply,
+        'the model gave its final answer',
+        input.now,
+        [],
+      );
+    return { status: 'committed', seq: input.seq, treeSpent };
+  }
+
+  /** Records events that belong to no step (a run starting or resuming). */
+  recordEvents(input: Fence & { events: EventData[]; now: number }): void {
+    const run = this.#fence(input);
+    for (const event of input.events) this.#event(run, null, input.generation, event, input.now);
+  }
+
+  /** Ends a run without a step: a budget that ran out before the model was asked, a failure, a cancel. */
+  endRun(input: EndRunInput): void {
+    const run = this.#fence(input);
+    this.#finish(run, input.generation, run.last_seq, input.status, input.reply, input.reason, input.now, input.events);
+  }
+
+  /** Cancels every child of a tree still waiting in the queue; no lease is needed for a run that never started. */
+  cancelQueued(input: { rootId: string; now: number }): { cancelled: string[] } {
+    const rows = this.#db
+      .prepare(`SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state = 'queued' ORDER BY ordinal`)
+      .all(input.rootId) as { child_run_id: string }[];
+    for (const { child_run_id } of rows) {
+      this.#db.prepare(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child_run_id);
+      const run = this.#run(child_run_id);
+      this.#finish(run, run.generation, 0, 'cancelled', null, 'cancelled while queued', input.now, []);
+    }
+    return { cancelled: rows.map((row) => row.child_run_id) };
+  }
+
+  #send(run: RunRow, seq: number, generation: number, msgId: string, message: SentMessage, now: number): void {
+    if (!this.#addressExists.get(run.root_id, message.to)) {
+      throw new HarnessError(
+        ErrorCode.MailboxConflict,
+        `run ${run.run_id}: no agent has the address ${JSON.stringify(message.to)} in this tree.`,
+      );
+    }
+    this.#insertMessage.run(msgId, run.root_id, run.run_id, run.address, message.to, message.body, seq, generation);
+    this.#event(run, seq, generation, { type: 'message-sent', msgId, to: message.to }, now);
+    this.#pending.mail.push({ rootId: run.root_id, to: message.to });
+  }
+
+  #finish(
+    run: RunRow,
+    generation: number,
+    seq: number,
+    status: RunStatus,
+    reply: string | null,
+    reason: string,
+    now: number,
+    events: EventData[],
+  ): void {
+    for (const event of events) this.#event(run, seq, generation, event, now);
+    this.#endRun.run(status, reply, JSON.stringify({ status, reason }), now, run.run_id);
+    if (run.parent_id !== null) {
+      const parent = this.#run(run.parent_id);
+      const ledger = this.#ledgerById.get(run.run_id) as LedgerRow;
+      const said =
+        reply === null ? reason : reply.length > LINE_REPLY_CHARS ? `${reply.slice(0, LINE_REPLY_CHARS)}…` : reply;
+      const line = `[${run.address} ${status}] ${said.replace(/\s+/g, ' ')} (steps ${ledger.steps_spent}, tokens ${ledger.tokens_spent})`;
+      this.#send(run, seq, generation, `${run.run_id}:end`, { to: parent.address, body: line }, now);
+    }
+    this.#event(run, seq, generation, { type: 'run-end', status, reply, reason }, now);
+    this.#pending.ended.push({ rootId: run.root_id, runId: run.run_id, status });
+  }
+}

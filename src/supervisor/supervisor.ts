@@ -1,0 +1,728 @@
+/**
+ * The supervisor: the part of the runtime that lives on the embedder's main thread.
+ * It starts the store actor, spawns one agent actor per live agent on pooled worker
+ * threads, admits queued children first in first out under the concurrency cap,
+ * holds and renews the leases of the runs it drives, fans committed events out to
+ * observers, and settles a tree only when no run of it is left running.
+ */
+import { randomUUID } from 'node:crypto';
+import { MessageChannel, type Worker } from 'node:worker_threads';
+import {
+  type AgentInput,
+  type AgentOutput,
+  type AgentRequestBody,
+  type RunExit,
+  startAgentWorker,
+  type WaitChildResult,
+} from '../actors/agent.js';
+import { errorReply, okReply, type Request } from '../actors/protocol.js';
+import { StoreClient, type StoreOutput, startStoreWorker } from '../actors/store.js';
+import { type Clock, systemClock } from '../clock.js';
+import {
+  ActorExitedError,
+  deserializeError,
+  ErrorCode,
+  HarnessError,
+  InvalidArgumentError,
+  LeaseLostError,
+} from '../errors.js';
+import { type Budget, validateBudget } from '../runtime/budget.js';
+import { type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
+import type { ProviderSpec } from '../runtime/provider.js';
+import { HOST } from '../store/liveness.js';
+import type { Store } from '../store/store.js';
+import type { Notifications } from '../store/writer.js';
+import { EventBus, type EventFilter, type Observer } from './event-bus.js';
+
+/** The supervisor's lifecycle, state by state. */
+export type SupervisorState =
+  /** starting the store actor */
+  | 'starting'
+  /** accepting runs */
+  | 'running'
+  /** close() was called; actors are being stopped */
+  | 'draining'
+  /** closed cleanly */
+  | 'stopped'
+  /** the store actor died; nothing more can be committed */
+  | 'failed';
+
+export interface SupervisorOptions {
+  /** At most this many spawned agents of one tree run at once; the rest wait in the durable queue. Default 16. */
+  maxConcurrentAgents?: number;
+  /** A tree may spawn at most this many agents in all; the spawn that would cross it is refused. Default 1000. */
+  maxTotalAgents?: number;
+  /** How long a lease lasts without renewal. Renewed every third of it while the run is driven. Default 30 000 ms. */
+  leaseTtlMs?: number;
+  /** The clock leases are computed with. */
+  clock?: Clock;
+  /** Idle worker threads kept for reuse. Default: maxConcurrentAgents + 1. */
+  maxIdleWorkers?: number;
+  /** Test hook: `op:n:phase` SIGKILLs the whole process inside the store actor at that point. */
+  killAt?: string | null;
+}
+
+export interface RunOptions {
+  /** What the root agent is to do. */
+  task: string;
+  /** The model, as data; rebuilt inside each actor's thread. */
+  provider: ProviderSpec;
+  /** Replaces the default system prompt. */
+  system?: string;
+  /** The tree's ceilings; no child can raise them. */
+  budget?: Budget;
+  /** The longest inbox wait any agent of the tree may ask for. Default 30. */
+  maxWaitSecs?: number;
+  /** Overrides the supervisor's caps for this tree. */
+  maxConcurrentAgents?: number;
+  maxTotalAgents?: number;
+}
+
+/** What a finished tree hands back. */
+export interface TreeResult {
+  rootId: string;
+  status: RunStatus;
+  reason: string | null;
+  reply: string | null;
+  /** What the whole tree spent. */
+  spent: { steps: number; tokens: number };
+  /** How many runs the tree holds, root included. */
+  runs: number;
+}
+
+export interface RunHandle {
+  readonly rootId: string;
+  /** Settles when the root and every run it started are terminal. */
+  readonly result: Promise<TreeResult>;
+  /** Stops every agent of the tree at its next step boundary and cancels what is queued. */
+  cancel(): Promise<void>;
+}
+
+interface PooledWorker {
+  worker: Worker;
+  slot: Slot | null;
+  exited: boolean;
+}
+
+interface Slot {
+  tree: Tree;
+  runId: string;
+  address: string;
+  generation: number;
+  /** Counts against the concurrency cap (every spawned agent; not the root). */
+  counted: boolean;
+  /** Parked on a child and not holding a slot. */
+  parked: boolean;
+  pooled: PooledWorker;
+}
+
+interface Tree {
+  rootId: string;
+  maxConcurrent: number;
+  active: number;
+  slots: Map<string, Slot>;
+  byAddress: Map<string, Slot>;
+  admitting: Set<string>;
+  resumeQueue: (() => void)[];
+  waiters: Map<string, (() => void)[]>;
+  settled: boolean;
+  resolve(result: TreeResult): void;
+  reject(error: Error): void;
+  result: Promise<TreeResult>;
+}
+
+const DEFAULTS = { maxConcurrentAgents: 16, maxTotalAgents: 1000, leaseTtlMs: 30_000, maxWaitSecs: 30 };
+
+function positiveInteger(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new InvalidArgumentError(`${name} must be a whole number of at least 1, got ${JSON.stringify(value)}.`);
+  }
+  return value;
+}
+
+export class Supervisor {
+  readonly owner: string;
+  readonly store: Store;
+  readonly #options: Required<Omit<SupervisorOptions, 'killAt' | 'clock'>> & { clock: Clock; killAt: string | null };
+  readonly #bus = new EventBus();
+  readonly #trees = new Map<string, Tree>();
+  readonly #idle: PooledWorker[] = [];
+  readonly #workers = new Set<PooledWorker>();
+  #storeWorker!: Worker;
+  #storeClient!: StoreClient;
+  #state: SupervisorState = 'starting';
+  #renewTimer: NodeJS.Timeout | null = null;
+  #failure: Error | null = null;
+
+  private constructor(store: Store, options: SupervisorOptions) {
+    this.store = store;
+    this.owner = `supervisor-${randomUUID()}`;
+    const maxConcurrentAgents = positiveInteger(
+      options.maxConcurrentAgents ?? DEFAULTS.maxConcurrentAgents,
+      'maxConcurrentAgents',
+    );
+    this.#options = {
+      maxConcurrentAgents,
+      maxTotalAgents: positiveInteger(options.maxTotalAgents ?? DEFAULTS.maxTotalAgents, 'maxTotalAgents'),
+      leaseTtlMs: positiveInteger(options.leaseTtlMs ?? DEFAULTS.leaseTtlMs, 'leaseTtlMs'),
+      maxIdleWorkers: options.maxIdleWorkers ?? maxConcurrentAgents + 1,
+      clock: options.clock ?? systemClock,
+      killAt: options.killAt ?? null,
+    };
+  }
+
+  /**
+   * Starts a supervisor over a store: the store actor's thread first, then agents on demand.
+   *
+   * @example
+   * const store = await Store.open('runs.db');
+   * const supervisor = await Supervisor.start(store, { maxConcurrentAgents: 16 });
+   * const handle = supervisor.run({ task: 'survey the repo', provider });
+   * console.log(await handle.result);
+   * await supervisor.close();
+   */
+  static async start(store: Store, options: SupervisorOptions = {}): Promise<Supervisor> {
+    const supervisor = new Supervisor(store, options);
+    await supervisor.#boot();
+    return supervisor;
+  }
+
+  get state(): SupervisorState {
+    return this.#state;
+  }
+
+  async #boot(): Promise<void> {
+    this.#storeWorker = await startStoreWorker({
+      path: this.store.path,
+      synchronous: this.store.synchronous,
+      killAt: this.#options.killAt,
+    });
+    this.#storeClient = new StoreClient(this.#storeWorker, (message) => this.#onStoreOutput(message as StoreOutput));
+    this.#storeWorker.on('exit', () => this.#onStoreExit());
+    this.#storeWorker.on('error', (error) => {
+      this.#failure = error;
+    });
+    const period = Math.max(10, Math.floor(this.#options.leaseTtlMs / 3));
+    this.#renewTimer = setInterval(() => void this.#renewLeases(), period);
+    this.#renewTimer.unref();
+    this.#state = 'running';
+  }
+
+  /** Calls `observer` with every committed event, in commit order. Returns an unsubscribe function. */
+  observe(observer: Observer, filter?: EventFilter): () => void {
+    return this.#bus.subscribe(observer, filter);
+  }
+
+  /** Every committed event from now on, in commit order, as an async iterator. */
+  events(filter?: EventFilter): AsyncIterableIterator<HarnessEvent> {
+    return this.#bus.stream(filter);
+  }
+
+  #assertRunning(): void {
+    if (this.#state !== 'running') {
+      throw new HarnessError(
+        ErrorCode.SupervisorClosed,
+        `the supervisor is ${this.#state}; start a new one to drive runs.`,
+      );
+    }
+  }
+
+  #claim() {
+    return {
+      owner: this.owner,
+      pid: process.pid,
+      host: HOST,
+      ttlMs: this.#options.leaseTtlMs,
+      now: this.#options.clock.now(),
+    };
+  }
+
+  /** Starts a new tree at its root agent. */
+  run(options: RunOptions): RunHandle {
+    this.#assertRunning();
+    if (typeof options?.task !== 'string' || options.task.length === 0) {
+      throw new InvalidArgumentError('run() needs a task: a non-empty string saying what the root agent is to do.');
+    }
+    if (options.provider?.kind !== 'module' || typeof options.provider.module !== 'string') {
+      throw new InvalidArgumentError(
+        'run() needs a provider spec such as { kind: "module", module: "/abs/path/provider.js" }; a provider object cannot cross into a worker thread.',
+      );
+    }
+    const ceilings = validateBudget(options.budget, 'run()');
+    const maxWaitSecs = options.maxWaitSecs ?? DEFAULTS.maxWaitSecs;
+    if (typeof maxWaitSecs !== 'number' || maxWaitSecs < 0) {
+      throw new InvalidArgumentError(
+        `run(): maxWaitSecs must be a number of seconds of at least 0, got ${JSON.stringify(maxWaitSecs)}.`,
+      );
+    }
+    const maxConcurrent = positiveInteger(
+      options.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
+      'maxConcurrentAgents',
+    );
+    const maxTotal = positiveInteger(options.maxTotalAgents ?? this.#options.maxTotalAgents, 'maxTotalAgents');
+    const rootId = randomUUID();
+    const tree = this.#newTree(rootId, maxConcurrent);
+    void (async () => {
+      try {
+        const { generation } = await this.#storeClient.call('createRoot', {
+          runId: rootId,
+          task: options.task,
+          spec: { provider: options.provider, system: options.system },
+          ceilings,
+          maxTotalAgents: maxTotal,
+          maxConcurrentAgents: maxConcurrent,
+          maxWaitSecs,
+          claim: this.#claim(),
+        });
+        this.#startActor(tree, rootId, 'root', generation, false, false);
+      } catch (error) {
+        this.#failTree(tree, error as Error);
+      }
+    })();
+    return this.#handle(tree);
+  }
+
+  /**
+   * Takes every unfinished run of a tree and drives it to the end from its last
+   * committed step. Rejects with a ConflictError, before any step, while a live
+   * owner still holds one of its leases.
+   */
+  async resume(rootId: string): Promise<RunHandle> {
+    this.#assertRunning();
+    if (this.#trees.has(rootId)) {
+      throw new InvalidArgumentError(
+        `tree ${rootId} is already being driven by this supervisor; use the handle run() or resume() returned.`,
+      );
+    }
+    const runs = this.store.runs(rootId);
+    const root = runs.find((run) => run.runId === rootId);
+    if (!root) {
+      throw new HarnessError(
+        ErrorCode.RunNotFound,
+        `no tree with root ${rootId} in ${this.store.path}; list the roots with store.runs().`,
+      );
+    }
+    const ledger = this.store.ledger(rootId);
+    const tree = this.#newTree(rootId, ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents);
+    const running = runs.filter((run) => run.status === 'running');
+    const taken: { runId: string; generation: number; address: string }[] = [];
+    try {
+      for (const run of running) {
+        const { generation } = await this.#storeClient.call('acquireLease', { runId: run.runId, ...this.#claim() });
+        taken.push({ runId: run.runId, generation, address: run.address });
+      }
+    } catch (error) {
+      for (const lease of taken) {
+        await this.#storeClient.call('releaseLease', { ...lease, owner: this.owner }).catch(() => undefined);
+      }
+      this.#trees.delete(rootId);
+      tree.settled = true;
+      throw error;
+    }
+    for (const lease of taken) {
+      const counted = lease.runId !== rootId;
+      if (counted) tree.active++;
+      this.#startActor(tree, lease.runId, lease.address, lease.generation, counted, true);
+    }
+    this.#pump(tree);
+    this.#checkSettled(tree);
+    return this.#handle(tree);
+  }
+
+  #newTree(rootId: string, maxConcurrent: number): Tree {
+    let resolve!: (result: TreeResult) => void;
+    let reject!: (error: Error) => void;
+    const result = new Promise<TreeResult>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const tree: Tree = {
+      rootId,
+      maxConcurrent,
+      active: 0,
+      slots: new Map(),
+      byAddress: new Map(),
+      admitting: new Set(),
+      resumeQueue: [],
+      waiters: new Map(),
+      settled: false,
+      resolve,
+      reject,
+      result,
+    };
+    this.#trees.set(rootId, tree);
+    return tree;
+  }
+
+  #handle(tree: Tree): RunHandle {
+    return {
+      rootId: tree.rootId,
+      result: tree.result,
+      cancel: async () => {
+        for (const slot of tree.slots.values()) this.#post(slot.pooled, { type: 'cancel' });
+        await this.#storeClient.call('cancelQueued', { rootId: tree.rootId, now: this.#options.clock.now() });
+      },
+    };
+  }
+
+  #post(pooled: PooledWorker, message: AgentInput): void {
+    if (!pooled.exited) pooled.worker.postMessage(message);
+  }
+
+  #acquireWorker(): PooledWorker {
+    const idle = this.#idle.pop();
+    if (idle) return idle;
+    const channel = new MessageChannel();
+    this.#storeWorker.postMessage({ type: 'attach', port: channel.port1 }, [channel.port1]);
+    const worker = startAgentWorker(this.store.path, channel.port2);
+    const pooled: PooledWorker = { worker, slot: null, exited: false };
+    this.#workers.add(pooled);
+    worker.on('message', (message: AgentOutput | Request<AgentRequestBody>) => this.#onAgentMessage(pooled, message));
+    worker.on('error', () => undefined);
+    worker.on('exit', (code) => this.#onAgentExit(pooled, code));
+    return pooled;
+  }
+
+  #startActor(
+    tree: Tree,
+    runId: string,
+    address: string,
+    generation: number,
+    counted: boolean,
+    resumed: boolean,
+  ): void {
+    if (tree.settled) return;
+    const pooled = this.#acquireWorker();
+    const slot: Slot = { tree, runId, address, generation, counted, parked: false, pooled };
+    pooled.slot = slot;
+    tree.slots.set(runId, slot);
+    tree.byAddress.set(address, slot);
+    this.#post(pooled, {
+      type: 'start',
+      runId,
+      generation,
+      owner: this.owner,
+      leaseTtlMs: this.#options.leaseTtlMs,
+      resumed,
+    });
+  }
+
+  #onAgentMessage(pooled: PooledWorker, message: AgentOutput | Request<AgentRequestBody>): void {
+    if (message.type === 'run-exit') {
+      this.#onRunExit(pooled, message.runId, message.exit);
+    } else if (message.type === 'request') {
+      const body = message.body;
+      if (body.op === 'wait-child') {
+        this.#waitChild(pooled, body).then(
+          (value) => {
+            if (!pooled.exited) pooled.worker.postMessage(okReply(message.id, value));
+          },
+          (error) => {
+            if (!pooled.exited) pooled.worker.postMessage(errorReply(message.id, error));
+          },
+        );
+      }
+    }
+  }
+
+  /** A parent waiting on a child gives its slot up while it waits, so waiting never starves the tree of slots. */
+  async #waitChild(
+    pooled: PooledWorker,
+    body: Extract<AgentRequestBody, { op: 'wait-child' }>,
+  ): Promise<WaitChildResult> {
+    const slot = pooled.slot;
+    if (!slot) throw new HarnessError(ErrorCode.Internal, 'wait-child from an idle actor');
+    const tree = slot.tree;
+    const ended = () => {
+      const child = this.store.run(body.childId);
+      return child !== null && isTerminal(child.status);
+    };
+    let outcome: 'ended' | 'background' = 'ended';
+    if (!ended()) {
+      if (slot.counted) {
+        slot.parked = true;
+        tree.active--;
+        this.#pump(tree);
+      }
+      outcome = await new Promise<'ended' | 'background'>((resolve) => {
+        let timer: NodeJS.Timeout | null = null;
+        const onEnd = () => {
+          if (timer) clearTimeout(timer);
+          resolve('ended');
+        };
+        const list = tree.waiters.get(body.childId) ?? [];
+        list.push(onEnd);
+        tree.waiters.set(body.childId, list);
+        if (body.timeoutMs !== null) {
+          timer = setTimeout(() => {
+            const current = tree.waiters.get(body.childId);
+            if (current)
+              tree.waiters.set(
+                body.childId,
+                current.filter((fn) => fn !== onEnd),
+              );
+            resolve('background');
+          }, body.timeoutMs);
+        }
+        // The child may have ended between the check and the registration.
+        if (ended()) onEnd();
+      });
+      if (slot.parked) {
+        await new Promise<void>((resolve) => {
+          tree.resumeQueue.push(resolve);
+          this.#pump(tree);
+        });
+        slot.parked = false;
+      }
+    }
+    if (outcome === 'background') return { status: 'background' };
+    const child = this.store.run(body.childId);
+    const account = this.store.account(body.childId);
+    return {
+      status: 'ended',
+      childStatus: child?.status ?? 'failed',
+      reply: child?.reply ?? null,
+      reason: child?.outcome?.reason ?? null,
+      steps: account?.spent.steps ?? 0,
+      tokens: account?.spent.tokens ?? 0,
+    };
+  }
+
+  /** Fills free slots: parents coming back from a wait first, then queued children in order. */
+  #pump(tree: Tree): void {
+    if (tree.settled || this.#state !== 'running') return;
+    while (tree.active < tree.maxConcurrent && tree.resumeQueue.length > 0) {
+      tree.active++;
+      (tree.resumeQueue.shift() as () => void)();
+    }
+    const free = tree.maxConcurrent - tree.active;
+    if (free <= 0) return;
+    const candidates = this.store
+      .queued(tree.rootId, free + tree.admitting.size)
+      .filter((id) => !tree.admitting.has(id));
+    for (const childId of candidates.slice(0, free)) {
+      tree.admitting.add(childId);
+      tree.active++;
+      this.#storeClient.call('admit', { childId, ...this.#claim() }).then(
+        ({ generation }) => {
+          tree.admitting.delete(childId);
+          const child = this.store.run(childId);
+          if (!child || tree.settled) return;
+          this.#startActor(tree, childId, child.address, generation, true, false);
+        },
+        (error) => {
+          tree.admitting.delete(childId);
+          this.#failTree(tree, error as Error);
+        },
+      );
+    }
+  }
+
+  #onRunExit(pooled: PooledWorker, runId: string, exit: RunExit): void {
+    const slot = pooled.slot;
+    pooled.slot = null;
+    if (slot && slot.runId === runId) {
+      const tree = slot.tree;
+      tree.slots.delete(runId);
+      if (tree.byAddress.get(slot.address) === slot) tree.byAddress.delete(slot.address);
+      if (slot.counted && !slot.parked) tree.active--;
+      if (exit.kind === 'lease-lost') {
+        this.#publishLocal(tree, runId, slot.generation, {
+          type: 'lease-lost',
+          owner: this.owner,
+          generation: slot.generation,
+        });
+        this.#failTree(tree, new LeaseLostError(runId, slot.generation, null));
+      } else if (exit.kind === 'error') {
+        this.#failTree(tree, deserializeError(exit.error));
+      } else {
+        this.#pump(tree);
+        this.#checkSettled(tree);
+      }
+    }
+    if (!pooled.exited && this.#state === 'running' && this.#idle.length < this.#options.maxIdleWorkers) {
+      this.#idle.push(pooled);
+    } else if (!pooled.exited) {
+      void pooled.worker.terminate();
+    }
+  }
+
+  #onAgentExit(pooled: PooledWorker, code: number): void {
+    pooled.exited = true;
+    this.#workers.delete(pooled);
+    const index = this.#idle.indexOf(pooled);
+    if (index >= 0) this.#idle.splice(index, 1);
+    const slot = pooled.slot;
+    if (slot) {
+      pooled.slot = null;
+      slot.tree.slots.delete(slot.runId);
+      this.#failTree(
+        slot.tree,
+        new ActorExitedError(
+          ErrorCode.ActorExited,
+          `the worker driving run ${slot.runId} (${slot.address}) exited with code ${code} mid-run; ` +
+            `its last committed step is durable and the tree resumes with supervisor.resume("${slot.tree.rootId}").`,
+        ),
+      );
+    }
+  }
+
+  /** Stops a tree in this process without ending its runs: what was committed stays, and it can be resumed. */
+  #failTree(tree: Tree, error: Error): void {
+    if (tree.settled) return;
+    tree.settled = true;
+    this.#trees.delete(tree.rootId);
+    const slots = [...tree.slots.values()];
+    tree.slots.clear();
+    for (const slot of slots) {
+      slot.pooled.slot = null;
+      slot.pooled.exited = true;
+      this.#workers.delete(slot.pooled);
+      void slot.pooled.worker.terminate();
+    }
+    for (const slot of slots) {
+      this.#storeClient
+        .call('releaseLease', { runId: slot.runId, generation: slot.generation, owner: this.owner })
+        .catch(() => undefined);
+    }
+    tree.reject(error);
+  }
+
+  #checkSettled(tree: Tree): void {
+    if (tree.settled || tree.slots.size > 0 || tree.admitting.size > 0) return;
+    if (this.store.liveCount(tree.rootId) > 0) {
+      // Runs left queued with nothing running to admit them: admit now.
+      this.#pump(tree);
+      return;
+    }
+    tree.settled = true;
+    this.#trees.delete(tree.rootId);
+    const root = this.store.run(tree.rootId);
+    const ledger = this.store.ledger(tree.rootId);
+    tree.resolve({
+      rootId: tree.rootId,
+      status: root?.status ?? 'failed',
+      reason: root?.outcome?.reason ?? null,
+      reply: root?.reply ?? null,
+      spent: ledger?.root.spent ?? { steps: 0, tokens: 0 },
+      runs: this.store.runs(tree.rootId).length,
+    });
+  }
+
+  #onStoreOutput(message: StoreOutput): void {
+    if (message.type !== 'notify') return;
+    const notes: Notifications = message.notifications;
+    this.#bus.publish(notes.events);
+    for (const mail of notes.mail) {
+      const slot = this.#trees.get(mail.rootId)?.byAddress.get(mail.to);
+      if (slot) this.#post(slot.pooled, { type: 'mail' });
+    }
+    const touched = new Set<Tree>();
+    for (const spawned of notes.spawned) {
+      const tree = this.#trees.get(spawned.rootId);
+      if (tree) touched.add(tree);
+    }
+    for (const ended of notes.ended) {
+      const tree = this.#trees.get(ended.rootId);
+      if (!tree) continue;
+      const waiters = tree.waiters.get(ended.runId);
+      if (waiters) {
+        tree.waiters.delete(ended.runId);
+        for (const waiter of waiters) waiter();
+      }
+      touched.add(tree);
+    }
+    for (const tree of touched) {
+      this.#pump(tree);
+      this.#checkSettled(tree);
+    }
+  }
+
+  #publishLocal(
+    tree: Tree,
+    runId: string,
+    generation: number,
+    data: { type: 'lease-lost'; owner: string; generation: number },
+  ): void {
+    this.#bus.publish([
+      { ...data, eventId: 0, rootId: tree.rootId, runId, seq: null, generation, at: this.#options.clock.now() },
+    ]);
+  }
+
+  async #renewLeases(): Promise<void> {
+    if (this.#state !== 'running') return;
+    const leases: { runId: string; generation: number }[] = [];
+    for (const tree of this.#trees.values()) {
+      for (const slot of tree.slots.values()) leases.push({ runId: slot.runId, generation: slot.generation });
+    }
+    if (leases.length === 0) return;
+    try {
+      const { lost } = await this.#storeClient.call('renewLeases', {
+        owner: this.owner,
+        leases,
+        expiresAt: this.#options.clock.now() + this.#options.leaseTtlMs,
+      });
+      for (const runId of lost) {
+        for (const tree of this.#trees.values()) {
+          const slot = tree.slots.get(runId);
+          if (!slot) continue;
+          this.#publishLocal(tree, runId, slot.generation, {
+            type: 'lease-lost',
+            owner: this.owner,
+            generation: slot.generation,
+          });
+          this.#failTree(tree, new LeaseLostError(runId, slot.generation, null));
+        }
+      }
+    } catch {
+      // The store actor's exit is handled where it is detected.
+    }
+  }
+
+  #onStoreExit(): void {
+    if (this.#state === 'stopped' || this.#state === 'draining') return;
+    this.#state = 'failed';
+    const reason = `the store actor exited${this.#failure ? `: ${this.#failure.message}` : ''}; every pending commit was refused.`;
+    this.#storeClient.fail(reason);
+    for (const tree of [...this.#trees.values()]) {
+      this.#failTree(tree, new ActorExitedError(ErrorCode.StoreActorExited, reason));
+    }
+    for (const pooled of this.#workers) void pooled.worker.terminate();
+    this.#bus.close();
+  }
+
+  /**
+   * Stops every actor, gives back the leases it holds (so the trees can be resumed
+   * at once elsewhere), closes the store actor. Trees still running reject with
+   * SUPERVISOR_CLOSED; what they committed stays.
+   */
+  async close(): Promise<void> {
+    if (this.#state === 'stopped' || this.#state === 'draining') return;
+    const wasFailed = this.#state === 'failed';
+    this.#state = 'draining';
+    if (this.#renewTimer) clearInterval(this.#renewTimer);
+    for (const tree of [...this.#trees.values()]) {
+      this.#failTree(
+        tree,
+        new HarnessError(
+          ErrorCode.SupervisorClosed,
+          `the supervisor was closed while tree ${tree.rootId} was running; resume it to finish.`,
+        ),
+      );
+    }
+    await Promise.all([...this.#workers].map((pooled) => pooled.worker.terminate()));
+    this.#workers.clear();
+    this.#idle.length = 0;
+    if (!wasFailed) {
+      // A request posted now is served before the close request is.
+      await this.#storeClient
+        .call('renewLeases', { owner: this.owner, leases: [], expiresAt: 0 })
+        .catch(() => undefined);
+      const exited = new Promise<void>((resolve) => this.#storeWorker.once('exit', () => resolve()));
+      this.#storeWorker.postMessage({ type: 'close' });
+      await exited;
+    }
+    this.#bus.close();
+    this.#state = wasFailed ? 'failed' : 'stopped';
+  }
+}
