@@ -1,0 +1,106 @@
+/** Child processes for the crash and lease tests: real processes, real signals. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const DRIVER = fileURLToPath(new URL('./driver.mjs', import.meta.url));
+
+export function tempStorePath(prefix = 'io-harness-test-'): string {
+  return join(mkdtempSync(join(tmpdir(), prefix)), 'runs.db');
+}
+
+export interface DriverConfig {
+  store: string;
+  mode: 'run' | 'resume';
+  rootId?: string;
+  script?: string;
+  options?: Record<string, unknown>;
+  killAt?: string | null;
+  supervisor?: Record<string, unknown>;
+  run?: Record<string, unknown>;
+  task?: string;
+}
+
+export interface DriverLine {
+  rootId?: string;
+  pid?: number;
+  owner?: string;
+  ack?: [string, number];
+  result?: {
+    rootId: string;
+    status: string;
+    reply: string | null;
+    spent: { steps: number; tokens: number };
+    runs: number;
+  };
+  error?: { code: string; message: string; details: Record<string, unknown> | null };
+}
+
+export class Driver {
+  readonly child: ChildProcess;
+  readonly lines: DriverLine[] = [];
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  #listeners: (() => void)[] = [];
+  stderr = '';
+
+  constructor(config: DriverConfig) {
+    this.child = spawn(process.execPath, [DRIVER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let buffer = '';
+    this.child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      buffer += chunk;
+      let newline = buffer.indexOf('\n');
+      while (newline >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        if (line.trim()) this.lines.push(JSON.parse(line) as DriverLine);
+        newline = buffer.indexOf('\n');
+        for (const listener of this.#listeners) listener();
+      }
+    });
+    this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      this.stderr += chunk;
+    });
+    this.exited = new Promise((resolve) => {
+      this.child.on('exit', (code, signal) => {
+        for (const listener of this.#listeners) listener();
+        resolve({ code, signal });
+      });
+    });
+  }
+
+  /** Resolves when a line satisfying `predicate` has arrived; rejects if the process exits first. */
+  waitFor(predicate: (line: DriverLine) => boolean): Promise<DriverLine> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const found = this.lines.find(predicate);
+        if (found) {
+          this.#listeners = this.#listeners.filter((fn) => fn !== check);
+          resolve(found);
+        } else if (this.child.exitCode !== null || this.child.signalCode !== null) {
+          this.#listeners = this.#listeners.filter((fn) => fn !== check);
+          reject(new Error(`driver exited before the line arrived; stderr: ${this.stderr.slice(-2000)}`));
+        }
+      };
+      this.#listeners.push(check);
+      check();
+    });
+  }
+
+  get acks(): [string, number][] {
+    return this.lines.flatMap((line) => (line.ack ? [line.ack] : []));
+  }
+
+  get rootId(): string | undefined {
+    return this.lines.find((line) => line.rootId)?.rootId;
+  }
+
+  get result(): DriverLine['result'] {
+    return this.lines.find((line) => line.result)?.result;
+  }
+
+  get error(): DriverLine['error'] {
+    return this.lines.find((line) => line.error)?.error;
+  }
+}
