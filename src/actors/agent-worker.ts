@@ -152,7 +152,7 @@ class Drive implements AgentEffects {
           ...this.#fence,
           status: 'budget-exhausted',
           reply: null,
-          reason: `the ${exhausted.ceiling} ceiling of run ${exhausted.runId} would be crossed`,
+          reason: `the ${exhausted.ceiling} ceiling of run ${exhausted.account} would be crossed`,
           events: [exhausted],
           now: Date.now(),
         });
@@ -227,7 +227,7 @@ class Drive implements AgentEffects {
           type: 'budget-exhausted',
           draw: { steps: 1, tokens: 0 },
           ceiling: 'steps',
-          runId: id,
+          account: id,
           spent: account.spent.steps,
           limit: steps,
         };
@@ -239,7 +239,7 @@ class Drive implements AgentEffects {
             type: 'budget-exhausted',
             draw: { steps: 1, tokens: 0 },
             ceiling: 'wallMs',
-            runId: id,
+            account: id,
             spent: now - started,
             limit: wallMs,
           };
@@ -303,6 +303,7 @@ class Drive implements AgentEffects {
         reply: waited.reply,
         reason: waited.childStatus === 'finished' ? undefined : waited.reason,
         cost: { steps: waited.steps, tokens: waited.tokens },
+        narrowed: result.clamps.length === 0 ? undefined : clampNote.trim(),
       }),
       isError: waited.childStatus !== 'finished',
     };

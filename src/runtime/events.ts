@@ -26,7 +26,14 @@ export type EventData =
   | { type: 'refusal'; callId: string; tool: string; rule: string; reason: string }
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }
   | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }
-  | { type: 'budget-exhausted'; draw: DrawAmount; ceiling: string; runId: string; spent: number; limit: number }
+  | {
+      type: 'budget-exhausted';
+      draw: DrawAmount;
+      ceiling: string /** The run whose ceiling the draw would cross. */;
+      account: string;
+      spent: number;
+      limit: number;
+    }
   | { type: 'spawn-queued'; childId: string; address: string; task: string }
   | { type: 'spawn-started'; childId: string; address: string }
   | { type: 'spawn-refused'; reason: string; rule: string }

@@ -526,7 +526,7 @@ export class StoreWriter {
           null,
           `the ${ceiling} ceiling of run ${id} would be crossed`,
           input.now,
-          [{ type: 'budget-exhausted', draw, ceiling, runId: id, spent, limit }],
+          [{ type: 'budget-exhausted', draw, ceiling, account: id, spent, limit }],
         );
         return { status: 'exhausted', runId: id, ceiling, spent, limit };
       }

@@ -336,6 +336,8 @@ export class Supervisor {
       resolve = res;
       reject = rej;
     });
+    // A tree nobody awaits must not take the embedder's process down with an unhandled rejection.
+    result.catch(() => undefined);
     const tree: Tree = {
       rootId,
       maxConcurrent,

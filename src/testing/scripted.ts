@@ -41,11 +41,15 @@ export function scriptedProvider(script: Script, options: ScriptedOptions = {}):
     async complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
       if (options.latencyMs && options.latencyMs > 0) {
         await new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(resolve, options.latencyMs);
-          signal?.addEventListener('abort', () => {
+          const onAbort = () => {
             clearTimeout(timer);
             reject(new Error('aborted'));
-          });
+          };
+          const timer = setTimeout(() => {
+            signal?.removeEventListener('abort', onAbort);
+            resolve();
+          }, options.latencyMs);
+          signal?.addEventListener('abort', onAbort, { once: true });
         });
       }
       const reply = await script(request);

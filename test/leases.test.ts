@@ -1,0 +1,172 @@
+import { spawnSync } from 'node:child_process';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConflictError, HarnessError, LeaseLostError } from '../dist/index.js';
+import { HOST } from '../dist/store/liveness.js';
+import { openWriter } from '../dist/store/schema.js';
+import { StoreWriter } from '../dist/store/writer.js';
+import { ManualClock } from '../dist/testing/index.js';
+import { checkInvariants } from './support/invariants.js';
+import { Driver, tempStorePath } from './support/processes.js';
+
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', '0']);
+  return child.pid as number;
+}
+
+function writerOn(path: string) {
+  const db = openWriter(path);
+  return { db, writer: new StoreWriter(db) };
+}
+
+const completion = { text: '', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' };
+
+describe('leases (one writer, injected clock)', () => {
+  let db: Database.Database | undefined;
+  afterEach(() => db?.close());
+
+  function setup(claim: { owner: string; pid: number; host?: string }) {
+    const clock = new ManualClock();
+    const opened = writerOn(tempStorePath());
+    db = opened.db;
+    const { generation } = opened.writer.createRoot({
+      runId: 'r1',
+      task: 't',
+      spec: { provider: null },
+      ceilings: { steps: null, tokens: null, wallMs: null },
+      maxTotalAgents: null,
+      maxConcurrentAgents: null,
+      maxWaitSecs: 30,
+      claim: { owner: claim.owner, pid: claim.pid, host: claim.host ?? HOST, ttlMs: 10_000, now: clock.now() },
+    });
+    return { writer: opened.writer, clock, generation };
+  }
+
+  it('refuses a second driver while a live owner holds the lease, naming the holder and when it lapses', () => {
+    const { writer, clock } = setup({ owner: 'A', pid: process.pid });
+    const attempt = () =>
+      writer.acquireLease({
+        runId: 'r1',
+        owner: 'B',
+        pid: process.pid,
+        host: HOST,
+        ttlMs: 10_000,
+        now: clock.now() + 9_999,
+      });
+    expect(attempt).toThrow(ConflictError);
+    try {
+      attempt();
+    } catch (error) {
+      expect(HarnessError.isInstance(error) && error.code).toBe('CONFLICT');
+      const conflict = error as ConflictError;
+      expect(conflict.holder).toEqual({ owner: 'A', pid: process.pid, host: HOST, expiresAt: clock.now() + 10_000 });
+      expect(conflict.message).toContain('owner A');
+      expect(conflict.message).toContain(new Date(clock.now() + 10_000).toISOString());
+    }
+  });
+
+  it('takes a dead owner\u2019s lease at once, ttl or not', () => {
+    const { writer, clock } = setup({ owner: 'A', pid: deadPid() });
+    expect(
+      writer.acquireLease({
+        runId: 'r1',
+        owner: 'B',
+        pid: process.pid,
+        host: HOST,
+        ttlMs: 10_000,
+        now: clock.now() + 1,
+      }),
+    ).toEqual({
+      generation: 2,
+    });
+  });
+
+  it('falls back to the ttl when liveness cannot answer (another host)', () => {
+    const { writer, clock } = setup({ owner: 'A', pid: deadPid(), host: 'elsewhere' });
+    const take = (now: number) =>
+      writer.acquireLease({ runId: 'r1', owner: 'B', pid: process.pid, host: HOST, ttlMs: 10_000, now });
+    expect(() => take(clock.now() + 5_000)).toThrow(ConflictError);
+    clock.advance(10_000);
+    expect(take(clock.now())).toEqual({ generation: 2 });
+  });
+
+  it('raises the generation on takeover and refuses the old owner\u2019s next commit inside the transaction', () => {
+    const { writer, clock, generation } = setup({ owner: 'A', pid: process.pid });
+    clock.advance(10_001);
+    const taken = writer.acquireLease({
+      runId: 'r1',
+      owner: 'B',
+      pid: process.pid,
+      host: HOST,
+      ttlMs: 10_000,
+      now: clock.now(),
+    });
+    expect(taken.generation).toBe(generation + 1);
+    const commit = () =>
+      writer.commitStep({
+        runId: 'r1',
+        generation,
+        owner: 'A',
+        seq: 1,
+        completion,
+        observations: [],
+        usage: completion.usage,
+        consumed: [],
+        sent: [],
+        events: [],
+        final: null,
+        leaseTtlMs: 10_000,
+        now: clock.now(),
+      });
+    expect(commit).toThrow(LeaseLostError);
+    expect(db?.prepare('SELECT count(*) AS n FROM steps').get()).toEqual({ n: 0 });
+    expect(db?.prepare('SELECT count(*) AS n FROM draws').get()).toEqual({ n: 0 });
+  });
+});
+
+describe('two drivers on one run (real processes)', () => {
+  it('lets exactly one progress; a stopped owner loses the lease past its ttl and its next commit is refused', {
+    timeout: 120_000,
+  }, async () => {
+    const store = tempStorePath();
+    const base = { store, supervisor: { leaseTtlMs: 1500 } };
+    const first = new Driver({ ...base, mode: 'run', script: 'loop', options: { steps: 60, latencyMs: 40 } });
+    await first.waitFor((line) => line.ack?.[1] === 2);
+    const holder = first.lines.find((line) => line.owner) as { owner: string; pid: number; rootId: string };
+
+    // A second driver while the owner is alive and its lease current: Conflict, naming the holder, before any step.
+    const second = new Driver({ ...base, mode: 'resume', rootId: holder.rootId });
+    await second.exited;
+    expect(second.error?.code).toBe('CONFLICT');
+    expect(second.error?.details?.holder).toMatchObject({ owner: holder.owner, pid: holder.pid });
+    expect(second.error?.message).toContain(holder.owner);
+    expect(second.acks).toEqual([]);
+
+    // Stop the owner and wait, by reading the store, until its lease has lapsed.
+    first.child.kill('SIGSTOP');
+    const reader = new Database(store, { readonly: true });
+    const expiry = () =>
+      (reader.prepare('SELECT lease_expires_at AS at FROM runs WHERE run_id = ?').get(holder.rootId) as { at: number })
+        .at;
+    while (expiry() >= Date.now()) await new Promise((resolve) => setTimeout(resolve, 50));
+
+    const third = new Driver({ ...base, mode: 'resume', rootId: holder.rootId });
+    await third.waitFor((line) => line.ack !== undefined);
+
+    // Continue the old owner: its next commit is refused and it stops.
+    first.child.kill('SIGCONT');
+    await first.exited;
+    expect(first.error?.code).toBe('LEASE_LOST');
+    await third.exited;
+    expect(third.result?.status, third.stderr).toBe('finished');
+    expect(third.result?.reply).toBe('done after 60 steps');
+
+    const generations = reader
+      .prepare('SELECT generation, count(*) AS n FROM steps WHERE run_id = ? GROUP BY generation ORDER BY generation')
+      .all(holder.rootId) as { generation: number; n: number }[];
+    expect(generations).toHaveLength(2);
+    expect(generations.reduce((sum, row) => sum + row.n, 0)).toBe(61);
+    reader.close();
+    checkInvariants(store, holder.rootId, [...first.acks, ...third.acks]);
+  });
+});

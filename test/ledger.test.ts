@@ -1,0 +1,129 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Harness, harness, observations, runByAddress, script } from './support/harness.js';
+
+let h: Harness;
+afterEach(async () => {
+  await h?.close();
+});
+
+function sumDraws(h: Harness, rootId: string) {
+  const draws = h.store.ledger(rootId)?.draws ?? [];
+  return { steps: draws.reduce((s, d) => s + d.steps, 0), tokens: draws.reduce((s, d) => s + d.tokens, 0) };
+}
+
+describe('one ledger per tree', () => {
+  it('clamps a child that asks for more than its parent has left, and records the clamp', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({
+      task: 'delegate',
+      budget: { steps: 20 },
+      provider: script('program', {
+        programs: {
+          root: [
+            {
+              toolCalls: [
+                { name: 'spawn_agent', args: { task: 'big', as: 'big', budget: { steps: 50, tokens: 1000 } } },
+              ],
+            },
+            { text: 'ok' },
+          ],
+          big: [
+            { toolCalls: [{ name: 'spawn_agent', args: { task: 'bigger', as: 'bigger', budget: { steps: 100 } } }] },
+            { text: 'ok' },
+          ],
+          bigger: [{ text: 'done' }],
+        },
+      }),
+    }).result;
+    expect(result.status).toBe('finished');
+    const big = runByAddress(h.store, result.rootId, 'big');
+    const bigger = runByAddress(h.store, result.rootId, 'bigger');
+    expect(h.store.account(big.runId)?.ceilings).toEqual({ steps: 20, tokens: 1000, wallMs: null });
+    expect(h.store.account(bigger.runId)?.ceilings).toEqual({ steps: 20, tokens: 1000, wallMs: null });
+    const clamps = h.store.treeEvents(result.rootId).filter((event) => event.type === 'budget-clamped');
+    expect(clamps).toEqual([
+      expect.objectContaining({
+        runId: result.rootId,
+        childId: big.runId,
+        clamps: [{ field: 'steps', asked: 50, granted: 20 }],
+      }),
+      expect.objectContaining({
+        runId: big.runId,
+        childId: bigger.runId,
+        clamps: [{ field: 'steps', asked: 100, granted: 20 }],
+      }),
+    ]);
+    expect(observations(h.store, result.rootId)[0]?.content).toContain('narrowed');
+    // Every descendant's draw counts against the root's one account.
+    expect(h.store.ledger(result.rootId)?.root.spent).toEqual(sumDraws(h, result.rootId));
+    expect(h.store.ledger(result.rootId)?.root.spent.steps).toBe(5);
+  });
+
+  it('ends a run as budget-exhausted on the step ceiling, with the crossing draw in the trace', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({
+      task: 'loop',
+      budget: { steps: 3 },
+      provider: script('loop', { steps: 10 }),
+    }).result;
+    expect(result.status).toBe('budget-exhausted');
+    expect(result.spent.steps).toBe(3);
+    expect(sumDraws(h, result.rootId).steps).toBe(3);
+    const exhausted = h.store.events(result.rootId).find((event) => event.type === 'budget-exhausted');
+    expect(exhausted).toMatchObject({
+      ceiling: 'steps',
+      limit: 3,
+      spent: 3,
+      draw: { steps: 1, tokens: 0 },
+      account: result.rootId,
+    });
+  });
+
+  it('refuses the draw that would cross the token ceiling and commits nothing of that step', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({
+      task: 'loop',
+      budget: { tokens: 400 },
+      provider: script('loop', { steps: 30 }),
+    }).result;
+    expect(result.status).toBe('budget-exhausted');
+    const ledger = h.store.ledger(result.rootId);
+    expect(ledger?.root.spent.tokens).toBeLessThanOrEqual(400);
+    expect(ledger?.root.spent).toEqual(sumDraws(h, result.rootId));
+    const exhausted = h.store.events(result.rootId).find((event) => event.type === 'budget-exhausted');
+    if (exhausted?.type !== 'budget-exhausted') throw new Error('no budget-exhausted event');
+    expect(exhausted.ceiling).toBe('tokens');
+    expect(exhausted.spent + exhausted.draw.tokens).toBeGreaterThan(400);
+    expect(h.store.run(result.rootId)?.lastSeq).toBe(ledger?.draws.length);
+  });
+
+  it('makes a child share the tree\u2019s ceiling: its draws exhaust the root\u2019s account', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({
+      task: 'share',
+      budget: { steps: 5 },
+      provider: script('program', {
+        programs: {
+          root: [
+            { toolCalls: [{ name: 'spawn_agent', args: { task: 'spend it all', as: 'spender' } }] },
+            { text: 'ok' },
+          ],
+          spender: [{ toolCalls: [{ name: 'read_messages', args: {} }] }],
+        },
+      }),
+    }).result;
+    const spender = runByAddress(h.store, result.rootId, 'spender');
+    expect(spender.status).toBe('budget-exhausted');
+    expect(result.status).toBe('budget-exhausted');
+    expect(result.spent.steps).toBe(5);
+    expect(sumDraws(h, result.rootId).steps).toBe(5);
+    const [spenderEnd] = h.store.events(spender.runId).filter((event) => event.type === 'budget-exhausted');
+    expect(spenderEnd).toMatchObject({ account: result.rootId, ceiling: 'steps', limit: 5 });
+    // The root's own step (the one that waited) would cross the ceiling too: refused, not committed.
+    expect(h.store.run(result.rootId)?.lastSeq).toBe(0);
+    expect(h.store.events(result.rootId).find((event) => event.type === 'budget-exhausted')).toMatchObject({
+      account: result.rootId,
+      draw: { steps: 1 },
+    });
+  });
+});

@@ -1,0 +1,98 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Harness, harness, observations, runByAddress, script } from './support/harness.js';
+
+let h: Harness;
+afterEach(async () => {
+  await h?.close();
+});
+
+describe('mailbox', () => {
+  it('delivers every message exactly once, oldest first', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({ task: 'mail', provider: script('mailbox', { scenario: 'ordered' }) })
+      .result;
+    expect(result.status).toBe('finished');
+    const reader = runByAddress(h.store, result.rootId, 'reader');
+    expect(reader.reply).toBe('m1,m2,m3,m4');
+    const messages = h.store.messages(result.rootId).filter((message) => message.toAddress === 'reader');
+    expect(messages.map((message) => message.body)).toEqual(['m1', 'm2', 'm3', 'm4']);
+    for (const message of messages) {
+      expect(message.consumedBy).toBe(reader.runId);
+      // consumed in the step whose observation returned it
+      const step = h.store.steps(reader.runId).find((candidate) => candidate.seq === message.consumedSeq);
+      expect(step?.observations.some((o) => o.content.includes(message.msgId))).toBe(true);
+    }
+    // the reader's finishing line reached its parent
+    const line = h.store.messages(result.rootId).find((message) => message.toAddress === 'root');
+    expect(line?.body).toMatch(/^\[reader finished\] m1,m2,m3,m4 \(steps \d+, tokens \d+\)$/);
+    // message-read events name exactly the consumed ids, once each
+    const readIds = h.store
+      .events(reader.runId)
+      .flatMap((event) => (event.type === 'message-read' ? event.msgIds : []));
+    expect(readIds).toEqual(messages.map((message) => message.msgId));
+  });
+
+  it('returns after a bounded wait when nothing arrives, and caps a longer wait at maxWaitSecs', async () => {
+    h = await harness();
+    const honoured = await h.supervisor.run({
+      task: 'wait',
+      provider: script('mailbox', { scenario: 'timeout', wait: 0.3 }),
+    }).result;
+    expect(honoured.reply).toBe('no messages after waiting 0.3s.');
+    const capped = await h.supervisor.run({
+      task: 'wait long',
+      provider: script('mailbox', { scenario: 'timeout', wait: 600 }),
+      maxWaitSecs: 0.2,
+    }).result;
+    expect(capped.reply).toBe('no messages after waiting 0.2s (the wait asked for 600s was capped at 0.2s).');
+  });
+
+  it('refuses an address outside the sender\u2019s own tree', async () => {
+    h = await harness();
+    const other = await h.supervisor.run({
+      task: 'spawn a named child',
+      provider: script('program', {
+        programs: {
+          root: [{ toolCalls: [{ name: 'spawn_agent', args: { task: 'x', as: 'only-in-x' } }] }, { text: 'ok' }],
+          'only-in-x': [{ text: 'here' }],
+        },
+      }),
+    }).result;
+    expect(h.store.hasAddress(other.rootId, 'only-in-x')).toBe(true);
+    const result = await h.supervisor.run({
+      task: 'reach out',
+      provider: script('mailbox', { scenario: 'outsider', to: 'only-in-x' }),
+    }).result;
+    const [observation] = observations(h.store, result.rootId);
+    expect(observation?.isError).toBe(true);
+    expect(observation?.content).toContain('no agent has the address "only-in-x" in this tree');
+    const refusal = h.store.events(result.rootId).find((event) => event.type === 'refusal');
+    expect(refusal).toMatchObject({ type: 'refusal', tool: 'send_message', rule: 'mailbox.tree' });
+    expect(h.store.messages(other.rootId).filter((message) => message.body === 'psst')).toEqual([]);
+    expect(h.store.messages(result.rootId)).toEqual([]);
+  });
+
+  it('lets a child lower its longest wait and never raise it', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({
+      task: 'spawn two',
+      maxWaitSecs: 10,
+      provider: script('program', {
+        programs: {
+          root: [
+            {
+              toolCalls: [
+                { name: 'spawn_agent', args: { task: 'a', as: 'lower', max_wait_secs: 2 } },
+                { name: 'spawn_agent', args: { task: 'b', as: 'higher', max_wait_secs: 100 } },
+              ],
+            },
+            { text: 'ok' },
+          ],
+          '*': [{ text: 'done' }],
+        },
+      }),
+    }).result;
+    expect(h.store.account(runByAddress(h.store, result.rootId, 'lower').runId)?.maxWaitSecs).toBe(2);
+    expect(h.store.account(runByAddress(h.store, result.rootId, 'higher').runId)?.maxWaitSecs).toBe(10);
+  });
+});

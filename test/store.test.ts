@@ -1,0 +1,95 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { HarnessError, SCHEMA_VERSION, Store, Supervisor } from '../dist/index.js';
+import { tempStorePath } from './support/processes.js';
+
+const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
+
+async function openError(path: string): Promise<HarnessError> {
+  try {
+    await Store.open(path);
+  } catch (error) {
+    if (HarnessError.isInstance(error)) return error;
+    throw error;
+  }
+  throw new Error('Store.open succeeded');
+}
+
+describe('the store file', () => {
+  it('creates a new file at the current schema version, with WAL, and reopens it unchanged', async () => {
+    const path = tempStorePath();
+    const store = await Store.open(path);
+    store.close();
+    const db = new Database(path, { readonly: true });
+    expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    const tables = (
+      db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]
+    )
+      .map((row) => row.name)
+      .filter((name) => !name.startsWith('sqlite_'));
+    expect(tables).toEqual([
+      'checkpoints',
+      'draws',
+      'events',
+      'intents',
+      'ledger',
+      'mailbox',
+      'runs',
+      'spawn_queue',
+      'steps',
+    ]);
+    db.close();
+    (await Store.open(path)).close();
+  });
+
+  it('refuses a file that is not SQLite, naming it and what to do, and writes nothing', async () => {
+    const path = tempStorePath();
+    writeFileSync(path, 'these are my notes, not a database\n'.repeat(20));
+    const before = digest(path);
+    const error = await openError(path);
+    expect(error.code).toBe('STORE_NOT_SQLITE');
+    expect(error.message).toContain(path);
+    expect(error.message).toContain('Nothing was written');
+    expect(digest(path)).toBe(before);
+  });
+
+  it('refuses a schema newer than the code, naming both versions, and changes nothing', async () => {
+    const path = tempStorePath();
+    const db = new Database(path);
+    db.exec("CREATE TABLE runs (run_id TEXT); INSERT INTO runs VALUES ('from-the-future')");
+    db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+    db.close();
+    const before = digest(path);
+    const error = await openError(path);
+    expect(error.code).toBe('STORE_SCHEMA_TOO_NEW');
+    expect(error.message).toContain(path);
+    expect(error.message).toContain(`schema version ${SCHEMA_VERSION + 1}`);
+    expect(error.message).toContain('Upgrade io-harness');
+    expect(digest(path)).toBe(before);
+  });
+
+  it('refuses a directory and an empty path with a clear error', async () => {
+    const dir = join(dirname(tempStorePath()), 'a-directory');
+    mkdirSync(dir);
+    expect((await openError(dir)).code).toBe('STORE_OPEN_FAILED');
+    expect((await openError('')).code).toBe('INVALID_ARGUMENT');
+  });
+
+  it('rejects bad supervisor and run options with what to pass instead', async () => {
+    const store = await Store.open(tempStorePath());
+    await expect(Supervisor.start(store, { maxConcurrentAgents: 0 })).rejects.toThrow(
+      /maxConcurrentAgents must be a whole number of at least 1, got 0/,
+    );
+    const supervisor = await Supervisor.start(store);
+    expect(() => supervisor.run({ task: '', provider: { kind: 'module', module: '/x.js' } })).toThrow(/needs a task/);
+    expect(() =>
+      supervisor.run({ task: 'x', provider: { kind: 'module', module: '/x.js' }, budget: { steps: -1 } }),
+    ).toThrow(/budget.steps must be a whole number/);
+    await supervisor.close();
+    store.close();
+  });
+});

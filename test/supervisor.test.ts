@@ -1,0 +1,107 @@
+import { rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HarnessError, Store, Supervisor } from '../dist/index.js';
+import { type Harness, harness, runByAddress, script } from './support/harness.js';
+import { tempStorePath } from './support/processes.js';
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+describe('the supervisor', () => {
+  it('moves through its lifecycle: running, then stopped; a closed one refuses new runs', async () => {
+    const store = await Store.open(tempStorePath());
+    const supervisor = await Supervisor.start(store);
+    expect(supervisor.state).toBe('running');
+    await supervisor.close();
+    expect(supervisor.state).toBe('stopped');
+    try {
+      supervisor.run({ task: 'x', provider: script('loop') });
+      throw new Error('run() after close succeeded');
+    } catch (error) {
+      expect(HarnessError.isInstance(error) && error.code).toBe('SUPERVISOR_CLOSED');
+    }
+    store.close();
+  });
+
+  it('rejects everything pending when an actor\u2019s worker dies mid-run, and leaves the run resumable', async () => {
+    h = await harness();
+    const marker = join(dirname(h.store.path), 'exited-once');
+    rmSync(marker, { force: true });
+    const handle = h.supervisor.run({
+      task: 'die once',
+      provider: script('loop', { steps: 6, exitAtStep: 3, marker }),
+    });
+    const failure = await handle.result.catch((error: unknown) => error);
+    expect(HarnessError.isInstance(failure) && failure.code).toBe('ACTOR_EXITED');
+    expect((failure as Error).message).toContain(`supervisor.resume("${handle.rootId}")`);
+    const run = h.store.run(handle.rootId);
+    expect(run?.status).toBe('running');
+    expect(run?.lastSeq).toBe(3);
+    const resumed = await h.supervisor.resume(handle.rootId);
+    const result = await resumed.result;
+    expect(result).toMatchObject({ status: 'finished', reply: 'done after 6 steps' });
+    expect(h.store.steps(handle.rootId).map((step) => step.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(
+      h.store
+        .events(handle.rootId)
+        .filter((event) => event.type === 'run-start')
+        .map((event) => event.type === 'run-start' && event.resumed),
+    ).toEqual([false, true]);
+  });
+
+  it('moves a waited-on child to the background after background_after_secs, and still reads its report', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({
+      task: 'delegate then carry on',
+      provider: script('program', {
+        latencyMs: 40,
+        programs: {
+          root: [
+            {
+              toolCalls: [
+                { name: 'spawn_agent', args: { task: 'slow', as: 'slow', wait: true, background_after_secs: 0.05 } },
+              ],
+            },
+            { toolCalls: [{ name: 'read_messages', args: { wait_secs: 30 } }] },
+            { text: 'heard back' },
+          ],
+          slow: [
+            { toolCalls: [{ name: 'read_messages', args: {} }] },
+            { toolCalls: [{ name: 'read_messages', args: {} }] },
+            { toolCalls: [{ name: 'read_messages', args: {} }] },
+            { text: 'slow work done' },
+          ],
+        },
+      }),
+    }).result;
+    expect(result.reply).toBe('heard back');
+    const [spawned, read] = h.store.steps(result.rootId).flatMap((step) => step.observations);
+    expect(spawned?.content).toContain('carries on in the background');
+    expect(read?.content).toContain('[slow finished] slow work done');
+    expect(runByAddress(h.store, result.rootId, 'slow').status).toBe('finished');
+  });
+
+  it('resumes a tree an earlier supervisor was closed on, from its last committed step', async () => {
+    const path = tempStorePath();
+    const store = await Store.open(path);
+    const first = await Supervisor.start(store);
+    const handle = first.run({ task: 'long', provider: script('loop', { steps: 40, latencyMs: 10 }) });
+    await new Promise<void>((resolve) => {
+      first.observe((event) => {
+        if (event.type === 'step-end' && event.seq === 3) resolve();
+      });
+    });
+    await first.close();
+    await expect(handle.result).rejects.toMatchObject({ code: 'SUPERVISOR_CLOSED' });
+    const second = await Supervisor.start(store);
+    const result = await (await second.resume(handle.rootId)).result;
+    expect(result.reply).toBe('done after 40 steps');
+    expect(store.steps(handle.rootId)).toHaveLength(41);
+    await second.close();
+    store.close();
+  });
+});
