@@ -66,6 +66,11 @@ const results = [];
 for (const actors of [1, 16, 64]) {
   const baseline = raw();
   const actor = await throughActor(actors);
-  results.push({ actors, actorPerSecond: Math.round(actor), rawPerSecond: Math.round(baseline), ratio: +(actor / baseline).toFixed(2) });
+  results.push({
+    actors,
+    actorPerSecond: Math.round(actor),
+    rawPerSecond: Math.round(baseline),
+    ratio: +(actor / baseline).toFixed(2),
+  });
 }
 console.log(JSON.stringify({ bench: 'commit-throughput', commits: TOTAL, results }));

@@ -4,8 +4,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { Store, Supervisor } from '../dist/index.js';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 2000);
@@ -17,7 +17,11 @@ supervisor.observe((event) => {
 });
 const result = await supervisor.run({
   task: 'loop',
-  provider: { kind: 'module', module: fileURLToPath(new URL('./support/loop-model.mjs', import.meta.url)), options: { steps: STEPS } },
+  provider: {
+    kind: 'module',
+    module: fileURLToPath(new URL('./support/loop-model.mjs', import.meta.url)),
+    options: { steps: STEPS },
+  },
 }).result;
 await supervisor.close();
 store.close();

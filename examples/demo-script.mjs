@@ -1,6 +1,6 @@
 // The scripted model the demo runs on: a function of each request, so every agent of
 // the tree gets its own answers and the whole run needs no key and no network.
-import { scriptedProvider, toolResults, turn } from '../dist/testing/index.js';
+import { scriptedProvider, toolResults, turn } from 'io-harness/testing';
 
 export default function demoModel(options = {}) {
   const workers = options.workers ?? 8;

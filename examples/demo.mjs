@@ -5,7 +5,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Store, Supervisor } from '../dist/index.js';
+import { Store, Supervisor } from 'io-harness';
 
 const path = join(mkdtempSync(join(tmpdir(), 'io-harness-demo-')), 'runs.db');
 const store = await Store.open(path);

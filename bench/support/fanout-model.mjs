@@ -10,7 +10,10 @@ export default function fanoutModel(options = {}) {
       if (request.metadata.address === 'root') {
         if (step === 0) {
           return {
-            toolCalls: Array.from({ length: children }, (_, i) => ({ name: 'spawn_agent', args: { task: `part ${i}`, wait: false } })),
+            toolCalls: Array.from({ length: children }, (_, i) => ({
+              name: 'spawn_agent',
+              args: { task: `part ${i}`, wait: false },
+            })),
           };
         }
         return { text: 'spawned them all' };

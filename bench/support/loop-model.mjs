@@ -5,7 +5,12 @@ export default function loopModel(options = {}) {
   const steps = options.steps ?? 100;
   return scriptedProvider((request) => {
     const step = request.transcript.filter((entry) => entry.role === 'assistant').length;
-    if (step < steps) return { text: 'next', toolCalls: [{ name: 'read_messages', args: {} }], usage: { inputTokens: 10, outputTokens: 2 } };
+    if (step < steps)
+      return {
+        text: 'next',
+        toolCalls: [{ name: 'read_messages', args: {} }],
+        usage: { inputTokens: 10, outputTokens: 2 },
+      };
     return { text: 'done', usage: { inputTokens: 10, outputTokens: 2 } };
   });
 }

@@ -15,6 +15,11 @@ interface Queued {
 
 const db = openWriter(data.path, { synchronous: data.synchronous });
 const writer = new StoreWriter(db);
+const begin = db.prepare('BEGIN IMMEDIATE');
+const commit = db.prepare('COMMIT');
+const savepoint = db.prepare('SAVEPOINT request');
+const release = db.prepare('RELEASE request');
+const rollbackTo = db.prepare('ROLLBACK TO request');
 const killPoint = parseKillPoint(data.killAt);
 const batchesSeen = new Map<string, number>();
 let queue: Queued[] = [];
@@ -57,24 +62,25 @@ function flush(): void {
   maybeKill('before', ops);
   const replies: Reply[] = [];
   try {
-    db.exec('BEGIN IMMEDIATE');
+    begin.run();
     for (const { request } of batch) {
       const mark = writer.markNotifications();
-      db.exec('SAVEPOINT request');
+      savepoint.run();
       try {
         const handler = (writer as unknown as Record<string, Handler>)[request.body.op];
         if (typeof handler !== 'function') throw new Error(`unknown store operation ${request.body.op}`);
         const value = handler.call(writer, request.body.input as never);
-        db.exec('RELEASE request');
+        release.run();
         replies.push(okReply(request.id, value));
       } catch (error) {
-        db.exec('ROLLBACK TO request; RELEASE request');
+        rollbackTo.run();
+        release.run();
         writer.rollbackNotifications(mark);
         replies.push(errorReply(request.id, error));
       }
     }
     maybeKill('inside', ops);
-    db.exec('COMMIT');
+    commit.run();
   } catch (error) {
     if (db.inTransaction) db.exec('ROLLBACK');
     writer.takeNotifications();

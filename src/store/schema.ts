@@ -85,7 +85,7 @@ export const MIGRATIONS: readonly string[] = [
   );
 
   CREATE TABLE events (
-    event_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id    INTEGER PRIMARY KEY,           -- rowid: rows are never deleted, so ids only rise
     root_id     TEXT NOT NULL,
     run_id      TEXT NOT NULL,
     seq         INTEGER,
@@ -98,7 +98,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX events_by_root ON events(root_id, event_id);
 
   CREATE TABLE mailbox (
-    ordinal          INTEGER PRIMARY KEY AUTOINCREMENT,
+    ordinal          INTEGER PRIMARY KEY,      -- send order
     msg_id           TEXT NOT NULL UNIQUE,     -- sender:seq:index
     root_id          TEXT NOT NULL,
     from_run         TEXT NOT NULL,
@@ -114,7 +114,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX mailbox_inbox ON mailbox(root_id, to_address, consumed_by, ordinal);
 
   CREATE TABLE spawn_queue (
-    ordinal       INTEGER PRIMARY KEY AUTOINCREMENT,
+    ordinal       INTEGER PRIMARY KEY,         -- queue order
     child_run_id  TEXT NOT NULL UNIQUE,
     root_id       TEXT NOT NULL,
     parent_id     TEXT NOT NULL,

@@ -165,6 +165,9 @@ export class StoreWriter {
   readonly #countChildren: Database.Statement<[string], { n: number }>;
   readonly #enqueue: Database.Statement;
   readonly #renew: Database.Statement;
+  readonly #savepoint: Database.Statement;
+  readonly #releaseSavepoint: Database.Statement;
+  readonly #rollbackToSavepoint: Database.Statement;
   #pending: Notifications = emptyNotifications();
 
   constructor(db: Database.Database) {
@@ -219,6 +222,9 @@ export class StoreWriter {
     this.#runBySpawnKey = db.prepare('SELECT * FROM runs WHERE spawn_key = ?');
     this.#countSpawned = db.prepare('SELECT count(*) AS n FROM runs WHERE root_id = ? AND parent_id IS NOT NULL');
     this.#countChildren = db.prepare('SELECT count(*) AS n FROM runs WHERE parent_id = ?');
+    this.#savepoint = db.prepare('SAVEPOINT draw');
+    this.#releaseSavepoint = db.prepare('RELEASE draw');
+    this.#rollbackToSavepoint = db.prepare('ROLLBACK TO draw');
     this.#renew = db.prepare(
       'UPDATE runs SET lease_expires_at = ? WHERE run_id = ? AND generation = ? AND lease_owner = ?',
     );
@@ -509,10 +515,11 @@ export class StoreWriter {
     }
     const draw: DrawAmount = { steps: 1, tokens: input.usage.inputTokens + input.usage.outputTokens };
     const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
-    this.#db.exec('SAVEPOINT draw');
+    this.#savepoint.run();
     for (const id of chain) {
       if (this.#draw.run({ run_id: id, steps: draw.steps, tokens: draw.tokens }).changes !== 1) {
-        this.#db.exec('ROLLBACK TO draw; RELEASE draw');
+        this.#rollbackToSavepoint.run();
+        this.#releaseSavepoint.run();
         const ledger = this.#ledgerById.get(id) as LedgerRow;
         const stepsCross = ledger.max_steps !== null && ledger.steps_spent + draw.steps > ledger.max_steps;
         const ceiling = stepsCross ? 'steps' : 'tokens';
@@ -531,7 +538,7 @@ export class StoreWriter {
         return { status: 'exhausted', runId: id, ceiling, spent, limit };
       }
     }
-    this.#db.exec('RELEASE draw');
+    this.#releaseSavepoint.run();
     const gen = input.generation;
     this.#insertDraw.run(
       `${run.run_id}:${input.seq}`,

@@ -1,0 +1,26 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { tempStorePath } from './support/processes.js';
+
+const run = (file: string, ...args: string[]) =>
+  execFileSync(process.execPath, [fileURLToPath(new URL(`../examples/${file}`, import.meta.url)), ...args], {
+    encoding: 'utf8',
+  });
+
+describe('the README and the demo', () => {
+  it('runs the README example as written', () => {
+    const out = run('quickstart/main.mjs', tempStorePath());
+    expect(out).toContain("status: 'finished'");
+    expect(out).toContain("reply: 'the counter reported back'");
+    expect(out).toMatch(/spawn-queued/);
+  });
+
+  it('runs the demo: a root, eight workers messaging each other, the ledger and the trace', () => {
+    const out = run('demo.mjs');
+    expect(out).toMatch(/outcome: finished — All 8 workers reported/);
+    expect(out).toMatch(/ledger: {2}\d+\/200 steps/);
+    expect(out).toMatch(/trace: {3}\S+runs\.db/);
+    expect(out.match(/-> worker-\d/g)?.length).toBe(4);
+  });
+});
