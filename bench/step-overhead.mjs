@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { Store, Supervisor } from '../dist/index.js';
+import { Store, Supervisor } from 'io-harness';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 2000);
 const store = await Store.open(join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db'));

@@ -124,6 +124,53 @@ describe('leases (one writer, injected clock)', () => {
   });
 });
 
+describe('lease renewal', () => {
+  it('reports a lease lost only when another generation drives the run, never for a run that ended', () => {
+    const opened = writerOn(tempStorePath());
+    const { writer } = opened;
+    const now = Date.now();
+    const root = (runId: string) =>
+      writer.createRoot({
+        runId,
+        task: 't',
+        spec: { provider: null },
+        ceilings: { steps: null, tokens: null, wallMs: null },
+        maxTotalAgents: null,
+        maxConcurrentAgents: null,
+        maxWaitSecs: 30,
+        claim: { owner: 'A', pid: process.pid, host: HOST, ttlMs: 1_000, now },
+      });
+    const ended = root('ended');
+    writer.endRun({
+      runId: 'ended',
+      generation: ended.generation,
+      owner: 'A',
+      status: 'finished',
+      reply: 'ok',
+      reason: 'done',
+      events: [],
+      now,
+    });
+    const taken = root('taken');
+    writer.acquireLease({ runId: 'taken', owner: 'B', pid: process.pid, host: HOST, ttlMs: 1_000, now: now + 5_000 });
+    const kept = root('kept');
+    const { lost } = writer.renewLeases({
+      owner: 'A',
+      leases: [
+        { runId: 'ended', generation: ended.generation },
+        { runId: 'taken', generation: taken.generation },
+        { runId: 'kept', generation: kept.generation },
+      ],
+      expiresAt: now + 2_000,
+    });
+    expect(lost).toEqual(['taken']);
+    expect(opened.db.prepare("SELECT lease_expires_at AS at FROM runs WHERE run_id = 'kept'").get()).toEqual({
+      at: now + 2_000,
+    });
+    opened.db.close();
+  });
+});
+
 describe('two drivers on one run (real processes)', () => {
   it('lets exactly one progress; a stopped owner loses the lease past its ttl and its next commit is refused', {
     timeout: 120_000,

@@ -1,6 +1,6 @@
 // The fan-out benchmark's model: the root spawns `children` agents without waiting and
 // answers; every child takes `steps` steps. Every call takes `latencyMs`.
-import { scriptedProvider } from '../../dist/testing/index.js';
+import { scriptedProvider } from 'io-harness/testing';
 
 export default function fanoutModel(options = {}) {
   const { children = 1000, steps = 3, latencyMs = 200 } = options;

@@ -1,5 +1,5 @@
 // A model that answers at once: `steps` steps each calling read_messages, then a final answer.
-import { scriptedProvider } from '../../dist/testing/index.js';
+import { scriptedProvider } from 'io-harness/testing';
 
 export default function loopModel(options = {}) {
   const steps = options.steps ?? 100;

@@ -20,7 +20,8 @@ import { StoreClient } from './store.js';
 
 const data = workerData as AgentWorkerData;
 const main = parentPort as NonNullable<typeof parentPort>;
-const reader = new TraceReader(data.storePath);
+// A small page cache: a thread per agent, and each agent reads little.
+const reader = new TraceReader(data.storePath, { cacheKiB: 1024 });
 data.storePort.on('close', () => store.fail('the store actor closed its port'));
 const store = new StoreClient(data.storePort as unknown as Endpoint);
 const registry = agentToolRegistry();
@@ -143,6 +144,7 @@ class Drive implements AgentEffects {
     const provider = await loadProvider(spec.provider);
     const system = spec.system ?? defaultSystem(run);
     const chain = [...run.ancestry, run.runId];
+    const parentAddress = run.parentId === null ? null : (reader.run(run.parentId)?.address ?? null);
 
     for (;;) {
       if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
@@ -169,7 +171,7 @@ class Drive implements AgentEffects {
               runId: run.runId,
               rootId: run.rootId,
               address: run.address,
-              parentAddress: run.parentId === null ? null : (reader.run(run.parentId)?.address ?? null),
+              parentAddress,
               depth: run.depth,
               seq: this.#seq,
             },

@@ -3,63 +3,91 @@
  * Their effects are the actor's to carry out (see actors/agent-worker.ts); this file
  * fixes their names, arguments and descriptions.
  */
-import { z } from 'zod';
+import type { ArgumentSchema } from './arguments.js';
 import { type Tool, ToolRegistry, type ToolResult } from './tools.js';
 
-export const spawnArgs = z
-  .object({
-    task: z.string().min(1).describe('What the new agent is to do.'),
-    as: z
-      .string()
-      .optional()
-      .describe('An address for the new agent, unique within this tree; derived from yours when omitted.'),
-    wait: z
-      .boolean()
-      .optional()
-      .describe('Wait for the agent to finish and return its result (default true). False returns at once.'),
-    background_after_secs: z
-      .number()
-      .positive()
-      .optional()
-      .describe('With wait, stop waiting after this many seconds; the agent carries on and reports to your inbox.'),
-    budget: z
-      .object({
-        steps: z.number().int().min(0).optional(),
-        tokens: z.number().int().min(0).optional(),
-        wall_secs: z.number().min(0).optional(),
-      })
-      .strict()
-      .optional()
-      .describe('Ceilings for the new agent; never more than you have left.'),
-    max_wait_secs: z.number().min(0).optional().describe('Lower the longest inbox wait the new agent may ask for.'),
-  })
-  .strict();
-export type SpawnArgs = z.infer<typeof spawnArgs>;
+export interface SpawnArgs {
+  task: string;
+  as?: string;
+  wait?: boolean;
+  background_after_secs?: number;
+  budget?: { steps?: number; tokens?: number; wall_secs?: number };
+  max_wait_secs?: number;
+}
 
-export const sendArgs = z
-  .object({
-    to: z.string().min(1).describe('The address of an agent in this tree.'),
-    body: z.string().describe('The message.'),
-  })
-  .strict();
-export type SendArgs = z.infer<typeof sendArgs>;
+export interface SendArgs {
+  to: string;
+  body: string;
+}
 
-export const readArgs = z
-  .object({
-    wait_secs: z
-      .number()
-      .min(0)
-      .optional()
-      .describe('If the inbox is empty, wait up to this many seconds for a message (capped by the run).'),
-    limit: z
-      .number()
-      .int()
-      .positive()
-      .optional()
-      .describe('Return at most this many messages; the rest stay for a later read.'),
-  })
-  .strict();
-export type ReadArgs = z.infer<typeof readArgs>;
+export interface ReadArgs {
+  wait_secs?: number;
+  limit?: number;
+}
+
+const spawnParameters: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    task: { type: 'string', minLength: 1, description: 'What the new agent is to do.' },
+    as: {
+      type: 'string',
+      description: 'An address for the new agent, unique within this tree; derived from yours when omitted.',
+    },
+    wait: {
+      type: 'boolean',
+      description: 'Wait for the agent to finish and return its result (default true). False returns at once.',
+    },
+    background_after_secs: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      description: 'With wait, stop waiting after this many seconds; the agent carries on and reports to your inbox.',
+    },
+    budget: {
+      type: 'object',
+      description: 'Ceilings for the new agent; never more than you have left.',
+      properties: {
+        steps: { type: 'integer', minimum: 0 },
+        tokens: { type: 'integer', minimum: 0 },
+        wall_secs: { type: 'number', minimum: 0 },
+      },
+      additionalProperties: false,
+    },
+    max_wait_secs: {
+      type: 'number',
+      minimum: 0,
+      description: 'Lower the longest inbox wait the new agent may ask for.',
+    },
+  },
+  required: ['task'],
+  additionalProperties: false,
+};
+
+const sendParameters: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    to: { type: 'string', minLength: 1, description: 'The address of an agent in this tree.' },
+    body: { type: 'string', description: 'The message.' },
+  },
+  required: ['to', 'body'],
+  additionalProperties: false,
+};
+
+const readParameters: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    wait_secs: {
+      type: 'number',
+      minimum: 0,
+      description: 'If the inbox is empty, wait up to this many seconds for a message (capped by the run).',
+    },
+    limit: {
+      type: 'integer',
+      minimum: 1,
+      description: 'Return at most this many messages; the rest stay for a later read.',
+    },
+  },
+  additionalProperties: false,
+};
 
 export interface AgentEffects {
   spawn(args: SpawnArgs, callIndex: number): Promise<ToolResult>;
@@ -72,19 +100,19 @@ const tools: Tool<AgentEffects>[] = [
     name: 'spawn_agent',
     description:
       'Start a sub-agent on a task. It shares this tree\u2019s budget ledger and can only narrow it. Returns its result when waited for.',
-    schema: spawnArgs as unknown as z.ZodType<Record<string, unknown>>,
-    handler: (args, effects, callIndex) => effects.spawn(args as SpawnArgs, callIndex),
+    parameters: spawnParameters,
+    handler: (args, effects, callIndex) => effects.spawn(args as unknown as SpawnArgs, callIndex),
   },
   {
     name: 'send_message',
     description: 'Send a message to another agent of this tree by its address. It is delivered when this step commits.',
-    schema: sendArgs as unknown as z.ZodType<Record<string, unknown>>,
-    handler: (args, effects) => effects.send(args as SendArgs),
+    parameters: sendParameters,
+    handler: (args, effects) => effects.send(args as unknown as SendArgs),
   },
   {
     name: 'read_messages',
     description: 'Read the messages sent to you, oldest first; each is returned exactly once. May wait a bounded time.',
-    schema: readArgs as unknown as z.ZodType<Record<string, unknown>>,
+    parameters: readParameters,
     handler: (args, effects) => effects.read(args as ReadArgs),
   },
 ];

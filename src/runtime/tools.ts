@@ -1,10 +1,10 @@
 /**
  * The tool registry an agent actor dispatches through. A tool is a name, a
- * description, a zod schema for its arguments (emitted as JSON Schema for the model)
- * and a handler. Definitions are emitted in a stable order and are byte-identical
- * from run to run, because prompt caches key on them.
+ * description, the JSON Schema of its arguments and a handler. Definitions are
+ * emitted in a stable order (by name) and are byte-identical from run to run,
+ * because prompt caches key on them.
  */
-import { z } from 'zod';
+import { type ArgumentSchema, checkArguments } from './arguments.js';
 import type { ToolDefinition } from './provider.js';
 
 export interface ToolResult {
@@ -17,7 +17,7 @@ export interface ToolResult {
 export interface Tool<Context> {
   name: string;
   description: string;
-  schema: z.ZodType<Record<string, unknown>>;
+  parameters: ArgumentSchema;
   handler(args: Record<string, unknown>, context: Context, callIndex: number): Promise<ToolResult>;
 }
 
@@ -36,10 +36,11 @@ export class ToolRegistry<Context> {
     if (!this.#definitions) {
       this.#definitions = [...this.#tools.values()]
         .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-        .map((tool) => {
-          const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.schema) as Record<string, unknown>;
-          return { name: tool.name, description: tool.description, parameters };
-        });
+        .map((tool) => ({
+          name: tool.name,
+          description: tool.description,
+          parameters: tool.parameters as unknown as Record<string, unknown>,
+        }));
     }
     return this.#definitions;
   }
@@ -56,11 +57,10 @@ export class ToolRegistry<Context> {
       const known = [...this.#tools.keys()].sort().join(', ');
       return { content: `there is no tool named ${JSON.stringify(name)}; the tools are: ${known}.`, isError: true };
     }
-    const parsed = tool.schema.safeParse(args);
-    if (!parsed.success) {
-      const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(arguments)'}: ${issue.message}`);
+    const problems = checkArguments(tool.parameters, args);
+    if (problems.length > 0) {
       return { content: `the arguments to ${name} are not valid: ${problems.join('; ')}.`, isError: true };
     }
-    return tool.handler(parsed.data, context, callIndex);
+    return tool.handler(args, context, callIndex);
   }
 }

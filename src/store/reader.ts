@@ -173,9 +173,10 @@ export class TraceReader {
   readonly #inbox: Database.Statement<[string, string], Row>;
   readonly #ledger: Database.Statement<[string], Row>;
 
-  constructor(path: string) {
+  /** `cacheKiB` bounds this connection's page cache (SQLite's default here is 16 MiB). */
+  constructor(path: string, options: { cacheKiB?: number } = {}) {
     this.path = path;
-    this.#db = openReader(path);
+    this.#db = openReader(path, options);
     this.#run = this.#db.prepare('SELECT * FROM runs WHERE run_id = ?');
     this.#inbox = this.#db.prepare(
       'SELECT * FROM mailbox WHERE root_id = ? AND to_address = ? AND consumed_by IS NULL ORDER BY ordinal',

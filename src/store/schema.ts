@@ -29,6 +29,7 @@ export const MIGRATIONS: readonly string[] = [
     created_at        INTEGER NOT NULL,
     ended_at          INTEGER,
     last_seq          INTEGER NOT NULL DEFAULT 0,
+    children          INTEGER NOT NULL DEFAULT 0, -- how many agents this run has spawned
     lease_owner       TEXT,
     lease_pid         INTEGER,
     lease_host        TEXT,
@@ -50,7 +51,8 @@ export const MIGRATIONS: readonly string[] = [
     started_at             INTEGER NOT NULL,
     max_total_agents       INTEGER,
     max_concurrent_agents  INTEGER,
-    max_wait_secs          INTEGER NOT NULL
+    max_wait_secs          INTEGER NOT NULL,
+    spawned                INTEGER NOT NULL DEFAULT 0  -- root account only: agents the tree has spawned
   );
 
   CREATE TABLE draws (
@@ -224,9 +226,10 @@ export function migrate(db: Database.Database): void {
 }
 
 /** Opens a read-only connection for traces, attach and CLIs; safe in any thread. */
-export function openReader(path: string): Database.Database {
+export function openReader(path: string, options: { cacheKiB?: number } = {}): Database.Database {
   checkStoreFile(path);
   const db = new Database(path, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
+  if (options.cacheKiB !== undefined) db.pragma(`cache_size = -${Math.max(64, Math.floor(options.cacheKiB))}`);
   return db;
 }

@@ -118,6 +118,7 @@ interface RunRow {
   task: string;
   spec: string;
   last_seq: number;
+  children: number;
   lease_owner: string | null;
   lease_pid: number | null;
   lease_host: string | null;
@@ -136,6 +137,7 @@ interface LedgerRow {
   max_total_agents: number | null;
   max_concurrent_agents: number | null;
   max_wait_secs: number;
+  spawned: number;
 }
 
 const ADDRESS = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -161,8 +163,8 @@ export class StoreWriter {
   readonly #upsertCheckpoint: Database.Statement;
   readonly #endRun: Database.Statement;
   readonly #runBySpawnKey: Database.Statement<[string], RunRow>;
-  readonly #countSpawned: Database.Statement<[string], { n: number }>;
-  readonly #countChildren: Database.Statement<[string], { n: number }>;
+  readonly #countChildren: Database.Statement;
+  readonly #countTree: Database.Statement;
   readonly #enqueue: Database.Statement;
   readonly #renew: Database.Statement;
   readonly #savepoint: Database.Statement;
@@ -220,8 +222,8 @@ export class StoreWriter {
       'UPDATE runs SET status = ?, reply = ?, outcome = ?, ended_at = ?, lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?',
     );
     this.#runBySpawnKey = db.prepare('SELECT * FROM runs WHERE spawn_key = ?');
-    this.#countSpawned = db.prepare('SELECT count(*) AS n FROM runs WHERE root_id = ? AND parent_id IS NOT NULL');
-    this.#countChildren = db.prepare('SELECT count(*) AS n FROM runs WHERE parent_id = ?');
+    this.#countChildren = db.prepare('UPDATE runs SET children = children + 1 WHERE run_id = ?');
+    this.#countTree = db.prepare('UPDATE ledger SET spawned = spawned + 1 WHERE run_id = ?');
     this.#savepoint = db.prepare('SAVEPOINT draw');
     this.#releaseSavepoint = db.prepare('RELEASE draw');
     this.#rollbackToSavepoint = db.prepare('ROLLBACK TO draw');
@@ -361,7 +363,12 @@ export class StoreWriter {
     const lost: string[] = [];
     const renew = this.#renew;
     for (const lease of input.leases) {
-      if (renew.run(input.expiresAt, lease.runId, lease.generation, input.owner).changes !== 1) lost.push(lease.runId);
+      if (renew.run(input.expiresAt, lease.runId, lease.generation, input.owner).changes === 1) continue;
+      // A run that ended gave its lease back; only a run still going under another generation is lost.
+      const row = this.#runById.get(lease.runId);
+      if (row && (row.status === 'running' || row.status === 'queued') && row.generation !== lease.generation) {
+        lost.push(lease.runId);
+      }
     }
     return { lost };
   }
@@ -410,7 +417,7 @@ export class StoreWriter {
       };
     }
     const rootLedger = this.#ledgerById.get(parent.root_id) as LedgerRow;
-    const spawned = this.#countSpawned.get(parent.root_id)?.n ?? 0;
+    const spawned = rootLedger.spawned;
     const refuse = (rule: string, reason: string): SpawnResult => {
       this.#event(parent, null, input.generation, { type: 'spawn-refused', rule, reason }, input.now);
       return { status: 'refused', rule, reason };
@@ -436,7 +443,7 @@ export class StoreWriter {
         );
       }
     } else {
-      let n = (this.#countChildren.get(parent.run_id)?.n ?? 0) + 1;
+      let n = parent.children + 1;
       address = `${parent.address}.${n}`;
       while (this.#addressExists.get(parent.root_id, address)) address = `${parent.address}.${++n}`;
     }
@@ -479,6 +486,8 @@ export class StoreWriter {
       max_wait_secs: maxWait,
     });
     this.#enqueue.run(input.newRunId, parent.root_id, parent.run_id, input.now);
+    this.#countChildren.run(parent.run_id);
+    this.#countTree.run(parent.root_id);
     this.#event(
       parent,
       null,

@@ -58,6 +58,8 @@ export interface SupervisorOptions {
   clock?: Clock;
   /** Idle worker threads kept for reuse. Default: maxConcurrentAgents + 1. */
   maxIdleWorkers?: number;
+  /** Agent threads to start (and wait for) in `start()`, so the first agents do not pay the thread start. Default 0. */
+  warmWorkers?: number;
   /** Test hook: `op:n:phase` SIGKILLs the whole process inside the store actor at that point. */
   killAt?: string | null;
 }
@@ -102,6 +104,9 @@ interface PooledWorker {
   worker: Worker;
   slot: Slot | null;
   exited: boolean;
+  /** Settles when the thread has loaded and said so (or exited). */
+  ready: Promise<void>;
+  markReady(): void;
 }
 
 interface Slot {
@@ -143,7 +148,10 @@ function positiveInteger(value: unknown, name: string): number {
 export class Supervisor {
   readonly owner: string;
   readonly store: Store;
-  readonly #options: Required<Omit<SupervisorOptions, 'killAt' | 'clock'>> & { clock: Clock; killAt: string | null };
+  readonly #options: Required<Omit<SupervisorOptions, 'killAt' | 'clock' | 'warmWorkers'>> & {
+    clock: Clock;
+    killAt: string | null;
+  };
   readonly #bus = new EventBus();
   readonly #trees = new Map<string, Tree>();
   readonly #idle: PooledWorker[] = [];
@@ -184,6 +192,7 @@ export class Supervisor {
   static async start(store: Store, options: SupervisorOptions = {}): Promise<Supervisor> {
     const supervisor = new Supervisor(store, options);
     await supervisor.#boot();
+    if (options.warmWorkers) await supervisor.warm(options.warmWorkers);
     return supervisor;
   }
 
@@ -206,6 +215,23 @@ export class Supervisor {
     this.#renewTimer = setInterval(() => void this.#renewLeases(), period);
     this.#renewTimer.unref();
     this.#state = 'running';
+  }
+
+  /**
+   * Starts agent threads ahead of need and resolves when they are ready, so agents
+   * admitted later do not wait for a thread to boot. Idle threads beyond
+   * `maxIdleWorkers` are not kept.
+   */
+  async warm(count: number): Promise<void> {
+    this.#assertRunning();
+    const wanted = Math.min(positiveInteger(count, 'warm(count)'), this.#options.maxIdleWorkers) - this.#idle.length;
+    const started: Promise<void>[] = [];
+    for (let i = 0; i < wanted; i++) {
+      const pooled = this.#spawnWorker();
+      this.#idle.push(pooled);
+      started.push(pooled.ready);
+    }
+    await Promise.all(started);
   }
 
   /** Calls `observer` with every committed event, in commit order. Returns an unsubscribe function. */
@@ -372,12 +398,18 @@ export class Supervisor {
   }
 
   #acquireWorker(): PooledWorker {
-    const idle = this.#idle.pop();
-    if (idle) return idle;
+    return this.#idle.pop() ?? this.#spawnWorker();
+  }
+
+  #spawnWorker(): PooledWorker {
     const channel = new MessageChannel();
     this.#storeWorker.postMessage({ type: 'attach', port: channel.port1 }, [channel.port1]);
     const worker = startAgentWorker(this.store.path, channel.port2);
-    const pooled: PooledWorker = { worker, slot: null, exited: false };
+    let markReady!: () => void;
+    const ready = new Promise<void>((resolve) => {
+      markReady = resolve;
+    });
+    const pooled: PooledWorker = { worker, slot: null, exited: false, ready, markReady };
     this.#workers.add(pooled);
     worker.on('message', (message: AgentOutput | Request<AgentRequestBody>) => this.#onAgentMessage(pooled, message));
     worker.on('error', () => undefined);
@@ -410,7 +442,9 @@ export class Supervisor {
   }
 
   #onAgentMessage(pooled: PooledWorker, message: AgentOutput | Request<AgentRequestBody>): void {
-    if (message.type === 'run-exit') {
+    if (message.type === 'ready') {
+      pooled.markReady();
+    } else if (message.type === 'run-exit') {
       this.#onRunExit(pooled, message.runId, message.exit);
     } else if (message.type === 'request') {
       const body = message.body;
@@ -551,6 +585,7 @@ export class Supervisor {
 
   #onAgentExit(pooled: PooledWorker, code: number): void {
     pooled.exited = true;
+    pooled.markReady();
     this.#workers.delete(pooled);
     const index = this.#idle.indexOf(pooled);
     if (index >= 0) this.#idle.splice(index, 1);

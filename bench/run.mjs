@@ -1,0 +1,26 @@
+// npm run bench — runs every benchmark in its own process, one after another, and
+// prints each one's JSON line. `npm run bench -- fanout` runs only the ones named.
+// Figures are quoted in docs/MEASUREMENTS.md as ratios against a baseline measured in
+// the same run; the machines are shared, so absolute times drift.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const benches = [
+  ['commit-throughput', ['commit-throughput.mjs']],
+  ['step-overhead', ['step-overhead.mjs']],
+  ['fanout-16', ['fanout.mjs', '16']],
+  ['fanout-64', ['fanout.mjs', '64']],
+];
+const wanted = process.argv.slice(2);
+for (const [name, [file, ...args]] of benches) {
+  if (wanted.length > 0 && !wanted.some((w) => name.startsWith(w))) continue;
+  const out = spawnSync(process.execPath, [fileURLToPath(new URL(file, import.meta.url)), ...args], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  if (out.status !== 0) {
+    console.error(`${name} failed with status ${out.status}`);
+    process.exitCode = 1;
+  }
+  process.stdout.write(out.stdout);
+}

@@ -1,0 +1,67 @@
+/**
+ * Validation of tool arguments against the small, closed JSON Schema subset the
+ * built-in tools declare: an object of typed properties (string, number, integer,
+ * boolean, nested object), `required`, `additionalProperties: false`, `minimum`,
+ * `exclusiveMinimum` and `minLength`. It lives in every agent thread, so it is a few
+ * dozen lines rather than a schema compiler: a thread pays for every module it loads
+ * when it starts (see docs/ARCHITECTURE.md, "Thread start cost").
+ */
+
+export interface ArgumentSchema {
+  type: 'object' | 'string' | 'number' | 'integer' | 'boolean';
+  description?: string;
+  properties?: Record<string, ArgumentSchema>;
+  required?: string[];
+  additionalProperties?: false;
+  minimum?: number;
+  exclusiveMinimum?: number;
+  minLength?: number;
+}
+
+/** Every problem with `value`, as `path: what is wrong`; empty when it is valid. */
+export function checkArguments(schema: ArgumentSchema, value: unknown, path = '(arguments)'): string[] {
+  switch (schema.type) {
+    case 'object': {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) return [`${path}: must be an object`];
+      const record = value as Record<string, unknown>;
+      const problems: string[] = [];
+      const properties = schema.properties ?? {};
+      for (const name of schema.required ?? []) {
+        if (record[name] === undefined) problems.push(`${join(path, name)}: is required`);
+      }
+      for (const [name, item] of Object.entries(record)) {
+        const property = properties[name];
+        if (!property) {
+          if (schema.additionalProperties === false)
+            problems.push(`${join(path, name)}: is not an argument of this tool`);
+          continue;
+        }
+        if (item !== undefined) problems.push(...checkArguments(property, item, join(path, name)));
+      }
+      return problems;
+    }
+    case 'string':
+      if (typeof value !== 'string') return [`${path}: must be a string`];
+      if (schema.minLength !== undefined && value.length < schema.minLength) {
+        return [`${path}: must be at least ${schema.minLength} character${schema.minLength === 1 ? '' : 's'} long`];
+      }
+      return [];
+    case 'boolean':
+      return typeof value === 'boolean' ? [] : [`${path}: must be true or false`];
+    case 'number':
+    case 'integer': {
+      if (typeof value !== 'number' || !Number.isFinite(value)) return [`${path}: must be a number`];
+      if (schema.type === 'integer' && !Number.isInteger(value)) return [`${path}: must be a whole number`];
+      if (schema.minimum !== undefined && value < schema.minimum)
+        return [`${path}: must be at least ${schema.minimum}`];
+      if (schema.exclusiveMinimum !== undefined && value <= schema.exclusiveMinimum) {
+        return [`${path}: must be more than ${schema.exclusiveMinimum}`];
+      }
+      return [];
+    }
+  }
+}
+
+function join(path: string, name: string): string {
+  return path === '(arguments)' ? name : `${path}.${name}`;
+}
