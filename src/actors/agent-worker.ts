@@ -68,6 +68,7 @@ class Drive implements AgentEffects {
   // What the step in progress has done, committed with it.
   #consumed: string[] = [];
   #sent: SentMessage[] = [];
+  #spawned: string[] = [];
   #events: EventData[] = [];
 
   constructor(start: Extract<AgentInput, { type: 'start' }>) {
@@ -186,6 +187,7 @@ class Drive implements AgentEffects {
       }
       this.#consumed = [];
       this.#sent = [];
+      this.#spawned = [];
       this.#events = [];
       const observations: Observation[] = [];
       for (const [index, call] of completion.toolCalls.entries()) {
@@ -205,6 +207,7 @@ class Drive implements AgentEffects {
         usage: completion.usage,
         consumed: this.#consumed,
         sent: this.#sent,
+        spawned: this.#spawned,
         events: this.#events,
         final,
         leaseTtlMs: this.#start.leaseTtlMs,
@@ -270,6 +273,7 @@ class Drive implements AgentEffects {
       asked,
       maxWaitSecs: args.max_wait_secs ?? null,
       newRunId: randomUUID(),
+      queueNow: args.wait !== false,
       now: Date.now(),
     });
     if (result.status === 'refused') {
@@ -284,8 +288,9 @@ class Drive implements AgentEffects {
         ? ''
         : ` Its budget was narrowed to what you have left: ${result.clamps.map((c) => `${c.field} ${c.asked} -> ${c.granted}`).join(', ')}.`;
     if (args.wait === false) {
+      if (result.childStatus === 'pending') this.#spawned.push(result.childId);
       return {
-        content: `started agent ${result.address}; it will report to your inbox when it ends.${clampNote}`,
+        content: `spawned agent ${result.address}; it starts once this step commits and reports to your inbox when it ends.${clampNote}`,
         isError: false,
       };
     }

@@ -5,7 +5,12 @@
  */
 import type { Clamp } from './budget.js';
 
-export type RunStatus = 'queued' | 'running' | 'finished' | 'budget-exhausted' | 'failed' | 'cancelled';
+/**
+ * A run's state. `pending`: reserved by a parent's step that has not committed yet;
+ * `queued`: waiting for a concurrency slot; `running`: driven by an actor; the rest
+ * are terminal.
+ */
+export type RunStatus = 'pending' | 'queued' | 'running' | 'finished' | 'budget-exhausted' | 'failed' | 'cancelled';
 
 export const TERMINAL_STATUSES: readonly RunStatus[] = ['finished', 'budget-exhausted', 'failed', 'cancelled'];
 

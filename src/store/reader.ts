@@ -90,7 +90,7 @@ export interface QueueRecord {
   ordinal: number;
   childRunId: string;
   parentId: string;
-  state: 'queued' | 'admitted' | 'cancelled';
+  state: 'pending' | 'queued' | 'admitted' | 'cancelled';
   enqueuedAt: number;
   admittedAt: number | null;
 }
@@ -303,7 +303,7 @@ export class TraceReader {
   /** Runs of a tree not yet in a terminal state. */
   liveCount(rootId: string): number {
     const row = this.#db
-      .prepare(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('queued', 'running')`)
+      .prepare(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('pending', 'queued', 'running')`)
       .get(rootId) as { n: number };
     return row.n;
   }

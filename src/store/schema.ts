@@ -20,7 +20,7 @@ export const MIGRATIONS: readonly string[] = [
     address           TEXT NOT NULL,
     depth             INTEGER NOT NULL,
     ancestry          TEXT NOT NULL,           -- JSON array: root .. parent
-    status            TEXT NOT NULL,           -- queued | running | finished | budget-exhausted | failed | cancelled
+    status            TEXT NOT NULL,           -- pending | queued | running | finished | budget-exhausted | failed | cancelled
     task              TEXT NOT NULL,
     spec              TEXT NOT NULL,           -- JSON: provider spec, system prompt, waits
     spawn_key         TEXT UNIQUE,             -- parent:seq:call; makes a spawn idempotent
@@ -120,7 +120,7 @@ export const MIGRATIONS: readonly string[] = [
     child_run_id  TEXT NOT NULL UNIQUE,
     root_id       TEXT NOT NULL,
     parent_id     TEXT NOT NULL,
-    state         TEXT NOT NULL,               -- queued | admitted | cancelled
+    state         TEXT NOT NULL,               -- pending | queued | admitted | cancelled
     enqueued_at   INTEGER NOT NULL,
     admitted_at   INTEGER
   );

@@ -50,6 +50,12 @@ export interface SpawnInput extends Fence {
   asked: Ceilings;
   maxWaitSecs: number | null;
   newRunId: string;
+  /**
+   * True when the parent will wait for the child inside this step (`wait`): the child
+   * is queued at once. False reserves it as `pending`; the parent's step commit
+   * releases it to the queue, so a step that never commits never starts a child.
+   */
+  queueNow: boolean;
   now: number;
 }
 
@@ -76,6 +82,8 @@ export interface CommitStepInput extends Fence {
   usage: Usage;
   consumed: string[];
   sent: SentMessage[];
+  /** Children this step reserved without waiting; the commit queues them. */
+  spawned: string[];
   events: EventData[];
   final: { status: RunStatus; reply: string | null } | null;
   leaseTtlMs: number;
@@ -164,6 +172,7 @@ export class StoreWriter {
   readonly #endRun: Database.Statement;
   readonly #runBySpawnKey: Database.Statement<[string], RunRow>;
   readonly #countChildren: Database.Statement;
+  readonly #pendingChildren: Database.Statement<[string, number, string], RunRow>;
   readonly #countTree: Database.Statement;
   readonly #enqueue: Database.Statement;
   readonly #renew: Database.Statement;
@@ -222,6 +231,9 @@ export class StoreWriter {
       'UPDATE runs SET status = ?, reply = ?, outcome = ?, ended_at = ?, lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?',
     );
     this.#runBySpawnKey = db.prepare('SELECT * FROM runs WHERE spawn_key = ?');
+    this.#pendingChildren = db.prepare(
+      `SELECT * FROM runs WHERE parent_id = ? AND status = 'pending' AND substr(spawn_key, 1, ?) = ?`,
+    );
     this.#countChildren = db.prepare('UPDATE runs SET children = children + 1 WHERE run_id = ?');
     this.#countTree = db.prepare('UPDATE ledger SET spawned = spawned + 1 WHERE run_id = ?');
     this.#savepoint = db.prepare('SAVEPOINT draw');
@@ -231,7 +243,7 @@ export class StoreWriter {
       'UPDATE runs SET lease_expires_at = ? WHERE run_id = ? AND generation = ? AND lease_owner = ?',
     );
     this.#enqueue = db.prepare(
-      `INSERT INTO spawn_queue (child_run_id, root_id, parent_id, state, enqueued_at) VALUES (?, ?, ?, 'queued', ?)`,
+      'INSERT INTO spawn_queue (child_run_id, root_id, parent_id, state, enqueued_at) VALUES (?, ?, ?, ?, ?)',
     );
   }
 
@@ -366,7 +378,7 @@ export class StoreWriter {
       if (renew.run(input.expiresAt, lease.runId, lease.generation, input.owner).changes === 1) continue;
       // A run that ended gave its lease back; only a run still going under another generation is lost.
       const row = this.#runById.get(lease.runId);
-      if (row && (row.status === 'running' || row.status === 'queued') && row.generation !== lease.generation) {
+      if (row && row.status === 'running' && row.generation !== lease.generation) {
         lost.push(lease.runId);
       }
     }
@@ -408,13 +420,13 @@ export class StoreWriter {
     const parent = this.#fence(input);
     const existing = this.#runBySpawnKey.get(input.key);
     if (existing) {
-      return {
-        status: 'existing',
-        childId: existing.run_id,
-        address: existing.address,
-        clamps: [],
-        childStatus: existing.status,
-      };
+      // The same step run again after a crash: the child it made before.
+      let childStatus = existing.status;
+      if (input.queueNow && childStatus === 'pending') {
+        this.#release(parent, input.generation, null, existing, input.now);
+        childStatus = 'queued';
+      }
+      return { status: 'existing', childId: existing.run_id, address: existing.address, clamps: [], childStatus };
     }
     const rootLedger = this.#ledgerById.get(parent.root_id) as LedgerRow;
     const spawned = rootLedger.spawned;
@@ -466,7 +478,7 @@ export class StoreWriter {
       address,
       depth: parent.depth + 1,
       ancestry: JSON.stringify(ancestry),
-      status: 'queued',
+      status: input.queueNow ? 'queued' : 'pending',
       task: input.task,
       spec: parent.spec,
       spawn_key: input.key,
@@ -485,16 +497,19 @@ export class StoreWriter {
       max_concurrent_agents: null,
       max_wait_secs: maxWait,
     });
-    this.#enqueue.run(input.newRunId, parent.root_id, parent.run_id, input.now);
+    this.#enqueue.run(input.newRunId, parent.root_id, parent.run_id, input.queueNow ? 'queued' : 'pending', input.now);
     this.#countChildren.run(parent.run_id);
     this.#countTree.run(parent.root_id);
-    this.#event(
-      parent,
-      null,
-      input.generation,
-      { type: 'spawn-queued', childId: input.newRunId, address, task: input.task },
-      input.now,
-    );
+    if (input.queueNow) {
+      this.#event(
+        parent,
+        null,
+        input.generation,
+        { type: 'spawn-queued', childId: input.newRunId, address, task: input.task },
+        input.now,
+      );
+      this.#pending.spawned.push({ rootId: parent.root_id, childId: input.newRunId });
+    }
     if (clamps.length > 0) {
       this.#event(
         parent,
@@ -504,8 +519,13 @@ export class StoreWriter {
         input.now,
       );
     }
-    this.#pending.spawned.push({ rootId: parent.root_id, childId: input.newRunId });
-    return { status: 'created', childId: input.newRunId, address, clamps, childStatus: 'queued' };
+    return {
+      status: 'created',
+      childId: input.newRunId,
+      address,
+      clamps,
+      childStatus: input.queueNow ? 'queued' : 'pending',
+    };
   }
 
   /**
@@ -590,6 +610,7 @@ export class StoreWriter {
     input.sent.forEach((message, index) => {
       this.#send(run, input.seq, gen, `${run.run_id}:${input.seq}:${index}`, message, input.now);
     });
+    this.#settleSpawns(run, gen, input.seq, input.spawned, input.now);
     const root = this.#ledgerById.get(run.root_id) as LedgerRow;
     const treeSpent = { steps: root.steps_spent, tokens: root.tokens_spent };
     this.#event(run, input.seq, gen, { type: 'spend', draw, treeSpent }, input.now);
@@ -621,6 +642,47 @@ export class StoreWriter {
     return { status: 'committed', seq: input.seq, treeSpent };
   }
 
+  /**
+   * Queues the children this step reserved, and drops any child an earlier, uncommitted
+   * attempt at the same step reserved and this one did not ask for again.
+   */
+  #settleSpawns(run: RunRow, generation: number, seq: number, spawned: string[], now: number): void {
+    const claimed = new Set(spawned);
+    for (const childId of spawned) {
+      const child = this.#runById.get(childId);
+      if (child && child.parent_id === run.run_id && child.status === 'pending') {
+        this.#release(run, generation, seq, child, now);
+      }
+    }
+    this.#dropPending(run, `${run.run_id}:${seq}:`, now, claimed);
+  }
+
+  /** Cancels the reserved children of `run` whose spawn key starts with `prefix`, except `keep`. */
+  #dropPending(run: RunRow, prefix: string, now: number, keep: Set<string> = new Set()): void {
+    const reason = 'the step that spawned it was not committed';
+    for (const orphan of this.#pendingChildren.all(run.run_id, prefix.length, prefix)) {
+      if (keep.has(orphan.run_id)) continue;
+      this.#db.prepare(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(orphan.run_id);
+      this.#endRun.run('cancelled', null, JSON.stringify({ status: 'cancelled', reason }), now, orphan.run_id);
+      this.#event(orphan, null, orphan.generation, { type: 'run-end', status: 'cancelled', reply: null, reason }, now);
+      this.#pending.ended.push({ rootId: orphan.root_id, runId: orphan.run_id, status: 'cancelled' });
+    }
+  }
+
+  /** Moves a reserved child into the admission queue. */
+  #release(parent: RunRow, generation: number, seq: number | null, child: RunRow, now: number): void {
+    this.#db.prepare(`UPDATE runs SET status = 'queued' WHERE run_id = ?`).run(child.run_id);
+    this.#db.prepare(`UPDATE spawn_queue SET state = 'queued' WHERE child_run_id = ?`).run(child.run_id);
+    this.#event(
+      parent,
+      seq,
+      generation,
+      { type: 'spawn-queued', childId: child.run_id, address: child.address, task: child.task },
+      now,
+    );
+    this.#pending.spawned.push({ rootId: parent.root_id, childId: child.run_id });
+  }
+
   /** Records events that belong to no step (a run starting or resuming). */
   recordEvents(input: Fence & { events: EventData[]; now: number }): void {
     const run = this.#fence(input);
@@ -636,7 +698,9 @@ export class StoreWriter {
   /** Cancels every child of a tree still waiting in the queue; no lease is needed for a run that never started. */
   cancelQueued(input: { rootId: string; now: number }): { cancelled: string[] } {
     const rows = this.#db
-      .prepare(`SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state = 'queued' ORDER BY ordinal`)
+      .prepare(
+        `SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state IN ('pending', 'queued') ORDER BY ordinal`,
+      )
       .all(input.rootId) as { child_run_id: string }[];
     for (const { child_run_id } of rows) {
       this.#db.prepare(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child_run_id);
@@ -670,6 +734,8 @@ export class StoreWriter {
   ): void {
     for (const event of events) this.#event(run, seq, generation, event, now);
     this.#endRun.run(status, reply, JSON.stringify({ status, reason }), now, run.run_id);
+    // Children a step reserved but never committed can no longer be released.
+    this.#dropPending(run, '', now);
     if (run.parent_id !== null) {
       const parent = this.#run(run.parent_id);
       const ledger = this.#ledgerById.get(run.run_id) as LedgerRow;

@@ -1,0 +1,104 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { HOST } from '../dist/store/liveness.js';
+import { openWriter } from '../dist/store/schema.js';
+import { StoreWriter } from '../dist/store/writer.js';
+import { type Harness, harness, runByAddress, script } from './support/harness.js';
+import { tempStorePath } from './support/processes.js';
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+describe('spawns belong to the step that asked for them', () => {
+  it('never starts a child whose parent\u2019s step was not committed', async () => {
+    h = await harness();
+    const result = await h.supervisor.run({
+      task: 'spawn two, then run out',
+      budget: { tokens: 5 },
+      provider: script('program', {
+        programs: {
+          root: [
+            {
+              toolCalls: [
+                { name: 'spawn_agent', args: { task: 'a', as: 'a', wait: false } },
+                { name: 'spawn_agent', args: { task: 'b', as: 'b', wait: false } },
+              ],
+            },
+          ],
+          '*': [{ text: 'should never run' }],
+        },
+      }),
+    }).result;
+    expect(result.status).toBe('budget-exhausted');
+    for (const address of ['a', 'b']) {
+      const child = runByAddress(h.store, result.rootId, address);
+      expect(child.status).toBe('cancelled');
+      expect(child.outcome?.reason).toBe('the step that spawned it was not committed');
+      expect(child.lastSeq).toBe(0);
+    }
+    const events = h.store.treeEvents(result.rootId);
+    expect(events.filter((event) => event.type === 'spawn-started')).toEqual([]);
+    expect(events.filter((event) => event.type === 'spawn-queued')).toEqual([]);
+    expect(h.store.ledger(result.rootId)?.draws).toEqual([]);
+  });
+
+  it('releases a reserved child when the step commits, and drops one a re-run of the step did not ask for again', () => {
+    const db = openWriter(tempStorePath());
+    const writer = new StoreWriter(db);
+    const now = Date.now();
+    const { generation } = writer.createRoot({
+      runId: 'p',
+      task: 't',
+      spec: { provider: null },
+      ceilings: { steps: null, tokens: null, wallMs: null },
+      maxTotalAgents: null,
+      maxConcurrentAgents: null,
+      maxWaitSecs: 30,
+      claim: { owner: 'o', pid: process.pid, host: HOST, ttlMs: 60_000, now },
+    });
+    const fence = { runId: 'p', generation, owner: 'o' };
+    const spawn = (key: string, as: string, newRunId: string) =>
+      writer.spawn({
+        ...fence,
+        key,
+        task: as,
+        as,
+        asked: { steps: null, tokens: null, wallMs: null },
+        maxWaitSecs: null,
+        newRunId,
+        queueNow: false,
+        now,
+      });
+    // A first attempt at step 1 reserved two children, then the process died.
+    expect(spawn('p:1:0', 'first', 'c1')).toMatchObject({ status: 'created', childStatus: 'pending' });
+    expect(spawn('p:1:1', 'second', 'c2')).toMatchObject({ status: 'created', childStatus: 'pending' });
+    writer.takeNotifications();
+    // The re-run of step 1 asked only for the first again: it gets the same child.
+    expect(spawn('p:1:0', 'first', 'c9')).toMatchObject({ status: 'existing', childId: 'c1', childStatus: 'pending' });
+    const completion = { text: '', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' };
+    writer.commitStep({
+      ...fence,
+      seq: 1,
+      completion,
+      observations: [],
+      usage: completion.usage,
+      consumed: [],
+      sent: [],
+      spawned: ['c1'],
+      events: [],
+      final: null,
+      leaseTtlMs: 60_000,
+      now,
+    });
+    const status = (id: string) =>
+      (db.prepare('SELECT status FROM runs WHERE run_id = ?').get(id) as { status: string }).status;
+    expect(status('c1')).toBe('queued');
+    expect(status('c2')).toBe('cancelled');
+    const notes = writer.takeNotifications();
+    expect(notes.spawned).toEqual([{ rootId: 'p', childId: 'c1' }]);
+    expect(notes.ended).toEqual([{ rootId: 'p', runId: 'c2', status: 'cancelled' }]);
+    db.close();
+  });
+});
