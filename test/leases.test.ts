@@ -113,6 +113,7 @@ describe('leases (one writer, injected clock)', () => {
         usage: completion.usage,
         consumed: [],
         sent: [],
+        spawned: [],
         events: [],
         final: null,
         leaseTtlMs: 10_000,
