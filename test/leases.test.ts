@@ -116,7 +116,6 @@ describe('leases (one writer, injected clock)', () => {
         spawned: [],
         events: [],
         final: null,
-        leaseTtlMs: 10_000,
         now: clock.now(),
       });
     expect(commit).toThrow(LeaseLostError);

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { HOST } from '../dist/store/liveness.js';
 import { openWriter } from '../dist/store/schema.js';
 import { StoreWriter } from '../dist/store/writer.js';
-import { type Harness, harness, runByAddress, script } from './support/harness.js';
+import { type Harness, harness, script } from './support/harness.js';
 import { tempStorePath } from './support/processes.js';
 
 let h: Harness | undefined;
@@ -32,8 +32,11 @@ describe('spawns belong to the step that asked for them', () => {
       }),
     }).result;
     expect(result.status).toBe('budget-exhausted');
-    for (const address of ['a', 'b']) {
-      const child = runByAddress(h.store, result.rootId, address);
+    const children = h.store.runs(result.rootId).filter((run) => run.parentId === result.rootId);
+    expect(children).toHaveLength(2);
+    for (const child of children) {
+      // A reservation that lapsed frees its address: the child keeps it with a suffix.
+      expect(child.address).toMatch(/^[ab]#dropped-/);
       expect(child.status).toBe('cancelled');
       expect(child.outcome?.reason).toBe('the step that spawned it was not committed');
       expect(child.lastSeq).toBe(0);
@@ -89,7 +92,6 @@ describe('spawns belong to the step that asked for them', () => {
       spawned: ['c1'],
       events: [],
       final: null,
-      leaseTtlMs: 60_000,
       now,
     });
     const status = (id: string) =>
@@ -99,6 +101,45 @@ describe('spawns belong to the step that asked for them', () => {
     const notes = writer.takeNotifications();
     expect(notes.spawned).toEqual([{ rootId: 'p', childId: 'c1' }]);
     expect(notes.ended).toEqual([{ rootId: 'p', runId: 'c2', status: 'cancelled' }]);
+    db.close();
+  });
+
+  it('admits nothing that left the queue since the supervisor read it', () => {
+    const db = openWriter(tempStorePath());
+    const writer = new StoreWriter(db);
+    const now = Date.now();
+    const claim = { owner: 'o', pid: process.pid, host: HOST, ttlMs: 60_000, now };
+    const { generation } = writer.createRoot({
+      runId: 'p',
+      task: 't',
+      spec: { provider: null },
+      ceilings: { steps: null, tokens: null, wallMs: null },
+      maxTotalAgents: null,
+      maxConcurrentAgents: null,
+      maxWaitSecs: 30,
+      claim,
+    });
+    writer.spawn({
+      runId: 'p',
+      generation,
+      owner: 'o',
+      key: 'p:1:0',
+      task: 'c',
+      as: 'c',
+      asked: { steps: null, tokens: null, wallMs: null },
+      maxWaitSecs: null,
+      newRunId: 'c',
+      queueNow: true,
+      now,
+    });
+    writer.cancelQueued({ rootId: 'p', now });
+    const events = db.prepare('SELECT count(*) AS n FROM events').get();
+    expect(writer.admit({ childId: 'c', ...claim })).toEqual({ status: 'gone' });
+    expect(db.prepare("SELECT status, lease_owner FROM runs WHERE run_id = 'c'").get()).toEqual({
+      status: 'cancelled',
+      lease_owner: null,
+    });
+    expect(db.prepare('SELECT count(*) AS n FROM events').get()).toEqual(events);
     db.close();
   });
 });

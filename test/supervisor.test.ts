@@ -41,6 +41,11 @@ describe('the supervisor', () => {
     const run = h.store.run(handle.rootId);
     expect(run?.status).toBe('running');
     expect(run?.lastSeq).toBe(3);
+    // Its lease was given back, so another process could resume it at once.
+    for (let tries = 0; h.store.run(handle.rootId)?.lease.owner !== null && tries < 200; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(h.store.run(handle.rootId)?.lease.owner).toBeNull();
     const resumed = await h.supervisor.resume(handle.rootId);
     const result = await resumed.result;
     expect(result).toMatchObject({ status: 'finished', reply: 'done after 6 steps' });
@@ -51,6 +56,16 @@ describe('the supervisor', () => {
         .filter((event) => event.type === 'run-start')
         .map((event) => event.type === 'run-start' && event.resumed),
     ).toEqual([false, true]);
+  });
+
+  it('makes cancel stick: a tree cancelled before its root started never calls the model', async () => {
+    h = await harness();
+    const handle = h.supervisor.run({ task: 'never mind', provider: script('fanout', { children: 3, steps: 3 }) });
+    await handle.cancel();
+    const result = await handle.result;
+    expect(result.status).toBe('cancelled');
+    expect(result.runs).toBe(1);
+    expect(h.store.steps(handle.rootId)).toEqual([]);
   });
 
   it('moves a waited-on child to the background after background_after_secs, and still reads its report', async () => {

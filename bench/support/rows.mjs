@@ -27,7 +27,6 @@ export function stepInput(fence, seq) {
     sent: [],
     events,
     final: null,
-    leaseTtlMs: 60_000,
     now: Date.now(),
   };
 }

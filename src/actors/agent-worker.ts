@@ -191,6 +191,7 @@ class Drive implements AgentEffects {
       this.#events = [];
       const observations: Observation[] = [];
       for (const [index, call] of completion.toolCalls.entries()) {
+        if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
         this.#events.push({ type: 'tool-call', callId: call.id, name: call.name, args: call.args });
         const result = await registry.dispatch(call.name, call.args, this, index);
         if (result.refusal) {
@@ -210,7 +211,6 @@ class Drive implements AgentEffects {
         spawned: this.#spawned,
         events: this.#events,
         final,
-        leaseTtlMs: this.#start.leaseTtlMs,
         now: Date.now(),
       });
       if (result.status === 'exhausted') return 'budget-exhausted';

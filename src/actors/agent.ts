@@ -10,7 +10,7 @@ import type { RunStatus } from '../runtime/events.js';
 
 /** Supervisor to actor. */
 export type AgentInput =
-  | { type: 'start'; runId: string; generation: number; owner: string; leaseTtlMs: number; resumed: boolean }
+  | { type: 'start'; runId: string; generation: number; owner: string; resumed: boolean }
   /** A message was committed to this actor's address. */
   | { type: 'mail' }
   /** Stop at the next step boundary and end the run as cancelled. */

@@ -30,7 +30,7 @@ export interface StoreOperations {
     { lost: string[] },
   ];
   releaseLease: [Fence, undefined];
-  admit: [LeaseClaim & { childId: string }, { generation: number }];
+  admit: [LeaseClaim & { childId: string }, { status: 'admitted'; generation: number } | { status: 'gone' }];
   spawn: [SpawnInput, SpawnResult];
   commitStep: [CommitStepInput, CommitStepResult];
   endRun: [EndRunInput, undefined];

@@ -86,7 +86,6 @@ export interface CommitStepInput extends Fence {
   spawned: string[];
   events: EventData[];
   final: { status: RunStatus; reply: string | null } | null;
-  leaseTtlMs: number;
   now: number;
 }
 
@@ -125,6 +124,7 @@ interface RunRow {
   status: RunStatus;
   task: string;
   spec: string;
+  spawn_key: string | null;
   last_seq: number;
   children: number;
   lease_owner: string | null;
@@ -171,6 +171,7 @@ export class StoreWriter {
   readonly #upsertCheckpoint: Database.Statement;
   readonly #endRun: Database.Statement;
   readonly #runBySpawnKey: Database.Statement<[string], RunRow>;
+  readonly #runByAddress: Database.Statement<[string, string], RunRow>;
   readonly #countChildren: Database.Statement;
   readonly #pendingChildren: Database.Statement<[string, number, string], RunRow>;
   readonly #countTree: Database.Statement;
@@ -222,7 +223,7 @@ export class StoreWriter {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#addressExists = db.prepare('SELECT run_id FROM runs WHERE root_id = ? AND address = ?');
-    this.#advanceRun = db.prepare('UPDATE runs SET last_seq = ?, lease_expires_at = ? WHERE run_id = ?');
+    this.#advanceRun = db.prepare('UPDATE runs SET last_seq = ? WHERE run_id = ?');
     this.#upsertCheckpoint = db.prepare(
       `INSERT INTO checkpoints (run_id, seq, generation, state, at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, generation = excluded.generation, state = excluded.state, at = excluded.at`,
@@ -231,6 +232,7 @@ export class StoreWriter {
       'UPDATE runs SET status = ?, reply = ?, outcome = ?, ended_at = ?, lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?',
     );
     this.#runBySpawnKey = db.prepare('SELECT * FROM runs WHERE spawn_key = ?');
+    this.#runByAddress = db.prepare('SELECT * FROM runs WHERE root_id = ? AND address = ?');
     this.#pendingChildren = db.prepare(
       `SELECT * FROM runs WHERE parent_id = ? AND status = 'pending' AND substr(spawn_key, 1, ?) = ?`,
     );
@@ -392,14 +394,14 @@ export class StoreWriter {
   }
 
   /** Moves a queued child to running under this owner's lease, first in, first out. */
-  admit(input: LeaseClaim & { childId: string }): { generation: number } {
+  admit(input: LeaseClaim & { childId: string }): { status: 'admitted'; generation: number } | { status: 'gone' } {
     const row = this.#run(input.childId);
-    this.#db
+    const moved = this.#db
       .prepare(`UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`)
-      .run(input.now, input.childId);
-    if (row.status === 'queued') {
-      this.#db.prepare(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.childId);
-    }
+      .run(input.now, input.childId).changes;
+    // Cancelled, or admitted by another driver, since the supervisor read the queue.
+    if (moved !== 1 || row.status !== 'queued') return { status: 'gone' };
+    this.#db.prepare(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.childId);
     const lease = this.acquireLease({ runId: input.childId, ...input });
     this.#event(
       row,
@@ -408,7 +410,7 @@ export class StoreWriter {
       { type: 'spawn-started', childId: row.run_id, address: row.address },
       input.now,
     );
-    return lease;
+    return { status: 'admitted', generation: lease.generation };
   }
 
   /**
@@ -419,14 +421,31 @@ export class StoreWriter {
   spawn(input: SpawnInput): SpawnResult {
     const parent = this.#fence(input);
     const existing = this.#runBySpawnKey.get(input.key);
-    if (existing) {
-      // The same step run again after a crash: the child it made before.
+    if (existing && existing.task === input.task && (input.as === null || input.as === existing.address)) {
+      // The same step run again after a crash, asking the same: the child it made before.
       let childStatus = existing.status;
       if (input.queueNow && childStatus === 'pending') {
         this.#release(parent, input.generation, null, existing, input.now);
         childStatus = 'queued';
       }
       return { status: 'existing', childId: existing.run_id, address: existing.address, clamps: [], childStatus };
+    }
+    if (existing) {
+      // The re-run asked for something else at this call: the earlier child is not this one.
+      this.#detach(existing, input.now);
+    }
+    if (input.as !== null) {
+      const holder = this.#runByAddress.get(parent.root_id, input.as);
+      const earlierAttempt = `${parent.run_id}:`;
+      if (
+        holder &&
+        holder.status === 'pending' &&
+        holder.parent_id === parent.run_id &&
+        holder.spawn_key?.startsWith(earlierAttempt)
+      ) {
+        // Reserved by an uncommitted attempt at a step of this parent: that reservation lapses.
+        this.#detach(holder, input.now);
+      }
     }
     const rootLedger = this.#ledgerById.get(parent.root_id) as LedgerRow;
     const spawned = rootLedger.spawned;
@@ -626,7 +645,8 @@ export class StoreWriter {
       },
       input.now,
     );
-    this.#advanceRun.run(input.seq, input.now + input.leaseTtlMs, run.run_id);
+    // The lease's expiry is the supervisor's to extend, on its injectable clock; a step does not touch it.
+    this.#advanceRun.run(input.seq, run.run_id);
     this.#upsertCheckpoint.run(run.run_id, input.seq, gen, JSON.stringify({ seq: input.seq }), input.now);
     if (input.final)
       this.#finish(
@@ -659,14 +679,32 @@ export class StoreWriter {
 
   /** Cancels the reserved children of `run` whose spawn key starts with `prefix`, except `keep`. */
   #dropPending(run: RunRow, prefix: string, now: number, keep: Set<string> = new Set()): void {
-    const reason = 'the step that spawned it was not committed';
     for (const orphan of this.#pendingChildren.all(run.run_id, prefix.length, prefix)) {
-      if (keep.has(orphan.run_id)) continue;
-      this.#db.prepare(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(orphan.run_id);
-      this.#endRun.run('cancelled', null, JSON.stringify({ status: 'cancelled', reason }), now, orphan.run_id);
-      this.#event(orphan, null, orphan.generation, { type: 'run-end', status: 'cancelled', reply: null, reason }, now);
-      this.#pending.ended.push({ rootId: orphan.root_id, runId: orphan.run_id, status: 'cancelled' });
+      if (!keep.has(orphan.run_id)) this.#detach(orphan, now);
     }
+  }
+
+  /**
+   * Unhooks a child from the spawn key (and, if it never started, the address) an
+   * uncommitted step gave it, so a later attempt can use them. A child still pending
+   * is cancelled and stops counting against the tree's total; one already started (a
+   * waited-for spawn is an effect taken ahead of the commit) runs on, under its own id.
+   */
+  #detach(child: RunRow, now: number): void {
+    const suffix = `#dropped-${child.run_id.slice(0, 8)}`;
+    if (child.status !== 'pending') {
+      this.#db.prepare('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?').run(suffix, child.run_id);
+      return;
+    }
+    const reason = 'the step that spawned it was not committed';
+    this.#db
+      .prepare('UPDATE runs SET spawn_key = spawn_key || ?, address = address || ? WHERE run_id = ?')
+      .run(suffix, suffix, child.run_id);
+    this.#db.prepare(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child.run_id);
+    this.#db.prepare('UPDATE ledger SET spawned = spawned - 1 WHERE run_id = ?').run(child.root_id);
+    this.#endRun.run('cancelled', null, JSON.stringify({ status: 'cancelled', reason }), now, child.run_id);
+    this.#event(child, null, child.generation, { type: 'run-end', status: 'cancelled', reply: null, reason }, now);
+    this.#pending.ended.push({ rootId: child.root_id, runId: child.run_id, status: 'cancelled' });
   }
 
   /** Moves a reserved child into the admission queue. */

@@ -131,6 +131,8 @@ interface Tree {
   resumeQueue: (() => void)[];
   waiters: Map<string, (() => void)[]>;
   settled: boolean;
+  /** cancel() was called: admit nothing more, cancel every actor as it starts. */
+  cancelled: boolean;
   resolve(result: TreeResult): void;
   reject(error: Error): void;
   result: Promise<TreeResult>;
@@ -161,6 +163,7 @@ export class Supervisor {
   #state: SupervisorState = 'starting';
   #renewTimer: NodeJS.Timeout | null = null;
   #failure: Error | null = null;
+  #storeExited!: Promise<void>;
 
   private constructor(store: Store, options: SupervisorOptions) {
     this.store = store;
@@ -207,6 +210,7 @@ export class Supervisor {
       killAt: this.#options.killAt,
     });
     this.#storeClient = new StoreClient(this.#storeWorker, (message) => this.#onStoreOutput(message as StoreOutput));
+    this.#storeExited = new Promise((resolve) => this.#storeWorker.once('exit', () => resolve()));
     this.#storeWorker.on('exit', () => this.#onStoreExit());
     this.#storeWorker.on('error', (error) => {
       this.#failure = error;
@@ -374,6 +378,7 @@ export class Supervisor {
       resumeQueue: [],
       waiters: new Map(),
       settled: false,
+      cancelled: false,
       resolve,
       reject,
       result,
@@ -387,8 +392,11 @@ export class Supervisor {
       rootId: tree.rootId,
       result: tree.result,
       cancel: async () => {
+        this.#assertRunning();
+        if (tree.settled) return;
+        tree.cancelled = true;
         for (const slot of tree.slots.values()) this.#post(slot.pooled, { type: 'cancel' });
-        await this.#storeClient.call('cancelQueued', { rootId: tree.rootId, now: this.#options.clock.now() });
+        await this.#cancelQueued(tree);
       },
     };
   }
@@ -425,20 +433,18 @@ export class Supervisor {
     counted: boolean,
     resumed: boolean,
   ): void {
-    if (tree.settled) return;
+    if (tree.settled) {
+      // The tree failed while this lease was being taken: give it back at once.
+      this.#release(runId, generation);
+      return;
+    }
     const pooled = this.#acquireWorker();
     const slot: Slot = { tree, runId, address, generation, counted, parked: false, pooled };
     pooled.slot = slot;
     tree.slots.set(runId, slot);
     tree.byAddress.set(address, slot);
-    this.#post(pooled, {
-      type: 'start',
-      runId,
-      generation,
-      owner: this.owner,
-      leaseTtlMs: this.#options.leaseTtlMs,
-      resumed,
-    });
+    this.#post(pooled, { type: 'start', runId, generation, owner: this.owner, resumed });
+    if (tree.cancelled) this.#post(pooled, { type: 'cancel' });
   }
 
   #onAgentMessage(pooled: PooledWorker, message: AgentOutput | Request<AgentRequestBody>): void {
@@ -531,6 +537,11 @@ export class Supervisor {
       tree.active++;
       (tree.resumeQueue.shift() as () => void)();
     }
+    if (tree.cancelled) {
+      // A cancelled tree admits nothing more: whatever reached the queue since is cancelled too.
+      if (this.store.queued(tree.rootId, 1).length > 0) void this.#cancelQueued(tree);
+      return;
+    }
     const free = tree.maxConcurrent - tree.active;
     if (free <= 0) return;
     const candidates = this.store
@@ -540,11 +551,21 @@ export class Supervisor {
       tree.admitting.add(childId);
       tree.active++;
       this.#storeClient.call('admit', { childId, ...this.#claim() }).then(
-        ({ generation }) => {
+        (admitted) => {
           tree.admitting.delete(childId);
-          const child = this.store.run(childId);
-          if (!child || tree.settled) return;
-          this.#startActor(tree, childId, child.address, generation, true, false);
+          if (admitted.status === 'gone') {
+            tree.active--;
+            this.#guard(tree, () => {
+              this.#pump(tree);
+              this.#checkSettled(tree);
+            });
+            return;
+          }
+          this.#guard(tree, () => {
+            const child = this.store.run(childId);
+            if (!child) throw new HarnessError(ErrorCode.RunNotFound, `admitted run ${childId} is not in the store`);
+            this.#startActor(tree, childId, child.address, admitted.generation, true, false);
+          });
         },
         (error) => {
           tree.admitting.delete(childId);
@@ -552,6 +573,26 @@ export class Supervisor {
         },
       );
     }
+  }
+
+  /** Runs supervisor bookkeeping for a tree; anything it throws fails that tree, never the embedder's process. */
+  #guard(tree: Tree, work: () => void): void {
+    try {
+      work();
+    } catch (error) {
+      this.#failTree(tree, error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  async #cancelQueued(tree: Tree): Promise<void> {
+    await this.#storeClient.call('cancelQueued', { rootId: tree.rootId, now: this.#options.clock.now() }).then(
+      () => undefined,
+      (error: Error) => this.#failTree(tree, error),
+    );
+  }
+
+  #release(runId: string, generation: number): void {
+    this.#storeClient.call('releaseLease', { runId, generation, owner: this.owner }).catch(() => undefined);
   }
 
   #onRunExit(pooled: PooledWorker, runId: string, exit: RunExit): void {
@@ -572,8 +613,10 @@ export class Supervisor {
       } else if (exit.kind === 'error') {
         this.#failTree(tree, deserializeError(exit.error));
       } else {
-        this.#pump(tree);
-        this.#checkSettled(tree);
+        this.#guard(tree, () => {
+          this.#pump(tree);
+          this.#checkSettled(tree);
+        });
       }
     }
     if (!pooled.exited && this.#state === 'running' && this.#idle.length < this.#options.maxIdleWorkers) {
@@ -591,8 +634,6 @@ export class Supervisor {
     if (index >= 0) this.#idle.splice(index, 1);
     const slot = pooled.slot;
     if (slot) {
-      pooled.slot = null;
-      slot.tree.slots.delete(slot.runId);
       this.#failTree(
         slot.tree,
         new ActorExitedError(
@@ -613,14 +654,13 @@ export class Supervisor {
     tree.slots.clear();
     for (const slot of slots) {
       slot.pooled.slot = null;
-      slot.pooled.exited = true;
       this.#workers.delete(slot.pooled);
-      void slot.pooled.worker.terminate();
-    }
-    for (const slot of slots) {
-      this.#storeClient
-        .call('releaseLease', { runId: slot.runId, generation: slot.generation, owner: this.owner })
-        .catch(() => undefined);
+      if (!slot.pooled.exited) {
+        slot.pooled.exited = true;
+        void slot.pooled.worker.terminate();
+      }
+      // Give the lease back so another driver can resume at once; the store ignores a stale one.
+      this.#release(slot.runId, slot.generation);
     }
     tree.reject(error);
   }
@@ -670,8 +710,10 @@ export class Supervisor {
       touched.add(tree);
     }
     for (const tree of touched) {
-      this.#pump(tree);
-      this.#checkSettled(tree);
+      this.#guard(tree, () => {
+        this.#pump(tree);
+        this.#checkSettled(tree);
+      });
     }
   }
 
@@ -717,10 +759,11 @@ export class Supervisor {
   }
 
   #onStoreExit(): void {
+    const reason = `the store actor exited${this.#failure ? `: ${this.#failure.message}` : ''}; every pending commit was refused.`;
+    // Whatever the state, nothing more will be answered: nothing may wait on it.
+    this.#storeClient.fail(reason);
     if (this.#state === 'stopped' || this.#state === 'draining') return;
     this.#state = 'failed';
-    const reason = `the store actor exited${this.#failure ? `: ${this.#failure.message}` : ''}; every pending commit was refused.`;
-    this.#storeClient.fail(reason);
     for (const tree of [...this.#trees.values()]) {
       this.#failTree(tree, new ActorExitedError(ErrorCode.StoreActorExited, reason));
     }
@@ -755,9 +798,8 @@ export class Supervisor {
       await this.#storeClient
         .call('renewLeases', { owner: this.owner, leases: [], expiresAt: 0 })
         .catch(() => undefined);
-      const exited = new Promise<void>((resolve) => this.#storeWorker.once('exit', () => resolve()));
       this.#storeWorker.postMessage({ type: 'close' });
-      await exited;
+      await this.#storeExited;
     }
     this.#bus.close();
     this.#state = wasFailed ? 'failed' : 'stopped';
