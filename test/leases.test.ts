@@ -3,23 +3,15 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConflictError, HarnessError, LeaseLostError } from '../dist/index.js';
 import { HOST } from '../dist/store/liveness.js';
-import { openWriter } from '../dist/store/schema.js';
-import { StoreWriter } from '../dist/store/writer.js';
 import { ManualClock } from '../dist/testing/index.js';
 import { checkInvariants } from './support/invariants.js';
 import { Driver, tempStorePath } from './support/processes.js';
+import { createRoot, emptyStep, openStoreWriter } from './support/writer.js';
 
 function deadPid(): number {
   const child = spawnSync(process.execPath, ['-e', '0']);
   return child.pid as number;
 }
-
-function writerOn(path: string) {
-  const db = openWriter(path);
-  return { db, writer: new StoreWriter(db) };
-}
-
-const completion = { text: '', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' };
 
 describe('leases (one writer, injected clock)', () => {
   let db: Database.Database | undefined;
@@ -27,18 +19,9 @@ describe('leases (one writer, injected clock)', () => {
 
   function setup(claim: { owner: string; pid: number; host?: string }) {
     const clock = new ManualClock();
-    const opened = writerOn(tempStorePath());
+    const opened = openStoreWriter();
     db = opened.db;
-    const { generation } = opened.writer.createRoot({
-      runId: 'r1',
-      task: 't',
-      spec: { provider: null },
-      ceilings: { steps: null, tokens: null, wallMs: null },
-      maxTotalAgents: null,
-      maxConcurrentAgents: null,
-      maxWaitSecs: 30,
-      claim: { owner: claim.owner, pid: claim.pid, host: claim.host ?? HOST, ttlMs: 10_000, now: clock.now() },
-    });
+    const { generation } = createRoot(opened.writer, 'r1', { ...claim, ttlMs: 10_000, now: clock.now() });
     return { writer: opened.writer, clock, generation };
   }
 
@@ -102,22 +85,7 @@ describe('leases (one writer, injected clock)', () => {
       now: clock.now(),
     });
     expect(taken.generation).toBe(generation + 1);
-    const commit = () =>
-      writer.commitStep({
-        runId: 'r1',
-        generation,
-        owner: 'A',
-        seq: 1,
-        completion,
-        observations: [],
-        usage: completion.usage,
-        consumed: [],
-        sent: [],
-        spawned: [],
-        events: [],
-        final: null,
-        now: clock.now(),
-      });
+    const commit = () => writer.commitStep(emptyStep({ runId: 'r1', generation, owner: 'A' }, 1, { now: clock.now() }));
     expect(commit).toThrow(LeaseLostError);
     expect(db?.prepare('SELECT count(*) AS n FROM steps').get()).toEqual({ n: 0 });
     expect(db?.prepare('SELECT count(*) AS n FROM draws').get()).toEqual({ n: 0 });
@@ -126,20 +94,10 @@ describe('leases (one writer, injected clock)', () => {
 
 describe('lease renewal', () => {
   it('reports a lease lost only when another generation drives the run, never for a run that ended', () => {
-    const opened = writerOn(tempStorePath());
+    const opened = openStoreWriter();
     const { writer } = opened;
     const now = Date.now();
-    const root = (runId: string) =>
-      writer.createRoot({
-        runId,
-        task: 't',
-        spec: { provider: null },
-        ceilings: { steps: null, tokens: null, wallMs: null },
-        maxTotalAgents: null,
-        maxConcurrentAgents: null,
-        maxWaitSecs: 30,
-        claim: { owner: 'A', pid: process.pid, host: HOST, ttlMs: 1_000, now },
-      });
+    const root = (runId: string) => createRoot(writer, runId, { owner: 'A', ttlMs: 1_000, now });
     const ended = root('ended');
     writer.endRun({
       runId: 'ended',

@@ -1,9 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { HOST } from '../dist/store/liveness.js';
-import { openWriter } from '../dist/store/schema.js';
-import { StoreWriter } from '../dist/store/writer.js';
 import { type Harness, harness, script } from './support/harness.js';
-import { tempStorePath } from './support/processes.js';
+import { claimOf, createRoot, emptyStep, openStoreWriter } from './support/writer.js';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -48,20 +45,9 @@ describe('spawns belong to the step that asked for them', () => {
   });
 
   it('releases a reserved child when the step commits, and drops one a re-run of the step did not ask for again', () => {
-    const db = openWriter(tempStorePath());
-    const writer = new StoreWriter(db);
+    const { db, writer } = openStoreWriter();
     const now = Date.now();
-    const { generation } = writer.createRoot({
-      runId: 'p',
-      task: 't',
-      spec: { provider: null },
-      ceilings: { steps: null, tokens: null, wallMs: null },
-      maxTotalAgents: null,
-      maxConcurrentAgents: null,
-      maxWaitSecs: 30,
-      claim: { owner: 'o', pid: process.pid, host: HOST, ttlMs: 60_000, now },
-    });
-    const fence = { runId: 'p', generation, owner: 'o' };
+    const fence = createRoot(writer, 'p', { owner: 'o', now });
     const spawn = (key: string, as: string, newRunId: string) =>
       writer.spawn({
         ...fence,
@@ -80,20 +66,7 @@ describe('spawns belong to the step that asked for them', () => {
     writer.takeNotifications();
     // The re-run of step 1 asked only for the first again: it gets the same child.
     expect(spawn('p:1:0', 'first', 'c9')).toMatchObject({ status: 'existing', childId: 'c1', childStatus: 'pending' });
-    const completion = { text: '', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' };
-    writer.commitStep({
-      ...fence,
-      seq: 1,
-      completion,
-      observations: [],
-      usage: completion.usage,
-      consumed: [],
-      sent: [],
-      spawned: ['c1'],
-      events: [],
-      final: null,
-      now,
-    });
+    writer.commitStep(emptyStep(fence, 1, { spawned: ['c1'], now }));
     const status = (id: string) =>
       (db.prepare('SELECT status FROM runs WHERE run_id = ?').get(id) as { status: string }).status;
     expect(status('c1')).toBe('queued');
@@ -105,24 +78,11 @@ describe('spawns belong to the step that asked for them', () => {
   });
 
   it('admits nothing that left the queue since the supervisor read it', () => {
-    const db = openWriter(tempStorePath());
-    const writer = new StoreWriter(db);
+    const { db, writer } = openStoreWriter();
     const now = Date.now();
-    const claim = { owner: 'o', pid: process.pid, host: HOST, ttlMs: 60_000, now };
-    const { generation } = writer.createRoot({
-      runId: 'p',
-      task: 't',
-      spec: { provider: null },
-      ceilings: { steps: null, tokens: null, wallMs: null },
-      maxTotalAgents: null,
-      maxConcurrentAgents: null,
-      maxWaitSecs: 30,
-      claim,
-    });
+    const fence = createRoot(writer, 'p', { owner: 'o', now });
     writer.spawn({
-      runId: 'p',
-      generation,
-      owner: 'o',
+      ...fence,
       key: 'p:1:0',
       task: 'c',
       as: 'c',
@@ -134,7 +94,7 @@ describe('spawns belong to the step that asked for them', () => {
     });
     writer.cancelQueued({ rootId: 'p', now });
     const events = db.prepare('SELECT count(*) AS n FROM events').get();
-    expect(writer.admit({ childId: 'c', ...claim })).toEqual({ status: 'gone' });
+    expect(writer.admit({ childId: 'c', ...claimOf({ owner: 'o', now }) })).toEqual({ status: 'gone' });
     expect(db.prepare("SELECT status, lease_owner FROM runs WHERE run_id = 'c'").get()).toEqual({
       status: 'cancelled',
       lease_owner: null,

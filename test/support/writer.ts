@@ -1,0 +1,65 @@
+/** Direct use of the store's write operations, for unit tests of their semantics on a real file. */
+import type Database from 'better-sqlite3';
+import { HOST } from '../../dist/store/liveness.js';
+import { openWriter } from '../../dist/store/schema.js';
+import { type CommitStepInput, type Fence, StoreWriter } from '../../dist/store/writer.js';
+import { tempStorePath } from './processes.js';
+
+export interface Claim {
+  owner: string;
+  pid?: number;
+  host?: string;
+  ttlMs?: number;
+  now?: number;
+}
+
+export function claimOf(claim: Claim) {
+  return {
+    owner: claim.owner,
+    pid: claim.pid ?? process.pid,
+    host: claim.host ?? HOST,
+    ttlMs: claim.ttlMs ?? 60_000,
+    now: claim.now ?? Date.now(),
+  };
+}
+
+/** A fresh store file with its writer. */
+export function openStoreWriter(): { db: Database.Database; writer: StoreWriter } {
+  const db = openWriter(tempStorePath());
+  return { db, writer: new StoreWriter(db) };
+}
+
+/** Creates a root run with no ceilings under `claim`; returns its fence. */
+export function createRoot(writer: StoreWriter, runId: string, claim: Claim): Fence {
+  const { generation } = writer.createRoot({
+    runId,
+    task: 't',
+    spec: { provider: null },
+    ceilings: { steps: null, tokens: null, wallMs: null },
+    maxTotalAgents: null,
+    maxConcurrentAgents: null,
+    maxWaitSecs: 30,
+    claim: claimOf(claim),
+  });
+  return { runId, generation, owner: claim.owner };
+}
+
+const completion = { text: '', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' };
+
+/** A step with nothing in it but what `extra` says. */
+export function emptyStep(fence: Fence, seq: number, extra: Partial<CommitStepInput> = {}): CommitStepInput {
+  return {
+    ...fence,
+    seq,
+    completion,
+    observations: [],
+    usage: completion.usage,
+    consumed: [],
+    sent: [],
+    spawned: [],
+    events: [],
+    final: null,
+    now: Date.now(),
+    ...extra,
+  };
+}
