@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { HarnessError, SCHEMA_VERSION, Store, Supervisor } from '../dist/index.js';
+import { MIGRATIONS } from '../dist/store/schema.js';
 import { tempStorePath } from './support/processes.js';
 
 const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -38,12 +39,32 @@ describe('the store file', () => {
       'intents',
       'ledger',
       'mailbox',
+      'model_calls',
       'runs',
       'spawn_queue',
       'steps',
     ]);
     db.close();
     (await Store.open(path)).close();
+  });
+
+  it('migrates a file from an older schema forward, keeping what it holds', async () => {
+    const path = tempStorePath();
+    const db = new Database(path);
+    db.exec(MIGRATIONS[0] as string);
+    db.pragma('user_version = 1');
+    db.prepare(
+      `INSERT INTO runs (run_id, root_id, address, depth, ancestry, status, task, spec, created_at)
+       VALUES ('old', 'old', 'root', 0, '[]', 'finished', 'from version 1', '{}', 1)`,
+    ).run();
+    db.close();
+    const store = await Store.open(path);
+    expect(store.run('old')?.task).toBe('from version 1');
+    expect(store.modelCalls({ rootId: 'old' })).toEqual([]);
+    store.close();
+    const after = new Database(path, { readonly: true });
+    expect(after.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    after.close();
   });
 
   it('refuses a file that is not SQLite, naming it and what to do, and writes nothing', async () => {

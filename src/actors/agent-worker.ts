@@ -1,5 +1,5 @@
 /** The agent actor's thread: the loop. See ./agent.ts for the protocol. */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCode, HarnessError, serializeError } from '../errors.js';
 import {
@@ -10,10 +10,17 @@ import {
   type SpawnArgs,
 } from '../runtime/agent-tools.js';
 import type { EventData, RunStatus } from '../runtime/events.js';
-import { type Completion, loadProvider, type ProviderSpec, type TranscriptEntry } from '../runtime/provider.js';
+import {
+  type CallAttempt,
+  type Completion,
+  loadProvider,
+  type ProviderSpec,
+  type TranscriptEntry,
+} from '../runtime/provider.js';
+import { ProviderError } from '../runtime/providers/types.js';
 import type { ToolResult } from '../runtime/tools.js';
 import { type RunRecord, TraceReader } from '../store/reader.js';
-import type { Observation, SentMessage } from '../store/writer.js';
+import type { ModelCallRecord, Observation, SentMessage } from '../store/writer.js';
 import type { AgentInput, AgentOutput, AgentRequestBody, AgentWorkerData, RunExit, WaitChildResult } from './agent.js';
 import { type Endpoint, RequestClient } from './protocol.js';
 import { StoreClient } from './store.js';
@@ -48,6 +55,7 @@ const supervisor = new RequestClient<AgentRequestBody>(main as unknown as Endpoi
 interface RunSpecData {
   provider: ProviderSpec;
   system?: string;
+  session?: string;
 }
 
 function defaultSystem(run: RunRecord): string {
@@ -142,7 +150,41 @@ class Drive implements AgentEffects {
       ],
       now: Date.now(),
     });
-    const provider = await loadProvider(spec.provider);
+    const providerSpec = this.#start.provider ?? spec.provider;
+    const provider = await loadProvider(providerSpec);
+    // Cache affinity: an opaque digest of the tree, never its id or a path.
+    const cacheKey = createHash('sha256')
+      .update(`io-harness session ${spec.session ?? run.rootId}`)
+      .digest('hex')
+      .slice(0, 32);
+    if (
+      run.lastSeq === 0 &&
+      providerSpec.kind === 'fallback' &&
+      providerSpec.refuseIfPrimaryUnreachable &&
+      provider.probe
+    ) {
+      const refusal = await provider.probe(this.#abort.signal).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      if (refusal instanceof ProviderError && refusal.kind === 'connection') {
+        const primary = providerSpec.providers[0];
+        const name =
+          primary && primary.kind !== 'module' && primary.kind !== 'fallback'
+            ? (primary.name ?? primary.preset ?? primary.kind)
+            : refusal.provider;
+        const reason = `refused to start: the primary provider ${name} is unreachable (${refusal.message})`;
+        await store.call('endRun', {
+          ...this.#fence,
+          status: 'failed',
+          reply: null,
+          reason,
+          events: [{ type: 'provider-unreachable', provider: name, message: refusal.message }],
+          now: Date.now(),
+        });
+        return 'failed';
+      }
+    }
     const system = spec.system ?? defaultSystem(run);
     const chain = [...run.ancestry, run.runId];
     const parentAddress = run.parentId === null ? null : (reader.run(run.parentId)?.address ?? null);
@@ -168,6 +210,7 @@ class Drive implements AgentEffects {
             system,
             transcript,
             tools: registry.definitions(),
+            options: { cacheKey },
             metadata: {
               runId: run.runId,
               rootId: run.rootId,
@@ -181,14 +224,25 @@ class Drive implements AgentEffects {
         );
       } catch (error) {
         if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
-        throw new HarnessError(ErrorCode.ProviderFailed, `the model call failed: ${(error as Error).message}`, {
-          cause: error,
+        if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ProviderFailed) throw error;
+        // Every try failed: the step is not committed; the tries are the trace of why.
+        const attempts = (error.details.attempts as CallAttempt[] | undefined) ?? [];
+        await store.call('endRun', {
+          ...this.#fence,
+          status: 'failed',
+          reply: null,
+          reason: `the model call failed: ${error.message}`,
+          events: attemptEvents(attempts, null),
+          calls: attempts.map(failedCall),
+          now: Date.now(),
         });
+        return 'failed';
       }
+      const attempts = completion.attempts ?? [];
       this.#consumed = [];
       this.#sent = [];
       this.#spawned = [];
-      this.#events = [];
+      this.#events = attemptEvents(attempts, completion.provider ?? provider.name);
       const observations: Observation[] = [];
       for (const [index, call] of completion.toolCalls.entries()) {
         if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
@@ -210,6 +264,7 @@ class Drive implements AgentEffects {
         sent: this.#sent,
         spawned: this.#spawned,
         events: this.#events,
+        calls: [...attempts.map(failedCall), answeredCall(completion, provider.name)],
         final,
         now: Date.now(),
       });
@@ -362,6 +417,73 @@ class Drive implements AgentEffects {
     const capped = asked > cap ? ` (the wait asked for ${asked}s was capped at ${cap}s)` : '';
     return { content: `no messages${waitSecs > 0 ? ` after waiting ${waitSecs}s` : ''}${capped}.`, isError: false };
   }
+}
+
+/** The trace of the tries a model call took: each retry, each fallback, and a final failure. */
+function attemptEvents(attempts: CallAttempt[], answeredBy: string | null): EventData[] {
+  return attempts.map((attempt, index): EventData => {
+    if (attempt.next === 'retry') {
+      return {
+        type: 'model-retry',
+        provider: attempt.provider,
+        model: attempt.model,
+        kind: attempt.kind,
+        statusCode: attempt.statusCode,
+        delayMs: attempt.delayMs,
+        message: attempt.message,
+      };
+    }
+    if (attempt.next === 'fallback') {
+      return {
+        type: 'model-fallback',
+        from: attempt.provider,
+        to: attempts[index + 1]?.provider ?? answeredBy,
+        kind: attempt.kind,
+        statusCode: attempt.statusCode,
+        message: attempt.message,
+      };
+    }
+    return {
+      type: 'model-failed',
+      provider: attempt.provider,
+      model: attempt.model,
+      kind: attempt.kind,
+      statusCode: attempt.statusCode,
+      message: attempt.message,
+    };
+  });
+}
+
+function failedCall(attempt: CallAttempt): ModelCallRecord {
+  return {
+    provider: attempt.provider,
+    model: attempt.model,
+    outcome: attempt.kind,
+    statusCode: attempt.statusCode,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+    latencyMs: attempt.latencyMs,
+    ttftMs: null,
+  };
+}
+
+function answeredCall(completion: Completion, fallbackName: string): ModelCallRecord {
+  return {
+    provider: completion.provider ?? fallbackName,
+    model: completion.model,
+    outcome: 'ok',
+    statusCode: null,
+    inputTokens: completion.usage.inputTokens,
+    outputTokens: completion.usage.outputTokens,
+    cacheReadTokens: completion.usage.cacheReadTokens ?? 0,
+    cacheWriteTokens: completion.usage.cacheWriteTokens ?? 0,
+    reasoningTokens: completion.usage.reasoningTokens ?? 0,
+    latencyMs: completion.latencyMs ?? null,
+    ttftMs: completion.timeToFirstTokenMs ?? null,
+  };
 }
 
 function appendStep(transcript: TranscriptEntry[], completion: Completion, observations: Observation[]): void {

@@ -7,10 +7,19 @@
 import { type MessagePort, Worker } from 'node:worker_threads';
 import type { SerializedError } from '../errors.js';
 import type { RunStatus } from '../runtime/events.js';
+import type { ProviderSpec } from '../runtime/provider.js';
 
 /** Supervisor to actor. */
 export type AgentInput =
-  | { type: 'start'; runId: string; generation: number; owner: string; resumed: boolean }
+  | {
+      type: 'start';
+      runId: string;
+      generation: number;
+      owner: string;
+      resumed: boolean;
+      /** The tree's provider with its key, when this supervisor has it; the stored spec never carries keys. */
+      provider?: ProviderSpec;
+    }
   /** A message was committed to this actor's address. */
   | { type: 'mail' }
   /** Stop at the next step boundary and end the run as cancelled. */

@@ -26,7 +26,36 @@ export interface DrawAmount {
 export type EventData =
   | { type: 'run-start'; task: string; address: string; parentId: string | null; resumed: boolean }
   | { type: 'run-end'; status: RunStatus; reply: string | null; reason?: string }
-  | { type: 'step-end'; toolCalls: string[]; inputTokens: number; outputTokens: number }
+  | {
+      type: 'step-end';
+      toolCalls: string[];
+      inputTokens: number;
+      outputTokens: number;
+      /** Prompt tokens served from the vendor's cache, and their share of the prompt. */
+      cacheReadTokens: number;
+      cachedShare: number;
+      provider: string | null;
+      model: string;
+    }
+  | {
+      type: 'model-retry';
+      provider: string;
+      model: string;
+      kind: string;
+      statusCode: number | null;
+      delayMs: number;
+      message: string;
+    }
+  | {
+      type: 'model-fallback';
+      from: string;
+      to: string | null;
+      kind: string;
+      statusCode: number | null;
+      message: string;
+    }
+  | { type: 'model-failed'; provider: string; model: string; kind: string; statusCode: number | null; message: string }
+  | { type: 'provider-unreachable'; provider: string; message: string }
   | { type: 'tool-call'; callId: string; name: string; args: Record<string, unknown> }
   | { type: 'refusal'; callId: string; tool: string; rule: string; reason: string }
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }

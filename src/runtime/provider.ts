@@ -29,9 +29,17 @@ export interface ToolDefinition {
   parameters: Record<string, unknown>;
 }
 
+/**
+ * Tokens of a model call. `inputTokens` counts the whole prompt, cached parts
+ * included; the cache and reasoning counts say how much of it was what, where the
+ * vendor reports it.
+ */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  reasoningTokens?: number;
 }
 
 /** What the runtime knows about the agent making the call; real wires ignore it. */
@@ -44,11 +52,31 @@ export interface RequestMetadata {
   seq: number;
 }
 
+export interface RequestOptions {
+  /** An opaque per-session digest sent for cache affinity (`prompt_cache_key`, `x-session-affinity`). */
+  cacheKey?: string;
+}
+
 export interface ModelRequest {
   system: string;
   transcript: readonly TranscriptEntry[];
   tools: readonly ToolDefinition[];
   metadata: RequestMetadata;
+  options?: RequestOptions;
+}
+
+/** One try at a model call that did not answer, and what came after it. */
+export interface CallAttempt {
+  provider: string;
+  model: string;
+  /** The failure: `http`, `connection`, `truncated`, `undecodable`. */
+  kind: string;
+  statusCode: number | null;
+  message: string;
+  /** What followed: another try after `delayMs`, the next provider, or nothing. */
+  next: 'retry' | 'fallback' | 'none';
+  delayMs: number;
+  latencyMs: number;
 }
 
 export interface Completion {
@@ -56,24 +84,84 @@ export interface Completion {
   toolCalls: ToolCall[];
   usage: Usage;
   model: string;
+  /** Which provider answered. */
+  provider?: string;
+  finishReason?: string | null;
+  latencyMs?: number;
+  timeToFirstTokenMs?: number | null;
+  /** What the vendor said of its rate limits on this answer. */
+  rateLimits?: import('./providers/types.js').RateLimits | null;
+  /** The failed tries before this answer (retries, fallbacks), oldest first. */
+  attempts?: CallAttempt[];
 }
 
 export interface Provider {
   readonly name: string;
   complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion>;
+  /** Resolves when the vendor can be reached at all; rejects with a connection failure when it cannot. */
+  probe?(signal?: AbortSignal): Promise<void>;
 }
 
 /**
- * A provider described as data. `module` names an ES module (a path or a URL) whose
- * export (`export`, default `"default"`) is a factory `(options) => Provider`; the
- * actor imports it inside its worker thread.
+ * A provider described by a module: `module` names an ES module (a path or a URL)
+ * whose export (`export`, default `"default"`) is a factory `(options) => Provider`;
+ * the actor imports it inside its worker thread.
  */
-export type ProviderSpec = {
+export interface ModuleProviderSpec {
   kind: 'module';
   module: string;
   export?: string;
   options?: JsonValue;
-};
+}
+
+export interface RetryOptions {
+  /** Tries per provider, the first included. Default 3. */
+  maxAttempts?: number;
+  /** The first back-off; each retry doubles it. Default 250 ms. */
+  baseDelayMs?: number;
+  /** The longest back-off, Retry-After included. Default 20 s. */
+  maxDelayMs?: number;
+}
+
+/** A vendor over HTTP, described as data (build one with OpenAI, Anthropic, OpenRouter or Compatible). */
+export interface HttpProviderSpec {
+  kind: 'openai' | 'anthropic' | 'openrouter' | 'compatible';
+  model: string;
+  baseUrl?: string;
+  /** The environment variable holding the key, read in the thread that builds the provider. */
+  apiKeyEnv?: string;
+  /** The key itself. Held in memory only: a run's stored spec never carries it. */
+  apiKey?: string;
+  /** How the key is sent. Default: `x-api-key` for Anthropic, `bearer` for the rest. */
+  auth?: 'bearer' | 'x-api-key' | 'none' | { header: string };
+  headers?: Record<string, string>;
+  maxTokens?: number;
+  /** For `compatible`: the preset this spec came from, for the trace. */
+  preset?: string;
+  retry?: RetryOptions;
+  /** Record every exchange to a file, or answer from one with no socket at all. */
+  transport?: { record: string } | { replay: string };
+  /** The provider's name in the trace. Default: the kind or preset. */
+  name?: string;
+}
+
+/** Providers tried in order: the next one when the one before could not answer. */
+export interface FallbackProviderSpec {
+  kind: 'fallback';
+  providers: ProviderSpec[];
+  /** Refuse to start a run (before its first step) when the first provider cannot be reached. */
+  refuseIfPrimaryUnreachable?: boolean;
+}
+
+export type ProviderSpec = ModuleProviderSpec | HttpProviderSpec | FallbackProviderSpec;
+
+/** The spec with every key removed: what may be written to the store. */
+export function redactSpec(spec: ProviderSpec): ProviderSpec {
+  if (spec.kind === 'fallback') return { ...spec, providers: spec.providers.map(redactSpec) };
+  if (spec.kind === 'module') return spec;
+  const { apiKey: _key, ...rest } = spec;
+  return rest;
+}
 
 type ProviderFactory = (options: JsonValue | undefined) => Provider | Promise<Provider>;
 
@@ -93,10 +181,8 @@ export function loadProvider(spec: ProviderSpec): Promise<Provider> {
 
 async function build(spec: ProviderSpec): Promise<Provider> {
   if (spec.kind !== 'module') {
-    throw new HarnessError(
-      ErrorCode.ProviderLoadFailed,
-      `unknown provider spec kind ${JSON.stringify(spec.kind)}; use "module".`,
-    );
+    const { buildHttpProvider } = await import('./providers/client.js');
+    return buildHttpProvider(spec);
   }
   const url = /^[a-z]+:/i.test(spec.module) ? spec.module : pathToFileURL(spec.module).href;
   let mod: Record<string, unknown>;

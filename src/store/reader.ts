@@ -95,6 +95,41 @@ export interface QueueRecord {
   admittedAt: number | null;
 }
 
+export interface ModelCallRow {
+  callId: number;
+  runId: string;
+  seq: number;
+  attempt: number;
+  provider: string;
+  model: string;
+  /** `ok`, or why the call failed: http, connection, truncated, undecodable, aborted. */
+  outcome: string;
+  statusCode: number | null;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  latencyMs: number | null;
+  ttftMs: number | null;
+  at: number;
+}
+
+/**
+ * What the embedder pays, per million tokens, by model id. Cost is derived on read
+ * from this table and the stored token counts, so a price change never leaves a wrong
+ * number in the store. Cache prices default to the input price.
+ */
+export type PriceTable = Record<string, { input: number; output: number; cacheRead?: number; cacheWrite?: number }>;
+
+export interface CostReport {
+  /** Total in the table's currency. */
+  total: number;
+  byModel: Record<string, number>;
+  /** Calls whose model the table does not price (their cost is not in the total). */
+  unpriced: string[];
+}
+
 type Row = Record<string, unknown>;
 
 function toRun(row: Row): RunRecord {
@@ -306,6 +341,55 @@ export class TraceReader {
       .prepare(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('pending', 'queued', 'running')`)
       .get(rootId) as { n: number };
     return row.n;
+  }
+
+  /** Every model call of a tree (or of one run), every try included, in the order they were recorded. */
+  modelCalls(filter: { rootId?: string; runId?: string }): ModelCallRow[] {
+    const rows = (
+      filter.runId !== undefined
+        ? this.#db.prepare('SELECT * FROM model_calls WHERE run_id = ? ORDER BY call_id').all(filter.runId)
+        : this.#db.prepare('SELECT * FROM model_calls WHERE root_id = ? ORDER BY call_id').all(filter.rootId ?? '')
+    ) as Row[];
+    return rows.map((row) => ({
+      callId: row.call_id as number,
+      runId: row.run_id as string,
+      seq: row.seq as number,
+      attempt: row.attempt as number,
+      provider: row.provider as string,
+      model: row.model as string,
+      outcome: row.outcome as string,
+      statusCode: row.status_code as number | null,
+      inputTokens: row.input_tokens as number,
+      outputTokens: row.output_tokens as number,
+      cacheReadTokens: row.cache_read_tokens as number,
+      cacheWriteTokens: row.cache_write_tokens as number,
+      reasoningTokens: row.reasoning_tokens as number,
+      latencyMs: row.latency_ms as number | null,
+      ttftMs: row.ttft_ms as number | null,
+      at: row.at as number,
+    }));
+  }
+
+  /** What a tree's model calls cost under `prices`, derived now from the stored token counts. */
+  cost(rootId: string, prices: PriceTable): CostReport {
+    const report: CostReport = { total: 0, byModel: {}, unpriced: [] };
+    for (const call of this.modelCalls({ rootId })) {
+      const price = prices[call.model];
+      if (!price) {
+        if (!report.unpriced.includes(call.model)) report.unpriced.push(call.model);
+        continue;
+      }
+      const plain = Math.max(0, call.inputTokens - call.cacheReadTokens - call.cacheWriteTokens);
+      const amount =
+        (plain * price.input +
+          call.cacheReadTokens * (price.cacheRead ?? price.input) +
+          call.cacheWriteTokens * (price.cacheWrite ?? price.input) +
+          call.outputTokens * price.output) /
+        1_000_000;
+      report.total += amount;
+      report.byModel[call.model] = (report.byModel[call.model] ?? 0) + amount;
+    }
+    return report;
   }
 
   /** The spec a run was started with (provider and system prompt). */

@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ErrorCode, StoreError } from '../errors.js';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** Forward migrations; index i takes a file from version i to i + 1. */
 export const MIGRATIONS: readonly string[] = [
@@ -101,7 +101,7 @@ export const MIGRATIONS: readonly string[] = [
 
   CREATE TABLE mailbox (
     ordinal          INTEGER PRIMARY KEY,      -- send order
-    msg_id           TEXT NOT NULL UNIQUE,     -- sender:seq:index
+    msg_id           TEXT NOT NULL,            -- sender address:seq:index, unique in its tree
     root_id          TEXT NOT NULL,
     from_run         TEXT NOT NULL,
     from_address     TEXT NOT NULL,
@@ -113,6 +113,7 @@ export const MIGRATIONS: readonly string[] = [
     consumed_seq     INTEGER,
     consumed_generation INTEGER
   );
+  CREATE UNIQUE INDEX mailbox_ids ON mailbox(root_id, msg_id);
   CREATE INDEX mailbox_inbox ON mailbox(root_id, to_address, consumed_by, ordinal);
 
   CREATE TABLE spawn_queue (
@@ -137,6 +138,31 @@ export const MIGRATIONS: readonly string[] = [
     result       TEXT,
     finished_at  INTEGER
   );
+  `,
+  // 2: accounting, one row per model call (every try, failed ones included).
+  `
+  CREATE TABLE model_calls (
+    call_id             INTEGER PRIMARY KEY,
+    root_id             TEXT NOT NULL,
+    run_id              TEXT NOT NULL,
+    seq                 INTEGER NOT NULL,      -- the step the call belonged to
+    attempt             INTEGER NOT NULL,      -- 0 for the first try of that step
+    generation          INTEGER NOT NULL,
+    provider            TEXT NOT NULL,
+    model               TEXT NOT NULL,
+    outcome             TEXT NOT NULL,         -- ok | http | connection | truncated | undecodable | aborted
+    status_code         INTEGER,
+    input_tokens        INTEGER NOT NULL,
+    output_tokens       INTEGER NOT NULL,
+    cache_read_tokens   INTEGER NOT NULL,
+    cache_write_tokens  INTEGER NOT NULL,
+    reasoning_tokens    INTEGER NOT NULL,
+    latency_ms          REAL,
+    ttft_ms             REAL,
+    at                  INTEGER NOT NULL
+  );
+  CREATE INDEX model_calls_by_run ON model_calls(run_id, seq, attempt);
+  CREATE INDEX model_calls_by_root ON model_calls(root_id, call_id);
   `,
 ];
 

@@ -13,9 +13,10 @@ import type { Completion, Usage } from '../runtime/provider.js';
 import { processLiveness } from './liveness.js';
 
 export interface RunSpec {
-  /** Serialised provider spec and anything else a rebuilt actor needs. */
+  /** Serialised provider spec (without keys) and anything else a rebuilt actor needs. */
   provider: unknown;
   system?: string;
+  session?: string;
 }
 
 export interface LeaseClaim {
@@ -75,6 +76,21 @@ export interface Observation {
   isError: boolean;
 }
 
+/** One model call of a step, for the accounting table. */
+export interface ModelCallRecord {
+  provider: string;
+  model: string;
+  outcome: string;
+  statusCode: number | null;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  latencyMs: number | null;
+  ttftMs: number | null;
+}
+
 export interface CommitStepInput extends Fence {
   seq: number;
   completion: Completion;
@@ -84,6 +100,8 @@ export interface CommitStepInput extends Fence {
   sent: SentMessage[];
   /** Children this step reserved without waiting; the commit queues them. */
   spawned: string[];
+  /** The model calls the step made, failed tries first. */
+  calls?: ModelCallRecord[];
   events: EventData[];
   final: { status: RunStatus; reply: string | null } | null;
   now: number;
@@ -99,6 +117,8 @@ export interface EndRunInput extends Fence {
   reply: string | null;
   reason: string;
   events: EventData[];
+  /** Model calls of the step that could not finish (all failed tries). */
+  calls?: ModelCallRecord[];
   now: number;
 }
 
@@ -173,6 +193,7 @@ export class StoreWriter {
   readonly #runBySpawnKey: Database.Statement<[string], RunRow>;
   readonly #runByAddress: Database.Statement<[string, string], RunRow>;
   readonly #countChildren: Database.Statement;
+  readonly #insertCall: Database.Statement;
   readonly #pendingChildren: Database.Statement<[string, number, string], RunRow>;
   readonly #countTree: Database.Statement;
   readonly #enqueue: Database.Statement;
@@ -235,6 +256,11 @@ export class StoreWriter {
     this.#runByAddress = db.prepare('SELECT * FROM runs WHERE root_id = ? AND address = ?');
     this.#pendingChildren = db.prepare(
       `SELECT * FROM runs WHERE parent_id = ? AND status = 'pending' AND substr(spawn_key, 1, ?) = ?`,
+    );
+    this.#insertCall = db.prepare(
+      `INSERT INTO model_calls (root_id, run_id, seq, attempt, generation, provider, model, outcome, status_code, input_tokens,
+         output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms, at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#countChildren = db.prepare('UPDATE runs SET children = children + 1 WHERE run_id = ?');
     this.#countTree = db.prepare('UPDATE ledger SET spawned = spawned + 1 WHERE run_id = ?');
@@ -573,6 +599,8 @@ export class StoreWriter {
         const ceiling = stepsCross ? 'steps' : 'tokens';
         const spent = stepsCross ? ledger.steps_spent : ledger.tokens_spent;
         const limit = (stepsCross ? ledger.max_steps : ledger.max_tokens) as number;
+        // The call happened even though its step cannot be charged: account for it.
+        this.#calls(run, input.seq, input.generation, input.calls, input.now);
         this.#finish(
           run,
           input.generation,
@@ -624,10 +652,12 @@ export class StoreWriter {
       }
     }
     for (const event of input.events) this.#event(run, input.seq, gen, event, input.now);
+    this.#calls(run, input.seq, gen, input.calls, input.now);
     if (input.consumed.length > 0)
       this.#event(run, input.seq, gen, { type: 'message-read', msgIds: input.consumed }, input.now);
     input.sent.forEach((message, index) => {
-      this.#send(run, input.seq, gen, `${run.run_id}:${input.seq}:${index}`, message, input.now);
+      // Ids name the sender by address, so the same tree run twice reads the same ids.
+      this.#send(run, input.seq, gen, `${run.address}:${input.seq}:${index}`, message, input.now);
     });
     this.#settleSpawns(run, gen, input.seq, input.spawned, input.now);
     const root = this.#ledgerById.get(run.root_id) as LedgerRow;
@@ -642,6 +672,10 @@ export class StoreWriter {
         toolCalls: input.completion.toolCalls.map((call) => call.name),
         inputTokens: input.usage.inputTokens,
         outputTokens: input.usage.outputTokens,
+        cacheReadTokens: input.usage.cacheReadTokens ?? 0,
+        cachedShare: input.usage.inputTokens > 0 ? (input.usage.cacheReadTokens ?? 0) / input.usage.inputTokens : 0,
+        provider: input.completion.provider ?? null,
+        model: input.completion.model,
       },
       input.now,
     );
@@ -728,8 +762,33 @@ export class StoreWriter {
   }
 
   /** Ends a run without a step: a budget that ran out before the model was asked, a failure, a cancel. */
+  #calls(run: RunRow, seq: number, generation: number, calls: ModelCallRecord[] | undefined, now: number): void {
+    calls?.forEach((call, attempt) => {
+      this.#insertCall.run(
+        run.root_id,
+        run.run_id,
+        seq,
+        attempt,
+        generation,
+        call.provider,
+        call.model,
+        call.outcome,
+        call.statusCode,
+        call.inputTokens,
+        call.outputTokens,
+        call.cacheReadTokens,
+        call.cacheWriteTokens,
+        call.reasoningTokens,
+        call.latencyMs,
+        call.ttftMs,
+        now,
+      );
+    });
+  }
+
   endRun(input: EndRunInput): void {
     const run = this.#fence(input);
+    this.#calls(run, run.last_seq + 1, input.generation, input.calls, input.now);
     this.#finish(run, input.generation, run.last_seq, input.status, input.reply, input.reason, input.now, input.events);
   }
 
@@ -780,7 +839,7 @@ export class StoreWriter {
       const said =
         reply === null ? reason : reply.length > LINE_REPLY_CHARS ? `${reply.slice(0, LINE_REPLY_CHARS)}…` : reply;
       const line = `[${run.address} ${status}] ${said.replace(/\s+/g, ' ')} (steps ${ledger.steps_spent}, tokens ${ledger.tokens_spent})`;
-      this.#send(run, seq, generation, `${run.run_id}:end`, { to: parent.address, body: line }, now);
+      this.#send(run, seq, generation, `${run.address}:end`, { to: parent.address, body: line }, now);
     }
     this.#event(run, seq, generation, { type: 'run-end', status, reply, reason }, now);
     this.#pending.ended.push({ rootId: run.root_id, runId: run.run_id, status });

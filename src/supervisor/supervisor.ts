@@ -28,7 +28,8 @@ import {
 } from '../errors.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
-import type { ProviderSpec } from '../runtime/provider.js';
+import { type ProviderSpec, redactSpec } from '../runtime/provider.js';
+import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { HOST } from '../store/liveness.js';
 import type { Store } from '../store/store.js';
 import type { Notifications } from '../store/writer.js';
@@ -64,6 +65,15 @@ export interface SupervisorOptions {
   killAt?: string | null;
 }
 
+export interface ResumeOptions {
+  /**
+   * The provider again, for a tree whose provider was given a key directly: keys are
+   * never stored, so another process must hand it back. Without it the stored spec is
+   * used, reading its key from the environment variable it names.
+   */
+  provider?: ProviderSpec;
+}
+
 export interface RunOptions {
   /** What the root agent is to do. */
   task: string;
@@ -73,6 +83,11 @@ export interface RunOptions {
   system?: string;
   /** The tree's ceilings; no child can raise them. */
   budget?: Budget;
+  /**
+   * Names the session for the vendors' prompt caches: the key sent (`prompt_cache_key`,
+   * `x-session-affinity`) is a digest of it, never the name itself. Default: the tree's id.
+   */
+  session?: string;
   /** The longest inbox wait any agent of the tree may ask for. Default 30. */
   maxWaitSecs?: number;
   /** Overrides the supervisor's caps for this tree. */
@@ -133,6 +148,8 @@ interface Tree {
   settled: boolean;
   /** cancel() was called: admit nothing more, cancel every actor as it starts. */
   cancelled: boolean;
+  /** The provider as handed in, keys included; null when resumed without one (the stored spec is used). */
+  provider: ProviderSpec | null;
   resolve(result: TreeResult): void;
   reject(error: Error): void;
   result: Promise<TreeResult>;
@@ -273,11 +290,7 @@ export class Supervisor {
     if (typeof options?.task !== 'string' || options.task.length === 0) {
       throw new InvalidArgumentError('run() needs a task: a non-empty string saying what the root agent is to do.');
     }
-    if (options.provider?.kind !== 'module' || typeof options.provider.module !== 'string') {
-      throw new InvalidArgumentError(
-        'run() needs a provider spec such as { kind: "module", module: "/abs/path/provider.js" }; a provider object cannot cross into a worker thread.',
-      );
-    }
+    const provider = checkProviderSpec(options.provider, 'run()');
     const ceilings = validateBudget(options.budget, 'run()');
     const maxWaitSecs = options.maxWaitSecs ?? DEFAULTS.maxWaitSecs;
     if (typeof maxWaitSecs !== 'number' || maxWaitSecs < 0) {
@@ -291,13 +304,14 @@ export class Supervisor {
     );
     const maxTotal = positiveInteger(options.maxTotalAgents ?? this.#options.maxTotalAgents, 'maxTotalAgents');
     const rootId = randomUUID();
-    const tree = this.#newTree(rootId, maxConcurrent);
+    const tree = this.#newTree(rootId, maxConcurrent, provider);
     void (async () => {
       try {
         const { generation } = await this.#storeClient.call('createRoot', {
           runId: rootId,
           task: options.task,
-          spec: { provider: options.provider, system: options.system },
+          // Keys stay in memory: the stored spec names the variable, never the key.
+          spec: { provider: redactSpec(provider), system: options.system, session: options.session },
           ceilings,
           maxTotalAgents: maxTotal,
           maxConcurrentAgents: maxConcurrent,
@@ -317,7 +331,7 @@ export class Supervisor {
    * committed step. Rejects with a ConflictError, before any step, while a live
    * owner still holds one of its leases.
    */
-  async resume(rootId: string): Promise<RunHandle> {
+  async resume(rootId: string, options: ResumeOptions = {}): Promise<RunHandle> {
     this.#assertRunning();
     if (this.#trees.has(rootId)) {
       throw new InvalidArgumentError(
@@ -333,7 +347,8 @@ export class Supervisor {
       );
     }
     const ledger = this.store.ledger(rootId);
-    const tree = this.#newTree(rootId, ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents);
+    const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, 'resume()');
+    const tree = this.#newTree(rootId, ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents, provider);
     const running = runs.filter((run) => run.status === 'running');
     const taken: { runId: string; generation: number; address: string }[] = [];
     try {
@@ -359,7 +374,7 @@ export class Supervisor {
     return this.#handle(tree);
   }
 
-  #newTree(rootId: string, maxConcurrent: number): Tree {
+  #newTree(rootId: string, maxConcurrent: number, provider: ProviderSpec | null): Tree {
     let resolve!: (result: TreeResult) => void;
     let reject!: (error: Error) => void;
     const result = new Promise<TreeResult>((res, rej) => {
@@ -379,6 +394,7 @@ export class Supervisor {
       waiters: new Map(),
       settled: false,
       cancelled: false,
+      provider,
       resolve,
       reject,
       result,
@@ -443,7 +459,14 @@ export class Supervisor {
     pooled.slot = slot;
     tree.slots.set(runId, slot);
     tree.byAddress.set(address, slot);
-    this.#post(pooled, { type: 'start', runId, generation, owner: this.owner, resumed });
+    this.#post(pooled, {
+      type: 'start',
+      runId,
+      generation,
+      owner: this.owner,
+      resumed,
+      ...(tree.provider ? { provider: tree.provider } : {}),
+    });
     if (tree.cancelled) this.#post(pooled, { type: 'cancel' });
   }
 

@@ -1,5 +1,23 @@
 /** io-harness/testing: what tests, demos and benchmarks drive the runtime with. */
 
 export { ManualClock } from '../clock.js';
+export type {
+  ModelScript,
+  ScriptedAnswer,
+  ScriptedCall,
+  ScriptedCompletion,
+  ScriptedFault,
+  ScriptedModel,
+  ScriptedModelServerOptions,
+  ScriptedToolCall,
+  ScriptedUsage,
+} from './model-server.js';
+export {
+  assistantTurns,
+  lastUserText,
+  ScriptedModelServer,
+  systemText,
+  toolResults as wireToolResults,
+} from './model-server.js';
 export type { Script, ScriptedOptions, ScriptedReply } from './scripted.js';
 export { scriptedProvider, scriptedTokens, toolResults, turn } from './scripted.js';

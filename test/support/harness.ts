@@ -1,13 +1,13 @@
 /** In-process helpers: a real store file, a real supervisor, the scripted models under support/scripts. */
 import { fileURLToPath } from 'node:url';
-import { type ProviderSpec, Store, Supervisor, type SupervisorOptions } from '../../dist/index.js';
+import { type ModuleProviderSpec, Store, Supervisor, type SupervisorOptions } from '../../dist/index.js';
 import { tempStorePath } from './processes.js';
 
-export function script(name: string, options: Record<string, unknown> = {}): ProviderSpec {
+export function script(name: string, options: Record<string, unknown> = {}): ModuleProviderSpec {
   return {
     kind: 'module',
     module: fileURLToPath(new URL(`./scripts/${name}.mjs`, import.meta.url)),
-    options: options as ProviderSpec['options'],
+    options: options as ModuleProviderSpec['options'],
   };
 }
 

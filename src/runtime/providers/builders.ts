@@ -1,0 +1,239 @@
+/**
+ * Building provider specs. A spec is data: it crosses into every agent's thread and
+ * (without its key) into the store. `fromEnv()` reads the documented variables now,
+ * in the caller's thread, so a missing key or a bad URL is an error at the call site
+ * rather than a failed run later; the spec then names the key's variable, not the key.
+ */
+import { InvalidArgumentError } from '../../errors.js';
+import type { FallbackProviderSpec, HttpProviderSpec, ProviderSpec, RetryOptions } from '../provider.js';
+import { findPreset, PRESETS, type Preset } from './presets.js';
+
+export interface CommonOptions {
+  maxTokens?: number;
+  retry?: RetryOptions;
+  headers?: Record<string, string>;
+  transport?: HttpProviderSpec['transport'];
+  name?: string;
+}
+
+export interface VendorOptions extends CommonOptions {
+  model: string;
+  /** The key; kept in memory only. Or name a variable with apiKeyEnv. */
+  apiKey?: string;
+  apiKeyEnv?: string;
+  baseUrl?: string;
+}
+
+function checkUrl(url: string, where: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new InvalidArgumentError(
+      `${where}: ${JSON.stringify(url)} is not a URL; give the endpoint's base, such as https://api.example.com/v1.`,
+    );
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new InvalidArgumentError(`${where}: ${JSON.stringify(url)} is not an http(s) URL.`);
+  }
+  return url.replace(/\/+$/, '');
+}
+
+function checkModel(model: unknown, where: string, variable?: string): string {
+  if (typeof model !== 'string' || model.trim() === '') {
+    throw new InvalidArgumentError(
+      `${where}: no model given${variable ? `; set ${variable} or pass { model }` : '; pass { model }'}.`,
+    );
+  }
+  return model;
+}
+
+function common(options: CommonOptions): Partial<HttpProviderSpec> {
+  const out: Partial<HttpProviderSpec> = {};
+  if (options.maxTokens !== undefined) out.maxTokens = options.maxTokens;
+  if (options.retry !== undefined) out.retry = options.retry;
+  if (options.headers !== undefined) out.headers = options.headers;
+  if (options.transport !== undefined) out.transport = options.transport;
+  if (options.name !== undefined) out.name = options.name;
+  return out;
+}
+
+function requireEnv(variable: string, where: string): string {
+  const value = process.env[variable];
+  if (!value)
+    throw new InvalidArgumentError(
+      `${where}: the environment variable ${variable} is not set; export ${variable}=... or pass the value directly.`,
+    );
+  return value;
+}
+
+function vendor(kind: 'openai' | 'anthropic' | 'openrouter', label: string, prefix: string) {
+  return {
+    /** A spec from explicit options. */
+    create(options: VendorOptions): HttpProviderSpec {
+      const where = `${label}.create`;
+      const spec: HttpProviderSpec = { kind, model: checkModel(options?.model, where), ...common(options) };
+      if (options.apiKey !== undefined) spec.apiKey = options.apiKey;
+      if (options.apiKeyEnv !== undefined) spec.apiKeyEnv = options.apiKeyEnv;
+      if (options.apiKey === undefined && options.apiKeyEnv === undefined) spec.apiKeyEnv = `${prefix}_API_KEY`;
+      if (options.baseUrl !== undefined) spec.baseUrl = checkUrl(options.baseUrl, where);
+      return spec;
+    },
+    /**
+     * A spec from the environment: `${prefix}_API_KEY` (required), `${prefix}_MODEL`
+     * (unless a model is passed) and `${prefix}_BASE_URL` (optional).
+     */
+    fromEnv(options: Partial<VendorOptions> = {}): HttpProviderSpec {
+      const where = `${label}.fromEnv`;
+      requireEnv(`${prefix}_API_KEY`, where);
+      const model = checkModel(options.model ?? process.env[`${prefix}_MODEL`], where, `${prefix}_MODEL`);
+      const spec: HttpProviderSpec = { kind, model, apiKeyEnv: `${prefix}_API_KEY`, ...common(options) };
+      const base = options.baseUrl ?? process.env[`${prefix}_BASE_URL`];
+      if (base) spec.baseUrl = checkUrl(base, where);
+      return spec;
+    },
+  };
+}
+
+/** OpenAI's chat completions. Variables: OPENAI_API_KEY, OPENAI_MODEL, OPENAI_BASE_URL. */
+export const OpenAI = vendor('openai', 'OpenAI', 'OPENAI');
+/** Anthropic's Messages API. Variables: ANTHROPIC_API_KEY, ANTHROPIC_MODEL, ANTHROPIC_BASE_URL. */
+export const Anthropic = vendor('anthropic', 'Anthropic', 'ANTHROPIC');
+/** OpenRouter (the OpenAI shape plus its headers and cache marker). Variables: OPENROUTER_API_KEY, OPENROUTER_MODEL, OPENROUTER_BASE_URL. */
+export const OpenRouter = vendor('openrouter', 'OpenRouter', 'OPENROUTER');
+
+export interface CompatibleOptions extends CommonOptions {
+  baseUrl: string;
+  model: string;
+  /** How the key is sent. Default bearer. */
+  auth?: 'bearer' | 'x-api-key' | 'none' | { header: string };
+  apiKey?: string;
+  apiKeyEnv?: string;
+}
+
+function presetOrThrow(name: string, where: string): Preset {
+  const preset = findPreset(String(name));
+  if (!preset) {
+    throw new InvalidArgumentError(
+      `${where}: there is no preset ${JSON.stringify(name)}; the presets are ${PRESETS.map((p) => p.name).join(', ')}.`,
+    );
+  }
+  return preset;
+}
+
+/** Any OpenAI-compatible endpoint: from a base URL, an auth style, a key and a model, or from a named preset. */
+export const Compatible = {
+  presets: PRESETS,
+
+  create(options: CompatibleOptions): HttpProviderSpec {
+    const where = 'Compatible.create';
+    const spec: HttpProviderSpec = {
+      kind: 'compatible',
+      baseUrl: checkUrl(options?.baseUrl, where),
+      model: checkModel(options.model, where),
+      auth: options.auth ?? (options.apiKey || options.apiKeyEnv ? 'bearer' : 'none'),
+      ...common(options),
+    };
+    if (options.apiKey !== undefined) spec.apiKey = options.apiKey;
+    if (options.apiKeyEnv !== undefined) spec.apiKeyEnv = options.apiKeyEnv;
+    return spec;
+  },
+
+  /** A named preset with explicit options (the model at least). */
+  preset(name: string, options: Partial<CompatibleOptions> & { model: string }): HttpProviderSpec {
+    const where = `Compatible.preset(${JSON.stringify(name)})`;
+    const preset = presetOrThrow(name, where);
+    const spec: HttpProviderSpec = {
+      kind: 'compatible',
+      preset: preset.name,
+      baseUrl: checkUrl(options.baseUrl ?? preset.baseUrl, where),
+      model: checkModel(options.model, where),
+      auth: options.auth ?? (preset.local && !options.apiKey && !options.apiKeyEnv ? 'none' : 'bearer'),
+      ...common(options),
+    };
+    if (options.apiKey !== undefined) spec.apiKey = options.apiKey;
+    if (options.apiKeyEnv !== undefined) spec.apiKeyEnv = options.apiKeyEnv;
+    else if (!preset.local && options.apiKey === undefined) spec.apiKeyEnv = `${preset.envPrefix}_API_KEY`;
+    return spec;
+  },
+
+  /**
+   * A named preset from the environment: `<PREFIX>_API_KEY` (required except for local
+   * runtimes), `<PREFIX>_MODEL`, `<PREFIX>_BASE_URL`. The prefixes are in `Compatible.presets`.
+   */
+  fromEnv(name: string, options: Partial<CompatibleOptions> = {}): HttpProviderSpec {
+    const where = `Compatible.fromEnv(${JSON.stringify(name)})`;
+    const preset = presetOrThrow(name, where);
+    if (!preset.local) requireEnv(`${preset.envPrefix}_API_KEY`, where);
+    const model = checkModel(
+      options.model ?? process.env[`${preset.envPrefix}_MODEL`],
+      where,
+      `${preset.envPrefix}_MODEL`,
+    );
+    const baseUrl = options.baseUrl ?? process.env[`${preset.envPrefix}_BASE_URL`] ?? preset.baseUrl;
+    const keyed = !preset.local || Boolean(process.env[`${preset.envPrefix}_API_KEY`]);
+    const spec: HttpProviderSpec = {
+      kind: 'compatible',
+      preset: preset.name,
+      baseUrl: checkUrl(baseUrl, where),
+      model,
+      auth: keyed ? 'bearer' : 'none',
+      ...common(options),
+    };
+    if (keyed) spec.apiKeyEnv = `${preset.envPrefix}_API_KEY`;
+    return spec;
+  },
+};
+
+/** Providers tried in order; the next answers when the one before cannot. */
+export function withFallback(
+  providers: ProviderSpec[],
+  options: { refuseIfPrimaryUnreachable?: boolean } = {},
+): FallbackProviderSpec {
+  if (!Array.isArray(providers) || providers.length === 0) {
+    throw new InvalidArgumentError('withFallback needs at least one provider spec, the primary first.');
+  }
+  return {
+    kind: 'fallback',
+    providers,
+    ...(options.refuseIfPrimaryUnreachable ? { refuseIfPrimaryUnreachable: true } : {}),
+  };
+}
+
+/** Checks a spec's shape where it is handed in, so a bad one fails at the call, not in a thread. */
+export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
+  const kind = (spec as { kind?: unknown } | null)?.kind;
+  if (kind === 'module') {
+    if (typeof (spec as { module?: unknown }).module !== 'string') {
+      throw new InvalidArgumentError(`${where}: a module provider needs { module: "/abs/path/provider.js" }.`);
+    }
+    return spec as ProviderSpec;
+  }
+  if (kind === 'fallback') {
+    const inner = (spec as { providers?: unknown }).providers;
+    if (!Array.isArray(inner) || inner.length === 0)
+      throw new InvalidArgumentError(`${where}: a fallback needs a non-empty providers list.`);
+    inner.forEach((item, index) => checkProviderSpec(item, `${where} (fallback provider ${index})`));
+    return spec as ProviderSpec;
+  }
+  if (kind === 'openai' || kind === 'anthropic' || kind === 'openrouter' || kind === 'compatible') {
+    const http = spec as HttpProviderSpec;
+    checkModel(http.model, where);
+    if (http.baseUrl !== undefined) checkUrl(http.baseUrl, where);
+    if (kind === 'compatible' && http.baseUrl === undefined && !(http.preset && findPreset(http.preset))) {
+      throw new InvalidArgumentError(`${where}: a compatible provider needs a baseUrl or a known preset.`);
+    }
+    return http;
+  }
+  throw new InvalidArgumentError(
+    `${where}: a provider must be a spec such as OpenAI.fromEnv(), Anthropic.create({...}), Compatible.preset(...) or { kind: "module", module }; a provider object cannot cross into a worker thread.`,
+  );
+}
+
+/** The models a provider can run, with context windows and prices where the vendor publishes them. */
+export async function listModels(spec: HttpProviderSpec): Promise<import('./types.js').ModelInfo[]> {
+  const { buildHttpProvider, HttpProvider } = await import('./client.js');
+  const provider = await buildHttpProvider(checkProviderSpec(spec, 'listModels') as HttpProviderSpec);
+  if (!(provider instanceof HttpProvider)) throw new InvalidArgumentError('listModels takes one HTTP provider spec.');
+  return provider.models();
+}

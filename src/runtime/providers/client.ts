@@ -1,0 +1,357 @@
+/**
+ * The HTTP provider: one wire, one transport, retries with back-off that honour
+ * Retry-After, and fallback across providers. Built inside the thread that uses it,
+ * from a serialisable spec.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ErrorCode, HarnessError } from '../../errors.js';
+import type {
+  CallAttempt,
+  Completion,
+  FallbackProviderSpec,
+  HttpProviderSpec,
+  ModelRequest,
+  Provider,
+  ProviderSpec,
+  RetryOptions,
+} from '../provider.js';
+import { loadProvider } from '../provider.js';
+import { readText, recordingTransport, replayTransport, type Transport, undiciTransport } from './http.js';
+import { findPreset } from './presets.js';
+import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
+import { SseParser } from './sse.js';
+import { type CallUsage, type ModelInfo, ProviderError, type StreamPart } from './types.js';
+import { anthropicWire, openAiWire, toolCallsOf, type Wire, type WireConfig } from './wires.js';
+
+const DEFAULT_BASE_URLS = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com',
+  openrouter: 'https://openrouter.ai/api/v1',
+} as const;
+
+const DEFAULT_KEY_ENV = {
+  openai: 'OPENAI_API_KEY',
+  anthropic: 'ANTHROPIC_API_KEY',
+  openrouter: 'OPENROUTER_API_KEY',
+} as const;
+
+export class HttpProvider implements Provider {
+  readonly name: string;
+  readonly model: string;
+  readonly #wire: Wire;
+  readonly #config: WireConfig;
+  readonly #transport: Transport;
+  readonly #retry: Required<RetryOptions>;
+
+  constructor(wire: Wire, config: WireConfig, transport: Transport, retry: RetryOptions = {}) {
+    this.name = config.name;
+    this.model = config.model;
+    this.#wire = wire;
+    this.#config = config;
+    this.#transport = transport;
+    this.#retry = {
+      maxAttempts: retry.maxAttempts ?? 3,
+      baseDelayMs: retry.baseDelayMs ?? 250,
+      maxDelayMs: retry.maxDelayMs ?? 20_000,
+    };
+  }
+
+  get retry(): Required<RetryOptions> {
+    return this.#retry;
+  }
+
+  /** The completion as it streams: text deltas, tool-call starts, deltas and ends, usage, end. */
+  async *stream(
+    request: ModelRequest,
+    signal?: AbortSignal,
+  ): AsyncGenerator<StreamPart, { rateLimits: ReturnType<typeof parseRateLimits> }> {
+    const wire = this.#wire.request(request, this.#config);
+    const response = await this.#transport.send(wire, this.name, signal);
+    const rateLimits = parseRateLimits(response.headers);
+    if (response.status >= 400) {
+      const body = await readText(response.body).catch(() => '');
+      throw new ProviderError({
+        kind: 'http',
+        provider: this.name,
+        statusCode: response.status,
+        responseBody: body,
+        retryAfterMs: parseRetryAfter(response.headers),
+        rateLimits,
+        message: `${this.name}: HTTP ${response.status}: ${vendorMessage(body)}`,
+      });
+    }
+    const decoder = this.#wire.decoder(this.#config);
+    const contentType = response.headers.find(([name]) => name === 'content-type')?.[1] ?? '';
+    if (contentType.includes('application/json')) {
+      const text = await readText(response.body, 16 * 1024 * 1024);
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch (cause) {
+        throw new ProviderError({
+          kind: 'undecodable',
+          provider: this.name,
+          message: `${this.name}: the answer is not JSON`,
+          cause,
+        });
+      }
+      yield* decoder.whole(body);
+      return { rateLimits };
+    }
+    const parser = new SseParser();
+    const utf8 = new TextDecoder();
+    for await (const chunk of response.body) {
+      for (const event of parser.push(utf8.decode(chunk, { stream: true }))) yield* decoder.event(event);
+    }
+    const tail = parser.push(utf8.decode());
+    for (const event of tail) yield* decoder.event(event);
+    const ended = parser.end();
+    for (const event of ended.events) yield* decoder.event(event);
+    yield* decoder.finish(ended.incomplete);
+    return { rateLimits };
+  }
+
+  /** One try: the stream gathered into a completion. */
+  async once(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
+    const started = performance.now();
+    let firstToken: number | null = null;
+    let text = '';
+    let usage: CallUsage = {
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      reasoningTokens: 0,
+    };
+    let finishReason: string | null = null;
+    const ends: Extract<StreamPart, { type: 'tool-call-end' }>[] = [];
+    const stream = this.stream(request, signal);
+    let step = await stream.next();
+    while (!step.done) {
+      const part = step.value;
+      if (firstToken === null && (part.type === 'text-delta' || part.type === 'tool-call-start'))
+        firstToken = performance.now();
+      if (part.type === 'text-delta') text += part.text;
+      else if (part.type === 'tool-call-end') ends.push(part);
+      else if (part.type === 'usage') usage = part.usage;
+      else if (part.type === 'end') finishReason = part.finishReason;
+      step = await stream.next();
+    }
+    const finished = performance.now();
+    return {
+      text,
+      toolCalls: toolCallsOf(ends),
+      usage,
+      model: this.model,
+      provider: this.name,
+      finishReason,
+      latencyMs: finished - started,
+      timeToFirstTokenMs: firstToken === null ? null : firstToken - started,
+      rateLimits: step.value.rateLimits,
+    };
+  }
+
+  /** With retries: 408, 409, 429, 5xx, a failed connection and a cut stream are tried again after a back-off. */
+  async complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
+    return completeWithFallback([this], request, signal);
+  }
+
+  async probe(signal?: AbortSignal): Promise<void> {
+    const timeout = AbortSignal.timeout(5_000);
+    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    const response = await this.#transport.send(this.#wire.models(this.#config), this.name, combined);
+    // Any answer at all, even an error status, means the vendor is there.
+    await readText(response.body).catch(() => '');
+  }
+
+  /** What the vendor says it can run, with context windows and prices where it publishes them. */
+  async models(signal?: AbortSignal): Promise<ModelInfo[]> {
+    const response = await this.#transport.send(this.#wire.models(this.#config), this.name, signal);
+    const text = await readText(response.body, 32 * 1024 * 1024);
+    if (response.status >= 400) {
+      throw new ProviderError({
+        kind: 'http',
+        provider: this.name,
+        statusCode: response.status,
+        responseBody: text,
+        message: `${this.name}: listing models failed with HTTP ${response.status}: ${vendorMessage(text)}`,
+      });
+    }
+    try {
+      return this.#wire.parseModels(JSON.parse(text));
+    } catch (cause) {
+      throw new ProviderError({
+        kind: 'undecodable',
+        provider: this.name,
+        message: `${this.name}: the model list is not JSON`,
+        cause,
+      });
+    }
+  }
+}
+
+function vendorMessage(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
+    if (typeof parsed.error === 'string') return parsed.error;
+    if (parsed.error && typeof parsed.error.message === 'string') return parsed.error.message;
+    if (typeof parsed.message === 'string') return parsed.message;
+  } catch {
+    // not JSON: the text itself says it
+  }
+  return body.slice(0, 300) || '(no body)';
+}
+
+function backoff(provider: HttpProvider, error: ProviderError, attempt: number): number {
+  const { baseDelayMs, maxDelayMs } = provider.retry;
+  const exponential = baseDelayMs * 2 ** attempt;
+  const jittered = exponential * (0.8 + Math.random() * 0.4);
+  return Math.min(maxDelayMs, Math.max(error.retryAfterMs ?? 0, jittered));
+}
+
+/**
+ * Tries each provider in turn, each with its own retries. The failed tries travel
+ * with the completion (or the final error) so the step can put them in the trace.
+ */
+export async function completeWithFallback(
+  providers: Provider[],
+  request: ModelRequest,
+  signal?: AbortSignal,
+): Promise<Completion> {
+  const attempts: CallAttempt[] = [];
+  let last: unknown = null;
+  for (const [position, provider] of providers.entries()) {
+    const isLast = position === providers.length - 1;
+    const http = provider instanceof HttpProvider ? provider : null;
+    const maxAttempts = http ? http.retry.maxAttempts : 1;
+    for (let attempt = 0; attempt < maxAttempts; attempt++) {
+      const started = performance.now();
+      try {
+        const completion = http ? await http.once(request, signal) : await provider.complete(request, signal);
+        return { ...completion, attempts: [...attempts, ...(completion.attempts ?? [])] };
+      } catch (error) {
+        last = error;
+        if (!(error instanceof ProviderError) || error.kind === 'aborted') throw withAttempts(error, attempts);
+        const retry = error.isRetryable && attempt + 1 < maxAttempts && http !== null;
+        const delayMs = retry && http ? backoff(http, error, attempt) : 0;
+        attempts.push({
+          provider: provider.name,
+          model: http?.model ?? provider.name,
+          kind: error.kind,
+          statusCode: error.statusCode,
+          message: error.message,
+          next: retry ? 'retry' : isLast ? 'none' : 'fallback',
+          delayMs: Math.round(delayMs),
+          latencyMs: Math.round(performance.now() - started),
+        });
+        if (!retry) break;
+        await sleep(delayMs, undefined, { signal }).catch(() => {
+          throw withAttempts(
+            new ProviderError({
+              kind: 'aborted',
+              provider: provider.name,
+              message: `${provider.name}: cancelled while backing off`,
+            }),
+            attempts,
+          );
+        });
+      }
+    }
+  }
+  throw withAttempts(last, attempts);
+}
+
+function withAttempts(error: unknown, attempts: CallAttempt[]): unknown {
+  if (HarnessError.isInstance(error)) error.details.attempts = attempts;
+  return error;
+}
+
+class FallbackProvider implements Provider {
+  readonly name: string;
+  readonly #providers: Provider[];
+
+  constructor(providers: Provider[]) {
+    this.#providers = providers;
+    this.name = providers.map((provider) => provider.name).join(' -> ');
+  }
+
+  complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
+    return completeWithFallback(this.#providers, request, signal);
+  }
+
+  /** Only the primary is probed: that is what refuse-to-start asks about. */
+  async probe(signal?: AbortSignal): Promise<void> {
+    await this.#providers[0]?.probe?.(signal);
+  }
+}
+
+function resolveKey(spec: HttpProviderSpec, envName: string | null, name: string): string | null {
+  if (spec.apiKey) return spec.apiKey;
+  const variable = spec.apiKeyEnv ?? envName;
+  if (variable && process.env[variable]) return process.env[variable] as string;
+  if (spec.auth === 'none') return null;
+  throw new HarnessError(
+    ErrorCode.ProviderLoadFailed,
+    `${name}: no API key: ${variable ? `the environment variable ${variable} is not set` : 'none was given'}. ` +
+      'Set it, or pass apiKey; keys are never stored with a run, so a resume in another process needs it again.',
+  );
+}
+
+function headersFor(spec: HttpProviderSpec, key: string | null): Record<string, string> {
+  const headers: Record<string, string> = { 'user-agent': 'io-harness' };
+  const auth = spec.auth ?? (spec.kind === 'anthropic' ? 'x-api-key' : 'bearer');
+  if (key !== null && auth !== 'none') {
+    if (auth === 'bearer') headers.authorization = `Bearer ${key}`;
+    else if (auth === 'x-api-key') headers['x-api-key'] = key;
+    else headers[auth.header.toLowerCase()] = key;
+  }
+  if (spec.kind === 'anthropic') headers['anthropic-version'] = '2023-06-01';
+  if (spec.kind === 'openrouter') {
+    headers['http-referer'] = 'https://github.com/io-harness/io-harness';
+    headers['x-title'] = 'io-harness';
+  }
+  for (const [name, value] of Object.entries(spec.headers ?? {})) headers[name.toLowerCase()] = value;
+  return headers;
+}
+
+/** Builds the provider a spec describes, in this thread. */
+export async function buildHttpProvider(spec: Exclude<ProviderSpec, { kind: 'module' }>): Promise<Provider> {
+  if (spec.kind === 'fallback') {
+    if (spec.providers.length === 0) {
+      throw new HarnessError(ErrorCode.ProviderLoadFailed, 'a fallback provider needs at least one provider.');
+    }
+    return new FallbackProvider(await Promise.all(spec.providers.map((inner) => loadProvider(inner))));
+  }
+  const preset = spec.kind === 'compatible' && spec.preset ? findPreset(spec.preset) : undefined;
+  const name = spec.name ?? preset?.name ?? spec.kind;
+  const baseUrl = spec.baseUrl ?? preset?.baseUrl ?? (spec.kind === 'compatible' ? null : DEFAULT_BASE_URLS[spec.kind]);
+  if (!baseUrl) {
+    throw new HarnessError(ErrorCode.ProviderLoadFailed, `${name}: a compatible provider needs a baseUrl or a preset.`);
+  }
+  const envName =
+    spec.kind === 'compatible'
+      ? preset && !preset.local
+        ? `${preset.envPrefix}_API_KEY`
+        : null
+      : DEFAULT_KEY_ENV[spec.kind];
+  const key =
+    spec.kind === 'compatible' && preset?.local && !spec.apiKey && !spec.apiKeyEnv
+      ? null
+      : resolveKey(spec, envName, name);
+  const config: WireConfig = {
+    name,
+    baseUrl,
+    model: spec.model,
+    headers: headersFor(spec, key),
+    maxTokens: spec.maxTokens ?? null,
+    promptCacheKey: spec.kind === 'openai' || spec.kind === 'openrouter' || (preset?.promptCacheKey ?? false),
+    systemCacheMarker: spec.kind === 'openrouter',
+    extraBody: spec.kind === 'openrouter' ? { usage: { include: true } } : {},
+  };
+  let transport: Transport = undiciTransport;
+  if (spec.transport && 'replay' in spec.transport) transport = replayTransport(spec.transport.replay);
+  else if (spec.transport && 'record' in spec.transport)
+    transport = recordingTransport(undiciTransport, spec.transport.record);
+  return new HttpProvider(spec.kind === 'anthropic' ? anthropicWire : openAiWire, config, transport, spec.retry);
+}

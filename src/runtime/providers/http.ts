@@ -1,0 +1,235 @@
+/**
+ * How a provider reaches its vendor. A {@link Transport} sends one request and hands
+ * back the status, the headers in the order they came, and the body as a stream of
+ * bytes. The live one is undici; the recording one writes every exchange to a file;
+ * the replaying one answers from that file, keyed by the request's own bytes, with no
+ * socket and no key.
+ */
+import { createHash } from 'node:crypto';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { Agent, request } from 'undici';
+import { ErrorCode, HarnessError } from '../../errors.js';
+import { ProviderError } from './types.js';
+
+export interface WireRequest {
+  method: 'GET' | 'POST';
+  url: string;
+  headers: Record<string, string>;
+  body?: string;
+}
+
+export interface WireResponse {
+  status: number;
+  /** Response headers, names lowercased, in the order received. */
+  headers: [string, string][];
+  body: AsyncIterable<Uint8Array>;
+}
+
+export interface Transport {
+  send(wire: WireRequest, provider: string, signal?: AbortSignal): Promise<WireResponse>;
+}
+
+/** One keep-alive pool per thread: every provider of an agent thread shares its sockets. */
+let sharedAgent: Agent | null = null;
+function agent(): Agent {
+  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 64 });
+  return sharedAgent;
+}
+
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CLOSED',
+]);
+
+/** The failure an undici error stands for: a cancel, or no answer. */
+export function connectionError(error: unknown, provider: string, signal?: AbortSignal): ProviderError {
+  if (signal?.aborted) {
+    return new ProviderError({
+      kind: 'aborted',
+      provider,
+      message: `${provider}: the call was cancelled`,
+      cause: error,
+    });
+  }
+  const code = errorCode(error);
+  const known = code !== null && CONNECTION_CODES.has(code);
+  return new ProviderError({
+    kind: 'connection',
+    provider,
+    message: `${provider}: ${known ? `connection failed (${code})` : 'connection failed'}: ${(error as Error)?.message ?? String(error)}`,
+    cause: error,
+  });
+}
+
+function errorCode(error: unknown): string | null {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return null;
+}
+
+function headerPairs(headers: Record<string, string | string[] | undefined>): [string, string][] {
+  const pairs: [string, string][] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const item of value) pairs.push([name, item]);
+    else pairs.push([name, value]);
+  }
+  return pairs;
+}
+
+/** The live transport: undici over one shared keep-alive agent. */
+export const undiciTransport: Transport = {
+  async send(wire, provider, signal) {
+    try {
+      const response = await request(wire.url, {
+        method: wire.method,
+        headers: wire.headers,
+        body: wire.body,
+        signal,
+        dispatcher: agent(),
+      });
+      return {
+        status: response.statusCode,
+        headers: headerPairs(response.headers as Record<string, string | string[] | undefined>),
+        body: wrapBody(response.body, provider, signal),
+      };
+    } catch (error) {
+      throw connectionError(error, provider, signal);
+    }
+  },
+};
+
+/** A body whose read errors are classified like the request's own. */
+async function* wrapBody(
+  body: AsyncIterable<Uint8Array>,
+  provider: string,
+  signal?: AbortSignal,
+): AsyncIterable<Uint8Array> {
+  try {
+    for await (const chunk of body) yield chunk;
+  } catch (error) {
+    const failure = connectionError(error, provider, signal);
+    if (failure.kind === 'aborted') throw failure;
+    // The vendor had started answering: the stream was cut.
+    throw new ProviderError({
+      kind: 'truncated',
+      provider,
+      message: `${provider}: the stream was cut: ${(error as Error).message}`,
+      cause: error,
+    });
+  }
+}
+
+/** What identifies a request for replay: its method, path and body bytes (never its headers, which hold the key). */
+export function exchangeKey(wire: WireRequest): string {
+  const url = new URL(wire.url);
+  return createHash('sha256')
+    .update(`${wire.method} ${url.pathname}${url.search}\n${wire.body ?? ''}`)
+    .digest('hex');
+}
+
+interface RecordedExchange {
+  key: string;
+  method: string;
+  path: string;
+  status: number;
+  headers: [string, string][];
+  /** The body exactly as it arrived, chunk by chunk, base64. */
+  chunks: string[];
+}
+
+/** Sends through `inner` and appends every exchange, byte for byte, to `file` (JSON lines). */
+export function recordingTransport(inner: Transport, file: string): Transport {
+  return {
+    async send(wire, provider, signal) {
+      const response = await inner.send(wire, provider, signal);
+      const chunks: string[] = [];
+      const key = exchangeKey(wire);
+      const url = new URL(wire.url);
+      async function* tee(): AsyncIterable<Uint8Array> {
+        for await (const chunk of response.body) {
+          chunks.push(Buffer.from(chunk).toString('base64'));
+          yield chunk;
+        }
+        const exchange: RecordedExchange = {
+          key,
+          method: wire.method,
+          path: `${url.pathname}${url.search}`,
+          status: response.status,
+          headers: response.headers,
+          chunks,
+        };
+        appendFileSync(file, `${JSON.stringify(exchange)}\n`);
+      }
+      return { status: response.status, headers: response.headers, body: tee() };
+    },
+  };
+}
+
+/**
+ * Answers from a recording. Identical requests are answered in the order they were
+ * recorded (the last answer repeats). A request never recorded is an error naming the
+ * file, since a replay must not reach a vendor.
+ */
+export function replayTransport(file: string): Transport {
+  if (!existsSync(file)) {
+    throw new HarnessError(
+      ErrorCode.InvalidArgument,
+      `no recording at ${file}; record one first with transport { record: "${file}" }.`,
+    );
+  }
+  const byKey = new Map<string, RecordedExchange[]>();
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    const exchange = JSON.parse(line) as RecordedExchange;
+    const list = byKey.get(exchange.key) ?? [];
+    list.push(exchange);
+    byKey.set(exchange.key, list);
+  }
+  const served = new Map<string, number>();
+  return {
+    async send(wire, provider) {
+      const key = exchangeKey(wire);
+      const list = byKey.get(key);
+      if (!list || list.length === 0) {
+        throw new HarnessError(
+          ErrorCode.ReplayMiss,
+          `${provider}: ${file} has no recorded answer for ${wire.method} ${new URL(wire.url).pathname} with this body (key ${key.slice(0, 12)}); the run asked something the recording never saw. Record it again.`,
+        );
+      }
+      const index = served.get(key) ?? 0;
+      served.set(key, index + 1);
+      const exchange = list[Math.min(index, list.length - 1)] as RecordedExchange;
+      async function* body(): AsyncIterable<Uint8Array> {
+        for (const chunk of exchange.chunks) yield Buffer.from(chunk, 'base64');
+      }
+      return { status: exchange.status, headers: exchange.headers, body: body() };
+    },
+  };
+}
+
+/** Reads a whole (error) body as text, bounded. */
+export async function readText(body: AsyncIterable<Uint8Array>, limit = 64 * 1024): Promise<string> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    if (size < limit) parts.push(Buffer.from(chunk));
+    size += chunk.byteLength;
+  }
+  return Buffer.concat(parts).toString('utf8').slice(0, limit);
+}

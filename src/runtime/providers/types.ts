@@ -1,0 +1,121 @@
+/**
+ * The provider layer's shared vocabulary: what a streamed completion is made of, how a
+ * failure is classified, and what a vendor says about its rate limits.
+ */
+import { ErrorCode, HarnessError } from '../../errors.js';
+
+/** Tokens of one model call. Cache and reasoning counts are 0 where the vendor does not report them. */
+export interface CallUsage {
+  inputTokens: number;
+  outputTokens: number;
+  /** Prompt tokens served from the vendor's cache (part of inputTokens). */
+  cacheReadTokens: number;
+  /** Prompt tokens written to the vendor's cache (part of inputTokens). */
+  cacheWriteTokens: number;
+  /** Output tokens spent on reasoning (part of outputTokens). */
+  reasoningTokens: number;
+}
+
+/** One part of a streamed completion, in the order the vendor sent it. */
+export type StreamPart =
+  | { type: 'text-delta'; text: string }
+  | { type: 'tool-call-start'; index: number; id: string; name: string }
+  | { type: 'tool-call-delta'; index: number; argumentsDelta: string }
+  | { type: 'tool-call-end'; index: number; id: string; name: string; args: Record<string, unknown> }
+  | { type: 'usage'; usage: CallUsage }
+  | { type: 'end'; finishReason: string | null };
+
+/** One rate-limit window as the vendor reported it. */
+export interface RateLimitWindow {
+  limit: number | null;
+  remaining: number | null;
+  /** When the window resets, in milliseconds from the response (null when not given or not readable). */
+  resetMs: number | null;
+}
+
+export interface RateLimits {
+  requests: RateLimitWindow | null;
+  tokens: RateLimitWindow | null;
+  /** Every rate-limit related header (including retry-after), verbatim, in the order received. */
+  raw: [string, string][];
+}
+
+/** What a model can run, where the vendor publishes it. Prices are per million tokens. */
+export interface ModelInfo {
+  id: string;
+  contextWindow: number | null;
+  price: { input: number | null; output: number | null } | null;
+}
+
+/** Why a model call failed, as a stable string. */
+export type ProviderFailureKind =
+  | 'http' // the vendor answered with an error status
+  | 'connection' // no answer: refused, reset, DNS, timeout
+  | 'truncated' // the stream ended before the vendor said it was done
+  | 'undecodable' // the vendor sent something that is not its wire format
+  | 'aborted'; // the caller cancelled
+
+export interface ProviderErrorInit {
+  kind: ProviderFailureKind;
+  provider: string;
+  message: string;
+  statusCode?: number | null;
+  responseBody?: string | null;
+  retryAfterMs?: number | null;
+  rateLimits?: RateLimits | null;
+  cause?: unknown;
+}
+
+/**
+ * A failed model call. `isRetryable` is derived from what happened, never from the
+ * message: 408, 409, 429 and 5xx, a connection that failed or was reset, and a
+ * truncated stream are worth another try; 400, 401, 403, 404 and an undecodable answer
+ * are not.
+ */
+export class ProviderError extends HarnessError {
+  readonly kind: ProviderFailureKind;
+  readonly provider: string;
+  readonly statusCode: number | null;
+  readonly responseBody: string | null;
+  readonly retryAfterMs: number | null;
+  readonly rateLimits: RateLimits | null;
+  readonly isRetryable: boolean;
+
+  constructor(init: ProviderErrorInit) {
+    const statusCode = init.statusCode ?? null;
+    const retryable = isRetryable(init.kind, statusCode);
+    super(ErrorCode.ProviderFailed, init.message, {
+      cause: init.cause,
+      details: {
+        kind: init.kind,
+        provider: init.provider,
+        statusCode,
+        isRetryable: retryable,
+        retryAfterMs: init.retryAfterMs ?? null,
+      },
+    });
+    this.name = 'ProviderError';
+    this.kind = init.kind;
+    this.provider = init.provider;
+    this.statusCode = statusCode;
+    this.responseBody = init.responseBody ?? null;
+    this.retryAfterMs = init.retryAfterMs ?? null;
+    this.rateLimits = init.rateLimits ?? null;
+    this.isRetryable = retryable;
+  }
+}
+
+export function isRetryable(kind: ProviderFailureKind, statusCode: number | null): boolean {
+  switch (kind) {
+    case 'connection':
+    case 'truncated':
+      return true;
+    case 'undecodable':
+    case 'aborted':
+      return false;
+    case 'http':
+      return (
+        statusCode === 408 || statusCode === 409 || statusCode === 429 || (statusCode !== null && statusCode >= 500)
+      );
+  }
+}

@@ -1,0 +1,539 @@
+/**
+ * The vendors' own wire formats. Each wire maps our transcript onto the vendor's
+ * block types and decodes the vendor's stream into {@link StreamPart}s. The decoders
+ * read events with narrow hand-written checks rather than a schema library: they sit
+ * on the hottest path there is (every streamed event of every agent) and in every
+ * agent thread, whose start cost counts (docs/ARCHITECTURE.md).
+ */
+import type { ModelRequest, ToolCall, TranscriptEntry } from '../provider.js';
+import type { WireRequest } from './http.js';
+import type { SseEvent } from './sse.js';
+import { isDone } from './sse.js';
+import { type CallUsage, type ModelInfo, ProviderError, type StreamPart } from './types.js';
+
+export interface WireConfig {
+  /** The provider's name in errors and the trace. */
+  name: string;
+  baseUrl: string;
+  model: string;
+  /** Auth and vendor headers, already resolved. */
+  headers: Record<string, string>;
+  maxTokens: number | null;
+  /** Send `prompt_cache_key` in the body (the vendors that read it). */
+  promptCacheKey: boolean;
+  /** Mark the system block as a cache breakpoint (OpenRouter's marker on the OpenAI shape). */
+  systemCacheMarker: boolean;
+  /** Extra top-level body fields (OpenRouter's `usage: { include: true }`). */
+  extraBody: Record<string, unknown>;
+}
+
+export interface WireDecoder {
+  /** The parts one event carries. Throws a ProviderError for an undecodable event or a vendor-reported error. */
+  event(event: SseEvent): StreamPart[];
+  /** The closing parts; throws `truncated` when the vendor never said it was done. */
+  finish(incomplete: boolean): StreamPart[];
+  /** The parts of a whole, non-streamed answer (a server that ignored `stream`). */
+  whole(body: unknown): StreamPart[];
+}
+
+export interface Wire {
+  vendor: 'openai' | 'anthropic';
+  request(request: ModelRequest, config: WireConfig): WireRequest;
+  decoder(config: WireConfig): WireDecoder;
+  models(config: WireConfig): WireRequest;
+  parseModels(body: unknown): ModelInfo[];
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function num(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0;
+}
+
+function parseJson(data: string, provider: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch (cause) {
+    throw new ProviderError({
+      kind: 'undecodable',
+      provider,
+      message: `${provider}: the stream carried an event that is not JSON: ${JSON.stringify(data.slice(0, 120))}`,
+      cause,
+    });
+  }
+}
+
+function parseArguments(text: string, name: string, provider: string): Record<string, unknown> {
+  if (text.trim() === '') return {};
+  const value = parseJson(text, provider);
+  if (!isObject(value)) {
+    throw new ProviderError({
+      kind: 'undecodable',
+      provider,
+      message: `${provider}: the arguments of tool call ${name} are not a JSON object: ${text.slice(0, 120)}`,
+    });
+  }
+  return value;
+}
+
+function vendorError(provider: string, error: unknown, statusHint: number | null): ProviderError {
+  const message = isObject(error) && typeof error.message === 'string' ? error.message : JSON.stringify(error);
+  const code = isObject(error) && typeof error.code === 'number' ? error.code : statusHint;
+  return new ProviderError({
+    kind: 'http',
+    provider,
+    statusCode: code,
+    message: `${provider}: the vendor reported an error mid-stream: ${message}`,
+    responseBody: JSON.stringify(error),
+  });
+}
+
+function joinUrl(base: string, path: string): string {
+  return `${base.replace(/\/+$/, '')}${path}`;
+}
+
+// ---------------------------------------------------------------- OpenAI chat completions
+
+function openAiMessages(request: ModelRequest, config: WireConfig): Json[] {
+  const system: Json = config.systemCacheMarker
+    ? { role: 'system', content: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }] }
+    : { role: 'system', content: request.system };
+  const messages: Json[] = [system];
+  for (const entry of request.transcript) {
+    if (entry.role === 'user') messages.push({ role: 'user', content: entry.text });
+    else if (entry.role === 'assistant') {
+      const message: Json = { role: 'assistant', content: entry.text === '' ? null : entry.text };
+      if (entry.toolCalls.length > 0) {
+        message.tool_calls = entry.toolCalls.map((call) => ({
+          id: call.id,
+          type: 'function',
+          function: { name: call.name, arguments: JSON.stringify(call.args) },
+        }));
+      }
+      messages.push(message);
+    } else {
+      messages.push({ role: 'tool', tool_call_id: entry.callId, content: entry.content });
+    }
+  }
+  return messages;
+}
+
+function openAiUsage(usage: Json): CallUsage {
+  const prompt = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
+  const completion = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
+  return {
+    inputTokens: num(usage.prompt_tokens),
+    outputTokens: num(usage.completion_tokens),
+    cacheReadTokens: num(prompt.cached_tokens),
+    cacheWriteTokens: num(prompt.cache_write_tokens ?? usage.cache_creation_input_tokens),
+    reasoningTokens: num(completion.reasoning_tokens),
+  };
+}
+
+class OpenAiDecoder implements WireDecoder {
+  readonly #provider: string;
+  readonly #calls = new Map<number, { id: string; name: string; args: string }>();
+  #done = false;
+  #finishReason: string | null = null;
+
+  constructor(provider: string) {
+    this.#provider = provider;
+  }
+
+  event(event: SseEvent): StreamPart[] {
+    if (isDone(event)) {
+      this.#done = true;
+      return [];
+    }
+    const chunk = parseJson(event.data, this.#provider);
+    if (!isObject(chunk)) return [];
+    if (chunk.error !== undefined) throw vendorError(this.#provider, chunk.error, 500);
+    const parts: StreamPart[] = [];
+    const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+    const choice = choices[0];
+    if (isObject(choice)) {
+      const delta = isObject(choice.delta) ? choice.delta : {};
+      if (typeof delta.content === 'string' && delta.content !== '')
+        parts.push({ type: 'text-delta', text: delta.content });
+      if (Array.isArray(delta.tool_calls)) {
+        for (const item of delta.tool_calls) {
+          if (!isObject(item)) continue;
+          const index = typeof item.index === 'number' ? item.index : this.#calls.size;
+          const fn = isObject(item.function) ? item.function : {};
+          let call = this.#calls.get(index);
+          if (!call) {
+            call = {
+              id: typeof item.id === 'string' ? item.id : `call_${index}`,
+              name: typeof fn.name === 'string' ? fn.name : '',
+              args: '',
+            };
+            this.#calls.set(index, call);
+            parts.push({ type: 'tool-call-start', index, id: call.id, name: call.name });
+          }
+          if (typeof fn.arguments === 'string' && fn.arguments !== '') {
+            call.args += fn.arguments;
+            parts.push({ type: 'tool-call-delta', index, argumentsDelta: fn.arguments });
+          }
+        }
+      }
+      if (typeof choice.finish_reason === 'string') this.#finishReason = choice.finish_reason;
+    }
+    if (isObject(chunk.usage)) parts.push({ type: 'usage', usage: openAiUsage(chunk.usage) });
+    return parts;
+  }
+
+  finish(incomplete: boolean): StreamPart[] {
+    if (!this.#done && (incomplete || this.#finishReason === null)) {
+      throw new ProviderError({
+        kind: 'truncated',
+        provider: this.#provider,
+        message: `${this.#provider}: the stream ended before the completion did (no finish reason${incomplete ? ', an event cut in half' : ''}).`,
+      });
+    }
+    return this.#closing();
+  }
+
+  #closing(): StreamPart[] {
+    const parts: StreamPart[] = [];
+    for (const [index, call] of [...this.#calls.entries()].sort((a, b) => a[0] - b[0])) {
+      parts.push({
+        type: 'tool-call-end',
+        index,
+        id: call.id,
+        name: call.name,
+        args: parseArguments(call.args, call.name, this.#provider),
+      });
+    }
+    parts.push({ type: 'end', finishReason: this.#finishReason });
+    return parts;
+  }
+
+  whole(body: unknown): StreamPart[] {
+    if (!isObject(body))
+      throw new ProviderError({
+        kind: 'undecodable',
+        provider: this.#provider,
+        message: `${this.#provider}: the answer is not a JSON object`,
+      });
+    if (body.error !== undefined) throw vendorError(this.#provider, body.error, 500);
+    const parts: StreamPart[] = [];
+    const choice = Array.isArray(body.choices) && isObject(body.choices[0]) ? body.choices[0] : {};
+    const message = isObject(choice.message) ? choice.message : {};
+    if (typeof message.content === 'string' && message.content !== '')
+      parts.push({ type: 'text-delta', text: message.content });
+    if (Array.isArray(message.tool_calls)) {
+      message.tool_calls.forEach((item, index) => {
+        if (!isObject(item)) return;
+        const fn = isObject(item.function) ? item.function : {};
+        const call = {
+          id: typeof item.id === 'string' ? item.id : `call_${index}`,
+          name: typeof fn.name === 'string' ? fn.name : '',
+          args: typeof fn.arguments === 'string' ? fn.arguments : '',
+        };
+        this.#calls.set(index, call);
+        parts.push({ type: 'tool-call-start', index, id: call.id, name: call.name });
+      });
+    }
+    this.#finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : 'stop';
+    if (isObject(body.usage)) parts.push({ type: 'usage', usage: openAiUsage(body.usage) });
+    this.#done = true;
+    return [...parts, ...this.#closing()];
+  }
+}
+
+export const openAiWire: Wire = {
+  vendor: 'openai',
+  request(request, config) {
+    const body: Json = {
+      model: config.model,
+      messages: openAiMessages(request, config),
+      stream: true,
+      stream_options: { include_usage: true },
+    };
+    if (request.tools.length > 0) {
+      body.tools = request.tools.map((tool) => ({
+        type: 'function',
+        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+      }));
+    }
+    if (config.maxTokens !== null) body.max_tokens = config.maxTokens;
+    if (config.promptCacheKey && request.options?.cacheKey) body.prompt_cache_key = request.options.cacheKey;
+    Object.assign(body, config.extraBody);
+    return {
+      method: 'POST',
+      url: joinUrl(config.baseUrl, '/chat/completions'),
+      headers: {
+        ...config.headers,
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        ...affinity(request),
+      },
+      body: JSON.stringify(body),
+    };
+  },
+  decoder: (config) => new OpenAiDecoder(config.name),
+  models: (config) => ({
+    method: 'GET',
+    url: joinUrl(config.baseUrl, '/models'),
+    headers: { ...config.headers, accept: 'application/json' },
+  }),
+  parseModels(body) {
+    const data = isObject(body) && Array.isArray(body.data) ? body.data : [];
+    return data.filter(isObject).map((model) => {
+      const pricing = isObject(model.pricing) ? model.pricing : null;
+      const perMillion = (value: unknown) => {
+        const n = typeof value === 'string' ? Number(value) : typeof value === 'number' ? value : Number.NaN;
+        return Number.isFinite(n) ? n * 1_000_000 : null;
+      };
+      const window = model.context_length ?? model.context_window ?? model.max_model_len ?? null;
+      return {
+        id: String(model.id),
+        contextWindow: typeof window === 'number' ? window : null,
+        price: pricing ? { input: perMillion(pricing.prompt), output: perMillion(pricing.completion) } : null,
+      };
+    });
+  },
+};
+
+function affinity(request: ModelRequest): Record<string, string> {
+  return request.options?.cacheKey ? { 'x-session-affinity': request.options.cacheKey } : {};
+}
+
+// ---------------------------------------------------------------- Anthropic Messages
+
+type AnthropicBlock = Json;
+
+function anthropicMessages(transcript: readonly TranscriptEntry[]): Json[] {
+  const messages: { role: 'user' | 'assistant'; content: AnthropicBlock[] }[] = [];
+  const push = (role: 'user' | 'assistant', block: AnthropicBlock) => {
+    const last = messages[messages.length - 1];
+    if (last && last.role === role) last.content.push(block);
+    else messages.push({ role, content: [block] });
+  };
+  for (const entry of transcript) {
+    if (entry.role === 'user') push('user', { type: 'text', text: entry.text });
+    else if (entry.role === 'tool') {
+      push('user', {
+        type: 'tool_result',
+        tool_use_id: entry.callId,
+        content: entry.content,
+        ...(entry.isError ? { is_error: true } : {}),
+      });
+    } else {
+      if (entry.text !== '') push('assistant', { type: 'text', text: entry.text });
+      for (const call of entry.toolCalls)
+        push('assistant', { type: 'tool_use', id: call.id, name: call.name, input: call.args });
+      if (entry.text === '' && entry.toolCalls.length === 0) push('assistant', { type: 'text', text: '' });
+    }
+  }
+  return messages;
+}
+
+class AnthropicDecoder implements WireDecoder {
+  readonly #provider: string;
+  readonly #blocks = new Map<
+    number,
+    { kind: 'text' | 'tool' | 'other'; id: string; name: string; args: string; ordinal: number }
+  >();
+  #tools = 0;
+  #usage: CallUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 };
+  #stopReason: string | null = null;
+  #stopped = false;
+
+  constructor(provider: string) {
+    this.#provider = provider;
+  }
+
+  #input(usage: Json): void {
+    const plain = num(usage.input_tokens);
+    const read = num(usage.cache_read_input_tokens);
+    const write = num(usage.cache_creation_input_tokens);
+    // Anthropic counts cached prompt tokens apart from input_tokens; ours include them.
+    this.#usage = { ...this.#usage, inputTokens: plain + read + write, cacheReadTokens: read, cacheWriteTokens: write };
+  }
+
+  event(event: SseEvent): StreamPart[] {
+    const payload = parseJson(event.data, this.#provider);
+    if (!isObject(payload)) return [];
+    const type = typeof payload.type === 'string' ? payload.type : event.event;
+    switch (type) {
+      case 'message_start': {
+        const message = isObject(payload.message) ? payload.message : {};
+        if (isObject(message.usage)) {
+          this.#input(message.usage);
+          this.#usage.outputTokens = num(message.usage.output_tokens);
+        }
+        return [];
+      }
+      case 'content_block_start': {
+        const index = num(payload.index);
+        const block = isObject(payload.content_block) ? payload.content_block : {};
+        if (block.type === 'tool_use') {
+          const entry = {
+            kind: 'tool' as const,
+            id: String(block.id ?? `toolu_${index}`),
+            name: String(block.name ?? ''),
+            args: '',
+            ordinal: this.#tools++,
+          };
+          this.#blocks.set(index, entry);
+          return [{ type: 'tool-call-start', index: entry.ordinal, id: entry.id, name: entry.name }];
+        }
+        this.#blocks.set(index, {
+          kind: block.type === 'text' ? 'text' : 'other',
+          id: '',
+          name: '',
+          args: '',
+          ordinal: -1,
+        });
+        if (block.type === 'text' && typeof block.text === 'string' && block.text !== '')
+          return [{ type: 'text-delta', text: block.text }];
+        return [];
+      }
+      case 'content_block_delta': {
+        const block = this.#blocks.get(num(payload.index));
+        const delta = isObject(payload.delta) ? payload.delta : {};
+        if (delta.type === 'text_delta' && typeof delta.text === 'string')
+          return [{ type: 'text-delta', text: delta.text }];
+        if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string' && block?.kind === 'tool') {
+          block.args += delta.partial_json;
+          return delta.partial_json === ''
+            ? []
+            : [{ type: 'tool-call-delta', index: block.ordinal, argumentsDelta: delta.partial_json }];
+        }
+        return [];
+      }
+      case 'content_block_stop': {
+        const block = this.#blocks.get(num(payload.index));
+        if (block?.kind !== 'tool') return [];
+        return [
+          {
+            type: 'tool-call-end',
+            index: block.ordinal,
+            id: block.id,
+            name: block.name,
+            args: parseArguments(block.args, block.name, this.#provider),
+          },
+        ];
+      }
+      case 'message_delta': {
+        const delta = isObject(payload.delta) ? payload.delta : {};
+        if (typeof delta.stop_reason === 'string') this.#stopReason = delta.stop_reason;
+        if (isObject(payload.usage)) {
+          if (payload.usage.output_tokens !== undefined) this.#usage.outputTokens = num(payload.usage.output_tokens);
+          if (payload.usage.input_tokens !== undefined) this.#input(payload.usage);
+        }
+        return [];
+      }
+      case 'message_stop':
+        this.#stopped = true;
+        return [{ type: 'usage', usage: { ...this.#usage } }];
+      case 'error': {
+        const error = isObject(payload.error) ? payload.error : {};
+        // Anthropic's overloaded_error is its HTTP 529.
+        throw vendorError(
+          this.#provider,
+          { message: error.message ?? error.type, code: error.type === 'overloaded_error' ? 529 : 500 },
+          500,
+        );
+      }
+      default:
+        return [];
+    }
+  }
+
+  finish(incomplete: boolean): StreamPart[] {
+    if (!this.#stopped) {
+      throw new ProviderError({
+        kind: 'truncated',
+        provider: this.#provider,
+        message: `${this.#provider}: the stream ended before message_stop${incomplete ? ' (an event cut in half)' : ''}.`,
+      });
+    }
+    return [{ type: 'end', finishReason: this.#stopReason }];
+  }
+
+  whole(body: unknown): StreamPart[] {
+    if (!isObject(body))
+      throw new ProviderError({
+        kind: 'undecodable',
+        provider: this.#provider,
+        message: `${this.#provider}: the answer is not a JSON object`,
+      });
+    if (body.type === 'error') throw vendorError(this.#provider, body.error, 500);
+    const parts: StreamPart[] = [];
+    const content = Array.isArray(body.content) ? body.content : [];
+    for (const block of content) {
+      if (!isObject(block)) continue;
+      if (block.type === 'text' && typeof block.text === 'string') parts.push({ type: 'text-delta', text: block.text });
+      if (block.type === 'tool_use') {
+        const ordinal = this.#tools++;
+        const id = String(block.id);
+        const name = String(block.name);
+        parts.push({ type: 'tool-call-start', index: ordinal, id, name });
+        parts.push({ type: 'tool-call-end', index: ordinal, id, name, args: isObject(block.input) ? block.input : {} });
+      }
+    }
+    if (isObject(body.usage)) {
+      this.#input(body.usage);
+      this.#usage.outputTokens = num(body.usage.output_tokens);
+    }
+    parts.push({ type: 'usage', usage: { ...this.#usage } });
+    parts.push({ type: 'end', finishReason: typeof body.stop_reason === 'string' ? body.stop_reason : null });
+    return parts;
+  }
+}
+
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+export const anthropicWire: Wire = {
+  vendor: 'anthropic',
+  request(request, config) {
+    const body: Json = {
+      model: config.model,
+      max_tokens: config.maxTokens ?? 4096,
+      // One breakpoint at the end of the system block: tools (which come first) and instructions are cached together.
+      system: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }],
+      messages: anthropicMessages(request.transcript),
+      stream: true,
+    };
+    if (request.tools.length > 0) {
+      body.tools = request.tools.map((tool) => ({
+        name: tool.name,
+        description: tool.description,
+        input_schema: tool.parameters,
+      }));
+    }
+    Object.assign(body, config.extraBody);
+    return {
+      method: 'POST',
+      url: joinUrl(config.baseUrl, '/v1/messages'),
+      headers: {
+        ...config.headers,
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        ...affinity(request),
+      },
+      body: JSON.stringify(body),
+    };
+  },
+  decoder: (config) => new AnthropicDecoder(config.name),
+  models: (config) => ({
+    method: 'GET',
+    url: joinUrl(config.baseUrl, '/v1/models'),
+    headers: { ...config.headers, accept: 'application/json' },
+  }),
+  parseModels(body) {
+    const data = isObject(body) && Array.isArray(body.data) ? body.data : [];
+    return data.filter(isObject).map((model) => ({ id: String(model.id), contextWindow: null, price: null }));
+  },
+};
+
+/** Tool calls of a finished stream, in the order the model made them. */
+export function toolCallsOf(ends: Extract<StreamPart, { type: 'tool-call-end' }>[]): ToolCall[] {
+  return [...ends].sort((a, b) => a.index - b.index).map((end) => ({ id: end.id, name: end.name, args: end.args }));
+}
