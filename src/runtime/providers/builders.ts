@@ -213,7 +213,7 @@ export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
     const inner = (spec as { providers?: unknown }).providers;
     if (!Array.isArray(inner) || inner.length === 0)
       throw new InvalidArgumentError(`${where}: a fallback needs a non-empty providers list.`);
-    inner.forEach((item, index) => checkProviderSpec(item, `${where} (fallback provider ${index})`));
+    for (const [index, item] of inner.entries()) checkProviderSpec(item, `${where} (fallback provider ${index})`);
     return spec as ProviderSpec;
   }
   if (kind === 'openai' || kind === 'anthropic' || kind === 'openrouter' || kind === 'compatible') {

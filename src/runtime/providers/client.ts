@@ -9,7 +9,6 @@ import { ErrorCode, HarnessError } from '../../errors.js';
 import type {
   CallAttempt,
   Completion,
-  FallbackProviderSpec,
   HttpProviderSpec,
   ModelRequest,
   Provider,
