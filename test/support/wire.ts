@@ -1,0 +1,26 @@
+/** Driving the runtime over real HTTP: the scripted model server, answering per agent. */
+import { createServer } from 'node:net';
+import { assistantTurns, type ModelScript, type ScriptedAnswer, systemText } from '../../dist/testing/index.js';
+
+/** The address of the agent a request comes from, read off the system prompt the runtime sends. */
+export function agentOf(call: Parameters<ModelScript>[0]): string {
+  return /You are agent "([^"]+)"/.exec(systemText(call))?.[1] ?? '?';
+}
+
+/** Each agent answers from its own list, one answer per turn; the last repeats. `*` is for everyone else. */
+export function programs(table: Record<string, ScriptedAnswer[]>): ModelScript {
+  return (call) => {
+    const list = table[agentOf(call)] ?? table['*'] ?? [{ text: 'done' }];
+    return list[Math.min(assistantTurns(call), list.length - 1)] as ScriptedAnswer;
+  };
+}
+
+/** A loopback port nothing listens on. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (typeof address !== 'object' || address === null) throw new Error('no port');
+  return address.port;
+}
