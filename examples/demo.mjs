@@ -1,12 +1,15 @@
-// npm run demo: a real fan-out tree on the embedded scripted model. A root spawns
-// eight workers that message each other and report back; progress comes from the
-// event bus; the ledger and the trace's location are printed at the end.
+// npm run demo: a real fan-out tree on the embedded scripted model server. A root spawns
+// eight workers that message each other and report back; every agent talks to the model
+// over HTTP in the OpenAI wire format, from its own worker thread; progress comes from
+// the event bus; the ledger and the trace's location are printed at the end.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Store, Supervisor } from 'io-harness';
+import { OpenAI, Store, Supervisor } from 'io-harness';
+import { ScriptedModelServer } from 'io-harness/testing';
+import { demoModel } from './demo-script.mjs';
 
+const model = await ScriptedModelServer.start(demoModel({ workers: 8 }));
 const path = join(mkdtempSync(join(tmpdir(), 'io-harness-demo-')), 'runs.db');
 const store = await Store.open(path);
 const supervisor = await Supervisor.start(store, { maxConcurrentAgents: 4 });
@@ -37,11 +40,8 @@ supervisor.observe((event) => {
 
 const handle = supervisor.run({
   task: 'Survey the project in eight parts and report back.',
-  provider: {
-    kind: 'module',
-    module: fileURLToPath(new URL('./demo-script.mjs', import.meta.url)),
-    options: { workers: 8 },
-  },
+  // With a real key this line is OpenAI.fromEnv(); the scripted server speaks the same wire.
+  provider: OpenAI.create({ model: 'scripted', baseUrl: `${model.url}/v1`, apiKey: 'no-key-needed' }),
   budget: { steps: 200, tokens: 200_000 },
 });
 const result = await handle.result;
@@ -52,5 +52,7 @@ console.log(
   `ledger:  ${ledger.root.spent.steps}/${ledger.root.ceilings.steps} steps, ${ledger.root.spent.tokens}/${ledger.root.ceilings.tokens} tokens, ${ledger.draws.length} draws over ${result.runs} runs`,
 );
 console.log(`trace:   ${path} (root run ${result.rootId})`);
+console.log(`model:   ${model.calls.length} calls over HTTP to the scripted model server at ${model.url}`);
 await supervisor.close();
+await model.close();
 store.close();

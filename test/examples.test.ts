@@ -22,5 +22,10 @@ describe('the README and the demo', () => {
     expect(out).toMatch(/ledger: {2}\d+\/200 steps/);
     expect(out).toMatch(/trace: {3}\S+runs\.db/);
     expect(out.match(/-> worker-\d/g)?.length).toBe(4);
+    // Every step was one HTTP call to the scripted model server.
+    const steps = Number(/ledger: {2}(\d+)\/200 steps/.exec(out)?.[1]);
+    const calls = Number(/model: {3}(\d+) calls over HTTP to the scripted model server/.exec(out)?.[1]);
+    expect(calls).toBe(steps);
+    expect(steps).toBeGreaterThanOrEqual(18);
   });
 });
