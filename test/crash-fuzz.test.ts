@@ -1,6 +1,6 @@
 /**
- * Crash fuzz: a child process drives a tree of 56 agents on a seeded scripted model
- * and is SIGKILLed (a real kill -9, by the store actor's test hook) at seeded points
+ * Crash fuzz: a child process drives a tree of 56 agents, each calling a seeded
+ * scripted model over HTTP (the OpenAI wire, a server in the same process), and is SIGKILLed (a real kill -9, by the store actor's test hook) at seeded points
  * before, inside and after a commit, mid-spawn, mid-message and mid-queue. A fresh
  * process resumes it, sometimes is killed again, and a last one finishes it. Every
  * durability invariant is checked, and the outcome and ledger must equal those of an
@@ -14,7 +14,7 @@ const SEED = Number(process.env.IO_HARNESS_FUZZ_SEED ?? 20261129);
 const KILLS_REQUIRED = 50;
 const MAX_ATTEMPTS = 80;
 const base = {
-  script: 'tree',
+  wireScript: 'tree-wire#treeScript',
   options: { workers: 50, perStep: 10 },
   supervisor: { maxConcurrentAgents: 8 },
   run: { budget: { steps: 1000, tokens: 100000 } },
@@ -84,11 +84,11 @@ describe('crash-resume', () => {
         points.push(point);
         // A second crash on the way back, for a third of the seeds.
         if (random() < 0.33) {
-          const again = await drive({ store: path, mode: 'resume', rootId, killAt: killPoint(random) });
+          const again = await drive({ ...base, store: path, mode: 'resume', rootId, killAt: killPoint(random) });
           acks.push(...again.acks);
           if (!again.result) expect((await again.exited).signal, again.stderr).toBe('SIGKILL');
         }
-        const last = await drive({ store: path, mode: 'resume', rootId });
+        const last = await drive({ ...base, store: path, mode: 'resume', rootId });
         acks.push(...last.acks);
         expect(last.error, `${point}: ${last.stderr}`).toBeUndefined();
         expect(last.result?.status).toBe('finished');

@@ -269,3 +269,60 @@ describe('retries, rate limits and the catalogue', () => {
     ]);
   });
 });
+
+describe('the fast lane for plain text events', () => {
+  it('reads any split of a long stream, with escapes, quotes and multi-byte text, as the full parse does', async () => {
+    const { createServer } = await import('node:http');
+    const pieces = [
+      'plain ',
+      'with "quotes" ',
+      'a \\ backslash ',
+      'tab\tand newline\n',
+      'ünïcödé ',
+      '😀 emoji ',
+      'end',
+    ];
+    const texts: string[] = [];
+    for (let i = 0; i < 300; i++) texts.push(pieces[i % pieces.length] as string);
+    const frame = (delta: unknown, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const body = Buffer.from(
+      [
+        frame({ role: 'assistant', content: '' }),
+        ...texts.map((text) => frame({ content: text })),
+        frame({}, 'stop'),
+        'data: [DONE]\n\n',
+      ].join(''),
+    );
+    let cut = 1;
+    const http = createServer((request, response) => {
+      request.resume();
+      request.on('end', async () => {
+        response.writeHead(200, { 'content-type': 'text/event-stream' });
+        // Chunks of a size that changes every request, so events and characters are split everywhere.
+        for (let at = 0; at < body.length; at += cut) {
+          response.write(body.subarray(at, at + cut));
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        response.end();
+      });
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    const port = (http.address() as { port: number }).port;
+    const provider = await loadProvider({
+      kind: 'openai',
+      model: 'm',
+      baseUrl: `http://127.0.0.1:${port}/v1`,
+      apiKey: 'k',
+    });
+    try {
+      for (cut of [1, 7, 97, 1000, 65536]) {
+        const completion = await provider.complete(request([{ role: 'user', text: 'go' }]));
+        expect(completion.text, `chunks of ${cut}`).toBe(texts.join(''));
+        expect(completion.finishReason).toBe('stop');
+      }
+    } finally {
+      http.close();
+    }
+  });
+});

@@ -1,9 +1,12 @@
 // A child process that drives a tree and reports on stdout, one JSON object a line:
 //   {"rootId"} once the tree exists, {"ack":[runId, seq]} for every committed step,
 //   then {"result"} or {"error"}. Killed with SIGKILL by the crash tests.
-// usage: node driver.mjs <json: { store, mode: 'run'|'resume', rootId?, script, options?, killAt?, supervisor?, run? }>
+// usage: node driver.mjs <json: { store, mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
+// With `wireScript`, the process hosts the scripted model server and its agents call it over
+// HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
 import { fileURLToPath } from 'node:url';
-import { Store, Supervisor } from '../../dist/index.js';
+import { OpenAI, Store, Supervisor } from '../../dist/index.js';
+import { ScriptedModelServer } from '../../dist/testing/index.js';
 
 const config = JSON.parse(process.argv[2]);
 const say = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -12,20 +15,32 @@ const supervisor = await Supervisor.start(store, { ...(config.supervisor ?? {}),
 supervisor.observe((event) => {
   if (event.type === 'step-end') say({ ack: [event.runId, event.seq] });
 });
+let server = null;
+let provider;
+if (config.wireScript) {
+  const [file, name] = config.wireScript.split('#');
+  const mod = await import(new URL(`./scripts/${file}.mjs`, import.meta.url).href);
+  server = await ScriptedModelServer.start(mod[name](config.options ?? {}));
+  provider = OpenAI.create({
+    model: 'scripted',
+    baseUrl: `${server.url}/v1`,
+    apiKey: 'no-key',
+    retry: { baseDelayMs: 5 },
+  });
+} else if (config.script) {
+  provider = {
+    kind: 'module',
+    module: fileURLToPath(new URL(`./scripts/${config.script}.mjs`, import.meta.url)),
+    options: config.options ?? {},
+  };
+}
 try {
   let handle;
   if (config.mode === 'run') {
-    handle = supervisor.run({
-      task: config.task ?? 'run the seeded tree',
-      provider: {
-        kind: 'module',
-        module: fileURLToPath(new URL(`./scripts/${config.script}.mjs`, import.meta.url)),
-        options: config.options ?? {},
-      },
-      ...(config.run ?? {}),
-    });
+    handle = supervisor.run({ task: config.task ?? 'run the seeded tree', provider, ...(config.run ?? {}) });
   } else {
-    handle = await supervisor.resume(config.rootId);
+    // The key was never stored: hand the provider back (its server is new, at a new port).
+    handle = await supervisor.resume(config.rootId, provider ? { provider } : {});
   }
   say({ rootId: handle.rootId, pid: process.pid, owner: supervisor.owner });
   const result = await handle.result;
@@ -34,4 +49,5 @@ try {
   say({ error: { code: error.code, message: error.message, details: error.details ?? null } });
 }
 await supervisor.close();
+await server?.close();
 store.close();

@@ -16,6 +16,8 @@ export interface DriverConfig {
   mode: 'run' | 'resume';
   rootId?: string;
   script?: string;
+  /** `file#export`: a ModelScript factory under scripts/, served over HTTP by the driver. */
+  wireScript?: string;
   options?: Record<string, unknown>;
   killAt?: string | null;
   supervisor?: Record<string, unknown>;

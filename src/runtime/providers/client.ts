@@ -4,6 +4,7 @@
  * from a serialisable spec.
  */
 import { performance } from 'node:perf_hooks';
+import { StringDecoder } from 'node:string_decoder';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type {
@@ -20,7 +21,7 @@ import { readText, recordingTransport, replayTransport, type Transport, undiciTr
 import { findPreset } from './presets.js';
 import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
 import { SseParser } from './sse.js';
-import { type CallUsage, type ModelInfo, ProviderError, type StreamPart } from './types.js';
+import { type CallUsage, type ModelInfo, ProviderError, type RateLimits, type StreamPart } from './types.js';
 import { anthropicWire, openAiWire, toolCallsOf, type Wire, type WireConfig } from './wires.js';
 
 const DEFAULT_BASE_URLS = {
@@ -60,11 +61,11 @@ export class HttpProvider implements Provider {
     return this.#retry;
   }
 
-  /** The completion as it streams: text deltas, tool-call starts, deltas and ends, usage, end. */
-  async *stream(
-    request: ModelRequest,
-    signal?: AbortSignal,
-  ): AsyncGenerator<StreamPart, { rateLimits: ReturnType<typeof parseRateLimits> }> {
+  /**
+   * Sends the request and hands every part to `onPart`, synchronously, as each chunk of
+   * the body is decoded. The hot path: no promise per part, only per network chunk.
+   */
+  async #run(request: ModelRequest, onPart: (part: StreamPart) => void, signal?: AbortSignal): Promise<RateLimits> {
     const wire = this.#wire.request(request, this.#config);
     const response = await this.#transport.send(wire, this.name, signal);
     const rateLimits = parseRateLimits(response.headers);
@@ -81,6 +82,9 @@ export class HttpProvider implements Provider {
       });
     }
     const decoder = this.#wire.decoder(this.#config);
+    const emit = (parts: StreamPart[]) => {
+      for (const part of parts) onPart(part);
+    };
     const contentType = response.headers.find(([name]) => name === 'content-type')?.[1] ?? '';
     if (contentType.includes('application/json')) {
       const text = await readText(response.body, 16 * 1024 * 1024);
@@ -95,27 +99,83 @@ export class HttpProvider implements Provider {
           cause,
         });
       }
-      yield* decoder.whole(body);
-      return { rateLimits };
+      emit(decoder.whole(body));
+      return rateLimits;
     }
     const parser = new SseParser();
-    const utf8 = new TextDecoder();
+    // StringDecoder keeps a character split across chunks whole, at several times TextDecoder's speed.
+    const utf8 = new StringDecoder('utf8');
+    const onText = (text: string) => onPart({ type: 'text-delta', text });
     for await (const chunk of response.body) {
-      for (const event of parser.push(utf8.decode(chunk, { stream: true }))) yield* decoder.event(event);
+      let text = utf8.write(chunk as Buffer);
+      for (;;) {
+        // The fast lane reads runs of plain text events; the parser takes whatever breaks a run.
+        if (decoder.scan && parser.idle()) {
+          const read = decoder.scan(text, onText);
+          if (read > 0) text = text.slice(read);
+        }
+        const cut = text.indexOf('\n\n');
+        if (cut < 0 || !decoder.scan) {
+          for (const event of parser.push(text)) emit(decoder.event(event));
+          break;
+        }
+        // One event at a time through the parser, so the fast lane can resume after it.
+        for (const event of parser.push(text.slice(0, cut + 2))) emit(decoder.event(event));
+        text = text.slice(cut + 2);
+        if (text.length === 0) break;
+      }
     }
-    const tail = parser.push(utf8.decode());
-    for (const event of tail) yield* decoder.event(event);
+    for (const event of parser.push(utf8.end())) emit(decoder.event(event));
     const ended = parser.end();
-    for (const event of ended.events) yield* decoder.event(event);
-    yield* decoder.finish(ended.incomplete);
-    return { rateLimits };
+    for (const event of ended.events) emit(decoder.event(event));
+    emit(decoder.finish(ended.incomplete));
+    return rateLimits;
+  }
+
+  /** The completion as it streams: text deltas, tool-call starts, deltas and ends, usage, end. One try, no retries. */
+  async *stream(request: ModelRequest, signal?: AbortSignal): AsyncGenerator<StreamPart, RateLimits> {
+    const queue: StreamPart[] = [];
+    let wake: (() => void) | null = null;
+    let finished = false;
+    let failure: unknown = null;
+    let rateLimits: RateLimits | null = null;
+    this.#run(
+      request,
+      (part) => {
+        queue.push(part);
+        wake?.();
+      },
+      signal,
+    ).then(
+      (limits) => {
+        rateLimits = limits;
+        finished = true;
+        wake?.();
+      },
+      (error: unknown) => {
+        failure = error;
+        finished = true;
+        wake?.();
+      },
+    );
+    for (;;) {
+      while (queue.length > 0) yield queue.shift() as StreamPart;
+      if (finished) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+      wake = null;
+    }
+    while (queue.length > 0) yield queue.shift() as StreamPart;
+    if (failure !== null) throw failure;
+    return rateLimits as unknown as RateLimits;
   }
 
   /** One try: the stream gathered into a completion. */
   async once(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
     const started = performance.now();
     let firstToken: number | null = null;
-    let text = '';
+    const text: string[] = [];
     let usage: CallUsage = {
       inputTokens: 0,
       outputTokens: 0,
@@ -125,21 +185,21 @@ export class HttpProvider implements Provider {
     };
     let finishReason: string | null = null;
     const ends: Extract<StreamPart, { type: 'tool-call-end' }>[] = [];
-    const stream = this.stream(request, signal);
-    let step = await stream.next();
-    while (!step.done) {
-      const part = step.value;
-      if (firstToken === null && (part.type === 'text-delta' || part.type === 'tool-call-start'))
-        firstToken = performance.now();
-      if (part.type === 'text-delta') text += part.text;
-      else if (part.type === 'tool-call-end') ends.push(part);
-      else if (part.type === 'usage') usage = part.usage;
-      else if (part.type === 'end') finishReason = part.finishReason;
-      step = await stream.next();
-    }
+    const rateLimits = await this.#run(
+      request,
+      (part) => {
+        if (firstToken === null && (part.type === 'text-delta' || part.type === 'tool-call-start'))
+          firstToken = performance.now();
+        if (part.type === 'text-delta') text.push(part.text);
+        else if (part.type === 'tool-call-end') ends.push(part);
+        else if (part.type === 'usage') usage = part.usage;
+        else if (part.type === 'end') finishReason = part.finishReason;
+      },
+      signal,
+    );
     const finished = performance.now();
     return {
-      text,
+      text: text.join(''),
       toolCalls: toolCallsOf(ends),
       usage,
       model: this.model,
@@ -147,7 +207,7 @@ export class HttpProvider implements Provider {
       finishReason,
       latencyMs: finished - started,
       timeToFirstTokenMs: firstToken === null ? null : firstToken - started,
-      rateLimits: step.value.rateLimits,
+      rateLimits,
     };
   }
 

@@ -35,6 +35,21 @@ export class SseParser {
   private eventOpen = false;
   private ended = false;
 
+  /**
+   * True between events: no line begun, no field of an unfinished event read, the stream
+   * start seen. Only then may a caller read whole events off a chunk itself (a decoder's
+   * fast lane for its commonest event) and hand the parser the rest.
+   */
+  idle(): boolean {
+    return (
+      this.startChecked &&
+      !this.eventOpen &&
+      !this.skipLeadingLineFeed &&
+      this.partialLine.length === 0 &&
+      this.data === null
+    );
+  }
+
   /** Feeds the next piece of the stream; returns the events it completed, in order. */
   push(chunk: string): SseEvent[] {
     if (this.ended) throw new Error('SseParser.push called after end()');

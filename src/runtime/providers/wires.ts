@@ -28,6 +28,11 @@ export interface WireConfig {
 }
 
 export interface WireDecoder {
+  /**
+   * Optional fast lane: reads plain text events straight off a chunk while the SSE
+   * parser is between events, calling `onText` for each; returns the characters read.
+   */
+  scan?(text: string, onText: (text: string) => void): number;
   /** The parts one event carries. Throws a ProviderError for an undecodable event or a vendor-reported error. */
   event(event: SseEvent): StreamPart[];
   /** The closing parts; throws `truncated` when the vendor never said it was done. */
@@ -96,6 +101,109 @@ function joinUrl(base: string, path: string): string {
   return `${base.replace(/\/+$/, '')}${path}`;
 }
 
+/**
+ * Reads plain text-delta events without JSON.parse. Almost every event of a long
+ * completion is one, and parsing each is most of what streaming costs. The first plain
+ * event of a stream is checked field by field: `marker` ends with the opening quote of
+ * its text, the text's object must close right after the text, and none of `absent`
+ * may follow it. Its bytes before and after the text then become a template: a later
+ * event identical but for a quote-free text is the same JSON with another text, read by
+ * two comparisons. Anything else returns null and is parsed whole.
+ */
+class PlainText {
+  readonly #marker: string;
+  readonly #absent: readonly string[];
+  /** The template: what comes before and after the text of a plain event ('' until learned). */
+  #prefix = '';
+  #suffix = '';
+
+  constructor(marker: string, absent: readonly string[]) {
+    this.#marker = marker;
+    this.#absent = absent;
+  }
+
+  read(data: string): string | null {
+    const prefix = this.#prefix;
+    const suffix = this.#suffix;
+    // slice-and-compare, not startsWith/endsWith: with a search string that is not a
+    // constant, V8's startsWith is several times slower here, and this runs per event.
+    const end = data.length - suffix.length;
+    if (
+      prefix.length > 0 &&
+      end >= prefix.length &&
+      data.slice(0, prefix.length) === prefix &&
+      data.slice(end) === suffix
+    ) {
+      const raw = data.slice(prefix.length, end);
+      if (raw.indexOf('"') < 0) return unescape(raw);
+    }
+    return this.#learn(data);
+  }
+
+  /**
+   * Reads, straight off a chunk of the stream, the plain events at its start: each
+   * exactly `head` (the SSE lines before the data, then the template's prefix), a text
+   * with no quote, the suffix, and the blank line. Returns how many characters it read;
+   * the SSE parser takes the rest. Events framed any other way (CRLF, comments, other
+   * fields) simply end the fast lane.
+   */
+  scan(text: string, head: string, onText: (text: string) => void): number {
+    if (this.#prefix.length === 0) return 0;
+    const lead = head + this.#prefix;
+    const suffix = this.#suffix;
+    let position = 0;
+    for (;;) {
+      const start = position + lead.length;
+      if (text.length < start || text.slice(position, start) !== lead) break;
+      const end = text.indexOf('\n\n', start);
+      if (end < 0) break;
+      const textEnd = end - suffix.length;
+      if (textEnd < start || text.slice(textEnd, end) !== suffix) break;
+      const raw = text.slice(start, textEnd);
+      if (raw.indexOf('"') >= 0 || raw.indexOf('\n') >= 0 || raw.indexOf('\r') >= 0) break;
+      const value = unescape(raw);
+      if (value === null) break;
+      if (value !== '') onText(value);
+      position = end + 2;
+    }
+    return position;
+  }
+
+  #learn(data: string): string | null {
+    const at = data.indexOf(this.#marker);
+    if (at < 0 || data.charCodeAt(0) !== 123 || data.charCodeAt(data.length - 1) !== 125) return null;
+    const start = at + this.#marker.length;
+    let quote = data.indexOf('"', start);
+    for (;;) {
+      if (quote < 0) return null;
+      let backslashes = 0;
+      while (data.charCodeAt(quote - 1 - backslashes) === 92) backslashes++;
+      if (backslashes % 2 === 0) break;
+      quote = data.indexOf('"', quote + 1);
+    }
+    if (data.charCodeAt(quote + 1) !== 125) return null;
+    for (const text of this.#absent) if (data.indexOf(text, quote) >= 0) return null;
+    this.#prefix = data.slice(0, start);
+    this.#suffix = data.slice(quote);
+    return unescape(data.slice(start, quote));
+  }
+}
+
+function unescape(raw: string): string | null {
+  if (raw.indexOf('\\') < 0) return raw;
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return null;
+  }
+}
+
+const OPENAI_TEXT = '"delta":{"content":"';
+// A mid-stream error carries a finish reason (OpenRouter: "error") or no text delta at all.
+const OPENAI_NOT_PLAIN = ['"finish_reason":"', '"usage":{', '"error":{'] as const;
+const ANTHROPIC_TEXT = '"delta":{"type":"text_delta","text":"';
+const ANTHROPIC_NOT_PLAIN = [] as const;
+
 // ---------------------------------------------------------------- OpenAI chat completions
 
 function openAiMessages(request: ModelRequest, config: WireConfig): Json[] {
@@ -136,6 +244,11 @@ function openAiUsage(usage: Json): CallUsage {
 
 class OpenAiDecoder implements WireDecoder {
   readonly #provider: string;
+  readonly #plain = new PlainText(OPENAI_TEXT, OPENAI_NOT_PLAIN);
+
+  scan(text: string, onText: (text: string) => void): number {
+    return this.#plain.scan(text, 'data: ', onText);
+  }
   readonly #calls = new Map<number, { id: string; name: string; args: string }>();
   #done = false;
   #finishReason: string | null = null;
@@ -149,6 +262,8 @@ class OpenAiDecoder implements WireDecoder {
       this.#done = true;
       return [];
     }
+    const fast = this.#plain.read(event.data);
+    if (fast !== null) return fast === '' ? [] : [{ type: 'text-delta', text: fast }];
     const chunk = parseJson(event.data, this.#provider);
     if (!isObject(chunk)) return [];
     if (chunk.error !== undefined) throw vendorError(this.#provider, chunk.error, 500);
@@ -335,6 +450,11 @@ function anthropicMessages(transcript: readonly TranscriptEntry[]): Json[] {
 
 class AnthropicDecoder implements WireDecoder {
   readonly #provider: string;
+  readonly #plain = new PlainText(ANTHROPIC_TEXT, ANTHROPIC_NOT_PLAIN);
+
+  scan(text: string, onText: (text: string) => void): number {
+    return this.#plain.scan(text, 'event: content_block_delta\ndata: ', onText);
+  }
   readonly #blocks = new Map<
     number,
     { kind: 'text' | 'tool' | 'other'; id: string; name: string; args: string; ordinal: number }
@@ -357,6 +477,10 @@ class AnthropicDecoder implements WireDecoder {
   }
 
   event(event: SseEvent): StreamPart[] {
+    if (event.event === 'content_block_delta') {
+      const fast = this.#plain.read(event.data);
+      if (fast !== null) return fast === '' ? [] : [{ type: 'text-delta', text: fast }];
+    }
     const payload = parseJson(event.data, this.#provider);
     if (!isObject(payload)) return [];
     const type = typeof payload.type === 'string' ? payload.type : event.event;
