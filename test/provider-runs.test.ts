@@ -178,7 +178,7 @@ describe('accounting and cache affinity', () => {
     const [key] = [...keys];
     expect(key).toMatch(/^[0-9a-f]{32}$/);
     expect(JSON.stringify(server.calls.map((call) => call.raw))).not.toContain('chat-42');
-    expect((server.calls[0]?.body as { prompt_cache_key?: string }).prompt_cache_key).toBe(key);
+    expect((server.calls[0]?.body as { prompt_cache_key?: string } | undefined)?.prompt_cache_key).toBe(key);
   });
 });
 

@@ -135,7 +135,7 @@ class PlainText {
       data.slice(end) === suffix
     ) {
       const raw = data.slice(prefix.length, end);
-      if (raw.indexOf('"') < 0) return unescape(raw);
+      if (raw.indexOf('"') < 0) return jsonStringText(raw);
     }
     return this.#learn(data);
   }
@@ -161,7 +161,7 @@ class PlainText {
       if (textEnd < start || text.slice(textEnd, end) !== suffix) break;
       const raw = text.slice(start, textEnd);
       if (raw.indexOf('"') >= 0 || raw.indexOf('\n') >= 0 || raw.indexOf('\r') >= 0) break;
-      const value = unescape(raw);
+      const value = jsonStringText(raw);
       if (value === null) break;
       if (value !== '') onText(value);
       position = end + 2;
@@ -185,11 +185,11 @@ class PlainText {
     for (const text of this.#absent) if (data.indexOf(text, quote) >= 0) return null;
     this.#prefix = data.slice(0, start);
     this.#suffix = data.slice(quote);
-    return unescape(data.slice(start, quote));
+    return jsonStringText(data.slice(start, quote));
   }
 }
 
-function unescape(raw: string): string | null {
+function jsonStringText(raw: string): string | null {
   if (raw.indexOf('\\') < 0) return raw;
   try {
     return JSON.parse(`"${raw}"`) as string;
