@@ -7,7 +7,7 @@ import { loadProvider } from 'io-harness';
 import { request } from 'undici';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 60);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 150);
 const TTFT_ROUNDS = Number(process.env.BENCH_TTFT_ROUNDS ?? 300);
 
 const chunk = (delta) =>

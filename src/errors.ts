@@ -21,7 +21,6 @@ export const ErrorCode = {
   StepOutOfOrder: 'STEP_OUT_OF_ORDER',
   ProviderLoadFailed: 'PROVIDER_LOAD_FAILED',
   ProviderFailed: 'PROVIDER_FAILED',
-  ProviderUnreachable: 'PROVIDER_UNREACHABLE',
   ReplayMiss: 'REPLAY_MISS',
   SupervisorClosed: 'SUPERVISOR_CLOSED',
   Internal: 'INTERNAL',

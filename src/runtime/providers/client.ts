@@ -65,7 +65,12 @@ export class HttpProvider implements Provider {
    * Sends the request and hands every part to `onPart`, synchronously, as each chunk of
    * the body is decoded. The hot path: no promise per part, only per network chunk.
    */
-  async #run(request: ModelRequest, onPart: (part: StreamPart) => void, signal?: AbortSignal): Promise<RateLimits> {
+  async #run(
+    request: ModelRequest,
+    onPart: (part: StreamPart) => void,
+    signal?: AbortSignal,
+    onText: (text: string) => void = (text) => onPart({ type: 'text-delta', text }),
+  ): Promise<RateLimits> {
     const wire = this.#wire.request(request, this.#config);
     const response = await this.#transport.send(wire, this.name, signal);
     const rateLimits = parseRateLimits(response.headers);
@@ -105,7 +110,6 @@ export class HttpProvider implements Provider {
     const parser = new SseParser();
     // StringDecoder keeps a character split across chunks whole, at several times TextDecoder's speed.
     const utf8 = new StringDecoder('utf8');
-    const onText = (text: string) => onPart({ type: 'text-delta', text });
     for await (const chunk of response.body) {
       let text = utf8.write(chunk as Buffer);
       for (;;) {
@@ -196,6 +200,11 @@ export class HttpProvider implements Provider {
         else if (part.type === 'end') finishReason = part.finishReason;
       },
       signal,
+      // Text read by the fast lane goes straight to the completion, with no part object.
+      (delta) => {
+        firstToken ??= performance.now();
+        text.push(delta);
+      },
     );
     const finished = performance.now();
     return {
