@@ -23,7 +23,7 @@ describe('admission caps', () => {
     h = await harness({ maxTotalAgents: 3 });
     const result = await h.supervisor.run({
       task: 'too many',
-      provider: script('fanout', { children: 4, finishEarly: true }),
+      provider: await script('fanout', { children: 4, finishEarly: true }),
     }).result;
     expect(result.status).toBe('finished');
     expect(result.runs).toBe(4);
@@ -45,7 +45,7 @@ describe('admission caps', () => {
     h.supervisor.observe((event) => events.push(event));
     const result = await h.supervisor.run({
       task: 'six',
-      provider: script('fanout', { children: 6, steps: 2, latencyMs: 20 }),
+      provider: await script('fanout', { children: 6, steps: 2, latencyMs: 20 }),
     }).result;
     expect(result).toMatchObject({ status: 'finished', reply: '6 reports', runs: 7 });
     expect(peakConcurrency(events, result.rootId)).toBe(2);
@@ -62,7 +62,7 @@ describe('admission caps', () => {
     h.supervisor.observe((event) => events.push(event));
     const result = await h.supervisor.run({
       task: 'hundred',
-      provider: script('fanout', { children: 100, steps: 2, latencyMs: 5 }),
+      provider: await script('fanout', { children: 100, steps: 2, latencyMs: 5 }),
     }).result;
     expect(result).toMatchObject({ status: 'finished', reply: '100 reports', runs: 101 });
     expect(peakConcurrency(events, result.rootId)).toBeLessThanOrEqual(16);
@@ -73,7 +73,7 @@ describe('admission caps', () => {
     h = await harness({ maxConcurrentAgents: 1 });
     const handle = h.supervisor.run({
       task: 'cancel me',
-      provider: script('fanout', { children: 4, steps: 50, latencyMs: 20 }),
+      provider: await script('fanout', { children: 4, steps: 50, latencyMs: 20 }),
     });
     // Cancel once the first child is running and the other three wait in the queue.
     await new Promise<void>((resolve) => {
@@ -101,7 +101,7 @@ describe('admission caps', () => {
     h = await harness();
     const result = await h.supervisor.run({
       task: 'leave early',
-      provider: script('fanout', { children: 2, steps: 4, latencyMs: 30, finishEarly: true }),
+      provider: await script('fanout', { children: 2, steps: 4, latencyMs: 30, finishEarly: true }),
     }).result;
     const runs = h.store.runs(result.rootId);
     expect(runs.every((run) => run.status === 'finished')).toBe(true);

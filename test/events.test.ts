@@ -13,7 +13,7 @@ describe('the event bus', () => {
     const seen: HarnessEvent[] = [];
     h.supervisor.observe((event) => seen.push(event));
     const iterator = h.supervisor.events();
-    const handle = h.supervisor.run({ task: 'demo', provider: script('fanout', { children: 3, steps: 2 }) });
+    const handle = h.supervisor.run({ task: 'demo', provider: await script('fanout', { children: 3, steps: 2 }) });
     const result = await handle.result;
     const stored = h.store.treeEvents(result.rootId);
     expect(seen.map((event) => event.eventId)).toEqual(stored.map((event) => event.eventId));
@@ -46,7 +46,7 @@ describe('the event bus', () => {
   it('filters by run, and keeps each run\u2019s events in order', async () => {
     h = await harness();
     const rootEvents: HarnessEvent[] = [];
-    const handle = h.supervisor.run({ task: 'demo', provider: script('fanout', { children: 2 }) });
+    const handle = h.supervisor.run({ task: 'demo', provider: await script('fanout', { children: 2 }) });
     h.supervisor.observe((event) => rootEvents.push(event), { runId: handle.rootId });
     await handle.result;
     expect(rootEvents.every((event) => event.runId === handle.rootId)).toBe(true);
@@ -61,7 +61,7 @@ describe('the event bus', () => {
       calls++;
       throw new Error('observer bug');
     });
-    const result = await h.supervisor.run({ task: 'demo', provider: script('loop', { steps: 2 }) }).result;
+    const result = await h.supervisor.run({ task: 'demo', provider: await script('loop', { steps: 2 }) }).result;
     expect(result.status).toBe('finished');
     expect(calls).toBe(h.store.treeEvents(result.rootId).length);
   });

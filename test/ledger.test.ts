@@ -17,12 +17,12 @@ describe('one ledger per tree', () => {
     const result = await h.supervisor.run({
       task: 'delegate',
       budget: { steps: 20 },
-      provider: script('program', {
+      provider: await script('program', {
         programs: {
           root: [
             {
               toolCalls: [
-                { name: 'spawn_agent', args: { task: 'big', as: 'big', budget: { steps: 50, tokens: 1000 } } },
+                { name: 'spawn_agent', args: { task: 'big', as: 'big', budget: { steps: 50, tokens: 100_000 } } },
               ],
             },
             { text: 'ok' },
@@ -38,8 +38,8 @@ describe('one ledger per tree', () => {
     expect(result.status).toBe('finished');
     const big = runByAddress(h.store, result.rootId, 'big');
     const bigger = runByAddress(h.store, result.rootId, 'bigger');
-    expect(h.store.account(big.runId)?.ceilings).toEqual({ steps: 20, tokens: 1000, wallMs: null });
-    expect(h.store.account(bigger.runId)?.ceilings).toEqual({ steps: 20, tokens: 1000, wallMs: null });
+    expect(h.store.account(big.runId)?.ceilings).toEqual({ steps: 20, tokens: 100_000, wallMs: null });
+    expect(h.store.account(bigger.runId)?.ceilings).toEqual({ steps: 20, tokens: 100_000, wallMs: null });
     const clamps = h.store.treeEvents(result.rootId).filter((event) => event.type === 'budget-clamped');
     expect(clamps).toEqual([
       expect.objectContaining({
@@ -64,7 +64,7 @@ describe('one ledger per tree', () => {
     const result = await h.supervisor.run({
       task: 'loop',
       budget: { steps: 3 },
-      provider: script('loop', { steps: 10 }),
+      provider: await script('loop', { steps: 10 }),
     }).result;
     expect(result.status).toBe('budget-exhausted');
     expect(result.spent.steps).toBe(3);
@@ -84,7 +84,7 @@ describe('one ledger per tree', () => {
     const result = await h.supervisor.run({
       task: 'loop',
       budget: { tokens: 400 },
-      provider: script('loop', { steps: 30 }),
+      provider: await script('loop', { steps: 30 }),
     }).result;
     expect(result.status).toBe('budget-exhausted');
     const ledger = h.store.ledger(result.rootId);
@@ -102,7 +102,7 @@ describe('one ledger per tree', () => {
     const result = await h.supervisor.run({
       task: 'share',
       budget: { steps: 5 },
-      provider: script('program', {
+      provider: await script('program', {
         programs: {
           root: [
             { toolCalls: [{ name: 'spawn_agent', args: { task: 'spend it all', as: 'spender' } }] },

@@ -9,7 +9,7 @@ afterEach(async () => {
 describe('mailbox', () => {
   it('delivers every message exactly once, oldest first', async () => {
     h = await harness();
-    const result = await h.supervisor.run({ task: 'mail', provider: script('mailbox', { scenario: 'ordered' }) })
+    const result = await h.supervisor.run({ task: 'mail', provider: await script('mailbox', { scenario: 'ordered' }) })
       .result;
     expect(result.status).toBe('finished');
     const reader = runByAddress(h.store, result.rootId, 'reader');
@@ -36,12 +36,12 @@ describe('mailbox', () => {
     h = await harness();
     const honoured = await h.supervisor.run({
       task: 'wait',
-      provider: script('mailbox', { scenario: 'timeout', wait: 0.3 }),
+      provider: await script('mailbox', { scenario: 'timeout', wait: 0.3 }),
     }).result;
     expect(honoured.reply).toBe('no messages after waiting 0.3s.');
     const capped = await h.supervisor.run({
       task: 'wait long',
-      provider: script('mailbox', { scenario: 'timeout', wait: 600 }),
+      provider: await script('mailbox', { scenario: 'timeout', wait: 600 }),
       maxWaitSecs: 0.2,
     }).result;
     expect(capped.reply).toBe('no messages after waiting 0.2s (the wait asked for 600s was capped at 0.2s).');
@@ -51,7 +51,7 @@ describe('mailbox', () => {
     h = await harness();
     const other = await h.supervisor.run({
       task: 'spawn a named child',
-      provider: script('program', {
+      provider: await script('program', {
         programs: {
           root: [{ toolCalls: [{ name: 'spawn_agent', args: { task: 'x', as: 'only-in-x' } }] }, { text: 'ok' }],
           'only-in-x': [{ text: 'here' }],
@@ -61,7 +61,7 @@ describe('mailbox', () => {
     expect(h.store.hasAddress(other.rootId, 'only-in-x')).toBe(true);
     const result = await h.supervisor.run({
       task: 'reach out',
-      provider: script('mailbox', { scenario: 'outsider', to: 'only-in-x' }),
+      provider: await script('mailbox', { scenario: 'outsider', to: 'only-in-x' }),
     }).result;
     const [observation] = observations(h.store, result.rootId);
     expect(observation?.isError).toBe(true);
@@ -77,7 +77,7 @@ describe('mailbox', () => {
     const result = await h.supervisor.run({
       task: 'spawn two',
       maxWaitSecs: 10,
-      provider: script('program', {
+      provider: await script('program', {
         programs: {
           root: [
             {

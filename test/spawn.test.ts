@@ -14,7 +14,7 @@ describe('spawns belong to the step that asked for them', () => {
     const result = await h.supervisor.run({
       task: 'spawn two, then run out',
       budget: { tokens: 5 },
-      provider: script('program', {
+      provider: await script('program', {
         programs: {
           root: [
             {

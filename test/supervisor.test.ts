@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HarnessError, Store, Supervisor } from '../dist/index.js';
-import { type Harness, harness, runByAddress, script } from './support/harness.js';
+import { type Harness, harness, moduleScript, runByAddress, script } from './support/harness.js';
 import { tempStorePath } from './support/processes.js';
 
 let h: Harness | undefined;
@@ -19,7 +19,7 @@ describe('the supervisor', () => {
     await supervisor.close();
     expect(supervisor.state).toBe('stopped');
     try {
-      supervisor.run({ task: 'x', provider: script('loop') });
+      supervisor.run({ task: 'x', provider: await script('loop') });
       throw new Error('run() after close succeeded');
     } catch (error) {
       expect(HarnessError.isInstance(error) && error.code).toBe('SUPERVISOR_CLOSED');
@@ -33,7 +33,7 @@ describe('the supervisor', () => {
     rmSync(marker, { force: true });
     const handle = h.supervisor.run({
       task: 'die once',
-      provider: script('loop', { steps: 6, exitAtStep: 3, marker }),
+      provider: moduleScript('loop', { steps: 6, exitAtStep: 3, marker }),
     });
     const failure = await handle.result.catch((error: unknown) => error);
     expect(HarnessError.isInstance(failure) && failure.code).toBe('ACTOR_EXITED');
@@ -60,7 +60,10 @@ describe('the supervisor', () => {
 
   it('makes cancel stick: a tree cancelled before its root started never calls the model', async () => {
     h = await harness();
-    const handle = h.supervisor.run({ task: 'never mind', provider: script('fanout', { children: 3, steps: 3 }) });
+    const handle = h.supervisor.run({
+      task: 'never mind',
+      provider: await script('fanout', { children: 3, steps: 3 }),
+    });
     await handle.cancel();
     const result = await handle.result;
     expect(result.status).toBe('cancelled');
@@ -72,7 +75,7 @@ describe('the supervisor', () => {
     h = await harness();
     const result = await h.supervisor.run({
       task: 'delegate then carry on',
-      provider: script('program', {
+      provider: await script('program', {
         latencyMs: 40,
         programs: {
           root: [
@@ -104,7 +107,8 @@ describe('the supervisor', () => {
     const path = tempStorePath();
     const store = await Store.open(path);
     const first = await Supervisor.start(store);
-    const handle = first.run({ task: 'long', provider: script('loop', { steps: 40, latencyMs: 10 }) });
+    const provider = await script('loop', { steps: 40, latencyMs: 10 });
+    const handle = first.run({ task: 'long', provider });
     await new Promise<void>((resolve) => {
       first.observe((event) => {
         if (event.type === 'step-end' && event.seq === 3) resolve();
@@ -113,7 +117,14 @@ describe('the supervisor', () => {
     await first.close();
     await expect(handle.result).rejects.toMatchObject({ code: 'SUPERVISOR_CLOSED' });
     const second = await Supervisor.start(store);
-    const result = await (await second.resume(handle.rootId)).result;
+    // The key was handed in directly, so it was never stored: without the provider the tree cannot go on,
+    // and says so, and stays resumable.
+    const keyless = await second.resume(handle.rootId);
+    await expect(keyless.result).rejects.toMatchObject({ code: 'PROVIDER_LOAD_FAILED' });
+    await expect(keyless.result).rejects.toThrow(/no API key.*keys are never stored with a run/);
+    expect(JSON.stringify(store.spec(handle.rootId))).not.toContain('test-key');
+    expect(store.run(handle.rootId)?.status).toBe('running');
+    const result = await (await second.resume(handle.rootId, { provider })).result;
     expect(result.reply).toBe('done after 40 steps');
     expect(store.steps(handle.rootId)).toHaveLength(41);
     await second.close();

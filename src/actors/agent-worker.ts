@@ -104,12 +104,14 @@ class Drive implements AgentEffects {
     } catch (error) {
       if (HarnessError.isInstance(error) && error.code === ErrorCode.LeaseLost) return { kind: 'lease-lost' };
       // A failure the run can record ends it as failed; one it cannot (the store is gone) leaves it resumable.
-      if (
-        !(
-          HarnessError.isInstance(error) &&
-          (error.code === ErrorCode.StoreActorExited || error.code === ErrorCode.Conflict)
-        )
-      ) {
+      // A store that is gone, a lease that moved, or a provider this process cannot build (a key it
+      // does not have) are not the run's doing: the run is left as it was, to resume elsewhere.
+      const leaveResumable =
+        HarnessError.isInstance(error) &&
+        (error.code === ErrorCode.StoreActorExited ||
+          error.code === ErrorCode.Conflict ||
+          error.code === ErrorCode.ProviderLoadFailed);
+      if (!leaveResumable) {
         try {
           await store.call('endRun', {
             ...this.#fence,

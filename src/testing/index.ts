@@ -19,5 +19,6 @@ export {
   systemText,
   toolResults as wireToolResults,
 } from './model-server.js';
-export type { Script, ScriptedOptions, ScriptedReply } from './scripted.js';
+export type { Script, ScriptedOptions, ScriptedProvider, ScriptedReply } from './scripted.js';
 export { scriptedProvider, scriptedTokens, toolResults, turn } from './scripted.js';
+export { requestOf, serveScript, transcriptOf } from './serve.js';

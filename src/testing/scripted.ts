@@ -35,8 +35,16 @@ export function scriptedTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / 4));
 }
 
-export function scriptedProvider(script: Script, options: ScriptedOptions = {}): Provider {
+/** A scripted provider keeps its script, so the same script can also be served over HTTP ({@link serveScript}). */
+export interface ScriptedProvider extends Provider {
+  readonly script: Script;
+  readonly options: ScriptedOptions;
+}
+
+export function scriptedProvider(script: Script, options: ScriptedOptions = {}): ScriptedProvider {
   return {
+    script,
+    options,
     name: options.name ?? 'scripted',
     async complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
       if (options.latencyMs && options.latencyMs > 0) {

@@ -1,9 +1,41 @@
-/** In-process helpers: a real store file, a real supervisor, the scripted models under support/scripts. */
+/**
+ * In-process helpers: a real store file, a real supervisor, and the scripted models under
+ * support/scripts served over HTTP by the scripted model server (agents call it from their
+ * worker threads on the OpenAI wire, exactly as they would a vendor).
+ */
 import { fileURLToPath } from 'node:url';
-import { type ModuleProviderSpec, Store, Supervisor, type SupervisorOptions } from '../../dist/index.js';
+import {
+  type HttpProviderSpec,
+  type ModuleProviderSpec,
+  OpenAI,
+  Store,
+  Supervisor,
+  type SupervisorOptions,
+} from '../../dist/index.js';
+import { type ScriptedModelServer, type ScriptedProvider, serveScript } from '../../dist/testing/index.js';
 import { tempStorePath } from './processes.js';
 
-export function script(name: string, options: Record<string, unknown> = {}): ModuleProviderSpec {
+const servers = new Set<ScriptedModelServer>();
+
+/** Serves the script in support/scripts/<name>.mjs over HTTP and returns a provider spec for it. */
+export async function script(name: string, options: Record<string, unknown> = {}): Promise<HttpProviderSpec> {
+  const module = (await import(`./scripts/${name}.mjs`)) as { default: (options: unknown) => ScriptedProvider };
+  const provider = module.default(options);
+  const server = await serveScript(provider.script, provider.options);
+  servers.add(server);
+  return OpenAI.create({
+    model: 'scripted',
+    baseUrl: `${server.url}/v1`,
+    apiKey: 'test-key',
+    retry: { baseDelayMs: 5 },
+  });
+}
+
+/**
+ * The script run inside each agent's own thread instead (a module provider): for tests
+ * whose script must act in that thread, such as making it exit.
+ */
+export function moduleScript(name: string, options: Record<string, unknown> = {}): ModuleProviderSpec {
   return {
     kind: 'module',
     module: fileURLToPath(new URL(`./scripts/${name}.mjs`, import.meta.url)),
@@ -26,6 +58,8 @@ export async function harness(options: SupervisorOptions = {}): Promise<Harness>
     async close() {
       await supervisor.close();
       store.close();
+      for (const server of servers) await server.close();
+      servers.clear();
     },
   };
 }
