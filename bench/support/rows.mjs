@@ -1,5 +1,6 @@
 // The rows one benchmark step commits: a realistic completion, one tool call and its
-// observation, the draw, two events. The raw baseline and the store actor commit the same.
+// observation, the draw, the accounting row, the events. The raw baseline and the store
+// actor commit the same.
 export const completion = {
   text: 'I will read the failing test first, then look at the module it imports and patch the off-by-one in the range check.',
   toolCalls: [{ id: 'call_1', name: 'read_messages', args: { wait_secs: 0 } }],
@@ -14,6 +15,21 @@ export const observations = [
     isError: false,
   },
 ];
+export const calls = [
+  {
+    provider: 'openai',
+    model: 'bench',
+    outcome: 'ok',
+    statusCode: null,
+    inputTokens: 1200,
+    outputTokens: 80,
+    cacheReadTokens: 1024,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+    latencyMs: 812.5,
+    ttftMs: 240.1,
+  },
+];
 export const events = [{ type: 'tool-call', callId: 'call_1', name: 'read_messages', args: { wait_secs: 0 } }];
 
 export function stepInput(fence, seq) {
@@ -25,6 +41,8 @@ export function stepInput(fence, seq) {
     usage: completion.usage,
     consumed: [],
     sent: [],
+    spawned: [],
+    calls,
     events,
     final: null,
     now: Date.now(),
