@@ -202,6 +202,7 @@ export class StoreWriter {
   readonly #releaseSavepoint: Database.Statement;
   readonly #rollbackToSavepoint: Database.Statement;
   #pending: Notifications = emptyNotifications();
+  readonly #statements = new Map<string, Database.Statement>();
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -273,6 +274,16 @@ export class StoreWriter {
     this.#enqueue = db.prepare(
       'INSERT INTO spawn_queue (child_run_id, root_id, parent_id, state, enqueued_at) VALUES (?, ?, ?, ?, ?)',
     );
+  }
+
+  /** A statement prepared once and kept, for the writes that are not on every step. */
+  #sql(text: string): Database.Statement {
+    let statement = this.#statements.get(text);
+    if (!statement) {
+      statement = this.#db.prepare(text);
+      this.#statements.set(text, statement);
+    }
+    return statement;
   }
 
   /** Hands over what the operations since the last call changed. */
@@ -416,18 +427,18 @@ export class StoreWriter {
   releaseLease(fence: Fence): void {
     const row = this.#runById.get(fence.runId);
     if (!row || row.generation !== fence.generation || row.lease_owner !== fence.owner) return;
-    this.#db.prepare('UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?').run(fence.runId);
+    this.#sql('UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?').run(fence.runId);
   }
 
   /** Moves a queued child to running under this owner's lease, first in, first out. */
   admit(input: LeaseClaim & { childId: string }): { status: 'admitted'; generation: number } | { status: 'gone' } {
     const row = this.#run(input.childId);
-    const moved = this.#db
-      .prepare(`UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`)
-      .run(input.now, input.childId).changes;
+    const moved = this.#sql(
+      `UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`,
+    ).run(input.now, input.childId).changes;
     // Cancelled, or admitted by another driver, since the supervisor read the queue.
     if (moved !== 1 || row.status !== 'queued') return { status: 'gone' };
-    this.#db.prepare(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.childId);
+    this.#sql(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.childId);
     const lease = this.acquireLease({ runId: input.childId, ...input });
     this.#event(
       row,
@@ -727,15 +738,17 @@ export class StoreWriter {
   #detach(child: RunRow, now: number): void {
     const suffix = `#dropped-${child.run_id.slice(0, 8)}`;
     if (child.status !== 'pending') {
-      this.#db.prepare('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?').run(suffix, child.run_id);
+      this.#sql('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?').run(suffix, child.run_id);
       return;
     }
     const reason = 'the step that spawned it was not committed';
-    this.#db
-      .prepare('UPDATE runs SET spawn_key = spawn_key || ?, address = address || ? WHERE run_id = ?')
-      .run(suffix, suffix, child.run_id);
-    this.#db.prepare(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child.run_id);
-    this.#db.prepare('UPDATE ledger SET spawned = spawned - 1 WHERE run_id = ?').run(child.root_id);
+    this.#sql('UPDATE runs SET spawn_key = spawn_key || ?, address = address || ? WHERE run_id = ?').run(
+      suffix,
+      suffix,
+      child.run_id,
+    );
+    this.#sql(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child.run_id);
+    this.#sql('UPDATE ledger SET spawned = spawned - 1 WHERE run_id = ?').run(child.root_id);
     this.#endRun.run('cancelled', null, JSON.stringify({ status: 'cancelled', reason }), now, child.run_id);
     this.#event(child, null, child.generation, { type: 'run-end', status: 'cancelled', reply: null, reason }, now);
     this.#pending.ended.push({ rootId: child.root_id, runId: child.run_id, status: 'cancelled' });
@@ -743,8 +756,8 @@ export class StoreWriter {
 
   /** Moves a reserved child into the admission queue. */
   #release(parent: RunRow, generation: number, seq: number | null, child: RunRow, now: number): void {
-    this.#db.prepare(`UPDATE runs SET status = 'queued' WHERE run_id = ?`).run(child.run_id);
-    this.#db.prepare(`UPDATE spawn_queue SET state = 'queued' WHERE child_run_id = ?`).run(child.run_id);
+    this.#sql(`UPDATE runs SET status = 'queued' WHERE run_id = ?`).run(child.run_id);
+    this.#sql(`UPDATE spawn_queue SET state = 'queued' WHERE child_run_id = ?`).run(child.run_id);
     this.#event(
       parent,
       seq,
@@ -794,13 +807,11 @@ export class StoreWriter {
 
   /** Cancels every child of a tree still waiting in the queue; no lease is needed for a run that never started. */
   cancelQueued(input: { rootId: string; now: number }): { cancelled: string[] } {
-    const rows = this.#db
-      .prepare(
-        `SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state IN ('pending', 'queued') ORDER BY ordinal`,
-      )
-      .all(input.rootId) as { child_run_id: string }[];
+    const rows = this.#sql(
+      `SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state IN ('pending', 'queued') ORDER BY ordinal`,
+    ).all(input.rootId) as { child_run_id: string }[];
     for (const { child_run_id } of rows) {
-      this.#db.prepare(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child_run_id);
+      this.#sql(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child_run_id);
       const run = this.#run(child_run_id);
       this.#finish(run, run.generation, 0, 'cancelled', null, 'cancelled while queued', input.now, []);
     }
