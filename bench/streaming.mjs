@@ -67,18 +67,26 @@ async function throughput() {
     await raw('/v1/chat/completions');
     await ours.complete(modelRequest);
   }
-  let rawMs = 0;
-  let oursMs = 0;
+  const rawTimes = [];
+  const oursTimes = [];
   for (let i = 0; i < ROUNDS; i++) {
     let start = performance.now();
     await raw('/v1/chat/completions');
-    rawMs += performance.now() - start;
+    rawTimes.push(performance.now() - start);
     start = performance.now();
     const completion = await ours.complete(modelRequest);
-    oursMs += performance.now() - start;
+    oursTimes.push(performance.now() - start);
     if (!completion.text.startsWith('token1 ')) throw new Error('bad completion');
   }
-  return { rawPerSecond: (ROUNDS * 1000) / rawMs, oursPerSecond: (ROUNDS * 1000) / oursMs };
+  const sum = (list) => list.reduce((total, value) => total + value, 0);
+  const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
+  return {
+    rawPerSecond: (ROUNDS * 1000) / sum(rawTimes),
+    oursPerSecond: (ROUNDS * 1000) / sum(oursTimes),
+    // The median completion time of each, against GC pauses and a shared machine's stalls.
+    rawMedianMs: median(rawTimes),
+    oursMedianMs: median(oursTimes),
+  };
 }
 
 async function ttft() {
@@ -115,6 +123,9 @@ console.log(
     rawPerSecond: +rate.rawPerSecond.toFixed(1),
     oursPerSecond: +rate.oursPerSecond.toFixed(1),
     ratio: +(rate.oursPerSecond / rate.rawPerSecond).toFixed(3),
+    rawMedianMs: +rate.rawMedianMs.toFixed(3),
+    oursMedianMs: +rate.oursMedianMs.toFixed(3),
+    medianRatio: +(rate.rawMedianMs / rate.oursMedianMs).toFixed(3),
     ttftRawP50Ms: +first2.rawP50Ms.toFixed(3),
     ttftOursP50Ms: +first2.oursP50Ms.toFixed(3),
     ttftAddedP50Ms: +(first2.oursP50Ms - first2.rawP50Ms).toFixed(3),

@@ -116,6 +116,8 @@ class PlainText {
   /** The template: what comes before and after the text of a plain event ('' until learned). */
   #prefix = '';
   #suffix = '';
+  /** The fast lane's pattern for each framing (`head`), built from the template. */
+  readonly #patterns = new Map<string, RegExp>();
 
   constructor(marker: string, absent: readonly string[]) {
     this.#marker = marker;
@@ -149,22 +151,17 @@ class PlainText {
    */
   scan(text: string, head: string, onText: (text: string) => void): number {
     if (this.#prefix.length === 0) return 0;
-    const lead = head + this.#prefix;
-    const suffix = this.#suffix;
+    let pattern = this.#patterns.get(head);
+    if (!pattern) {
+      pattern = fastLanePattern(head + this.#prefix, this.#suffix);
+      this.#patterns.set(head, pattern);
+    }
+    pattern.lastIndex = 0;
     let position = 0;
-    for (;;) {
-      const start = position + lead.length;
-      if (text.length < start || text.slice(position, start) !== lead) break;
-      const end = text.indexOf('\n\n', start);
-      if (end < 0) break;
-      const textEnd = end - suffix.length;
-      if (textEnd < start || text.slice(textEnd, end) !== suffix) break;
-      const raw = text.slice(start, textEnd);
-      if (raw.indexOf('"') >= 0 || raw.indexOf('\n') >= 0 || raw.indexOf('\r') >= 0) break;
-      const value = jsonStringText(raw);
-      if (value === null) break;
+    for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+      const value = match[1] as string;
       if (value !== '') onText(value);
-      position = end + 2;
+      position = pattern.lastIndex;
     }
     return position;
   }
@@ -183,10 +180,37 @@ class PlainText {
     }
     if (data.charCodeAt(quote + 1) !== 125) return null;
     for (const text of this.#absent) if (data.indexOf(text, quote) >= 0) return null;
-    this.#prefix = data.slice(0, start);
-    this.#suffix = data.slice(quote);
+    const prefix = data.slice(0, start);
+    const suffix = data.slice(quote);
+    if (prefix !== this.#prefix || suffix !== this.#suffix) this.#patterns.clear();
+    this.#prefix = prefix;
+    this.#suffix = suffix;
     return jsonStringText(data.slice(start, quote));
   }
+}
+
+/**
+ * Compiled fast-lane patterns, shared by every stream of this thread: one vendor's events
+ * look alike from one completion to the next, so a pattern is compiled once, not per call.
+ */
+const patternCache = new Map<string, RegExp>();
+const PATTERN_CACHE_SIZE = 64;
+
+function fastLanePattern(lead: string, suffix: string): RegExp {
+  const key = `${lead}\u0000${suffix}`;
+  const cached = patternCache.get(key);
+  // One object serves every stream: a scan sets lastIndex and runs to its end synchronously.
+  if (cached) return cached;
+  // Sticky, so each match must start exactly where the last one ended. The text may hold no
+  // quote, backslash or line break: an escaped text goes through the full parse.
+  const pattern = new RegExp(`${escapeRegExp(lead)}([^"\\\\\\n\\r]*)${escapeRegExp(suffix)}\\n\\n`, 'y');
+  if (patternCache.size >= PATTERN_CACHE_SIZE) patternCache.delete(patternCache.keys().next().value as string);
+  patternCache.set(key, pattern);
+  return pattern;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 function jsonStringText(raw: string): string | null {
