@@ -17,12 +17,12 @@ import type {
   RetryOptions,
 } from '../provider.js';
 import { loadProvider } from '../provider.js';
-import { readText, recordingTransport, replayTransport, type Transport, undiciTransport } from './http.js';
+import { bodyError, readText, recordingTransport, replayTransport, type Transport, undiciTransport } from './http.js';
 import { findPreset } from './presets.js';
 import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
 import { SseParser } from './sse.js';
 import { type CallUsage, type ModelInfo, ProviderError, type RateLimits, type StreamPart } from './types.js';
-import { anthropicWire, openAiWire, toolCallsOf, type Wire, type WireConfig } from './wires.js';
+import { anthropicWire, openAiWire, toolCallsOf, type Wire, type WireConfig, type WireDecoder } from './wires.js';
 
 const DEFAULT_BASE_URLS = {
   openai: 'https://api.openai.com/v1',
@@ -92,7 +92,7 @@ export class HttpProvider implements Provider {
     };
     const contentType = response.headers.find(([name]) => name === 'content-type')?.[1] ?? '';
     if (contentType.includes('application/json')) {
-      const text = await readText(response.body, 16 * 1024 * 1024);
+      const text = await readText(response.body, 16 * 1024 * 1024, this.name);
       let body: unknown;
       try {
         body = JSON.parse(text);
@@ -110,30 +110,45 @@ export class HttpProvider implements Provider {
     const parser = new SseParser();
     // StringDecoder keeps a character split across chunks whole, at several times TextDecoder's speed.
     const utf8 = new StringDecoder('utf8');
-    for await (const chunk of response.body) {
-      let text = utf8.write(chunk as Buffer);
-      for (;;) {
-        // The fast lane reads runs of plain text events; the parser takes whatever breaks a run.
-        if (decoder.scan && parser.idle()) {
-          const read = decoder.scan(text, onText);
-          if (read > 0) text = text.slice(read);
-        }
-        const cut = text.indexOf('\n\n');
-        if (cut < 0 || !decoder.scan) {
-          for (const event of parser.push(text)) emit(decoder.event(event));
-          break;
-        }
-        // One event at a time through the parser, so the fast lane can resume after it.
-        for (const event of parser.push(text.slice(0, cut + 2))) emit(decoder.event(event));
-        text = text.slice(cut + 2);
-        if (text.length === 0) break;
+    try {
+      for await (const chunk of response.body) {
+        this.#chunk(utf8.write(chunk as Buffer), parser, decoder, emit, onText);
       }
+    } catch (error) {
+      throw bodyError(error, this.name, signal);
     }
     for (const event of parser.push(utf8.end())) emit(decoder.event(event));
     const ended = parser.end();
     for (const event of ended.events) emit(decoder.event(event));
     emit(decoder.finish(ended.incomplete));
     return rateLimits;
+  }
+
+  /** One decoded chunk: runs of plain events through the fast lane, the rest through the parser. */
+  #chunk(
+    input: string,
+    parser: SseParser,
+    decoder: WireDecoder,
+    emit: (parts: StreamPart[]) => void,
+    onText: (text: string) => void,
+  ): void {
+    let text = input;
+    for (;;) {
+      // The fast lane reads runs of plain text events; the parser takes whatever breaks a run.
+      if (decoder.scan && parser.idle()) {
+        const read = decoder.scan(text, onText);
+        if (read > 0) text = text.slice(read);
+      }
+      const cut = text.indexOf('\n\n');
+      if (cut < 0 || !decoder.scan) {
+        for (const event of parser.push(text)) emit(decoder.event(event));
+        return;
+      }
+      // One event at a time through the parser, so the fast lane can resume after it.
+      for (const event of parser.push(text.slice(0, cut + 2))) emit(decoder.event(event));
+      text = text.slice(cut + 2);
+      if (text.length === 0) return;
+    }
   }
 
   /** The completion as it streams: text deltas, tool-call starts, deltas and ends, usage, end. One try, no retries. */
@@ -236,7 +251,7 @@ export class HttpProvider implements Provider {
   /** What the vendor says it can run, with context windows and prices where it publishes them. */
   async models(signal?: AbortSignal): Promise<ModelInfo[]> {
     const response = await this.#transport.send(this.#wire.models(this.#config), this.name, signal);
-    const text = await readText(response.body, 32 * 1024 * 1024);
+    const text = await readText(response.body, 32 * 1024 * 1024, this.name);
     if (response.status >= 400) {
       throw new ProviderError({
         kind: 'http',

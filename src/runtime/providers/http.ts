@@ -106,7 +106,7 @@ export const undiciTransport: Transport = {
       return {
         status: response.statusCode,
         headers: headerPairs(response.headers as Record<string, string | string[] | undefined>),
-        body: wrapBody(response.body, provider, signal),
+        body: response.body,
       };
     } catch (error) {
       throw connectionError(error, provider, signal);
@@ -114,25 +114,20 @@ export const undiciTransport: Transport = {
   },
 };
 
-/** A body whose read errors are classified like the request's own. */
-async function* wrapBody(
-  body: AsyncIterable<Uint8Array>,
-  provider: string,
-  signal?: AbortSignal,
-): AsyncIterable<Uint8Array> {
-  try {
-    for await (const chunk of body) yield chunk;
-  } catch (error) {
-    const failure = connectionError(error, provider, signal);
-    if (failure.kind === 'aborted') throw failure;
-    // The vendor had started answering: the stream was cut.
-    throw new ProviderError({
-      kind: 'truncated',
-      provider,
-      message: `${provider}: the stream was cut: ${(error as Error).message}`,
-      cause: error,
-    });
-  }
+/**
+ * The failure a body read error stands for: a cancel, or a stream the vendor had started
+ * and that was cut. Callers reading a body wrap their loop with this.
+ */
+export function bodyError(error: unknown, provider: string, signal?: AbortSignal): ProviderError {
+  if (error instanceof ProviderError) return error;
+  const failure = connectionError(error, provider, signal);
+  if (failure.kind === 'aborted') return failure;
+  return new ProviderError({
+    kind: 'truncated',
+    provider,
+    message: `${provider}: the stream was cut: ${(error as Error)?.message ?? String(error)}`,
+    cause: error,
+  });
 }
 
 /** What identifies a request for replay: its method, path and body bytes (never its headers, which hold the key). */
@@ -224,12 +219,20 @@ export function replayTransport(file: string): Transport {
 }
 
 /** Reads a whole (error) body as text, bounded. */
-export async function readText(body: AsyncIterable<Uint8Array>, limit = 64 * 1024): Promise<string> {
+export async function readText(
+  body: AsyncIterable<Uint8Array>,
+  limit = 64 * 1024,
+  provider = 'provider',
+): Promise<string> {
   const parts: Buffer[] = [];
   let size = 0;
-  for await (const chunk of body) {
-    if (size < limit) parts.push(Buffer.from(chunk));
-    size += chunk.byteLength;
+  try {
+    for await (const chunk of body) {
+      if (size < limit) parts.push(Buffer.from(chunk));
+      size += chunk.byteLength;
+    }
+  } catch (error) {
+    throw bodyError(error, provider);
   }
   return Buffer.concat(parts).toString('utf8').slice(0, limit);
 }
