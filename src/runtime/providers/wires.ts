@@ -402,24 +402,10 @@ export const openAiWire: Wire = {
     if (config.maxTokens !== null) body.max_tokens = config.maxTokens;
     if (config.promptCacheKey && request.options?.cacheKey) body.prompt_cache_key = request.options.cacheKey;
     Object.assign(body, config.extraBody);
-    return {
-      method: 'POST',
-      url: joinUrl(config.baseUrl, '/chat/completions'),
-      headers: {
-        ...config.headers,
-        'content-type': 'application/json',
-        accept: 'text/event-stream',
-        ...affinity(request),
-      },
-      body: JSON.stringify(body),
-    };
+    return streamingPost(config, '/chat/completions', request, body);
   },
   decoder: (config) => new OpenAiDecoder(config.name),
-  models: (config) => ({
-    method: 'GET',
-    url: joinUrl(config.baseUrl, '/models'),
-    headers: { ...config.headers, accept: 'application/json' },
-  }),
+  models: (config) => listing(config, '/models'),
   parseModels(body) {
     const data = isObject(body) && Array.isArray(body.data) ? body.data : [];
     return data.filter(isObject).map((model) => {
@@ -440,6 +426,30 @@ export const openAiWire: Wire = {
 
 function affinity(request: ModelRequest): Record<string, string> {
   return request.options?.cacheKey ? { 'x-session-affinity': request.options.cacheKey } : {};
+}
+
+/** A streamed completion request: the vendor's JSON body, the auth headers, the session's affinity. */
+function streamingPost(config: WireConfig, path: string, request: ModelRequest, body: Json): WireRequest {
+  return {
+    method: 'POST',
+    url: joinUrl(config.baseUrl, path),
+    headers: {
+      ...config.headers,
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      ...affinity(request),
+    },
+    body: JSON.stringify(body),
+  };
+}
+
+/** The model catalogue request. */
+function listing(config: WireConfig, path: string): WireRequest {
+  return {
+    method: 'GET',
+    url: joinUrl(config.baseUrl, path),
+    headers: { ...config.headers, accept: 'application/json' },
+  };
 }
 
 // ---------------------------------------------------------------- Anthropic Messages
@@ -657,24 +667,10 @@ export const anthropicWire: Wire = {
       }));
     }
     Object.assign(body, config.extraBody);
-    return {
-      method: 'POST',
-      url: joinUrl(config.baseUrl, '/v1/messages'),
-      headers: {
-        ...config.headers,
-        'content-type': 'application/json',
-        accept: 'text/event-stream',
-        ...affinity(request),
-      },
-      body: JSON.stringify(body),
-    };
+    return streamingPost(config, '/v1/messages', request, body);
   },
   decoder: (config) => new AnthropicDecoder(config.name),
-  models: (config) => ({
-    method: 'GET',
-    url: joinUrl(config.baseUrl, '/v1/models'),
-    headers: { ...config.headers, accept: 'application/json' },
-  }),
+  models: (config) => listing(config, '/v1/models'),
   parseModels(body) {
     const data = isObject(body) && Array.isArray(body.data) ? body.data : [];
     return data.filter(isObject).map((model) => ({ id: String(model.id), contextWindow: null, price: null }));
