@@ -224,6 +224,25 @@ describe('a recorded provider', () => {
     expect(second).toBe(recorded);
   });
 
+  it('replays a run that named no session: the affinity key differs, the request does not', async () => {
+    const server = await serve(loop);
+    h = await harness();
+    const file = join(dirname(h.store.path), 'unnamed.jsonl');
+    const recorded = await h.supervisor.run({
+      task: 'same',
+      provider: openai(server.url, { transport: { record: file } }),
+    }).result;
+    await server.close();
+    const replayed = await h.supervisor.run({
+      task: 'same',
+      provider: openai(server.url, { transport: { replay: file } }),
+    }).result;
+    expect(replayed).toMatchObject({ status: 'finished', reply: recorded.reply });
+    expect(h.store.steps(replayed.rootId).map((step) => step.completion.text)).toEqual(
+      h.store.steps(recorded.rootId).map((step) => step.completion.text),
+    );
+  });
+
   it('fails plainly when a replay is asked something the recording never saw', async () => {
     const server = await serve(loop);
     h = await harness();

@@ -132,6 +132,8 @@ export interface HttpProviderSpec {
   apiKeyEnv?: string;
   /** The key itself. Held in memory only: a run's stored spec never carries it. */
   apiKey?: string;
+  /** Set on a stored spec whose key (or credential header) was removed: it cannot be used without the provider handed back. */
+  apiKeyRedacted?: boolean;
   /** How the key is sent. Default: `x-api-key` for Anthropic, `bearer` for the rest. */
   auth?: 'bearer' | 'x-api-key' | 'none' | { header: string };
   headers?: Record<string, string>;
@@ -159,9 +161,23 @@ export type ProviderSpec = ModuleProviderSpec | HttpProviderSpec | FallbackProvi
 export function redactSpec(spec: ProviderSpec): ProviderSpec {
   if (spec.kind === 'fallback') return { ...spec, providers: spec.providers.map(redactSpec) };
   if (spec.kind === 'module') return spec;
-  const { apiKey: _key, ...rest } = spec;
-  return rest;
+  const { apiKey, headers, ...rest } = spec;
+  const kept: Record<string, string> = {};
+  let dropped = false;
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (SECRET_HEADER.test(name)) dropped = true;
+    else kept[name] = value;
+  }
+  const redacted: HttpProviderSpec = { ...rest };
+  if (headers !== undefined) redacted.headers = kept;
+  // The marker stops a later process from quietly sending some other key (from the
+  // environment) to this spec's host: it must be handed the provider again.
+  if (apiKey !== undefined || dropped) redacted.apiKeyRedacted = true;
+  return redacted;
 }
+
+/** Header names that carry credentials: never stored. */
+const SECRET_HEADER = /^(authorization|proxy-authorization|cookie|x-api-key|api-key)$|key|token|secret/i;
 
 type ProviderFactory = (options: JsonValue | undefined) => Provider | Promise<Provider>;
 

@@ -51,7 +51,7 @@ export class HttpProvider implements Provider {
     this.#config = config;
     this.#transport = transport;
     this.#retry = {
-      maxAttempts: retry.maxAttempts ?? 3,
+      maxAttempts: Math.max(1, Math.floor(retry.maxAttempts ?? 3)),
       baseDelayMs: retry.baseDelayMs ?? 250,
       maxDelayMs: retry.maxDelayMs ?? 20_000,
     };
@@ -74,7 +74,8 @@ export class HttpProvider implements Provider {
     const wire = this.#wire.request(request, this.#config);
     const response = await this.#transport.send(wire, this.name, signal);
     const rateLimits = parseRateLimits(response.headers);
-    if (response.status >= 400) {
+    // A redirect is not followed (a key must not travel to another host): it is an answer we cannot use.
+    if (response.status >= 300) {
       const body = await readText(response.body).catch(() => '');
       throw new ProviderError({
         kind: 'http',
@@ -243,7 +244,21 @@ export class HttpProvider implements Provider {
   async probe(signal?: AbortSignal): Promise<void> {
     const timeout = AbortSignal.timeout(5_000);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    const response = await this.#transport.send(this.#wire.models(this.#config), this.name, combined);
+    let response: Awaited<ReturnType<Transport['send']>>;
+    try {
+      response = await this.#transport.send(this.#wire.models(this.#config), this.name, combined);
+    } catch (error) {
+      // Our own time limit running out means no answer came: unreachable, not cancelled.
+      if (error instanceof ProviderError && error.kind === 'aborted' && !signal?.aborted) {
+        throw new ProviderError({
+          kind: 'connection',
+          provider: this.name,
+          message: `${this.name}: no answer within 5 s`,
+          cause: error,
+        });
+      }
+      throw error;
+    }
     // Any answer at all, even an error status, means the vendor is there.
     await readText(response.body).catch(() => '');
   }
@@ -290,7 +305,7 @@ function backoff(provider: HttpProvider, error: ProviderError, attempt: number):
   const { baseDelayMs, maxDelayMs } = provider.retry;
   const exponential = baseDelayMs * 2 ** attempt;
   const jittered = exponential * (0.8 + Math.random() * 0.4);
-  return Math.min(maxDelayMs, Math.max(error.retryAfterMs ?? 0, jittered));
+  return Math.max(error.retryAfterMs ?? 0, Math.min(maxDelayMs, jittered));
 }
 
 /**
@@ -315,8 +330,27 @@ export async function completeWithFallback(
         return { ...completion, attempts: [...attempts, ...(completion.attempts ?? [])] };
       } catch (error) {
         last = error;
-        if (!(error instanceof ProviderError) || error.kind === 'aborted') throw withAttempts(error, attempts);
-        const retry = error.isRetryable && attempt + 1 < maxAttempts && http !== null;
+        if (signal?.aborted || (error instanceof ProviderError && error.kind === 'aborted'))
+          throw withAttempts(error, attempts);
+        if (!(error instanceof ProviderError)) {
+          // Not a vendor failure (a module provider's own error): no retry, but the next provider may answer.
+          const message = error instanceof Error ? error.message : String(error);
+          attempts.push({
+            provider: provider.name,
+            model: provider.name,
+            kind: 'error',
+            statusCode: null,
+            message,
+            next: isLast ? 'none' : 'fallback',
+            delayMs: 0,
+            latencyMs: Math.round(performance.now() - started),
+          });
+          break;
+        }
+        mergeAttempts(attempts, error);
+        // A vendor asking us to wait longer than we are willing to is a reason to move on, not to ask early.
+        const tooLong = error.retryAfterMs !== null && http !== null && error.retryAfterMs > http.retry.maxDelayMs;
+        const retry = error.isRetryable && !tooLong && attempt + 1 < maxAttempts && http !== null;
         const delayMs = retry && http ? backoff(http, error, attempt) : 0;
         attempts.push({
           provider: provider.name,
@@ -350,6 +384,12 @@ function withAttempts(error: unknown, attempts: CallAttempt[]): unknown {
   return error;
 }
 
+/** Tries a nested provider (a fallback within a fallback) already made come first. */
+function mergeAttempts(attempts: CallAttempt[], error: ProviderError): void {
+  const inner = error.details.attempts as CallAttempt[] | undefined;
+  if (inner && inner.length > 0 && inner !== attempts) attempts.push(...inner);
+}
+
 class FallbackProvider implements Provider {
   readonly name: string;
   readonly #providers: Provider[];
@@ -371,6 +411,13 @@ class FallbackProvider implements Provider {
 
 function resolveKey(spec: HttpProviderSpec, envName: string | null, name: string): string | null {
   if (spec.apiKey) return spec.apiKey;
+  if (spec.apiKeyRedacted) {
+    throw new HarnessError(
+      ErrorCode.ProviderLoadFailed,
+      `${name}: no API key: this run's key was handed in directly and keys are never stored with a run. ` +
+        'Pass the provider again: supervisor.resume(rootId, { provider }).',
+    );
+  }
   const variable = spec.apiKeyEnv ?? envName;
   if (variable && process.env[variable]) return process.env[variable] as string;
   if (spec.auth === 'none') return null;
@@ -418,8 +465,11 @@ export async function buildHttpProvider(spec: Exclude<ProviderSpec, { kind: 'mod
         ? `${preset.envPrefix}_API_KEY`
         : null
       : DEFAULT_KEY_ENV[spec.kind];
+  const replaying = spec.transport !== undefined && 'replay' in spec.transport;
+  // A replay reaches no vendor, so it needs no key; a local runtime needs none unless one was set.
   const key =
-    spec.kind === 'compatible' && preset?.local && !spec.apiKey && !spec.apiKeyEnv
+    replaying ||
+    (spec.kind === 'compatible' && preset?.local && !spec.apiKey && !spec.apiKeyEnv && !spec.apiKeyRedacted)
       ? null
       : resolveKey(spec, envName, name);
   const config: WireConfig = {

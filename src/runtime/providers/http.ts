@@ -134,8 +134,22 @@ export function bodyError(error: unknown, provider: string, signal?: AbortSignal
 export function exchangeKey(wire: WireRequest): string {
   const url = new URL(wire.url);
   return createHash('sha256')
-    .update(`${wire.method} ${url.pathname}${url.search}\n${wire.body ?? ''}`)
+    .update(`${wire.method} ${url.pathname}${url.search}\n${withoutAffinity(wire.body ?? '')}`)
     .digest('hex');
+}
+
+/**
+ * The body less its session-affinity key: that key is a digest of the run's session (its
+ * id unless named), so it differs between a recording and its replay while asking the same.
+ */
+function withoutAffinity(body: string): string {
+  if (!body.includes('"prompt_cache_key"')) return body;
+  try {
+    const { prompt_cache_key: _affinity, ...rest } = JSON.parse(body) as Record<string, unknown>;
+    return JSON.stringify(rest);
+  } catch {
+    return body;
+  }
 }
 
 interface RecordedExchange {
@@ -146,6 +160,8 @@ interface RecordedExchange {
   headers: [string, string][];
   /** The body exactly as it arrived, chunk by chunk, base64. */
   chunks: string[];
+  /** Set when the stream was cut: why. A replay ends the same way. */
+  cut?: string;
 }
 
 /** Sends through `inner` and appends every exchange, byte for byte, to `file` (JSON lines). */
@@ -157,19 +173,29 @@ export function recordingTransport(inner: Transport, file: string): Transport {
       const key = exchangeKey(wire);
       const url = new URL(wire.url);
       async function* tee(): AsyncIterable<Uint8Array> {
-        for await (const chunk of response.body) {
-          chunks.push(Buffer.from(chunk).toString('base64'));
-          yield chunk;
+        let cut: string | null = null;
+        try {
+          for await (const chunk of response.body) {
+            chunks.push(Buffer.from(chunk).toString('base64'));
+            yield chunk;
+          }
+        } catch (error) {
+          cut = error instanceof Error ? error.message : String(error);
+          throw error;
+        } finally {
+          // Whatever arrived is recorded, however the read ended: a stream the decoder gave up
+          // on replays to the same point, and one the network cut replays cut.
+          const exchange: RecordedExchange = {
+            key,
+            method: wire.method,
+            path: `${url.pathname}${url.search}`,
+            status: response.status,
+            headers: response.headers,
+            chunks,
+            ...(cut === null ? {} : { cut }),
+          };
+          appendFileSync(file, `${JSON.stringify(exchange)}\n`);
         }
-        const exchange: RecordedExchange = {
-          key,
-          method: wire.method,
-          path: `${url.pathname}${url.search}`,
-          status: response.status,
-          headers: response.headers,
-          chunks,
-        };
-        appendFileSync(file, `${JSON.stringify(exchange)}\n`);
       }
       return { status: response.status, headers: response.headers, body: tee() };
     },
@@ -212,6 +238,7 @@ export function replayTransport(file: string): Transport {
       const exchange = list[Math.min(index, list.length - 1)] as RecordedExchange;
       async function* body(): AsyncIterable<Uint8Array> {
         for (const chunk of exchange.chunks) yield Buffer.from(chunk, 'base64');
+        if (exchange.cut !== undefined) throw new Error(`the recorded stream was cut: ${exchange.cut}`);
       }
       return { status: exchange.status, headers: exchange.headers, body: body() };
     },

@@ -137,7 +137,7 @@ class PlainText {
       data.slice(end) === suffix
     ) {
       const raw = data.slice(prefix.length, end);
-      if (raw.indexOf('"') < 0) return jsonStringText(raw);
+      if (raw.indexOf('"') < 0 && !hasControl(raw)) return jsonStringText(raw);
     }
     return this.#learn(data);
   }
@@ -179,7 +179,10 @@ class PlainText {
       quote = data.indexOf('"', quote + 1);
     }
     if (data.charCodeAt(quote + 1) !== 125) return null;
-    for (const text of this.#absent) if (data.indexOf(text, quote) >= 0) return null;
+    // Anywhere in the event, before the text or after it (a quoted field name cannot occur
+    // inside the text, whose quotes are escaped).
+    for (const text of this.#absent) if (data.indexOf(text) >= 0) return null;
+    if (hasControl(data.slice(start, quote))) return null;
     const prefix = data.slice(0, start);
     const suffix = data.slice(quote);
     if (prefix !== this.#prefix || suffix !== this.#suffix) this.#patterns.clear();
@@ -187,6 +190,12 @@ class PlainText {
     this.#suffix = suffix;
     return jsonStringText(data.slice(start, quote));
   }
+}
+
+/** Whether a text holds a raw control character: JSON forbids one inside a string, so the full parse must see it. */
+function hasControl(text: string): boolean {
+  for (let index = 0; index < text.length; index++) if (text.charCodeAt(index) < 0x20) return true;
+  return false;
 }
 
 /**
@@ -203,7 +212,7 @@ function fastLanePattern(lead: string, suffix: string): RegExp {
   if (cached) return cached;
   // Sticky, so each match must start exactly where the last one ended. The text may hold no
   // quote, backslash or line break: an escaped text goes through the full parse.
-  const pattern = new RegExp(`${escapeRegExp(lead)}([^"\\\\\\n\\r]*)${escapeRegExp(suffix)}\\n\\n`, 'y');
+  const pattern = new RegExp(`${escapeRegExp(lead)}([^"\\\\\\u0000-\\u001f]*)${escapeRegExp(suffix)}\\n\\n`, 'y');
   if (patternCache.size >= PATTERN_CACHE_SIZE) patternCache.delete(patternCache.keys().next().value as string);
   patternCache.set(key, pattern);
   return pattern;
@@ -274,7 +283,18 @@ class OpenAiDecoder implements WireDecoder {
     return this.#plain.scan(text, 'data: ', onText);
   }
   readonly #calls = new Map<number, { id: string; name: string; args: string }>();
+  /** The index the last tool-call chunk went to. */
+  #last: number | null = null;
+  /** The server's index for a call, where it reused one: ours. */
+  readonly #alias = new Map<number, number>();
   #done = false;
+
+  /** An index no call has yet. */
+  #next(): number {
+    let index = this.#calls.size;
+    while (this.#calls.has(index)) index++;
+    return index;
+  }
   #finishReason: string | null = null;
 
   constructor(provider: string) {
@@ -290,7 +310,7 @@ class OpenAiDecoder implements WireDecoder {
     if (fast !== null) return fast === '' ? [] : [{ type: 'text-delta', text: fast }];
     const chunk = parseJson(event.data, this.#provider);
     if (!isObject(chunk)) return [];
-    if (chunk.error !== undefined) throw vendorError(this.#provider, chunk.error, 500);
+    if (chunk.error !== undefined && chunk.error !== null) throw vendorError(this.#provider, chunk.error, 500);
     const parts: StreamPart[] = [];
     const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
     const choice = choices[0];
@@ -301,21 +321,29 @@ class OpenAiDecoder implements WireDecoder {
       if (Array.isArray(delta.tool_calls)) {
         for (const item of delta.tool_calls) {
           if (!isObject(item)) continue;
-          const index = typeof item.index === 'number' ? item.index : this.#calls.size;
           const fn = isObject(item.function) ? item.function : {};
-          let call = this.#calls.get(index);
-          if (!call) {
-            call = {
-              id: typeof item.id === 'string' ? item.id : `call_${index}`,
-              name: typeof fn.name === 'string' ? fn.name : '',
-              args: '',
-            };
-            this.#calls.set(index, call);
-            parts.push({ type: 'tool-call-start', index, id: call.id, name: call.name });
+          const id = typeof item.id === 'string' ? item.id : null;
+          const serverIndex = typeof item.index === 'number' ? item.index : null;
+          // A chunk naming neither index nor id continues the last call.
+          const index =
+            serverIndex === null ? (id === null ? this.#last : null) : (this.#alias.get(serverIndex) ?? serverIndex);
+          const found = index === null ? undefined : this.#calls.get(index);
+          // A new id at a taken index is a new call (some servers number every call 0).
+          let call = found && (id === null || found.id === id) ? found : undefined;
+          let position: number;
+          if (call && index !== null) {
+            position = index;
+          } else {
+            position = index === null || this.#calls.has(index) ? this.#next() : index;
+            call = { id: id ?? `call_${position}`, name: typeof fn.name === 'string' ? fn.name : '', args: '' };
+            this.#calls.set(position, call);
+            if (serverIndex !== null) this.#alias.set(serverIndex, position);
+            parts.push({ type: 'tool-call-start', index: position, id: call.id, name: call.name });
           }
+          this.#last = position;
           if (typeof fn.arguments === 'string' && fn.arguments !== '') {
             call.args += fn.arguments;
-            parts.push({ type: 'tool-call-delta', index, argumentsDelta: fn.arguments });
+            parts.push({ type: 'tool-call-delta', index: position, argumentsDelta: fn.arguments });
           }
         }
       }
@@ -358,7 +386,7 @@ class OpenAiDecoder implements WireDecoder {
         provider: this.#provider,
         message: `${this.#provider}: the answer is not a JSON object`,
       });
-    if (body.error !== undefined) throw vendorError(this.#provider, body.error, 500);
+    if (body.error !== undefined && body.error !== null) throw vendorError(this.#provider, body.error, 500);
     const parts: StreamPart[] = [];
     const choice = Array.isArray(body.choices) && isObject(body.choices[0]) ? body.choices[0] : {};
     const message = isObject(choice.message) ? choice.message : {};
@@ -502,12 +530,16 @@ class AnthropicDecoder implements WireDecoder {
     this.#provider = provider;
   }
 
+  #plainInput = 0;
+
+  /** Merges what an event says of the prompt: a field it leaves out (or null) keeps its value. */
   #input(usage: Json): void {
-    const plain = num(usage.input_tokens);
-    const read = num(usage.cache_read_input_tokens);
-    const write = num(usage.cache_creation_input_tokens);
+    if (typeof usage.input_tokens === 'number') this.#plainInput = usage.input_tokens;
+    if (typeof usage.cache_read_input_tokens === 'number') this.#usage.cacheReadTokens = usage.cache_read_input_tokens;
+    if (typeof usage.cache_creation_input_tokens === 'number')
+      this.#usage.cacheWriteTokens = usage.cache_creation_input_tokens;
     // Anthropic counts cached prompt tokens apart from input_tokens; ours include them.
-    this.#usage = { ...this.#usage, inputTokens: plain + read + write, cacheReadTokens: read, cacheWriteTokens: write };
+    this.#usage.inputTokens = this.#plainInput + this.#usage.cacheReadTokens + this.#usage.cacheWriteTokens;
   }
 
   event(event: SseEvent): StreamPart[] {
@@ -583,7 +615,7 @@ class AnthropicDecoder implements WireDecoder {
         if (typeof delta.stop_reason === 'string') this.#stopReason = delta.stop_reason;
         if (isObject(payload.usage)) {
           if (payload.usage.output_tokens !== undefined) this.#usage.outputTokens = num(payload.usage.output_tokens);
-          if (payload.usage.input_tokens !== undefined) this.#input(payload.usage);
+          this.#input(payload.usage);
         }
         return [];
       }
