@@ -68,6 +68,7 @@ export { TraceReader } from './store/reader.js';
 export { SCHEMA_VERSION } from './store/schema.js';
 export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';
+export type { ModelCallRecord } from './store/writer.js';
 export type { EventFilter, Observer } from './supervisor/event-bus.js';
 export type {
   ResumeOptions,

@@ -7,7 +7,7 @@ import type Database from 'better-sqlite3';
 import type { DrawAmount, EventData, HarnessEvent, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import { openReader } from './schema.js';
-import type { Observation } from './writer.js';
+import type { ModelCallRecord, Observation } from './writer.js';
 
 export interface RunRecord {
   runId: string;
@@ -95,23 +95,12 @@ export interface QueueRecord {
   admittedAt: number | null;
 }
 
-export interface ModelCallRow {
+/** A stored model call: what the step recorded of it, and where it stands in the trace. */
+export interface ModelCallRow extends ModelCallRecord {
   callId: number;
   runId: string;
   seq: number;
   attempt: number;
-  provider: string;
-  model: string;
-  /** `ok`, or why the call failed: http, connection, truncated, undecodable, aborted. */
-  outcome: string;
-  statusCode: number | null;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  reasoningTokens: number;
-  latencyMs: number | null;
-  ttftMs: number | null;
   at: number;
 }
 

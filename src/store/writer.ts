@@ -80,6 +80,7 @@ export interface Observation {
 export interface ModelCallRecord {
   provider: string;
   model: string;
+  /** `ok`, or why the call failed: http, connection, truncated, undecodable, aborted, error. */
   outcome: string;
   statusCode: number | null;
   inputTokens: number;
