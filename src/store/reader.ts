@@ -7,6 +7,7 @@ import type Database from 'better-sqlite3';
 import type { DrawAmount, EventData, HarnessEvent, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import { openReader } from './schema.js';
+import { StatementCache } from './statements.js';
 import type { ModelCallRecord, Observation } from './writer.js';
 
 export interface RunRecord {
@@ -196,27 +197,18 @@ export class TraceReader {
   readonly #run: Database.Statement<[string], Row>;
   readonly #inbox: Database.Statement<[string, string], Row>;
   readonly #ledger: Database.Statement<[string], Row>;
+  readonly #statements: StatementCache;
 
   /** `cacheKiB` bounds this connection's page cache (SQLite's default here is 16 MiB). */
   constructor(path: string, options: { cacheKiB?: number } = {}) {
     this.path = path;
     this.#db = openReader(path, options);
+    this.#statements = new StatementCache(this.#db);
     this.#run = this.#db.prepare('SELECT * FROM runs WHERE run_id = ?');
     this.#inbox = this.#db.prepare(
       'SELECT * FROM mailbox WHERE root_id = ? AND to_address = ? AND consumed_by IS NULL ORDER BY ordinal',
     );
     this.#ledger = this.#db.prepare('SELECT * FROM ledger WHERE run_id = ?');
-  }
-  readonly #statements = new Map<string, Database.Statement>();
-
-  /** A statement prepared on first use and kept for the connection's life. */
-  #sql(text: string): Database.Statement {
-    let statement = this.#statements.get(text);
-    if (!statement) {
-      statement = this.#db.prepare(text);
-      this.#statements.set(text, statement);
-    }
-    return statement;
   }
 
   /** One run, or null. */
@@ -229,13 +221,13 @@ export class TraceReader {
   runs(rootId?: string): RunRecord[] {
     const rows =
       rootId === undefined
-        ? this.#sql('SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created_at, rowid').all()
-        : this.#sql('SELECT * FROM runs WHERE root_id = ? ORDER BY depth, created_at, rowid').all(rootId);
+        ? this.#statements.get('SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created_at, rowid').all()
+        : this.#statements.get('SELECT * FROM runs WHERE root_id = ? ORDER BY depth, created_at, rowid').all(rootId);
     return (rows as Row[]).map(toRun);
   }
 
   steps(runId: string): StepRecord[] {
-    const rows = this.#sql('SELECT * FROM steps WHERE run_id = ? ORDER BY seq').all(runId) as Row[];
+    const rows = this.#statements.get('SELECT * FROM steps WHERE run_id = ? ORDER BY seq').all(runId) as Row[];
     return rows.map((row) => ({
       runId: row.run_id as string,
       seq: row.seq as number,
@@ -249,19 +241,17 @@ export class TraceReader {
 
   /** A run's events in commit order; `afterId` reads only newer ones. */
   events(runId: string, afterId = 0): HarnessEvent[] {
-    const rows = this.#sql('SELECT * FROM events WHERE run_id = ? AND event_id > ? ORDER BY event_id').all(
-      runId,
-      afterId,
-    ) as Row[];
+    const rows = this.#statements
+      .get('SELECT * FROM events WHERE run_id = ? AND event_id > ? ORDER BY event_id')
+      .all(runId, afterId) as Row[];
     return rows.map(toEvent);
   }
 
   /** Every event of a tree in commit order; `afterId` reads only newer ones. */
   treeEvents(rootId: string, afterId = 0): HarnessEvent[] {
-    const rows = this.#sql('SELECT * FROM events WHERE root_id = ? AND event_id > ? ORDER BY event_id').all(
-      rootId,
-      afterId,
-    ) as Row[];
+    const rows = this.#statements
+      .get('SELECT * FROM events WHERE root_id = ? AND event_id > ? ORDER BY event_id')
+      .all(rootId, afterId) as Row[];
     return rows.map(toEvent);
   }
 
@@ -274,20 +264,20 @@ export class TraceReader {
   ledger(rootId: string): TreeLedger | null {
     const rootRow = this.#ledger.get(rootId);
     if (!rootRow) return null;
-    const accounts = (this.#sql('SELECT * FROM ledger WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]).map(
-      toAccount,
-    );
-    const draws = (this.#sql('SELECT * FROM draws WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]).map(
-      (row) => ({
-        drawId: row.draw_id as string,
-        runId: row.run_id as string,
-        seq: row.seq as number,
-        generation: row.generation as number,
-        steps: row.steps as number,
-        tokens: row.tokens as number,
-        at: row.at as number,
-      }),
-    );
+    const accounts = (
+      this.#statements.get('SELECT * FROM ledger WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]
+    ).map(toAccount);
+    const draws = (
+      this.#statements.get('SELECT * FROM draws WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]
+    ).map((row) => ({
+      drawId: row.draw_id as string,
+      runId: row.run_id as string,
+      seq: row.seq as number,
+      generation: row.generation as number,
+      steps: row.steps as number,
+      tokens: row.tokens as number,
+      at: row.at as number,
+    }));
     return {
       rootId,
       root: toAccount(rootRow),
@@ -300,7 +290,9 @@ export class TraceReader {
 
   /** Every message of a tree, in send order. */
   messages(rootId: string): MessageRecord[] {
-    return (this.#sql('SELECT * FROM mailbox WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]).map(toMessage);
+    return (this.#statements.get('SELECT * FROM mailbox WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]).map(
+      toMessage,
+    );
   }
 
   /** Messages waiting for an address, oldest first. */
@@ -310,36 +302,38 @@ export class TraceReader {
 
   /** Whether an address names an agent of that tree. */
   hasAddress(rootId: string, address: string): boolean {
-    return this.#sql('SELECT 1 FROM runs WHERE root_id = ? AND address = ?').get(rootId, address) !== undefined;
+    return (
+      this.#statements.get('SELECT 1 FROM runs WHERE root_id = ? AND address = ?').get(rootId, address) !== undefined
+    );
   }
 
   /** The durable spawn queue of a tree, first in first. */
   queue(rootId: string): QueueRecord[] {
-    return (this.#sql('SELECT * FROM spawn_queue WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]).map(
-      (row) => ({
-        ordinal: row.ordinal as number,
-        childRunId: row.child_run_id as string,
-        parentId: row.parent_id as string,
-        state: row.state as QueueRecord['state'],
-        enqueuedAt: row.enqueued_at as number,
-        admittedAt: row.admitted_at as number | null,
-      }),
-    );
+    return (
+      this.#statements.get('SELECT * FROM spawn_queue WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]
+    ).map((row) => ({
+      ordinal: row.ordinal as number,
+      childRunId: row.child_run_id as string,
+      parentId: row.parent_id as string,
+      state: row.state as QueueRecord['state'],
+      enqueuedAt: row.enqueued_at as number,
+      admittedAt: row.admitted_at as number | null,
+    }));
   }
 
   /** The first `limit` children still waiting in a tree's queue, first in first. */
   queued(rootId: string, limit: number): string[] {
-    const rows = this.#sql(
-      `SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state = 'queued' ORDER BY ordinal LIMIT ?`,
-    ).all(rootId, limit) as { child_run_id: string }[];
+    const rows = this.#statements
+      .get(`SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state = 'queued' ORDER BY ordinal LIMIT ?`)
+      .all(rootId, limit) as { child_run_id: string }[];
     return rows.map((row) => row.child_run_id);
   }
 
   /** Runs of a tree not yet in a terminal state. */
   liveCount(rootId: string): number {
-    const row = this.#sql(
-      `SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('pending', 'queued', 'running')`,
-    ).get(rootId) as { n: number };
+    const row = this.#statements
+      .get(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('pending', 'queued', 'running')`)
+      .get(rootId) as { n: number };
     return row.n;
   }
 
@@ -347,8 +341,8 @@ export class TraceReader {
   modelCalls(filter: { rootId?: string; runId?: string }): ModelCallRow[] {
     const rows = (
       filter.runId !== undefined
-        ? this.#sql('SELECT * FROM model_calls WHERE run_id = ? ORDER BY call_id').all(filter.runId)
-        : this.#sql('SELECT * FROM model_calls WHERE root_id = ? ORDER BY call_id').all(filter.rootId ?? '')
+        ? this.#statements.get('SELECT * FROM model_calls WHERE run_id = ? ORDER BY call_id').all(filter.runId)
+        : this.#statements.get('SELECT * FROM model_calls WHERE root_id = ? ORDER BY call_id').all(filter.rootId ?? '')
     ) as Row[];
     return rows.map((row) => ({
       callId: row.call_id as number,
@@ -394,7 +388,9 @@ export class TraceReader {
 
   /** The spec a run was started with (provider and system prompt). */
   spec(runId: string): unknown {
-    const row = this.#sql('SELECT spec FROM runs WHERE run_id = ?').get(runId) as { spec: string } | undefined;
+    const row = this.#statements.get('SELECT spec FROM runs WHERE run_id = ?').get(runId) as
+      | { spec: string }
+      | undefined;
     return row ? JSON.parse(row.spec) : null;
   }
 

@@ -11,6 +11,7 @@ import { type Ceilings, type Clamp, clampToParent } from '../runtime/budget.js';
 import type { DrawAmount, EventData, HarnessEvent, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import { processLiveness } from './liveness.js';
+import { StatementCache } from './statements.js';
 
 export interface RunSpec {
   /** Serialised provider spec (without keys) and anything else a rebuilt actor needs. */
@@ -174,7 +175,6 @@ const ADDRESS = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const LINE_REPLY_CHARS = 200;
 
 export class StoreWriter {
-  readonly #db: Database.Database;
   readonly #runById: Database.Statement<[string], RunRow>;
   readonly #ledgerById: Database.Statement<[string], LedgerRow>;
   readonly #insertEvent: Database.Statement;
@@ -203,10 +203,10 @@ export class StoreWriter {
   readonly #releaseSavepoint: Database.Statement;
   readonly #rollbackToSavepoint: Database.Statement;
   #pending: Notifications = emptyNotifications();
-  readonly #statements = new Map<string, Database.Statement>();
+  readonly #statements: StatementCache;
 
   constructor(db: Database.Database) {
-    this.#db = db;
+    this.#statements = new StatementCache(db);
     this.#runById = db.prepare('SELECT * FROM runs WHERE run_id = ?');
     this.#ledgerById = db.prepare('SELECT * FROM ledger WHERE run_id = ?');
     this.#insertEvent = db.prepare(
@@ -275,16 +275,6 @@ export class StoreWriter {
     this.#enqueue = db.prepare(
       'INSERT INTO spawn_queue (child_run_id, root_id, parent_id, state, enqueued_at) VALUES (?, ?, ?, ?, ?)',
     );
-  }
-
-  /** A statement prepared once and kept, for the writes that are not on every step. */
-  #sql(text: string): Database.Statement {
-    let statement = this.#statements.get(text);
-    if (!statement) {
-      statement = this.#db.prepare(text);
-      this.#statements.set(text, statement);
-    }
-    return statement;
   }
 
   /** Hands over what the operations since the last call changed. */
@@ -428,18 +418,20 @@ export class StoreWriter {
   releaseLease(fence: Fence): void {
     const row = this.#runById.get(fence.runId);
     if (!row || row.generation !== fence.generation || row.lease_owner !== fence.owner) return;
-    this.#sql('UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?').run(fence.runId);
+    this.#statements
+      .get('UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?')
+      .run(fence.runId);
   }
 
   /** Moves a queued child to running under this owner's lease, first in, first out. */
   admit(input: LeaseClaim & { childId: string }): { status: 'admitted'; generation: number } | { status: 'gone' } {
     const row = this.#run(input.childId);
-    const moved = this.#sql(
-      `UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`,
-    ).run(input.now, input.childId).changes;
+    const moved = this.#statements
+      .get(`UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`)
+      .run(input.now, input.childId).changes;
     // Cancelled, or admitted by another driver, since the supervisor read the queue.
     if (moved !== 1 || row.status !== 'queued') return { status: 'gone' };
-    this.#sql(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.childId);
+    this.#statements.get(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.childId);
     const lease = this.acquireLease({ runId: input.childId, ...input });
     this.#event(
       row,
@@ -739,17 +731,15 @@ export class StoreWriter {
   #detach(child: RunRow, now: number): void {
     const suffix = `#dropped-${child.run_id.slice(0, 8)}`;
     if (child.status !== 'pending') {
-      this.#sql('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?').run(suffix, child.run_id);
+      this.#statements.get('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?').run(suffix, child.run_id);
       return;
     }
     const reason = 'the step that spawned it was not committed';
-    this.#sql('UPDATE runs SET spawn_key = spawn_key || ?, address = address || ? WHERE run_id = ?').run(
-      suffix,
-      suffix,
-      child.run_id,
-    );
-    this.#sql(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child.run_id);
-    this.#sql('UPDATE ledger SET spawned = spawned - 1 WHERE run_id = ?').run(child.root_id);
+    this.#statements
+      .get('UPDATE runs SET spawn_key = spawn_key || ?, address = address || ? WHERE run_id = ?')
+      .run(suffix, suffix, child.run_id);
+    this.#statements.get(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child.run_id);
+    this.#statements.get('UPDATE ledger SET spawned = spawned - 1 WHERE run_id = ?').run(child.root_id);
     this.#endRun.run('cancelled', null, JSON.stringify({ status: 'cancelled', reason }), now, child.run_id);
     this.#event(child, null, child.generation, { type: 'run-end', status: 'cancelled', reply: null, reason }, now);
     this.#pending.ended.push({ rootId: child.root_id, runId: child.run_id, status: 'cancelled' });
@@ -757,8 +747,8 @@ export class StoreWriter {
 
   /** Moves a reserved child into the admission queue. */
   #release(parent: RunRow, generation: number, seq: number | null, child: RunRow, now: number): void {
-    this.#sql(`UPDATE runs SET status = 'queued' WHERE run_id = ?`).run(child.run_id);
-    this.#sql(`UPDATE spawn_queue SET state = 'queued' WHERE child_run_id = ?`).run(child.run_id);
+    this.#statements.get(`UPDATE runs SET status = 'queued' WHERE run_id = ?`).run(child.run_id);
+    this.#statements.get(`UPDATE spawn_queue SET state = 'queued' WHERE child_run_id = ?`).run(child.run_id);
     this.#event(
       parent,
       seq,
@@ -808,11 +798,11 @@ export class StoreWriter {
 
   /** Cancels every child of a tree still waiting in the queue; no lease is needed for a run that never started. */
   cancelQueued(input: { rootId: string; now: number }): { cancelled: string[] } {
-    const rows = this.#sql(
-      `SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state IN ('pending', 'queued') ORDER BY ordinal`,
-    ).all(input.rootId) as { child_run_id: string }[];
+    const rows = this.#statements
+      .get(`SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state IN ('pending', 'queued') ORDER BY ordinal`)
+      .all(input.rootId) as { child_run_id: string }[];
     for (const { child_run_id } of rows) {
-      this.#sql(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child_run_id);
+      this.#statements.get(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child_run_id);
       const run = this.#run(child_run_id);
       this.#finish(run, run.generation, 0, 'cancelled', null, 'cancelled while queued', input.now, []);
     }

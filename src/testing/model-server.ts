@@ -453,7 +453,8 @@ function text(value: unknown): string {
 }
 
 /** The text of a content field in either wire: a string, or a list of parts whose text parts are joined with newlines. */
-function contentText(content: unknown): string {
+/** The text of a message's content, a string or text parts. */
+export function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   return list(content)
     .map(record)

@@ -6,6 +6,7 @@
  */
 import type { ModelRequest, ToolCall, TranscriptEntry } from '../runtime/provider.js';
 import {
+  contentText,
   type ScriptedAnswer,
   type ScriptedCall,
   ScriptedModelServer,
@@ -18,13 +19,6 @@ type Json = Record<string, unknown>;
 
 const isObject = (value: unknown): value is Json =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
-
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content))
-    return content.map((part) => (isObject(part) && typeof part.text === 'string' ? part.text : '')).join('');
-  return '';
-}
 
 function parseArgs(text: unknown): Record<string, unknown> {
   if (isObject(text)) return text;
@@ -46,7 +40,7 @@ export function transcriptOf(call: ScriptedCall): TranscriptEntry[] {
   const transcript: TranscriptEntry[] = [];
   for (const message of messages) {
     if (call.wire === 'openai') {
-      if (message.role === 'user') transcript.push({ role: 'user', text: textOf(message.content) });
+      if (message.role === 'user') transcript.push({ role: 'user', text: contentText(message.content) });
       else if (message.role === 'assistant') {
         const toolCalls: ToolCall[] = (Array.isArray(message.tool_calls) ? message.tool_calls : [])
           .filter(isObject)
@@ -54,14 +48,14 @@ export function transcriptOf(call: ScriptedCall): TranscriptEntry[] {
             const fn = isObject(item.function) ? item.function : {};
             return { id: String(item.id), name: String(fn.name), args: parseArgs(fn.arguments) };
           });
-        transcript.push({ role: 'assistant', text: textOf(message.content), toolCalls });
+        transcript.push({ role: 'assistant', text: contentText(message.content), toolCalls });
       } else if (message.role === 'tool') {
         const callId = String(message.tool_call_id);
         transcript.push({
           role: 'tool',
           callId,
           name: names.get(callId) ?? '',
-          content: textOf(message.content),
+          content: contentText(message.content),
           isError: false,
         });
       }
@@ -91,7 +85,7 @@ export function transcriptOf(call: ScriptedCall): TranscriptEntry[] {
             role: 'tool',
             callId,
             name: names.get(callId) ?? '',
-            content: textOf(block.content),
+            content: contentText(block.content),
             isError: block.is_error === true,
           });
         }
