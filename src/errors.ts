@@ -23,6 +23,11 @@ export const ErrorCode = {
   ProviderFailed: 'PROVIDER_FAILED',
   ReplayMiss: 'REPLAY_MISS',
   SupervisorClosed: 'SUPERVISOR_CLOSED',
+  OutputSchemaUnsupported: 'OUTPUT_SCHEMA_UNSUPPORTED',
+  WorkspaceNotFound: 'WORKSPACE_NOT_FOUND',
+  NoRestorePoint: 'NO_RESTORE_POINT',
+  RewindConflict: 'REWIND_CONFLICT',
+  RunStillLive: 'RUN_STILL_LIVE',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -113,6 +118,21 @@ export class LeaseLostError extends HarnessError {
   }
 }
 
+/**
+ * An OutputSchema used a keyword outside the supported subset, or used one wrongly.
+ * `keyword` names it and `pointer` is the JSON pointer of the schema node holding it.
+ */
+export class OutputSchemaError extends HarnessError {
+  readonly keyword: string;
+  readonly pointer: string;
+  constructor(keyword: string, pointer: string, message: string) {
+    super(ErrorCode.OutputSchemaUnsupported, message, { details: { keyword, pointer } });
+    this.name = 'OutputSchemaError';
+    this.keyword = keyword;
+    this.pointer = pointer;
+  }
+}
+
 /** A worker thread exited while requests were pending on it. */
 export class ActorExitedError extends HarnessError {
   constructor(code: ErrorCode, message: string, options?: HarnessErrorOptions) {
@@ -148,6 +168,9 @@ export function deserializeError(data: SerializedError): HarnessError {
       break;
     case ErrorCode.InvalidArgument:
       error = new InvalidArgumentError(data.message, { details });
+      break;
+    case ErrorCode.OutputSchemaUnsupported:
+      error = new OutputSchemaError(String(details.keyword), String(details.pointer), data.message);
       break;
     case ErrorCode.StoreNotSqlite:
     case ErrorCode.StoreSchemaTooNew:
