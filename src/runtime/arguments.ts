@@ -1,14 +1,14 @@
 /**
  * Validation of tool arguments against the small, closed JSON Schema subset the
  * built-in tools declare: an object of typed properties (string, number, integer,
- * boolean, nested object), `required`, `additionalProperties: false`, `minimum`,
+ * boolean, array, nested object), `items`, `minItems`, `required`, `additionalProperties: false`, `minimum`,
  * `exclusiveMinimum` and `minLength`. It lives in every agent thread, so it is a few
  * dozen lines rather than a schema compiler: a thread pays for every module it loads
  * when it starts (see docs/ARCHITECTURE.md, "Thread start cost").
  */
 
 export interface ArgumentSchema {
-  type: 'object' | 'string' | 'number' | 'integer' | 'boolean';
+  type: 'object' | 'string' | 'number' | 'integer' | 'boolean' | 'array';
   description?: string;
   properties?: Record<string, ArgumentSchema>;
   required?: string[];
@@ -16,6 +16,9 @@ export interface ArgumentSchema {
   minimum?: number;
   exclusiveMinimum?: number;
   minLength?: number;
+  /** For arrays: the schema of every item, and the fewest items. */
+  items?: ArgumentSchema;
+  minItems?: number;
 }
 
 /** Every problem with `value`, as `path: what is wrong`; empty when it is valid. */
@@ -48,6 +51,14 @@ export function checkArguments(schema: ArgumentSchema, value: unknown, path = '(
       return [];
     case 'boolean':
       return typeof value === 'boolean' ? [] : [`${path}: must be true or false`];
+    case 'array': {
+      if (!Array.isArray(value)) return [`${path}: must be an array`];
+      if (schema.minItems !== undefined && value.length < schema.minItems) {
+        return [`${path}: must hold at least ${schema.minItems} item${schema.minItems === 1 ? '' : 's'}`];
+      }
+      const items = schema.items;
+      return items ? value.flatMap((item, index) => checkArguments(items, item, `${path}[${index}]`)) : [];
+    }
     case 'number':
     case 'integer': {
       if (typeof value !== 'number' || !Number.isFinite(value)) return [`${path}: must be a number`];
