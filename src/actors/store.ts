@@ -7,7 +7,7 @@
  */
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
-import type { EventData } from '../runtime/events.js';
+import type { EventData, RunStatus } from '../runtime/events.js';
 import type {
   CommitStepInput,
   CommitStepResult,
@@ -16,6 +16,7 @@ import type {
   Fence,
   LeaseClaim,
   Notifications,
+  RestorePointInput,
   SpawnInput,
   SpawnResult,
 } from '../store/writer.js';
@@ -36,6 +37,12 @@ export interface StoreOperations {
   endRun: [EndRunInput, undefined];
   recordEvents: [Fence & { events: EventData[]; now: number }, undefined];
   cancelQueued: [{ rootId: string; now: number }, { cancelled: string[] }];
+  recordRestorePoint: [RestorePointInput, { created: boolean }];
+  dropBacklog: [{ runId: string; now: number }, { cancelled: string[] }];
+  regate: [
+    { runId: string; events: EventData[]; passed: boolean; reply: string | null; now: number },
+    { status: RunStatus },
+  ];
 }
 export type StoreOperation = keyof StoreOperations;
 export type StoreRequestBody = { [K in StoreOperation]: { op: K; input: StoreOperations[K][0] } }[StoreOperation];

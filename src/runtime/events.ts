@@ -10,9 +10,28 @@ import type { Clamp } from './budget.js';
  * `queued`: waiting for a concurrency slot; `running`: driven by an actor; the rest
  * are terminal.
  */
-export type RunStatus = 'pending' | 'queued' | 'running' | 'finished' | 'budget-exhausted' | 'failed' | 'cancelled';
+export type RunStatus =
+  | 'pending'
+  | 'queued'
+  | 'running'
+  | 'finished'
+  | 'gate-failed'
+  | 'schema-unsatisfied'
+  | 'budget-exhausted'
+  | 'failed'
+  | 'cancelled';
 
-export const TERMINAL_STATUSES: readonly RunStatus[] = ['finished', 'budget-exhausted', 'failed', 'cancelled'];
+export const TERMINAL_STATUSES: readonly RunStatus[] = [
+  'finished',
+  'gate-failed',
+  'schema-unsatisfied',
+  'budget-exhausted',
+  'failed',
+  'cancelled',
+];
+
+/** How one evaluation of a verification gate came out; `errored` is a criterion that could not run at all. */
+export type GateVerdict = 'passed' | 'failed' | 'errored';
 
 export function isTerminal(status: string): boolean {
   return (TERMINAL_STATUSES as readonly string[]).includes(status);
@@ -74,7 +93,47 @@ export type EventData =
   | { type: 'message-sent'; msgId: string; to: string }
   | { type: 'message-read'; msgIds: string[] }
   | { type: 'lease-taken'; owner: string; pid: number; generation: number; previousOwner: string | null }
-  | { type: 'lease-lost'; owner: string; generation: number };
+  | { type: 'lease-lost'; owner: string; generation: number }
+  | { type: 'file-changed'; callId: string; tool: string; path: string; added: number; removed: number }
+  | {
+      type: 'toolchain-checked';
+      callId: string;
+      ecosystem: string;
+      argv: string[];
+      exitStatus: number | null;
+      /** `skipped`: the policy does not allow that exec outright (an ask is a silent skip). */
+      ran: boolean;
+    }
+  | {
+      type: 'gate-evaluated';
+      criterion: 'command' | 'review';
+      verdict: GateVerdict;
+      exitStatus: number | null;
+      reasons: string[];
+      /** Evaluated again after the run ended, by retryGate. */
+      retried: boolean;
+    }
+  | {
+      /** What a failing command gate printed (both streams, bounded) and how it exited. */
+      type: 'gate-output';
+      argv: string[];
+      exitStatus: number | null;
+      signal: string | null;
+      stdout: string;
+      stderr: string;
+      truncated: boolean;
+    }
+  | { type: 'schema-invalid'; errors: string[]; reprompted: boolean }
+  | {
+      type: 'policy-decision';
+      act: 'read' | 'write' | 'exec' | 'net';
+      subject: string;
+      effect: 'allow' | 'deny' | 'ask';
+      rule: string | null;
+      layer: string | null;
+      /** For an ask: what the approver answered. */
+      answer?: 'approve' | 'deny' | 'defer';
+    };
 
 export type EventType = EventData['type'];
 

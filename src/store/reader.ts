@@ -44,6 +44,28 @@ export interface StepRecord {
   at: number;
 }
 
+/** What a file held before a run first touched it. */
+export interface RestorePoint {
+  runId: string;
+  path: string;
+  workspace: string;
+  /** False when the run created the file: putting it back deletes it. */
+  existed: boolean;
+  content: Buffer | null;
+  seq: number;
+  at: number;
+}
+
+/** One file a step changed, as a unified diff of the whole file. */
+export interface FileChangeRecord {
+  runId: string;
+  seq: number;
+  ordinal: number;
+  path: string;
+  diff: string;
+  at: number;
+}
+
 export interface DrawRecord {
   drawId: string;
   runId: string;
@@ -386,6 +408,69 @@ export class TraceReader {
     return report;
   }
 
+  /** The restore point of one file of a run, or null when the run never touched it. */
+  restorePoint(runId: string, path: string): RestorePoint | null {
+    const row = this.#statements.get('SELECT * FROM restore_points WHERE run_id = ? AND path = ?').get(runId, path) as
+      | Row
+      | undefined;
+    return row ? toRestorePoint(row) : null;
+  }
+
+  /** Every restore point of a run, in the order the run first touched the files. */
+  restorePoints(runId: string): RestorePoint[] {
+    const rows = this.#statements
+      .get('SELECT * FROM restore_points WHERE run_id = ? ORDER BY seq, at, path')
+      .all(runId) as Row[];
+    return rows.map(toRestorePoint);
+  }
+
+  /** Every change a run's committed steps made, step by step, in the order made. */
+  fileChanges(runId: string, seq?: number): FileChangeRecord[] {
+    const rows = (
+      seq === undefined
+        ? this.#statements.get('SELECT * FROM file_changes WHERE run_id = ? ORDER BY seq, ordinal').all(runId)
+        : this.#statements
+            .get('SELECT * FROM file_changes WHERE run_id = ? AND seq = ? ORDER BY ordinal')
+            .all(runId, seq)
+    ) as Row[];
+    return rows.map((row) => ({
+      runId: row.run_id as string,
+      seq: row.seq as number,
+      ordinal: row.ordinal as number,
+      path: row.path as string,
+      diff: row.diff as string,
+      at: row.at as number,
+    }));
+  }
+
+  /**
+   * A run's whole change as a step-ordered patch series, for review: each step's diffs
+   * under a header naming the step. Empty when the run changed nothing.
+   *
+   * @example
+   * writeFileSync('run.patch', store.patch(result.runId));
+   */
+  patch(runId: string): string {
+    const out: string[] = [];
+    let step = -1;
+    for (const change of this.fileChanges(runId)) {
+      if (change.seq !== step) {
+        step = change.seq;
+        out.push(`# io-harness run ${runId} step ${step}\n`);
+      }
+      out.push(change.diff.endsWith('\n') ? change.diff : `${change.diff}\n`);
+    }
+    return out.join('');
+  }
+
+  /** Every gate evaluation of a run, in the order evaluated (retries after the run included). */
+  gateEvaluations(runId: string): Extract<HarnessEvent, { type: 'gate-evaluated' }>[] {
+    const rows = this.#statements
+      .get(`SELECT * FROM events WHERE run_id = ? AND type = 'gate-evaluated' ORDER BY event_id`)
+      .all(runId) as Row[];
+    return rows.map(toEvent) as Extract<HarnessEvent, { type: 'gate-evaluated' }>[];
+  }
+
   /** The spec a run was started with (provider and system prompt). */
   spec(runId: string): unknown {
     const row = this.#statements.get('SELECT spec FROM runs WHERE run_id = ?').get(runId) as
@@ -397,4 +482,16 @@ export class TraceReader {
   close(): void {
     this.#db.close();
   }
+}
+
+function toRestorePoint(row: Row): RestorePoint {
+  return {
+    runId: row.run_id as string,
+    path: row.path as string,
+    workspace: row.workspace as string,
+    existed: row.existed === 1,
+    content: (row.content as Buffer | null) ?? null,
+    seq: row.seq as number,
+    at: row.at as number,
+  };
 }

@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ErrorCode, StoreError } from '../errors.js';
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** Forward migrations; index i takes a file from version i to i + 1. */
 export const MIGRATIONS: readonly string[] = [
@@ -163,6 +163,33 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX model_calls_by_run ON model_calls(run_id, seq, attempt);
   CREATE INDEX model_calls_by_root ON model_calls(root_id, call_id);
+  `,
+  // 3: the workspace: what a file held before a run first touched it, and every change a step made.
+  `
+  CREATE TABLE restore_points (
+    run_id      TEXT NOT NULL,
+    path        TEXT NOT NULL,                 -- workspace-relative, posix separators
+    root_id     TEXT NOT NULL,
+    workspace   TEXT NOT NULL,                 -- the workspace root the path is relative to
+    existed     INTEGER NOT NULL,              -- 0: the run created the file
+    content     BLOB,                          -- the bytes it held; NULL when it did not exist
+    seq         INTEGER NOT NULL,              -- the step that first touched it
+    generation  INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    PRIMARY KEY (run_id, path)
+  ) WITHOUT ROWID;
+
+  CREATE TABLE file_changes (
+    run_id      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    ordinal     INTEGER NOT NULL,              -- order within the step
+    root_id     TEXT NOT NULL,
+    generation  INTEGER NOT NULL,
+    path        TEXT NOT NULL,
+    diff        TEXT NOT NULL,                 -- unified diff of the whole file
+    at          INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq, ordinal)
+  ) WITHOUT ROWID;
   `,
 ];
 

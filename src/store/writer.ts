@@ -104,8 +104,10 @@ export interface CommitStepInput extends Fence {
   spawned: string[];
   /** The model calls the step made, failed tries first. */
   calls?: ModelCallRecord[];
+  /** The files the step changed, in order, each as a unified diff of the whole file. */
+  changes?: FileDiff[];
   events: EventData[];
-  final: { status: RunStatus; reply: string | null } | null;
+  final: { status: RunStatus; reply: string | null; reason?: string } | null;
   now: number;
 }
 
@@ -113,6 +115,20 @@ export type CommitStepResult =
   | { status: 'committed'; seq: number; treeSpent: DrawAmount }
   | { status: 'duplicate'; seq: number }
   | { status: 'exhausted'; runId: string; ceiling: string; spent: number; limit: number };
+
+export interface FileDiff {
+  path: string;
+  diff: string;
+}
+
+export interface RestorePointInput extends Fence {
+  seq: number;
+  workspace: string;
+  path: string;
+  /** What the file held before the run first touched it; null when it did not exist. */
+  content: Uint8Array | null;
+  now: number;
+}
 
 export interface EndRunInput extends Fence {
   status: RunStatus;
@@ -639,6 +655,13 @@ export class StoreWriter {
       JSON.stringify(input.usage),
       input.now,
     );
+    input.changes?.forEach((change, ordinal) => {
+      this.#statements
+        .get(
+          'INSERT INTO file_changes (run_id, seq, ordinal, root_id, generation, path, diff, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        )
+        .run(run.run_id, input.seq, ordinal, run.root_id, gen, change.path, change.diff, input.now);
+    });
     for (const msgId of input.consumed) {
       const changed = this.#consume.run({
         run_id: run.run_id,
@@ -693,7 +716,7 @@ export class StoreWriter {
         input.seq,
         input.final.status,
         input.final.reply,
-        'the model gave its final answer',
+        input.final.reason ?? 'the model gave its final answer',
         input.now,
         [],
       );
@@ -794,6 +817,83 @@ export class StoreWriter {
     const run = this.#fence(input);
     this.#calls(run, run.last_seq + 1, input.generation, input.calls, input.now);
     this.#finish(run, input.generation, run.last_seq, input.status, input.reply, input.reason, input.now, input.events);
+  }
+
+  /**
+   * Keeps what a file held before the run first touched it. Written, and committed,
+   * before the file is: a crash between the two leaves a restore point and an untouched
+   * file, never a changed file with nothing to put it back from. The first one wins.
+   */
+  recordRestorePoint(input: RestorePointInput): { created: boolean } {
+    const run = this.#fence(input);
+    const changes = this.#statements
+      .get(
+        `INSERT OR IGNORE INTO restore_points (run_id, path, root_id, workspace, existed, content, seq, generation, at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        run.run_id,
+        input.path,
+        run.root_id,
+        input.workspace,
+        input.content === null ? 0 : 1,
+        input.content === null ? null : Buffer.from(input.content),
+        input.seq,
+        input.generation,
+        input.now,
+      ).changes;
+    return { created: changes === 1 };
+  }
+
+  /**
+   * Cancels the children a run left waiting (reserved or queued, never started): the
+   * spawn backlog a whole-run rewind takes back. Steps, events and the ledger stay.
+   */
+  dropBacklog(input: { runId: string; now: number }): { cancelled: string[] } {
+    const rows = this.#statements
+      .get(
+        `SELECT child_run_id FROM spawn_queue WHERE parent_id = ? AND state IN ('pending', 'queued') ORDER BY ordinal`,
+      )
+      .all(input.runId) as { child_run_id: string }[];
+    for (const { child_run_id } of rows) {
+      this.#statements.get(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`).run(child_run_id);
+      const child = this.#run(child_run_id);
+      this.#finish(child, child.generation, 0, 'cancelled', null, 'cancelled by a rewind of its parent', input.now, []);
+    }
+    return { cancelled: rows.map((row) => row.child_run_id) };
+  }
+
+  /**
+   * Records a gate evaluated again after the run ended (`retryGate`), and moves a run
+   * that ended on its gate to `finished` when the gate now passes. Only a run that is
+   * over and not leased can be re-gated.
+   */
+  regate(input: { runId: string; events: EventData[]; passed: boolean; reply: string | null; now: number }): {
+    status: RunStatus;
+  } {
+    const run = this.#run(input.runId);
+    if (run.status !== 'gate-failed' && run.status !== 'finished') {
+      throw new HarnessError(
+        ErrorCode.RunStillLive,
+        `run ${input.runId} is ${run.status}; only a run that ended on its gate (or finished) can have its gate retried.`,
+        { details: { runId: input.runId, status: run.status } },
+      );
+    }
+    for (const event of input.events) this.#event(run, null, run.generation, event, input.now);
+    if (input.passed && run.status === 'gate-failed') {
+      this.#finish(
+        run,
+        run.generation,
+        run.last_seq,
+        'finished',
+        input.reply,
+        'the gate passed when retried',
+        input.now,
+        [],
+      );
+      return { status: 'finished' };
+    }
+    return { status: run.status };
   }
 
   /** Cancels every child of a tree still waiting in the queue; no lease is needed for a run that never started. */
