@@ -17,11 +17,23 @@ export {
   StoreError,
 } from './errors.js';
 export type { Budget, Ceilings, Clamp } from './runtime/budget.js';
-export type { DrawAmount, EventData, EventType, HarnessEvent, RunStatus } from './runtime/events.js';
+export type { ContractBudget, ContractData, VerificationData } from './runtime/contract/contract.js';
+export { TaskContract, ToolMask, Verification, WORKSPACE_TOOL_NAMES } from './runtime/contract/contract.js';
+export type { OutputCheck } from './runtime/contract/output-check.js';
+export { checkOutput } from './runtime/contract/output-check.js';
+export type { JsonSchema } from './runtime/contract/output-schema.js';
+export { OUTPUT_SCHEMA_KEYWORDS, OutputSchema } from './runtime/contract/output-schema.js';
+export type { DrawAmount, EventData, EventType, GateVerdict, HarnessEvent, RunStatus } from './runtime/events.js';
 export { isTerminal, TERMINAL_STATUSES } from './runtime/events.js';
+export type { CommandResult } from './runtime/exec/run-command.js';
+export type { ApprovalAnswer, ApprovalRequest, Approver } from './runtime/policy/approval.js';
+export { ApproveAll, CallbackApprover, DenyAll } from './runtime/policy/approval.js';
+export type { Act, ActKind, Decision, Effect, PolicyData, PolicyLayer, PolicyRule } from './runtime/policy/policy.js';
+export { Policy } from './runtime/policy/policy.js';
 export type {
   CallAttempt,
   Completion,
+  CompletionHooks,
   FallbackProviderSpec,
   HttpProviderSpec,
   JsonValue,
@@ -52,14 +64,36 @@ export type {
   StreamPart,
 } from './runtime/providers/types.js';
 export { ProviderError } from './runtime/providers/types.js';
+export type { GateEvaluation } from './runtime/verify/gate.js';
+export type { FileChange } from './runtime/workspace/files.js';
+export { reverseApply, unifiedDiff } from './runtime/workspace/files.js';
+export type { RewoundFile } from './runtime/workspace/rewind.js';
+export { rewind, rewindRun, rewindStep } from './runtime/workspace/rewind.js';
+export type {
+  Argv,
+  CommandName,
+  EcosystemId,
+  Toolchain,
+  ToolchainCommands,
+  ToolchainOverride,
+  ToolchainOverrides,
+} from './runtime/workspace/toolchain.js';
+export {
+  checkToolchainOverrides,
+  detectToolchain,
+  ECOSYSTEM_IDS,
+  toolchainTable,
+} from './runtime/workspace/toolchain.js';
 export type {
   CostReport,
   DrawRecord,
+  FileChangeRecord,
   LedgerAccount,
   MessageRecord,
   ModelCallRow,
   PriceTable,
   QueueRecord,
+  RestorePoint,
   RunRecord,
   StepRecord,
   TreeLedger,
@@ -70,8 +104,11 @@ export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';
 export type { ModelCallRecord } from './store/writer.js';
 export type { EventFilter, Observer } from './supervisor/event-bus.js';
+export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
+export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';
 export type {
   ResumeOptions,
+  RetriedGate,
   RunHandle,
   RunOptions,
   SupervisorOptions,

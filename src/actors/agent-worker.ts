@@ -9,18 +9,36 @@ import {
   type SendArgs,
   type SpawnArgs,
 } from '../runtime/agent-tools.js';
+import type { ContractData } from '../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../runtime/events.js';
+import type { ApprovalAnswer } from '../runtime/policy/approval.js';
+import { type Act, type Decision, Policy, type PolicyData } from '../runtime/policy/policy.js';
 import {
   type CallAttempt,
   type Completion,
   loadProvider,
   type ProviderSpec,
+  type ToolCall,
   type TranscriptEntry,
 } from '../runtime/provider.js';
 import { ProviderError } from '../runtime/providers/types.js';
-import type { ToolResult } from '../runtime/tools.js';
+import type { ToolRegistry, ToolResult } from '../runtime/tools.js';
+import {
+  evaluateCommandGate,
+  evaluateReviewGate,
+  type GateEvaluation,
+  gateEvent,
+  gateFeedback,
+} from '../runtime/verify/gate.js';
+import {
+  READ_ONLY_TOOLS,
+  type WorkspaceEffects,
+  WorkspaceSession,
+  type WorkspaceToolName,
+  workspaceTools,
+} from '../runtime/workspace/session.js';
 import { type RunRecord, TraceReader } from '../store/reader.js';
-import type { ModelCallRecord, Observation, SentMessage } from '../store/writer.js';
+import type { FileDiff, ModelCallRecord, Observation, SentMessage } from '../store/writer.js';
 import type { AgentInput, AgentOutput, AgentRequestBody, AgentWorkerData, RunExit, WaitChildResult } from './agent.js';
 import { type Endpoint, RequestClient } from './protocol.js';
 import { StoreClient } from './store.js';
@@ -31,7 +49,6 @@ const main = parentPort as NonNullable<typeof parentPort>;
 const reader = new TraceReader(data.storePath, { cacheKiB: 1024 });
 data.storePort.on('close', () => store.fail('the store actor closed its port'));
 const store = new StoreClient(data.storePort as unknown as Endpoint);
-const registry = agentToolRegistry();
 
 let current: Drive | null = null;
 
@@ -56,6 +73,34 @@ interface RunSpecData {
   provider: ProviderSpec;
   system?: string;
   session?: string;
+  contract?: ContractData;
+  policy?: PolicyData;
+}
+
+/** Observations that answer no tool call: what the runtime tells the model (a re-prompt), as a user turn. */
+const FEEDBACK = { schema: '@schema', gate: '@gate' } as const;
+
+type Effects = AgentEffects & WorkspaceEffects;
+
+/** One registry per kind of run, built once per thread: definitions stay byte-identical run to run. */
+const registries = new Map<string, ToolRegistry<Effects>>();
+function registryFor(mode: 'agent' | 'workspace' | 'file'): ToolRegistry<Effects> {
+  let registry = registries.get(mode);
+  if (!registry) {
+    registry = agentToolRegistry() as unknown as ToolRegistry<Effects>;
+    if (mode !== 'agent') for (const tool of workspaceTools(mode)) registry.register(tool);
+    registries.set(mode, registry);
+  }
+  return registry;
+}
+
+function workspaceSystem(contract: ContractData): string {
+  return (
+    'You are a coding agent working in a repository. Use the tools to read, search, change and run the project. ' +
+    'Change files with edit_file (an exact, unique replacement), patch_file (a unified diff) or write_file. ' +
+    'When the work is done, answer without a tool call, saying what you did.' +
+    (contract.outputSchema ? ' Your final answer must be a single JSON value matching the schema you were given.' : '')
+  );
 }
 
 function defaultSystem(run: RunRecord): string {
@@ -66,7 +111,7 @@ function defaultSystem(run: RunRecord): string {
   );
 }
 
-class Drive implements AgentEffects {
+class Drive implements Effects {
   readonly #start: Extract<AgentInput, { type: 'start' }>;
   readonly #abort = new AbortController();
   #run!: RunRecord;
@@ -78,6 +123,12 @@ class Drive implements AgentEffects {
   #sent: SentMessage[] = [];
   #spawned: string[] = [];
   #events: EventData[] = [];
+  #changes: FileDiff[] = [];
+  #contract: ContractData | null = null;
+  #workspace: WorkspaceSession | null = null;
+  #calls: ToolCall[] = [];
+  /** Reads started while the completion streamed, by call index. */
+  #early = new Map<number, { call: ToolCall; result: ToolResult }>();
 
   constructor(start: Extract<AgentInput, { type: 'start' }>) {
     this.#start = start;
@@ -137,8 +188,23 @@ class Drive implements AgentEffects {
     const spec = reader.spec(run.runId) as RunSpecData;
     const steps = reader.steps(run.runId);
     this.#seq = run.lastSeq + 1;
-    const transcript: TranscriptEntry[] = [{ role: 'user', text: run.task }];
+    const contract = spec.contract ?? null;
+    this.#contract = contract;
+    if (contract) {
+      const policy = spec.policy ? Policy.from(spec.policy) : Policy.default();
+      this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost());
+    }
+    const registry = registryFor(contract === null ? 'agent' : contract.mode);
+    const transcript: TranscriptEntry[] = [{ role: 'user', text: this.#opening(run.task) }];
     for (const step of steps) appendStep(transcript, step.completion, step.observations);
+    // Re-prompts already spent, counted from the trace so a resumed run keeps its count.
+    const spent = { schema: 0, gate: 0 };
+    for (const step of steps) {
+      for (const observation of step.observations) {
+        if (observation.name === FEEDBACK.schema) spent.schema++;
+        else if (observation.name === FEEDBACK.gate) spent.gate++;
+      }
+    }
     await store.call('recordEvents', {
       ...this.#fence,
       events: [
@@ -187,9 +253,16 @@ class Drive implements AgentEffects {
         return 'failed';
       }
     }
-    const system = spec.system ?? defaultSystem(run);
+    const system = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
     const chain = [...run.ancestry, run.runId];
     const parentAddress = run.parentId === null ? null : (reader.run(run.parentId)?.address ?? null);
+    // Gates and the answer's shape are the root's business; children report to their parent.
+    const judged = contract !== null && run.parentId === null;
+    const mask = new Set(contract?.toolMask ?? []);
+    const options = {
+      cacheKey,
+      ...(judged && contract.outputSchema ? { responseFormat: contract.outputSchema } : {}),
+    };
 
     for (;;) {
       if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
@@ -205,6 +278,7 @@ class Drive implements AgentEffects {
         });
         return 'budget-exhausted';
       }
+      this.#early = new Map();
       let completion: Completion;
       try {
         completion = await provider.complete(
@@ -212,7 +286,7 @@ class Drive implements AgentEffects {
             system,
             transcript,
             tools: registry.definitions(),
-            options: { cacheKey },
+            options,
             metadata: {
               runId: run.runId,
               rootId: run.rootId,
@@ -223,6 +297,7 @@ class Drive implements AgentEffects {
             },
           },
           this.#abort.signal,
+          this.#workspace ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) } : undefined,
         );
       } catch (error) {
         if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
@@ -244,18 +319,37 @@ class Drive implements AgentEffects {
       this.#consumed = [];
       this.#sent = [];
       this.#spawned = [];
+      this.#changes = [];
+      this.#calls = completion.toolCalls;
       this.#events = attemptEvents(attempts, completion.provider ?? provider.name);
+      const calls = [...attempts.map(failedCall), answeredCall(completion, provider.name)];
       const observations: Observation[] = [];
       for (const [index, call] of completion.toolCalls.entries()) {
         if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
         this.#events.push({ type: 'tool-call', callId: call.id, name: call.name, args: call.args });
-        const result = await registry.dispatch(call.name, call.args, this, index);
+        let result: ToolResult;
+        if (mask.has(call.name)) {
+          const reason = `${call.name} is withheld for this run (tool mask); use another tool.`;
+          result = { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
+        } else {
+          result = await registry.dispatch(call.name, call.args, this, index);
+        }
         if (result.refusal) {
           this.#events.push({ type: 'refusal', callId: call.id, tool: call.name, ...result.refusal });
         }
         observations.push({ callId: call.id, name: call.name, content: result.content, isError: result.isError });
       }
-      const final = completion.toolCalls.length === 0 ? { status: 'finished' as const, reply: completion.text } : null;
+      let final: { status: RunStatus; reply: string | null; reason?: string } | null =
+        completion.toolCalls.length === 0 ? { status: 'finished' as const, reply: completion.text } : null;
+      if (final && judged) {
+        const verdict = await this.#judge(contract, completion, spent, calls);
+        if (verdict.feedback) {
+          observations.push(verdict.feedback);
+          final = null;
+        } else {
+          final = verdict.final;
+        }
+      }
       const result = await store.call('commitStep', {
         ...this.#fence,
         seq: this.#seq,
@@ -265,21 +359,193 @@ class Drive implements AgentEffects {
         consumed: this.#consumed,
         sent: this.#sent,
         spawned: this.#spawned,
+        changes: this.#changes,
         events: this.#events,
-        calls: [...attempts.map(failedCall), answeredCall(completion, provider.name)],
+        calls,
         final,
         now: Date.now(),
       });
       if (result.status === 'exhausted') return 'budget-exhausted';
       appendStep(transcript, completion, observations);
       this.#seq++;
-      if (final) return 'finished';
+      if (final) return final.status;
     }
+  }
+
+  /** The first user turn: the task, and for a workspace run where it is and what is withheld. */
+  #opening(task: string): string {
+    if (!this.#contract || !this.#workspace) return task;
+    const parts = [task, this.#workspace.briefing()];
+    // The mask is stated here, past the cache breakpoint, so the tool definitions never change.
+    if (this.#contract.toolMask.length > 0) {
+      parts.push(
+        `These tools are withheld for this run; a call to one is refused: ${this.#contract.toolMask.join(', ')}.`,
+      );
+    }
+    return parts.join('\n\n');
+  }
+
+  /**
+   * The final answer, judged: the output schema first, then the gate. Either may send
+   * feedback to the model (bounded by the contract's retries) instead of ending the run.
+   */
+  async #judge(
+    contract: ContractData,
+    completion: Completion,
+    spent: { schema: number; gate: number },
+    calls: ModelCallRecord[],
+  ): Promise<
+    | { final: { status: RunStatus; reply: string | null; reason?: string }; feedback?: undefined }
+    | { feedback: Observation; final?: undefined }
+  > {
+    if (contract.outputSchema) {
+      const { checkOutput } = await import('../runtime/contract/output-check.js');
+      const check = checkOutput(contract.outputSchema.schema, completion.text);
+      if (!check.ok) {
+        const reprompt = spent.schema < contract.retries;
+        this.#events.push({ type: 'schema-invalid', errors: check.errors, reprompted: reprompt });
+        if (reprompt) {
+          spent.schema++;
+          return {
+            feedback: {
+              callId: '',
+              name: FEEDBACK.schema,
+              content: `Your final answer does not satisfy the required output schema:\n${check.errors.join('\n')}\nAnswer again with a single JSON value that does (${contract.retries - spent.schema} ${contract.retries - spent.schema === 1 ? 'retry' : 'retries'} left).`,
+              isError: true,
+            },
+          };
+        }
+        return {
+          final: {
+            status: 'schema-unsatisfied',
+            reply: completion.text,
+            reason: `the final answer does not satisfy the output schema after ${contract.retries} ${contract.retries === 1 ? 'retry' : 'retries'}: ${check.errors.join('; ')}`,
+          },
+        };
+      }
+    }
+    const evaluation = await this.#evaluateGate(contract, completion);
+    if (evaluation === null) return { final: { status: 'finished', reply: completion.text } };
+    if (evaluation.reviewCall) calls.push(answeredCall(evaluation.reviewCall, 'reviewer'));
+    this.#events.push(gateEvent(evaluation, false));
+    if (evaluation.output) this.#events.push(evaluation.output);
+    if (evaluation.verdict === 'passed') return { final: { status: 'finished', reply: completion.text } };
+    if (evaluation.verdict === 'failed' && spent.gate < contract.retries) {
+      spent.gate++;
+      return {
+        feedback: {
+          callId: '',
+          name: FEEDBACK.gate,
+          content: gateFeedback(evaluation, contract.retries - spent.gate),
+          isError: true,
+        },
+      };
+    }
+    const reason =
+      evaluation.verdict === 'errored'
+        ? `the gate could not run: ${evaluation.reasons.join('; ')} (retryGate re-runs it against the workspace as left)`
+        : `the gate failed${contract.retries > 0 ? ` after ${contract.retries} ${contract.retries === 1 ? 'retry' : 'retries'}` : ''}: ${evaluation.reasons.join('; ')}`;
+    return { final: { status: 'gate-failed', reply: completion.text, reason } };
+  }
+
+  async #evaluateGate(contract: ContractData, completion: Completion): Promise<GateEvaluation | null> {
+    const gate = contract.verification;
+    if (gate.kind === 'command') return evaluateCommandGate(gate, contract.root, this.#abort.signal);
+    if (gate.kind === 'review') {
+      const committed = reader.patch(this.#run.runId);
+      const pending = this.#changes.map((change) => change.diff).join('');
+      return evaluateReviewGate(
+        gate,
+        this.#start.reviewer ?? gate.provider,
+        { goal: contract.goal, patch: committed + pending, reply: completion.text, writerModel: completion.model },
+        this.#abort.signal,
+      );
+    }
+    return null;
+  }
+
+  /**
+   * A read-only call the stream has finished, at the head of the completion, allowed
+   * outright: run it now. Its result is used only if the finished completion asks for
+   * the same call with the same arguments; otherwise it is dropped unrecorded.
+   */
+  #startEarly(call: ToolCall, index: number, mask: Set<string>, registry: ToolRegistry<Effects>): void {
+    const workspace = this.#workspace;
+    if (!workspace || index !== this.#early.size || !READ_ONLY_TOOLS.has(call.name) || mask.has(call.name)) return;
+    if (!registry.accepts(call.name, call.args) || !workspace.readAllowedOutright(call.args)) return;
+    try {
+      const result = workspace.readNow(call.name as 'read_file' | 'grep' | 'find', call.args);
+      this.#early.set(index, { call, result });
+    } catch {
+      // A read that throws is simply not started early.
+    }
+  }
+
+  #workspaceHost() {
+    const self = this;
+    return {
+      restorePoint: async (path: string, content: Uint8Array | null) => {
+        await store.call('recordRestorePoint', {
+          ...self.#fence,
+          seq: self.#seq,
+          workspace: (self.#contract as ContractData).root,
+          path,
+          content,
+          now: Date.now(),
+        });
+      },
+      ask: (act: Act, decision: Extract<Decision, { effect: 'ask' }>) =>
+        supervisor.request<ApprovalAnswer>({
+          op: 'approve',
+          request: {
+            rootId: self.#run.rootId,
+            runId: self.#run.runId,
+            address: self.#run.address,
+            act,
+            subject: decision.subject,
+            rule: decision.rule,
+            layer: decision.layer,
+          },
+        }),
+      event: (event: EventData) => self.#events.push(event),
+      change: (change: FileDiff) => self.#changes.push(change),
+      callId: (index: number) => self.#calls[index]?.id ?? `call-${index}`,
+      get signal() {
+        return self.#abort.signal;
+      },
+    };
+  }
+
+  async workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {
+    const workspace = this.#workspace;
+    if (!workspace) return { content: `${name} is not available outside a workspace run.`, isError: true };
+    const early = this.#early.get(callIndex);
+    if (early && early.call.name === name && sameArguments(early.call.args, args)) {
+      // The same decision the ordinary path records, then the result the early read already has.
+      const refused = await workspace.authorize({ kind: 'read', path: readPath(args) });
+      return refused ?? early.result;
+    }
+    return workspace.run(name, args, callIndex);
   }
 
   /** The draw the next step would make (one step) against every ceiling up the chain, and the wall clock. */
   #precheck(chain: string[]): Extract<EventData, { type: 'budget-exhausted' }> | null {
     const now = Date.now();
+    const cost = this.#contract?.budget.cost;
+    if (cost) {
+      // Cost is derived from the accounting rows and the embedder's prices, never stored as a number.
+      const spent = reader.cost(this.#run.rootId, cost.prices).total;
+      if (spent >= cost.limit) {
+        return {
+          type: 'budget-exhausted',
+          draw: { steps: 1, tokens: 0 },
+          ceiling: 'cost',
+          account: this.#run.rootId,
+          spent,
+          limit: cost.limit,
+        };
+      }
+    }
     for (const id of chain) {
       const account = reader.account(id);
       if (!account) continue;
@@ -491,6 +757,10 @@ function answeredCall(completion: Completion, fallbackName: string): ModelCallRe
 function appendStep(transcript: TranscriptEntry[], completion: Completion, observations: Observation[]): void {
   transcript.push({ role: 'assistant', text: completion.text, toolCalls: completion.toolCalls });
   for (const observation of observations) {
+    if (observation.name.startsWith('@')) {
+      transcript.push({ role: 'user', text: observation.content });
+      continue;
+    }
     transcript.push({
       role: 'tool',
       callId: observation.callId,
@@ -499,6 +769,27 @@ function appendStep(transcript: TranscriptEntry[], completion: Completion, obser
       isError: observation.isError,
     });
   }
+}
+
+function readPath(args: Record<string, unknown>): string {
+  return typeof args.path === 'string' ? args.path : '.';
+}
+
+/** Arguments compared as JSON with sorted keys. */
+function sameArguments(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  return canonical(a) === canonical(b);
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    return `{${Object.keys(record)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonical(record[key])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
 }
 
 const ready: AgentOutput = { type: 'ready' };

@@ -7,6 +7,7 @@
 import { type MessagePort, Worker } from 'node:worker_threads';
 import type { SerializedError } from '../errors.js';
 import type { RunStatus } from '../runtime/events.js';
+import type { ApprovalRequest } from '../runtime/policy/approval.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 
 /** Supervisor to actor. */
@@ -19,6 +20,8 @@ export type AgentInput =
       resumed: boolean;
       /** The tree's provider with its key, when this supervisor has it; the stored spec never carries keys. */
       provider?: ProviderSpec;
+      /** A review gate's provider with its key, likewise. */
+      reviewer?: ProviderSpec;
     }
   /** A message was committed to this actor's address. */
   | { type: 'mail' }
@@ -26,7 +29,10 @@ export type AgentInput =
   | { type: 'cancel' };
 
 /** Requests the actor makes of the supervisor. */
-export type AgentRequestBody = { op: 'wait-child'; runId: string; childId: string; timeoutMs: number | null };
+export type AgentRequestBody =
+  | { op: 'wait-child'; runId: string; childId: string; timeoutMs: number | null }
+  /** The policy said ask: the supervisor puts the question to the tree's approver. */
+  | { op: 'approve'; request: ApprovalRequest };
 
 export type WaitChildResult =
   | {

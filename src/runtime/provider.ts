@@ -55,6 +55,14 @@ export interface RequestMetadata {
 export interface RequestOptions {
   /** An opaque per-session digest sent for cache affinity (`prompt_cache_key`, `x-session-affinity`). */
   cacheKey?: string;
+  /** The JSON Schema the final answer must satisfy: sent as `response_format` on OpenAI-shaped wires. */
+  responseFormat?: { name: string; schema: Record<string, unknown> };
+}
+
+/** Hooks into a completion as it streams. */
+export interface CompletionHooks {
+  /** A tool call the stream has finished, before the completion has (used to start reads early). */
+  onToolCall?(call: ToolCall, index: number): void;
 }
 
 export interface ModelRequest {
@@ -97,7 +105,7 @@ export interface Completion {
 
 export interface Provider {
   readonly name: string;
-  complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion>;
+  complete(request: ModelRequest, signal?: AbortSignal, hooks?: CompletionHooks): Promise<Completion>;
   /** Resolves when the vendor can be reached at all; rejects with a connection failure when it cannot. */
   probe?(signal?: AbortSignal): Promise<void>;
 }

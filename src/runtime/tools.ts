@@ -45,6 +45,12 @@ export class ToolRegistry<Context> {
     return this.#definitions;
   }
 
+  /** True when `name` is a tool here and `args` are valid for it. */
+  accepts(name: string, args: Record<string, unknown>): boolean {
+    const tool = this.#tools.get(name);
+    return tool !== undefined && checkArguments(tool.parameters, args).length === 0;
+  }
+
   /** Validates the arguments and runs the tool; an unknown tool or bad arguments is an error observation, not a crash. */
   async dispatch(
     name: string,

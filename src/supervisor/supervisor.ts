@@ -27,9 +27,13 @@ import {
   LeaseLostError,
 } from '../errors.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
-import { type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
+import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
+import { type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
+import type { ApprovalAnswer, ApprovalRequest, Approver } from '../runtime/policy/approval.js';
+import { Policy } from '../runtime/policy/policy.js';
 import { type ProviderSpec, redactSpec } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
+import { evaluateCommandGate, evaluateReviewGate, gateEvent } from '../runtime/verify/gate.js';
 import { HOST } from '../store/liveness.js';
 import type { Store } from '../store/store.js';
 import type { Notifications } from '../store/writer.js';
@@ -72,11 +76,15 @@ export interface ResumeOptions {
    * used, reading its key from the environment variable it names.
    */
   provider?: ProviderSpec;
+  /** Answers the policy's asks for the resumed tree. Without one, every ask is denied. */
+  approver?: Approver;
+  /** A review gate's provider again, for a reviewer whose key was given directly. */
+  reviewer?: ProviderSpec;
 }
 
 export interface RunOptions {
-  /** What the root agent is to do. */
-  task: string;
+  /** What the root agent is to do (a contract's goal when a contract is given). */
+  task?: string;
   /** The model, as data; rebuilt inside each actor's thread. */
   provider: ProviderSpec;
   /** Replaces the default system prompt. */
@@ -93,6 +101,23 @@ export interface RunOptions {
   /** Overrides the supervisor's caps for this tree. */
   maxConcurrentAgents?: number;
   maxTotalAgents?: number;
+  /**
+   * Makes the tree a workspace run: the root works under this contract (its goal is the
+   * task when `task` is left out), with the file tools, exec, gates and output schema.
+   */
+  contract?: TaskContract;
+  /** What the tree's agents may read, write, run and dial. Default for a workspace run: {@link Policy.default}. */
+  policy?: Policy;
+  /** Answers the policy's asks. Without one, every ask is denied. */
+  approver?: Approver;
+}
+
+/** What {@link Supervisor.retryGate} found, and the run's status after it. */
+export interface RetriedGate {
+  verdict: GateVerdict;
+  exitStatus: number | null;
+  reasons: string[];
+  status: RunStatus;
 }
 
 /** What a finished tree hands back. */
@@ -150,6 +175,10 @@ interface Tree {
   cancelled: boolean;
   /** The provider as handed in, keys included; null when resumed without one (the stored spec is used). */
   provider: ProviderSpec | null;
+  /** Answers the policy's asks for every agent of the tree; null denies them. */
+  approver: Approver | null;
+  /** A review gate's provider as handed in, keys included. */
+  reviewer: ProviderSpec | null;
   resolve(result: TreeResult): void;
   reject(error: Error): void;
   result: Promise<TreeResult>;
@@ -255,6 +284,59 @@ export class Supervisor {
     await Promise.all(started);
   }
 
+  /**
+   * Re-runs only a run's gate against the workspace the run left, so a gate that could
+   * not run (or failed on something since fixed) does not cost the steps that did the
+   * work. The evaluation is recorded; a run that ended on its gate and now passes
+   * becomes `finished`.
+   */
+  async retryGate(runId: string, options: { reviewer?: ProviderSpec } = {}): Promise<RetriedGate> {
+    this.#assertRunning();
+    const run = this.store.run(runId);
+    if (!run) {
+      throw new HarnessError(
+        ErrorCode.RunNotFound,
+        `no run ${runId} in ${this.store.path}; list runs with store.runs().`,
+      );
+    }
+    const contract = (this.store.spec(runId) as { contract?: ContractData } | null)?.contract;
+    if (!contract || contract.verification.kind === 'none') {
+      throw new InvalidArgumentError(
+        `run ${runId} has no gate to retry: it was not started with a verification criterion.`,
+      );
+    }
+    if (run.status !== 'gate-failed' && run.status !== 'finished') {
+      throw new HarnessError(
+        ErrorCode.RunStillLive,
+        `run ${runId} is ${run.status}; a gate can be retried once the run has ended on it (gate-failed) or finished.`,
+        { details: { runId, status: run.status } },
+      );
+    }
+    const gate = contract.verification;
+    const evaluation =
+      gate.kind === 'command'
+        ? await evaluateCommandGate(gate, contract.root)
+        : await evaluateReviewGate(
+            gate,
+            options.reviewer ? checkProviderSpec(options.reviewer, 'retryGate()') : gate.provider,
+            {
+              goal: contract.goal,
+              patch: this.store.patch(runId),
+              reply: run.reply ?? '',
+              writerModel: this.store.steps(runId).at(-1)?.completion.model ?? null,
+            },
+          );
+    const events = [gateEvent(evaluation, true), ...(evaluation.output ? [evaluation.output] : [])];
+    const { status } = await this.#storeClient.call('regate', {
+      runId,
+      events,
+      passed: evaluation.verdict === 'passed',
+      reply: run.reply,
+      now: Date.now(),
+    });
+    return { verdict: evaluation.verdict, exitStatus: evaluation.exitStatus, reasons: evaluation.reasons, status };
+  }
+
   /** Calls `observer` with every committed event, in commit order. Returns an unsubscribe function. */
   observe(observer: Observer, filter?: EventFilter): () => void {
     return this.#bus.subscribe(observer, filter);
@@ -287,11 +369,39 @@ export class Supervisor {
   /** Starts a new tree at its root agent. */
   run(options: RunOptions): RunHandle {
     this.#assertRunning();
-    if (typeof options?.task !== 'string' || options.task.length === 0) {
+    const contract = options?.contract ?? null;
+    if (contract !== null && !(contract instanceof TaskContract)) {
+      throw new InvalidArgumentError(
+        'run(): contract must be a TaskContract, e.g. TaskContract.workspace(goal, root).',
+      );
+    }
+    const task = options?.task ?? contract?.goal;
+    if (typeof task !== 'string' || task.length === 0) {
       throw new InvalidArgumentError('run() needs a task: a non-empty string saying what the root agent is to do.');
     }
+    if (options.policy !== undefined && !(options.policy instanceof Policy)) {
+      throw new InvalidArgumentError(
+        'run(): policy must be a Policy, e.g. Policy.default().layer("app").allowExec("npm test*").',
+      );
+    }
+    if (options.approver !== undefined && typeof options.approver?.decide !== 'function') {
+      throw new InvalidArgumentError('run(): approver must have a decide(request) method, e.g. new ApproveAll().');
+    }
     const provider = checkProviderSpec(options.provider, 'run()');
-    const ceilings = validateBudget(options.budget, 'run()');
+    const data = contract?.toJSON() ?? null;
+    if (data?.verification.kind === 'review') checkReviewer(data.verification.provider, provider);
+    const ceilings = validateBudget(
+      data
+        ? {
+            ...options.budget,
+            ...(data.budget.steps === undefined ? {} : { steps: data.budget.steps }),
+            ...(data.budget.tokens === undefined ? {} : { tokens: data.budget.tokens }),
+            ...(data.budget.wallSecs === undefined ? {} : { wallMs: Math.round(data.budget.wallSecs * 1000) }),
+          }
+        : options.budget,
+      'run()',
+    );
+    const policy = options.policy ?? (contract ? Policy.default() : null);
     const maxWaitSecs = options.maxWaitSecs ?? DEFAULTS.maxWaitSecs;
     if (typeof maxWaitSecs !== 'number' || maxWaitSecs < 0) {
       throw new InvalidArgumentError(
@@ -304,14 +414,21 @@ export class Supervisor {
     );
     const maxTotal = positiveInteger(options.maxTotalAgents ?? this.#options.maxTotalAgents, 'maxTotalAgents');
     const rootId = randomUUID();
-    const tree = this.#newTree(rootId, maxConcurrent, provider);
+    const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
+    const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer);
     void (async () => {
       try {
         const { generation } = await this.#storeClient.call('createRoot', {
           runId: rootId,
-          task: options.task,
+          task,
           // Keys stay in memory: the stored spec names the variable, never the key.
-          spec: { provider: redactSpec(provider), system: options.system, session: options.session },
+          spec: {
+            provider: redactSpec(provider),
+            system: options.system ?? data?.system ?? undefined,
+            session: options.session,
+            ...(data ? { contract: redactContract(data) } : {}),
+            ...(policy ? { policy: policy.toJSON() } : {}),
+          },
           ceilings,
           maxTotalAgents: maxTotal,
           maxConcurrentAgents: maxConcurrent,
@@ -348,7 +465,13 @@ export class Supervisor {
     }
     const ledger = this.store.ledger(rootId);
     const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, 'resume()');
-    const tree = this.#newTree(rootId, ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents, provider);
+    const tree = this.#newTree(
+      rootId,
+      ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
+      provider,
+      options.approver ?? null,
+      options.reviewer === undefined ? null : checkProviderSpec(options.reviewer, 'resume()'),
+    );
     const running = runs.filter((run) => run.status === 'running');
     const taken: { runId: string; generation: number; address: string }[] = [];
     try {
@@ -374,7 +497,13 @@ export class Supervisor {
     return this.#handle(tree);
   }
 
-  #newTree(rootId: string, maxConcurrent: number, provider: ProviderSpec | null): Tree {
+  #newTree(
+    rootId: string,
+    maxConcurrent: number,
+    provider: ProviderSpec | null,
+    approver: Approver | null,
+    reviewer: ProviderSpec | null,
+  ): Tree {
     let resolve!: (result: TreeResult) => void;
     let reject!: (error: Error) => void;
     const result = new Promise<TreeResult>((res, rej) => {
@@ -395,6 +524,8 @@ export class Supervisor {
       settled: false,
       cancelled: false,
       provider,
+      approver,
+      reviewer,
       resolve,
       reject,
       result,
@@ -466,6 +597,7 @@ export class Supervisor {
       owner: this.owner,
       resumed,
       ...(tree.provider ? { provider: tree.provider } : {}),
+      ...(tree.reviewer ? { reviewer: tree.reviewer } : {}),
     });
     if (tree.cancelled) this.#post(pooled, { type: 'cancel' });
   }
@@ -477,17 +609,30 @@ export class Supervisor {
       this.#onRunExit(pooled, message.runId, message.exit);
     } else if (message.type === 'request') {
       const body = message.body;
-      if (body.op === 'wait-child') {
-        this.#waitChild(pooled, body).then(
-          (value) => {
-            if (!pooled.exited) pooled.worker.postMessage(okReply(message.id, value));
-          },
-          (error) => {
-            if (!pooled.exited) pooled.worker.postMessage(errorReply(message.id, error));
-          },
-        );
-      }
+      const answer: Promise<unknown> =
+        body.op === 'wait-child' ? this.#waitChild(pooled, body) : this.#approve(pooled, body.request);
+      answer.then(
+        (value) => {
+          if (!pooled.exited) pooled.worker.postMessage(okReply(message.id, value));
+        },
+        (error) => {
+          if (!pooled.exited) pooled.worker.postMessage(errorReply(message.id, error));
+        },
+      );
     }
+  }
+
+  /** Puts an ask to the tree's approver; with no approver the answer is deny. */
+  async #approve(pooled: PooledWorker, request: ApprovalRequest): Promise<ApprovalAnswer> {
+    const approver = pooled.slot?.tree.approver ?? null;
+    if (!approver) return 'deny';
+    const answer = await approver.decide(request);
+    if (answer !== 'approve' && answer !== 'deny' && answer !== 'defer') {
+      throw new InvalidArgumentError(
+        `the approver answered ${JSON.stringify(answer)}; an approver answers 'approve', 'deny' or 'defer'.`,
+      );
+    }
+    return answer;
   }
 
   /** A parent waiting on a child gives its slot up while it waits, so waiting never starves the tree of slots. */
@@ -826,5 +971,23 @@ export class Supervisor {
     }
     this.#bus.close();
     this.#state = wasFailed ? 'failed' : 'stopped';
+  }
+}
+
+/** A contract as stored: a review gate's provider without its key. */
+function redactContract(data: ContractData): ContractData {
+  if (data.verification.kind !== 'review') return data;
+  return { ...data, verification: { ...data.verification, provider: redactSpec(data.verification.provider) } };
+}
+
+/** A review gate refuses to review the model that wrote the change. */
+function checkReviewer(reviewer: ProviderSpec, writer: ProviderSpec): void {
+  const model = (spec: ProviderSpec): string | null =>
+    spec.kind === 'module' || spec.kind === 'fallback' ? null : (spec.model ?? null);
+  const a = model(reviewer);
+  if (a !== null && a === model(writer)) {
+    throw new InvalidArgumentError(
+      `Verification.review: the reviewer is the model that writes the change (${a}); a review by the same model proves little. Give the review another model.`,
+    );
   }
 }

@@ -4,8 +4,9 @@
 // usage: node driver.mjs <json: { store, mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
+// With `workspace: { goal, root }` the tree is a workspace run under a permissive policy.
 import { fileURLToPath } from 'node:url';
-import { OpenAI, Store, Supervisor } from '../../dist/index.js';
+import { OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
 import { ScriptedModelServer } from '../../dist/testing/index.js';
 
 const config = JSON.parse(process.argv[2]);
@@ -37,7 +38,10 @@ if (config.wireScript) {
 try {
   let handle;
   if (config.mode === 'run') {
-    handle = supervisor.run({ task: config.task ?? 'run the seeded tree', provider, ...(config.run ?? {}) });
+    const work = config.workspace
+      ? { contract: TaskContract.workspace(config.workspace.goal, config.workspace.root), policy: Policy.permissive() }
+      : { task: config.task ?? 'run the seeded tree' };
+    handle = supervisor.run({ ...work, provider, ...(config.run ?? {}) });
   } else {
     // The key was never stored: hand the provider back (its server is new, at a new port).
     handle = await supervisor.resume(config.rootId, provider ? { provider } : {});

@@ -23,6 +23,8 @@ export interface DriverConfig {
   supervisor?: Record<string, unknown>;
   run?: Record<string, unknown>;
   task?: string;
+  /** Run a workspace contract over `root` instead of a plain task. */
+  workspace?: { goal: string; root: string };
 }
 
 export interface DriverLine {

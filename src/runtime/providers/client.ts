@@ -10,6 +10,7 @@ import { ErrorCode, HarnessError } from '../../errors.js';
 import type {
   CallAttempt,
   Completion,
+  CompletionHooks,
   HttpProviderSpec,
   ModelRequest,
   Provider,
@@ -192,7 +193,7 @@ export class HttpProvider implements Provider {
   }
 
   /** One try: the stream gathered into a completion. */
-  async once(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
+  async once(request: ModelRequest, signal?: AbortSignal, hooks?: CompletionHooks): Promise<Completion> {
     const started = performance.now();
     let firstToken: number | null = null;
     const text: string[] = [];
@@ -211,8 +212,10 @@ export class HttpProvider implements Provider {
         if (firstToken === null && (part.type === 'text-delta' || part.type === 'tool-call-start'))
           firstToken = performance.now();
         if (part.type === 'text-delta') text.push(part.text);
-        else if (part.type === 'tool-call-end') ends.push(part);
-        else if (part.type === 'usage') usage = part.usage;
+        else if (part.type === 'tool-call-end') {
+          ends.push(part);
+          hooks?.onToolCall?.({ id: part.id, name: part.name, args: part.args }, part.index);
+        } else if (part.type === 'usage') usage = part.usage;
         else if (part.type === 'end') finishReason = part.finishReason;
       },
       signal,
@@ -237,8 +240,8 @@ export class HttpProvider implements Provider {
   }
 
   /** With retries: 408, 409, 429, 5xx, a failed connection and a cut stream are tried again after a back-off. */
-  async complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
-    return completeWithFallback([this], request, signal);
+  async complete(request: ModelRequest, signal?: AbortSignal, hooks?: CompletionHooks): Promise<Completion> {
+    return completeWithFallback([this], request, signal, hooks);
   }
 
   async probe(signal?: AbortSignal): Promise<void> {
@@ -316,6 +319,7 @@ export async function completeWithFallback(
   providers: Provider[],
   request: ModelRequest,
   signal?: AbortSignal,
+  hooks?: CompletionHooks,
 ): Promise<Completion> {
   const attempts: CallAttempt[] = [];
   let last: unknown = null;
@@ -326,7 +330,9 @@ export async function completeWithFallback(
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
       const started = performance.now();
       try {
-        const completion = http ? await http.once(request, signal) : await provider.complete(request, signal);
+        const completion = http
+          ? await http.once(request, signal, hooks)
+          : await provider.complete(request, signal, hooks);
         return { ...completion, attempts: [...attempts, ...(completion.attempts ?? [])] };
       } catch (error) {
         last = error;
@@ -399,8 +405,8 @@ class FallbackProvider implements Provider {
     this.name = providers.map((provider) => provider.name).join(' -> ');
   }
 
-  complete(request: ModelRequest, signal?: AbortSignal): Promise<Completion> {
-    return completeWithFallback(this.#providers, request, signal);
+  complete(request: ModelRequest, signal?: AbortSignal, hooks?: CompletionHooks): Promise<Completion> {
+    return completeWithFallback(this.#providers, request, signal, hooks);
   }
 
   /** Only the primary is probed: that is what refuse-to-start asks about. */

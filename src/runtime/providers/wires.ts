@@ -429,6 +429,14 @@ export const openAiWire: Wire = {
     }
     if (config.maxTokens !== null) body.max_tokens = config.maxTokens;
     if (config.promptCacheKey && request.options?.cacheKey) body.prompt_cache_key = request.options.cacheKey;
+    // The demanded shape of the answer; the runtime checks it either way. (Anthropic has no counterpart.)
+    const format = request.options?.responseFormat;
+    if (format) {
+      body.response_format = {
+        type: 'json_schema',
+        json_schema: { name: format.name, schema: format.schema as Json, strict: false },
+      };
+    }
     Object.assign(body, config.extraBody);
     return streamingPost(config, '/chat/completions', request, body);
   },

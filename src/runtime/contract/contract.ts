@@ -1,0 +1,352 @@
+/**
+ * The task contract: what a run is to do, the workspace it may touch, how its work is
+ * checked, what shape its answer must take, what it may spend. A contract is data
+ * (see {@link TaskContract.toJSON}) so it crosses into the agent's thread as is and is
+ * stored with the run, which is how a resumed run keeps the contract it started with.
+ *
+ * Every builder checks its input at once and returns a new contract; bad input is an
+ * {@link InvalidArgumentError} (or {@link OutputSchemaError}) before anything runs.
+ */
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { basename, resolve } from 'node:path';
+import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
+import type { PriceTable } from '../../store/reader.js';
+import type { ProviderSpec } from '../provider.js';
+import { checkProviderSpec } from '../providers/builders.js';
+import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
+import { OutputSchema } from './output-schema.js';
+
+/** How a run's work is checked before it may finish. */
+export type VerificationData =
+  | { kind: 'none' }
+  | { kind: 'command'; argv: string[]; expectExit: number; timeoutMs: number; outputLimit: number }
+  | { kind: 'review'; provider: ProviderSpec; rubric: string };
+
+/** Builders for a contract's criterion. */
+export const Verification = {
+  /** No gate: the run is done when the model says it is ("work out why the deploy fails" is a run, not a gate). */
+  none(): VerificationData {
+    return { kind: 'none' };
+  },
+  /**
+   * The project's own command, run in the workspace after the final answer; it passes
+   * when it exits with `expectExit` (default 0). A fixed argv, never a shell string.
+   *
+   * @example
+   * Verification.command(['node', '--test'])
+   */
+  command(
+    argv: readonly string[],
+    options: { expectExit?: number; timeoutSecs?: number; outputLimitBytes?: number } = {},
+  ): VerificationData {
+    if (!Array.isArray(argv) || argv.length === 0 || argv.some((part) => typeof part !== 'string' || part === '')) {
+      throw new InvalidArgumentError(
+        `Verification.command needs an argv: a non-empty array of non-empty strings, such as ['npm', 'test']; got ${JSON.stringify(argv)}.`,
+      );
+    }
+    const expectExit = options.expectExit ?? 0;
+    if (!Number.isInteger(expectExit) || expectExit < 0 || expectExit > 255) {
+      throw new InvalidArgumentError(
+        `Verification.command: expectExit must be an exit status 0-255, got ${expectExit}.`,
+      );
+    }
+    const timeoutSecs = options.timeoutSecs ?? 600;
+    if (typeof timeoutSecs !== 'number' || !(timeoutSecs > 0)) {
+      throw new InvalidArgumentError(`Verification.command: timeoutSecs must be above 0, got ${timeoutSecs}.`);
+    }
+    const outputLimit = options.outputLimitBytes ?? 16 * 1024;
+    if (!Number.isInteger(outputLimit) || outputLimit < 256) {
+      throw new InvalidArgumentError(
+        `Verification.command: outputLimitBytes must be a whole number of at least 256, got ${outputLimit}.`,
+      );
+    }
+    return { kind: 'command', argv: [...argv], expectExit, timeoutMs: Math.round(timeoutSecs * 1000), outputLimit };
+  },
+  /**
+   * A second model reads the run's change against `rubric` and returns a verdict with
+   * reasons. It refuses to review the model that wrote the change.
+   */
+  review(provider: ProviderSpec, rubric: string): VerificationData {
+    const spec = checkProviderSpec(provider, 'Verification.review');
+    if (typeof rubric !== 'string' || rubric.trim() === '') {
+      throw new InvalidArgumentError(
+        'Verification.review needs a rubric: what the reviewer is to check the change against.',
+      );
+    }
+    return { kind: 'review', provider: spec, rubric };
+  },
+};
+
+/** The tools a workspace run can be offered, by name. */
+export const WORKSPACE_TOOL_NAMES = [
+  'edit_file',
+  'exec',
+  'find',
+  'grep',
+  'patch_file',
+  'read_file',
+  'read_messages',
+  'send_message',
+  'spawn_agent',
+  'write_file',
+] as const;
+
+/** Tools a run may not call: the definitions sent stay byte-identical; a call is refused. */
+export const ToolMask = {
+  of(names: readonly string[]): string[] {
+    if (!Array.isArray(names)) throw new InvalidArgumentError('ToolMask.of needs an array of tool names.');
+    for (const name of names) {
+      if (!(WORKSPACE_TOOL_NAMES as readonly string[]).includes(name)) {
+        throw new InvalidArgumentError(
+          `ToolMask: there is no tool named ${JSON.stringify(name)}; the tools are ${WORKSPACE_TOOL_NAMES.join(', ')}.`,
+        );
+      }
+    }
+    return [...new Set(names)].sort();
+  },
+};
+
+export interface ContractBudget {
+  /** Model steps of the whole tree. */
+  steps?: number;
+  /** Wall clock, seconds from the run's start. */
+  wallSecs?: number;
+  /** Input plus output tokens of the whole tree. */
+  tokens?: number;
+  /** Spend in the price table's currency, derived from the accounting rows before each step. */
+  cost?: { limit: number; prices: PriceTable };
+}
+
+/** The serialisable form of a contract, as stored with the run. */
+export interface ContractData {
+  goal: string;
+  mode: 'workspace' | 'file';
+  /** The workspace root's real path. */
+  root: string;
+  /** Single-file mode: the one path (relative to root) the run may touch. */
+  file: string | null;
+  verification: VerificationData;
+  outputSchema: { name: string; schema: Record<string, unknown> } | null;
+  toolMask: string[];
+  budget: ContractBudget;
+  /** Re-prompts allowed after an invalid answer, and re-tries after a failing gate (each counted on its own). */
+  retries: number;
+  leaseTtlMs: number | null;
+  toolchain: ToolchainOverrides | null;
+  system: string | null;
+}
+
+const DEFAULT_RETRIES = 2;
+
+function checkGoal(goal: unknown, where: string): string {
+  if (typeof goal !== 'string' || goal.trim() === '') {
+    throw new InvalidArgumentError(
+      `${where} needs a goal: a non-empty sentence saying what the run is to achieve, such as "the tests fail; fix them".`,
+    );
+  }
+  return goal;
+}
+
+function checkDirectory(root: unknown, where: string): string {
+  if (typeof root !== 'string' || root === '') {
+    throw new InvalidArgumentError(`${where} needs the workspace root: the path of an existing directory.`);
+  }
+  const absolute = resolve(root);
+  if (!existsSync(absolute)) {
+    throw new HarnessError(
+      ErrorCode.WorkspaceNotFound,
+      `${where}: the workspace root ${absolute} does not exist. Pass the path of an existing directory (create it first for a new project).`,
+      { details: { root: absolute } },
+    );
+  }
+  if (!statSync(absolute).isDirectory()) {
+    throw new HarnessError(
+      ErrorCode.WorkspaceNotFound,
+      `${where}: the workspace root ${absolute} is a file, not a directory. Pass its directory, or use TaskContract.file for single-file mode.`,
+      { details: { root: absolute } },
+    );
+  }
+  return realpathSync(absolute);
+}
+
+/**
+ * What a run is to do and under what terms.
+ *
+ * @example
+ * const contract = TaskContract.workspace('the tests fail; fix them', repoDir)
+ *   .withVerification(Verification.command(['npm', 'test']))
+ *   .withBudget({ steps: 40 });
+ * const result = await runWith(contract, provider, store);
+ */
+export class TaskContract {
+  readonly #data: ContractData;
+
+  private constructor(data: ContractData) {
+    this.#data = data;
+  }
+
+  /** A run over a repository: grep, find, read_file, write_file, edit_file, patch_file and exec under `root`. */
+  static workspace(goal: string, root: string): TaskContract {
+    const checkedGoal = checkGoal(goal, 'TaskContract.workspace');
+    return new TaskContract(TaskContract.#base(checkedGoal, checkDirectory(root, 'TaskContract.workspace'), null));
+  }
+
+  /** A run that edits one file: the file tools reach that path and nothing else; grep and find are not offered. */
+  static file(goal: string, path: string): TaskContract {
+    const checkedGoal = checkGoal(goal, 'TaskContract.file');
+    if (typeof path !== 'string' || path === '') {
+      throw new InvalidArgumentError('TaskContract.file needs the path of the file the run is to edit.');
+    }
+    const absolute = resolve(path);
+    const root = checkDirectory(resolve(absolute, '..'), 'TaskContract.file');
+    if (existsSync(absolute) && statSync(absolute).isDirectory()) {
+      throw new InvalidArgumentError(
+        `TaskContract.file: ${absolute} is a directory; use TaskContract.workspace for a directory.`,
+      );
+    }
+    return new TaskContract(TaskContract.#base(checkedGoal, root, basename(absolute)));
+  }
+
+  static #base(goal: string, root: string, file: string | null): ContractData {
+    return {
+      goal,
+      mode: file === null ? 'workspace' : 'file',
+      root,
+      file,
+      verification: { kind: 'none' },
+      outputSchema: null,
+      toolMask: [],
+      budget: {},
+      retries: DEFAULT_RETRIES,
+      leaseTtlMs: null,
+      toolchain: null,
+      system: null,
+    };
+  }
+
+  /** Rebuilds a contract from its data (as stored with a run), checking it again. */
+  static from(data: ContractData): TaskContract {
+    let contract =
+      data.mode === 'file' && data.file
+        ? TaskContract.file(data.goal, resolve(data.root, data.file))
+        : TaskContract.workspace(data.goal, data.root);
+    if (data.verification.kind !== 'none') contract = contract.#with({ verification: data.verification });
+    if (data.outputSchema)
+      contract = contract.withOutputSchema(OutputSchema.of(data.outputSchema.schema, data.outputSchema.name));
+    if (data.toolMask.length > 0) contract = contract.withToolMask(data.toolMask);
+    contract = contract.withBudget(data.budget).withRetries(data.retries);
+    if (data.leaseTtlMs !== null) contract = contract.withLeaseTtl(data.leaseTtlMs);
+    if (data.toolchain) contract = contract.withToolchain(data.toolchain);
+    if (data.system !== null) contract = contract.withSystem(data.system);
+    return contract;
+  }
+
+  #with(patch: Partial<ContractData>): TaskContract {
+    return new TaskContract({ ...this.#data, ...patch });
+  }
+
+  get goal(): string {
+    return this.#data.goal;
+  }
+
+  get root(): string {
+    return this.#data.root;
+  }
+
+  /** The criterion: {@link Verification.command}, {@link Verification.review} or {@link Verification.none}. */
+  withVerification(verification: VerificationData): TaskContract {
+    const kind = (verification as { kind?: unknown })?.kind;
+    if (kind !== 'none' && kind !== 'command' && kind !== 'review') {
+      throw new InvalidArgumentError(
+        'withVerification takes Verification.command([...]), Verification.review(provider, rubric) or Verification.none().',
+      );
+    }
+    return this.#with({ verification });
+  }
+
+  /** Demands the shape of the final answer. Accepts an {@link OutputSchema} or a plain schema (walked now). */
+  withOutputSchema(schema: OutputSchema | Record<string, unknown>): TaskContract {
+    const declared = schema instanceof OutputSchema ? schema : OutputSchema.of(schema);
+    const { name, schema: body } = declared.toJSON();
+    return this.#with({ outputSchema: { name, schema: body as Record<string, unknown> } });
+  }
+
+  /** Tools this run may not call. The definitions sent do not change; a call is refused. */
+  withToolMask(names: readonly string[]): TaskContract {
+    return this.#with({ toolMask: ToolMask.of(names) });
+  }
+
+  /** Ceilings on steps, wall clock, tokens and cost. Each must be above zero when given. */
+  withBudget(budget: ContractBudget): TaskContract {
+    if (typeof budget !== 'object' || budget === null) {
+      throw new InvalidArgumentError('withBudget takes { steps?, wallSecs?, tokens?, cost? }.');
+    }
+    const out: ContractBudget = {};
+    for (const field of ['steps', 'tokens'] as const) {
+      const value = budget[field];
+      if (value === undefined) continue;
+      if (!Number.isInteger(value) || value < 1) {
+        throw new InvalidArgumentError(
+          `withBudget: ${field} must be a whole number of at least 1, got ${JSON.stringify(value)}; a budget of zero would end the run before its first step. Leave it out for no ceiling.`,
+        );
+      }
+      out[field] = value;
+    }
+    if (budget.wallSecs !== undefined) {
+      if (typeof budget.wallSecs !== 'number' || !(budget.wallSecs > 0)) {
+        throw new InvalidArgumentError(
+          `withBudget: wallSecs must be a number of seconds above 0, got ${JSON.stringify(budget.wallSecs)}; leave it out for no ceiling.`,
+        );
+      }
+      out.wallSecs = budget.wallSecs;
+    }
+    if (budget.cost !== undefined) {
+      const cost = budget.cost;
+      if (typeof cost?.limit !== 'number' || !(cost.limit > 0)) {
+        throw new InvalidArgumentError(
+          `withBudget: cost.limit must be an amount above 0, got ${JSON.stringify(cost?.limit)}.`,
+        );
+      }
+      if (typeof cost.prices !== 'object' || cost.prices === null || Object.keys(cost.prices).length === 0) {
+        throw new InvalidArgumentError(
+          'withBudget: cost needs prices, a table of model id -> { input, output } per million tokens, to derive spend from.',
+        );
+      }
+      out.cost = { limit: cost.limit, prices: cost.prices };
+    }
+    return this.#with({ budget: out });
+  }
+
+  /** How many times an invalid answer is re-prompted, and a failing gate re-tried, before the run ends on it. */
+  withRetries(retries: number): TaskContract {
+    if (!Number.isInteger(retries) || retries < 0) {
+      throw new InvalidArgumentError(`withRetries takes a whole number of at least 0, got ${JSON.stringify(retries)}.`);
+    }
+    return this.#with({ retries });
+  }
+
+  /** How long the run's lease lasts without renewal; governs only what process liveness cannot answer. */
+  withLeaseTtl(ms: number): TaskContract {
+    if (!Number.isInteger(ms) || ms < 1) {
+      throw new InvalidArgumentError(`withLeaseTtl takes milliseconds, a whole number of at least 1, got ${ms}.`);
+    }
+    return this.#with({ leaseTtlMs: ms });
+  }
+
+  /** Overrides commands of the detected toolchain (see docs/guides/toolchains.md). */
+  withToolchain(overrides: ToolchainOverrides): TaskContract {
+    return this.#with({ toolchain: checkToolchainOverrides(overrides, 'withToolchain') });
+  }
+
+  /** Replaces the default system prompt. */
+  withSystem(system: string): TaskContract {
+    if (typeof system !== 'string' || system.trim() === '') {
+      throw new InvalidArgumentError('withSystem needs a non-empty system prompt.');
+    }
+    return this.#with({ system });
+  }
+
+  toJSON(): ContractData {
+    return structuredClone(this.#data);
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * Undo. A run's first touch of a file stores what it held (a restore point, committed
+ * before the file changed), and every write records its whole-file diff with the step.
+ * From those, a file, a step or a whole run can be put back — also after a crash and
+ * a resume — while the steps, events and ledger stay exactly as they were: the spend
+ * happened, and an undo that erased it would make the trace lie.
+ */
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
+import { processLiveness } from '../../store/liveness.js';
+import type { TraceReader } from '../../store/reader.js';
+import { openWriter } from '../../store/schema.js';
+import { StoreWriter } from '../../store/writer.js';
+import { isTerminal } from '../events.js';
+import { reverseApply } from './diffs.js';
+
+export interface RewoundFile {
+  path: string;
+  /** `restored`: written back; `deleted`: the run created it; `unchanged`: already as it was. */
+  action: 'restored' | 'deleted' | 'unchanged';
+}
+
+function workspaceRoot(workspace: string): string {
+  if (
+    typeof workspace !== 'string' ||
+    workspace === '' ||
+    !existsSync(workspace) ||
+    !statSync(workspace).isDirectory()
+  ) {
+    throw new HarnessError(
+      ErrorCode.WorkspaceNotFound,
+      `the workspace ${JSON.stringify(workspace)} is not an existing directory; pass the root the run worked in.`,
+      { details: { workspace } },
+    );
+  }
+  return realpathSync(workspace);
+}
+
+function relativePath(root: string, path: string): string {
+  const absolute = isAbsolute(path) ? path : resolve(root, path);
+  const inside = relative(root, absolute);
+  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) {
+    throw new InvalidArgumentError(`${path} is not a file inside the workspace ${root}.`);
+  }
+  return inside.split(sep).join('/');
+}
+
+/** Refuses to change files under a run that a live process is still driving. */
+function assertNotLive(store: TraceReader, runId: string): void {
+  const run = store.run(runId);
+  if (!run) {
+    throw new HarnessError(ErrorCode.RunNotFound, `no run ${runId} in ${store.path}; list runs with store.runs().`, {
+      details: { runId },
+    });
+  }
+  if (
+    !isTerminal(run.status) &&
+    run.lease.owner !== null &&
+    processLiveness(run.lease.pid, run.lease.host) !== 'dead'
+  ) {
+    throw new HarnessError(
+      ErrorCode.RunStillLive,
+      `run ${runId} is ${run.status} and held by ${run.lease.owner} (pid ${run.lease.pid ?? 'unknown'}); rewind it once that process has stopped or the run has ended.`,
+      { details: { runId, status: run.status } },
+    );
+  }
+}
+
+function putBack(root: string, path: string, content: Buffer | null): RewoundFile['action'] {
+  const absolute = resolve(root, path);
+  if (content === null) {
+    if (!existsSync(absolute)) return 'unchanged';
+    rmSync(absolute, { force: true });
+    return 'deleted';
+  }
+  if (existsSync(absolute) && readFileSync(absolute).equals(content)) return 'unchanged';
+  mkdirSync(dirname(absolute), { recursive: true });
+  writeFileSync(absolute, content);
+  return 'restored';
+}
+
+/**
+ * Puts one file back as it was before run `runId` first touched it, deleting it when
+ * the run created it. Says plainly (NO_RESTORE_POINT) when the run never touched it.
+ *
+ * @example
+ * rewind(repoDir, store, result.runId, 'src/app.js');
+ */
+export function rewind(workspace: string, store: TraceReader, runId: string, path: string): RewoundFile {
+  const root = workspaceRoot(workspace);
+  const relativeTo = relativePath(root, path);
+  assertNotLive(store, runId);
+  const point = store.restorePoint(runId, relativeTo);
+  if (!point) {
+    throw new HarnessError(
+      ErrorCode.NoRestorePoint,
+      `run ${runId} has no restore point for ${relativeTo}: it never wrote that file, so there is nothing to put back.`,
+      { details: { runId, path: relativeTo } },
+    );
+  }
+  return { path: relativeTo, action: putBack(root, relativeTo, point.existed ? point.content : null) };
+}
+
+/**
+ * Rewinds a whole run: every file it touched goes back to its restore point, and the
+ * children it left waiting (reserved or queued, never started) are cancelled. Steps,
+ * events and the ledger are not touched.
+ */
+export function rewindRun(
+  workspace: string,
+  store: TraceReader,
+  runId: string,
+): { files: RewoundFile[]; cancelled: string[] } {
+  const root = workspaceRoot(workspace);
+  assertNotLive(store, runId);
+  const files = store
+    .restorePoints(runId)
+    .map((point) => ({ path: point.path, action: putBack(root, point.path, point.existed ? point.content : null) }));
+  // The backlog is a write to the store. Outside a supervisor this is a short transaction of
+  // its own; SQLite's lock orders it against a store actor writing the same file.
+  const db = openWriter(store.path);
+  try {
+    const writer = new StoreWriter(db);
+    const cancelled = db.transaction(() => writer.dropBacklog({ runId, now: Date.now() })).immediate();
+    return { files, cancelled: cancelled.cancelled };
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Reverse-applies the changes one step made, newest first, as a unit: when a later
+ * change no longer lets a hunk fit, nothing is written and the error names the file
+ * and the hunk (REWIND_CONFLICT). Walk back from the newest step to undo several.
+ */
+export function rewindStep(workspace: string, store: TraceReader, runId: string, seq: number): RewoundFile[] {
+  const root = workspaceRoot(workspace);
+  assertNotLive(store, runId);
+  const changes = store.fileChanges(runId, seq);
+  if (changes.length === 0) {
+    throw new HarnessError(
+      ErrorCode.NoRestorePoint,
+      `step ${seq} of run ${runId} changed no files; there is nothing to reverse.`,
+      { details: { runId, seq } },
+    );
+  }
+  // Work out every file's content first, in memory; write only when all of it fits.
+  const state = new Map<string, string | null>();
+  for (const change of [...changes].reverse()) {
+    const absolute = resolve(root, change.path);
+    const current = state.has(change.path)
+      ? (state.get(change.path) as string | null)
+      : existsSync(absolute)
+        ? readFileSync(absolute, 'utf8')
+        : null;
+    const reversed = reverseApply(change.diff, current);
+    if (!reversed.ok) {
+      throw new HarnessError(
+        ErrorCode.RewindConflict,
+        `step ${seq} of run ${runId} cannot be reversed: in ${change.path}, hunk ${reversed.hunk}${reversed.header ? ` (${reversed.header})` : ''} does not fit — ${reversed.reason}. Nothing was changed; rewind the later steps first.`,
+        { details: { runId, seq, path: change.path, hunk: reversed.hunk, header: reversed.header } },
+      );
+    }
+    state.set(change.path, reversed.content);
+  }
+  const out: RewoundFile[] = [];
+  for (const [path, content] of state) {
+    out.push({ path, action: putBack(root, path, content === null ? null : Buffer.from(content, 'utf8')) });
+  }
+  return out;
+}

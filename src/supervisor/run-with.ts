@@ -1,0 +1,161 @@
+/**
+ * The one-shot entry point: hand it a contract and a provider, get back an outcome.
+ * It starts a {@link Supervisor} for one tree, drives it to the end and closes it.
+ * Embedders who run many trees, or want the event bus, hold a Supervisor themselves
+ * and read the same outcome with {@link outcomeOf}.
+ */
+import { InvalidArgumentError } from '../errors.js';
+import { TaskContract } from '../runtime/contract/contract.js';
+import type { RunStatus } from '../runtime/events.js';
+import type { Approver } from '../runtime/policy/approval.js';
+import { Policy } from '../runtime/policy/policy.js';
+import type { ProviderSpec } from '../runtime/provider.js';
+import type { TraceReader } from '../store/reader.js';
+import type { Store } from '../store/store.js';
+import { type RetriedGate, type RunOptions, Supervisor, type SupervisorOptions } from './supervisor.js';
+
+/** How a run ended, as a union to switch on. */
+export type Outcome =
+  | { kind: 'finished'; reply: string | null }
+  | { kind: 'gate-failed'; reason: string; verdict: 'failed' | 'errored' | null }
+  | { kind: 'schema-unsatisfied'; reason: string; reply: string | null }
+  | { kind: 'budget-exhausted'; reason: string }
+  | { kind: 'paused'; reason: string }
+  | { kind: 'cancelled'; reason: string }
+  | { kind: 'failed'; reason: string };
+
+export interface RunResult {
+  runId: string;
+  outcome: Outcome;
+  /** The final answer, when the model gave one. */
+  reply: string | null;
+  /** What the whole tree spent, and the token detail from the accounting rows. */
+  usage: {
+    steps: number;
+    tokens: number;
+    inputTokens: number;
+    outputTokens: number;
+    cacheReadTokens: number;
+    reasoningTokens: number;
+  };
+}
+
+export interface RunWithOptions {
+  /** Names the session for the vendors' prompt caches (see RunOptions.session). */
+  session?: string;
+  /** Options for the supervisor runWith starts (a contract's lease ttl wins over `leaseTtlMs`). */
+  supervisor?: SupervisorOptions;
+  /** Receives the supervisor once started, e.g. to observe events or cancel. */
+  onStart?: (supervisor: Supervisor, rootId: string) => void;
+}
+
+/** The outcome of a run in a store, whoever drove it. */
+export function outcomeOf(store: TraceReader, runId: string): RunResult {
+  const run = store.run(runId);
+  if (!run) throw new InvalidArgumentError(`no run ${runId} in ${store.path}.`);
+  const reason = run.outcome?.reason ?? '';
+  const status: RunStatus = run.status;
+  let outcome: Outcome;
+  switch (status) {
+    case 'finished':
+      outcome = { kind: 'finished', reply: run.reply };
+      break;
+    case 'gate-failed': {
+      const last = store.gateEvaluations(runId).at(-1);
+      const verdict = last && last.verdict !== 'passed' ? last.verdict : null;
+      outcome = { kind: 'gate-failed', reason, verdict };
+      break;
+    }
+    case 'schema-unsatisfied':
+      outcome = { kind: 'schema-unsatisfied', reason, reply: run.reply };
+      break;
+    case 'budget-exhausted':
+      outcome = { kind: 'budget-exhausted', reason };
+      break;
+    case 'cancelled':
+      outcome = { kind: 'cancelled', reason };
+      break;
+    case 'failed':
+      outcome = { kind: 'failed', reason };
+      break;
+    default:
+      outcome = { kind: 'paused', reason: reason || `the run is ${status}` };
+  }
+  const account = store.account(runId);
+  const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0 };
+  for (const call of store.modelCalls({ rootId: run.rootId })) {
+    usage.inputTokens += call.inputTokens;
+    usage.outputTokens += call.outputTokens;
+    usage.cacheReadTokens += call.cacheReadTokens;
+    usage.reasoningTokens += call.reasoningTokens;
+  }
+  return {
+    runId,
+    outcome,
+    reply: run.reply,
+    usage: { steps: account?.spent.steps ?? 0, tokens: account?.spent.tokens ?? 0, ...usage },
+  };
+}
+
+/**
+ * Runs a contract to its outcome.
+ *
+ * @example
+ * const store = await Store.open('runs.db');
+ * const contract = TaskContract.workspace('the tests fail; fix them', repoDir)
+ *   .withVerification(Verification.command(['npm', 'test']));
+ * const policy = Policy.default().layer('app').allowExec('npm test*');
+ * const result = await runWith(contract, OpenRouter.fromEnv(), store, policy, new ApproveAll());
+ * if (result.outcome.kind === 'finished') console.log(result.reply);
+ */
+export async function runWith(
+  contract: TaskContract,
+  provider: ProviderSpec,
+  store: Store,
+  policy: Policy = Policy.default(),
+  approver?: Approver,
+  options: RunWithOptions = {},
+): Promise<RunResult> {
+  if (!(contract instanceof TaskContract)) {
+    throw new InvalidArgumentError(
+      'runWith needs a TaskContract first, e.g. TaskContract.workspace("the tests fail; fix them", repoDir).',
+    );
+  }
+  const data = contract.toJSON();
+  const supervisor = await Supervisor.start(store, {
+    ...options.supervisor,
+    ...(data.leaseTtlMs === null ? {} : { leaseTtlMs: data.leaseTtlMs }),
+  });
+  try {
+    const runOptions: RunOptions = {
+      contract,
+      provider,
+      policy,
+      ...(approver ? { approver } : {}),
+      ...(options.session ? { session: options.session } : {}),
+    };
+    const handle = supervisor.run(runOptions);
+    options.onStart?.(supervisor, handle.rootId);
+    await handle.result;
+    return outcomeOf(store, handle.rootId);
+  } finally {
+    await supervisor.close();
+  }
+}
+
+/**
+ * {@link Supervisor.retryGate} for when no supervisor is running: starts one, re-runs
+ * the run's gate against the workspace it left, records the evaluation, and closes.
+ */
+export async function retryGate(
+  store: Store,
+  runId: string,
+  options: { reviewer?: ProviderSpec } = {},
+): Promise<RetriedGate> {
+  const supervisor = await Supervisor.start(store);
+  try {
+    return await supervisor.retryGate(runId, options);
+  } finally {
+    await supervisor.close();
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * Undo: restore points written before the file, rewind after a real SIGKILL and a
+ * resume in another process, rewindRun leaving the trace and the ledger as they were,
+ * and rewindStep reversing one step's hunks or refusing, changing nothing.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  type HarnessError,
+  type HttpProviderSpec,
+  Policy,
+  rewind,
+  rewindRun,
+  rewindStep,
+  runWith,
+  Store,
+  TaskContract,
+} from '../dist/index.js';
+import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
+import { Driver, tempStorePath } from './support/processes.js';
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+function workspace(files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), 'io-harness-rewind-'));
+  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(root, name), content);
+  return root;
+}
+
+function thrown(fn: () => unknown): HarnessError {
+  try {
+    fn();
+  } catch (error) {
+    return error as HarnessError;
+  }
+  throw new Error('expected an error');
+}
+
+async function drive(config: ConstructorParameters<typeof Driver>[0]): Promise<Driver> {
+  const driver = new Driver(config);
+  await driver.exited;
+  return driver;
+}
+
+describe('rewind after a crash', () => {
+  it('restores a modified file and deletes a created one after SIGKILL and resume; rewindRun keeps steps and ledger', async () => {
+    const root = workspace({ 'kept.txt': 'original kept\n', 'late.txt': 'original late\n' });
+    const path = tempStorePath();
+    const base = { store: path, wireScript: 'workspace-crash#crashScript', workspace: { goal: 'change files', root } };
+    // Killed inside the store actor before step 2 commits: step 2's writes are on disk, its step is not.
+    const first = await drive({ ...base, mode: 'run', killAt: 'commitStep:2:before' });
+    expect((await first.exited).signal).toBe('SIGKILL');
+    const rootId = first.rootId as string;
+    expect(readFileSync(join(root, 'late.txt'), 'utf8')).toBe('changed in step two\n');
+    const store = await Store.open(path);
+    cleanup.push(() => store.close());
+    expect(store.run(rootId)?.lastSeq).toBe(1);
+    // The restore point of a file first touched by the uncommitted step was committed before the write.
+    expect(store.restorePoint(rootId, 'late.txt')?.content?.toString()).toBe('original late\n');
+
+    const second = await drive({ ...base, mode: 'resume', rootId });
+    expect(second.result?.status, second.stderr).toBe('finished');
+    expect(readFileSync(join(root, 'kept.txt'), 'utf8')).toBe('changed twice\n');
+    expect(store.restorePoint(rootId, 'late.txt')?.content?.toString()).toBe('original late\n');
+
+    expect(rewind(root, store, rootId, 'kept.txt')).toEqual({ path: 'kept.txt', action: 'restored' });
+    expect(readFileSync(join(root, 'kept.txt'), 'utf8')).toBe('original kept\n');
+    expect(rewind(root, store, rootId, join(root, 'created.txt'))).toEqual({ path: 'created.txt', action: 'deleted' });
+    expect(existsSync(join(root, 'created.txt'))).toBe(false);
+    const none = thrown(() => rewind(root, store, rootId, 'never-touched.txt'));
+    expect(none.code).toBe('NO_RESTORE_POINT');
+    expect(none.message).toContain('never wrote that file');
+
+    const steps = JSON.stringify(store.steps(rootId));
+    const ledger = JSON.stringify(store.ledger(rootId));
+    const events = store.events(rootId).length;
+    const whole = rewindRun(root, store, rootId);
+    expect(whole.files).toEqual([
+      { path: 'created.txt', action: 'unchanged' },
+      { path: 'kept.txt', action: 'unchanged' },
+      { path: 'late.txt', action: 'restored' },
+    ]);
+    expect(readFileSync(join(root, 'late.txt'), 'utf8')).toBe('original late\n');
+    expect(JSON.stringify(store.steps(rootId))).toBe(steps);
+    expect(JSON.stringify(store.ledger(rootId))).toBe(ledger);
+    expect(store.events(rootId).length).toBe(events);
+  }, 120_000);
+});
+
+describe('rewindStep and the patch series', () => {
+  const lines = (n: number, change: Record<number, string> = {}) =>
+    `${Array.from({ length: n }, (_, i) => change[i + 1] ?? `line ${i + 1}`).join('\n')}\n`;
+
+  async function threeSteps(): Promise<{ root: string; store: Store; runId: string }> {
+    const root = workspace({ 'a.txt': lines(30) });
+    const store = await Store.open(tempStorePath());
+    cleanup.push(() => store.close());
+    const script: ModelScript = (call) =>
+      [
+        {
+          text: 'one',
+          toolCalls: [{ name: 'edit_file', args: { path: 'a.txt', old_string: 'line 2\n', new_string: 'TWO\n' } }],
+        },
+        {
+          text: 'two',
+          toolCalls: [
+            { name: 'edit_file', args: { path: 'a.txt', old_string: 'line 25\n', new_string: 'TWENTY-FIVE\n' } },
+            { name: 'write_file', args: { path: 'b.txt', content: 'new file\n' } },
+          ],
+        },
+        { text: 'done' },
+      ][Math.min(assistantTurns(call), 2)] as Awaited<ReturnType<ModelScript>>;
+    const server = await ScriptedModelServer.start(script);
+    cleanup.push(() => server.close());
+    const provider: HttpProviderSpec = { kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' };
+    const result = await runWith(TaskContract.workspace('edit', root), provider, store, Policy.permissive());
+    expect(result.outcome.kind).toBe('finished');
+    return { root, store, runId: result.runId };
+  }
+
+  it('renders a step-ordered patch series and reverses steps newest first', async () => {
+    const { root, store, runId } = await threeSteps();
+    const series = store.patch(runId);
+    expect(series.indexOf('step 1')).toBeLessThan(series.indexOf('step 2'));
+    expect(series).toContain('+TWO');
+    expect(series).toContain('+++ b/b.txt');
+    expect(rewindStep(root, store, runId, 2)).toEqual([
+      { path: 'b.txt', action: 'deleted' },
+      { path: 'a.txt', action: 'restored' },
+    ]);
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe(lines(30, { 2: 'TWO' }));
+    rewindStep(root, store, runId, 1);
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe(lines(30));
+  });
+
+  it('refuses a step whose hunk no longer fits, naming it, and changes nothing', async () => {
+    const { root, store, runId } = await threeSteps();
+    writeFileSync(join(root, 'a.txt'), lines(30, { 2: 'edited by hand', 25: 'TWENTY-FIVE' }));
+    const before = readFileSync(join(root, 'a.txt'), 'utf8');
+    const error = thrown(() => rewindStep(root, store, runId, 1));
+    expect(error.code).toBe('REWIND_CONFLICT');
+    expect(error.message).toMatch(/a\.txt, hunk 1 \(@@ -1,\d+ \+1,\d+ @@\)/);
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe(before);
+    expect(existsSync(join(root, 'b.txt'))).toBe(true);
+    expect(thrown(() => rewindStep(root, store, runId, 3)).code).toBe('NO_RESTORE_POINT');
+  });
+});
