@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 const benches = [
   ['commit-throughput', ['commit-throughput.mjs']],
   ['step-overhead', ['step-overhead.mjs']],
+  ['workspace-step', ['workspace-step.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

@@ -16,6 +16,13 @@ describe('the README and the demo', () => {
     expect(out).toMatch(/spawn-queued/);
   });
 
+  it('runs the README workspace example: patch, suite, gate, and the diff in the trace', () => {
+    const out = run('workspace/main.mjs', tempStorePath());
+    expect(out).toContain("kind: 'finished'");
+    expect(out).toContain("gate:    [ 'passed' ]");
+    expect(out).toContain('+  return a + b;');
+  });
+
   it('runs the demo: a root, eight workers messaging each other, the ledger and the trace', () => {
     const out = run('demo.mjs');
     expect(out).toMatch(/outcome: finished — All 8 workers reported/);
