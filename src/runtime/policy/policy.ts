@@ -3,7 +3,7 @@
  * four acts (read a path, write a path, run an argv, dial a host). A decision names
  * the rule and the layer that produced it, so every refusal in a trace says why.
  *
- * Deny wins, within a layer and across layers. Otherwise the latest layer with a rule
+ * Under every policy lies {@link FLOOR}, which no layer lifts. Deny wins, within a layer and across layers. Otherwise the latest layer with a rule
  * on the act decides (so `Policy.default().layer('app').allowExec('npm test*')` lets
  * `npm test` run without asking), and within one layer ask beats allow. An act no
  * rule covers is denied (deny-first), and the decision says no rule allowed it.
@@ -11,9 +11,9 @@
  * A policy is plain data so it crosses into an agent's thread as is
  * ({@link Policy.toJSON} / {@link Policy.from}).
  */
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { minimatch } from 'minimatch';
+import { Minimatch } from 'minimatch';
 import { InvalidArgumentError } from '../../errors.js';
 
 export type ActKind = 'read' | 'write' | 'exec' | 'net';
@@ -49,6 +49,20 @@ export type Decision =
   | { effect: 'deny'; rule: string | null; layer: string | null; subject: string; reason: string };
 
 const ACTS: readonly ActKind[] = ['read', 'write', 'exec', 'net'];
+
+/**
+ * Rules under every policy, which no layer can lift: a file inside the workspace may
+ * narrow the boundary and never widen it, so the agent may not write the files that
+ * configure it.
+ */
+export const FLOOR: PolicyLayer = {
+  name: 'floor',
+  rules: [
+    { effect: 'deny', act: 'write', pattern: 'io.toml' },
+    { effect: 'deny', act: 'write', pattern: 'io.local.toml' },
+    { effect: 'deny', act: 'write', pattern: '.io-harness' },
+  ],
+};
 const EFFECTS: readonly Effect[] = ['allow', 'deny', 'ask'];
 
 /**
@@ -82,12 +96,19 @@ export class Policy {
     ]);
   }
 
-  /** Allows every act. For tests and trusted, contained work; say so in your source. */
+  /**
+   * Allows every act, programs that run arbitrary code included. For tests and trusted,
+   * contained work; say so in your source. (The floor still holds.)
+   */
   static permissive(): Policy {
     return new Policy([
       {
         name: 'permissive',
-        rules: ACTS.map((act) => ({ effect: 'allow' as const, act, pattern: act === 'net' ? '*' : '**' })),
+        rules: [
+          // First, so it is the rule that answers for a program running arbitrary code.
+          { effect: 'allow' as const, act: 'exec' as const, pattern: '<arbitrary code>*' },
+          ...ACTS.map((act) => ({ effect: 'allow' as const, act, pattern: act === 'net' ? '*' : '**' })),
+        ],
       },
     ]);
   }
@@ -168,7 +189,7 @@ export class Policy {
     // Deny wins in any layer. Otherwise the latest layer with a matching rule decides
     // (a later layer refines an earlier one), and within a layer ask beats allow.
     let decided: { effect: 'allow' | 'ask'; rule: string; layer: string } | null = null;
-    for (const layer of this.#layers) {
+    for (const layer of [FLOOR, ...this.#layers]) {
       let ask: string | null = null;
       let allow: string | null = null;
       for (const rule of layer.rules) {
@@ -184,7 +205,13 @@ export class Policy {
       else if (allow !== null) decided = { effect: 'allow', rule: allow, layer: layer.name };
     }
     if (decided) return { ...decided, subject };
-    return { effect: 'deny', rule: null, layer: null, subject, reason: `no rule allows ${act.kind} ${subject}` };
+    return {
+      effect: 'deny',
+      rule: null,
+      layer: null,
+      subject,
+      reason: `no rule allows ${act.kind} ${subject}; add a layer that does (for example .allow${act.kind[0]?.toUpperCase()}${act.kind.slice(1)}(...))`,
+    };
   }
 
   toJSON(): PolicyData {
@@ -219,7 +246,8 @@ function checkRule(rule: PolicyRule): PolicyRule {
   if (typeof rule.pattern !== 'string' || rule.pattern.trim() === '') {
     throw new InvalidArgumentError(`a ${rule.effect}-${rule.act} rule needs a non-empty pattern.`);
   }
-  return { effect: rule.effect, act: rule.act, pattern: rule.pattern };
+  // Paths are matched in NFC; so are the patterns, however they were typed.
+  return { effect: rule.effect, act: rule.act, pattern: rule.pattern.normalize('NFC') };
 }
 
 /** The string a rule is matched against: a resolved path, the argv as one line, or host:port. */
@@ -237,23 +265,47 @@ export function subjectOf(act: Act, root: string): string {
 
 /** Resolves a path as the policy sees it: workspace-relative (posix) inside the root, absolute outside. */
 export function resolvePath(path: string, root: string): string {
-  const realRoot = realOrSelf(root);
-  const absolute = resolve(realRoot, path.normalize('NFC'));
-  // The real path of the deepest ancestor that exists: a symlink cannot hide where a path leads.
+  let realRoot = realRoots.get(root);
+  if (realRoot === undefined) {
+    realRoot = realOrSelf(root);
+    realRoots.set(root, realRoot);
+  }
+  const real = realTarget(resolve(realRoot, path.normalize('NFC'))).normalize('NFC');
+  const inside = relative(realRoot, real);
+  if (inside === '') return '.';
+  if (inside !== '..' && !inside.startsWith(`..${sep}`) && !isAbsolute(inside)) return inside.split(sep).join('/');
+  return real.split(sep).join('/');
+}
+
+/**
+ * Where a path really leads: the real path of its deepest existing ancestor, plus the
+ * rest — and a dangling link on the way is followed to the target it would create, so a
+ * link cannot hide where a write lands.
+ */
+function realTarget(absolute: string, hops = 0): string {
   let existing = absolute;
   const rest: string[] = [];
   while (!existsSync(existing)) {
+    const link = danglingLink(existing);
+    if (link !== null && hops < 40) return realTarget(join(resolve(dirname(existing), link), ...rest), hops + 1);
     const parent = dirname(existing);
     if (parent === existing) break;
     rest.unshift(basename(existing));
     existing = parent;
   }
-  const real = join(realOrSelf(existing), ...rest).normalize('NFC');
-  const inside = relative(realRoot, real);
-  if (inside === '') return '.';
-  if (!inside.startsWith('..') && !isAbsolute(inside)) return inside.split(sep).join('/');
-  return real.split(sep).join('/');
+  return join(realOrSelf(existing), ...rest);
 }
+
+function danglingLink(path: string): string | null {
+  try {
+    return lstatSync(path).isSymbolicLink() ? readlinkSync(path) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A workspace root's real path, looked up once (the paths under it are resolved on every decision). */
+const realRoots = new Map<string, string>();
 
 function realOrSelf(path: string): string {
   try {
@@ -265,24 +317,58 @@ function realOrSelf(path: string): string {
 
 function matches(rule: PolicyRule, act: Act, subject: string): boolean {
   if (act.kind === 'exec') {
+    // The program by name as well as by the path it was given: `/usr/bin/npm publish` is `npm publish`.
     const program = basename(act.argv[0] ?? '');
-    return wildcard(rule.pattern, subject) || (!/\s/.test(rule.pattern) && wildcard(rule.pattern, program));
+    const byName = [program, ...act.argv.slice(1)].join(' ');
+    return (
+      wildcard(rule.pattern, subject) ||
+      wildcard(rule.pattern, byName) ||
+      (!/\s/.test(rule.pattern) && wildcard(rule.pattern, program))
+    );
   }
   if (act.kind === 'net') {
     const pattern = rule.pattern.includes(':') ? rule.pattern : `${rule.pattern}:*`;
     return wildcard(pattern.toLowerCase(), subject);
   }
+  // A path outside the workspace is matched only by a rule written as an absolute path:
+  // `**` means everything in the workspace, not everything on the machine.
+  if (subject.startsWith('/') && !rule.pattern.startsWith('/')) return false;
+  // The workspace root itself (a search from the top) is covered by the rules that cover all of it.
+  if (subject === '.')
+    return rule.pattern === '**' || rule.pattern === '*' || rule.pattern === '.' || rule.pattern === './**';
   // A rule on X also covers everything under X; deny rules ignore case.
-  const options = { dot: true, nocase: rule.effect === 'deny' };
-  const pattern = rule.pattern.endsWith('/') ? rule.pattern.slice(0, -1) : rule.pattern;
-  return minimatch(subject, pattern, options) || minimatch(subject, `${pattern}/**`, options);
+  return glob(rule.pattern, rule.effect === 'deny').some((matcher) => matcher.match(subject));
 }
+
+/** Compiled matchers, by pattern: a decision matches against every rule, so each glob is compiled once. */
+const globs = new Map<string, Minimatch[]>();
+
+function glob(pattern: string, nocase: boolean): Minimatch[] {
+  const key = `${nocase ? 'i' : 's'}${pattern}`;
+  let matchers = globs.get(key);
+  if (!matchers) {
+    const options = { dot: true, nocase };
+    const base = pattern.endsWith('/') ? pattern.slice(0, -1) : pattern;
+    matchers = [new Minimatch(base, options), new Minimatch(`${base}/**`, options)];
+    // `X/**` covers `X` itself too: a rule on what is inside a directory covers listing it.
+    if (base.endsWith('/**') && base.length > 3) matchers.push(new Minimatch(base.slice(0, -3), options));
+    globs.set(key, matchers);
+  }
+  return matchers;
+}
+
+const wildcards = new Map<string, RegExp>();
 
 /** `*` matches any run of characters (spaces and slashes included), `?` one character. */
 function wildcard(pattern: string, subject: string): boolean {
-  const source = pattern
-    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-    .replace(/\*/g, '.*')
-    .replace(/\?/g, '.');
-  return new RegExp(`^${source}$`, 's').test(subject);
+  let compiled = wildcards.get(pattern);
+  if (!compiled) {
+    const source = pattern
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.');
+    compiled = new RegExp(`^${source}$`, 's');
+    wildcards.set(pattern, compiled);
+  }
+  return compiled.test(subject);
 }
