@@ -28,6 +28,8 @@ export const ErrorCode = {
   NoRestorePoint: 'NO_RESTORE_POINT',
   RewindConflict: 'REWIND_CONFLICT',
   RunStillLive: 'RUN_STILL_LIVE',
+  QuestionNotFound: 'QUESTION_NOT_FOUND',
+  AlreadyAnswered: 'ALREADY_ANSWERED',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

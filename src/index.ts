@@ -23,13 +23,35 @@ export type { OutputCheck } from './runtime/contract/output-check.js';
 export { checkOutput } from './runtime/contract/output-check.js';
 export type { JsonSchema } from './runtime/contract/output-schema.js';
 export { OUTPUT_SCHEMA_KEYWORDS, OutputSchema } from './runtime/contract/output-schema.js';
-export type { DrawAmount, EventData, EventType, GateVerdict, HarnessEvent, RunStatus } from './runtime/events.js';
+export type {
+  DrawAmount,
+  EventData,
+  EventType,
+  GateVerdict,
+  HarnessEvent,
+  PlanStep,
+  QuestionKind,
+  RunStatus,
+} from './runtime/events.js';
 export { isTerminal, TERMINAL_STATUSES } from './runtime/events.js';
 export type { CommandResult } from './runtime/exec/run-command.js';
-export type { ApprovalAnswer, ApprovalRequest, Approver } from './runtime/policy/approval.js';
+export type {
+  ApprovalAnswer,
+  ApprovalRequest,
+  Approver,
+  Operator,
+  OperatorQuestion,
+  PlanDecision,
+  PlanGate,
+  PlanReview,
+} from './runtime/policy/approval.js';
 export { ApproveAll, CallbackApprover, DenyAll } from './runtime/policy/approval.js';
+export type { CommandCheck } from './runtime/policy/commands.js';
+export { checkArgv } from './runtime/policy/commands.js';
 export type { Act, ActKind, Decision, Effect, PolicyData, PolicyLayer, PolicyRule } from './runtime/policy/policy.js';
-export { Policy } from './runtime/policy/policy.js';
+export { FLOOR, Policy, resolvePath } from './runtime/policy/policy.js';
+export type { ShellParse, ShellStage } from './runtime/policy/shell.js';
+export { checkShell, parseShell } from './runtime/policy/shell.js';
 export type {
   CallAttempt,
   Completion,
@@ -88,10 +110,12 @@ export type {
   CostReport,
   DrawRecord,
   FileChangeRecord,
+  IntentRecord,
   LedgerAccount,
   MessageRecord,
   ModelCallRow,
   PriceTable,
+  QuestionRecord,
   QueueRecord,
   RestorePoint,
   RunRecord,
@@ -104,6 +128,7 @@ export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';
 export type { ModelCallRecord } from './store/writer.js';
 export type { EventFilter, Observer } from './supervisor/event-bus.js';
+export { answerQuestion } from './supervisor/questions.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';
 export type {

@@ -34,6 +34,7 @@ describe('the store file', () => {
       .filter((name) => !name.startsWith('sqlite_'));
     expect(tables).toEqual([
       'checkpoints',
+      'drafts',
       'draws',
       'events',
       'file_changes',
@@ -41,9 +42,11 @@ describe('the store file', () => {
       'ledger',
       'mailbox',
       'model_calls',
+      'questions',
       'restore_points',
       'runs',
       'spawn_queue',
+      'step_images',
       'steps',
     ]);
     db.close();

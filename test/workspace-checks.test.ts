@@ -4,7 +4,7 @@
  * the tool mask on the early-read path, and a whole-run rewind taking back the spawn
  * backlog.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,12 +16,11 @@ import {
   rewindRun,
   runWith,
   Store,
-  Supervisor,
   TaskContract,
   Verification,
 } from '../dist/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
-import { tempStorePath } from './support/processes.js';
+import { Driver, tempStorePath } from './support/processes.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -37,8 +36,8 @@ function project(): string {
   return root;
 }
 
-async function openStore(): Promise<Store> {
-  const store = await Store.open(tempStorePath());
+async function openStore(path = tempStorePath()): Promise<Store> {
+  const store = await Store.open(path);
   cleanup.push(() => store.close());
   return store;
 }
@@ -135,7 +134,8 @@ describe('the review gate', () => {
     expect(asked).toContain('The change must make add() return the sum.');
     expect(asked).toContain('+  return a + b;');
     // The reviewer's calls are accounted like any other.
-    expect(store.modelCalls({ runId: result.runId }).filter((call) => call.model === 'gpt-reviewer')).toHaveLength(2);
+    const reviewCalls = store.modelCalls({ runId: result.runId }).filter((call) => call.model === 'gpt-reviewer');
+    expect(reviewCalls.map((call) => call.provider)).toEqual(['review:openai', 'review:openai']);
   });
 
   it('refuses to review with the model that writes the change, before anything runs', async () => {
@@ -173,54 +173,81 @@ describe('the tool mask on the early-read path', () => {
 });
 
 describe('rewindRun and the spawn backlog', () => {
-  it('cancels the children a finished run left queued, and keeps its steps and ledger', async () => {
+  it('after a crash, cancels the children a run left queued, and keeps its steps and ledger', async () => {
     const root = project();
-    const store = await openStore();
-    // The root spawns three children without waiting and finishes; with one slot, the first
-    // child holds it (its model is slow) while the other two wait in the queue.
-    const script: ModelScript = (call) => {
-      const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
-      const task = String(messages.find((message) => message.role === 'user')?.content ?? '');
-      if (task.startsWith('child 0')) return { text: 'child 0 done', latencyMs: 1500 };
-      if (task.startsWith('child ')) return { text: 'child done' };
-      return assistantTurns(call) === 0
-        ? {
-            text: 'spawning',
-            toolCalls: [0, 1, 2].map((i) => ({
-              name: 'spawn_agent',
-              args: { task: `child ${i}`, wait: false, as: `child-${i}` },
-            })),
-          }
-        : { text: 'root done' };
-    };
-    const { provider } = await serve(script);
-    const supervisor = await Supervisor.start(store, { maxConcurrentAgents: 1 });
-    cleanup.push(() => supervisor.close());
-    const handle = supervisor.run({
-      contract: TaskContract.workspace('fan out', root),
-      provider,
-      policy: Policy.permissive(),
+    const path = tempStorePath();
+    // One slot: child 0 holds it (its model is slow) while the other two wait in the queue.
+    const driver = new Driver({
+      store: path,
+      mode: 'run',
+      wireScript: 'workspace-fanout#fanoutScript',
+      workspace: { goal: 'fan out', root },
+      supervisor: { maxConcurrentAgents: 1 },
     });
-    for (let i = 0; i < 500 && store.run(handle.rootId)?.status !== 'finished'; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
+    cleanup.push(() => {
+      driver.child.kill('SIGKILL');
+    });
+    const store = await openStore(path);
+    await driver.waitFor((line) => line.rootId !== undefined);
+    const rootId = driver.rootId as string;
+    const queued = () => store.queue(rootId).filter((entry) => entry.state === 'queued');
+    for (let i = 0; i < 500 && (store.run(rootId)?.status !== 'finished' || queued().length < 2); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    expect(store.run(handle.rootId)?.status).toBe('finished');
-    const queued = store.queue(handle.rootId).filter((entry) => entry.state === 'queued');
-    expect(queued).toHaveLength(2);
-    const steps = JSON.stringify(store.steps(handle.rootId));
-    const ledger = JSON.stringify(store.ledger(handle.rootId));
-    const whole = rewindRun(root, store, handle.rootId);
-    expect(whole.cancelled.sort()).toEqual(queued.map((entry) => entry.childRunId).sort());
+    expect(queued()).toHaveLength(2);
+    // While the driver lives, its running child is held by a live owner: no rewind.
+    expect(() => rewindRun(root, store, rootId)).toThrow(/held by/);
+    driver.child.kill('SIGKILL');
+    await driver.exited;
+    const waiting = queued().map((entry) => entry.childRunId);
+    const steps = JSON.stringify(store.steps(rootId));
+    const ledger = JSON.stringify(store.ledger(rootId));
+    const whole = rewindRun(root, store, rootId);
+    expect(whole.cancelled.sort()).toEqual(waiting.sort());
     for (const id of whole.cancelled) {
       expect(store.run(id)).toMatchObject({
         status: 'cancelled',
         outcome: { reason: 'cancelled by a rewind of its parent' },
       });
+      expect(store.steps(id)).toEqual([]);
     }
-    expect(JSON.stringify(store.steps(handle.rootId))).toBe(steps);
-    expect(JSON.stringify(store.ledger(handle.rootId))).toBe(ledger);
-    const tree = await handle.result;
-    expect(tree.status).toBe('finished');
-    for (const id of whole.cancelled) expect(store.steps(id)).toEqual([]);
+    expect(JSON.stringify(store.steps(rootId))).toBe(steps);
+    expect(JSON.stringify(store.ledger(rootId))).toBe(ledger);
+  }, 60_000);
+});
+
+describe('grep and find under the policy', () => {
+  it('search from the root, and show nothing a deny below the starting point covers', async () => {
+    const root = project();
+    mkdirSync(join(root, 'src', 'private'));
+    writeFileSync(join(root, 'src', 'private', 'creds.txt'), 'PASSWORD=hunter2\n');
+    writeFileSync(join(root, 'src', 'notes.txt'), 'PASSWORD goes in the vault\n');
+    const store = await openStore();
+    const { provider } = await serve(
+      turns([
+        {
+          text: 'searching',
+          toolCalls: [
+            { name: 'grep', args: { pattern: 'PASSWORD' } },
+            { name: 'find', args: { pattern: '*.txt' } },
+            { name: 'read_file', args: { path: 'src/private/creds.txt' } },
+          ],
+        },
+        { text: 'done' },
+      ]),
+    );
+    const policy = Policy.default().layer('secrets').denyRead('src/private/**');
+    const result = await runWith(TaskContract.workspace('look', root), provider, store, policy);
+    const [grep, find, read] = store.steps(result.runId)[0]?.observations ?? [];
+    expect(grep?.isError).toBe(false);
+    expect(grep?.content).toContain('src/notes.txt:1:PASSWORD goes in the vault');
+    expect(grep?.content).not.toContain('hunter2');
+    expect(grep?.content).toContain('withheld by the policy');
+    expect(find?.content).toContain('src/notes.txt');
+    expect(find?.content).not.toContain('creds');
+    expect(read?.isError).toBe(true);
+    expect(store.events(result.runId).filter((event) => event.type === 'refusal')).toMatchObject([
+      { tool: 'read_file', rule: 'deny-read src/private/**' },
+    ]);
   });
 });

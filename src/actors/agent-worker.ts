@@ -10,8 +10,8 @@ import {
   type SpawnArgs,
 } from '../runtime/agent-tools.js';
 import type { ContractData } from '../runtime/contract/contract.js';
-import type { EventData, RunStatus } from '../runtime/events.js';
-import type { ApprovalAnswer } from '../runtime/policy/approval.js';
+import type { EventData, PlanStep, QuestionKind, RunStatus } from '../runtime/events.js';
+import type { ApprovalAnswer, PlanDecision } from '../runtime/policy/approval.js';
 import { type Act, type Decision, Policy, type PolicyData } from '../runtime/policy/policy.js';
 import {
   type CallAttempt,
@@ -29,7 +29,9 @@ import {
   type GateEvaluation,
   gateEvent,
   gateFeedback,
+  REVIEW_PREFIX,
 } from '../runtime/verify/gate.js';
+import { type PersonEffects, personTools } from '../runtime/workspace/person-tools.js';
 import {
   READ_ONLY_TOOLS,
   type WorkspaceEffects,
@@ -38,7 +40,7 @@ import {
   workspaceTools,
 } from '../runtime/workspace/session.js';
 import { type RunRecord, TraceReader } from '../store/reader.js';
-import type { FileDiff, ModelCallRecord, Observation, SentMessage } from '../store/writer.js';
+import type { FileDiff, ModelCallRecord, Observation, QuestionInput, SentMessage } from '../store/writer.js';
 import type { AgentInput, AgentOutput, AgentRequestBody, AgentWorkerData, RunExit, WaitChildResult } from './agent.js';
 import { type Endpoint, RequestClient } from './protocol.js';
 import { StoreClient } from './store.js';
@@ -75,21 +77,27 @@ interface RunSpecData {
   session?: string;
   contract?: ContractData;
   policy?: PolicyData;
+  /** The workspace part of the first turn, computed when the run was created. */
+  briefing?: string;
 }
 
 /** Observations that answer no tool call: what the runtime tells the model (a re-prompt), as a user turn. */
-const FEEDBACK = { schema: '@schema', gate: '@gate' } as const;
+const FEEDBACK = { schema: '@schema', gate: '@gate', plan: '@plan' } as const;
 
-type Effects = AgentEffects & WorkspaceEffects;
+type Effects = AgentEffects & WorkspaceEffects & PersonEffects;
 
 /** One registry per kind of run, built once per thread: definitions stay byte-identical run to run. */
 const registries = new Map<string, ToolRegistry<Effects>>();
-function registryFor(mode: 'agent' | 'workspace' | 'file'): ToolRegistry<Effects> {
-  let registry = registries.get(mode);
+function registryFor(mode: 'agent' | 'workspace' | 'file', planGate: boolean): ToolRegistry<Effects> {
+  const key = `${mode}${planGate ? '+plan' : ''}`;
+  let registry = registries.get(key);
   if (!registry) {
     registry = agentToolRegistry() as unknown as ToolRegistry<Effects>;
-    if (mode !== 'agent') for (const tool of workspaceTools(mode)) registry.register(tool);
-    registries.set(mode, registry);
+    if (mode !== 'agent') {
+      for (const tool of workspaceTools(mode)) registry.register(tool);
+      for (const tool of personTools(planGate)) registry.register(tool);
+    }
+    registries.set(key, registry);
   }
   return registry;
 }
@@ -98,9 +106,37 @@ function workspaceSystem(contract: ContractData): string {
   return (
     'You are a coding agent working in a repository. Use the tools to read, search, change and run the project. ' +
     'Change files with edit_file (an exact, unique replacement), patch_file (a unified diff) or write_file. ' +
+    'When something about the intent of the task is unclear, ask with ask_operator rather than guess. ' +
     'When the work is done, answer without a tool call, saying what you did.' +
+    (contract.planGate
+      ? ' This run starts in a planning phase: read what you need, then submit an ordered plan with submit_plan; changes and commands wait until it is approved.'
+      : '') +
     (contract.outputSchema ? ' Your final answer must be a single JSON value matching the schema you were given.' : '')
   );
+}
+
+/** Thrown inside a step to stop the run until a person answers; the step is kept as a draft. */
+class Pause {
+  constructor(
+    readonly question: QuestionInput,
+    readonly events: EventData[],
+  ) {}
+}
+
+/** Thrown inside a step when a person's answer ends the run (a cancelled plan, an aborted command). */
+class Stop {
+  constructor(readonly reason: string) {}
+}
+
+/** What a paused step had done, so the resume picks it up instead of doing it again. */
+interface Partial {
+  observations: Observation[];
+  events: EventData[];
+  changes: FileDiff[];
+  consumed: string[];
+  sent: SentMessage[];
+  spawned: string[];
+  calls: ModelCallRecord[];
 }
 
 function defaultSystem(run: RunRecord): string {
@@ -129,6 +165,14 @@ class Drive implements Effects {
   #calls: ToolCall[] = [];
   /** Reads started while the completion streamed, by call index. */
   #early = new Map<number, { call: ToolCall; result: ToolResult }>();
+  /** What the first turn says about the workspace, as stored with the run. */
+  #briefing: string | null = null;
+  /** The run's policy as stored (a child's is its parent's, narrowed). */
+  #policyData: PolicyData | null = null;
+  /** The completion the step in progress acts on. */
+  #completion: Completion | null = null;
+  /** A run opened with a plan gate is planning until a plan is approved. */
+  #planning = false;
 
   constructor(start: Extract<AgentInput, { type: 'start' }>) {
     this.#start = start;
@@ -153,6 +197,10 @@ class Drive implements Effects {
       const status = await this.#loop();
       return { kind: 'ended', status };
     } catch (error) {
+      if (error instanceof Stop) {
+        await this.#end('cancelled', error.reason);
+        return { kind: 'ended', status: 'cancelled' };
+      }
       if (HarnessError.isInstance(error) && error.code === ErrorCode.LeaseLost) return { kind: 'lease-lost' };
       // A failure the run can record ends it as failed; one it cannot (the store is gone) leaves it resumable.
       // A store that is gone, a lease that moved, or a provider this process cannot build (a key it
@@ -178,6 +226,9 @@ class Drive implements Effects {
         }
       }
       return { kind: 'error', error: serializeError(error) };
+    } finally {
+      // Whatever shell_start began dies with the run.
+      await this.#workspace?.close();
     }
   }
 
@@ -190,19 +241,32 @@ class Drive implements Effects {
     this.#seq = run.lastSeq + 1;
     const contract = spec.contract ?? null;
     this.#contract = contract;
+    this.#policyData = spec.policy ?? null;
     if (contract) {
       const policy = spec.policy ? Policy.from(spec.policy) : Policy.default();
-      this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost());
+      const secrets = [
+        ...keyVariables(this.#start.provider ?? spec.provider),
+        ...(contract.verification.kind === 'review' ? keyVariables(contract.verification.provider) : []),
+      ];
+      this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost(), secrets);
+      this.#briefing = spec.briefing ?? this.#workspace.briefing();
     }
-    const registry = registryFor(contract === null ? 'agent' : contract.mode);
+    const registry = registryFor(contract === null ? 'agent' : contract.mode, contract?.planGate === true);
+    if (contract?.planGate && run.parentId === null) {
+      // Planning until a plan is approved; a decision is in the trace of a committed step.
+      this.#planning = !reader
+        .events(run.runId)
+        .some((event) => event.type === 'plan-decided' && event.decision !== 'cancel');
+    }
     const transcript: TranscriptEntry[] = [{ role: 'user', text: this.#opening(run.task) }];
     for (const step of steps) appendStep(transcript, step.completion, step.observations);
     // Re-prompts already spent, counted from the trace so a resumed run keeps its count.
-    const spent = { schema: 0, gate: 0 };
+    const spent = { schema: 0, gate: 0, plan: 0 };
     for (const step of steps) {
       for (const observation of step.observations) {
         if (observation.name === FEEDBACK.schema) spent.schema++;
         else if (observation.name === FEEDBACK.gate) spent.gate++;
+        else if (observation.name === FEEDBACK.plan) spent.plan++;
       }
     }
     await store.call('recordEvents', {
@@ -264,6 +328,18 @@ class Drive implements Effects {
       ...(judged && contract.outputSchema ? { responseFormat: contract.outputSchema } : {}),
     };
 
+    // A step a crash interrupted after it had written files (and that did not pause) is
+    // re-run from the committed state: put those files back first.
+    if (this.#workspace) {
+      const images = reader.stepImages(run.runId, this.#seq);
+      const draft = reader.draft(run.runId);
+      const paused = draft !== null && draft.seq === this.#seq && draft.partial !== null;
+      if (images.length > 0 && !paused) {
+        const paths = this.#workspace.rollBack(images);
+        await store.call('clearStepImages', { ...this.#fence, seq: this.#seq, paths, now: Date.now() });
+      }
+    }
+
     for (;;) {
       if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
       const exhausted = this.#precheck(chain);
@@ -279,26 +355,34 @@ class Drive implements Effects {
         return 'budget-exhausted';
       }
       this.#early = new Map();
+      // A step whose effects had begun (a journaled command, a pause) acts on the completion it had.
+      const draft = reader.draft(run.runId);
+      const replay = draft && draft.seq === this.#seq ? draft : null;
+      const partial = (replay?.partial ?? null) as Partial | null;
       let completion: Completion;
       try {
-        completion = await provider.complete(
-          {
-            system,
-            transcript,
-            tools: registry.definitions(),
-            options,
-            metadata: {
-              runId: run.runId,
-              rootId: run.rootId,
-              address: run.address,
-              parentAddress,
-              depth: run.depth,
-              seq: this.#seq,
+        if (replay) completion = replay.completion;
+        else
+          completion = await provider.complete(
+            {
+              system,
+              transcript,
+              tools: registry.definitions(),
+              options,
+              metadata: {
+                runId: run.runId,
+                rootId: run.rootId,
+                address: run.address,
+                parentAddress,
+                depth: run.depth,
+                seq: this.#seq,
+              },
             },
-          },
-          this.#abort.signal,
-          this.#workspace ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) } : undefined,
-        );
+            this.#abort.signal,
+            this.#workspace
+              ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) }
+              : undefined,
+          );
       } catch (error) {
         if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
         if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ProviderFailed) throw error;
@@ -315,24 +399,70 @@ class Drive implements Effects {
         });
         return 'failed';
       }
-      const attempts = completion.attempts ?? [];
-      this.#consumed = [];
-      this.#sent = [];
-      this.#spawned = [];
-      this.#changes = [];
+      const attempts = replay ? [] : (completion.attempts ?? []);
+      // The draw is known now: a step that cannot be charged runs none of its tools.
+      const over = replay ? null : this.#wouldCross(chain, completion);
+      if (over) {
+        await store.call('endRun', {
+          ...this.#fence,
+          status: 'budget-exhausted',
+          reply: null,
+          reason: `the ${over.ceiling} ceiling of run ${over.account} would be crossed`,
+          events: [...attemptEvents(attempts, completion.provider ?? provider.name), over],
+          calls: [...attempts.map(failedCall), answeredCall(completion, provider.name)],
+          now: Date.now(),
+        });
+        return 'budget-exhausted';
+      }
+      this.#completion = completion;
+      this.#consumed = partial ? [...partial.consumed] : [];
+      this.#sent = partial ? [...partial.sent] : [];
+      this.#spawned = partial ? [...partial.spawned] : [];
+      this.#changes = partial ? [...partial.changes] : [];
       this.#calls = completion.toolCalls;
-      this.#events = attemptEvents(attempts, completion.provider ?? provider.name);
-      const calls = [...attempts.map(failedCall), answeredCall(completion, provider.name)];
-      const observations: Observation[] = [];
+      this.#events = partial ? [...partial.events] : attemptEvents(attempts, completion.provider ?? provider.name);
+      const calls = partial
+        ? [...partial.calls]
+        : [...attempts.map(failedCall), answeredCall(completion, provider.name)];
+      const observations: Observation[] = partial ? [...partial.observations] : [];
       for (const [index, call] of completion.toolCalls.entries()) {
-        if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
+        // Calls a paused step had already made are not made again.
+        if (index < observations.length) continue;
+        if (this.#cancelled) break;
+        const mark = this.#events.length;
         this.#events.push({ type: 'tool-call', callId: call.id, name: call.name, args: call.args });
         let result: ToolResult;
-        if (mask.has(call.name)) {
-          const reason = `${call.name} is withheld for this run (tool mask); use another tool.`;
-          result = { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
-        } else {
-          result = await registry.dispatch(call.name, call.args, this, index);
+        try {
+          if (mask.has(call.name)) {
+            const reason = `${call.name} is withheld for this run (tool mask); use another tool.`;
+            result = { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
+          } else {
+            result = await registry.dispatch(call.name, call.args, this, index);
+          }
+        } catch (signal) {
+          if (signal instanceof Pause) {
+            const partialNow: Partial = {
+              observations,
+              events: this.#events.slice(0, mark),
+              changes: this.#changes,
+              consumed: this.#consumed,
+              sent: this.#sent,
+              spawned: this.#spawned,
+              calls,
+            };
+            await store.call('pause', {
+              ...this.#fence,
+              seq: this.#seq,
+              completion,
+              partial: partialNow,
+              question: signal.question,
+              events: signal.events,
+              now: Date.now(),
+            });
+            return 'paused';
+          }
+          if (signal instanceof Stop) return this.#end('cancelled', signal.reason, this.#events);
+          throw signal;
         }
         if (result.refusal) {
           this.#events.push({ type: 'refusal', callId: call.id, tool: call.name, ...result.refusal });
@@ -341,7 +471,7 @@ class Drive implements Effects {
       }
       let final: { status: RunStatus; reply: string | null; reason?: string } | null =
         completion.toolCalls.length === 0 ? { status: 'finished' as const, reply: completion.text } : null;
-      if (final && judged) {
+      if (final && judged && !this.#cancelled) {
         const verdict = await this.#judge(contract, completion, spent, calls);
         if (verdict.feedback) {
           observations.push(verdict.feedback);
@@ -349,6 +479,19 @@ class Drive implements Effects {
         } else {
           final = verdict.final;
         }
+      }
+      if (this.#cancelled) {
+        // A cancel mid-step commits what the step did (its writes are in the files, so their
+        // diffs belong in the trace); the calls it did not reach say so.
+        for (const call of completion.toolCalls.slice(observations.filter((o) => !o.name.startsWith('@')).length)) {
+          observations.push({
+            callId: call.id,
+            name: call.name,
+            content: 'not run: the run was cancelled',
+            isError: true,
+          });
+        }
+        final = { status: 'cancelled', reply: null, reason: 'cancelled by the supervisor' };
       }
       const result = await store.call('commitStep', {
         ...this.#fence,
@@ -375,7 +518,7 @@ class Drive implements Effects {
   /** The first user turn: the task, and for a workspace run where it is and what is withheld. */
   #opening(task: string): string {
     if (!this.#contract || !this.#workspace) return task;
-    const parts = [task, this.#workspace.briefing()];
+    const parts = [task, this.#briefing ?? this.#workspace.briefing()];
     // The mask is stated here, past the cache breakpoint, so the tool definitions never change.
     if (this.#contract.toolMask.length > 0) {
       parts.push(
@@ -392,12 +535,29 @@ class Drive implements Effects {
   async #judge(
     contract: ContractData,
     completion: Completion,
-    spent: { schema: number; gate: number },
+    spent: { schema: number; gate: number; plan: number },
     calls: ModelCallRecord[],
   ): Promise<
     | { final: { status: RunStatus; reply: string | null; reason?: string }; feedback?: undefined }
     | { feedback: Observation; final?: undefined }
   > {
+    if (this.#planning) {
+      // The only way out of the planning phase is an approved plan.
+      if (spent.plan < contract.retries) {
+        spent.plan++;
+        return {
+          feedback: {
+            callId: '',
+            name: FEEDBACK.plan,
+            content: 'This run is in its planning phase: submit an ordered plan with submit_plan before answering.',
+            isError: true,
+          },
+        };
+      }
+      return {
+        final: { status: 'failed', reply: completion.text, reason: 'the run ended its planning phase without a plan' },
+      };
+    }
     if (contract.outputSchema) {
       const { checkOutput } = await import('../runtime/contract/output-check.js');
       const check = checkOutput(contract.outputSchema.schema, completion.text);
@@ -426,7 +586,11 @@ class Drive implements Effects {
     }
     const evaluation = await this.#evaluateGate(contract, completion);
     if (evaluation === null) return { final: { status: 'finished', reply: completion.text } };
-    if (evaluation.reviewCall) calls.push(answeredCall(evaluation.reviewCall, 'reviewer'));
+    if (evaluation.reviewCall) {
+      // Marked as a review, so the reviewer's own model is not counted among the writers.
+      const review = answeredCall(evaluation.reviewCall, 'reviewer');
+      calls.push({ ...review, provider: `${REVIEW_PREFIX}${review.provider}` });
+    }
     this.#events.push(gateEvent(evaluation, false));
     if (evaluation.output) this.#events.push(evaluation.output);
     if (evaluation.verdict === 'passed') return { final: { status: 'finished', reply: completion.text } };
@@ -457,7 +621,21 @@ class Drive implements Effects {
       return evaluateReviewGate(
         gate,
         this.#start.reviewer ?? gate.provider,
-        { goal: contract.goal, patch: committed + pending, reply: completion.text, writerModel: completion.model },
+        {
+          goal: contract.goal,
+          patch: committed + pending,
+          reply: completion.text,
+          writerModels: [
+            ...new Set([
+              completion.model,
+              // Every model that worked on the tree's change; a reviewer's own calls are not writing.
+              ...reader
+                .modelCalls({ rootId: this.#run.rootId })
+                .filter((call) => !call.provider.startsWith(REVIEW_PREFIX))
+                .map((call) => call.model),
+            ]),
+          ],
+        },
         this.#abort.signal,
       );
     }
@@ -471,6 +649,8 @@ class Drive implements Effects {
    */
   #startEarly(call: ToolCall, index: number, mask: Set<string>, registry: ToolRegistry<Effects>): void {
     const workspace = this.#workspace;
+    // A new attempt (a retry, a fallback) starts its calls from index 0: nothing of an earlier attempt is reused.
+    if (index === 0) this.#early.clear();
     if (!workspace || index !== this.#early.size || !READ_ONLY_TOOLS.has(call.name) || mask.has(call.name)) return;
     if (!registry.accepts(call.name, call.args) || !workspace.readAllowedOutright(call.args)) return;
     try {
@@ -494,19 +674,11 @@ class Drive implements Effects {
           now: Date.now(),
         });
       },
-      ask: (act: Act, decision: Extract<Decision, { effect: 'ask' }>) =>
-        supervisor.request<ApprovalAnswer>({
-          op: 'approve',
-          request: {
-            rootId: self.#run.rootId,
-            runId: self.#run.runId,
-            address: self.#run.address,
-            act,
-            subject: decision.subject,
-            rule: decision.rule,
-            layer: decision.layer,
-          },
-        }),
+      ask: (act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number) =>
+        self.#ask(act, decision, callIndex),
+      intent: (callIndex: number, kind: string, detail: string, run: () => Promise<ToolResult>) =>
+        self.#intent(callIndex, kind, detail, run),
+      planning: () => self.#planning,
       event: (event: EventData) => self.#events.push(event),
       change: (change: FileDiff) => self.#changes.push(change),
       callId: (index: number) => self.#calls[index]?.id ?? `call-${index}`,
@@ -516,16 +688,237 @@ class Drive implements Effects {
     };
   }
 
+  /** A person's answer, unless the run is cancelled first: a cancel does not wait on an approver. */
+  #unlessCancelled<T>(answer: Promise<T>): Promise<T> {
+    if (this.#abort.signal.aborted) return Promise.reject(new Stop('cancelled by the supervisor'));
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => reject(new Stop('cancelled by the supervisor'));
+      this.#abort.signal.addEventListener('abort', onAbort, { once: true });
+      answer.then(
+        (value) => {
+          this.#abort.signal.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        (error) => {
+          this.#abort.signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** A question's id: the same call of the same step asks the same question after a resume. */
+  #questionId(kind: QuestionKind, callIndex: number): string {
+    return `${kind}:${this.#run.runId}:${this.#seq}:${callIndex}`;
+  }
+
+  /** An answer a person already gave while the run was paused, if any. */
+  #answered(questionId: string): unknown {
+    const question = reader.question(questionId);
+    return question?.status === 'answered' ? question.answer : undefined;
+  }
+
+  async #ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number): Promise<'approve' | 'deny'> {
+    const questionId = this.#questionId('approval', callIndex);
+    const stored = this.#answered(questionId);
+    if (stored === 'approve' || stored === 'deny') return stored;
+    const answer = await this.#unlessCancelled(
+      supervisor.request<ApprovalAnswer>({
+        op: 'approve',
+        request: {
+          rootId: this.#run.rootId,
+          runId: this.#run.runId,
+          address: this.#run.address,
+          act,
+          subject: decision.subject,
+          rule: decision.rule,
+          layer: decision.layer,
+        },
+      }),
+    );
+    if (answer !== 'defer') return answer;
+    throw new Pause(
+      {
+        questionId,
+        kind: 'approval',
+        payload: { act, subject: decision.subject, rule: decision.rule, layer: decision.layer },
+        summary: `approve ${act.kind} ${decision.subject}? (${decision.rule}, layer ${decision.layer})`,
+      },
+      [
+        {
+          type: 'policy-decision',
+          act: act.kind,
+          subject: decision.subject,
+          effect: 'ask',
+          rule: decision.rule,
+          layer: decision.layer,
+          answer: 'defer',
+        },
+      ],
+    );
+  }
+
+  /**
+   * An effect the runtime cannot undo, journaled before it starts. One that ran to the
+   * end keeps its recorded result (it is not run twice); one a crash interrupted pauses
+   * the run for the operator to retry, skip or abort.
+   */
+  async #intent(callIndex: number, kind: string, detail: string, run: () => Promise<ToolResult>): Promise<ToolResult> {
+    const key = `${this.#run.runId}:${this.#seq}:${callIndex}`;
+    const questionId = this.#questionId('intent', callIndex);
+    const decided = this.#answered(questionId);
+    if (decided === 'abort') throw new Stop(`the operator aborted the run after an interrupted ${kind}: ${detail}`);
+    const base = { ...this.#fence, seq: this.#seq, key };
+    if (decided === 'skip') {
+      const skipped: ToolResult = {
+        content: `${detail} was interrupted by a crash and the operator chose to skip it; it was not run again.`,
+        isError: true,
+      };
+      await store.call('finishIntent', {
+        ...base,
+        result: JSON.stringify(skipped),
+        outcome: 'skipped',
+        now: Date.now(),
+      });
+      return skipped;
+    }
+    const begun = await store.call('beginIntent', {
+      ...base,
+      kind,
+      detail,
+      completion: this.#completion as Completion,
+      again: decided === 'retry',
+      now: Date.now(),
+    });
+    if (begun.status === 'done') return JSON.parse(begun.result) as ToolResult;
+    if (begun.status === 'in-flight') {
+      throw new Pause(
+        {
+          questionId,
+          kind: 'intent',
+          payload: { key, kind, detail, startedAt: begun.startedAt },
+          summary: `${kind} "${detail}" was running when the process died; retry, skip or abort?`,
+        },
+        [],
+      );
+    }
+    const result = await run();
+    await store.call('finishIntent', {
+      ...base,
+      result: JSON.stringify(result),
+      outcome: result.isError ? 'error' : 'ok',
+      now: Date.now(),
+    });
+    return result;
+  }
+
+  async submitPlan(args: { steps: PlanStep[] }, callIndex: number): Promise<ToolResult> {
+    if (!this.#contract?.planGate || this.#run.parentId !== null) {
+      return { content: 'this run has no plan gate: carry out the task directly.', isError: true };
+    }
+    if (!this.#planning) return { content: 'the plan is already approved: carry it out.', isError: true };
+    const steps = args.steps.map((step) => ({
+      description: step.description,
+      ...(step.owner ? { owner: step.owner } : {}),
+    }));
+    const questionId = this.#questionId('plan', callIndex);
+    const stored = this.#answered(questionId) as PlanDecision | undefined;
+    const submitted: EventData = { type: 'plan-submitted', steps };
+    const decision =
+      stored ??
+      (await supervisor.request<PlanDecision>({
+        op: 'review-plan',
+        plan: { rootId: this.#run.rootId, runId: this.#run.runId, address: this.#run.address, steps },
+      }));
+    if (decision.decision === 'defer') {
+      throw new Pause(
+        { questionId, kind: 'plan', payload: { steps }, summary: `review the plan of ${steps.length} steps` },
+        [submitted],
+      );
+    }
+    this.#events.push(submitted);
+    const note = 'note' in decision && decision.note ? decision.note : null;
+    if (decision.decision === 'cancel') {
+      this.#events.push({ type: 'plan-decided', decision: 'cancel', steps, note });
+      throw new Stop(`the plan gate cancelled the run${note ? `: ${note}` : ''}`);
+    }
+    const approved = decision.decision === 'correct' ? decision.steps : steps;
+    this.#events.push({ type: 'plan-decided', decision: decision.decision, steps: approved, note });
+    this.#planning = false;
+    const listing = approved
+      .map((step, index) => `${index + 1}. ${step.description}${step.owner ? ` (owner: ${step.owner})` : ''}`)
+      .join('\n');
+    const head = decision.decision === 'correct' ? 'The plan was corrected and approved' : 'The plan is approved';
+    return { content: `${head}${note ? ` (${note})` : ''}. Carry it out:\n${listing}`, isError: false };
+  }
+
+  async askOperator(args: { question: string }, callIndex: number): Promise<ToolResult> {
+    const questionId = this.#questionId('question', callIndex);
+    const stored = this.#answered(questionId);
+    const answer =
+      typeof stored === 'string'
+        ? stored
+        : await supervisor.request<string | { defer: true }>({
+            op: 'ask-operator',
+            question: {
+              rootId: this.#run.rootId,
+              runId: this.#run.runId,
+              address: this.#run.address,
+              question: args.question,
+            },
+          });
+    if (typeof answer !== 'string') {
+      throw new Pause(
+        { questionId, kind: 'question', payload: { question: args.question }, summary: args.question },
+        [],
+      );
+    }
+    return { content: `The operator answered: ${answer}`, isError: false };
+  }
+
   async workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {
     const workspace = this.#workspace;
     if (!workspace) return { content: `${name} is not available outside a workspace run.`, isError: true };
     const early = this.#early.get(callIndex);
     if (early && early.call.name === name && sameArguments(early.call.args, args)) {
       // The same decision the ordinary path records, then the result the early read already has.
-      const refused = await workspace.authorize({ kind: 'read', path: readPath(args) });
+      const located = workspace.locate(args);
+      if (!located.ok) return located.result;
+      const refused = await workspace.authorize({ kind: 'read', path: located.path }, callIndex);
       return refused ?? early.result;
     }
     return workspace.run(name, args, callIndex);
+  }
+
+  /** The draw a completion makes (one step, its tokens) against every ceiling up the chain. */
+  #wouldCross(chain: string[], completion: Completion): Extract<EventData, { type: 'budget-exhausted' }> | null {
+    const draw = { steps: 1, tokens: completion.usage.inputTokens + completion.usage.outputTokens };
+    for (const id of chain) {
+      const account = reader.account(id);
+      if (!account) continue;
+      const { steps, tokens } = account.ceilings;
+      if (steps !== null && account.spent.steps + draw.steps > steps) {
+        return {
+          type: 'budget-exhausted',
+          draw,
+          ceiling: 'steps',
+          account: id,
+          spent: account.spent.steps,
+          limit: steps,
+        };
+      }
+      if (tokens !== null && account.spent.tokens + draw.tokens > tokens) {
+        return {
+          type: 'budget-exhausted',
+          draw,
+          ceiling: 'tokens',
+          account: id,
+          spent: account.spent.tokens,
+          limit: tokens,
+        };
+      }
+    }
+    return null;
   }
 
   /** The draw the next step would make (one step) against every ceiling up the chain, and the wall clock. */
@@ -534,7 +927,14 @@ class Drive implements Effects {
     const cost = this.#contract?.budget.cost;
     if (cost) {
       // Cost is derived from the accounting rows and the embedder's prices, never stored as a number.
-      const spent = reader.cost(this.#run.rootId, cost.prices).total;
+      const report = reader.cost(this.#run.rootId, cost.prices);
+      const spent = report.total;
+      if (report.unpriced.length > 0) {
+        throw new HarnessError(
+          ErrorCode.InvalidArgument,
+          `the cost ceiling cannot be enforced: the price table has no price for ${report.unpriced.join(', ')}. Add ${report.unpriced.length === 1 ? 'that model' : 'those models'} to withBudget({ cost: { prices } }).`,
+        );
+      }
       if (spent >= cost.limit) {
         return {
           type: 'budget-exhausted',
@@ -577,12 +977,40 @@ class Drive implements Effects {
     return null;
   }
 
-  async #end(status: RunStatus, reason: string): Promise<RunStatus> {
-    await store.call('endRun', { ...this.#fence, status, reply: null, reason, events: [], now: Date.now() });
+  async #end(status: RunStatus, reason: string, events: EventData[] = []): Promise<RunStatus> {
+    await store.call('endRun', { ...this.#fence, status, reply: null, reason, events, now: Date.now() });
     return status;
   }
 
   async spawn(args: SpawnArgs, callIndex: number): Promise<ToolResult> {
+    if (this.#planning) {
+      const reason = 'spawn_agent waits for an approved plan: this run is in its planning phase; call submit_plan.';
+      return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
+    }
+    // Inherit and narrow: a child gets this agent's policy plus deny-only layers, never more.
+    const widened = Object.entries(args.policy?.allow ?? {}).filter(([, list]) => (list ?? []).length > 0);
+    if (widened.length > 0) {
+      const reason = `a child inherits your policy and can only narrow it; the spawn asked to allow ${widened
+        .map(([act, list]) => `${act} ${(list ?? []).join(', ')}`)
+        .join('; ')}, which you cannot grant.`;
+      return {
+        content: `spawn refused (policy.narrow-only): ${reason}`,
+        isError: true,
+        refusal: { rule: 'policy.narrow-only', reason },
+      };
+    }
+    let policy: PolicyData | undefined;
+    const deny = args.policy?.deny;
+    if (deny && Object.values(deny).some((list) => (list ?? []).length > 0)) {
+      let narrowed = (this.#policyData ? Policy.from(this.#policyData) : Policy.default()).layer(
+        `narrowed for ${args.as ?? 'a child'} by ${this.#run.address}`,
+      );
+      for (const pattern of deny.read ?? []) narrowed = narrowed.denyRead(pattern);
+      for (const pattern of deny.write ?? []) narrowed = narrowed.denyWrite(pattern);
+      for (const pattern of deny.exec ?? []) narrowed = narrowed.denyExec(pattern);
+      for (const pattern of deny.net ?? []) narrowed = narrowed.denyNet(pattern);
+      policy = narrowed.toJSON();
+    }
     const asked = {
       steps: args.budget?.steps ?? null,
       tokens: args.budget?.tokens ?? null,
@@ -597,6 +1025,7 @@ class Drive implements Effects {
       maxWaitSecs: args.max_wait_secs ?? null,
       newRunId: randomUUID(),
       queueNow: args.wait !== false,
+      ...(policy ? { policy } : {}),
       now: Date.now(),
     });
     if (result.status === 'refused') {
@@ -771,13 +1200,16 @@ function appendStep(transcript: TranscriptEntry[], completion: Completion, obser
   }
 }
 
-function readPath(args: Record<string, unknown>): string {
-  return typeof args.path === 'string' ? args.path : '.';
-}
-
 /** Arguments compared as JSON with sorted keys. */
 function sameArguments(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
   return canonical(a) === canonical(b);
+}
+
+/** The environment variables a provider spec reads keys from (fallback members included). */
+function keyVariables(spec: ProviderSpec): string[] {
+  if (spec.kind === 'fallback') return spec.providers.flatMap(keyVariables);
+  if (spec.kind === 'module') return [];
+  return spec.apiKeyEnv ? [spec.apiKeyEnv] : [];
 }
 
 function canonical(value: unknown): string {

@@ -7,7 +7,7 @@
 import { type MessagePort, Worker } from 'node:worker_threads';
 import type { SerializedError } from '../errors.js';
 import type { RunStatus } from '../runtime/events.js';
-import type { ApprovalRequest } from '../runtime/policy/approval.js';
+import type { ApprovalRequest, OperatorQuestion, PlanReview } from '../runtime/policy/approval.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 
 /** Supervisor to actor. */
@@ -32,7 +32,11 @@ export type AgentInput =
 export type AgentRequestBody =
   | { op: 'wait-child'; runId: string; childId: string; timeoutMs: number | null }
   /** The policy said ask: the supervisor puts the question to the tree's approver. */
-  | { op: 'approve'; request: ApprovalRequest };
+  | { op: 'approve'; request: ApprovalRequest }
+  /** A run in its planning phase submitted a plan: the supervisor shows it to the tree's plan gate. */
+  | { op: 'review-plan'; plan: PlanReview }
+  /** An agent asks the operator about intent. */
+  | { op: 'ask-operator'; question: OperatorQuestion };
 
 export type WaitChildResult =
   | {

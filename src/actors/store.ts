@@ -8,14 +8,17 @@
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
 import type { EventData, RunStatus } from '../runtime/events.js';
+import type { Completion } from '../runtime/provider.js';
 import type {
   CommitStepInput,
   CommitStepResult,
   CreateRootInput,
   EndRunInput,
   Fence,
+  IntentBegin,
   LeaseClaim,
   Notifications,
+  QuestionInput,
   RestorePointInput,
   SpawnInput,
   SpawnResult,
@@ -39,6 +42,36 @@ export interface StoreOperations {
   cancelQueued: [{ rootId: string; now: number }, { cancelled: string[] }];
   recordRestorePoint: [RestorePointInput, { created: boolean }];
   dropBacklog: [{ runId: string; now: number }, { cancelled: string[] }];
+  beginIntent: [
+    Fence & {
+      seq: number;
+      key: string;
+      kind: string;
+      detail: string;
+      completion: Completion;
+      again?: boolean;
+      now: number;
+    },
+    IntentBegin,
+  ];
+  finishIntent: [Fence & { seq: number; key: string; result: string; outcome: string; now: number }, undefined];
+  pause: [
+    Fence & {
+      seq: number;
+      completion: Completion;
+      partial: unknown;
+      question: QuestionInput;
+      events: EventData[];
+      now: number;
+    },
+    undefined,
+  ];
+  answer: [{ questionId: string; answer: unknown; by: string; now: number }, { runId: string; rootId: string }];
+  resumePaused: [
+    LeaseClaim & { runId: string },
+    { status: 'resumed'; generation: number } | { status: 'waiting'; open: string[] },
+  ];
+  clearStepImages: [Fence & { seq: number; paths: string[]; now: number }, undefined];
   regate: [
     { runId: string; events: EventData[]; passed: boolean; reply: string | null; now: number },
     { status: RunStatus },

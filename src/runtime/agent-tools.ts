@@ -13,7 +13,27 @@ export interface SpawnArgs {
   background_after_secs?: number;
   budget?: { steps?: number; tokens?: number; wall_secs?: number };
   max_wait_secs?: number;
+  policy?: { deny?: RuleLists; allow?: RuleLists };
 }
+
+/** Patterns per act, as a spawn names them. */
+export interface RuleLists {
+  read?: string[];
+  write?: string[];
+  exec?: string[];
+  net?: string[];
+}
+
+const RULE_LISTS: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    read: { type: 'array', items: { type: 'string', minLength: 1 } },
+    write: { type: 'array', items: { type: 'string', minLength: 1 } },
+    exec: { type: 'array', items: { type: 'string', minLength: 1 } },
+    net: { type: 'array', items: { type: 'string', minLength: 1 } },
+  },
+  additionalProperties: false,
+};
 
 export interface SendArgs {
   to: string;
@@ -56,6 +76,13 @@ const spawnParameters: ArgumentSchema = {
       type: 'number',
       minimum: 0,
       description: 'Lower the longest inbox wait the new agent may ask for.',
+    },
+    policy: {
+      type: 'object',
+      description:
+        'Narrow what the new agent may do: `deny` adds rules (patterns per act) on top of your own policy. A child can never be allowed more than you.',
+      properties: { deny: RULE_LISTS, allow: RULE_LISTS },
+      additionalProperties: false,
     },
   },
   required: ['task'],

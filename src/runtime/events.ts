@@ -14,6 +14,8 @@ export type RunStatus =
   | 'pending'
   | 'queued'
   | 'running'
+  /** Waiting on a person: an approval, a plan, a question or an interrupted command. Resumable once answered. */
+  | 'paused'
   | 'finished'
   | 'gate-failed'
   | 'schema-unsatisfied'
@@ -29,6 +31,15 @@ export const TERMINAL_STATUSES: readonly RunStatus[] = [
   'failed',
   'cancelled',
 ];
+
+/** What a paused run waits on. */
+export type QuestionKind = 'approval' | 'plan' | 'question' | 'intent';
+
+/** One step of a plan, optionally naming the agent that owns it. */
+export interface PlanStep {
+  description: string;
+  owner?: string;
+}
 
 /** How one evaluation of a verification gate came out; `errored` is a criterion that could not run at all. */
 export type GateVerdict = 'passed' | 'failed' | 'errored';
@@ -124,6 +135,14 @@ export type EventData =
       truncated: boolean;
     }
   | { type: 'schema-invalid'; errors: string[]; reprompted: boolean }
+  | { type: 'run-paused'; questionId: string; kind: QuestionKind; summary: string }
+  | { type: 'question-answered'; questionId: string; kind: QuestionKind; answer: unknown; by: string }
+  | { type: 'plan-submitted'; steps: PlanStep[] }
+  | { type: 'plan-decided'; decision: 'approve' | 'correct' | 'cancel'; steps: PlanStep[]; note: string | null }
+  | { type: 'intent-started'; key: string; kind: string; detail: string }
+  /** A step interrupted by a crash is re-run from the committed state: the files it had written were put back. */
+  | { type: 'step-rolled-back'; paths: string[] }
+  | { type: 'intent-finished'; key: string; outcome: string }
   | {
       type: 'policy-decision';
       act: 'read' | 'write' | 'exec' | 'net';

@@ -4,7 +4,7 @@
  * tests and command-line tools all read through this.
  */
 import type Database from 'better-sqlite3';
-import type { DrawAmount, EventData, HarnessEvent, RunStatus } from '../runtime/events.js';
+import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import { openReader } from './schema.js';
 import { StatementCache } from './statements.js';
@@ -54,6 +54,33 @@ export interface RestorePoint {
   content: Buffer | null;
   seq: number;
   at: number;
+}
+
+/** A question a paused run waits on, and its answer once given. */
+export interface QuestionRecord {
+  questionId: string;
+  rootId: string;
+  runId: string;
+  seq: number;
+  kind: QuestionKind;
+  payload: unknown;
+  status: 'open' | 'answered';
+  answer: unknown;
+  answeredBy: string | null;
+  createdAt: number;
+  answeredAt: number | null;
+}
+
+/** An effect journaled before it started, and how it ended. */
+export interface IntentRecord {
+  key: string;
+  runId: string;
+  seq: number;
+  kind: string;
+  detail: string;
+  startedAt: number;
+  result: string | null;
+  finishedAt: number | null;
 }
 
 /** One file a step changed, as a unified diff of the whole file. */
@@ -471,6 +498,82 @@ export class TraceReader {
     return rows.map(toEvent) as Extract<HarnessEvent, { type: 'gate-evaluated' }>[];
   }
 
+  /**
+   * Questions runs wait on (approvals deferred, plans, questions to the operator,
+   * interrupted commands), oldest first.
+   *
+   * @example
+   * for (const question of store.questions({ status: 'open' })) console.log(question.questionId, question.payload);
+   */
+  questions(filter: { rootId?: string; runId?: string; status?: 'open' | 'answered' } = {}): QuestionRecord[] {
+    const where: string[] = [];
+    const values: string[] = [];
+    if (filter.rootId !== undefined) {
+      where.push('root_id = ?');
+      values.push(filter.rootId);
+    }
+    if (filter.runId !== undefined) {
+      where.push('run_id = ?');
+      values.push(filter.runId);
+    }
+    if (filter.status !== undefined) {
+      where.push('status = ?');
+      values.push(filter.status);
+    }
+    const sql = `SELECT * FROM questions${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, rowid`;
+    return (this.#statements.get(sql).all(...values) as Row[]).map(toQuestion);
+  }
+
+  question(questionId: string): QuestionRecord | null {
+    const row = this.#statements.get('SELECT * FROM questions WHERE question_id = ?').get(questionId) as
+      | Row
+      | undefined;
+    return row ? toQuestion(row) : null;
+  }
+
+  /** The step in progress a run will pick up (its completion), when its effects had begun. */
+  draft(runId: string): { seq: number; completion: Completion; partial: unknown } | null {
+    const row = this.#statements.get('SELECT seq, completion, partial FROM drafts WHERE run_id = ?').get(runId) as
+      | { seq: number; completion: string; partial: string | null }
+      | undefined;
+    return row
+      ? {
+          seq: row.seq,
+          completion: JSON.parse(row.completion),
+          partial: row.partial === null ? null : JSON.parse(row.partial),
+        }
+      : null;
+  }
+
+  /** What the files a step in progress wrote held before it did (cleared when the step commits). */
+  stepImages(runId: string, seq: number): { path: string; existed: boolean; content: Buffer | null }[] {
+    const rows = this.#statements
+      .get('SELECT path, existed, content FROM step_images WHERE run_id = ? AND seq = ? ORDER BY path')
+      .all(runId, seq) as Row[];
+    return rows.map((row) => ({
+      path: row.path as string,
+      existed: row.existed === 1,
+      content: (row.content as Buffer | null) ?? null,
+    }));
+  }
+
+  /** The effects a run journaled before starting them. */
+  intents(runId: string): IntentRecord[] {
+    const rows = this.#statements
+      .get('SELECT * FROM intents WHERE run_id = ? ORDER BY seq, started_at, effect_key')
+      .all(runId) as Row[];
+    return rows.map((row) => ({
+      key: row.effect_key as string,
+      runId: row.run_id as string,
+      seq: row.seq as number,
+      kind: row.kind as string,
+      detail: row.detail as string,
+      startedAt: row.started_at as number,
+      result: (row.result as string | null) ?? null,
+      finishedAt: (row.finished_at as number | null) ?? null,
+    }));
+  }
+
   /** The spec a run was started with (provider and system prompt). */
   spec(runId: string): unknown {
     const row = this.#statements.get('SELECT spec FROM runs WHERE run_id = ?').get(runId) as
@@ -493,5 +596,21 @@ function toRestorePoint(row: Row): RestorePoint {
     content: (row.content as Buffer | null) ?? null,
     seq: row.seq as number,
     at: row.at as number,
+  };
+}
+
+function toQuestion(row: Row): QuestionRecord {
+  return {
+    questionId: row.question_id as string,
+    rootId: row.root_id as string,
+    runId: row.run_id as string,
+    seq: row.seq as number,
+    kind: row.kind as QuestionKind,
+    payload: JSON.parse(row.payload as string),
+    status: row.status as 'open' | 'answered',
+    answer: row.answer === null ? null : JSON.parse(row.answer as string),
+    answeredBy: (row.answered_by as string | null) ?? null,
+    createdAt: row.created_at as number,
+    answeredAt: (row.answered_at as number | null) ?? null,
   };
 }

@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ErrorCode, StoreError } from '../errors.js';
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** Forward migrations; index i takes a file from version i to i + 1. */
 export const MIGRATIONS: readonly string[] = [
@@ -189,6 +189,42 @@ export const MIGRATIONS: readonly string[] = [
     diff        TEXT NOT NULL,                 -- unified diff of the whole file
     at          INTEGER NOT NULL,
     PRIMARY KEY (run_id, seq, ordinal)
+  ) WITHOUT ROWID;
+  `,
+  // 4: pausing for a person: the questions a run waits on, and the step in progress it will pick up.
+  `
+  CREATE TABLE questions (
+    question_id  TEXT PRIMARY KEY,             -- kind:run:seq:call, so a re-run step asks the same question
+    root_id      TEXT NOT NULL,
+    run_id       TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    kind         TEXT NOT NULL,                -- approval | plan | question | intent
+    payload      TEXT NOT NULL,                -- JSON: what is asked
+    status       TEXT NOT NULL,                -- open | answered
+    answer       TEXT,                         -- JSON
+    answered_by  TEXT,
+    created_at   INTEGER NOT NULL,
+    answered_at  INTEGER
+  );
+  CREATE INDEX questions_by_root ON questions(root_id, status);
+  CREATE INDEX questions_by_run ON questions(run_id, status);
+
+  CREATE TABLE drafts (
+    run_id      TEXT PRIMARY KEY,              -- the step in progress once its effects have begun
+    seq         INTEGER NOT NULL,
+    generation  INTEGER NOT NULL,
+    completion  TEXT NOT NULL,                 -- JSON: the model's answer the step acts on
+    partial     TEXT,                          -- JSON: what the step had done when it paused
+    at          INTEGER NOT NULL
+  );
+
+  CREATE TABLE step_images (
+    run_id      TEXT NOT NULL,                 -- what a file held before the step in progress first wrote it,
+    seq         INTEGER NOT NULL,              -- so a step re-run after a crash starts from the committed state
+    path        TEXT NOT NULL,
+    existed     INTEGER NOT NULL,
+    content     BLOB,
+    PRIMARY KEY (run_id, seq, path)
   ) WITHOUT ROWID;
   `,
 ];

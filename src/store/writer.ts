@@ -6,9 +6,9 @@
  * lease generation and owner first and refuses, writing nothing, when they moved.
  */
 import type Database from 'better-sqlite3';
-import { ConflictError, ErrorCode, HarnessError, LeaseLostError } from '../errors.js';
+import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError, LeaseLostError } from '../errors.js';
 import { type Ceilings, type Clamp, clampToParent } from '../runtime/budget.js';
-import type { DrawAmount, EventData, HarnessEvent, RunStatus } from '../runtime/events.js';
+import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import { processLiveness } from './liveness.js';
 import { StatementCache } from './statements.js';
@@ -58,6 +58,8 @@ export interface SpawnInput extends Fence {
    * releases it to the queue, so a step that never commits never starts a child.
    */
   queueNow: boolean;
+  /** The child's policy, when the spawn narrowed the parent's. */
+  policy?: unknown;
   now: number;
 }
 
@@ -129,6 +131,20 @@ export interface RestorePointInput extends Fence {
   content: Uint8Array | null;
   now: number;
 }
+
+export interface QuestionInput {
+  questionId: string;
+  kind: QuestionKind;
+  payload: unknown;
+  summary: string;
+}
+
+export type IntentBegin =
+  | { status: 'started' }
+  /** It ran to the end before: its recorded result stands, and it is not run again. */
+  | { status: 'done'; result: string }
+  /** It was started and never recorded an end: the process died while it ran. */
+  | { status: 'in-flight'; startedAt: number };
 
 export interface EndRunInput extends Fence {
   status: RunStatus;
@@ -545,7 +561,8 @@ export class StoreWriter {
       ancestry: JSON.stringify(ancestry),
       status: input.queueNow ? 'queued' : 'pending',
       task: input.task,
-      spec: parent.spec,
+      // A child inherits its parent's spec; a narrowed policy (deny-only layers added) replaces the inherited one.
+      spec: input.policy ? JSON.stringify({ ...JSON.parse(parent.spec), policy: input.policy }) : parent.spec,
       spawn_key: input.key,
       created_at: input.now,
     });
@@ -708,6 +725,8 @@ export class StoreWriter {
     );
     // The lease's expiry is the supervisor's to extend, on its injectable clock; a step does not touch it.
     this.#advanceRun.run(input.seq, run.run_id);
+    this.#statements.get('DELETE FROM drafts WHERE run_id = ?').run(run.run_id);
+    this.#statements.get('DELETE FROM step_images WHERE run_id = ? AND seq <= ?').run(run.run_id, input.seq);
     this.#upsertCheckpoint.run(run.run_id, input.seq, gen, JSON.stringify({ seq: input.seq }), input.now);
     if (input.final)
       this.#finish(
@@ -826,6 +845,16 @@ export class StoreWriter {
    */
   recordRestorePoint(input: RestorePointInput): { created: boolean } {
     const run = this.#fence(input);
+    // The step's own image too: what the file held before this step first wrote it.
+    this.#statements
+      .get('INSERT OR IGNORE INTO step_images (run_id, seq, path, existed, content) VALUES (?, ?, ?, ?, ?)')
+      .run(
+        run.run_id,
+        input.seq,
+        input.path,
+        input.content === null ? 0 : 1,
+        input.content === null ? null : Buffer.from(input.content),
+      );
     const changes = this.#statements
       .get(
         `INSERT OR IGNORE INTO restore_points (run_id, path, root_id, workspace, existed, content, seq, generation, at)
@@ -843,6 +872,196 @@ export class StoreWriter {
         input.now,
       ).changes;
     return { created: changes === 1 };
+  }
+
+  /**
+   * Forgets a step's images once the actor has put the files back (a step re-run after
+   * a crash starts from the committed state), recording which files went back.
+   */
+  clearStepImages(input: Fence & { seq: number; paths: string[]; now: number }): void {
+    const run = this.#fence(input);
+    this.#statements.get('DELETE FROM step_images WHERE run_id = ? AND seq = ?').run(run.run_id, input.seq);
+    this.#event(run, input.seq, input.generation, { type: 'step-rolled-back', paths: input.paths }, input.now);
+  }
+
+  /** Keeps the completion a step acts on, once its first effect begins; a re-run of the step reuses it. */
+  #draft(run: RunRow, seq: number, generation: number, completion: Completion, now: number): void {
+    this.#statements
+      .get('INSERT OR IGNORE INTO drafts (run_id, seq, generation, completion, at) VALUES (?, ?, ?, ?, ?)')
+      .run(run.run_id, seq, generation, JSON.stringify(completion), now);
+  }
+
+  /**
+   * Journals an effect the runtime cannot inspect or undo before it starts. The answer
+   * says whether it may start, already ran (its result stands), or was interrupted.
+   * `again` replaces an interrupted one the operator chose to retry.
+   */
+  beginIntent(
+    input: Fence & {
+      seq: number;
+      key: string;
+      kind: string;
+      detail: string;
+      completion: Completion;
+      again?: boolean;
+      now: number;
+    },
+  ): IntentBegin {
+    const run = this.#fence(input);
+    this.#draft(run, input.seq, input.generation, input.completion, input.now);
+    const existing = this.#statements.get('SELECT * FROM intents WHERE effect_key = ?').get(input.key) as
+      | { result: string | null; started_at: number }
+      | undefined;
+    if (existing && existing.result !== null) return { status: 'done', result: existing.result };
+    if (existing && !input.again) return { status: 'in-flight', startedAt: existing.started_at };
+    this.#statements
+      .get(
+        `INSERT OR REPLACE INTO intents (effect_key, run_id, seq, generation, kind, detail, started_at, result, finished_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)`,
+      )
+      .run(input.key, run.run_id, input.seq, input.generation, input.kind, input.detail, input.now);
+    this.#event(
+      run,
+      input.seq,
+      input.generation,
+      { type: 'intent-started', key: input.key, kind: input.kind, detail: input.detail },
+      input.now,
+    );
+    return { status: 'started' };
+  }
+
+  /** Records how a journaled effect ended. */
+  finishIntent(input: Fence & { seq: number; key: string; result: string; outcome: string; now: number }): void {
+    const run = this.#fence(input);
+    this.#statements
+      .get('UPDATE intents SET result = ?, finished_at = ? WHERE effect_key = ? AND result IS NULL')
+      .run(input.result, input.now, input.key);
+    this.#event(
+      run,
+      input.seq,
+      input.generation,
+      { type: 'intent-finished', key: input.key, outcome: input.outcome },
+      input.now,
+    );
+  }
+
+  /**
+   * Stops a run to wait on a person: the question is stored (the first asking wins), the
+   * step in progress is kept as a draft for the resume, and the lease is given back.
+   */
+  pause(
+    input: Fence & {
+      seq: number;
+      completion: Completion;
+      partial: unknown;
+      question: QuestionInput;
+      events: EventData[];
+      now: number;
+    },
+  ): void {
+    const run = this.#fence(input);
+    this.#draft(run, input.seq, input.generation, input.completion, input.now);
+    this.#statements
+      .get('UPDATE drafts SET partial = ? WHERE run_id = ?')
+      .run(JSON.stringify(input.partial), run.run_id);
+    const q = input.question;
+    this.#statements
+      .get(
+        `INSERT OR IGNORE INTO questions (question_id, root_id, run_id, seq, kind, payload, status, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, 'open', ?)`,
+      )
+      .run(q.questionId, run.root_id, run.run_id, input.seq, q.kind, JSON.stringify(q.payload), input.now);
+    for (const event of input.events) this.#event(run, input.seq, input.generation, event, input.now);
+    this.#event(
+      run,
+      input.seq,
+      input.generation,
+      { type: 'run-paused', questionId: q.questionId, kind: q.kind, summary: q.summary },
+      input.now,
+    );
+    this.#statements
+      .get(`UPDATE runs SET status = 'paused', lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?`)
+      .run(run.run_id);
+    // A parent waiting on this run hears that it stopped.
+    this.#pending.ended.push({ rootId: run.root_id, runId: run.run_id, status: 'paused' });
+  }
+
+  /**
+   * Answers an open question. A compare-and-swap on the row: the first answer wins, and
+   * a second is refused naming the first (CONFLICT), so two operators never both decide.
+   */
+  answer(input: { questionId: string; answer: unknown; by: string; now: number }): { runId: string; rootId: string } {
+    const row = this.#statements.get('SELECT * FROM questions WHERE question_id = ?').get(input.questionId) as
+      | {
+          run_id: string;
+          root_id: string;
+          kind: QuestionKind;
+          status: string;
+          answered_by: string | null;
+          answer: string | null;
+        }
+      | undefined;
+    if (!row) {
+      throw new HarnessError(
+        ErrorCode.QuestionNotFound,
+        `no question ${input.questionId} in this store; list the open ones with store.questions({ status: 'open' }).`,
+        { details: { questionId: input.questionId } },
+      );
+    }
+    checkAnswer(row.kind, input.answer);
+    const changed = this.#statements
+      .get(
+        `UPDATE questions SET status = 'answered', answer = ?, answered_by = ?, answered_at = ? WHERE question_id = ? AND status = 'open'`,
+      )
+      .run(JSON.stringify(input.answer), input.by, input.now, input.questionId).changes;
+    if (changed !== 1) {
+      const current = this.#statements
+        .get('SELECT answer, answered_by FROM questions WHERE question_id = ?')
+        .get(input.questionId) as {
+        answer: string;
+        answered_by: string;
+      };
+      throw new HarnessError(
+        ErrorCode.AlreadyAnswered,
+        `question ${input.questionId} was already answered by ${current.answered_by} (${current.answer}); the first answer stands and yours was not recorded.`,
+        {
+          details: {
+            questionId: input.questionId,
+            answeredBy: current.answered_by,
+            answer: JSON.parse(current.answer),
+          },
+        },
+      );
+    }
+    const run = this.#run(row.run_id);
+    this.#event(
+      run,
+      null,
+      run.generation,
+      { type: 'question-answered', questionId: input.questionId, kind: row.kind, answer: input.answer, by: input.by },
+      input.now,
+    );
+    return { runId: row.run_id, rootId: row.root_id };
+  }
+
+  /**
+   * Takes a paused run back up when nothing it waits on is still open: it becomes
+   * running under a new lease. Otherwise it stays paused and the open questions are named.
+   */
+  resumePaused(
+    input: LeaseClaim & { runId: string },
+  ): { status: 'resumed'; generation: number } | { status: 'waiting'; open: string[] } {
+    const open = (
+      this.#statements
+        .get(`SELECT question_id FROM questions WHERE run_id = ? AND status = 'open' ORDER BY created_at`)
+        .all(input.runId) as { question_id: string }[]
+    ).map((row) => row.question_id);
+    if (open.length > 0) return { status: 'waiting', open };
+    const run = this.#run(input.runId);
+    if (run.status !== 'paused') return { status: 'waiting', open: [] };
+    this.#statements.get(`UPDATE runs SET status = 'running' WHERE run_id = ?`).run(input.runId);
+    const { generation } = this.acquireLease(input);
+    return { status: 'resumed', generation };
   }
 
   /**
@@ -933,6 +1152,8 @@ export class StoreWriter {
   ): void {
     for (const event of events) this.#event(run, seq, generation, event, now);
     this.#endRun.run(status, reply, JSON.stringify({ status, reason }), now, run.run_id);
+    this.#statements.get('DELETE FROM drafts WHERE run_id = ?').run(run.run_id);
+    this.#statements.get('DELETE FROM step_images WHERE run_id = ?').run(run.run_id);
     // Children a step reserved but never committed can no longer be released.
     this.#dropPending(run, '', now);
     if (run.parent_id !== null) {
@@ -945,5 +1166,27 @@ export class StoreWriter {
     }
     this.#event(run, seq, generation, { type: 'run-end', status, reply, reason }, now);
     this.#pending.ended.push({ rootId: run.root_id, runId: run.run_id, status });
+  }
+}
+
+/** What each kind of question takes as an answer; anything else is refused before it is stored. */
+function checkAnswer(kind: QuestionKind, answer: unknown): void {
+  const fail = (wanted: string) => {
+    throw new InvalidArgumentError(`a ${kind} question is answered with ${wanted}; got ${JSON.stringify(answer)}.`);
+  };
+  if (kind === 'approval' && answer !== 'approve' && answer !== 'deny') fail(`'approve' or 'deny'`);
+  if (kind === 'intent' && answer !== 'retry' && answer !== 'skip' && answer !== 'abort')
+    fail(`'retry', 'skip' or 'abort'`);
+  if (kind === 'question' && (typeof answer !== 'string' || answer.trim() === '')) fail('a non-empty string');
+  if (kind === 'plan') {
+    const decision = (answer as { decision?: unknown; steps?: unknown } | null)?.decision;
+    const steps = (answer as { steps?: unknown } | null)?.steps;
+    const validSteps =
+      Array.isArray(steps) &&
+      steps.length > 0 &&
+      steps.every((step) => typeof (step as { description?: unknown })?.description === 'string');
+    if (decision !== 'approve' && decision !== 'cancel' && !(decision === 'correct' && validSteps)) {
+      fail(`{ decision: 'approve' }, { decision: 'cancel' } or { decision: 'correct', steps: [{ description }] }`);
+    }
   }
 }

@@ -7,7 +7,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { TaskContract } from '../runtime/contract/contract.js';
 import type { RunStatus } from '../runtime/events.js';
-import type { Approver } from '../runtime/policy/approval.js';
+import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 import type { TraceReader } from '../store/reader.js';
@@ -20,7 +20,8 @@ export type Outcome =
   | { kind: 'gate-failed'; reason: string; verdict: 'failed' | 'errored' | null }
   | { kind: 'schema-unsatisfied'; reason: string; reply: string | null }
   | { kind: 'budget-exhausted'; reason: string }
-  | { kind: 'paused'; reason: string }
+  /** Waiting on a person: `questions` are the ids to answer (answerQuestion), then resume. */
+  | { kind: 'paused'; reason: string; questions: string[] }
   | { kind: 'cancelled'; reason: string }
   | { kind: 'failed'; reason: string };
 
@@ -45,6 +46,10 @@ export interface RunWithOptions {
   session?: string;
   /** Options for the supervisor runWith starts (a contract's lease ttl wins over `leaseTtlMs`). */
   supervisor?: SupervisorOptions;
+  /** Reviews the plan of a contract opened with a plan gate; without one the plan is stored and the run pauses. */
+  planGate?: PlanGate;
+  /** Answers the agent's questions about intent; without one the question is stored and the run pauses. */
+  operator?: Operator;
   /** Receives the supervisor once started, e.g. to observe events or cancel. */
   onStart?: (supervisor: Supervisor, rootId: string) => void;
 }
@@ -78,8 +83,17 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
     case 'failed':
       outcome = { kind: 'failed', reason };
       break;
+    case 'paused': {
+      const open = store.questions({ runId, status: 'open' });
+      outcome = {
+        kind: 'paused',
+        reason: open.length > 0 ? `waiting on ${open.map((q) => `${q.kind} ${q.questionId}`).join(', ')}` : 'paused',
+        questions: open.map((q) => q.questionId),
+      };
+      break;
+    }
     default:
-      outcome = { kind: 'paused', reason: reason || `the run is ${status}` };
+      outcome = { kind: 'paused', reason: reason || `the run is ${status}`, questions: [] };
   }
   const account = store.account(runId);
   const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0 };
@@ -133,6 +147,8 @@ export async function runWith(
       policy,
       ...(approver ? { approver } : {}),
       ...(options.session ? { session: options.session } : {}),
+      ...(options.planGate ? { planGate: options.planGate } : {}),
+      ...(options.operator ? { operator: options.operator } : {}),
     };
     const handle = supervisor.run(runOptions);
     options.onStart?.(supervisor, handle.rootId);

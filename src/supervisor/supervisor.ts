@@ -29,11 +29,21 @@ import {
 import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
 import { type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
-import type { ApprovalAnswer, ApprovalRequest, Approver } from '../runtime/policy/approval.js';
+import type {
+  ApprovalAnswer,
+  ApprovalRequest,
+  Approver,
+  Operator,
+  OperatorQuestion,
+  PlanDecision,
+  PlanGate,
+  PlanReview,
+} from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import { type ProviderSpec, redactSpec } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
-import { evaluateCommandGate, evaluateReviewGate, gateEvent } from '../runtime/verify/gate.js';
+import { evaluateCommandGate, evaluateReviewGate, gateEvent, REVIEW_PREFIX } from '../runtime/verify/gate.js';
+import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
 import type { Store } from '../store/store.js';
 import type { Notifications } from '../store/writer.js';
@@ -80,6 +90,10 @@ export interface ResumeOptions {
   approver?: Approver;
   /** A review gate's provider again, for a reviewer whose key was given directly. */
   reviewer?: ProviderSpec;
+  /** Reviews plans of the resumed tree's runs opened with a plan gate. */
+  planGate?: PlanGate;
+  /** Answers the resumed tree's questions to the operator. */
+  operator?: Operator;
 }
 
 export interface RunOptions {
@@ -110,6 +124,10 @@ export interface RunOptions {
   policy?: Policy;
   /** Answers the policy's asks. Without one, every ask is denied. */
   approver?: Approver;
+  /** Reviews the plan of a contract opened with a plan gate. Without one, the plan is stored and the run pauses. */
+  planGate?: PlanGate;
+  /** Answers an agent's questions about intent. Without one, the question is stored and the run pauses. */
+  operator?: Operator;
 }
 
 /** What {@link Supervisor.retryGate} found, and the run's status after it. */
@@ -179,6 +197,8 @@ interface Tree {
   approver: Approver | null;
   /** A review gate's provider as handed in, keys included. */
   reviewer: ProviderSpec | null;
+  planGate: PlanGate | null;
+  operator: Operator | null;
   resolve(result: TreeResult): void;
   reject(error: Error): void;
   result: Promise<TreeResult>;
@@ -323,7 +343,14 @@ export class Supervisor {
               goal: contract.goal,
               patch: this.store.patch(runId),
               reply: run.reply ?? '',
-              writerModel: this.store.steps(runId).at(-1)?.completion.model ?? null,
+              writerModels: [
+                ...new Set(
+                  this.store
+                    .modelCalls({ rootId: run.rootId })
+                    .filter((call) => !call.provider.startsWith(REVIEW_PREFIX))
+                    .map((call) => call.model),
+                ),
+              ],
             },
           );
     const events = [gateEvent(evaluation, true), ...(evaluation.output ? [evaluation.output] : [])];
@@ -415,7 +442,7 @@ export class Supervisor {
     const maxTotal = positiveInteger(options.maxTotalAgents ?? this.#options.maxTotalAgents, 'maxTotalAgents');
     const rootId = randomUUID();
     const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
-    const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer);
+    const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options);
     void (async () => {
       try {
         const { generation } = await this.#storeClient.call('createRoot', {
@@ -426,7 +453,7 @@ export class Supervisor {
             provider: redactSpec(provider),
             system: options.system ?? data?.system ?? undefined,
             session: options.session,
-            ...(data ? { contract: redactContract(data) } : {}),
+            ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),
           },
           ceilings,
@@ -471,13 +498,21 @@ export class Supervisor {
       provider,
       options.approver ?? null,
       options.reviewer === undefined ? null : checkProviderSpec(options.reviewer, 'resume()'),
+      options,
     );
     const running = runs.filter((run) => run.status === 'running');
+    const paused = runs.filter((run) => run.status === 'paused');
     const taken: { runId: string; generation: number; address: string }[] = [];
     try {
       for (const run of running) {
         const { generation } = await this.#storeClient.call('acquireLease', { runId: run.runId, ...this.#claim() });
         taken.push({ runId: run.runId, generation, address: run.address });
+      }
+      // A paused run goes on once every question it waits on is answered; otherwise it stays paused.
+      for (const run of paused) {
+        const resumed = await this.#storeClient.call('resumePaused', { runId: run.runId, ...this.#claim() });
+        if (resumed.status === 'resumed')
+          taken.push({ runId: run.runId, generation: resumed.generation, address: run.address });
       }
     } catch (error) {
       for (const lease of taken) {
@@ -503,6 +538,7 @@ export class Supervisor {
     provider: ProviderSpec | null,
     approver: Approver | null,
     reviewer: ProviderSpec | null,
+    people: { planGate?: PlanGate | undefined; operator?: Operator | undefined } = {},
   ): Tree {
     let resolve!: (result: TreeResult) => void;
     let reject!: (error: Error) => void;
@@ -526,6 +562,8 @@ export class Supervisor {
       provider,
       approver,
       reviewer,
+      planGate: people.planGate ?? null,
+      operator: people.operator ?? null,
       resolve,
       reject,
       result,
@@ -610,7 +648,13 @@ export class Supervisor {
     } else if (message.type === 'request') {
       const body = message.body;
       const answer: Promise<unknown> =
-        body.op === 'wait-child' ? this.#waitChild(pooled, body) : this.#approve(pooled, body.request);
+        body.op === 'wait-child'
+          ? this.#waitChild(pooled, body)
+          : body.op === 'approve'
+            ? this.#approve(pooled, body.request)
+            : body.op === 'review-plan'
+              ? this.#reviewPlan(pooled, body.plan)
+              : this.#askOperator(pooled, body.question);
       answer.then(
         (value) => {
           if (!pooled.exited) pooled.worker.postMessage(okReply(message.id, value));
@@ -633,6 +677,41 @@ export class Supervisor {
       );
     }
     return answer;
+  }
+
+  /** Shows a plan to the tree's plan gate; with none in this process the answer is defer (the plan is stored). */
+  async #reviewPlan(pooled: PooledWorker, plan: PlanReview): Promise<PlanDecision> {
+    const gate = pooled.slot?.tree.planGate ?? null;
+    if (!gate) return { decision: 'defer' };
+    const decision = await gate.review(plan);
+    const kind = (decision as { decision?: unknown })?.decision;
+    if (kind !== 'approve' && kind !== 'correct' && kind !== 'cancel' && kind !== 'defer') {
+      throw new InvalidArgumentError(
+        `the plan gate answered ${JSON.stringify(decision)}; it answers { decision: 'approve' | 'correct' | 'cancel' | 'defer' }.`,
+      );
+    }
+    return decision;
+  }
+
+  /** Puts an agent's question to the tree's operator; with none in this process the question is deferred. */
+  async #askOperator(pooled: PooledWorker, question: OperatorQuestion): Promise<string | { defer: true }> {
+    const operator = pooled.slot?.tree.operator ?? null;
+    if (!operator) return { defer: true };
+    const answer = await operator.answer(question);
+    if (typeof answer !== 'string' && (answer as { defer?: unknown })?.defer !== true) {
+      throw new InvalidArgumentError('the operator answers with a string, or { defer: true }.');
+    }
+    return answer;
+  }
+
+  /**
+   * Answers a question a paused run waits on — an approval, a plan, a question, an
+   * interrupted command — through the store actor. The first answer wins; a second is
+   * refused with ALREADY_ANSWERED naming the first. Then `resume(rootId)` continues the run.
+   */
+  async answer(questionId: string, answer: unknown, options: { by?: string } = {}): Promise<void> {
+    this.#assertRunning();
+    await this.#storeClient.call('answer', { questionId, answer, by: options.by ?? this.owner, now: Date.now() });
   }
 
   /** A parent waiting on a child gives its slot up while it waits, so waiting never starves the tree of slots. */

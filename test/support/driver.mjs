@@ -4,9 +4,10 @@
 // usage: node driver.mjs <json: { store, mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
-// With `workspace: { goal, root }` the tree is a workspace run under a permissive policy.
+// With `workspace: { goal, root, policy? }` the tree is a workspace run (policy 'permissive',
+// the default, or 'default'); `approver: 'defer' | 'approve'` answers the policy's asks.
 import { fileURLToPath } from 'node:url';
-import { OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
+import { CallbackApprover, OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
 import { ScriptedModelServer } from '../../dist/testing/index.js';
 
 const config = JSON.parse(process.argv[2]);
@@ -35,16 +36,20 @@ if (config.wireScript) {
     options: config.options ?? {},
   };
 }
+const people = config.approver ? { approver: new CallbackApprover(() => config.approver) } : {};
 try {
   let handle;
   if (config.mode === 'run') {
     const work = config.workspace
-      ? { contract: TaskContract.workspace(config.workspace.goal, config.workspace.root), policy: Policy.permissive() }
+      ? {
+          contract: TaskContract.workspace(config.workspace.goal, config.workspace.root),
+          policy: config.workspace.policy === 'default' ? Policy.default() : Policy.permissive(),
+        }
       : { task: config.task ?? 'run the seeded tree' };
-    handle = supervisor.run({ ...work, provider, ...(config.run ?? {}) });
+    handle = supervisor.run({ ...work, provider, ...people, ...(config.run ?? {}) });
   } else {
     // The key was never stored: hand the provider back (its server is new, at a new port).
-    handle = await supervisor.resume(config.rootId, provider ? { provider } : {});
+    handle = await supervisor.resume(config.rootId, { ...(provider ? { provider } : {}), ...people });
   }
   say({ rootId: handle.rootId, pid: process.pid, owner: supervisor.owner });
   const result = await handle.result;

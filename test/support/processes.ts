@@ -24,7 +24,9 @@ export interface DriverConfig {
   run?: Record<string, unknown>;
   task?: string;
   /** Run a workspace contract over `root` instead of a plain task. */
-  workspace?: { goal: string; root: string };
+  workspace?: { goal: string; root: string; policy?: 'permissive' | 'default' };
+  /** How the driver's approver answers every ask. */
+  approver?: 'defer' | 'approve' | 'deny';
 }
 
 export interface DriverLine {

@@ -79,6 +79,7 @@ export const Verification = {
 
 /** The tools a workspace run can be offered, by name. */
 export const WORKSPACE_TOOL_NAMES = [
+  'ask_operator',
   'edit_file',
   'exec',
   'find',
@@ -87,7 +88,12 @@ export const WORKSPACE_TOOL_NAMES = [
   'read_file',
   'read_messages',
   'send_message',
+  'shell',
+  'shell_kill',
+  'shell_poll',
+  'shell_start',
   'spawn_agent',
+  'submit_plan',
   'write_file',
 ] as const;
 
@@ -134,6 +140,8 @@ export interface ContractData {
   leaseTtlMs: number | null;
   toolchain: ToolchainOverrides | null;
   system: string | null;
+  /** The run starts in a planning phase it leaves only through an approved plan. */
+  planGate: boolean;
 }
 
 const DEFAULT_RETRIES = 2;
@@ -221,6 +229,7 @@ export class TaskContract {
       leaseTtlMs: null,
       toolchain: null,
       system: null,
+      planGate: false,
     };
   }
 
@@ -238,6 +247,7 @@ export class TaskContract {
     if (data.leaseTtlMs !== null) contract = contract.withLeaseTtl(data.leaseTtlMs);
     if (data.toolchain) contract = contract.withToolchain(data.toolchain);
     if (data.system !== null) contract = contract.withSystem(data.system);
+    if (data.planGate) contract = contract.withPlanGate();
     return contract;
   }
 
@@ -336,6 +346,16 @@ export class TaskContract {
   /** Overrides commands of the detected toolchain (see docs/guides/toolchains.md). */
   withToolchain(overrides: ToolchainOverrides): TaskContract {
     return this.#with({ toolchain: checkToolchainOverrides(overrides, 'withToolchain') });
+  }
+
+  /**
+   * Opens the run in a planning phase: it reads, writes nothing, runs nothing, and leaves
+   * the phase only through an ordered plan (`submit_plan`) that the plan gate approves,
+   * corrects or cancels. With no gate answering in the process, the plan is stored and
+   * the run pauses until someone answers it.
+   */
+  withPlanGate(): TaskContract {
+    return this.#with({ planGate: true });
   }
 
   /** Replaces the default system prompt. */

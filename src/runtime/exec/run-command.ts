@@ -6,6 +6,7 @@
  * and failed: a gate calls the first "errored" and the second "failed".
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 
 export interface CommandResult {
   /** False when the program could not be started at all; `error` says why. */
@@ -31,31 +32,68 @@ export interface CommandOptions {
 }
 
 /** Variables the shipped providers read their keys from: a command the agent runs does not inherit them. */
-const CREDENTIAL = /(^|_)(API_KEY|TOKEN|SECRET)$/;
+const CREDENTIAL = /(^|_)(API_KEY|APIKEY|KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PASSWORD|PASSWD|CREDENTIALS)$/i;
 
-/** The environment a command starts with: the caller's, without provider credentials. */
-export function commandEnvironment(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+/**
+ * The environment a command starts with: the caller's, without credentials — every
+ * variable named like one, and every variable in `secrets` (the ones the run's provider
+ * specs read their keys from, whatever they are called).
+ */
+export function commandEnvironment(
+  base: NodeJS.ProcessEnv = process.env,
+  secrets: readonly string[] = [],
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(base)) {
-    if (!CREDENTIAL.test(name)) env[name] = value;
+    if (!CREDENTIAL.test(name) && !secrets.includes(name)) env[name] = value;
   }
   return env;
 }
 
+/** The longest a command may be given: timers beyond about 24.8 days overflow to 1 ms. */
+export const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
+
+function notStarted(error: string): CommandResult {
+  return {
+    started: false,
+    error,
+    exitStatus: null,
+    signal: null,
+    timedOut: false,
+    stdout: '',
+    stderr: '',
+    droppedStdout: 0,
+    droppedStderr: 0,
+  };
+}
+
 export function runCommand(argv: readonly string[], options: CommandOptions): Promise<CommandResult> {
+  if (options.signal?.aborted) return Promise.resolve(notStarted('the run was cancelled before the command started'));
+  if (!existsSync(options.cwd)) {
+    return Promise.resolve(
+      notStarted(`the working directory ${options.cwd} does not exist (was the workspace moved or deleted?)`),
+    );
+  }
   return new Promise((resolve) => {
     const [program, ...args] = argv;
     const out = new Bounded(options.outputLimit);
     const err = new Bounded(options.outputLimit);
     let timedOut = false;
     let settled = false;
-    const child = spawn(program as string, args, {
-      cwd: options.cwd,
-      env: options.env ?? commandEnvironment(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // Its own process group, so a timeout or a cancel kills what it started too.
-      detached: true,
-    });
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(program as string, args, {
+        cwd: options.cwd,
+        env: options.env ?? commandEnvironment(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+        // Its own process group, so a timeout or a cancel kills what it started too.
+        detached: true,
+      });
+    } catch (error) {
+      // An argv Node refuses outright (a NUL byte in an argument) is a command that could not start.
+      resolve(notStarted(`the command cannot be started: ${(error as Error).message}`));
+      return;
+    }
     const killGroup = () => {
       if (child.pid === undefined) return;
       try {
@@ -64,14 +102,17 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
         // already gone
       }
     };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killGroup();
-    }, options.timeoutMs);
+    const timer = setTimeout(
+      () => {
+        timedOut = true;
+        killGroup();
+      },
+      Math.min(Math.max(1, options.timeoutMs), MAX_TIMEOUT_MS),
+    );
     const onAbort = () => killGroup();
     options.signal?.addEventListener('abort', onAbort, { once: true });
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
+    child.stdout?.on('data', (chunk: Buffer) => out.push(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => err.push(chunk));
     const finish = (result: Omit<CommandResult, 'stdout' | 'stderr' | 'droppedStdout' | 'droppedStderr'>) => {
       if (settled) return;
       settled = true;

@@ -9,6 +9,9 @@ import type { EventData, GateVerdict } from '../events.js';
 import { runCommand } from '../exec/run-command.js';
 import { type Completion, loadProvider, type ProviderSpec } from '../provider.js';
 
+/** Accounting rows of a reviewer's calls carry this before the provider's name. */
+export const REVIEW_PREFIX = 'review:';
+
 export interface GateEvaluation {
   criterion: 'command' | 'review';
   verdict: GateVerdict;
@@ -79,8 +82,8 @@ export interface ReviewSubject {
   patch: string;
   /** The run's final answer. */
   reply: string;
-  /** The model that wrote the change: the reviewer may not be it. */
-  writerModel: string | null;
+  /** Every model that worked on the change: the reviewer may be none of them. */
+  writerModels: string[];
 }
 
 const REVIEW_SYSTEM =
@@ -102,6 +105,13 @@ export async function evaluateReviewGate(
     output: null,
     reviewCall: call,
   });
+  // Asked before the call when the spec names its model: a refused review is not paid for.
+  const named = provider.kind === 'module' || provider.kind === 'fallback' ? null : (provider.model ?? null);
+  if (named !== null && subject.writerModels.includes(named)) {
+    return errored(
+      `the review gate refuses to run on a model that wrote the change (${named}); give Verification.review another model.`,
+    );
+  }
   let completion: Completion;
   try {
     const reviewer = await loadProvider(provider);
@@ -122,9 +132,9 @@ export async function evaluateReviewGate(
   } catch (error) {
     return errored(`the reviewer could not be asked: ${(error as Error).message}`);
   }
-  if (subject.writerModel !== null && completion.model === subject.writerModel) {
+  if (subject.writerModels.includes(completion.model)) {
     return errored(
-      `the review gate refuses to run on the model that wrote the change (${completion.model}); configure another model.`,
+      `the review gate refuses to run on a model that wrote the change (${completion.model}); give Verification.review another model.`,
       completion,
     );
   }

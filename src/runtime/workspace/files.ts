@@ -61,6 +61,11 @@ export interface WorkspaceOptions {
   maxReadBytes?: number;
   /** grep and find print at most this many lines, and say how many there were (default 200). */
   maxResults?: number;
+  /**
+   * Whether a walked path may be shown (grep and find). The policy's read rules, applied
+   * to every entry, so a deny below the search's starting point still holds. Default: all.
+   */
+  visible?: (relative: string) => boolean;
 }
 
 /** One file's change: the whole file before and after, and their unified diff. */
@@ -144,6 +149,8 @@ export class Workspace {
   readonly file: string | null;
   readonly #maxReadBytes: number;
   readonly #maxResults: number;
+  readonly #visible: (relative: string) => boolean;
+  #withheld = 0;
 
   constructor(options: WorkspaceOptions) {
     const given = resolvePath(options.root);
@@ -169,6 +176,7 @@ export class Workspace {
     this.root = real;
     this.#maxReadBytes = positiveInteger('maxReadBytes', options.maxReadBytes, DEFAULT_MAX_READ_BYTES);
     this.#maxResults = positiveInteger('maxResults', options.maxResults, DEFAULT_MAX_RESULTS);
+    this.#visible = options.visible ?? (() => true);
     this.file = null;
     if (options.file !== undefined) {
       const located = this.#locate(options.file, false);
@@ -470,7 +478,8 @@ export class Workspace {
       });
     }
     const where = base.relative === '.' ? 'the workspace' : base.relative;
-    const skippedNote = skipped > 0 ? `; ${skipped} binary or oversized file${skipped === 1 ? '' : 's'} skipped` : '';
+    const withheld = this.#withheldNote();
+    const skippedNote = `${skipped > 0 ? `; ${skipped} binary or oversized file${skipped === 1 ? '' : 's'} skipped` : ''}${withheld}`;
     if (total === 0) {
       return {
         content: `no matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}${glob === undefined ? '' : ` (files matching ${glob})`}: ${searched} file${searched === 1 ? '' : 's'} searched${skippedNote}.`,
@@ -481,6 +490,8 @@ export class Workspace {
       lines.push(
         `(output cut: showing the first ${lines.length} of ${total} matching lines${skippedNote}; narrow the pattern, path or glob to see the rest.)`,
       );
+    } else if (withheld) {
+      lines.push(`(${withheld.slice(2)})`);
     }
     return { content: lines.join('\n'), isError: false };
   }
@@ -505,14 +516,24 @@ export class Workspace {
       return error(`the pattern ${JSON.stringify(args.pattern)} is not a usable glob: ${message(problem)}.`);
     }
     const where = base.relative === '.' ? 'the workspace' : base.relative;
-    if (matched.length === 0) return { content: `no paths match ${args.pattern} under ${where}.`, isError: false };
+    const withheld = this.#withheldNote();
+    if (matched.length === 0)
+      return { content: `no paths match ${args.pattern} under ${where}${withheld}.`, isError: false };
     const shown = matched.slice(0, this.#maxResults);
+    if (withheld) shown.push(`(${withheld.slice(2)})`);
     if (matched.length > shown.length) {
       shown.push(
         `(output cut: showing the first ${shown.length} of ${matched.length} paths; narrow the pattern or path to see the rest.)`,
       );
     }
     return { content: shown.join('\n'), isError: false };
+  }
+
+  /** What the last walk left out because the policy does not let it be read. */
+  #withheldNote(): string {
+    return this.#withheld > 0
+      ? `; ${this.#withheld} path${this.#withheld === 1 ? '' : 's'} withheld by the policy`
+      : '';
   }
 
   /** Resolves `input` and checks it against the root, the root itself and single-file mode. */
@@ -645,6 +666,7 @@ export class Workspace {
    */
   #walk(absolute: string, relativeBase: string, enter: (name: string) => boolean): Entry[] {
     const entries: Entry[] = [];
+    this.#withheld = 0;
     const seen = new Set<string>();
     // Symbolic links to directories are entered last, and only when their target was not
     // walked already: each directory is walked once, under its own name when it has one.
@@ -682,6 +704,10 @@ export class Workspace {
           const stats = statOrNull(target);
           isDirectory = stats?.isDirectory() ?? false;
           isFile = stats?.isFile() ?? false;
+        }
+        if (!this.#visible(childRelative)) {
+          this.#withheld++;
+          continue;
         }
         if (isDirectory) {
           if (SKIPPED_DIRS.includes(name) && !enter(name)) continue;

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, wr
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import { processLiveness } from '../../store/liveness.js';
-import type { TraceReader } from '../../store/reader.js';
+import type { RestorePoint, TraceReader } from '../../store/reader.js';
 import { openWriter } from '../../store/schema.js';
 import { StoreWriter } from '../../store/writer.js';
 import { isTerminal } from '../events.js';
@@ -40,7 +40,7 @@ function workspaceRoot(workspace: string): string {
 function relativePath(root: string, path: string): string {
   const absolute = isAbsolute(path) ? path : resolve(root, path);
   const inside = relative(root, absolute);
-  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) {
+  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
     throw new InvalidArgumentError(`${path} is not a file inside the workspace ${root}.`);
   }
   return inside.split(sep).join('/');
@@ -67,8 +67,39 @@ function assertNotLive(store: TraceReader, runId: string): void {
   }
 }
 
+/** The restore points were taken in one workspace: rewinding another would write into the wrong tree. */
+function assertSameWorkspace(root: string, recorded: string): void {
+  if (recorded !== root) {
+    throw new InvalidArgumentError(
+      `the run worked in ${recorded}, not ${root}; pass the workspace the run worked in (nothing was changed).`,
+    );
+  }
+}
+
+/** Where a path really leads: the real path of its deepest existing ancestor, plus the rest. */
+function realTarget(absolute: string): string {
+  let existing = absolute;
+  const rest: string[] = [];
+  while (!existsSync(existing)) {
+    const parent = dirname(existing);
+    if (parent === existing) break;
+    rest.unshift(existing.slice(parent.length + 1));
+    existing = parent;
+  }
+  return resolve(realpathSync(existing), ...rest);
+}
+
 function putBack(root: string, path: string, content: Buffer | null): RewoundFile['action'] {
   const absolute = resolve(root, path);
+  // A directory swapped for a link since the run must not carry the rewind out of the workspace.
+  const inside = relative(root, realTarget(absolute));
+  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
+    throw new HarnessError(
+      ErrorCode.RewindConflict,
+      `${path} now leads outside the workspace (a link was put in its way); nothing was written there. Remove the link and rewind again.`,
+      { details: { path } },
+    );
+  }
   if (content === null) {
     if (!existsSync(absolute)) return 'unchanged';
     rmSync(absolute, { force: true });
@@ -92,6 +123,7 @@ export function rewind(workspace: string, store: TraceReader, runId: string, pat
   const relativeTo = relativePath(root, path);
   assertNotLive(store, runId);
   const point = store.restorePoint(runId, relativeTo);
+  if (point) assertSameWorkspace(root, point.workspace);
   if (!point) {
     throw new HarnessError(
       ErrorCode.NoRestorePoint,
@@ -113,17 +145,40 @@ export function rewindRun(
   runId: string,
 ): { files: RewoundFile[]; cancelled: string[] } {
   const root = workspaceRoot(workspace);
-  assertNotLive(store, runId);
-  const files = store
-    .restorePoints(runId)
+  const run = store.run(runId);
+  if (!run) {
+    throw new HarnessError(ErrorCode.RunNotFound, `no run ${runId} in ${store.path}; list runs with store.runs().`, {
+      details: { runId },
+    });
+  }
+  // The run and every agent it started: children work in the same workspace.
+  const subtree = store
+    .runs(run.rootId)
+    .filter((candidate) => candidate.runId === runId || candidate.ancestry.includes(runId));
+  for (const member of subtree) assertNotLive(store, member.runId);
+  // One restore point per file: the earliest any run of the subtree took.
+  const earliest = new Map<string, RestorePoint>();
+  for (const member of subtree) {
+    for (const point of store.restorePoints(member.runId)) {
+      assertSameWorkspace(root, point.workspace);
+      const seen = earliest.get(point.path);
+      if (!seen || point.at < seen.at) earliest.set(point.path, point);
+    }
+  }
+  const files = [...earliest.values()]
+    .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
     .map((point) => ({ path: point.path, action: putBack(root, point.path, point.existed ? point.content : null) }));
   // The backlog is a write to the store. Outside a supervisor this is a short transaction of
   // its own; SQLite's lock orders it against a store actor writing the same file.
   const db = openWriter(store.path);
   try {
     const writer = new StoreWriter(db);
-    const cancelled = db.transaction(() => writer.dropBacklog({ runId, now: Date.now() })).immediate();
-    return { files, cancelled: cancelled.cancelled };
+    const cancelled = db
+      .transaction(() =>
+        subtree.flatMap((member) => writer.dropBacklog({ runId: member.runId, now: Date.now() }).cancelled),
+      )
+      .immediate();
+    return { files, cancelled };
   } finally {
     db.close();
   }
@@ -137,6 +192,10 @@ export function rewindRun(
 export function rewindStep(workspace: string, store: TraceReader, runId: string, seq: number): RewoundFile[] {
   const root = workspaceRoot(workspace);
   assertNotLive(store, runId);
+  const lastSeq = store.run(runId)?.lastSeq ?? 0;
+  if (!Number.isInteger(seq) || seq < 1 || seq > lastSeq) {
+    throw new InvalidArgumentError(`run ${runId} has no step ${seq}; its steps are 1 to ${lastSeq}.`);
+  }
   const changes = store.fileChanges(runId, seq);
   if (changes.length === 0) {
     throw new HarnessError(

@@ -7,12 +7,16 @@
  * It runs inside the agent's thread; the store and the approver are reached through
  * the {@link WorkspaceHost} the actor supplies.
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { ArgumentSchema } from '../arguments.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
-import { describeCommand, runCommand } from '../exec/run-command.js';
+import { type Job, startJob } from '../exec/jobs.js';
+import { commandEnvironment, describeCommand, runCommand } from '../exec/run-command.js';
+import { type CommandCheck, checkArgv } from '../policy/commands.js';
 import type { Act, Decision, Policy } from '../policy/policy.js';
+import { checkShell } from '../policy/shell.js';
 import type { Tool, ToolResult } from '../tools.js';
 import {
   describeChange,
@@ -29,8 +33,19 @@ import { detectToolchain, type Toolchain } from './toolchain.js';
 export interface WorkspaceHost {
   /** Stores (and commits) what `path` held before the run first touched it. */
   restorePoint(path: string, content: Uint8Array | null): Promise<void>;
-  /** Asks the tree's approver about an act the policy marked `ask`. */
-  ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>): Promise<'approve' | 'deny' | 'defer'>;
+  /**
+   * Asks the tree's approver about an act the policy marked `ask` (or reads the answer a
+   * person stored while the run was paused). A deferral does not return: the host pauses
+   * the run.
+   */
+  ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number): Promise<'approve' | 'deny'>;
+  /**
+   * Runs an effect the runtime cannot inspect or undo under a journaled intent: one that
+   * already ran keeps its recorded result, one interrupted by a crash pauses the run.
+   */
+  intent(callIndex: number, kind: string, detail: string, run: () => Promise<ToolResult>): Promise<ToolResult>;
+  /** True while a run opened with a plan gate has no approved plan: reads only. */
+  planning(): boolean;
   /** Adds an event to the step in progress. */
   event(event: EventData): void;
   /** Adds a file change to the step in progress. */
@@ -50,7 +65,28 @@ export interface WorkspaceEffects {
   workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
 }
 
-export type WorkspaceToolName = 'read_file' | 'write_file' | 'edit_file' | 'patch_file' | 'grep' | 'find' | 'exec';
+export type WorkspaceToolName =
+  | 'read_file'
+  | 'write_file'
+  | 'edit_file'
+  | 'patch_file'
+  | 'grep'
+  | 'find'
+  | 'exec'
+  | 'shell'
+  | 'shell_start'
+  | 'shell_poll'
+  | 'shell_kill';
+
+/** Tools that change the workspace or run something: refused while a plan gate is still planning. */
+const ACTING_TOOLS: ReadonlySet<string> = new Set([
+  'write_file',
+  'edit_file',
+  'patch_file',
+  'exec',
+  'shell',
+  'shell_start',
+]);
 
 /** The tools a read may start before its completion ends (they change nothing). */
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(['read_file', 'grep', 'find']);
@@ -74,21 +110,101 @@ const EXEC_PARAMETERS: ArgumentSchema = {
   additionalProperties: false,
 };
 
+const SHELL_PARAMETERS: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    command: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'A command line: pipelines, &&, ||, ;, redirects, quotes and here-docs. Substitutions ($(...), backticks), subshells, functions and background jobs are refused.',
+    },
+    timeout_secs: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      description: 'Kill it after this many seconds (default 120).',
+    },
+  },
+  required: ['command'],
+  additionalProperties: false,
+};
+
+const SHELL_START_PARAMETERS: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    command: {
+      type: 'string',
+      minLength: 1,
+      description: 'A command line that outlives the step (a dev server, a log tail); checked like shell.',
+    },
+  },
+  required: ['command'],
+  additionalProperties: false,
+};
+
+const HANDLE_PARAMETERS: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    handle: { type: 'string', minLength: 1, description: 'The handle shell_start returned.' },
+    wait_secs: {
+      type: 'number',
+      minimum: 0,
+      description: 'shell_poll: wait up to this many seconds for new output or the end (default 0).',
+    },
+  },
+  required: ['handle'],
+  additionalProperties: false,
+};
+
+const COMMAND_TOOLS: Record<'exec' | 'shell' | 'shell_start' | 'shell_poll' | 'shell_kill', [string, ArgumentSchema]> =
+  {
+    exec: [
+      'Run a command in the workspace root from a fixed argv (the project\u2019s build, tests, linter). Returns its exit status and both output streams, bounded.',
+      EXEC_PARAMETERS,
+    ],
+    shell: [
+      'Run a command line in the workspace root. Every stage and every redirect is checked before anything starts. Returns the exit status and both streams, bounded.',
+      SHELL_PARAMETERS,
+    ],
+    shell_start: [
+      'Start a long-lived command line in the background (checked like shell); returns a handle for shell_poll and shell_kill. It is killed when the run ends.',
+      SHELL_START_PARAMETERS,
+    ],
+    shell_poll: [
+      'New output of a command started with shell_start, and whether it is still running.',
+      HANDLE_PARAMETERS,
+    ],
+    shell_kill: ['Stop a command started with shell_start, with everything it started.', HANDLE_PARAMETERS],
+  };
+
 /** The tool definitions of a workspace run; single-file mode offers no grep or find. */
 export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceEffects>[] {
   const names: WorkspaceToolName[] =
+    // Single-file mode reaches one file and nothing else: no search, and no command that could touch the rest.
     mode === 'file'
-      ? ['read_file', 'write_file', 'edit_file', 'patch_file', 'exec']
-      : ['read_file', 'write_file', 'edit_file', 'patch_file', 'grep', 'find', 'exec'];
-  return names.map((name) => ({
-    name,
-    description:
-      name === 'exec'
-        ? 'Run a command in the workspace root from a fixed argv (the project\u2019s build, tests, linter). Returns its exit status and both output streams, bounded.'
-        : FILE_TOOL_DESCRIPTIONS[name],
-    parameters: name === 'exec' ? EXEC_PARAMETERS : FILE_TOOL_PARAMETERS[name],
-    handler: (args, effects, callIndex) => effects.workspaceTool(name, args, callIndex),
-  }));
+      ? ['read_file', 'write_file', 'edit_file', 'patch_file']
+      : [
+          'read_file',
+          'write_file',
+          'edit_file',
+          'patch_file',
+          'grep',
+          'find',
+          'exec',
+          'shell',
+          'shell_start',
+          'shell_poll',
+          'shell_kill',
+        ];
+  return names.map((name) => {
+    const command = COMMAND_TOOLS[name as keyof typeof COMMAND_TOOLS];
+    return {
+      name,
+      description: command ? command[0] : FILE_TOOL_DESCRIPTIONS[name as keyof typeof FILE_TOOL_DESCRIPTIONS],
+      parameters: command ? command[1] : FILE_TOOL_PARAMETERS[name as keyof typeof FILE_TOOL_PARAMETERS],
+      handler: (args, effects, callIndex) => effects.workspaceTool(name, args, callIndex),
+    };
+  });
 }
 
 const EXEC_OUTPUT_LIMIT = 32 * 1024;
@@ -99,21 +215,48 @@ export class WorkspaceSession {
   readonly #contract: ContractData;
   readonly #policy: Policy;
   readonly #host: WorkspaceHost;
-  /** Paths whose restore point this process has already stored (the store keeps the first either way). */
-  readonly #saved = new Set<string>();
   #toolchain: Toolchain | null | undefined;
+  readonly #jobs = new Map<string, Job>();
+  #nextHandle = 0;
 
-  constructor(contract: ContractData, policy: Policy, host: WorkspaceHost) {
+  readonly #env: NodeJS.ProcessEnv;
+
+  /** `secrets`: environment variables commands must not inherit (the provider specs' key variables). */
+  constructor(contract: ContractData, policy: Policy, host: WorkspaceHost, secrets: readonly string[] = []) {
+    this.#env = commandEnvironment(process.env, secrets);
     this.#contract = contract;
     this.#policy = policy;
     this.#host = host;
-    this.workspace = new Workspace({ root: contract.root, file: contract.file ?? undefined });
+    this.workspace = new Workspace({
+      root: contract.root,
+      file: contract.file ?? undefined,
+      // grep and find show only what the policy lets be read outright, entry by entry.
+      visible: (relative) => policy.decide({ kind: 'read', path: relative }, contract.root).effect === 'allow',
+    });
   }
 
   get toolchain(): Toolchain | null {
     if (this.#toolchain === undefined)
       this.#toolchain = detectToolchain(this.#contract.root, this.#contract.toolchain ?? undefined);
     return this.#toolchain;
+  }
+
+  /**
+   * Puts back what a step interrupted by a crash had written, so its re-run starts from
+   * the committed state and records its own diffs. Returns the paths put back.
+   */
+  rollBack(images: { path: string; existed: boolean; content: Buffer | null }[]): string[] {
+    for (const image of images) {
+      const resolved = this.workspace.resolve(image.path);
+      if (!resolved.ok) continue;
+      if (image.existed && image.content) {
+        mkdirSync(dirname(resolved.absolute), { recursive: true });
+        writeFileSync(resolved.absolute, image.content);
+      } else {
+        rmSync(resolved.absolute, { force: true });
+      }
+    }
+    return images.map((image) => image.path);
   }
 
   /** What the model is told about the workspace, after the goal. */
@@ -133,36 +276,71 @@ export class WorkspaceSession {
    * Decides an act; every decision is an event. Resolves null when allowed, or the
    * refusal to return to the model.
    */
-  async authorize(act: Act): Promise<ToolResult | null> {
+  async authorize(act: Act, callIndex: number): Promise<ToolResult | null> {
     const decision = this.#policy.decide(act, this.#contract.root);
-    let answer: 'approve' | 'deny' | 'defer' | undefined;
-    if (decision.effect === 'ask') answer = await this.#host.ask(act, decision);
+    return this.#settle(act, decision, [], callIndex);
+  }
+
+  /** Decides a command checked as the program it really runs (wrappers unwrapped, every stage of a line). */
+  async authorizeCommand(act: Act, check: CommandCheck, callIndex: number): Promise<ToolResult | null> {
+    if (!check.ok) {
+      for (const decision of check.decisions) this.#record(decision.subject, act.kind, decision);
+      const rule = check.rule;
+      const reason = `${act.kind === 'exec' ? 'the command' : act.kind} is refused: ${check.reason}${check.layer ? ` (layer ${check.layer})` : ''}.`;
+      return { content: reason, isError: true, refusal: { rule, reason } };
+    }
+    const asking = check.decisions.find((decision) => decision.effect === 'ask') as
+      | Extract<Decision, { effect: 'ask' }>
+      | undefined;
+    if (!asking) {
+      for (const decision of check.decisions) this.#record(decision.subject, act.kind, decision);
+      return null;
+    }
+    const others = check.decisions.filter((decision) => decision !== asking);
+    return this.#settle(act, asking, others, callIndex);
+  }
+
+  #record(subject: string, act: Act['kind'], decision: Decision, answer?: 'approve' | 'deny'): void {
     this.#host.event({
       type: 'policy-decision',
-      act: act.kind,
-      subject: decision.subject,
+      act,
+      subject,
       effect: decision.effect,
       rule: decision.rule,
       layer: decision.layer,
       ...(answer === undefined ? {} : { answer }),
     });
+  }
+
+  async #settle(act: Act, decision: Decision, others: Decision[], callIndex: number): Promise<ToolResult | null> {
+    let answer: 'approve' | 'deny' | undefined;
+    if (decision.effect === 'ask') answer = await this.#host.ask(act, decision, callIndex);
+    for (const other of others) this.#record(other.subject, act.kind, other);
+    this.#record(decision.subject, act.kind, decision, answer);
     if (decision.effect === 'allow' || answer === 'approve') return null;
     const rule = decision.rule ?? 'policy.no-rule';
     const reason =
       decision.effect === 'deny'
         ? `${act.kind} ${decision.subject} is denied: ${decision.reason}${decision.layer ? ` (layer ${decision.layer})` : ''}.`
-        : answer === 'defer'
-          ? `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}); the approver deferred, and deferred answers are not waited for in this release.`
-          : `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}) and the approver denied it.`;
+        : `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}) and the approver denied it.`;
     return { content: reason, isError: true, refusal: { rule, reason } };
   }
 
+  /** A refusal while a run opened with a plan gate has no approved plan. */
+  planningRefusal(name: string): ToolResult | null {
+    if (!ACTING_TOOLS.has(name) || !this.#host.planning()) return null;
+    const reason = `${name} waits for an approved plan: this run is in its planning phase, so read what you need and call submit_plan.`;
+    return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
+  }
+
   async run(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {
+    const planning = this.planningRefusal(name);
+    if (planning) return planning;
     switch (name) {
       case 'read_file':
       case 'grep':
       case 'find':
-        return this.read(name, args);
+        return this.read(name, args, callIndex);
       case 'write_file':
         return this.#write(name, args, callIndex, () =>
           this.workspace.planWrite(args as { path: string; content: string }),
@@ -176,14 +354,27 @@ export class WorkspaceSession {
           this.workspace.planPatch(args as { path: string; patch: string }),
         );
       case 'exec':
-        return this.#exec(args as unknown as ExecArgs);
+        return this.#exec(args as unknown as ExecArgs, callIndex);
+      case 'shell':
+        return this.#shell(args as { command: string; timeout_secs?: number }, callIndex);
+      case 'shell_start':
+        return this.#shellStart(args as { command: string }, callIndex);
+      case 'shell_poll':
+        return this.#shellPoll(args as { handle: string; wait_secs?: number });
+      case 'shell_kill':
+        return this.#shellKill(args as { handle: string });
     }
   }
 
   /** A read-only tool: safe to start early, and to run twice. */
-  async read(name: 'read_file' | 'grep' | 'find', args: Record<string, unknown>): Promise<ToolResult> {
-    const path = typeof args.path === 'string' ? args.path : '.';
-    const refused = await this.authorize({ kind: 'read', path });
+  async read(
+    name: 'read_file' | 'grep' | 'find',
+    args: Record<string, unknown>,
+    callIndex: number,
+  ): Promise<ToolResult> {
+    const located = this.locate(args);
+    if (!located.ok) return located.result;
+    const refused = await this.authorize({ kind: 'read', path: located.path }, callIndex);
     if (refused) return refused;
     return this.readNow(name, args);
   }
@@ -196,10 +387,23 @@ export class WorkspaceSession {
     return this.workspace.find(args as { pattern: string; path?: string });
   }
 
+  /**
+   * The path a file tool names, resolved the way the tool will resolve it (links
+   * followed), so the policy decides on the file that is really read or written.
+   */
+  locate(args: Record<string, unknown>): { ok: true; path: string } | { ok: false; result: ToolResult } {
+    const path = typeof args.path === 'string' && args.path !== '' ? args.path : '.';
+    if (path === '.') return { ok: true, path };
+    const resolved = this.workspace.resolve(path);
+    return resolved.ok ? { ok: true, path: resolved.relative } : resolved;
+  }
+
   /** Whether a read could start early: the policy allows it outright (no approver is asked about a turn that may be abandoned). */
   readAllowedOutright(args: Record<string, unknown>): boolean {
-    const path = typeof args.path === 'string' ? args.path : '.';
-    return this.#policy.decide({ kind: 'read', path }, this.#contract.root).effect === 'allow';
+    const located = this.locate(args);
+    return (
+      located.ok && this.#policy.decide({ kind: 'read', path: located.path }, this.#contract.root).effect === 'allow'
+    );
   }
 
   async #write(
@@ -209,13 +413,17 @@ export class WorkspaceSession {
     plan: () => Planned,
   ): Promise<ToolResult> {
     const path = String(args.path ?? '');
-    const refused = await this.authorize({ kind: 'write', path });
+    const refused = await this.authorize({ kind: 'write', path }, callIndex);
     if (refused) return refused;
     const planned = plan();
     if (!planned.ok) return planned.result;
     const change = planned.change;
     await this.#saveRestorePoint(change);
-    this.workspace.apply(change);
+    try {
+      this.workspace.apply(change);
+    } catch (error) {
+      return { content: `could not write ${change.path}: ${(error as Error).message}`, isError: true };
+    }
     this.#host.change({ path: change.path, diff: change.diff });
     const { added, removed } = diffStat(change.diff);
     this.#host.event({
@@ -230,8 +438,11 @@ export class WorkspaceSession {
     return { content: checked ? `${describeChange(change)}\n${checked}` : describeChange(change), isError: false };
   }
 
+  /**
+   * Before every write, a fenced store call: the run's restore point on first touch, the
+   * step's own image, and a lease check, so a driver that lost its lease writes nothing.
+   */
   async #saveRestorePoint(change: FileChange): Promise<void> {
-    if (this.#saved.has(change.path)) return;
     // The bytes as they are on disk, not as decoded text: a binary file is put back exactly.
     const resolved = this.workspace.resolve(change.path);
     if (!resolved.ok) throw new Error(`a planned change names a path outside the workspace: ${change.path}`);
@@ -243,13 +454,13 @@ export class WorkspaceSession {
       content = null;
     }
     await this.#host.restorePoint(change.path, content);
-    this.#saved.add(change.path);
   }
 
   /** After a write: the project's cheap checker, when there is one and the policy allows it outright. */
   async #check(callIndex: number): Promise<string | null> {
     const toolchain = this.toolchain;
-    if (!toolchain?.check) return null;
+    // A run that may not run commands (exec masked) does not run the checker either.
+    if (!toolchain?.check || this.#contract.toolMask.includes('exec')) return null;
     const argv = [...toolchain.check];
     const callId = this.#host.callId(callIndex);
     if (this.#policy.decide({ kind: 'exec', argv }, this.#contract.root).effect !== 'allow') {
@@ -269,6 +480,7 @@ export class WorkspaceSession {
       timeoutMs: 120_000,
       outputLimit: CHECK_OUTPUT_LIMIT,
       signal: this.#host.signal,
+      env: this.#env,
     });
     this.#host.event({
       type: 'toolchain-checked',
@@ -282,18 +494,112 @@ export class WorkspaceSession {
     return `check: ${describeCommand(argv, result)}`;
   }
 
-  async #exec(args: ExecArgs): Promise<ToolResult> {
-    const refused = await this.authorize({ kind: 'exec', argv: args.argv });
+  async #exec(args: ExecArgs, callIndex: number): Promise<ToolResult> {
+    const act: Act = { kind: 'exec', argv: args.argv };
+    const refused = await this.authorizeCommand(
+      act,
+      checkArgv(args.argv, this.#policy, this.#contract.root),
+      callIndex,
+    );
     if (refused) return refused;
-    const result = await runCommand(args.argv, {
-      cwd: this.#contract.root,
-      timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
-      outputLimit: EXEC_OUTPUT_LIMIT,
-      signal: this.#host.signal,
+    return this.#host.intent(callIndex, 'exec', args.argv.join(' '), async () => {
+      const result = await runCommand(args.argv, {
+        cwd: this.#contract.root,
+        timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
+        outputLimit: EXEC_OUTPUT_LIMIT,
+        signal: this.#host.signal,
+        env: this.#env,
+      });
+      return { content: describeCommand(args.argv, result), isError: !result.started || result.exitStatus !== 0 };
     });
-    return {
-      content: describeCommand(args.argv, result),
-      isError: !result.started || result.exitStatus !== 0,
-    };
   }
+
+  /** A command line, parsed here and checked stage by stage (and redirect by redirect) before anything starts. */
+  async #shell(args: { command: string; timeout_secs?: number }, callIndex: number): Promise<ToolResult> {
+    const act: Act = { kind: 'exec', argv: ['sh', '-c', args.command] };
+    const refused = await this.authorizeCommand(
+      act,
+      checkShell(args.command, this.#policy, this.#contract.root),
+      callIndex,
+    );
+    if (refused) return refused;
+    return this.#host.intent(callIndex, 'shell', args.command, async () => {
+      // What runs is exactly what was checked: the parser refuses every construct whose
+      // meaning it does not fully know, so /bin/sh reads the line the way the check did.
+      const argv = ['/bin/sh', '-c', args.command];
+      const result = await runCommand(argv, {
+        cwd: this.#contract.root,
+        timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
+        outputLimit: EXEC_OUTPUT_LIMIT,
+        signal: this.#host.signal,
+        env: this.#env,
+      });
+      return {
+        content: describeCommand([args.command], result),
+        isError: !result.started || result.exitStatus !== 0,
+      };
+    });
+  }
+
+  async #shellStart(args: { command: string }, callIndex: number): Promise<ToolResult> {
+    const act: Act = { kind: 'exec', argv: ['sh', '-c', args.command] };
+    const refused = await this.authorizeCommand(
+      act,
+      checkShell(args.command, this.#policy, this.#contract.root),
+      callIndex,
+    );
+    if (refused) return refused;
+    return this.#host.intent(callIndex, 'shell_start', args.command, async () => {
+      const handle = `sh-${++this.#nextHandle}`;
+      const job = startJob(['/bin/sh', '-c', args.command], this.#contract.root, EXEC_OUTPUT_LIMIT, this.#env);
+      this.#jobs.set(handle, job);
+      return { content: `started ${handle}: ${args.command}`, isError: false };
+    });
+  }
+
+  async #shellPoll(args: { handle: string; wait_secs?: number }): Promise<ToolResult> {
+    const job = this.#jobs.get(args.handle);
+    if (!job) return unknownHandle(args.handle, [...this.#jobs.keys()]);
+    await job.settle(Math.min(args.wait_secs ?? 0, 30) * 1000);
+    return { content: job.poll(), isError: false };
+  }
+
+  async #shellKill(args: { handle: string }): Promise<ToolResult> {
+    const job = this.#jobs.get(args.handle);
+    if (!job) return unknownHandle(args.handle, [...this.#jobs.keys()]);
+    job.kill();
+    await job.settle(5_000);
+    this.#jobs.delete(args.handle);
+    return { content: `killed ${args.handle}. ${job.poll()}`, isError: false };
+  }
+
+  /** Stops everything the run started with shell_start, whole process groups: a run that ends leaves nothing behind. */
+  async close(): Promise<void> {
+    for (const job of this.#jobs.values()) job.kill();
+    await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));
+    this.#jobs.clear();
+  }
+}
+
+function unknownHandle(handle: string, known: string[]): ToolResult {
+  return {
+    content: `no command ${JSON.stringify(handle)} is running in this run${known.length ? `; the handles are ${known.join(', ')}` : ''}. Commands started before a resume do not survive it.`,
+    isError: true,
+  };
+}
+
+/**
+ * What the model is told about the workspace after the goal. Computed once when the run
+ * is created and stored with it, so a resumed run's first turn is the same bytes even if
+ * the run has since created a marker file.
+ */
+export function briefingFor(contract: ContractData): string {
+  const lines = [`Workspace root: ${contract.root}`];
+  if (contract.file) lines.push(`Single-file mode: you may read and change ${contract.file} and nothing else.`);
+  const toolchain = detectToolchain(contract.root, contract.toolchain ?? undefined);
+  if (toolchain) {
+    const test = toolchain.commands.test ? ` Tests: ${toolchain.commands.test.join(' ')}.` : '';
+    lines.push(`Toolchain: ${toolchain.ecosystem} (${toolchain.driver}, from ${toolchain.marker}).${test}`);
+  }
+  return lines.join('\n');
 }

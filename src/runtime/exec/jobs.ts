@@ -1,0 +1,78 @@
+/**
+ * Long-lived commands (shell_start): a process group started in the background whose
+ * output is kept, bounded, until polled. Killing a job kills its whole process group,
+ * so a dev server's children go with it.
+ */
+import { spawn } from 'node:child_process';
+import { commandEnvironment } from './run-command.js';
+
+export interface Job {
+  /** Output since the last poll (bounded; the cut stated), and whether it still runs. */
+  poll(): string;
+  /** Resolves when the job has ended, or after `ms`, whichever is first. */
+  settle(ms: number): Promise<void>;
+  kill(): void;
+}
+
+export function startJob(
+  argv: readonly string[],
+  cwd: string,
+  limit: number,
+  env: NodeJS.ProcessEnv = commandEnvironment(),
+): Job {
+  const [program, ...args] = argv;
+  const child = spawn(program as string, args, {
+    cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let pending = '';
+  let dropped = 0;
+  let ended: string | null = null;
+  const keep = (chunk: Buffer) => {
+    const text = chunk.toString('utf8');
+    const room = limit - pending.length;
+    if (room <= 0) {
+      dropped += text.length;
+      return;
+    }
+    pending += text.slice(0, room);
+    dropped += Math.max(0, text.length - room);
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  const done = new Promise<void>((resolve) => {
+    child.once('error', (error) => {
+      ended = `could not start: ${error.message}`;
+      resolve();
+    });
+    child.once('close', (code, signal) => {
+      ended = signal ? `killed by ${signal}` : `exited with status ${code}`;
+      resolve();
+    });
+  });
+  return {
+    poll() {
+      const cut = dropped > 0 ? `\n(${dropped} more characters were not kept)` : '';
+      const out = `${ended === null ? 'running' : ended}\n--- output since the last poll:\n${pending}${cut}`;
+      pending = '';
+      dropped = 0;
+      return out;
+    },
+    async settle(ms) {
+      if (ended !== null || ms <= 0) return;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+      clearTimeout(timer);
+    },
+    kill() {
+      if (child.pid === undefined || ended !== null) return;
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    },
+  };
+}

@@ -1,0 +1,33 @@
+/**
+ * Answering a paused run from anywhere: another process reads the open questions with
+ * `store.questions({ status: 'open' })` and answers one here, without a supervisor. The
+ * write is a compare-and-swap on the question's row, so when two answer, the first wins
+ * and the second is refused (ALREADY_ANSWERED) naming the answer that stands. Then
+ * `supervisor.resume(rootId)` continues the run from where it paused.
+ */
+import { openWriter } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import { StoreWriter } from '../store/writer.js';
+
+/**
+ * @example
+ * const [question] = store.questions({ status: 'open' });
+ * answerQuestion(store, question.questionId, 'approve', { by: 'alice' });
+ * await (await supervisor.resume(question.rootId)).result;
+ */
+export function answerQuestion(
+  store: Store,
+  questionId: string,
+  answer: unknown,
+  options: { by?: string } = {},
+): { runId: string; rootId: string } {
+  const db = openWriter(store.path);
+  try {
+    const writer = new StoreWriter(db);
+    return db
+      .transaction(() => writer.answer({ questionId, answer, by: options.by ?? `pid ${process.pid}`, now: Date.now() }))
+      .immediate();
+  } finally {
+    db.close();
+  }
+}

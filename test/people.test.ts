@@ -1,0 +1,329 @@
+/**
+ * Runs that wait on a person: a deferred approval answered from another process after the
+ * first exited; the plan gate approving, correcting, cancelling and deferring; a question
+ * to the operator; a command interrupted by SIGKILL resuming paused on its intent; a child
+ * that asks for more than its parent has.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  answerQuestion,
+  type HarnessError,
+  type HttpProviderSpec,
+  type PlanDecision,
+  Policy,
+  runWith,
+  Store,
+  Supervisor,
+  TaskContract,
+} from '../dist/index.js';
+import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
+import { Driver, tempStorePath } from './support/processes.js';
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.splice(0).reverse()) await step();
+});
+
+function workspace(files: Record<string, string> = {}): string {
+  const root = mkdtempSync(join(tmpdir(), 'io-harness-people-'));
+  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(root, name), content);
+  return root;
+}
+
+async function openStore(path = tempStorePath()): Promise<Store> {
+  const store = await Store.open(path);
+  cleanup.push(() => store.close());
+  return store;
+}
+
+async function serve(script: ModelScript): Promise<{ server: ScriptedModelServer; provider: HttpProviderSpec }> {
+  const server = await ScriptedModelServer.start(script);
+  cleanup.push(() => server.close());
+  return { server, provider: { kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' } };
+}
+
+function turns(list: Awaited<ReturnType<ModelScript>>[]): ModelScript {
+  return (call) => list[Math.min(assistantTurns(call), list.length - 1)] as Awaited<ReturnType<ModelScript>>;
+}
+
+async function drive(config: ConstructorParameters<typeof Driver>[0]): Promise<Driver> {
+  const driver = new Driver(config);
+  await driver.exited;
+  return driver;
+}
+
+function thrown(fn: () => unknown): HarnessError {
+  try {
+    fn();
+  } catch (error) {
+    return error as HarnessError;
+  }
+  throw new Error('expected an error');
+}
+
+describe('a deferred approval', () => {
+  it('pauses the run; another process answers after the first exited; the first answer wins; resume continues', async () => {
+    const root = workspace();
+    const path = tempStorePath();
+    const base = {
+      store: path,
+      wireScript: 'workspace-command#commandScript',
+      options: { argv: ['node', '--version'] },
+      workspace: { goal: 'print the node version', root, policy: 'default' as const },
+    };
+    // Policy.default() asks about every command; this process's approver defers.
+    const first = await drive({ ...base, mode: 'run', approver: 'defer' });
+    expect(first.result?.status, first.stderr).toBe('paused');
+    expect((await first.exited).code).toBe(0);
+    const rootId = first.rootId as string;
+
+    const store = await openStore(path);
+    const open = store.questions({ status: 'open' });
+    expect(open).toHaveLength(1);
+    expect(open[0]).toMatchObject({
+      kind: 'approval',
+      runId: rootId,
+      payload: { subject: 'node --version', rule: 'ask-exec *', layer: 'default' },
+    });
+    const questionId = open[0]?.questionId as string;
+    expect(answerQuestion(store, questionId, 'approve', { by: 'alice' })).toEqual({ runId: rootId, rootId });
+    const late = thrown(() => answerQuestion(store, questionId, 'deny', { by: 'bob' }));
+    expect(late.code).toBe('ALREADY_ANSWERED');
+    expect(late.message).toContain('alice');
+    expect(store.question(questionId)).toMatchObject({ status: 'answered', answer: 'approve', answeredBy: 'alice' });
+    expect(thrown(() => answerQuestion(store, 'approval:nope', 'approve')).code).toBe('QUESTION_NOT_FOUND');
+
+    // A third process resumes; it has no approver at all, and needs none: the answer is stored.
+    const third = await drive({ ...base, mode: 'resume', rootId });
+    expect(third.result?.status, third.stderr).toBe('finished');
+    const observations = store.steps(rootId).flatMap((step) => step.observations);
+    expect(observations[0]?.content).toMatch(/node --version exited with status 0/);
+    const decisions = store.events(rootId).filter((event) => event.type === 'policy-decision');
+    expect(decisions.map((event) => event.answer)).toEqual(['defer', 'approve']);
+  }, 60_000);
+
+  it('refuses an answer of the wrong shape, storing nothing', async () => {
+    const root = workspace();
+    const store = await openStore();
+    const { provider } = await serve(
+      turns([{ text: 'x', toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] }, { text: 'done' }]),
+    );
+    const result = await runWith(TaskContract.workspace('version', root), provider, store, Policy.default(), {
+      decide: () => 'defer',
+    });
+    expect(result.outcome).toMatchObject({ kind: 'paused' });
+    const [question] = store.questions({ status: 'open' });
+    const error = thrown(() => answerQuestion(store, question?.questionId as string, 'yes please'));
+    expect(error.code).toBe('INVALID_ARGUMENT');
+    expect(store.question(question?.questionId as string)?.status).toBe('open');
+  });
+});
+
+describe('the plan gate', () => {
+  const planThenWork = () =>
+    turns([
+      {
+        text: 'trying to write first',
+        toolCalls: [{ name: 'write_file', args: { path: 'a.txt', content: 'early\n' } }],
+      },
+      {
+        text: 'planning',
+        toolCalls: [
+          {
+            name: 'submit_plan',
+            args: { steps: [{ description: 'write a.txt' }, { description: 'check it', owner: 'root' }] },
+          },
+        ],
+      },
+      { text: 'working', toolCalls: [{ name: 'write_file', args: { path: 'a.txt', content: 'planned\n' } }] },
+      { text: 'done' },
+    ]);
+
+  async function planned(gate: ((plan: unknown) => PlanDecision) | null) {
+    const root = workspace();
+    const store = await openStore();
+    const { provider, server } = await serve(planThenWork());
+    const result = await runWith(
+      TaskContract.workspace('write a.txt', root).withPlanGate(),
+      provider,
+      store,
+      Policy.default(),
+      undefined,
+      gate ? { planGate: { review: gate } } : {},
+    );
+    return { root, store, result, server, provider };
+  }
+
+  it('refuses writes while planning, then lets an approved plan be carried out', async () => {
+    const seen: unknown[] = [];
+    const { root, store, result } = await planned((plan) => {
+      seen.push(plan);
+      return { decision: 'approve' };
+    });
+    expect(result.outcome.kind).toBe('finished');
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('planned\n');
+    const refusals = store.events(result.runId).filter((event) => event.type === 'refusal');
+    expect(refusals.map((event) => [event.tool, event.rule])).toEqual([['write_file', 'plan-gate']]);
+    expect(seen).toMatchObject([
+      { steps: [{ description: 'write a.txt' }, { description: 'check it', owner: 'root' }] },
+    ]);
+    expect(store.events(result.runId).filter((event) => event.type === 'plan-decided')).toMatchObject([
+      { decision: 'approve' },
+    ]);
+  });
+
+  it('carries out the corrected plan when the gate corrects it', async () => {
+    const { store, result } = await planned(() => ({
+      decision: 'correct',
+      steps: [{ description: 'write a.txt, then stop' }],
+      note: 'no check needed',
+    }));
+    expect(result.outcome.kind).toBe('finished');
+    const told = store.steps(result.runId)[1]?.observations[0]?.content;
+    expect(told).toContain('corrected and approved (no check needed)');
+    expect(told).toContain('1. write a.txt, then stop');
+  });
+
+  it('ends the run cancelled when the gate cancels it, having written nothing', async () => {
+    const { root, store, result } = await planned(() => ({ decision: 'cancel', note: 'not now' }));
+    expect(result.outcome).toEqual({ kind: 'cancelled', reason: 'the plan gate cancelled the run: not now' });
+    expect(existsSync(join(root, 'a.txt'))).toBe(false);
+    expect(store.events(result.runId).some((event) => event.type === 'plan-decided')).toBe(true);
+  });
+
+  it('stores the plan and pauses with no gate in the process; an answer and a resume carry it out', async () => {
+    const { root, store, result, server, provider } = await planned(null);
+    expect(result.outcome).toMatchObject({ kind: 'paused' });
+    const [question] = store.questions({ status: 'open' });
+    expect(question).toMatchObject({ kind: 'plan', payload: { steps: [{ description: 'write a.txt' }, {}] } });
+    answerQuestion(store, question?.questionId as string, { decision: 'approve' });
+    const calls = server.calls.length;
+    const supervisor = await Supervisor.start(store);
+    cleanup.push(() => supervisor.close());
+    const tree = await (await supervisor.resume(result.runId, { provider })).result;
+    expect(tree.status).toBe('finished');
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('planned\n');
+    // The paused step's completion was kept: resuming it did not ask the model again.
+    expect(server.calls.length).toBe(calls + 2);
+  });
+});
+
+describe('asking the operator', () => {
+  it('answers in process, or pauses with the question and resumes on the stored answer', async () => {
+    const root = workspace();
+    const store = await openStore();
+    const script = turns([
+      { text: 'unsure', toolCalls: [{ name: 'ask_operator', args: { question: 'keep the old API?' } }] },
+      { text: 'done as told' },
+    ]);
+    const live = await serve(script);
+    const answered = await runWith(
+      TaskContract.workspace('refactor', root),
+      live.provider,
+      store,
+      Policy.default(),
+      undefined,
+      {
+        operator: { answer: ({ question }) => `yes: ${question}` },
+      },
+    );
+    expect(answered.outcome.kind).toBe('finished');
+    expect(store.steps(answered.runId)[0]?.observations[0]?.content).toBe(
+      'The operator answered: yes: keep the old API?',
+    );
+
+    const later = await serve(script);
+    const paused = await runWith(TaskContract.workspace('refactor', root), later.provider, store, Policy.default());
+    expect(paused.outcome).toMatchObject({ kind: 'paused' });
+    const [question] = store.questions({ runId: paused.runId, status: 'open' });
+    expect(question).toMatchObject({ kind: 'question', payload: { question: 'keep the old API?' } });
+    const supervisor = await Supervisor.start(store);
+    cleanup.push(() => supervisor.close());
+    await supervisor.answer(question?.questionId as string, 'no, drop it');
+    await expect(supervisor.answer(question?.questionId as string, 'again')).rejects.toThrow(/already answered/);
+    expect((await (await supervisor.resume(paused.runId, { provider: later.provider })).result).status).toBe(
+      'finished',
+    );
+    expect(store.steps(paused.runId)[0]?.observations[0]?.content).toBe('The operator answered: no, drop it');
+  });
+});
+
+describe('an interrupted command', () => {
+  it('resumes paused on its intent after a SIGKILL, and a skip does not run it again', async () => {
+    const root = workspace();
+    const path = tempStorePath();
+    // The command leaves a mark each time it starts, then runs for a while.
+    const argv = ['node', '-e', "require('fs').appendFileSync('starts.txt', 'x'); setTimeout(() => {}, 4000)"];
+    const base = {
+      store: path,
+      wireScript: 'workspace-command#commandScript',
+      options: { argv },
+      workspace: { goal: 'run it', root },
+    };
+    const first = new Driver({ ...base, mode: 'run' });
+    cleanup.push(() => {
+      first.child.kill('SIGKILL');
+    });
+    const store = await openStore(path);
+    for (let i = 0; i < 500 && !existsSync(join(root, 'starts.txt')); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(existsSync(join(root, 'starts.txt'))).toBe(true);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const rootId = first.rootId as string;
+    expect(store.intents(rootId)).toMatchObject([{ kind: 'exec', result: null }]);
+
+    const second = await drive({ ...base, mode: 'resume', rootId });
+    expect(second.result?.status, second.stderr).toBe('paused');
+    const [question] = store.questions({ status: 'open' });
+    expect(question).toMatchObject({ kind: 'intent', runId: rootId });
+    expect(JSON.stringify(question?.payload)).toContain('appendFileSync');
+    answerQuestion(store, question?.questionId as string, 'skip');
+    const third = await drive({ ...base, mode: 'resume', rootId });
+    expect(third.result?.status, third.stderr).toBe('finished');
+    expect(readFileSync(join(root, 'starts.txt'), 'utf8')).toBe('x');
+    expect(store.steps(rootId)[0]?.observations[0]?.content).toContain('chose to skip it');
+  }, 60_000);
+});
+
+describe('inherit and narrow', () => {
+  it('gives a child its parent policy plus deny-only layers, and refuses a child that asks for more', async () => {
+    const root = workspace();
+    const store = await openStore();
+    const script: ModelScript = (call) => {
+      const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
+      const task = String(messages.find((message) => message.role === 'user')?.content ?? '');
+      if (task.startsWith('write src')) {
+        return assistantTurns(call) === 0
+          ? { text: 'writing', toolCalls: [{ name: 'write_file', args: { path: 'src/x.txt', content: 'x\n' } }] }
+          : { text: 'child done' };
+      }
+      return assistantTurns(call) === 0
+        ? {
+            text: 'delegating',
+            toolCalls: [
+              {
+                name: 'spawn_agent',
+                args: { task: 'write src/x.txt', as: 'narrow', policy: { deny: { write: ['src/**'] } } },
+              },
+              { name: 'spawn_agent', args: { task: 'anything', as: 'greedy', policy: { allow: { exec: ['*'] } } } },
+            ],
+          }
+        : { text: 'root done' };
+    };
+    const { provider } = await serve(script);
+    const result = await runWith(TaskContract.workspace('delegate', root), provider, store, Policy.default());
+    expect(result.outcome.kind).toBe('finished');
+    expect(existsSync(join(root, 'src', 'x.txt'))).toBe(false);
+    const child = store.runs(result.runId).find((run) => run.address === 'narrow');
+    const refusal = store.events(child?.runId as string).find((event) => event.type === 'refusal');
+    expect(refusal).toMatchObject({ tool: 'write_file', rule: 'deny-write src/**' });
+    expect(refusal?.type === 'refusal' && refusal.reason).toContain('layer narrowed for narrow by root');
+    const rootRefusals = store.events(result.runId).filter((event) => event.type === 'refusal');
+    expect(rootRefusals).toMatchObject([{ tool: 'spawn_agent', rule: 'policy.narrow-only' }]);
+    expect(store.runs(result.runId).some((run) => run.address === 'greedy')).toBe(false);
+  });
+});
