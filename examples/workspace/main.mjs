@@ -40,7 +40,10 @@ const policy = Policy.default().layer('app').allowExec('node --test*');
 const result = await runWith(contract, provider, store, policy);
 console.log('outcome:', result.outcome);
 console.log('usage:  ', result.usage);
-console.log('gate:   ', store.gateEvaluations(result.runId).map((gate) => gate.verdict));
+console.log(
+  'gate:   ',
+  store.gateEvaluations(result.runId).map((gate) => gate.verdict),
+);
 console.log(store.patch(result.runId));
 await model.close();
 store.close();
