@@ -11,7 +11,7 @@
  * A policy is plain data so it crosses into an agent's thread as is
  * ({@link Policy.toJSON} / {@link Policy.from}).
  */
-import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
+import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Minimatch } from 'minimatch';
 import { InvalidArgumentError } from '../../errors.js';
@@ -283,11 +283,23 @@ export function resolvePath(path: string, root: string): string {
  * link cannot hide where a write lands.
  */
 function realTarget(absolute: string, hops = 0): string {
+  // The common case, a path that exists, in one system call.
+  try {
+    return realpathSync.native(absolute);
+  } catch {
+    // it does not exist (or is a dangling link): walk up
+  }
   let existing = absolute;
   const rest: string[] = [];
-  while (!existsSync(existing)) {
-    const link = danglingLink(existing);
-    if (link !== null && hops < 40) return realTarget(join(resolve(dirname(existing), link), ...rest), hops + 1);
+  for (;;) {
+    // lstat without throwing: whether it exists, and whether it is a link, in one call.
+    const stat = lstatSync(existing, { throwIfNoEntry: false });
+    if (stat && !stat.isSymbolicLink()) break;
+    if (stat && statSync(existing, { throwIfNoEntry: false })) break;
+    if (stat && hops < 40) {
+      // A dangling link: follow it to the target a write would create.
+      return realTarget(join(resolve(dirname(existing), readlinkSync(existing)), ...rest), hops + 1);
+    }
     const parent = dirname(existing);
     if (parent === existing) break;
     rest.unshift(basename(existing));
@@ -296,20 +308,13 @@ function realTarget(absolute: string, hops = 0): string {
   return join(realOrSelf(existing), ...rest);
 }
 
-function danglingLink(path: string): string | null {
-  try {
-    return lstatSync(path).isSymbolicLink() ? readlinkSync(path) : null;
-  } catch {
-    return null;
-  }
-}
-
 /** A workspace root's real path, looked up once (the paths under it are resolved on every decision). */
 const realRoots = new Map<string, string>();
 
 function realOrSelf(path: string): string {
   try {
-    return realpathSync(path);
+    // The system's realpath(3): one call, where the JavaScript one stats every component.
+    return realpathSync.native(path);
   } catch {
     return resolve(path);
   }
@@ -318,13 +323,11 @@ function realOrSelf(path: string): string {
 function matches(rule: PolicyRule, act: Act, subject: string): boolean {
   if (act.kind === 'exec') {
     // The program by name as well as by the path it was given: `/usr/bin/npm publish` is `npm publish`.
-    const program = basename(act.argv[0] ?? '');
-    const byName = [program, ...act.argv.slice(1)].join(' ');
-    return (
-      wildcard(rule.pattern, subject) ||
-      wildcard(rule.pattern, byName) ||
-      (!/\s/.test(rule.pattern) && wildcard(rule.pattern, program))
-    );
+    const first = act.argv[0] ?? '';
+    const program = basename(first);
+    if (wildcard(rule.pattern, subject)) return true;
+    if (program !== first && wildcard(rule.pattern, [program, ...act.argv.slice(1)].join(' '))) return true;
+    return !rule.pattern.includes(' ') && wildcard(rule.pattern, program);
   }
   if (act.kind === 'net') {
     const pattern = rule.pattern.includes(':') ? rule.pattern : `${rule.pattern}:*`;
@@ -340,18 +343,36 @@ function matches(rule: PolicyRule, act: Act, subject: string): boolean {
   return glob(rule.pattern, rule.effect === 'deny').some((matcher) => matcher.match(subject));
 }
 
-/** Compiled matchers, by pattern: a decision matches against every rule, so each glob is compiled once. */
-const globs = new Map<string, Minimatch[]>();
+/** A compiled glob. */
+interface Matcher {
+  match(subject: string): boolean;
+}
 
-function glob(pattern: string, nocase: boolean): Minimatch[] {
+/** Compiled matchers, by pattern: a decision matches against every rule, so each glob is compiled once. */
+const globs = new Map<string, Matcher[]>();
+
+function compile(pattern: string, options: { dot: boolean; nocase: boolean }): Matcher {
+  if (pattern === '**') return { match: () => true };
+  const glob = new Minimatch(pattern, options);
+  // The literal start of the pattern, before its first special character: a subject that
+  // does not begin with it cannot match, and most do not — a cheap test before the glob.
+  const literal = /^[^*?[\]{}()!+@\\]*/.exec(pattern)?.[0] ?? '';
+  if (literal === '') return glob;
+  const prefix = options.nocase ? literal.toLowerCase() : literal;
+  return {
+    match: (subject) => (options.nocase ? subject.toLowerCase() : subject).startsWith(prefix) && glob.match(subject),
+  };
+}
+
+function glob(pattern: string, nocase: boolean): Matcher[] {
   const key = `${nocase ? 'i' : 's'}${pattern}`;
   let matchers = globs.get(key);
   if (!matchers) {
     const options = { dot: true, nocase };
     const base = pattern.endsWith('/') ? pattern.slice(0, -1) : pattern;
-    matchers = [new Minimatch(base, options), new Minimatch(`${base}/**`, options)];
+    matchers = [compile(base, options), compile(`${base}/**`, options)];
     // `X/**` covers `X` itself too: a rule on what is inside a directory covers listing it.
-    if (base.endsWith('/**') && base.length > 3) matchers.push(new Minimatch(base.slice(0, -3), options));
+    if (base.endsWith('/**') && base.length > 3) matchers.push(compile(base.slice(0, -3), options));
     globs.set(key, matchers);
   }
   return matchers;
