@@ -465,7 +465,14 @@ class Drive implements Effects {
           throw signal;
         }
         if (result.refusal) {
-          this.#events.push({ type: 'refusal', callId: call.id, tool: call.name, ...result.refusal });
+          this.#events.push({
+            type: 'refusal',
+            callId: call.id,
+            tool: call.name,
+            rule: result.refusal.rule,
+            layer: result.refusal.layer ?? 'runtime',
+            reason: result.refusal.reason,
+          });
         }
         observations.push({ callId: call.id, name: call.name, content: result.content, isError: result.isError });
       }

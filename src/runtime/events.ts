@@ -87,7 +87,7 @@ export type EventData =
   | { type: 'model-failed'; provider: string; model: string; kind: string; statusCode: number | null; message: string }
   | { type: 'provider-unreachable'; provider: string; message: string }
   | { type: 'tool-call'; callId: string; name: string; args: Record<string, unknown> }
-  | { type: 'refusal'; callId: string; tool: string; rule: string; reason: string }
+  | { type: 'refusal'; callId: string; tool: string; rule: string; layer: string; reason: string }
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }
   | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }
   | {

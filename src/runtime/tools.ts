@@ -10,8 +10,12 @@ import type { ToolDefinition } from './provider.js';
 export interface ToolResult {
   content: string;
   isError: boolean;
-  /** Set when the call was refused by a rule; the refusal is an event naming it. */
-  refusal?: { rule: string; reason: string };
+  /**
+   * Set when the call was refused by a rule; the refusal is an event naming the rule and
+   * the layer it belongs to (a policy layer, `boundary` for the command checker's own
+   * rules, `runtime` for the runtime's: tool masks, the plan gate, the workspace root).
+   */
+  refusal?: { rule: string; reason: string; layer?: string };
 }
 
 export interface Tool<Context> {

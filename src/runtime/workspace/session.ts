@@ -287,7 +287,7 @@ export class WorkspaceSession {
       for (const decision of check.decisions) this.#record(decision.subject, act.kind, decision);
       const rule = check.rule;
       const reason = `${act.kind === 'exec' ? 'the command' : act.kind} is refused: ${check.reason}${check.layer ? ` (layer ${check.layer})` : ''}.`;
-      return { content: reason, isError: true, refusal: { rule, reason } };
+      return { content: reason, isError: true, refusal: { rule, reason, layer: check.layer ?? 'boundary' } };
     }
     const asking = check.decisions.find((decision) => decision.effect === 'ask') as
       | Extract<Decision, { effect: 'ask' }>
@@ -323,7 +323,7 @@ export class WorkspaceSession {
       decision.effect === 'deny'
         ? `${act.kind} ${decision.subject} is denied: ${decision.reason}${decision.layer ? ` (layer ${decision.layer})` : ''}.`
         : `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}) and the approver denied it.`;
-    return { content: reason, isError: true, refusal: { rule, reason } };
+    return { content: reason, isError: true, refusal: { rule, reason, layer: decision.layer ?? 'policy' } };
   }
 
   /** A refusal while a run opened with a plan gate has no approved plan. */
