@@ -6,25 +6,21 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type HttpProviderSpec, Policy, runWith, Store, TaskContract } from '../dist/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
 import { tempStorePath } from './support/processes.js';
-
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+import { later } from './support/workspace.js';
 
 async function setup(list: Awaited<ReturnType<ModelScript>>[]) {
   const root = mkdtempSync(join(tmpdir(), 'io-harness-commands-'));
-  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+  later(() => rmSync(root, { recursive: true, force: true }));
   const store = await Store.open(tempStorePath());
-  cleanup.push(() => store.close());
+  later(() => store.close());
   const server = await ScriptedModelServer.start(
     (call) => list[Math.min(assistantTurns(call), list.length - 1)] as Awaited<ReturnType<ModelScript>>,
   );
-  cleanup.push(() => server.close());
+  later(() => server.close());
   const provider: HttpProviderSpec = { kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' };
   return { root, store, provider };
 }

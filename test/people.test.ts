@@ -4,70 +4,17 @@
  * to the operator; a command interrupted by SIGKILL resuming paused on its intent; a child
  * that asks for more than its parent has.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import {
-  answerQuestion,
-  type HarnessError,
-  type HttpProviderSpec,
-  type PlanDecision,
-  Policy,
-  runWith,
-  Store,
-  Supervisor,
-  TaskContract,
-} from '../dist/index.js';
-import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
+import { describe, expect, it } from 'vitest';
+import { answerQuestion, type PlanDecision, Policy, runWith, Supervisor, TaskContract } from '../dist/index.js';
+import { assistantTurns, type ModelScript } from '../dist/testing/index.js';
 import { Driver, tempStorePath } from './support/processes.js';
-
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-function workspace(files: Record<string, string> = {}): string {
-  const root = mkdtempSync(join(tmpdir(), 'io-harness-people-'));
-  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
-  for (const [name, content] of Object.entries(files)) writeFileSync(join(root, name), content);
-  return root;
-}
-
-async function openStore(path = tempStorePath()): Promise<Store> {
-  const store = await Store.open(path);
-  cleanup.push(() => store.close());
-  return store;
-}
-
-async function serve(script: ModelScript): Promise<{ server: ScriptedModelServer; provider: HttpProviderSpec }> {
-  const server = await ScriptedModelServer.start(script);
-  cleanup.push(() => server.close());
-  return { server, provider: { kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' } };
-}
-
-function turns(list: Awaited<ReturnType<ModelScript>>[]): ModelScript {
-  return (call) => list[Math.min(assistantTurns(call), list.length - 1)] as Awaited<ReturnType<ModelScript>>;
-}
-
-async function drive(config: ConstructorParameters<typeof Driver>[0]): Promise<Driver> {
-  const driver = new Driver(config);
-  await driver.exited;
-  return driver;
-}
-
-function thrown(fn: () => unknown): HarnessError {
-  try {
-    fn();
-  } catch (error) {
-    return error as HarnessError;
-  }
-  throw new Error('expected an error');
-}
+import { drive, later, openStore, serve, tempWorkspace, thrown, turns } from './support/workspace.js';
 
 describe('a deferred approval', () => {
   it('pauses the run; another process answers after the first exited; the first answer wins; resume continues', async () => {
-    const root = workspace();
+    const root = tempWorkspace();
     const path = tempStorePath();
     const base = {
       store: path,
@@ -107,7 +54,7 @@ describe('a deferred approval', () => {
   }, 60_000);
 
   it('refuses an answer of the wrong shape, storing nothing', async () => {
-    const root = workspace();
+    const root = tempWorkspace();
     const store = await openStore();
     const { provider } = await serve(
       turns([{ text: 'x', toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] }, { text: 'done' }]),
@@ -144,7 +91,7 @@ describe('the plan gate', () => {
     ]);
 
   async function planned(gate: ((plan: unknown) => PlanDecision) | null) {
-    const root = workspace();
+    const root = tempWorkspace();
     const store = await openStore();
     const { provider, server } = await serve(planThenWork());
     const result = await runWith(
@@ -203,7 +150,7 @@ describe('the plan gate', () => {
     answerQuestion(store, question?.questionId as string, { decision: 'approve' });
     const calls = server.calls.length;
     const supervisor = await Supervisor.start(store);
-    cleanup.push(() => supervisor.close());
+    later(() => supervisor.close());
     const tree = await (await supervisor.resume(result.runId, { provider })).result;
     expect(tree.status).toBe('finished');
     expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('planned\n');
@@ -214,7 +161,7 @@ describe('the plan gate', () => {
 
 describe('asking the operator', () => {
   it('answers in process, or pauses with the question and resumes on the stored answer', async () => {
-    const root = workspace();
+    const root = tempWorkspace();
     const store = await openStore();
     const script = turns([
       { text: 'unsure', toolCalls: [{ name: 'ask_operator', args: { question: 'keep the old API?' } }] },
@@ -236,16 +183,21 @@ describe('asking the operator', () => {
       'The operator answered: yes: keep the old API?',
     );
 
-    const later = await serve(script);
-    const paused = await runWith(TaskContract.workspace('refactor', root), later.provider, store, Policy.default());
+    const afterwards = await serve(script);
+    const paused = await runWith(
+      TaskContract.workspace('refactor', root),
+      afterwards.provider,
+      store,
+      Policy.default(),
+    );
     expect(paused.outcome).toMatchObject({ kind: 'paused' });
     const [question] = store.questions({ runId: paused.runId, status: 'open' });
     expect(question).toMatchObject({ kind: 'question', payload: { question: 'keep the old API?' } });
     const supervisor = await Supervisor.start(store);
-    cleanup.push(() => supervisor.close());
+    later(() => supervisor.close());
     await supervisor.answer(question?.questionId as string, 'no, drop it');
     await expect(supervisor.answer(question?.questionId as string, 'again')).rejects.toThrow(/already answered/);
-    expect((await (await supervisor.resume(paused.runId, { provider: later.provider })).result).status).toBe(
+    expect((await (await supervisor.resume(paused.runId, { provider: afterwards.provider })).result).status).toBe(
       'finished',
     );
     expect(store.steps(paused.runId)[0]?.observations[0]?.content).toBe('The operator answered: no, drop it');
@@ -254,7 +206,7 @@ describe('asking the operator', () => {
 
 describe('an interrupted command', () => {
   it('resumes paused on its intent after a SIGKILL, and a skip does not run it again', async () => {
-    const root = workspace();
+    const root = tempWorkspace();
     const path = tempStorePath();
     // The command leaves a mark each time it starts, then runs for a while.
     const argv = ['node', '-e', "require('fs').appendFileSync('starts.txt', 'x'); setTimeout(() => {}, 4000)"];
@@ -265,7 +217,7 @@ describe('an interrupted command', () => {
       workspace: { goal: 'run it', root },
     };
     const first = new Driver({ ...base, mode: 'run' });
-    cleanup.push(() => {
+    later(() => {
       first.child.kill('SIGKILL');
     });
     const store = await openStore(path);
@@ -291,7 +243,7 @@ describe('an interrupted command', () => {
 
 describe('inherit and narrow', () => {
   it('gives a child its parent policy plus deny-only layers, and refuses a child that asks for more', async () => {
-    const root = workspace();
+    const root = tempWorkspace();
     const store = await openStore();
     const script: ModelScript = (call) => {
       const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;

@@ -3,12 +3,10 @@
  * resume in another process, rewindRun leaving the trace and the ledger as they were,
  * and rewindStep reversing one step's hunks or refusing, changing nothing.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  type HarnessError,
   type HttpProviderSpec,
   Policy,
   rewind,
@@ -19,38 +17,12 @@ import {
   TaskContract,
 } from '../dist/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
-import { Driver, tempStorePath } from './support/processes.js';
-
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-function workspace(files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), 'io-harness-rewind-'));
-  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
-  for (const [name, content] of Object.entries(files)) writeFileSync(join(root, name), content);
-  return root;
-}
-
-function thrown(fn: () => unknown): HarnessError {
-  try {
-    fn();
-  } catch (error) {
-    return error as HarnessError;
-  }
-  throw new Error('expected an error');
-}
-
-async function drive(config: ConstructorParameters<typeof Driver>[0]): Promise<Driver> {
-  const driver = new Driver(config);
-  await driver.exited;
-  return driver;
-}
+import { tempStorePath } from './support/processes.js';
+import { drive, later, tempWorkspace, thrown } from './support/workspace.js';
 
 describe('rewind after a crash', () => {
   it('restores a modified file and deletes a created one after SIGKILL and resume; rewindRun keeps steps and ledger', async () => {
-    const root = workspace({ 'kept.txt': 'original kept\n', 'late.txt': 'original late\n' });
+    const root = tempWorkspace({ 'kept.txt': 'original kept\n', 'late.txt': 'original late\n' });
     const path = tempStorePath();
     const base = { store: path, wireScript: 'workspace-crash#crashScript', workspace: { goal: 'change files', root } };
     // Killed inside the store actor before step 2 commits: step 2's writes are on disk, its step is not.
@@ -59,7 +31,7 @@ describe('rewind after a crash', () => {
     const rootId = first.rootId as string;
     expect(readFileSync(join(root, 'late.txt'), 'utf8')).toBe('changed in step two\n');
     const store = await Store.open(path);
-    cleanup.push(() => store.close());
+    later(() => store.close());
     expect(store.run(rootId)?.lastSeq).toBe(1);
     // The restore point of a file first touched by the uncommitted step was committed before the write.
     expect(store.restorePoint(rootId, 'late.txt')?.content?.toString()).toBe('original late\n');
@@ -98,9 +70,9 @@ describe('rewindStep and the patch series', () => {
     `${Array.from({ length: n }, (_, i) => change[i + 1] ?? `line ${i + 1}`).join('\n')}\n`;
 
   async function threeSteps(): Promise<{ root: string; store: Store; runId: string }> {
-    const root = workspace({ 'a.txt': lines(30) });
+    const root = tempWorkspace({ 'a.txt': lines(30) });
     const store = await Store.open(tempStorePath());
-    cleanup.push(() => store.close());
+    later(() => store.close());
     const script: ModelScript = (call) =>
       [
         {
@@ -117,7 +89,7 @@ describe('rewindStep and the patch series', () => {
         { text: 'done' },
       ][Math.min(assistantTurns(call), 2)] as Awaited<ReturnType<ModelScript>>;
     const server = await ScriptedModelServer.start(script);
-    cleanup.push(() => server.close());
+    later(() => server.close());
     const provider: HttpProviderSpec = { kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' };
     const result = await runWith(TaskContract.workspace('edit', root), provider, store, Policy.permissive());
     expect(result.outcome.kind).toBe('finished');

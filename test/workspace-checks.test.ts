@@ -8,54 +8,18 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
-import {
-  CallbackApprover,
-  type HttpProviderSpec,
-  Policy,
-  rewindRun,
-  runWith,
-  Store,
-  TaskContract,
-  Verification,
-} from '../dist/index.js';
-import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
+import { describe, expect, it } from 'vitest';
+import { CallbackApprover, Policy, rewindRun, runWith, TaskContract, Verification } from '../dist/index.js';
 import { Driver, tempStorePath } from './support/processes.js';
-
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+import { later, openStore, serve, turns } from './support/workspace.js';
 
 function project(): string {
   const root = mkdtempSync(join(tmpdir(), 'io-harness-checks-'));
-  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+  later(() => rmSync(root, { recursive: true, force: true }));
   writeFileSync(join(root, 'package.json'), '{ "name": "tiny", "type": "module" }\n');
   mkdirSync(join(root, 'src'));
   writeFileSync(join(root, 'src', 'add.js'), 'export function add(a, b) {\n  return a - b;\n}\n');
   return root;
-}
-
-async function openStore(path = tempStorePath()): Promise<Store> {
-  const store = await Store.open(path);
-  cleanup.push(() => store.close());
-  return store;
-}
-
-async function serve(
-  script: ModelScript,
-  model = 'gpt-writer',
-): Promise<{ server: ScriptedModelServer; provider: HttpProviderSpec }> {
-  const server = await ScriptedModelServer.start(script);
-  cleanup.push(() => server.close());
-  return {
-    server,
-    provider: { kind: 'openai', model, baseUrl: `${server.url}/v1`, apiKey: 'k', retry: { baseDelayMs: 1 } },
-  };
-}
-
-function turns(list: Awaited<ReturnType<ModelScript>>[]): ModelScript {
-  return (call) => list[Math.min(assistantTurns(call), list.length - 1)] as Awaited<ReturnType<ModelScript>>;
 }
 
 const BROKEN = 'export function add(a, b) {\n  return a +;\n}\n';
@@ -184,7 +148,7 @@ describe('rewindRun and the spawn backlog', () => {
       workspace: { goal: 'fan out', root },
       supervisor: { maxConcurrentAgents: 1 },
     });
-    cleanup.push(() => {
+    later(() => {
       driver.child.kill('SIGKILL');
     });
     const store = await openStore(path);

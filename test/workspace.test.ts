@@ -6,28 +6,14 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
-import {
-  HarnessError,
-  type HttpProviderSpec,
-  Policy,
-  runWith,
-  Store,
-  Supervisor,
-  TaskContract,
-  Verification,
-} from '../dist/index.js';
-import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
-import { tempStorePath } from './support/processes.js';
-
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+import { describe, expect, it } from 'vitest';
+import { HarnessError, Policy, runWith, Supervisor, TaskContract, Verification } from '../dist/index.js';
+import { ScriptedModelServer } from '../dist/testing/index.js';
+import { later, openStore, serve, turns } from './support/workspace.js';
 
 function project(): string {
   const root = mkdtempSync(join(tmpdir(), 'io-harness-ws-'));
-  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+  later(() => rmSync(root, { recursive: true, force: true }));
   writeFileSync(join(root, 'package.json'), `${JSON.stringify({ name: 'tiny', type: 'module' }, null, 2)}\n`);
   mkdirSync(join(root, 'src'));
   mkdirSync(join(root, 'test'));
@@ -39,32 +25,7 @@ function project(): string {
   return root;
 }
 
-async function openStore(): Promise<Store> {
-  const store = await Store.open(tempStorePath());
-  cleanup.push(() => store.close());
-  return store;
-}
-
-async function serve(script: ModelScript): Promise<{ server: ScriptedModelServer; provider: HttpProviderSpec }> {
-  const server = await ScriptedModelServer.start(script);
-  cleanup.push(() => server.close());
-  return {
-    server,
-    provider: {
-      kind: 'openai',
-      model: 'gpt-scripted',
-      baseUrl: `${server.url}/v1`,
-      apiKey: 'k',
-      retry: { baseDelayMs: 1 },
-    },
-  };
-}
-
 /** Answers from a list by turn; the last repeats. */
-function turns(list: Parameters<ModelScript>[0] extends never ? never : ReturnType<ModelScript>[]): ModelScript {
-  return (call) => list[Math.min(assistantTurns(call), list.length - 1)] as Awaited<ReturnType<ModelScript>>;
-}
-
 const FIX = '@@ -1,3 +1,3 @@\n export function add(a, b) {\n-  return a - b;\n+  return a + b;\n }\n';
 const WRONG = '@@ -1,3 +1,3 @@\n export function add(a, b) {\n-  return a - b;\n+  return a * b;\n }\n';
 const testPolicy = Policy.default().layer('test').allowExec('node --test*');
@@ -152,7 +113,7 @@ describe('a workspace run', () => {
     const { retryGate } = await import('../dist/index.js');
     // Make the criterion runnable: a program on PATH now exists under that name.
     const bin = mkdtempSync(join(tmpdir(), 'io-harness-bin-'));
-    cleanup.push(() => rmSync(bin, { recursive: true, force: true }));
+    later(() => rmSync(bin, { recursive: true, force: true }));
     writeFileSync(join(bin, 'io-harness-no-such-program'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
     const path = process.env.PATH;
     process.env.PATH = `${bin}:${path}`;
@@ -213,7 +174,7 @@ describe('OutputSchema in a run', () => {
     const root = project();
     const store = await openStore();
     const server = await ScriptedModelServer.start(turns([{ text: 'not json' }]));
-    cleanup.push(() => server.close());
+    later(() => server.close());
     const contract = TaskContract.workspace('summarise', root).withOutputSchema(schema).withRetries(0);
     const result = await runWith(
       contract,
@@ -333,7 +294,7 @@ describe('bad input, before anything runs', () => {
   it('writes nothing to the store when the contract is refused', async () => {
     const store = await openStore();
     const supervisor = await Supervisor.start(store);
-    cleanup.push(() => supervisor.close());
+    later(() => supervisor.close());
     expect(() =>
       supervisor.run({ contract: 'not a contract' as never, provider: { kind: 'openai', model: 'm', apiKey: 'k' } }),
     ).toThrow(/TaskContract/);

@@ -1,0 +1,74 @@
+/**
+ * Helpers the workspace tests share: a cleanup list run after each test, temp workspaces,
+ * stores, the scripted model server answering turn by turn, a driver process run to its
+ * end, and catching an error to look at its code.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach } from 'vitest';
+import { type HarnessError, type HttpProviderSpec, Store } from '../../dist/index.js';
+import { assistantTurns, type ModelScript, ScriptedModelServer } from '../../dist/testing/index.js';
+import { Driver, type DriverConfig, tempStorePath } from './processes.js';
+
+type Step = () => Promise<void> | void;
+const steps: Step[] = [];
+
+/** Runs `step` after the current test, newest first. */
+export function later(step: Step): void {
+  steps.push(step);
+}
+
+afterEach(async () => {
+  for (const step of steps.splice(0).reverse()) await step();
+});
+
+/** A temp directory holding `files`, removed after the test. */
+export function tempWorkspace(files: Record<string, string> = {}, prefix = 'io-harness-ws-'): string {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  later(() => rmSync(root, { recursive: true, force: true }));
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(root, name), content);
+  return root;
+}
+
+export async function openStore(path = tempStorePath()): Promise<Store> {
+  const store = await Store.open(path);
+  later(() => store.close());
+  return store;
+}
+
+export type Answer = Awaited<ReturnType<ModelScript>>;
+
+/** Answers from a list by turn; the last repeats. */
+export function turns(list: Answer[]): ModelScript {
+  return (call) => list[Math.min(assistantTurns(call), list.length - 1)] as Answer;
+}
+
+/** The scripted model server on loopback, and an OpenAI-wire provider for it. */
+export async function serve(
+  script: ModelScript,
+  model = 'gpt-scripted',
+): Promise<{ server: ScriptedModelServer; provider: HttpProviderSpec }> {
+  const server = await ScriptedModelServer.start(script);
+  later(() => server.close());
+  return {
+    server,
+    provider: { kind: 'openai', model, baseUrl: `${server.url}/v1`, apiKey: 'k', retry: { baseDelayMs: 1 } },
+  };
+}
+
+/** A driver process run to its exit. */
+export async function drive(config: DriverConfig): Promise<Driver> {
+  const driver = new Driver(config);
+  await driver.exited;
+  return driver;
+}
+
+export function thrown(fn: () => unknown): HarnessError {
+  try {
+    fn();
+  } catch (error) {
+    return error as HarnessError;
+  }
+  throw new Error('expected an error');
+}
