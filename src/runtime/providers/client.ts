@@ -421,7 +421,7 @@ function resolveKey(spec: HttpProviderSpec, envName: string | null, name: string
     throw new HarnessError(
       ErrorCode.ProviderLoadFailed,
       `${name}: no API key: this run's key was handed in directly and keys are never stored with a run. ` +
-        'Pass the provider again: supervisor.resume(rootId, { provider }).',
+        "Pass it again: supervisor.resume(rootId, { provider }) for the tree's model, or { reviewer } (and retryGate(store, runId, { reviewer })) for a review gate's.",
     );
   }
   const variable = spec.apiKeyEnv ?? envName;
