@@ -376,10 +376,10 @@ function insideWorkspace(program: string, ctx: Context): boolean {
 // ---------------------------------------------------------------------------------------
 // Glob intersection: could a deny pattern match an argv whose holes are filled somehow?
 
-type GlobToken = { star: true } | { any: true } | { ch: string };
+type GlobToken = { star: true } | { one: true } | { ch: string };
 
 function globTokens(pattern: string): GlobToken[] {
-  return [...pattern].map((ch) => (ch === '*' ? { star: true } : ch === '?' ? { any: true } : { ch }));
+  return [...pattern].map((ch) => (ch === '*' ? { star: true } : ch === '?' ? { one: true } : { ch }));
 }
 
 function literalTokens(text: string): GlobToken[] {
