@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { HarnessError, OpenAI, ProviderError } from '../dist/index.js';
 import { loadProvider, redactSpec } from '../dist/runtime/provider.js';
-import { anthropicWire, openAiWire } from '../dist/runtime/providers/wires.js';
+import { anthropicWire, openAiWire, toolCallsOf } from '../dist/runtime/providers/wires.js';
 import { ScriptedModelServer } from '../dist/testing/index.js';
 
 const saved = { ...process.env };
@@ -78,15 +78,41 @@ describe('the OpenAI decoder on odd but legal streams', () => {
     const decoder = openAiWire.decoder(config);
     const call = (item: Record<string, unknown>) =>
       sse({ id: 'x', choices: [{ index: 0, delta: { tool_calls: [item] }, finish_reason: null }] });
-    decoder.event(call({ index: 0, id: 'a', function: { name: 'first', arguments: '{"x":' } }));
-    decoder.event(call({ index: 0, function: { arguments: '1}' } }));
-    decoder.event(call({ index: 0, id: 'b', function: { name: 'second', arguments: '{"y":' } }));
-    decoder.event(call({ function: { arguments: '2}' } }));
-    decoder.event(sse({ id: 'x', choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }));
-    const ends = decoder.finish(false).filter((part) => part.type === 'tool-call-end');
+    const parts = [
+      ...decoder.event(call({ index: 0, id: 'a', function: { name: 'first', arguments: '{"x":' } })),
+      ...decoder.event(call({ index: 0, function: { arguments: '1}' } })),
+      ...decoder.event(call({ index: 0, id: 'b', function: { name: 'second', arguments: '{"y":' } })),
+      ...decoder.event(call({ function: { arguments: '2}' } })),
+      ...decoder.event(sse({ id: 'x', choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] })),
+      ...decoder.finish(false),
+    ];
+    const ends = parts.filter((part) => part.type === 'tool-call-end');
     expect(ends).toMatchObject([
       { id: 'a', name: 'first', args: { x: 1 } },
       { id: 'b', name: 'second', args: { y: 2 } },
+    ]);
+    // The first call ends as soon as the second begins, not at the close of the stream.
+    const types = parts.map((part) => part.type);
+    expect(types.indexOf('tool-call-end')).toBeLessThan(types.lastIndexOf('tool-call-start'));
+  });
+
+  it('ends a call again at the close when more of its arguments came after it was ended early; the later end stands', () => {
+    const decoder = openAiWire.decoder(config);
+    const call = (item: Record<string, unknown>) =>
+      sse({ id: 'x', choices: [{ index: 0, delta: { tool_calls: [item] }, finish_reason: null }] });
+    const parts = [
+      ...decoder.event(call({ index: 0, id: 'a', function: { name: 'first', arguments: '{"x":1}' } })),
+      ...decoder.event(call({ index: 1, id: 'b', function: { name: 'second', arguments: '{}' } })),
+      // A server interleaving: more for the first call after the second began.
+      ...decoder.event(call({ index: 0, function: { arguments: ' ' } })),
+      ...decoder.event(sse({ id: 'x', choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] })),
+      ...decoder.finish(false),
+    ];
+    const ends = parts.filter((part) => part.type === 'tool-call-end');
+    expect(ends.map((end) => end.id)).toEqual(['a', 'a', 'b']);
+    expect(toolCallsOf(ends)).toEqual([
+      { id: 'a', name: 'first', args: { x: 1 } },
+      { id: 'b', name: 'second', args: {} },
     ]);
   });
 });

@@ -287,6 +287,8 @@ class OpenAiDecoder implements WireDecoder {
   #last: number | null = null;
   /** The server's index for a call, where it reused one: ours. */
   readonly #alias = new Map<number, number>();
+  /** Calls ended as soon as the next began, with the arguments they were ended with. */
+  readonly #ended = new Map<number, string>();
   #done = false;
 
   /** An index no call has yet. */
@@ -335,6 +337,17 @@ class OpenAiDecoder implements WireDecoder {
             position = index;
           } else {
             position = index === null || this.#calls.has(index) ? this.#next() : index;
+            // The wire streams calls one after another: the one before is finished when the next
+            // begins, so it ends now (a caller can start a read-only call early). Should more of
+            // its arguments still come, it is ended again at the close, and that end stands.
+            const previous = this.#last === null ? undefined : this.#calls.get(this.#last);
+            if (previous && this.#last !== null && !this.#ended.has(this.#last)) {
+              const args = completeArguments(previous.args);
+              if (args) {
+                this.#ended.set(this.#last, previous.args);
+                parts.push({ type: 'tool-call-end', index: this.#last, id: previous.id, name: previous.name, args });
+              }
+            }
             call = { id: id ?? `call_${position}`, name: typeof fn.name === 'string' ? fn.name : '', args: '' };
             this.#calls.set(position, call);
             if (serverIndex !== null) this.#alias.set(serverIndex, position);
@@ -367,6 +380,7 @@ class OpenAiDecoder implements WireDecoder {
   #closing(): StreamPart[] {
     const parts: StreamPart[] = [];
     for (const [index, call] of [...this.#calls.entries()].sort((a, b) => a[0] - b[0])) {
+      if (this.#ended.get(index) === call.args) continue;
       parts.push({
         type: 'tool-call-end',
         index,
@@ -718,6 +732,22 @@ export const anthropicWire: Wire = {
 };
 
 /** Tool calls of a finished stream, in the order the model made them. */
+/** The calls of a completion, by index; where a call was ended twice, the later end stands. */
 export function toolCallsOf(ends: Extract<StreamPart, { type: 'tool-call-end' }>[]): ToolCall[] {
-  return [...ends].sort((a, b) => a.index - b.index).map((end) => ({ id: end.id, name: end.name, args: end.args }));
+  const last = new Map<number, Extract<StreamPart, { type: 'tool-call-end' }>>();
+  for (const end of ends) last.set(end.index, end);
+  return [...last.values()]
+    .sort((a, b) => a.index - b.index)
+    .map((end) => ({ id: end.id, name: end.name, args: end.args }));
+}
+
+/** Arguments that already parse as a JSON object, or null: a call is only ended early when they do. */
+function completeArguments(text: string): Record<string, unknown> | null {
+  if (text.trim() === '') return null;
+  try {
+    const value: unknown = JSON.parse(text);
+    return isObject(value) ? value : null;
+  } catch {
+    return null;
+  }
 }
