@@ -241,6 +241,81 @@ describe('an interrupted command', () => {
   }, 60_000);
 });
 
+describe('an interrupted retry', () => {
+  it('asks again when the command a person chose to retry is itself interrupted, instead of running it a third time', async () => {
+    const root = tempWorkspace();
+    const path = tempStorePath();
+    const argv = ['node', '-e', "require('fs').appendFileSync('starts.txt', 'x'); setTimeout(() => {}, 4000)"];
+    const base = {
+      store: path,
+      wireScript: 'workspace-command#commandScript',
+      options: { argv },
+      workspace: { goal: 'run it', root },
+    };
+    const store = await openStore(path);
+    const starts = () =>
+      existsSync(join(root, 'starts.txt')) ? readFileSync(join(root, 'starts.txt'), 'utf8').length : 0;
+    const killOnStart = async (config: Parameters<typeof drive>[0], count: number) => {
+      const driver = new Driver(config);
+      later(() => {
+        driver.child.kill('SIGKILL');
+      });
+      for (let i = 0; i < 500 && starts() < count; i++) await new Promise((r) => setTimeout(r, 20));
+      driver.child.kill('SIGKILL');
+      await driver.exited;
+      return driver;
+    };
+    const first = await killOnStart({ ...base, mode: 'run' }, 1);
+    const rootId = first.rootId as string;
+    expect((await drive({ ...base, mode: 'resume', rootId })).result?.status).toBe('paused');
+    const [asked] = store.questions({ status: 'open' });
+    answerQuestion(store, asked?.questionId as string, 'retry');
+    // The retry starts the command again (the second start), and that process dies too.
+    await killOnStart({ ...base, mode: 'resume', rootId }, 2);
+    const again = await drive({ ...base, mode: 'resume', rootId });
+    expect(again.result?.status, again.stderr).toBe('paused');
+    const open = store.questions({ status: 'open' });
+    expect(open).toHaveLength(1);
+    expect(open[0]?.questionId).not.toBe(asked?.questionId);
+    answerQuestion(store, open[0]?.questionId as string, 'skip');
+    expect((await drive({ ...base, mode: 'resume', rootId })).result?.status).toBe('finished');
+    expect(starts()).toBe(2);
+  }, 90_000);
+});
+
+describe('a pause after a spawn in the same step', () => {
+  it('settles the tree as paused, and a resume releases the child when the step commits', async () => {
+    const root = tempWorkspace();
+    const store = await openStore();
+    const script: ModelScript = (call) => {
+      const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
+      const task = String(messages.find((message) => message.role === 'user')?.content ?? '');
+      if (task.startsWith('helper')) return { text: 'helper done' };
+      return assistantTurns(call) === 0
+        ? {
+            text: 'spawn, then run',
+            toolCalls: [
+              { name: 'spawn_agent', args: { task: 'helper work', as: 'helper', wait: false } },
+              { name: 'exec', args: { argv: ['node', '--version'] } },
+            ],
+          }
+        : { text: 'root done' };
+    };
+    const { provider } = await serve(script);
+    const paused = await runWith(TaskContract.workspace('spawn and run', root), provider, store, Policy.default(), {
+      decide: () => 'defer',
+    });
+    expect(paused.outcome).toMatchObject({ kind: 'paused' });
+    const [question] = store.questions({ status: 'open' });
+    answerQuestion(store, question?.questionId as string, 'approve');
+    const supervisor = await Supervisor.start(store);
+    later(() => supervisor.close());
+    const tree = await (await supervisor.resume(paused.runId, { provider })).result;
+    expect(tree.status).toBe('finished');
+    expect(store.runs(paused.runId).find((run) => run.address === 'helper')?.status).toBe('finished');
+  });
+});
+
 describe('inherit and narrow', () => {
   it('gives a child its parent policy plus deny-only layers, and refuses a child that asks for more', async () => {
     const root = tempWorkspace();

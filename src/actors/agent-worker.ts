@@ -291,6 +291,7 @@ class Drive implements Effects {
       .slice(0, 32);
     if (
       run.lastSeq === 0 &&
+      !this.#start.resumed &&
       providerSpec.kind === 'fallback' &&
       providerSpec.refuseIfPrimaryUnreachable &&
       provider.probe
@@ -331,10 +332,9 @@ class Drive implements Effects {
     // A step a crash interrupted after it had written files (and that did not pause) is
     // re-run from the committed state: put those files back first.
     if (this.#workspace) {
+      // (A pause clears the images of what its step had done: those calls are not made again.)
       const images = reader.stepImages(run.runId, this.#seq);
-      const draft = reader.draft(run.runId);
-      const paused = draft !== null && draft.seq === this.#seq && draft.partial !== null;
-      if (images.length > 0 && !paused) {
+      if (images.length > 0) {
         const paths = this.#workspace.rollBack(images);
         await store.call('clearStepImages', { ...this.#fence, seq: this.#seq, paths, now: Date.now() });
       }
@@ -342,7 +342,9 @@ class Drive implements Effects {
 
     for (;;) {
       if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
-      const exhausted = this.#precheck(chain);
+      // A step picked up from a draft was admitted when it began: the time it spent paused is not charged.
+      const pending = reader.draft(run.runId);
+      const exhausted = pending && pending.seq === this.#seq ? null : this.#precheck(chain);
       if (exhausted) {
         await store.call('endRun', {
           ...this.#fence,
@@ -425,6 +427,7 @@ class Drive implements Effects {
         ? [...partial.calls]
         : [...attempts.map(failedCall), answeredCall(completion, provider.name)];
       const observations: Observation[] = partial ? [...partial.observations] : [];
+      let stopReason: string | null = null;
       for (const [index, call] of completion.toolCalls.entries()) {
         // Calls a paused step had already made are not made again.
         if (index < observations.length) continue;
@@ -440,6 +443,10 @@ class Drive implements Effects {
             result = await registry.dispatch(call.name, call.args, this, index);
           }
         } catch (signal) {
+          if (signal instanceof Pause && this.#cancelled) {
+            stopReason = 'cancelled by the supervisor';
+            break;
+          }
           if (signal instanceof Pause) {
             const partialNow: Partial = {
               observations,
@@ -461,7 +468,11 @@ class Drive implements Effects {
             });
             return 'paused';
           }
-          if (signal instanceof Stop) return this.#end('cancelled', signal.reason, this.#events);
+          if (signal instanceof Stop) {
+            // Ended by a person (a cancel, a cancelled plan, an aborted command): the step commits what it did.
+            stopReason = signal.reason;
+            break;
+          }
           throw signal;
         }
         if (result.refusal) {
@@ -478,7 +489,7 @@ class Drive implements Effects {
       }
       let final: { status: RunStatus; reply: string | null; reason?: string } | null =
         completion.toolCalls.length === 0 ? { status: 'finished' as const, reply: completion.text } : null;
-      if (final && judged && !this.#cancelled) {
+      if (final && judged && !this.#cancelled && stopReason === null) {
         const verdict = await this.#judge(contract, completion, spent, calls);
         if (verdict.feedback) {
           observations.push(verdict.feedback);
@@ -487,18 +498,14 @@ class Drive implements Effects {
           final = verdict.final;
         }
       }
-      if (this.#cancelled) {
+      if (this.#cancelled || stopReason !== null) {
         // A cancel mid-step commits what the step did (its writes are in the files, so their
         // diffs belong in the trace); the calls it did not reach say so.
+        const reason = stopReason ?? 'cancelled by the supervisor';
         for (const call of completion.toolCalls.slice(observations.filter((o) => !o.name.startsWith('@')).length)) {
-          observations.push({
-            callId: call.id,
-            name: call.name,
-            content: 'not run: the run was cancelled',
-            isError: true,
-          });
+          observations.push({ callId: call.id, name: call.name, content: `not run: ${reason}`, isError: true });
         }
-        final = { status: 'cancelled', reply: null, reason: 'cancelled by the supervisor' };
+        final = { status: 'cancelled', reply: null, reason };
       }
       const result = await store.call('commitStep', {
         ...this.#fence,
@@ -772,36 +779,55 @@ class Drive implements Effects {
    */
   async #intent(callIndex: number, kind: string, detail: string, run: () => Promise<ToolResult>): Promise<ToolResult> {
     const key = `${this.#run.runId}:${this.#seq}:${callIndex}`;
-    const questionId = this.#questionId('intent', callIndex);
-    const decided = this.#answered(questionId);
-    if (decided === 'abort') throw new Stop(`the operator aborted the run after an interrupted ${kind}: ${detail}`);
     const base = { ...this.#fence, seq: this.#seq, key };
-    if (decided === 'skip') {
-      const skipped: ToolResult = {
-        content: `${detail} was interrupted by a crash and the operator chose to skip it; it was not run again.`,
-        isError: true,
-      };
-      await store.call('finishIntent', {
-        ...base,
-        result: JSON.stringify(skipped),
-        outcome: 'skipped',
-        now: Date.now(),
-      });
-      return skipped;
+    const existing = reader.intent(key);
+    let again = false;
+    if (existing && existing.result === null) {
+      // Interrupted. The question names this start of it, so an answer covers that start
+      // only: a retry that is itself interrupted asks again rather than running a third time.
+      const questionId = `${this.#questionId('intent', callIndex)}@${existing.startedAt}`;
+      const decided = this.#answered(questionId);
+      if (decided === undefined) {
+        throw new Pause(
+          {
+            questionId,
+            kind: 'intent',
+            payload: { key, kind, detail, startedAt: existing.startedAt },
+            summary: `${kind} "${detail}" was running when the process died; retry, skip or abort?`,
+          },
+          [],
+        );
+      }
+      if (decided === 'abort') throw new Stop(`the operator aborted the run after an interrupted ${kind}: ${detail}`);
+      if (decided === 'skip') {
+        const skipped: ToolResult = {
+          content: `${detail} was interrupted by a crash and the operator chose to skip it; it was not run again.`,
+          isError: true,
+        };
+        await store.call('finishIntent', {
+          ...base,
+          result: JSON.stringify(skipped),
+          outcome: 'skipped',
+          now: Date.now(),
+        });
+        return skipped;
+      }
+      again = true;
     }
     const begun = await store.call('beginIntent', {
       ...base,
       kind,
       detail,
       completion: this.#completion as Completion,
-      again: decided === 'retry',
+      again,
       now: Date.now(),
     });
     if (begun.status === 'done') return JSON.parse(begun.result) as ToolResult;
     if (begun.status === 'in-flight') {
+      // Started by another attempt at this step since this one looked: ask about that start.
       throw new Pause(
         {
-          questionId,
+          questionId: `${this.#questionId('intent', callIndex)}@${begun.startedAt}`,
           kind: 'intent',
           payload: { key, kind, detail, startedAt: begun.startedAt },
           summary: `${kind} "${detail}" was running when the process died; retry, skip or abort?`,
@@ -833,17 +859,20 @@ class Drive implements Effects {
     const submitted: EventData = { type: 'plan-submitted', steps };
     const decision =
       stored ??
-      (await supervisor.request<PlanDecision>({
-        op: 'review-plan',
-        plan: { rootId: this.#run.rootId, runId: this.#run.runId, address: this.#run.address, steps },
-      }));
+      (await this.#unlessCancelled(
+        supervisor.request<PlanDecision>({
+          op: 'review-plan',
+          plan: { rootId: this.#run.rootId, runId: this.#run.runId, address: this.#run.address, steps },
+        }),
+      ));
     if (decision.decision === 'defer') {
       throw new Pause(
         { questionId, kind: 'plan', payload: { steps }, summary: `review the plan of ${steps.length} steps` },
         [submitted],
       );
     }
-    this.#events.push(submitted);
+    // A stored decision answers a plan whose submission is already in the trace (with the pause).
+    if (!stored) this.#events.push(submitted);
     const note = 'note' in decision && decision.note ? decision.note : null;
     if (decision.decision === 'cancel') {
       this.#events.push({ type: 'plan-decided', decision: 'cancel', steps, note });
@@ -865,15 +894,17 @@ class Drive implements Effects {
     const answer =
       typeof stored === 'string'
         ? stored
-        : await supervisor.request<string | { defer: true }>({
-            op: 'ask-operator',
-            question: {
-              rootId: this.#run.rootId,
-              runId: this.#run.runId,
-              address: this.#run.address,
-              question: args.question,
-            },
-          });
+        : await this.#unlessCancelled(
+            supervisor.request<string | { defer: true }>({
+              op: 'ask-operator',
+              question: {
+                rootId: this.#run.rootId,
+                runId: this.#run.runId,
+                address: this.#run.address,
+                question: args.question,
+              },
+            }),
+          );
     if (typeof answer !== 'string') {
       throw new Pause(
         { questionId, kind: 'question', payload: { question: args.question }, summary: args.question },

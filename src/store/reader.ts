@@ -381,7 +381,8 @@ export class TraceReader {
   /** Runs of a tree not yet in a terminal state. */
   liveCount(rootId: string): number {
     const row = this.#statements
-      .get(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('pending', 'queued', 'running')`)
+      // Reserved children (pending) are live only through their parent, which is running or paused.
+      .get(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('queued', 'running')`)
       .get(rootId) as { n: number };
     return row.n;
   }
@@ -557,21 +558,18 @@ export class TraceReader {
     }));
   }
 
+  /** One journaled effect by its key (run:seq:call), or null. */
+  intent(key: string): IntentRecord | null {
+    const row = this.#statements.get('SELECT * FROM intents WHERE effect_key = ?').get(key) as Row | undefined;
+    return row ? toIntent(row) : null;
+  }
+
   /** The effects a run journaled before starting them. */
   intents(runId: string): IntentRecord[] {
     const rows = this.#statements
       .get('SELECT * FROM intents WHERE run_id = ? ORDER BY seq, started_at, effect_key')
       .all(runId) as Row[];
-    return rows.map((row) => ({
-      key: row.effect_key as string,
-      runId: row.run_id as string,
-      seq: row.seq as number,
-      kind: row.kind as string,
-      detail: row.detail as string,
-      startedAt: row.started_at as number,
-      result: (row.result as string | null) ?? null,
-      finishedAt: (row.finished_at as number | null) ?? null,
-    }));
+    return rows.map(toIntent);
   }
 
   /** The spec a run was started with (provider and system prompt). */
@@ -612,5 +610,18 @@ function toQuestion(row: Row): QuestionRecord {
     answeredBy: (row.answered_by as string | null) ?? null,
     createdAt: row.created_at as number,
     answeredAt: (row.answered_at as number | null) ?? null,
+  };
+}
+
+function toIntent(row: Row): IntentRecord {
+  return {
+    key: row.effect_key as string,
+    runId: row.run_id as string,
+    seq: row.seq as number,
+    kind: row.kind as string,
+    detail: row.detail as string,
+    startedAt: row.started_at as number,
+    result: (row.result as string | null) ?? null,
+    finishedAt: (row.finished_at as number | null) ?? null,
   };
 }

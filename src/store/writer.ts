@@ -1125,7 +1125,15 @@ export class StoreWriter {
       const run = this.#run(child_run_id);
       this.#finish(run, run.generation, 0, 'cancelled', null, 'cancelled while queued', input.now, []);
     }
-    return { cancelled: rows.map((row) => row.child_run_id) };
+    // A run paused on a person is not being driven either: a cancelled tree does not leave it to be resumed.
+    const paused = this.#statements
+      .get(`SELECT run_id FROM runs WHERE root_id = ? AND status = 'paused' ORDER BY created_at`)
+      .all(input.rootId) as { run_id: string }[];
+    for (const { run_id } of paused) {
+      const run = this.#run(run_id);
+      this.#finish(run, run.generation, run.last_seq, 'cancelled', null, 'cancelled while paused', input.now, []);
+    }
+    return { cancelled: [...rows.map((row) => row.child_run_id), ...paused.map((row) => row.run_id)] };
   }
 
   #send(run: RunRow, seq: number, generation: number, msgId: string, message: SentMessage, now: number): void {

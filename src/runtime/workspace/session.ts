@@ -289,15 +289,31 @@ export class WorkspaceSession {
       const reason = `${act.kind === 'exec' ? 'the command' : act.kind} is refused: ${check.reason}${check.layer ? ` (layer ${check.layer})` : ''}.`;
       return { content: reason, isError: true, refusal: { rule, reason, layer: check.layer ?? 'boundary' } };
     }
-    const asking = check.decisions.find((decision) => decision.effect === 'ask') as
-      | Extract<Decision, { effect: 'ask' }>
-      | undefined;
-    if (!asking) {
+    const asking = check.decisions.filter((decision) => decision.effect === 'ask') as Extract<
+      Decision,
+      { effect: 'ask' }
+    >[];
+    if (asking.length === 0) {
       for (const decision of check.decisions) this.#record(decision.subject, act.kind, decision);
       return null;
     }
-    const others = check.decisions.filter((decision) => decision !== asking);
-    return this.#settle(act, asking, others, callIndex);
+    // One question covers every stage that asks, and names them all: the answer is for the whole command.
+    const question: Extract<Decision, { effect: 'ask' }> =
+      asking.length === 1
+        ? (asking[0] as Extract<Decision, { effect: 'ask' }>)
+        : {
+            effect: 'ask',
+            rule: [...new Set(asking.map((decision) => decision.rule))].join(' + '),
+            layer: [...new Set(asking.map((decision) => decision.layer))].join(' + '),
+            subject: asking.map((decision) => decision.subject).join(' | '),
+          };
+    const answer = await this.#host.ask(act, question, callIndex);
+    for (const decision of check.decisions) {
+      this.#record(decision.subject, act.kind, decision, decision.effect === 'ask' ? answer : undefined);
+    }
+    if (answer === 'approve') return null;
+    const reason = `${act.kind} ${question.subject} needs approval (${question.rule}, layer ${question.layer}) and the approver denied it.`;
+    return { content: reason, isError: true, refusal: { rule: question.rule, reason, layer: question.layer } };
   }
 
   #record(subject: string, act: Act['kind'], decision: Decision, answer?: 'approve' | 'deny'): void {
