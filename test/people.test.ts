@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { answerQuestion, type PlanDecision, Policy, runWith, Supervisor, TaskContract } from '../dist/index.js';
 import { assistantTurns, type ModelScript } from '../dist/testing/index.js';
 import { Driver, tempStorePath } from './support/processes.js';
-import { drive, later, openStore, serve, tempWorkspace, thrown, turns } from './support/workspace.js';
+import { drive, later, openStore, serve, taskOf, tempWorkspace, thrown, turns } from './support/workspace.js';
 
 describe('a deferred approval', () => {
   it('pauses the run; another process answers after the first exited; the first answer wins; resume continues', async () => {
@@ -288,8 +288,7 @@ describe('a pause after a spawn in the same step', () => {
     const root = tempWorkspace();
     const store = await openStore();
     const script: ModelScript = (call) => {
-      const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
-      const task = String(messages.find((message) => message.role === 'user')?.content ?? '');
+      const task = taskOf(call);
       if (task.startsWith('helper')) return { text: 'helper done' };
       return assistantTurns(call) === 0
         ? {
@@ -321,8 +320,7 @@ describe('inherit and narrow', () => {
     const root = tempWorkspace();
     const store = await openStore();
     const script: ModelScript = (call) => {
-      const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
-      const task = String(messages.find((message) => message.role === 'user')?.content ?? '');
+      const task = taskOf(call);
       if (task.startsWith('write src')) {
         return assistantTurns(call) === 0
           ? { text: 'writing', toolCalls: [{ name: 'write_file', args: { path: 'src/x.txt', content: 'x\n' } }] }

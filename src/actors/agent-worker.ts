@@ -10,7 +10,7 @@ import {
   type SpawnArgs,
 } from '../runtime/agent-tools.js';
 import type { ContractData } from '../runtime/contract/contract.js';
-import type { EventData, PlanStep, QuestionKind, RunStatus } from '../runtime/events.js';
+import type { DrawAmount, EventData, PlanStep, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { ApprovalAnswer, PlanDecision } from '../runtime/policy/approval.js';
 import { type Act, type Decision, Policy, type PolicyData } from '../runtime/policy/policy.js';
 import {
@@ -30,6 +30,7 @@ import {
   gateEvent,
   gateFeedback,
   REVIEW_PREFIX,
+  writingModels,
 } from '../runtime/verify/gate.js';
 import { type PersonEffects, personTools } from '../runtime/workspace/person-tools.js';
 import {
@@ -39,7 +40,7 @@ import {
   type WorkspaceToolName,
   workspaceTools,
 } from '../runtime/workspace/session.js';
-import { type RunRecord, TraceReader } from '../store/reader.js';
+import { type LedgerAccount, type RunRecord, TraceReader } from '../store/reader.js';
 import type { FileDiff, ModelCallRecord, Observation, QuestionInput, SentMessage } from '../store/writer.js';
 import type { AgentInput, AgentOutput, AgentRequestBody, AgentWorkerData, RunExit, WaitChildResult } from './agent.js';
 import { type Endpoint, RequestClient } from './protocol.js';
@@ -342,9 +343,11 @@ class Drive implements Effects {
 
     for (;;) {
       if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
-      // A step picked up from a draft was admitted when it began: the time it spent paused is not charged.
-      const pending = reader.draft(run.runId);
-      const exhausted = pending && pending.seq === this.#seq ? null : this.#precheck(chain);
+      // A step whose effects had begun (a journaled command, a pause) acts on the completion it had;
+      // it was admitted when it began, so the time it spent paused is not charged.
+      const draft = reader.draft(run.runId);
+      const replay = draft && draft.seq === this.#seq ? draft : null;
+      const exhausted = replay ? null : this.#precheck(chain);
       if (exhausted) {
         await store.call('endRun', {
           ...this.#fence,
@@ -357,9 +360,6 @@ class Drive implements Effects {
         return 'budget-exhausted';
       }
       this.#early = new Map();
-      // A step whose effects had begun (a journaled command, a pause) acts on the completion it had.
-      const draft = reader.draft(run.runId);
-      const replay = draft && draft.seq === this.#seq ? draft : null;
       const partial = (replay?.partial ?? null) as Partial | null;
       let completion: Completion;
       try {
@@ -640,14 +640,7 @@ class Drive implements Effects {
           patch: committed + pending,
           reply: completion.text,
           writerModels: [
-            ...new Set([
-              completion.model,
-              // Every model that worked on the tree's change; a reviewer's own calls are not writing.
-              ...reader
-                .modelCalls({ rootId: this.#run.rootId })
-                .filter((call) => !call.provider.startsWith(REVIEW_PREFIX))
-                .map((call) => call.model),
-            ]),
+            ...new Set([completion.model, ...writingModels(reader.modelCalls({ rootId: this.#run.rootId }))]),
           ],
         },
         this.#abort.signal,
@@ -933,28 +926,8 @@ class Drive implements Effects {
     const draw = { steps: 1, tokens: completion.usage.inputTokens + completion.usage.outputTokens };
     for (const id of chain) {
       const account = reader.account(id);
-      if (!account) continue;
-      const { steps, tokens } = account.ceilings;
-      if (steps !== null && account.spent.steps + draw.steps > steps) {
-        return {
-          type: 'budget-exhausted',
-          draw,
-          ceiling: 'steps',
-          account: id,
-          spent: account.spent.steps,
-          limit: steps,
-        };
-      }
-      if (tokens !== null && account.spent.tokens + draw.tokens > tokens) {
-        return {
-          type: 'budget-exhausted',
-          draw,
-          ceiling: 'tokens',
-          account: id,
-          spent: account.spent.tokens,
-          limit: tokens,
-        };
-      }
+      const crossed = account ? ceilingCrossed(account, draw) : null;
+      if (crossed) return crossed;
     }
     return null;
   }
@@ -987,17 +960,9 @@ class Drive implements Effects {
     for (const id of chain) {
       const account = reader.account(id);
       if (!account) continue;
-      const { steps, wallMs } = account.ceilings;
-      if (steps !== null && account.spent.steps + 1 > steps) {
-        return {
-          type: 'budget-exhausted',
-          draw: { steps: 1, tokens: 0 },
-          ceiling: 'steps',
-          account: id,
-          spent: account.spent.steps,
-          limit: steps,
-        };
-      }
+      const crossed = ceilingCrossed(account, { steps: 1, tokens: 0 });
+      if (crossed) return crossed;
+      const { wallMs } = account.ceilings;
       if (wallMs !== null) {
         const started = id === this.#run.runId ? this.#run.createdAt : (reader.run(id)?.createdAt ?? now);
         if (now - started >= wallMs) {
@@ -1241,6 +1206,35 @@ function appendStep(transcript: TranscriptEntry[], completion: Completion, obser
 /** Arguments compared as JSON with sorted keys. */
 function sameArguments(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
   return canonical(a) === canonical(b);
+}
+
+/** The steps or tokens ceiling of one account a draw would cross, as the event that says so. */
+function ceilingCrossed(
+  account: LedgerAccount,
+  draw: DrawAmount,
+): Extract<EventData, { type: 'budget-exhausted' }> | null {
+  const { steps, tokens } = account.ceilings;
+  if (steps !== null && account.spent.steps + draw.steps > steps) {
+    return {
+      type: 'budget-exhausted',
+      draw,
+      ceiling: 'steps',
+      account: account.runId,
+      spent: account.spent.steps,
+      limit: steps,
+    };
+  }
+  if (tokens !== null && draw.tokens > 0 && account.spent.tokens + draw.tokens > tokens) {
+    return {
+      type: 'budget-exhausted',
+      draw,
+      ceiling: 'tokens',
+      account: account.runId,
+      spent: account.spent.tokens,
+      limit: tokens,
+    };
+  }
+  return null;
 }
 
 /** The environment variables a provider spec reads keys from (fallback members included). */

@@ -42,7 +42,7 @@ import type {
 import { Policy } from '../runtime/policy/policy.js';
 import { type ProviderSpec, redactSpec } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
-import { evaluateCommandGate, evaluateReviewGate, gateEvent, REVIEW_PREFIX } from '../runtime/verify/gate.js';
+import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
 import type { Store } from '../store/store.js';
@@ -343,14 +343,7 @@ export class Supervisor {
               goal: contract.goal,
               patch: this.store.patch(runId),
               reply: run.reply ?? '',
-              writerModels: [
-                ...new Set(
-                  this.store
-                    .modelCalls({ rootId: run.rootId })
-                    .filter((call) => !call.provider.startsWith(REVIEW_PREFIX))
-                    .map((call) => call.model),
-                ),
-              ],
+              writerModels: writingModels(this.store.modelCalls({ rootId: run.rootId })),
             },
           );
     const events = [gateEvent(evaluation, true), ...(evaluation.output ? [evaluation.output] : [])];

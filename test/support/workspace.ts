@@ -44,6 +44,12 @@ export function turns(list: Answer[]): ModelScript {
   return (call) => list[Math.min(assistantTurns(call), list.length - 1)] as Answer;
 }
 
+/** The task of the agent a call comes from: its first user turn (OpenAI wire). */
+export function taskOf(call: Parameters<ModelScript>[0]): string {
+  const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
+  return String(messages.find((message) => message.role === 'user')?.content ?? '');
+}
+
 /** The scripted model server on loopback, and an OpenAI-wire provider for it. */
 export async function serve(
   script: ModelScript,

@@ -273,8 +273,13 @@ export function resolvePath(path: string, root: string): string {
   const real = realTarget(resolve(realRoot, path.normalize('NFC'))).normalize('NFC');
   const inside = relative(realRoot, real);
   if (inside === '') return '.';
-  if (inside !== '..' && !inside.startsWith(`..${sep}`) && !isAbsolute(inside)) return inside.split(sep).join('/');
+  if (!escapes(inside)) return inside.split(sep).join('/');
   return real.split(sep).join('/');
+}
+
+/** True when a path relative to a directory leads out of it (`..`, `../x`, or another root). */
+export function escapes(relativePath: string): boolean {
+  return relativePath === '..' || relativePath.startsWith(`..${sep}`) || isAbsolute(relativePath);
 }
 
 /**
@@ -282,7 +287,7 @@ export function resolvePath(path: string, root: string): string {
  * rest — and a dangling link on the way is followed to the target it would create, so a
  * link cannot hide where a write lands.
  */
-function realTarget(absolute: string, hops = 0): string {
+export function realTarget(absolute: string, hops = 0): string {
   // The common case, a path that exists, in one system call.
   try {
     return realpathSync.native(absolute);

@@ -12,6 +12,11 @@ import { type Completion, loadProvider, type ProviderSpec } from '../provider.js
 /** Accounting rows of a reviewer's calls carry this before the provider's name. */
 export const REVIEW_PREFIX = 'review:';
 
+/** The models that worked on a tree's change, from its accounting rows: every model but a reviewer's. */
+export function writingModels(calls: readonly { provider: string; model: string }[]): string[] {
+  return [...new Set(calls.filter((call) => !call.provider.startsWith(REVIEW_PREFIX)).map((call) => call.model))];
+}
+
 export interface GateEvaluation {
   criterion: 'command' | 'review';
   verdict: GateVerdict;

@@ -13,6 +13,7 @@ import type { RestorePoint, TraceReader } from '../../store/reader.js';
 import { openWriter } from '../../store/schema.js';
 import { StoreWriter } from '../../store/writer.js';
 import { isTerminal } from '../events.js';
+import { escapes, realTarget } from '../policy/policy.js';
 import { reverseApply } from './diffs.js';
 
 export interface RewoundFile {
@@ -40,7 +41,7 @@ function workspaceRoot(workspace: string): string {
 function relativePath(root: string, path: string): string {
   const absolute = isAbsolute(path) ? path : resolve(root, path);
   const inside = relative(root, absolute);
-  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
+  if (inside === '' || escapes(inside)) {
     throw new InvalidArgumentError(`${path} is not a file inside the workspace ${root}.`);
   }
   return inside.split(sep).join('/');
@@ -76,24 +77,11 @@ function assertSameWorkspace(root: string, recorded: string): void {
   }
 }
 
-/** Where a path really leads: the real path of its deepest existing ancestor, plus the rest. */
-function realTarget(absolute: string): string {
-  let existing = absolute;
-  const rest: string[] = [];
-  while (!existsSync(existing)) {
-    const parent = dirname(existing);
-    if (parent === existing) break;
-    rest.unshift(existing.slice(parent.length + 1));
-    existing = parent;
-  }
-  return resolve(realpathSync(existing), ...rest);
-}
-
 function putBack(root: string, path: string, content: Buffer | null): RewoundFile['action'] {
   const absolute = resolve(root, path);
   // A directory swapped for a link since the run must not carry the rewind out of the workspace.
   const inside = relative(root, realTarget(absolute));
-  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
+  if (inside === '' || escapes(inside)) {
     throw new HarnessError(
       ErrorCode.RewindConflict,
       `${path} now leads outside the workspace (a link was put in its way); nothing was written there. Remove the link and rewind again.`,
