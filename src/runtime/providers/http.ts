@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { ProviderError } from './types.js';
 
@@ -92,27 +92,167 @@ function headerPairs(headers: Record<string, string | string[] | undefined>): [s
   return pairs;
 }
 
-/** The live transport: undici over one shared keep-alive agent. */
+/**
+ * The live transport: undici over one shared keep-alive agent, through its dispatcher
+ * interface rather than `request()`. Each chunk of the body goes straight from undici's
+ * parser to a small queue the caller iterates: no Readable stream and no async iterator
+ * of one between the socket and the decoder. On a long completion that machinery cost
+ * more than our parsing and decoding together (docs/MEASUREMENTS.md).
+ */
 export const undiciTransport: Transport = {
-  async send(wire, provider, signal) {
-    try {
-      const response = await request(wire.url, {
-        method: wire.method,
-        headers: wire.headers,
-        body: wire.body,
-        signal,
-        dispatcher: agent(),
-      });
-      return {
-        status: response.statusCode,
-        headers: headerPairs(response.headers as Record<string, string | string[] | undefined>),
-        body: response.body,
+  send(wire, provider, signal) {
+    return new Promise<WireResponse>((resolve, reject) => {
+      if (signal?.aborted) return reject(connectionError(signal.reason, provider, signal));
+      const body = new BodyQueue();
+      let started = false;
+      const onAbort = () => {
+        // Still waiting for a connection (the pool is busy, or the connect is slow): the
+        // caller hears at once, and the request is dropped once undici reaches it.
+        if (body.controller === null) reject(connectionError(signal?.reason, provider, signal));
+        else body.controller.abort(signal?.reason);
       };
-    } catch (error) {
-      throw connectionError(error, provider, signal);
-    }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const settle = () => signal?.removeEventListener('abort', onAbort);
+      try {
+        const url = new URL(wire.url);
+        agent().dispatch(
+          {
+            origin: url.origin,
+            path: `${url.pathname}${url.search}`,
+            method: wire.method,
+            headers: wire.headers,
+            body: wire.body ?? null,
+          },
+          {
+            onRequestStart(controller) {
+              body.controller = controller;
+              if (signal?.aborted) controller.abort(signal.reason);
+            },
+            onResponseStart(_controller, statusCode, headers) {
+              // An interim answer (100 Continue, 102 Processing, 103 Early Hints) is not the answer.
+              if (statusCode < 200) return;
+              started = true;
+              resolve({
+                status: statusCode,
+                headers: headerPairs(headers as Record<string, string | string[] | undefined>),
+                body,
+              });
+            },
+            onResponseData(_controller, chunk) {
+              body.push(chunk);
+            },
+            onResponseEnd() {
+              settle();
+              body.end();
+            },
+            onResponseError(_controller, error) {
+              settle();
+              if (started) body.fail(error);
+              else reject(connectionError(error, provider, signal));
+            },
+          },
+        );
+      } catch (error) {
+        // A URL that does not parse, or options undici refuses: no answer can come.
+        settle();
+        reject(connectionError(error, provider, signal));
+      }
+    });
   },
 };
+
+/** What undici's dispatcher hands a handler to steer the response with. */
+interface DispatchController {
+  pause(): void;
+  resume(): void;
+  abort(reason: unknown): void;
+}
+
+/** Chunks held before undici is asked to stop reading the socket until the caller catches up. */
+const HIGH_WATER = 16;
+
+/**
+ * A response body as undici's dispatcher delivers it: chunks queued as they come, read
+ * by one `for await`. Reading pauses the socket when the caller falls behind and resumes
+ * it when the caller catches up; a caller that stops early aborts the request, so the
+ * connection is closed instead of being left with an unread answer.
+ */
+class BodyQueue implements AsyncIterable<Uint8Array> {
+  controller: DispatchController | null = null;
+  readonly #chunks: Uint8Array[] = [];
+  #head = 0;
+  #ended = false;
+  #failure: { error: unknown } | null = null;
+  #wake: (() => void) | null = null;
+  #paused = false;
+  #iterated = false;
+
+  push(chunk: Uint8Array): void {
+    this.#chunks.push(chunk);
+    if (this.#chunks.length - this.#head >= HIGH_WATER && this.controller && !this.#paused) {
+      this.#paused = true;
+      this.controller.pause();
+    }
+    this.#signal();
+  }
+
+  end(): void {
+    this.#ended = true;
+    this.#signal();
+  }
+
+  fail(error: unknown): void {
+    this.#failure ??= { error };
+    this.#signal();
+  }
+
+  #signal(): void {
+    const wake = this.#wake;
+    this.#wake = null;
+    wake?.();
+  }
+
+  #take(): Uint8Array {
+    const chunk = this.#chunks[this.#head] as Uint8Array;
+    this.#chunks[this.#head] = EMPTY;
+    this.#head++;
+    if (this.#head === this.#chunks.length) {
+      this.#chunks.length = 0;
+      this.#head = 0;
+    }
+    if (this.#paused && this.#chunks.length - this.#head < HIGH_WATER / 2) {
+      this.#paused = false;
+      this.controller?.resume();
+    }
+    return chunk;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+    if (this.#iterated) throw new Error('a response body can be read once');
+    this.#iterated = true;
+    return {
+      next: async (): Promise<IteratorResult<Uint8Array>> => {
+        for (;;) {
+          if (this.#head < this.#chunks.length) return { value: this.#take(), done: false };
+          if (this.#failure !== null) throw this.#failure.error;
+          if (this.#ended) return { value: undefined, done: true };
+          await new Promise<void>((resolve) => {
+            this.#wake = resolve;
+          });
+        }
+      },
+      return: async (): Promise<IteratorResult<Uint8Array>> => {
+        if (!this.#ended && this.#failure === null)
+          this.controller?.abort(new Error('the response body was not read to its end'));
+        this.#chunks.length = 0;
+        this.#head = 0;
+        return { value: undefined, done: true };
+      },
+    };
+  }
+}
+
+const EMPTY = new Uint8Array(0);
 
 /**
  * The failure a body read error stands for: a cancel, or a stream the vendor had started
