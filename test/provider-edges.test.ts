@@ -67,6 +67,31 @@ describe('the OpenAI decoder on odd but legal streams', () => {
     ).toThrow(ProviderError);
   });
 
+  it('learns no template from an event that says more than its text, however its JSON is spaced or nested', () => {
+    const decoder = openAiWire.decoder(config);
+    expect(text(decoder.event(sse(learn)))).toBe('a');
+    // Spaced JSON: the finish reason after the text must not become part of a "plain" template.
+    const spaced = '{"id":"x","choices":[{"index":0,"delta":{"content":"z"},"finish_reason": "stop"}]}';
+    expect(text(decoder.event({ event: null, data: spaced, id: null }))).toBe('z');
+    expect(decoder.finish(false).at(-1)).toEqual({ type: 'end', finishReason: 'stop' });
+    // The marker inside another object: the gap the template would leave is not the text.
+    const nested = openAiWire.decoder(config);
+    const event = (meta: string) =>
+      `{"meta":{"delta":{"content":"${meta}"}},"choices":[{"index":0,"delta":{"content":"A"},"finish_reason":null}]}`;
+    expect(text(nested.event({ event: null, data: event('A'), id: null }))).toBe('A');
+    expect(text(nested.event({ event: null, data: event('B'), id: null }))).toBe('A');
+  });
+
+  it('learns no Anthropic template from an event whose own type is not a delta', () => {
+    const decoder = anthropicWire.decoder({ ...config, name: 'anthropic' });
+    const error = {
+      type: 'error',
+      delta: { type: 'text_delta', text: 'x' },
+      error: { type: 'overloaded_error', message: 'busy' },
+    };
+    expect(() => decoder.event(sse(error, 'content_block_delta'))).toThrow(ProviderError);
+  });
+
   it('refuses a raw control character as the full parse does', () => {
     const decoder = openAiWire.decoder(config);
     decoder.event(sse(learn));

@@ -112,16 +112,16 @@ function joinUrl(base: string, path: string): string {
  */
 class PlainText {
   readonly #marker: string;
-  readonly #absent: readonly string[];
+  readonly #plain: PlainCheck;
   /** The template: what comes before and after the text of a plain event ('' until learned). */
   #prefix = '';
   #suffix = '';
   /** The fast lane's pattern for each framing (`head`), built from the template. */
   readonly #patterns = new Map<string, RegExp>();
 
-  constructor(marker: string, absent: readonly string[]) {
+  constructor(marker: string, plain: PlainCheck) {
     this.#marker = marker;
-    this.#absent = absent;
+    this.#plain = plain;
   }
 
   read(data: string): string | null {
@@ -179,15 +179,26 @@ class PlainText {
       quote = data.indexOf('"', quote + 1);
     }
     if (data.charCodeAt(quote + 1) !== 125) return null;
-    // Anywhere in the event, before the text or after it (a quoted field name cannot occur
-    // inside the text, whose quotes are escaped).
-    for (const text of this.#absent) if (data.indexOf(text) >= 0) return null;
     if (hasControl(data.slice(start, quote))) return null;
     const prefix = data.slice(0, start);
     const suffix = data.slice(quote);
-    if (prefix !== this.#prefix || suffix !== this.#suffix) this.#patterns.clear();
-    this.#prefix = prefix;
-    this.#suffix = suffix;
+    if (prefix !== this.#prefix || suffix !== this.#suffix) {
+      // A new template is proved, not guessed: the event with a probe in place of its text
+      // must parse to a plain text delta whose text is the probe. That holds the template's
+      // gap to be the text itself, and the rest to say nothing else (no finish reason, no
+      // usage, no error, no call), however the vendor spaces or orders its JSON; every event
+      // that matches the template then means what the probe means, with its own text.
+      let probe: unknown;
+      try {
+        probe = JSON.parse(`${prefix}${PROBE}${suffix}`);
+      } catch {
+        return null;
+      }
+      if (!this.#plain(probe, PROBE)) return null;
+      this.#patterns.clear();
+      this.#prefix = prefix;
+      this.#suffix = suffix;
+    }
     return jsonStringText(data.slice(start, quote));
   }
 }
@@ -231,11 +242,31 @@ function jsonStringText(raw: string): string | null {
   }
 }
 
+/**
+ * Whether a parsed event is a plain text delta carrying `text` and nothing else: what the
+ * decoder's full parse would read as that one text delta, changing nothing more.
+ */
+type PlainCheck = (event: unknown, text: string) => boolean;
+
+/** The text put in a candidate template's gap to prove what the gap is. */
+const PROBE = 'io-harness template probe';
+
 const OPENAI_TEXT = '"delta":{"content":"';
 // A mid-stream error carries a finish reason (OpenRouter: "error") or no text delta at all.
-const OPENAI_NOT_PLAIN = ['"finish_reason":"', '"usage":{', '"error":{'] as const;
+const openAiPlain: PlainCheck = (chunk, text) => {
+  if (!isObject(chunk) || (chunk.error !== undefined && chunk.error !== null) || isObject(chunk.usage)) return false;
+  const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
+  if (!isObject(choice) || typeof choice.finish_reason === 'string' || !isObject(choice.delta)) return false;
+  const delta = choice.delta;
+  return delta.content === text && !(Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0);
+};
 const ANTHROPIC_TEXT = '"delta":{"type":"text_delta","text":"';
-const ANTHROPIC_NOT_PLAIN = [] as const;
+// Read only for an event named content_block_delta; the payload's own type wins where it has one.
+const anthropicPlain: PlainCheck = (payload, text) => {
+  if (!isObject(payload)) return false;
+  if (typeof payload.type === 'string' && payload.type !== 'content_block_delta') return false;
+  return isObject(payload.delta) && payload.delta.type === 'text_delta' && payload.delta.text === text;
+};
 
 // ---------------------------------------------------------------- OpenAI chat completions
 
@@ -277,7 +308,7 @@ function openAiUsage(usage: Json): CallUsage {
 
 class OpenAiDecoder implements WireDecoder {
   readonly #provider: string;
-  readonly #plain = new PlainText(OPENAI_TEXT, OPENAI_NOT_PLAIN);
+  readonly #plain = new PlainText(OPENAI_TEXT, openAiPlain);
 
   scan(text: string, onText: (text: string) => void): number {
     return this.#plain.scan(text, 'data: ', onText);
@@ -534,7 +565,7 @@ function anthropicMessages(transcript: readonly TranscriptEntry[]): Json[] {
 
 class AnthropicDecoder implements WireDecoder {
   readonly #provider: string;
-  readonly #plain = new PlainText(ANTHROPIC_TEXT, ANTHROPIC_NOT_PLAIN);
+  readonly #plain = new PlainText(ANTHROPIC_TEXT, anthropicPlain);
 
   scan(text: string, onText: (text: string) => void): number {
     return this.#plain.scan(text, 'event: content_block_delta\ndata: ', onText);
