@@ -1,5 +1,5 @@
 /** Edges of the provider layer: keys that must not travel, decoders against odd but legal streams, retry limits. */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { HarnessError, OpenAI, ProviderError } from '../dist/index.js';
 import { loadProvider, redactSpec } from '../dist/runtime/provider.js';
 import { anthropicWire, openAiWire, toolCallsOf } from '../dist/runtime/providers/wires.js';
@@ -193,5 +193,261 @@ describe('retry limits', () => {
     expect(error?.statusCode).toBe(429);
     expect(server.calls).toHaveLength(1);
     expect(error?.details.attempts).toMatchObject([{ statusCode: 429, next: 'none' }]);
+  });
+});
+
+describe('what a caller does with a completion', () => {
+  const request = {
+    system: 's',
+    transcript: [{ role: 'user' as const, text: 'hi' }],
+    tools: [],
+    metadata: { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 },
+  };
+
+  it('lets an error thrown by a hook reach the caller as it is, without asking the model again', async () => {
+    // Two calls: the first ends (and reaches the hook) while the body is still being read.
+    server = await ScriptedModelServer.start(() => ({
+      toolCalls: [
+        { name: 'read_file', args: { path: 'a' } },
+        { name: 'read_file', args: { path: 'b' } },
+      ],
+    }));
+    const provider = await loadProvider({ kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const broken = new Error('the hook broke');
+    const error = await provider
+      .complete(request, undefined, {
+        onToolCall() {
+          throw broken;
+        },
+      })
+      .then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+    expect(error).toBe(broken);
+    expect(server.calls).toHaveLength(1);
+  });
+
+  it('ends the request when the caller stops reading a stream', async () => {
+    const { createServer } = await import('node:http');
+    const closed = new Promise<void>((resolve) => {
+      const http = createServer((incoming, response) => {
+        incoming.resume();
+        response.writeHead(200, { 'content-type': 'text/event-stream' });
+        response.write(`data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta: { content: 'hi' } }] })}\n\n`);
+        // and nothing more: only the caller can end this
+        response.on('close', () => {
+          http.close();
+          resolve();
+        });
+      });
+      http.listen(0, '127.0.0.1', async () => {
+        const port = (http.address() as { port: number }).port;
+        const provider = (await loadProvider({
+          kind: 'openai',
+          model: 'm',
+          baseUrl: `http://127.0.0.1:${port}/v1`,
+          apiKey: 'k',
+        })) as unknown as { stream(r: typeof request): AsyncIterable<{ type: string }> };
+        for await (const part of provider.stream(request)) {
+          expect(part.type).toBe('text-delta');
+          break;
+        }
+      });
+    });
+    await closed;
+  }, 20_000);
+});
+
+describe('the fast lanes against the full parse', () => {
+  /** A small deterministic generator, so a failing stream can be reproduced. */
+  function seededRandom(seed: number): () => number {
+    let state = seed >>> 0;
+    return () => {
+      state = (state * 1_664_525 + 1_013_904_223) >>> 0;
+      return state / 2 ** 32;
+    };
+  }
+  const pieces = ['tok ', 'a', 'é', '中文', '😀', '"q"', '\\', '\n', '\t', '\u0001', '\u2028', 'data: x\n\n', '}'];
+  const modelRequest = {
+    system: 's',
+    transcript: [{ role: 'user' as const, text: 'go' }],
+    tools: [],
+    metadata: { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 },
+  };
+
+  /** A random completion on a wire: its SSE body and what the full parse makes of it. */
+  function completion(vendor: 'openai' | 'anthropic', random: () => number) {
+    const texts: string[] = [];
+    const events: string[] = [];
+    const text = () => {
+      let content = '';
+      const length = Math.floor(random() * 5);
+      for (let k = 0; k < length; k++) content += pieces[Math.floor(random() ** 2 * pieces.length)];
+      texts.push(content);
+      return content;
+    };
+    // Now and then an escape the serializer would not write, or a comment between events.
+    const spice = (json: string) =>
+      random() < 0.1 ? json.replaceAll('é', '\\u00e9') : random() < 0.05 ? `: keep-alive\n${json}` : json;
+    let calls = 0;
+    if (vendor === 'openai') {
+      const frame = (delta: unknown, extra: Record<string, unknown> = {}) =>
+        spice(
+          `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }], ...extra })}`,
+        );
+      events.push(frame({ role: 'assistant', content: '' }));
+      const count = 5 + Math.floor(random() * 120);
+      for (let index = 0; index < count; index++) {
+        const roll = random();
+        if (roll < 0.04) {
+          events.push(
+            frame({ tool_calls: [{ index: calls, id: `call_${calls}`, function: { name: 'f', arguments: '{}' } }] }),
+          );
+          calls++;
+        } else if (roll < 0.07) events.push(frame({ content: text() }, { system_fingerprint: 'fp' }));
+        else events.push(frame({ content: text() }));
+      }
+      events.push(`data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}`);
+      events.push(
+        `data: ${JSON.stringify({ id: 'c', choices: [], usage: { prompt_tokens: 3, completion_tokens: count } })}`,
+      );
+      events.push('data: [DONE]');
+    } else {
+      const frame = (type: string, payload: Record<string, unknown>) =>
+        spice(`event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}`);
+      events.push(frame('message_start', { message: { usage: { input_tokens: 3, output_tokens: 1 } } }));
+      events.push(frame('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }));
+      const count = 5 + Math.floor(random() * 120);
+      for (let index = 0; index < count; index++) {
+        if (random() < 0.03) events.push(frame('ping', {}));
+        else events.push(frame('content_block_delta', { index: 0, delta: { type: 'text_delta', text: text() } }));
+      }
+      events.push(frame('content_block_stop', { index: 0 }));
+      events.push(frame('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: count } }));
+      events.push(frame('message_stop', {}));
+    }
+    let body = `${events.join('\n\n')}\n\n`;
+    if (random() < 0.15) body = body.replaceAll('\n', '\r\n');
+    return { body: Buffer.from(body), text: texts.join(''), calls };
+  }
+
+  function chunks(body: Buffer, random: () => number): Buffer[] {
+    const out: Buffer[] = [];
+    const most = [1, 3, 17, 200, 5000, 70_000][Math.floor(random() * 6)] as number;
+    for (let at = 0; at < body.length; ) {
+      const size = 1 + Math.floor(random() * most);
+      out.push(body.subarray(at, at + size));
+      at += size;
+    }
+    return out;
+  }
+
+  it.each(['openai', 'anthropic'] as const)(
+    'gathers the same %s completion from any split, whole and streamed, as the events say',
+    async (vendor) => {
+      const { HttpProvider } = await import('../dist/index.js');
+      const random = seededRandom(vendor === 'openai' ? 11 : 12);
+      for (let round = 0; round < 150; round++) {
+        const { body, text, calls } = completion(vendor, random);
+        const parts = chunks(body, random);
+        const transport = {
+          async send() {
+            return {
+              status: 200,
+              headers: [['content-type', 'text/event-stream']] as [string, string][],
+              body: (async function* () {
+                yield* parts;
+              })(),
+            };
+          },
+        };
+        const wire = vendor === 'openai' ? openAiWire : anthropicWire;
+        const provider = new HttpProvider(wire, { ...config, name: vendor }, transport);
+        const whole = await provider.once(modelRequest);
+        expect(whole.text, `round ${round}`).toBe(text);
+        expect(whole.toolCalls).toHaveLength(calls);
+        expect(whole.finishReason).toBe(vendor === 'openai' ? 'stop' : 'end_turn');
+        let streamed = '';
+        for await (const part of provider.stream(modelRequest)) if (part.type === 'text-delta') streamed += part.text;
+        expect(streamed, `round ${round}, streamed`).toBe(text);
+      }
+    },
+  );
+
+  it('reads the same completion where the thread has no WebAssembly', async () => {
+    vi.resetModules();
+    vi.stubGlobal('WebAssembly', undefined);
+    try {
+      const { HttpProvider } = await import('../dist/index.js');
+      const { openAiWire: wire } = await import('../dist/runtime/providers/wires.js');
+      const { scanTemplateRun } = await import('../dist/runtime/providers/sse.js');
+      expect(scanTemplateRun(Buffer.from('ab'), 0, Buffer.from('a'), Buffer.from('b'))).toBeNull();
+      const frame = (delta: unknown, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const texts = Array.from({ length: 300 }, (_, index) => (index % 7 ? `tok${index} ` : `line\n"${index}" `));
+      const body = Buffer.from(
+        [
+          frame({ role: 'assistant', content: '' }),
+          ...texts.map((content) => frame({ content })),
+          frame({}, 'stop'),
+        ].join(''),
+      );
+      for (const size of [7, 1000, body.length]) {
+        const transport = {
+          async send() {
+            return {
+              status: 200,
+              headers: [['content-type', 'text/event-stream']] as [string, string][],
+              body: (async function* () {
+                for (let at = 0; at < body.length; at += size) yield body.subarray(at, at + size);
+              })(),
+            };
+          },
+        };
+        const completion = await new HttpProvider(wire, config, transport).once(modelRequest);
+        expect(completion.text, `chunks of ${size}`).toBe(texts.join(''));
+        expect(completion.finishReason).toBe('stop');
+      }
+    } finally {
+      vi.unstubAllGlobals();
+      vi.resetModules();
+    }
+  });
+
+  it('leaves a text that is not UTF-8 to the decoder, which replaces it as before', async () => {
+    const { HttpProvider } = await import('../dist/index.js');
+    const frame = (content: string) =>
+      Buffer.from(
+        `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`,
+      );
+    const bad = frame('b?d');
+    bad[bad.indexOf('?')] = 0xff;
+    const body = Buffer.concat([
+      frame('a'),
+      frame('b'),
+      bad,
+      frame('c'),
+      Buffer.from(
+        `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
+      ),
+    ]);
+    for (const size of [1, 2, 5, 1000]) {
+      const parts: Buffer[] = [];
+      for (let at = 0; at < body.length; at += size) parts.push(body.subarray(at, at + size));
+      const transport = {
+        async send() {
+          return {
+            status: 200,
+            headers: [['content-type', 'text/event-stream']] as [string, string][],
+            body: (async function* () {
+              yield* parts;
+            })(),
+          };
+        },
+      };
+      const provider = new HttpProvider(openAiWire, config, transport);
+      expect((await provider.once(modelRequest)).text, `chunks of ${size}`).toBe('abb\uFFFDdc');
+    }
   });
 });

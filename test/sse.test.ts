@@ -1,5 +1,6 @@
+import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { isDone, type SseEvent, SseParser, Utf8Chunks } from '../src/runtime/providers/sse.js';
+import { isDone, type SseEvent, SseParser, scanTemplateRun, Utf8Chunks } from '../src/runtime/providers/sse.js';
 
 /** Every event and the end report of a stream fed as the given chunks. */
 function parseChunks(chunks: string[]): { events: SseEvent[]; incomplete: boolean } {
@@ -335,3 +336,217 @@ describe('Utf8Chunks', () => {
     expect(decoder.push(Uint8Array.of(0x61, 0xff, 0x62)) + decoder.end()).toBe('a\uFFFDb');
   });
 });
+
+describe('scanTemplateRun', () => {
+  const lead = Buffer.from('data: {"choices":[{"delta":{"content":"');
+  const tail = Buffer.from('"}}]}\n\n');
+  const event = (content: string) => `${lead}${content}${tail}`;
+  const run = (text: string | Uint8Array, start = 0, head: Uint8Array = lead, end: Uint8Array = tail) =>
+    scanTemplateRun(typeof text === 'string' ? Buffer.from(text) : text, start, head, end);
+
+  it('reads a run of template events, joining their texts, and stops at the first that differs', () => {
+    const body = `${event('Hel')}${event('lo')}${event('')}${event(' wörld 😀')}data: {"other":1}\n\n${event('late')}`;
+    const read = run(body);
+    expect(read).toEqual({
+      end: Buffer.byteLength(body.slice(0, body.indexOf('data: {"other"'))),
+      text: 'Hello wörld 😀',
+      escaped: false,
+    });
+    expect(run(body, read?.end)).toEqual({ end: read?.end, text: '', escaped: false });
+  });
+
+  it('starts where it is told and leaves an event cut by the end of the bytes', () => {
+    const body = Buffer.from(`xx${event('a')}${event('b')}`);
+    for (let cut = body.length - 1; cut > 2; cut--) {
+      const read = run(body.subarray(0, cut), 2);
+      const whole = cut >= 2 + Buffer.byteLength(event('a'));
+      expect(read, `cut at ${cut}`).toEqual({
+        end: whole ? 2 + Buffer.byteLength(event('a')) : 2,
+        text: whole ? 'a' : '',
+        escaped: false,
+      });
+    }
+    expect(run(body, 2)).toEqual({ end: body.length, text: 'ab', escaped: false });
+  });
+
+  it('keeps escapes as they are, flagged, and reads only valid ones', () => {
+    const escapes = 'a\\"b\\\\c\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\ude00';
+    expect(run(event(escapes))).toEqual({ end: Buffer.byteLength(event(escapes)), text: escapes, escaped: true });
+    for (const bad of ['\\x', '\\u12', '\\u12g4', '\\u00\u0001f', '\\', '\\U0041', '\\\u0000']) {
+      expect(run(`${event('ok')}${event(bad)}`), JSON.stringify(bad)).toEqual({
+        end: Buffer.byteLength(event('ok')),
+        text: 'ok',
+        escaped: false,
+      });
+    }
+  });
+
+  it('stops at a raw control character or a quote the template does not expect', () => {
+    for (const bad of ['a\nb', 'a\tb', 'a\u0000', 'a\u001fb', 'a"b', '\u007f"x']) {
+      expect(run(`${event('ok')}${event(bad)}`), JSON.stringify(bad)).toEqual({
+        end: Buffer.byteLength(event('ok')),
+        text: 'ok',
+        escaped: false,
+      });
+    }
+    expect(run(`${event('ok')}${event('\u007f')}`)?.text).toBe('ok\u007f');
+  });
+
+  it('stops at a character whose bytes are not whole, and leaves a run holding bytes that are not UTF-8 to the decoder', () => {
+    const ok = Buffer.from(event('ok'));
+    const withBytes = (...bytes: number[]) => Buffer.concat([ok, lead, Buffer.from(bytes), tail]);
+    // Structure: a lone continuation byte, a character cut by the closing quote or by ASCII.
+    for (const bytes of [[0x80], [0xe2, 0x82], [0xc3, 0x61], [0xf0, 0x9f, 0x98]]) {
+      expect(run(withBytes(...bytes)), bytes.join(',')).toEqual({ end: ok.length, text: 'ok', escaped: false });
+    }
+    // Whole-looking but invalid (overlong, surrogate, past U+10FFFF): none of the run is read.
+    for (const bytes of [
+      [0xc0, 0x80],
+      [0xed, 0xa0, 0x80],
+      [0xf4, 0x90, 0x80, 0x80],
+      [0xff, 0x80, 0x80, 0x80],
+    ]) {
+      expect(run(withBytes(...bytes)), bytes.join(',')).toEqual({ end: 0, text: '', escaped: false });
+    }
+  });
+
+  it('compares short and long templates exactly', () => {
+    for (const [head, end] of [
+      ['x"', '"\n\n'],
+      ['data: {"t":"', '"}\n\n'],
+      [`data: {"id":"${'i'.repeat(50)}","text":"`, `","pad":"${'p'.repeat(33)}"}\n\n`],
+    ] as const) {
+      const body = `${head}one${end}${head}two${end}`;
+      const read = run(body, 0, Buffer.from(head), Buffer.from(end));
+      expect(read).toEqual({ end: Buffer.byteLength(body), text: 'onetwo', escaped: false });
+      // One byte changed anywhere in the second event's template ends the run before it.
+      const second = Buffer.byteLength(`${head}one${end}`);
+      const bytes = Buffer.from(body);
+      for (let at = second; at < bytes.length; at++) {
+        if (at >= second + head.length && at < second + head.length + 3) continue;
+        const changed = Buffer.from(bytes);
+        changed[at] = (changed[at] as number) ^ 0x01;
+        expect(run(changed, 0, Buffer.from(head), Buffer.from(end)), `byte ${at}`).toEqual({
+          end: second,
+          text: 'one',
+          escaped: false,
+        });
+      }
+    }
+  });
+
+  it('reads a chunk a megabyte at a time, leaving the event its window cuts', () => {
+    const one = Buffer.from(event('x'.repeat(1000)));
+    const body = Buffer.concat(Array.from({ length: 1100 }, () => one));
+    const read = run(body);
+    const whole = Math.floor((1 << 20) / one.length);
+    expect(read).toEqual({ end: whole * one.length, text: 'x'.repeat(1000 * whole), escaped: false });
+    expect(run(body, read?.end)?.end).toBe(body.length);
+  });
+
+  it('reads random runs as a byte-by-byte reference does', () => {
+    const random = seededRandom(7);
+    const pieces = [
+      'a',
+      'tok ',
+      'é',
+      '中',
+      '😀',
+      '\\n',
+      '\\"',
+      '\\\\',
+      '\\u00e9',
+      '\\ud83d',
+      '"',
+      '\\',
+      '\n',
+      '\u0001',
+      '\\q',
+      '\\u00',
+      '\\u0g00',
+    ];
+    const templates = [
+      [Buffer.from('data: {"c":"'), Buffer.from('"}\n\n')],
+      [lead, tail],
+    ];
+    for (let round = 0; round < 400; round++) {
+      const [head, end] = templates[round % 2] as [Buffer, Buffer];
+      const parts: Buffer[] = [];
+      const count = 1 + Math.floor(random() * 40);
+      for (let index = 0; index < count; index++) {
+        let content = '';
+        const length = Math.floor(random() * 6);
+        for (let k = 0; k < length; k++) content += pieces[Math.floor(random() ** 3 * pieces.length)];
+        const other = random() < 0.05;
+        parts.push(Buffer.concat([other ? Buffer.from('data: {"x":"') : head, Buffer.from(content), end]));
+      }
+      let bytes: Uint8Array = Buffer.concat(parts);
+      if (random() < 0.3) bytes = bytes.subarray(0, Math.floor(random() * bytes.length));
+      // Now and then a stray byte that is not UTF-8.
+      if (random() < 0.1 && bytes.length > 0) bytes[Math.floor(random() * bytes.length)] = 0xff;
+      // Mostly from the start, now and then from anywhere (a run then rarely begins there).
+      const start = random() < 0.8 ? 0 : Math.floor(random() * bytes.length);
+      expect(run(bytes, start, head, end), `round ${round}`).toEqual(reference(bytes, start, head, end));
+    }
+  });
+});
+
+/** What scanTemplateRun reads, the slow way: event by event, byte by byte. */
+function reference(view: Uint8Array, start: number, lead: Buffer, tail: Buffer) {
+  const bytes = Buffer.from(view.buffer, view.byteOffset, view.byteLength);
+  let position = start;
+  const texts: Buffer[] = [];
+  let escaped = false;
+  for (;;) {
+    if (position + lead.length + tail.length > bytes.length) break;
+    if (!bytes.subarray(position, position + lead.length).equals(lead)) break;
+    let at = position + lead.length;
+    let need = 0;
+    let closed = false;
+    let hasEscape = false;
+    for (;;) {
+      if (at >= bytes.length) break;
+      const byte = bytes[at] as number;
+      if (byte >= 0x80) {
+        if (byte < 0xc0) {
+          if (need === 0) break;
+          need--;
+        } else {
+          if (need !== 0) break;
+          need = byte >= 0xf0 ? 3 : byte >= 0xe0 ? 2 : 1;
+        }
+        at++;
+        continue;
+      }
+      if (need !== 0) break;
+      if (byte === 0x22) {
+        closed = true;
+        break;
+      }
+      if (byte < 0x20) break;
+      if (byte === 0x5c) {
+        const next = bytes[at + 1];
+        if (next === undefined) break;
+        if (next === 0x75) {
+          if (at + 6 > bytes.length) break;
+          const hex = bytes.subarray(at + 2, at + 6).toString('latin1');
+          if (!/^[0-9a-fA-F]{4}$/.test(hex)) break;
+          at += 6;
+        } else if ('"\\/bfnrt'.includes(String.fromCharCode(next))) {
+          at += 2;
+        } else break;
+        hasEscape = true;
+        continue;
+      }
+      at++;
+    }
+    if (!closed) break;
+    if (at + tail.length > bytes.length || !bytes.subarray(at, at + tail.length).equals(tail)) break;
+    texts.push(bytes.subarray(position + lead.length, at));
+    escaped ||= hasEscape;
+    position = at + tail.length;
+  }
+  const text = Buffer.concat(texts);
+  if (!isUtf8(text)) return { end: start, text: '', escaped: false };
+  return { end: position, text: text.toString('utf8'), escaped: texts.length > 0 && escaped };
+}

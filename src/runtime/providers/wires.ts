@@ -8,7 +8,7 @@
 import type { ModelRequest, ToolCall, TranscriptEntry } from '../provider.js';
 import type { WireRequest } from './http.js';
 import type { SseEvent } from './sse.js';
-import { isDone } from './sse.js';
+import { isDone, scanTemplateRun } from './sse.js';
 import { type CallUsage, type ModelInfo, ProviderError, type StreamPart } from './types.js';
 
 export interface WireConfig {
@@ -31,8 +31,16 @@ export interface WireDecoder {
   /**
    * Optional fast lane: reads plain text events straight off a chunk while the SSE
    * parser is between events, calling `onText` for each; returns the characters read.
+   * With `joined`, the texts of a run of such events come as one call, their concatenation.
    */
-  scan?(text: string, onText: (text: string) => void): number;
+  scan?(text: string, onText: (text: string) => void, joined?: boolean): number;
+  /**
+   * Optional byte lane, the joined fast lane before decoding: reads the plain text events
+   * from `start` of a chunk's bytes (where the SSE parser is between events), giving
+   * `onText` their texts joined; returns the byte where it stopped (`start` if it read
+   * none), or -1 while it cannot read any (no plain event seen yet).
+   */
+  scanBytes?(bytes: Uint8Array, start: number, onText: (text: string) => void): number;
   /** The parts one event carries. Throws a ProviderError for an undecodable event or a vendor-reported error. */
   event(event: SseEvent): StreamPart[];
   /** The closing parts; throws `truncated` when the vendor never said it was done. */
@@ -116,8 +124,10 @@ class PlainText {
   /** The template: what comes before and after the text of a plain event ('' until learned). */
   #prefix = '';
   #suffix = '';
-  /** The fast lane's pattern for each framing (`head`), built from the template. */
-  readonly #patterns = new Map<string, RegExp>();
+  /** The fast lane's patterns for each framing (`head`), built from the template. */
+  readonly #patterns = new Map<string, FastLane>();
+  /** The template as bytes for the byte lane: for `head`, its lead and its tail. */
+  #bytes: { head: string; lead: Uint8Array; tail: Uint8Array } | null = null;
 
   constructor(marker: string, plain: PlainCheck) {
     this.#marker = marker;
@@ -145,25 +155,60 @@ class PlainText {
   /**
    * Reads, straight off a chunk of the stream, the plain events at its start: each
    * exactly `head` (the SSE lines before the data, then the template's prefix), a text
-   * with no quote, the suffix, and the blank line. Returns how many characters it read;
-   * the SSE parser takes the rest. Events framed any other way (CRLF, comments, other
-   * fields) simply end the fast lane.
+   * with no quote or control character (escapes are fine), the suffix, and the blank
+   * line. Returns how many characters it read; the SSE parser takes the rest. Events
+   * framed any other way (CRLF, comments, other fields) simply end the fast lane.
+   *
+   * With `joined`, `onText` gets the run's texts as one string, read by a native replace
+   * of each event by its text: no object and no call per event.
    */
-  scan(text: string, head: string, onText: (text: string) => void): number {
+  scan(text: string, head: string, onText: (text: string) => void, joined = false): number {
     if (this.#prefix.length === 0) return 0;
-    let pattern = this.#patterns.get(head);
-    if (!pattern) {
-      pattern = fastLanePattern(head + this.#prefix, this.#suffix);
-      this.#patterns.set(head, pattern);
+    let patterns = this.#patterns.get(head);
+    if (!patterns) {
+      patterns = fastLanePatterns(head + this.#prefix, this.#suffix);
+      this.#patterns.set(head, patterns);
     }
-    pattern.lastIndex = 0;
+    const { run, each } = patterns;
+    if (joined) return this.#joined(text, run, each, onText);
+    each.lastIndex = 0;
     let position = 0;
-    for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+    for (let match = each.exec(text); match !== null; match = each.exec(text)) {
       const value = match[1] as string;
-      if (value !== '') onText(value);
-      position = pattern.lastIndex;
+      if (value !== '') onText(unescaped(value));
+      position = each.lastIndex;
     }
     return position;
+  }
+
+  /**
+   * The joined fast lane: one pass finds where the run ends, a second replaces each of its
+   * events by its text. Only the run is handed to replace, so what follows it is never
+   * copied, however often a stream breaks its runs.
+   */
+  #joined(text: string, run: RegExp, each: RegExp, onText: (text: string) => void): number {
+    // Always matches (a run may be empty); lastIndex is then where the run ends.
+    run.lastIndex = 0;
+    run.test(text);
+    const end = run.lastIndex;
+    if (end === 0) return 0;
+    const texts = (end === text.length ? text : text.slice(0, end)).replace(each, '$1');
+    if (texts !== '') onText(unescaped(texts));
+    return end;
+  }
+
+  /** The byte lane ({@link WireDecoder.scanBytes}): the template's events, read before decoding. */
+  scanBytes(bytes: Uint8Array, start: number, head: string, onText: (text: string) => void): number {
+    if (this.#prefix.length === 0) return -1;
+    let template = this.#bytes;
+    if (template === null || template.head !== head) {
+      template = { head, lead: Buffer.from(head + this.#prefix), tail: Buffer.from(`${this.#suffix}\n\n`) };
+      this.#bytes = template;
+    }
+    const run = scanTemplateRun(bytes, start, template.lead, template.tail);
+    if (run === null) return -1;
+    if (run.text !== '') onText(run.escaped ? (JSON.parse(`"${run.text}"`) as string) : run.text);
+    return run.end;
   }
 
   #learn(data: string): string | null {
@@ -196,6 +241,7 @@ class PlainText {
       }
       if (!this.#plain(probe, PROBE)) return null;
       this.#patterns.clear();
+      this.#bytes = null;
       this.#prefix = prefix;
       this.#suffix = suffix;
     }
@@ -210,27 +256,46 @@ function hasControl(text: string): boolean {
 }
 
 /**
+ * The fast lane's two patterns for one event template, both sticky so each match must
+ * start exactly where the last one ended. `each` is one plain event, capturing its text
+ * (global too, so replace walks every event of a run); `run` is any number of them.
+ */
+interface FastLane {
+  each: RegExp;
+  run: RegExp;
+}
+
+/**
  * Compiled fast-lane patterns, shared by every stream of this thread: one vendor's events
  * look alike from one completion to the next, so a pattern is compiled once, not per call.
  */
-const patternCache = new Map<string, RegExp>();
+const patternCache = new Map<string, FastLane>();
 const PATTERN_CACHE_SIZE = 64;
 
-function fastLanePattern(lead: string, suffix: string): RegExp {
+function fastLanePatterns(lead: string, suffix: string): FastLane {
   const key = `${lead}\u0000${suffix}`;
   const cached = patternCache.get(key);
-  // One object serves every stream: a scan sets lastIndex and runs to its end synchronously.
+  // One pair serves every stream: a scan sets lastIndex and runs to its end synchronously.
   if (cached) return cached;
-  // Sticky, so each match must start exactly where the last one ended. The text may hold no
-  // quote, backslash or line break: an escaped text goes through the full parse.
-  const pattern = new RegExp(`${escapeRegExp(lead)}([^"\\\\\\u0000-\\u001f]*)${escapeRegExp(suffix)}\\n\\n`, 'y');
+  // The text is a JSON string's content: no quote, backslash or control character (a line
+  // break among them) but in a valid escape. Written as an unrolled loop, which irregexp
+  // runs without a backtrack point per character.
+  const event = (text: string) => `${escapeRegExp(lead)}${text}${escapeRegExp(suffix)}\\n\\n`;
+  const plain = '[^"\\\\\\u0000-\\u001f]*';
+  const text = `${plain}(?:\\\\(?:["\\\\/bfnrt]|u[0-9a-fA-F]{4})${plain})*`;
+  const lane = { each: new RegExp(event(`(${text})`), 'gy'), run: new RegExp(`(?:${event(text)})*`, 'y') };
   if (patternCache.size >= PATTERN_CACHE_SIZE) patternCache.delete(patternCache.keys().next().value as string);
-  patternCache.set(key, pattern);
-  return pattern;
+  patternCache.set(key, lane);
+  return lane;
 }
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** The text of a JSON string's content that the fast lane's pattern has checked is well formed. */
+function unescaped(raw: string): string {
+  return raw.indexOf('\\') < 0 ? raw : (JSON.parse(`"${raw}"`) as string);
 }
 
 function jsonStringText(raw: string): string | null {
@@ -310,8 +375,11 @@ class OpenAiDecoder implements WireDecoder {
   readonly #provider: string;
   readonly #plain = new PlainText(OPENAI_TEXT, openAiPlain);
 
-  scan(text: string, onText: (text: string) => void): number {
-    return this.#plain.scan(text, 'data: ', onText);
+  scan(text: string, onText: (text: string) => void, joined?: boolean): number {
+    return this.#plain.scan(text, 'data: ', onText, joined);
+  }
+  scanBytes(bytes: Uint8Array, start: number, onText: (text: string) => void): number {
+    return this.#plain.scanBytes(bytes, start, 'data: ', onText);
   }
   readonly #calls = new Map<number, { id: string; name: string; args: string }>();
   /** The index the last tool-call chunk went to. */
@@ -567,8 +635,11 @@ class AnthropicDecoder implements WireDecoder {
   readonly #provider: string;
   readonly #plain = new PlainText(ANTHROPIC_TEXT, anthropicPlain);
 
-  scan(text: string, onText: (text: string) => void): number {
-    return this.#plain.scan(text, 'event: content_block_delta\ndata: ', onText);
+  scan(text: string, onText: (text: string) => void, joined?: boolean): number {
+    return this.#plain.scan(text, 'event: content_block_delta\ndata: ', onText, joined);
+  }
+  scanBytes(bytes: Uint8Array, start: number, onText: (text: string) => void): number {
+    return this.#plain.scanBytes(bytes, start, 'event: content_block_delta\ndata: ', onText);
   }
   readonly #blocks = new Map<
     number,
