@@ -216,14 +216,18 @@ export class HttpProvider implements Provider {
     let failure: unknown = null;
     let rateLimits: RateLimits | null = null;
     // A caller that stops reading before the end (a break, a throw) ends the request too.
+    // (A listener rather than AbortSignal.any, which costs more than the first token takes.)
     const stop = new AbortController();
+    const forward = () => stop.abort(signal?.reason);
+    if (signal?.aborted) forward();
+    else signal?.addEventListener('abort', forward, { once: true });
     this.#run(
       request,
       (part) => {
         queue.push(part);
         wake?.();
       },
-      signal ? AbortSignal.any([signal, stop.signal]) : stop.signal,
+      stop.signal,
     ).then(
       (limits) => {
         rateLimits = limits;
@@ -247,6 +251,7 @@ export class HttpProvider implements Provider {
       }
       while (queue.length > 0) yield queue.shift() as StreamPart;
     } finally {
+      signal?.removeEventListener('abort', forward);
       if (!finished) stop.abort(new Error('the caller stopped reading the stream'));
     }
     if (failure !== null) throw failure;
