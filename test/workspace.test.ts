@@ -272,6 +272,79 @@ describe('early reads', () => {
   });
 });
 
+describe('escalation to a stronger model', () => {
+  const FIXED = 'export function add(a, b) {\n  return a + b;\n}\n';
+  /** The last message of a call: the gate's feedback, a tool's result, or the task. */
+  const last = (call: { body: unknown }) => {
+    const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
+    return messages.at(-1) as { role: string; content: unknown };
+  };
+
+  it('moves to the stronger model after the gate fails twice, and that model finishes the change', async () => {
+    const root = project();
+    const store = await openStore();
+    const { server, provider } = await serve((call) => {
+      const model = (call.body as { model: string }).model;
+      const message = last(call);
+      if (model === 'gpt-strong') {
+        return message.role === 'tool'
+          ? { text: 'fixed' }
+          : { text: 'rewriting', toolCalls: [{ name: 'write_file', args: { path: 'src/add.js', content: FIXED } }] };
+      }
+      // The small model: one wrong patch, then it insists it is done.
+      if (message.role === 'user' && String(message.content).includes('verification gate')) return { text: 'done' };
+      return message.role === 'tool'
+        ? { text: 'done, I think' }
+        : { text: 'fix it', toolCalls: [{ name: 'patch_file', args: { path: 'src/add.js', patch: WRONG } }] };
+    }, 'gpt-small');
+    process.env.IO_HARNESS_TEST_STRONG_KEY = 'k';
+    later(() => {
+      delete process.env.IO_HARNESS_TEST_STRONG_KEY;
+    });
+    const strong = { ...provider, model: 'gpt-strong', apiKey: undefined, apiKeyEnv: 'IO_HARNESS_TEST_STRONG_KEY' };
+    const contract = TaskContract.workspace('the tests fail; fix them', root)
+      .withVerification(Verification.command(['node', '--test']))
+      .withRetries(2)
+      .withEscalation(strong, { afterGateFailures: 2 });
+    const result = await runWith(contract, provider, store, testPolicy);
+    expect(result.outcome.kind).toBe('finished');
+    expect(readFileSync(join(root, 'src', 'add.js'), 'utf8')).toBe(FIXED);
+    expect(store.gateEvaluations(result.runId).map((gate) => gate.verdict)).toEqual(['failed', 'failed', 'passed']);
+    const models = server.calls.map((call) => (call.body as { model: string }).model);
+    expect(models).toEqual(['gpt-small', 'gpt-small', 'gpt-small', 'gpt-strong', 'gpt-strong']);
+    const escalations = store.events(result.runId).filter((event) => event.type === 'model-escalated');
+    expect(escalations).toEqual([
+      expect.objectContaining({ from: 'openai:gpt-small', to: 'openai:gpt-strong', gateFailures: 2 }),
+    ]);
+    expect(store.modelCalls({ runId: result.runId }).map((row) => row.model)).toEqual(models);
+  });
+
+  it('refuses an escalation that could never happen, or that carries a key, before anything runs', async () => {
+    const root = project();
+    const strong = { kind: 'openai' as const, model: 'gpt-strong', apiKeyEnv: 'OPENAI_API_KEY' };
+    const base = TaskContract.workspace('fix it', root);
+    expect(() => base.withEscalation({ ...strong, apiKey: 'sk-direct' })).toThrow(/environment variable/);
+    expect(() => base.withEscalation(strong, { afterGateFailures: 0 })).toThrow(/at least 1/);
+    const store = await openStore();
+    const supervisor = await Supervisor.start(store);
+    later(() => supervisor.close());
+    const writer = { kind: 'openai' as const, model: 'gpt-small', apiKey: 'k' };
+    expect(() => supervisor.run({ contract: base.withEscalation(strong), provider: writer })).toThrow(/has no gate/);
+    const gated = base.withVerification(Verification.command(['node', '--test']));
+    expect(() =>
+      supervisor.run({
+        contract: gated.withRetries(1).withEscalation(strong, { afterGateFailures: 2 }),
+        provider: writer,
+      }),
+    ).toThrow(/would never escalate; raise withRetries to at least 2/);
+    const reviewed = base.withVerification(Verification.review(strong, 'the change fixes the tests'));
+    expect(() => supervisor.run({ contract: reviewed.withEscalation(strong), provider: writer })).toThrow(
+      /reviewer is the model that writes the change \(gpt-strong\)/,
+    );
+    expect(store.runs()).toEqual([]);
+  });
+});
+
 describe('bad input, before anything runs', () => {
   it('refuses a workspace root that does not exist, an empty goal and a budget of zero', () => {
     const missing = join(tmpdir(), 'io-harness-no-such-dir', 'deeper');

@@ -17,6 +17,7 @@ import {
   type CallAttempt,
   type Completion,
   loadProvider,
+  type Provider,
   type ProviderSpec,
   type ToolCall,
   type TranscriptEntry,
@@ -248,6 +249,7 @@ class Drive implements Effects {
       const secrets = [
         ...keyVariables(this.#start.provider ?? spec.provider),
         ...(contract.verification.kind === 'review' ? keyVariables(contract.verification.provider) : []),
+        ...(contract.escalation ? keyVariables(contract.escalation.provider) : []),
       ];
       this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost(), secrets);
       this.#briefing = spec.briefing ?? this.#workspace.briefing();
@@ -341,6 +343,12 @@ class Drive implements Effects {
       }
     }
 
+    // Escalation: once the gate has failed often enough, a stronger model answers. Counted
+    // from the trace like the re-prompts, so a resumed run stays escalated.
+    const escalation = judged ? (contract.escalation ?? null) : null;
+    let stronger: Provider | null = null;
+    let announced = reader.events(run.runId).some((event) => event.type === 'model-escalated');
+
     for (;;) {
       if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
       // A step whose effects had begun (a journaled command, a pause) acts on the completion it had;
@@ -359,13 +367,28 @@ class Drive implements Effects {
         });
         return 'budget-exhausted';
       }
+      let model = provider;
+      let escalated: EventData | null = null;
+      if (escalation && spent.gate >= escalation.afterGateFailures) {
+        stronger ??= await loadProvider(escalation.provider);
+        model = stronger;
+        if (!announced) {
+          announced = true;
+          escalated = {
+            type: 'model-escalated',
+            from: providerLabel(providerSpec),
+            to: providerLabel(escalation.provider),
+            gateFailures: spent.gate,
+          };
+        }
+      }
       this.#early = new Map();
       const partial = (replay?.partial ?? null) as Partial | null;
       let completion: Completion;
       try {
         if (replay) completion = replay.completion;
         else
-          completion = await provider.complete(
+          completion = await model.complete(
             {
               system,
               transcript,
@@ -410,8 +433,8 @@ class Drive implements Effects {
           status: 'budget-exhausted',
           reply: null,
           reason: `the ${over.ceiling} ceiling of run ${over.account} would be crossed`,
-          events: [...attemptEvents(attempts, completion.provider ?? provider.name), over],
-          calls: [...attempts.map(failedCall), answeredCall(completion, provider.name)],
+          events: [...attemptEvents(attempts, completion.provider ?? model.name), over],
+          calls: [...attempts.map(failedCall), answeredCall(completion, model.name)],
           now: Date.now(),
         });
         return 'budget-exhausted';
@@ -422,10 +445,10 @@ class Drive implements Effects {
       this.#spawned = partial ? [...partial.spawned] : [];
       this.#changes = partial ? [...partial.changes] : [];
       this.#calls = completion.toolCalls;
-      this.#events = partial ? [...partial.events] : attemptEvents(attempts, completion.provider ?? provider.name);
-      const calls = partial
-        ? [...partial.calls]
-        : [...attempts.map(failedCall), answeredCall(completion, provider.name)];
+      this.#events = partial
+        ? [...partial.events]
+        : [...(escalated ? [escalated] : []), ...attemptEvents(attempts, completion.provider ?? model.name)];
+      const calls = partial ? [...partial.calls] : [...attempts.map(failedCall), answeredCall(completion, model.name)];
       const observations: Observation[] = partial ? [...partial.observations] : [];
       let stopReason: string | null = null;
       for (const [index, call] of completion.toolCalls.entries()) {
@@ -1258,3 +1281,10 @@ function canonical(value: unknown): string {
 
 const ready: AgentOutput = { type: 'ready' };
 main.postMessage(ready);
+
+/** A provider spec as the trace names it: kind (or name) and model. */
+function providerLabel(spec: ProviderSpec): string {
+  if (spec.kind === 'fallback') return spec.providers.map(providerLabel).join(' then ');
+  if (spec.kind === 'module') return spec.module;
+  return `${spec.name ?? spec.preset ?? spec.kind}:${spec.model}`;
+}

@@ -86,6 +86,8 @@ export type EventData =
     }
   | { type: 'model-failed'; provider: string; model: string; kind: string; statusCode: number | null; message: string }
   | { type: 'provider-unreachable'; provider: string; message: string }
+  /** The run's gate failed often enough that a stronger model answers from here on (`withEscalation`). */
+  | { type: 'model-escalated'; from: string; to: string; gateFailures: number }
   | { type: 'tool-call'; callId: string; name: string; args: Record<string, unknown> }
   | { type: 'refusal'; callId: string; tool: string; rule: string; layer: string; reason: string }
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }

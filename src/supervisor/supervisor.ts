@@ -410,6 +410,7 @@ export class Supervisor {
     const provider = checkProviderSpec(options.provider, 'run()');
     const data = contract?.toJSON() ?? null;
     if (data?.verification.kind === 'review') checkReviewer(data.verification.provider, provider);
+    if (data?.escalation) checkEscalation(data);
     const ceilings = validateBudget(
       data
         ? {
@@ -1050,6 +1051,23 @@ export class Supervisor {
 function redactContract(data: ContractData): ContractData {
   if (data.verification.kind !== 'review') return data;
   return { ...data, verification: { ...data.verification, provider: redactSpec(data.verification.provider) } };
+}
+
+/** An escalation needs a gate whose failures it counts, and retries left to use the stronger model. */
+function checkEscalation(data: ContractData): void {
+  const escalation = data.escalation;
+  if (!escalation) return;
+  if (data.verification.kind === 'none') {
+    throw new InvalidArgumentError(
+      'withEscalation moves to a stronger model after gate failures, and this contract has no gate: add withVerification(Verification.command(...)) or drop the escalation.',
+    );
+  }
+  if (escalation.afterGateFailures > data.retries) {
+    throw new InvalidArgumentError(
+      `withEscalation: with ${data.retries} ${data.retries === 1 ? 'retry' : 'retries'} the run ends gate-failed before the stronger model gets a turn (it escalates after ${escalation.afterGateFailures} gate failures), so it would never escalate; raise withRetries to at least ${escalation.afterGateFailures} (the stronger model then has one try at the gate, and one more for each retry above that).`,
+    );
+  }
+  if (data.verification.kind === 'review') checkReviewer(data.verification.provider, escalation.provider);
 }
 
 /** A review gate refuses to review the model that wrote the change. */

@@ -11,7 +11,7 @@ import { existsSync, realpathSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { PriceTable } from '../../store/reader.js';
-import type { ProviderSpec } from '../provider.js';
+import { type HttpProviderSpec, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
 import { OutputSchema } from './output-schema.js';
@@ -142,6 +142,8 @@ export interface ContractData {
   system: string | null;
   /** The run starts in a planning phase it leaves only through an approved plan. */
   planGate: boolean;
+  /** A stronger model the run moves to once its gate has failed this many times. */
+  escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
 }
 
 const DEFAULT_RETRIES = 2;
@@ -230,6 +232,7 @@ export class TaskContract {
       toolchain: null,
       system: null,
       planGate: false,
+      escalation: null,
     };
   }
 
@@ -248,6 +251,11 @@ export class TaskContract {
     if (data.toolchain) contract = contract.withToolchain(data.toolchain);
     if (data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
+    if (data.escalation) {
+      contract = contract.withEscalation(data.escalation.provider, {
+        afterGateFailures: data.escalation.afterGateFailures,
+      });
+    }
     return contract;
   }
 
@@ -358,6 +366,34 @@ export class TaskContract {
     return this.#with({ planGate: true });
   }
 
+  /**
+   * Moves the run to a stronger model once its gate has failed `afterGateFailures` times
+   * (default 2): every model call after that goes to `provider`, and the trace says when
+   * (`model-escalated`). The gate's failures are counted from the trace, so a resumed run
+   * stays escalated. The contract is stored with the run and keys never are, so the
+   * stronger model's key comes from an environment variable (`apiKeyEnv`, as
+   * `OpenAI.fromEnv()` gives). `withRetries` must leave room for the escalated model to
+   * try: run() refuses a contract that would end gate-failed before it escalates.
+   *
+   * @example
+   * contract.withRetries(4).withEscalation(Anthropic.fromEnv({ model: 'claude-opus-4-1' }), { afterGateFailures: 2 })
+   */
+  withEscalation(provider: ProviderSpec, options: { afterGateFailures?: number } = {}): TaskContract {
+    const spec = checkProviderSpec(provider, 'withEscalation');
+    if (carriesKey(spec)) {
+      throw new InvalidArgumentError(
+        'withEscalation: the stronger model is stored with the contract and keys never are; name the environment variable that holds its key (apiKeyEnv, as OpenAI.fromEnv() or Anthropic.fromEnv() gives) instead of passing the key.',
+      );
+    }
+    const afterGateFailures = options.afterGateFailures ?? 2;
+    if (!Number.isInteger(afterGateFailures) || afterGateFailures < 1) {
+      throw new InvalidArgumentError(
+        `withEscalation: afterGateFailures must be a whole number of at least 1, got ${JSON.stringify(afterGateFailures)}.`,
+      );
+    }
+    return this.#with({ escalation: { provider: spec, afterGateFailures } });
+  }
+
   /** Replaces the default system prompt. */
   withSystem(system: string): TaskContract {
     if (typeof system !== 'string' || system.trim() === '') {
@@ -369,4 +405,14 @@ export class TaskContract {
   toJSON(): ContractData {
     return structuredClone(this.#data);
   }
+}
+
+/**
+ * Whether a spec holds a key or a credential header (which a stored contract may not), or
+ * is a stored spec whose key was removed (which no later process could use).
+ */
+function carriesKey(spec: ProviderSpec): boolean {
+  if (spec.kind === 'fallback') return spec.providers.some(carriesKey);
+  if (spec.kind === 'module') return false;
+  return (redactSpec(spec) as HttpProviderSpec).apiKeyRedacted === true;
 }
