@@ -259,6 +259,21 @@ describe('what a caller does with a completion', () => {
   }, 20_000);
 });
 
+/** A transport answering every request with these chunks of an event stream, in order. */
+function sseTransport(parts: Uint8Array[]) {
+  return {
+    async send() {
+      return {
+        status: 200,
+        headers: [['content-type', 'text/event-stream']] as [string, string][],
+        body: (async function* () {
+          yield* parts;
+        })(),
+      };
+    },
+  };
+}
+
 describe('the fast lanes against the full parse', () => {
   /** A small deterministic generator, so a failing stream can be reproduced. */
   function seededRandom(seed: number): () => number {
@@ -351,17 +366,7 @@ describe('the fast lanes against the full parse', () => {
       for (let round = 0; round < 150; round++) {
         const { body, text, calls } = completion(vendor, random);
         const parts = chunks(body, random);
-        const transport = {
-          async send() {
-            return {
-              status: 200,
-              headers: [['content-type', 'text/event-stream']] as [string, string][],
-              body: (async function* () {
-                yield* parts;
-              })(),
-            };
-          },
-        };
+        const transport = sseTransport(parts);
         const wire = vendor === 'openai' ? openAiWire : anthropicWire;
         const provider = new HttpProvider(wire, { ...config, name: vendor }, transport);
         const whole = await provider.once(modelRequest);
@@ -394,17 +399,9 @@ describe('the fast lanes against the full parse', () => {
         ].join(''),
       );
       for (const size of [7, 1000, body.length]) {
-        const transport = {
-          async send() {
-            return {
-              status: 200,
-              headers: [['content-type', 'text/event-stream']] as [string, string][],
-              body: (async function* () {
-                for (let at = 0; at < body.length; at += size) yield body.subarray(at, at + size);
-              })(),
-            };
-          },
-        };
+        const parts: Buffer[] = [];
+        for (let at = 0; at < body.length; at += size) parts.push(body.subarray(at, at + size));
+        const transport = sseTransport(parts);
         const completion = await new HttpProvider(wire, config, transport).once(modelRequest);
         expect(completion.text, `chunks of ${size}`).toBe(texts.join(''));
         expect(completion.finishReason).toBe('stop');
@@ -435,17 +432,7 @@ describe('the fast lanes against the full parse', () => {
     for (const size of [1, 2, 5, 1000]) {
       const parts: Buffer[] = [];
       for (let at = 0; at < body.length; at += size) parts.push(body.subarray(at, at + size));
-      const transport = {
-        async send() {
-          return {
-            status: 200,
-            headers: [['content-type', 'text/event-stream']] as [string, string][],
-            body: (async function* () {
-              yield* parts;
-            })(),
-          };
-        },
-      };
+      const transport = sseTransport(parts);
       const provider = new HttpProvider(openAiWire, config, transport);
       expect((await provider.once(modelRequest)).text, `chunks of ${size}`).toBe('abb\uFFFDdc');
     }
