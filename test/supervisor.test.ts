@@ -103,6 +103,31 @@ describe('the supervisor', () => {
     expect(runByAddress(h.store, result.rootId, 'slow').status).toBe('finished');
   });
 
+  it('gives the lease back when a run cannot go on in this process, so another supervisor resumes it at once', async () => {
+    const path = tempStorePath();
+    const store = await Store.open(path);
+    const served = await script('loop', { steps: 2 });
+    // The key is read from a variable this process does not have (yet): the agent cannot build its provider.
+    const provider = { ...served, apiKey: undefined, apiKeyEnv: 'IO_HARNESS_TEST_LATE_KEY' };
+    delete process.env.IO_HARNESS_TEST_LATE_KEY;
+    const first = await Supervisor.start(store);
+    const handle = first.run({ task: 'long', provider });
+    await expect(handle.result).rejects.toMatchObject({ code: 'PROVIDER_LOAD_FAILED' });
+    expect(store.run(handle.rootId)?.status).toBe('running');
+    await first.close();
+    process.env.IO_HARNESS_TEST_LATE_KEY = 'k';
+    try {
+      // Another supervisor in this same (live) process: it finds no lease held, so no CONFLICT.
+      const second = await Supervisor.start(store);
+      const result = await (await second.resume(handle.rootId)).result;
+      expect(result.reply).toBe('done after 2 steps');
+      await second.close();
+    } finally {
+      delete process.env.IO_HARNESS_TEST_LATE_KEY;
+      store.close();
+    }
+  });
+
   it('resumes a tree an earlier supervisor was closed on, from its last committed step', async () => {
     const path = tempStorePath();
     const store = await Store.open(path);

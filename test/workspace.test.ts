@@ -319,6 +319,53 @@ describe('escalation to a stronger model', () => {
     expect(store.modelCalls({ runId: result.runId }).map((row) => row.model)).toEqual(models);
   });
 
+  it('keeps the key variables of every model from the gate, and says it escalated even when the call then fails', async () => {
+    const root = project();
+    const store = await openStore();
+    const { server, provider } = await serve(() => ({ text: 'done' }), 'gpt-small');
+    process.env.IO_HARNESS_TEST_STRONG_AUTH = 'sk-gate-auth';
+    later(() => {
+      delete process.env.IO_HARNESS_TEST_STRONG_AUTH;
+    });
+    // The stronger model cannot be reached: its call fails for good.
+    const strong = {
+      kind: 'openai' as const,
+      model: 'gpt-strong',
+      baseUrl: 'http://127.0.0.1:1/v1',
+      apiKeyEnv: 'IO_HARNESS_TEST_STRONG_AUTH',
+      retry: { maxAttempts: 1 },
+    };
+    const printer = [
+      'node',
+      '-e',
+      'process.stdout.write(String(process.env.IO_HARNESS_TEST_STRONG_AUTH)); process.exit(1)',
+    ];
+    const contract = TaskContract.workspace('say done', root)
+      .withVerification(Verification.command(printer))
+      .withRetries(1)
+      .withEscalation(strong, { afterGateFailures: 1 });
+    const result = await runWith(contract, provider, store, Policy.default());
+    expect(result.outcome.kind).toBe('failed');
+    const outputs = store.events(result.runId).filter((event) => event.type === 'gate-output');
+    expect(outputs.map((output) => output.stdout)).toEqual(['undefined']);
+    expect(JSON.stringify(server.calls.map((call) => call.body))).not.toContain('sk-gate-auth');
+    expect(store.events(result.runId).filter((event) => event.type === 'model-escalated')).toHaveLength(1);
+
+    // Reachable this time: the run ends gate-failed, and retryGate (outside any run) keeps the key from the gate too.
+    const reachable = { ...strong, baseUrl: provider.baseUrl as string };
+    const second = await runWith(
+      contract.withEscalation(reachable, { afterGateFailures: 1 }),
+      provider,
+      store,
+      Policy.default(),
+    );
+    expect(second.outcome.kind).toBe('gate-failed');
+    const { retryGate } = await import('../dist/index.js');
+    expect(await retryGate(store, second.runId)).toMatchObject({ verdict: 'failed' });
+    const gated = store.events(second.runId).filter((event) => event.type === 'gate-output');
+    expect(gated.map((output) => output.stdout)).toEqual(['undefined', 'undefined', 'undefined']);
+  });
+
   it('refuses an escalation that could never happen, or that carries a key, before anything runs', async () => {
     const root = project();
     const strong = { kind: 'openai' as const, model: 'gpt-strong', apiKeyEnv: 'OPENAI_API_KEY' };
@@ -340,6 +387,11 @@ describe('escalation to a stronger model', () => {
     const reviewed = base.withVerification(Verification.review(strong, 'the change fixes the tests'));
     expect(() => supervisor.run({ contract: reviewed.withEscalation(strong), provider: writer })).toThrow(
       /reviewer is the model that writes the change \(gpt-strong\)/,
+    );
+    const unset = { ...strong, apiKeyEnv: 'IO_HARNESS_TEST_UNSET_KEY' };
+    delete process.env.IO_HARNESS_TEST_UNSET_KEY;
+    expect(() => supervisor.run({ contract: gated.withEscalation(unset), provider: writer })).toThrow(
+      /IO_HARNESS_TEST_UNSET_KEY, which is not set in this process/,
     );
     expect(store.runs()).toEqual([]);
   });

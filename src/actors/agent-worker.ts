@@ -9,13 +9,14 @@ import {
   type SendArgs,
   type SpawnArgs,
 } from '../runtime/agent-tools.js';
-import type { ContractData } from '../runtime/contract/contract.js';
+import { type ContractData, contractSecrets } from '../runtime/contract/contract.js';
 import type { DrawAmount, EventData, PlanStep, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { ApprovalAnswer, PlanDecision } from '../runtime/policy/approval.js';
 import { type Act, type Decision, Policy, type PolicyData } from '../runtime/policy/policy.js';
 import {
   type CallAttempt,
   type Completion,
+  keyVariables,
   loadProvider,
   type Provider,
   type ProviderSpec,
@@ -246,11 +247,7 @@ class Drive implements Effects {
     this.#policyData = spec.policy ?? null;
     if (contract) {
       const policy = spec.policy ? Policy.from(spec.policy) : Policy.default();
-      const secrets = [
-        ...keyVariables(this.#start.provider ?? spec.provider),
-        ...(contract.verification.kind === 'review' ? keyVariables(contract.verification.provider) : []),
-        ...(contract.escalation ? keyVariables(contract.escalation.provider) : []),
-      ];
+      const secrets = contractSecrets(contract, this.#start.provider ?? spec.provider);
       this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost(), secrets);
       this.#briefing = spec.briefing ?? this.#workspace.briefing();
     }
@@ -370,8 +367,11 @@ class Drive implements Effects {
       let model = provider;
       let escalated: EventData | null = null;
       if (escalation && spent.gate >= escalation.afterGateFailures) {
-        stronger ??= await loadProvider(escalation.provider);
-        model = stronger;
+        // Built only for a call it will make: a replayed step makes none.
+        if (!replay) {
+          stronger ??= await loadProvider(escalation.provider);
+          model = stronger;
+        }
         if (!announced) {
           announced = true;
           escalated = {
@@ -418,7 +418,7 @@ class Drive implements Effects {
           status: 'failed',
           reply: null,
           reason: `the model call failed: ${error.message}`,
-          events: attemptEvents(attempts, null),
+          events: [...(escalated ? [escalated] : []), ...attemptEvents(attempts, null)],
           calls: attempts.map(failedCall),
           now: Date.now(),
         });
@@ -433,7 +433,11 @@ class Drive implements Effects {
           status: 'budget-exhausted',
           reply: null,
           reason: `the ${over.ceiling} ceiling of run ${over.account} would be crossed`,
-          events: [...attemptEvents(attempts, completion.provider ?? model.name), over],
+          events: [
+            ...(escalated ? [escalated] : []),
+            ...attemptEvents(attempts, completion.provider ?? model.name),
+            over,
+          ],
           calls: [...attempts.map(failedCall), answeredCall(completion, model.name)],
           now: Date.now(),
         });
@@ -651,7 +655,9 @@ class Drive implements Effects {
 
   async #evaluateGate(contract: ContractData, completion: Completion): Promise<GateEvaluation | null> {
     const gate = contract.verification;
-    if (gate.kind === 'command') return evaluateCommandGate(gate, contract.root, this.#abort.signal);
+    if (gate.kind === 'command') {
+      return evaluateCommandGate(gate, contract.root, this.#abort.signal, this.#workspace?.commandEnv);
+    }
     if (gate.kind === 'review') {
       const committed = reader.patch(this.#run.runId);
       const pending = this.#changes.map((change) => change.diff).join('');
@@ -1258,13 +1264,6 @@ function ceilingCrossed(
     };
   }
   return null;
-}
-
-/** The environment variables a provider spec reads keys from (fallback members included). */
-function keyVariables(spec: ProviderSpec): string[] {
-  if (spec.kind === 'fallback') return spec.providers.flatMap(keyVariables);
-  if (spec.kind === 'module') return [];
-  return spec.apiKeyEnv ? [spec.apiKeyEnv] : [];
 }
 
 function canonical(value: unknown): string {

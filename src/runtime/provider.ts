@@ -165,6 +165,13 @@ export interface FallbackProviderSpec {
 
 export type ProviderSpec = ModuleProviderSpec | HttpProviderSpec | FallbackProviderSpec;
 
+/** The environment variables a provider spec reads keys from (fallback members included). */
+export function keyVariables(spec: ProviderSpec): string[] {
+  if (spec.kind === 'fallback') return spec.providers.flatMap(keyVariables);
+  if (spec.kind === 'module') return [];
+  return spec.apiKeyEnv ? [spec.apiKeyEnv] : [];
+}
+
 /** The spec with every key removed: what may be written to the store. */
 export function redactSpec(spec: ProviderSpec): ProviderSpec {
   if (spec.kind === 'fallback') return { ...spec, providers: spec.providers.map(redactSpec) };

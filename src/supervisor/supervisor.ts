@@ -27,8 +27,9 @@ import {
   LeaseLostError,
 } from '../errors.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
-import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
+import { type ContractData, contractSecrets, TaskContract } from '../runtime/contract/contract.js';
 import { type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
+import { commandEnvironment } from '../runtime/exec/run-command.js';
 import type {
   ApprovalAnswer,
   ApprovalRequest,
@@ -40,7 +41,7 @@ import type {
   PlanReview,
 } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
-import { type ProviderSpec, redactSpec } from '../runtime/provider.js';
+import { keyVariables, type ProviderSpec, redactSpec } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { briefingFor } from '../runtime/workspace/session.js';
@@ -333,9 +334,11 @@ export class Supervisor {
       );
     }
     const gate = contract.verification;
+    const stored = this.store.spec(runId) as { provider?: ProviderSpec } | null;
+    const secrets = stored?.provider ? contractSecrets(contract, stored.provider) : [];
     const evaluation =
       gate.kind === 'command'
-        ? await evaluateCommandGate(gate, contract.root)
+        ? await evaluateCommandGate(gate, contract.root, undefined, commandEnvironment(process.env, secrets))
         : await evaluateReviewGate(
             gate,
             options.reviewer ? checkProviderSpec(options.reviewer, 'retryGate()') : gate.provider,
@@ -852,6 +855,9 @@ export class Supervisor {
         });
         this.#failTree(tree, new LeaseLostError(runId, slot.generation, null));
       } else if (exit.kind === 'error') {
+        // The run stays resumable (a provider this process could not build, say): its
+        // lease is given back, so a resume need not wait for the lease to lapse.
+        this.#release(runId, slot.generation);
         this.#failTree(tree, deserializeError(exit.error));
       } else {
         this.#guard(tree, () => {
@@ -1068,6 +1074,14 @@ function checkEscalation(data: ContractData): void {
     );
   }
   if (data.verification.kind === 'review') checkReviewer(data.verification.provider, escalation.provider);
+  // Found missing now, not after the gate failures that were paid for to get there.
+  for (const name of keyVariables(escalation.provider)) {
+    if (!process.env[name]) {
+      throw new InvalidArgumentError(
+        `withEscalation: the stronger model reads its key from ${name}, which is not set in this process; set it before run() (the agent threads take the environment when they start).`,
+      );
+    }
+  }
 }
 
 /** A review gate refuses to review the model that wrote the change. */

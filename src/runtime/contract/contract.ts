@@ -11,7 +11,7 @@ import { existsSync, realpathSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { PriceTable } from '../../store/reader.js';
-import { type HttpProviderSpec, type ProviderSpec, redactSpec } from '../provider.js';
+import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
 import { OutputSchema } from './output-schema.js';
@@ -415,4 +415,16 @@ function carriesKey(spec: ProviderSpec): boolean {
   if (spec.kind === 'fallback') return spec.providers.some(carriesKey);
   if (spec.kind === 'module') return false;
   return (redactSpec(spec) as HttpProviderSpec).apiKeyRedacted === true;
+}
+
+/**
+ * The environment variables holding the keys of every model a contract's run may call (the
+ * tree's, a review gate's, the escalation's): commands and the gate must not inherit them.
+ */
+export function contractSecrets(contract: ContractData, provider: ProviderSpec): string[] {
+  return [
+    ...keyVariables(provider),
+    ...(contract.verification.kind === 'review' ? keyVariables(contract.verification.provider) : []),
+    ...(contract.escalation ? keyVariables(contract.escalation.provider) : []),
+  ];
 }

@@ -33,12 +33,16 @@ export async function evaluateCommandGate(
   gate: Extract<VerificationData, { kind: 'command' }>,
   root: string,
   signal?: AbortSignal,
+  env?: NodeJS.ProcessEnv,
 ): Promise<GateEvaluation> {
+  // The gate often runs code the run wrote (its tests): it gets the environment the run's
+  // own commands get, without the variables that hold the tree's keys.
   const result = await runCommand(gate.argv, {
     cwd: root,
     timeoutMs: gate.timeoutMs,
     outputLimit: gate.outputLimit,
     ...(signal ? { signal } : {}),
+    ...(env ? { env } : {}),
   });
   if (!result.started) {
     return {

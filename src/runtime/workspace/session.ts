@@ -221,6 +221,11 @@ export class WorkspaceSession {
 
   readonly #env: NodeJS.ProcessEnv;
 
+  /** The environment the run's commands (and its command gate) get: no credentials, no key variables. */
+  get commandEnv(): NodeJS.ProcessEnv {
+    return this.#env;
+  }
+
   /** `secrets`: environment variables commands must not inherit (the provider specs' key variables). */
   constructor(contract: ContractData, policy: Policy, host: WorkspaceHost, secrets: readonly string[] = []) {
     this.#env = commandEnvironment(process.env, secrets);
