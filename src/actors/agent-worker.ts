@@ -344,7 +344,7 @@ class Drive implements Effects {
     // from the trace like the re-prompts, so a resumed run stays escalated.
     const escalation = judged ? (contract.escalation ?? null) : null;
     let stronger: Provider | null = null;
-    let announced = reader.events(run.runId).some((event) => event.type === 'model-escalated');
+    let announced = escalation !== null && reader.events(run.runId).some((event) => event.type === 'model-escalated');
 
     for (;;) {
       if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
