@@ -16,7 +16,6 @@ import { type Act, type Decision, Policy, type PolicyData } from '../runtime/pol
 import {
   type CallAttempt,
   type Completion,
-  keyVariables,
   loadProvider,
   type Provider,
   type ProviderSpec,
@@ -353,17 +352,7 @@ class Drive implements Effects {
       const draft = reader.draft(run.runId);
       const replay = draft && draft.seq === this.#seq ? draft : null;
       const exhausted = replay ? null : this.#precheck(chain);
-      if (exhausted) {
-        await store.call('endRun', {
-          ...this.#fence,
-          status: 'budget-exhausted',
-          reply: null,
-          reason: `the ${exhausted.ceiling} ceiling of run ${exhausted.account} would be crossed`,
-          events: [exhausted],
-          now: Date.now(),
-        });
-        return 'budget-exhausted';
-      }
+      if (exhausted) return this.#exhaust(exhausted, [], []);
       let model = provider;
       let escalated: EventData | null = null;
       if (escalation && spent.gate >= escalation.afterGateFailures) {
@@ -428,20 +417,11 @@ class Drive implements Effects {
       // The draw is known now: a step that cannot be charged runs none of its tools.
       const over = replay ? null : this.#wouldCross(chain, completion);
       if (over) {
-        await store.call('endRun', {
-          ...this.#fence,
-          status: 'budget-exhausted',
-          reply: null,
-          reason: `the ${over.ceiling} ceiling of run ${over.account} would be crossed`,
-          events: [
-            ...(escalated ? [escalated] : []),
-            ...attemptEvents(attempts, completion.provider ?? model.name),
-            over,
-          ],
-          calls: [...attempts.map(failedCall), answeredCall(completion, model.name)],
-          now: Date.now(),
-        });
-        return 'budget-exhausted';
+        return this.#exhaust(
+          over,
+          [...(escalated ? [escalated] : []), ...attemptEvents(attempts, completion.provider ?? model.name)],
+          [...attempts.map(failedCall), answeredCall(completion, model.name)],
+        );
       }
       this.#completion = completion;
       this.#consumed = partial ? [...partial.consumed] : [];
@@ -951,6 +931,24 @@ class Drive implements Effects {
   }
 
   /** The draw a completion makes (one step, its tokens) against every ceiling up the chain. */
+  /** Ends the run on a ceiling its next step would cross, with what that step had (its model calls, their events). */
+  async #exhaust(
+    crossing: Extract<EventData, { type: 'budget-exhausted' }>,
+    events: EventData[],
+    calls: ModelCallRecord[],
+  ): Promise<'budget-exhausted'> {
+    await store.call('endRun', {
+      ...this.#fence,
+      status: 'budget-exhausted',
+      reply: null,
+      reason: `the ${crossing.ceiling} ceiling of run ${crossing.account} would be crossed`,
+      events: [...events, crossing],
+      ...(calls.length > 0 ? { calls } : {}),
+      now: Date.now(),
+    });
+    return 'budget-exhausted';
+  }
+
   #wouldCross(chain: string[], completion: Completion): Extract<EventData, { type: 'budget-exhausted' }> | null {
     const draw = { steps: 1, tokens: completion.usage.inputTokens + completion.usage.outputTokens };
     for (const id of chain) {

@@ -16,6 +16,7 @@ import type {
   EndRunInput,
   Fence,
   IntentBegin,
+  IntentInput,
   LeaseClaim,
   Notifications,
   QuestionInput,
@@ -42,18 +43,7 @@ export interface StoreOperations {
   cancelQueued: [{ rootId: string; now: number }, { cancelled: string[] }];
   recordRestorePoint: [RestorePointInput, { created: boolean }];
   dropBacklog: [{ runId: string; now: number }, { cancelled: string[] }];
-  beginIntent: [
-    Fence & {
-      seq: number;
-      key: string;
-      kind: string;
-      detail: string;
-      completion: Completion;
-      again?: boolean;
-      now: number;
-    },
-    IntentBegin,
-  ];
+  beginIntent: [IntentInput, IntentBegin];
   finishIntent: [Fence & { seq: number; key: string; result: string; outcome: string; now: number }, undefined];
   pause: [
     Fence & {

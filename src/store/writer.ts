@@ -146,6 +146,18 @@ export type IntentBegin =
   /** It was started and never recorded an end: the process died while it ran. */
   | { status: 'in-flight'; startedAt: number };
 
+/** A command's intent, journaled before it starts (with the step's completion, for a re-run). */
+export interface IntentInput extends Fence {
+  seq: number;
+  key: string;
+  kind: string;
+  detail: string;
+  completion: Completion;
+  /** A person chose to run an interrupted command again: one more start is allowed. */
+  again?: boolean;
+  now: number;
+}
+
 export interface EndRunInput extends Fence {
   status: RunStatus;
   reply: string | null;
@@ -896,17 +908,7 @@ export class StoreWriter {
    * says whether it may start, already ran (its result stands), or was interrupted.
    * `again` replaces an interrupted one the operator chose to retry.
    */
-  beginIntent(
-    input: Fence & {
-      seq: number;
-      key: string;
-      kind: string;
-      detail: string;
-      completion: Completion;
-      again?: boolean;
-      now: number;
-    },
-  ): IntentBegin {
+  beginIntent(input: IntentInput): IntentBegin {
     const run = this.#fence(input);
     this.#draft(run, input.seq, input.generation, input.completion, input.now);
     const existing = this.#statements.get('SELECT * FROM intents WHERE effect_key = ?').get(input.key) as

@@ -535,14 +535,15 @@ export class WorkspaceSession {
     });
   }
 
+  /** A shell line checked stage by stage (and redirect by redirect): a refusal, or null to go on. */
+  #authorizeLine(command: string, callIndex: number): Promise<ToolResult | null> {
+    const act: Act = { kind: 'exec', argv: ['sh', '-c', command] };
+    return this.authorizeCommand(act, checkShell(command, this.#policy, this.#contract.root), callIndex);
+  }
+
   /** A command line, parsed here and checked stage by stage (and redirect by redirect) before anything starts. */
   async #shell(args: { command: string; timeout_secs?: number }, callIndex: number): Promise<ToolResult> {
-    const act: Act = { kind: 'exec', argv: ['sh', '-c', args.command] };
-    const refused = await this.authorizeCommand(
-      act,
-      checkShell(args.command, this.#policy, this.#contract.root),
-      callIndex,
-    );
+    const refused = await this.#authorizeLine(args.command, callIndex);
     if (refused) return refused;
     return this.#host.intent(callIndex, 'shell', args.command, async () => {
       // What runs is exactly what was checked: the parser refuses every construct whose
@@ -563,12 +564,7 @@ export class WorkspaceSession {
   }
 
   async #shellStart(args: { command: string }, callIndex: number): Promise<ToolResult> {
-    const act: Act = { kind: 'exec', argv: ['sh', '-c', args.command] };
-    const refused = await this.authorizeCommand(
-      act,
-      checkShell(args.command, this.#policy, this.#contract.root),
-      callIndex,
-    );
+    const refused = await this.#authorizeLine(args.command, callIndex);
     if (refused) return refused;
     return this.#host.intent(callIndex, 'shell_start', args.command, async () => {
       const handle = `sh-${++this.#nextHandle}`;
