@@ -150,7 +150,7 @@ const groups: Record<string, Row[]> = {
     {
       what: '.GIT/config against a .git/** deny',
       line: 'ls > .GIT/config',
-      expect: deny('deny-write .git/**', 'project'),
+      expect: deny('deny-write **/.git', 'floor'),
     },
     {
       what: 'an NFD spelling of a name denied in NFC',
@@ -165,7 +165,7 @@ const groups: Record<string, Row[]> = {
     {
       what: 'a cd into .git then a relative write',
       line: 'cd .git && ls > config',
-      expect: deny('deny-write .git/**', 'project'),
+      expect: deny('deny-write **/.git', 'floor'),
     },
   ],
   exec: [
@@ -292,7 +292,7 @@ const groups: Record<string, Row[]> = {
     { what: 'a quoted piece "c"url', line: '"c"url x', expect: deny('deny-exec curl*', 'project') },
     { what: 'a parameter expansion $HOME', line: 'ls $HOME', expect: unsupported },
     { what: 'a write into src', line: 'ls > src/out.txt', expect: allow },
-    { what: 'an append to .git/config', line: 'ls >> .git/config', expect: deny('deny-write .git/**', 'project') },
+    { what: 'an append to .git/config', line: 'ls >> .git/config', expect: deny('deny-write **/.git', 'floor') },
     { what: '2>&1 is an fd duplication, not a file', line: 'ls 2>&1 | grep x', expect: allow },
     { what: 'eval', line: 'eval ls', expect: unsupported },
     { what: '. ./script', line: '. ./script', expect: unsupported },
@@ -413,18 +413,26 @@ describe('boundary: the parser', () => {
       stages: [
         {
           argv: ['rm', '-f', 'a b'],
+          globs: [],
           assignments: { X: '1' },
           redirects: [{ fd: 2, op: '>', target: '/dev/null' }],
           connector: '&&',
         },
-        { argv: ['ls x'], assignments: {}, redirects: [], connector: '|' },
+        { argv: ['ls x'], globs: [], assignments: {}, redirects: [], connector: '|' },
         {
           argv: ['grep', '-e', 'y'],
+          globs: [],
           assignments: {},
           redirects: [{ fd: 1, op: '>', target: 'src/o.txt' }],
           connector: ';',
         },
-        { argv: ['cat'], assignments: {}, redirects: [{ fd: 0, op: '<<', target: '$(x)\n' }], connector: null },
+        {
+          argv: ['cat'],
+          globs: [],
+          assignments: {},
+          redirects: [{ fd: 0, op: '<<', target: '$(x)\n' }],
+          connector: null,
+        },
       ],
     });
   });

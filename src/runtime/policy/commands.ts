@@ -10,11 +10,23 @@
  * `system("...")`) is parsed with the project's own parser (shell.ts) and checked
  * stage by stage; a string that cannot be parsed is refused.
  */
-import { existsSync, lstatSync, readFileSync, readlinkSync } from 'node:fs';
-import { homedir } from 'node:os';
+import {
+  type Dirent,
+  existsSync,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  statSync,
+} from 'node:fs';
+import { homedir, constants as osConstants } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type Decision, type Policy, resolvePath } from './policy.js';
-import { parseShell, type ShellRedirect } from './shell.js';
+import { EXPANSION_LIMIT, expandPattern } from './expand.js';
+import { GNU_STANDARD, hasOption, type OptionTable, optionValues, type ParsedOption, parseOptions } from './options.js';
+import { knowsPaths, type PathUse, pathUse, SED_OPTIONS } from './path-programs.js';
+import { type Decision, type Policy, type ResolvedProgram, resolveProgram } from './policy.js';
+import { parseShell, type ShellRedirect, type ShellStage } from './shell.js';
 
 /** What a command check says: refused (the first deny, with its rule and layer) or allowed/asked, with every decision made. */
 export type CommandCheck =
@@ -73,6 +85,8 @@ const NO_HOLES: Holes = { trailing: false, marker: null, fill: null };
 
 class Tally {
   readonly decisions: Decision[] = [];
+  /** How many path decisions have been made (redirects, path arguments, cd): a stage whose count moved depends on names. */
+  pathActs = 0;
   denied: { rule: string; layer: string | null; reason: string } | null = null;
 
   /** Records a decision; true when it denies (the check stops). */
@@ -109,29 +123,191 @@ function checkLineInto(line: string, ctx: Context, tally: Tally, top: boolean): 
   if (!parsed.ok) return tally.refuse('shell.unsupported', line, `the line is refused: ${parsed.reason}`);
   if (top && parsed.stages.length === 0) return tally.refuse('exec.empty', line, 'the line runs no command');
   let cwds = [...ctx.cwds];
+  // Retargeting: what each stage does to names, and whether its checks depend on them.
+  const marks: { changes: string | null; paths: boolean; connector: ShellStage['connector'] }[] = [];
+  let changedBefore: string | null = null;
   for (const stage of parsed.stages) {
     const here: Context = { ...ctx, cwds };
-    const names = Object.keys(stage.assignments);
-    const tampered = names.filter(isCodeLoadingVariable);
-    if (tampered.length > 0) {
-      tally.ask('exec.environment', tampered.map((name) => `${name}=${stage.assignments[name]}`).join(' '));
-    }
-    const program = stage.argv[0];
-    if (program === 'cd') {
-      const moved = changeDirectory(stage.argv.slice(1), here, tally);
-      if (moved === null) return true;
-      cwds = moved;
-    } else if (program !== undefined && STATE_BUILTINS.has(program)) {
-      const set = stage.argv.slice(1).filter((arg) => isCodeLoadingVariable(arg.split('=')[0] ?? ''));
-      if (set.length > 0) tally.ask('exec.environment', `${program} ${set.join(' ')}`);
-    } else if (program !== undefined) {
-      if (checkCommand(stage.argv, here, tally, NO_HOLES)) return true;
-    }
-    for (const redirect of stage.redirects) {
-      if (checkRedirect(redirect, here, tally)) return true;
-    }
+    const acts = tally.pathActs;
+    if (checkStage(stage, here, tally, (moved) => (cwds = moved))) return true;
+    const display = stage.argv.join(' ');
+    const paths = tally.pathActs > acts || stage.globs.length > 0 || (stage.argv[0]?.includes('/') ?? false);
+    const changes = changesNames(stage.argv, here) ? display : null;
+    if (changedBefore !== null && paths) return retargeted(tally, changedBefore, display || line);
+    marks.push({ changes, paths, connector: stage.connector });
+    changedBefore ??= changes;
+  }
+  // The stages of one pipeline run side by side: one that changes names retargets any other's paths.
+  let group: typeof marks = [];
+  for (const mark of marks) {
+    group.push(mark);
+    if (mark.connector === '|') continue;
+    const changer = group.find((member) => member.changes !== null);
+    const other = group.find((member) => member !== changer && member.paths);
+    if (changer && other) return retargeted(tally, changer.changes as string, line);
+    group = [];
   }
   return tally.denied !== null;
+}
+
+/** Checks one stage: its variables, `cd`, the command (its words as the shell expands them), its redirects. */
+function checkStage(stage: ShellStage, here: Context, tally: Tally, moveTo: (cwds: string[]) => void): boolean {
+  const names = Object.keys(stage.assignments);
+  const refused = names.find(isRefusedVariable);
+  if (refused !== undefined) return tally.refuse('exec.environment', refused, refusedVariable(refused));
+  const tampered = names.filter(isCodeLoadingVariable);
+  if (tampered.length > 0) {
+    tally.ask('exec.environment', tampered.map((name) => `${name}=${stage.assignments[name]}`).join(' '));
+  }
+  const program = stage.argv[0];
+  if (program === 'cd') {
+    const moved = changeDirectory(stage.argv.slice(1), here, tally);
+    if (moved === null) return true;
+    moveTo(moved);
+  } else if (program !== undefined && STATE_BUILTINS.has(program)) {
+    const exported = stage.argv.slice(1).find((arg) => isRefusedVariable(arg.split('=')[0] ?? ''));
+    if (exported !== undefined) return tally.refuse('exec.environment', exported, refusedVariable(exported));
+    const set = stage.argv.slice(1).filter((arg) => isCodeLoadingVariable(arg.split('=')[0] ?? ''));
+    if (set.length > 0) tally.ask('exec.environment', `${program} ${set.join(' ')}`);
+  } else if (program !== undefined) {
+    for (const [cwds, argv] of expandedArgv(stage, here, tally) ?? []) {
+      if (checkCommand(argv, { ...here, cwds }, tally, NO_HOLES)) return true;
+    }
+    if (tally.denied) return true;
+  }
+  for (const redirect of stage.redirects) {
+    if (checkRedirect(redirect, here, tally)) return true;
+  }
+  return false;
+}
+
+/**
+ * The argv as the shell will pass it, per directory the stage may run in: each pattern
+ * expanded against the real directory now. A pattern that expands to a word starting
+ * with `-` (a file named like an option) is refused, as is one that expands too far.
+ * Null when refused.
+ */
+function expandedArgv(stage: ShellStage, ctx: Context, tally: Tally): [string[], string[]][] | null {
+  if (stage.globs.length === 0) return [[[...ctx.cwds], stage.argv]];
+  const variants = new Map<string, [string[], string[]]>();
+  for (const cwd of ctx.cwds) {
+    const argv: string[] = [];
+    for (const [index, word] of stage.argv.entries()) {
+      const glob = stage.globs.find((candidate) => candidate.index === index);
+      const words = glob ? (expandPattern(glob.pattern, cwd) ?? [word]) : [word];
+      if (words.length > EXPANSION_LIMIT) {
+        tally.refuse(
+          'shell.glob',
+          word,
+          `the pattern ${word} expands to more than ${EXPANSION_LIMIT} words; name fewer files`,
+        );
+        return null;
+      }
+      const option =
+        glob && words !== null ? words.find((expanded) => expanded !== word && expanded.startsWith('-')) : undefined;
+      if (option !== undefined) {
+        tally.refuse(
+          'shell.glob',
+          word,
+          `the pattern ${word} expands to ${option}, a file named like an option, which ${stage.argv[0]} would read as one; write ./${word} to keep file names from being options`,
+        );
+        return null;
+      }
+      argv.push(...words);
+    }
+    const key = JSON.stringify(argv);
+    const variant = variants.get(key);
+    if (variant) variant[0].push(cwd);
+    else variants.set(key, [[cwd], argv]);
+  }
+  return [...variants.values()];
+}
+
+function retargeted(tally: Tally, changer: string, later: string): true {
+  return tally.refuse(
+    'shell.retarget',
+    later,
+    `\`${changer}\` can create, move or link names that a path checked in the same line (\`${later}\`) would then lead through, and every path is decided before the line runs; run them as separate commands`,
+  );
+}
+
+/** Programs that never create, move or link a name another stage's path could lead through. */
+const KEEPS_NAMES = new Set([
+  'echo',
+  'printf',
+  'true',
+  'false',
+  'test',
+  '[',
+  'pwd',
+  'sleep',
+  'date',
+  'basename',
+  'dirname',
+  'realpath',
+  'readlink',
+  'which',
+  'stat',
+  'file',
+  'tr',
+  'seq',
+  'ls',
+  'du',
+  'df',
+  'id',
+  'whoami',
+  'uname',
+  'env',
+  'printenv',
+  'expr',
+  'jq',
+]);
+
+const GIT_READ_ONLY = new Set([
+  'status',
+  'diff',
+  'log',
+  'show',
+  'grep',
+  'blame',
+  'rev-parse',
+  'ls-files',
+  'ls-tree',
+  'cat-file',
+  'describe',
+  'shortlog',
+  'version',
+  'help',
+  'rev-list',
+  'show-ref',
+  'for-each-ref',
+  'merge-base',
+  'name-rev',
+  'check-ignore',
+  'check-attr',
+]);
+
+/** Whether running `argv` may create, move or link a name (a symbolic link, a renamed directory): unknown programs may. */
+function changesNames(argv: readonly string[], ctx: Context, depth = 0): boolean {
+  const program = argv[0];
+  if (program === undefined || STATE_BUILTINS.has(program) || program === 'cd') return false;
+  if (depth > MAX_DEPTH) return true;
+  const name = resolveProgram(program, ctx.cwds[0] ?? ctx.root, ctx.root).identity;
+  const args = argv.slice(1);
+  if (KEEPS_NAMES.has(name) && name !== 'env') return false;
+  if (knowsPaths(name)) {
+    const paths = pathUse(name, args);
+    return paths === null ? false : !paths.ok || paths.use.changesNames;
+  }
+  if (name === 'git') {
+    const parsed = parseGitCommandLine(args);
+    return 'error' in parsed || (parsed.sub !== null && !GIT_READ_ONLY.has(parsed.sub));
+  }
+  if (['env', 'timeout', 'nice', 'nohup', 'stdbuf', 'setsid', 'time', 'command', 'exec'].includes(name)) {
+    const inner = analyze(name, args, ctx).filter((effect) => effect.kind === 'inner');
+    return inner.length === 0 ? false : inner.some((effect) => changesNames(effect.argv, ctx, depth + 1));
+  }
+  return true;
 }
 
 /** Builtins that change only the shell's own state: no program runs, nothing to decide (names they export are checked). */
@@ -157,10 +333,13 @@ function checkRedirect(redirect: ShellRedirect, ctx: Context, tally: Tally): boo
   if (redirect.op === '<<' || redirect.op === '<<<') return false;
   if ((redirect.op === '>&' || redirect.op === '<&') && /^([0-9]+-?|-)$/.test(redirect.target)) return false;
   if (redirect.target === '/dev/null') return false;
+  tally.pathActs++;
   const kind = redirect.op === '<' || redirect.op === '<&' ? 'read' : 'write';
   const seen = new Set<string>();
   for (const cwd of ctx.cwds) {
     for (const path of danglingChain(resolve(cwd, redirect.target))) {
+      const links = hardLinked(path);
+      if (links > 0) return hardLinkRefusal(tally, path, links);
       const decision = ctx.policy.decide({ kind, path }, ctx.root);
       if (seen.has(decision.subject)) continue;
       seen.add(decision.subject);
@@ -193,6 +372,7 @@ function danglingChain(path: string): string[] {
 
 /** A `cd`: the directory is read-checked; later stages may run in it or where they were (it may fail). */
 function changeDirectory(args: string[], ctx: Context, tally: Tally): string[] | null {
+  tally.pathActs++;
   const operands = args.filter((arg) => !/^-[LPe@]+$/.test(arg));
   const target = operands[0] ?? homedir();
   if (target === '-') {
@@ -216,12 +396,28 @@ function changeDirectory(args: string[], ctx: Context, tally: Tally): string[] |
 // One command
 
 type Effect =
-  | { kind: 'arbitrary'; why: string }
+  /**
+   * Code the check cannot see. `untrusted`: code the agent could have written (a
+   * repository's configuration), which a rule naming the program does not allow.
+   */
+  | { kind: 'arbitrary'; why: string; untrusted?: boolean }
   | { kind: 'inner'; argv: string[]; holes?: Holes; cwds?: string[] }
   | { kind: 'line'; line: string }
   | { kind: 'scripts'; manager: string; dir: string; names: ScriptName[]; extra: string[] }
   | { kind: 'environment'; subject: string }
+  | { kind: 'paths'; use: PathUse }
   | { kind: 'refuse'; rule: string; reason: string };
+
+const NO_PATHS: PathUse = {
+  reads: [],
+  writes: [],
+  walkedReads: [],
+  walkedWrites: [],
+  into: [],
+  hardLinks: false,
+  changesNames: false,
+  runs: null,
+};
 
 interface ScriptName {
   name: string;
@@ -246,18 +442,58 @@ function checkCommand(argv: readonly string[], ctx: Context, tally: Tally, holes
     return unknownProgram(subject, ctx, tally);
   }
   if (holes.marker !== null && program.includes(holes.marker)) return unknownProgram(subject, ctx, tally);
-  const name = basename(program);
-  if (PRIVILEGED.has(name)) {
-    return tally.refuse('exec.privilege', subject, `${name} runs a command with another user's privileges`);
-  }
   if (CODE_BUILTINS.has(program)) {
     return tally.refuse('shell.unsupported', subject, `${program} runs a string or a file as shell code`);
   }
+  // The program each directory it may run in resolves it to; usually one for all of them.
+  const groups = new Map<string, { resolved: ResolvedProgram; cwds: string[] }>();
+  for (const cwd of ctx.cwds) {
+    const resolved = resolveProgram(program, cwd, ctx.root);
+    const key = `${resolved.identity}\0${resolved.real}`;
+    const group = groups.get(key);
+    if (group) group.cwds.push(cwd);
+    else groups.set(key, { resolved, cwds: [cwd] });
+  }
+  for (const { resolved, cwds } of groups.values()) {
+    if (checkProgram(argv, resolved, { ...ctx, cwds }, tally, holes)) return true;
+  }
+  return false;
+}
+
+/** Checks an argv whose program resolves to `resolved` in every one of `ctx.cwds`. */
+function checkProgram(
+  argv: readonly string[],
+  resolved: ResolvedProgram,
+  ctx: Context,
+  tally: Tally,
+  holes: Holes,
+): boolean {
+  const subject = display(argv, holes);
+  const name = resolved.identity;
+  const privileged = [name, basename(resolved.spelled)].find((candidate) => PRIVILEGED.has(candidate));
+  if (privileged !== undefined) {
+    return tally.refuse('exec.privilege', subject, `${privileged} runs a command with another user's privileges`);
+  }
   const outer = decideExec(argv, ctx, holes);
   if (tally.add(outer)) return true;
-  const effects = analyze(argv, ctx);
-  if (insideWorkspace(program, ctx)) effects.unshift({ kind: 'arbitrary', why: 'a program in the workspace' });
+  const effects = analyze(name, argv.slice(1), ctx, resolved);
+  if (resolved.inWorkspace) effects.unshift({ kind: 'arbitrary', why: 'a program in the workspace' });
   const unknownArgs = holes.trailing || (holes.marker !== null && argv.some((arg) => arg.includes(holes.marker ?? '')));
+  if (unknownArgs && knowsPaths(name)) {
+    effects.unshift({ kind: 'arbitrary', why: `${name} reads or writes paths that are not known when it is checked` });
+  } else {
+    const paths = pathUse(name, argv.slice(1));
+    if (paths && !paths.ok)
+      effects.unshift({
+        kind: 'refuse',
+        rule: 'exec.options',
+        reason: `${paths.reason}; the command is refused rather than guessed at`,
+      });
+    else if (paths) {
+      if (paths.use.runs !== null) effects.unshift({ kind: 'arbitrary', why: paths.use.runs });
+      effects.push({ kind: 'paths', use: paths.use });
+    }
+  }
   if (unknownArgs && handlerOf(name) !== undefined) {
     // Arguments from input could be `-exec`, `-c core.pager=...`, a program text: whatever it reads them as.
     effects.unshift({ kind: 'arbitrary', why: `${name} reads arguments that are not known when it is checked` });
@@ -266,8 +502,9 @@ function checkCommand(argv: readonly string[], ctx: Context, tally: Tally, holes
   for (const effect of effects) {
     switch (effect.kind) {
       case 'arbitrary':
-        if (!capped && capArbitraryCode(argv, outer, ctx, tally)) return true;
-        capped = true;
+        if (effect.untrusted && capArbitraryCode(argv, null, outer, ctx, tally)) return true;
+        if (!effect.untrusted && !capped && capArbitraryCode(argv, resolved, outer, ctx, tally)) return true;
+        capped ||= !effect.untrusted;
         break;
       case 'refuse':
         return tally.refuse(effect.rule, subject, effect.reason);
@@ -285,8 +522,123 @@ function checkCommand(argv: readonly string[], ctx: Context, tally: Tally, holes
       case 'scripts':
         if (checkScripts(effect, ctx, tally)) return true;
         break;
+      case 'paths':
+        if (checkPaths(effect.use, subject, ctx, tally)) return true;
+        break;
     }
   }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------
+// Paths a program reads and writes
+
+/** How many entries a recursive read or write is walked through before the check gives up. */
+export const WALK_LIMIT = 20_000;
+
+/** A regular file with more than one name: another name may lie outside the workspace or under a denied path. */
+function hardLinked(path: string): number {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  return stat?.isFile() && stat.nlink > 1 ? stat.nlink : 0;
+}
+
+function hardLinkRefusal(tally: Tally, path: string, links: number): true {
+  return tally.refuse(
+    'fs.hard-link',
+    path,
+    `${path} has ${links} names (hard links): another may lie outside the workspace or under a denied path, so it is neither read nor written; remove the extra link or copy the file`,
+  );
+}
+
+/** Decides one path act in every directory the command may run in; true when refused. */
+function decidePath(kind: 'read' | 'write', word: string, ctx: Context, tally: Tally, seen: Set<string>): boolean {
+  if (word === '' || word === '-' || word === '/dev/null') return false;
+  tally.pathActs++;
+  for (const cwd of ctx.cwds) {
+    const absolute = resolve(cwd, word);
+    const chain = kind === 'write' ? danglingChain(absolute) : [absolute];
+    for (const path of chain) {
+      const links = hardLinked(path);
+      if (links > 0) return hardLinkRefusal(tally, path, links);
+      const decision = ctx.policy.decide({ kind, path }, ctx.root);
+      if (seen.has(`${kind} ${decision.subject}`)) continue;
+      seen.add(`${kind} ${decision.subject}`);
+      if (tally.add(decision)) return true;
+    }
+  }
+  return false;
+}
+
+/** Every entry under a directory a recursive command reads or writes, decided one by one (links not followed). */
+function walkPaths(
+  kind: 'read' | 'write',
+  word: string,
+  subject: string,
+  ctx: Context,
+  tally: Tally,
+  seen: Set<string>,
+): boolean {
+  if (decidePath(kind, word, ctx, tally, seen)) return true;
+  let count = 0;
+  for (const cwd of ctx.cwds) {
+    const stack = [resolve(cwd, word)];
+    while (stack.length > 0) {
+      const dir = stack.pop() as string;
+      let entries: Dirent[];
+      try {
+        entries = readdirSync(dir, { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      for (const entry of entries) {
+        if (++count > WALK_LIMIT) {
+          return tally.refuse(
+            'exec.walk-limit',
+            subject,
+            `${subject} reaches more than ${WALK_LIMIT} entries under ${word}, more than the check walks; name narrower paths`,
+          );
+        }
+        const path = join(dir, entry.name);
+        if (entry.isFile()) {
+          const links = hardLinked(path);
+          if (links > 0) return hardLinkRefusal(tally, path, links);
+        }
+        // Allowed entries are not listed one by one; what asks or refuses is.
+        const decision = ctx.policy.decide({ kind, path }, ctx.root);
+        const key = `${kind} ${decision.subject}`;
+        if (decision.effect !== 'allow' && !seen.has(key)) {
+          seen.add(key);
+          if (tally.add(decision)) return true;
+        }
+        if (entry.isDirectory()) stack.push(path);
+      }
+    }
+  }
+  return false;
+}
+
+/** The paths a known program reads and writes, decided like a file tool's; true when refused. */
+function checkPaths(use: PathUse, subject: string, ctx: Context, tally: Tally): boolean {
+  if (use.hardLinks) {
+    return tally.refuse(
+      'exec.hard-link',
+      subject,
+      'it makes a hard link, a second name for a file that no rule on either name can tell apart; copy the file or make a symbolic link',
+    );
+  }
+  const seen = new Set<string>();
+  for (const word of use.reads) if (decidePath('read', word, ctx, tally, seen)) return true;
+  for (const word of use.writes)
+    if (decidePath('write', word.replace(/\/+$/, '') || '/', ctx, tally, seen)) return true;
+  for (const [dir, source] of use.into) {
+    for (const cwd of ctx.cwds) {
+      if (!statSync(resolve(cwd, dir), { throwIfNoEntry: false })?.isDirectory()) continue;
+      const name = basename(source.replace(/\/+$/, ''));
+      if (name !== '' && decidePath('write', join(resolve(cwd, dir), name), ctx, tally, seen)) return true;
+    }
+  }
+  for (const word of use.walkedReads) if (walkPaths('read', word, subject, ctx, tally, seen)) return true;
+  for (const word of use.walkedWrites) if (walkPaths('write', word, subject, ctx, tally, seen)) return true;
   return false;
 }
 
@@ -296,7 +648,7 @@ function display(argv: readonly string[], holes: Holes): string {
 
 /** Decides an argv; with unknown arguments, a deny rule that could match once they are filled refuses it. */
 function decideExec(argv: readonly string[], ctx: Context, holes: Holes): Decision {
-  const decision = ctx.policy.decide({ kind: 'exec', argv }, ctx.root);
+  const decision = ctx.policy.decide({ kind: 'exec', argv, cwd: ctx.cwds[0] ?? ctx.root }, ctx.root);
   if (decision.effect === 'deny' || (!holes.trailing && holes.marker === null)) return decision;
   const deny = couldBeDenied(argv, ctx.policy, holes);
   return deny ?? decision;
@@ -335,7 +687,13 @@ function unknownProgram(subject: string, ctx: Context, tally: Tally): boolean {
  * program (`allowExec('node*')`, never a bare `*`), or a rule allows it as
  * `<arbitrary code> ...`; otherwise it asks. A deny on `<arbitrary code> ...` refuses it.
  */
-function capArbitraryCode(argv: readonly string[], outer: Decision, ctx: Context, tally: Tally): boolean {
+function capArbitraryCode(
+  argv: readonly string[],
+  resolved: ResolvedProgram | null,
+  outer: Decision,
+  ctx: Context,
+  tally: Tally,
+): boolean {
   const act = { kind: 'exec' as const, argv: [ARBITRARY_CODE, ...argv] };
   const second = ctx.policy.decide(act, ctx.root);
   if (second.effect === 'deny' && second.rule !== null) return tally.add(second);
@@ -343,7 +701,7 @@ function capArbitraryCode(argv: readonly string[], outer: Decision, ctx: Context
     tally.add(second);
     return false;
   }
-  if (outer.effect === 'allow' && namesProgram(patternOf(outer.rule), argv[0] ?? '', ctx)) return false;
+  if (outer.effect === 'allow' && resolved !== null && namesProgram(patternOf(outer.rule), resolved)) return false;
   tally.ask('exec.arbitrary-code', `${ARBITRARY_CODE} ${argv.join(' ')}`);
   return false;
 }
@@ -357,20 +715,17 @@ function patternOf(rule: string): string {
   return rule.slice(rule.indexOf(' ') + 1);
 }
 
-/** Whether a rule's pattern names the program: its literal start is the program's name, whole. */
-function namesProgram(pattern: string, program: string, ctx: Context): boolean {
+/**
+ * Whether a rule's pattern names the program: its literal start is the program's name,
+ * whole — its identity, its real path, or the path as written. A program in the workspace
+ * is named only by its path.
+ */
+function namesProgram(pattern: string, resolved: ResolvedProgram): boolean {
   const literal = pattern.split(/[*?]/)[0] ?? '';
   const first = literal.split(' ')[0] ?? '';
   if (first === '') return false;
-  if (first === program) return true;
-  // A bare name covers a program outside the workspace by its basename; a workspace file only as written.
-  return !insideWorkspace(program, ctx) && first === basename(program);
-}
-
-/** A program given as a path into the workspace: its content is the agent's to write. */
-function insideWorkspace(program: string, ctx: Context): boolean {
-  if (!program.includes('/')) return false;
-  return ctx.cwds.some((cwd) => !resolvePath(resolve(cwd, program), ctx.root).startsWith('/'));
+  if (first === resolved.spelled || (resolved.real !== null && first === resolved.real)) return true;
+  return !resolved.inWorkspace && first === resolved.identity;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -438,19 +793,16 @@ function intersects(a: GlobToken[], b: GlobToken[]): boolean {
 // ---------------------------------------------------------------------------------------
 // What a program runs
 
-function analyze(argv: readonly string[], ctx: Context): Effect[] {
-  const program = argv[0] ?? '';
-  const name = basename(program);
-  const args = argv.slice(1);
+function analyze(name: string, args: readonly string[], ctx: Context, program?: ResolvedProgram): Effect[] {
   const handler = handlerOf(name);
-  return handler ? handler(args, ctx) : [];
+  return handler ? handler([...args], ctx, program) : [];
 }
 
 function handlerOf(name: string): Handler | undefined {
   return Object.hasOwn(PROGRAMS, name) ? PROGRAMS[name] : familyOf(name);
 }
 
-type Handler = (args: string[], ctx: Context) => Effect[];
+type Handler = (args: string[], ctx: Context, program?: ResolvedProgram) => Effect[];
 
 interface Options {
   /** Short letters that take a value (`-n 5`, `-n5`). */
@@ -510,11 +862,22 @@ function optionValue(parsed: Parsed, ...names: string[]): string | undefined {
   return parsed.options.find(([name]) => names.includes(name))?.[1];
 }
 
-/** A plain wrapper: options, then the command it runs. */
-function wrapper(spec: Options, skipOperands = 0): Handler {
+/** A refusal: the checker cannot tell how the program reads its options, so nothing is guessed. */
+function unreadable(reason: string): Effect[] {
+  return [{ kind: 'refuse', rule: 'exec.options', reason: `${reason}; the command is refused rather than guessed at` }];
+}
+
+/**
+ * A wrapper read with its own option table (stopping at the first operand, as its `+`
+ * option string does): `--help`/`--version` run nothing, an option it would reject is
+ * refused, and the command is what follows its options and `skip` operands.
+ */
+function wrapper(program: string, table: OptionTable, skip = 0, runsNothing: readonly string[] = []): Handler {
   return (args) => {
-    const parsed = leadingOptions(args, spec);
-    return [{ kind: 'inner', argv: parsed.rest.slice(skipOperands) }];
+    const parsed = parseOptions(program, args, table);
+    if (!parsed.ok) return unreadable(parsed.reason);
+    if (hasOption(parsed, '--help', '--version', ...runsNothing)) return [];
+    return [{ kind: 'inner', argv: parsed.operands.slice(skip) }];
   };
 }
 
@@ -540,93 +903,307 @@ function arbitraryUnless(why: string, safe: readonly string[]): Handler {
 
 const SHELLS = new Set(['sh', 'bash', 'zsh', 'dash', 'ksh', 'mksh', 'ash', 'posh', 'yash', 'ksh93', 'rbash']);
 
-/** `sh -c STRING` is parsed and checked; `sh FILE`, `sh -s` or a bare `sh` (reading stdin) is arbitrary code. */
-const shell: Handler = (args) => {
-  let command = false;
-  let interactive = false;
-  let stdin = false;
-  let i = 0;
-  for (; i < args.length; i++) {
-    const arg = args[i] as string;
-    if (arg === '--' || arg === '-') {
-      i++;
-      break;
-    }
-    if (arg.startsWith('--')) {
-      if (arg === '--rcfile' || arg === '--init-file') {
-        interactive = true;
-        i++;
-      } else if (!['--norc', '--noprofile', '--posix', '--login', '--verbose', '--noediting'].includes(arg)) {
-        return [{ kind: 'arbitrary', why: `the shell option ${arg}` }];
+/** dash's option letters (`set -o` names them), and the names `-o` takes. */
+const DASH_LETTERS = new Set([...'efIimnsxvVECabup']);
+const DASH_NAMES = new Set([
+  'errexit',
+  'noglob',
+  'ignoreeof',
+  'interactive',
+  'monitor',
+  'noexec',
+  'stdin',
+  'xtrace',
+  'verbose',
+  'vi',
+  'emacs',
+  'noclobber',
+  'allexport',
+  'notify',
+  'nounset',
+  'privileged',
+  'nolog',
+  'debug',
+]);
+const BASH_LETTERS = new Set([...'abefhkmnptuvxBCHPTEirsD']);
+const BASH_NAMES = new Set([
+  ...DASH_NAMES,
+  'braceexpand',
+  'errtrace',
+  'functrace',
+  'hashall',
+  'histexpand',
+  'history',
+  'interactive-comments',
+  'keyword',
+  'onecmd',
+  'physical',
+  'pipefail',
+  'posix',
+]);
+const BASH_LONG = new Set(['--norc', '--noprofile', '--posix', '--verbose', '--noediting', '--restricted']);
+
+/**
+ * A shell's own argv, read as the shell reads it: dash's rules (options are clusters of
+ * letters after `-` or `+`, `-o NAME` takes the next word, `-` or `--` ends them, the
+ * command string of `-c` is the first operand), bash's (long options first, then the
+ * same, with `-O NAME`). An option the shell would reject is refused; `-l` (a login
+ * shell reads its profile) and `-i` are arbitrary code.
+ */
+function shellFlavour(flavour: 'dash' | 'bash') {
+  const letters = flavour === 'dash' ? DASH_LETTERS : BASH_LETTERS;
+  const names = flavour === 'dash' ? DASH_NAMES : BASH_NAMES;
+  return (args: readonly string[]): Effect[] => {
+    let command = false;
+    let login = false;
+    let interactive = false;
+    let stdin = false;
+    let i = 0;
+    if (flavour === 'bash') {
+      for (; i < args.length && (args[i] as string).startsWith('--') && args[i] !== '--'; i++) {
+        const arg = args[i] as string;
+        if (arg === '--login') login = true;
+        else if (arg === '--rcfile' || arg === '--init-file') {
+          interactive = true;
+          i++;
+        } else if (!BASH_LONG.has(arg)) {
+          return unreadable(`bash: ${arg} is not an option it takes here`);
+        }
       }
-      continue;
     }
-    if (!arg.startsWith('-') && !arg.startsWith('+')) break;
-    for (const letter of arg.slice(1)) {
-      if (letter === 'c') command = true;
-      else if (letter === 'i') interactive = true;
-      else if (letter === 's') stdin = true;
-      else if (letter === 'o' || letter === 'O') i++;
+    for (; i < args.length; i++) {
+      const arg = args[i] as string;
+      if (arg === '--' || arg === '-') {
+        i++;
+        break;
+      }
+      if (!/^[-+]./.test(arg)) break;
+      for (const letter of arg.slice(1)) {
+        if (letter === 'c') command = true;
+        else if (letter === 'l') login = true;
+        else if (letter === 'o' || (letter === 'O' && flavour === 'bash')) {
+          const name = args[i + 1];
+          if (name === undefined) return unreadable(`${flavour}: -${letter} needs a name`);
+          if (letter === 'o' && !names.has(name)) return unreadable(`${flavour}: -o ${name} is not an option it has`);
+          i++;
+        } else if (!letters.has(letter)) {
+          return unreadable(`${flavour}: -${letter} is not an option it has`);
+        } else if (letter === 'i') interactive = true;
+        else if (letter === 's') stdin = true;
+      }
     }
-  }
-  const operand = args[i];
-  const effects: Effect[] = [];
-  if (interactive) effects.push({ kind: 'arbitrary', why: 'an interactive shell reads its rc files' });
-  if (command) {
-    if (operand !== undefined) effects.push({ kind: 'line', line: operand });
-    return effects;
-  }
-  if (stdin || operand === undefined) return [{ kind: 'arbitrary', why: 'a shell reading commands from its input' }];
-  return [{ kind: 'arbitrary', why: `a shell running the file ${operand}` }];
+    const operand = args[i];
+    const effects: Effect[] = [];
+    if (login) {
+      return [
+        {
+          kind: 'refuse',
+          rule: 'exec.options',
+          reason: `a login shell (-l) runs profile files before its command, which the check does not read`,
+        },
+      ];
+    }
+    if (interactive) effects.push({ kind: 'arbitrary', why: 'an interactive shell reads its rc files' });
+    if (command) {
+      if (operand === undefined) return [];
+      effects.push({ kind: 'line', line: operand });
+      return effects;
+    }
+    if (stdin || operand === undefined) return [{ kind: 'arbitrary', why: 'a shell reading commands from its input' }];
+    return [{ kind: 'arbitrary', why: `a shell running the file ${operand}` }];
+  };
+}
+
+const dashShell = shellFlavour('dash');
+const bashShell = shellFlavour('bash');
+
+/**
+ * `sh -c STRING` is parsed and checked; `sh FILE`, `sh -s` or a bare `sh` (reading stdin)
+ * is arbitrary code. The shell is read by what really runs: `sh` is dash on Debian and
+ * bash elsewhere. Other shells are read by dash's rules, which take the fewest options.
+ */
+const shell: Handler = (args, _ctx, program) => {
+  const real = basename(program?.real ?? program?.identity ?? '');
+  return /^(bash|rbash)$/.test(real) ? bashShell(args) : dashShell(args);
+};
+
+const ENV_OPTIONS: OptionTable = {
+  short: { i: 'none', '0': 'none', u: 'required', C: 'required', S: 'required', v: 'none' },
+  long: {
+    'ignore-environment': ['none', 'i'],
+    null: ['none', '0'],
+    unset: ['required', 'u'],
+    chdir: ['required', 'C'],
+    'split-string': ['required', 'S'],
+    debug: ['none', 'v'],
+    'default-signal': 'optional',
+    'ignore-signal': 'optional',
+    'block-signal': 'optional',
+    'list-signal-handling': 'none',
+    ...GNU_STANDARD,
+  },
 };
 
 const env: Handler = (args, ctx) => {
-  const parsed = leadingOptions(args, { short: 'uCS', long: ['--unset', '--chdir', '--split-string'] });
-  if (has(parsed, '-S', '--split-string')) {
+  const parsed = parseOptions('env', args, ENV_OPTIONS);
+  if (!parsed.ok) return unreadable(parsed.reason);
+  if (hasOption(parsed, 'S')) {
     return [
       { kind: 'refuse', rule: 'shell.unsupported', reason: 'env -S splits a string into a command by its own rules' },
     ];
   }
-  let rest = parsed.rest;
+  if (hasOption(parsed, '--help', '--version')) return [];
+  let rest = parsed.operands;
   if (rest[0] === '-') rest = rest.slice(1);
+  // env refuses -0 with a command (it only prints the environment that way).
+  if (hasOption(parsed, '0') && rest.some((word) => !word.includes('='))) return [];
+  // env takes every word holding an `=` as an assignment, up to the first that holds none.
   const assigned: string[] = [];
-  while (rest[0] !== undefined && /^[^=]+=/.test(rest[0])) {
+  while (rest[0]?.includes('=')) {
     assigned.push(rest[0]);
     rest = rest.slice(1);
   }
   const effects: Effect[] = [];
   const tampered = assigned.filter((pair) => isCodeLoadingVariable(pair.slice(0, pair.indexOf('='))));
   if (tampered.length > 0) effects.push({ kind: 'environment', subject: tampered.join(' ') });
-  const chdir = optionValue(parsed, '-C', '--chdir');
+  const refused = assigned.find((pair) => isRefusedVariable(pair.slice(0, pair.indexOf('='))));
+  if (refused !== undefined) return [{ kind: 'refuse', rule: 'exec.environment', reason: refusedVariable(refused) }];
+  const chdirs = optionValues(parsed, 'C');
+  const chdir = chdirs[chdirs.length - 1];
   const cwds = chdir === undefined ? undefined : ctx.cwds.map((cwd) => resolve(cwd, chdir));
   effects.push({ kind: 'inner', argv: rest, ...(cwds ? { cwds } : {}) });
   return effects;
 };
 
+/** nice: `-N`, `--N` and `-+N` adjustments may stand among its options (coreutils reads them first). */
 const nice: Handler = (args) => {
-  let i = 0;
-  while (args[i] !== undefined && /^--?[0-9]+$/.test(args[i] as string)) i++;
-  const parsed = leadingOptions(args.slice(i), { short: 'n', long: ['--adjustment'] });
-  return [{ kind: 'inner', argv: parsed.rest }];
+  const kept = args.filter((arg, index) => {
+    const before = args.slice(0, index);
+    const ended = before.includes('--') || before.some((word) => !word.startsWith('-'));
+    return ended || !/^-[-+]?[0-9]/.test(arg);
+  });
+  const parsed = parseOptions('nice', kept, {
+    short: { n: 'required' },
+    long: { adjustment: ['required', 'n'], ...GNU_STANDARD },
+  });
+  if (!parsed.ok) return unreadable(parsed.reason);
+  if (hasOption(parsed, '--help', '--version')) return [];
+  // An adjustment that is not a number makes nice exit before it runs anything.
+  if (optionValues(parsed, 'n').some((value) => !/^[-+]?[0-9]+$/.test(value))) return [];
+  return [{ kind: 'inner', argv: parsed.operands }];
 };
 
+/** A duration timeout takes: a number with an optional s, m, h or d. */
+const DURATION = /^([0-9]+\.?[0-9]*|\.[0-9]+)([smhd])?$/;
+
+/** A signal by name (with or without SIG) or number, as timeout and kill take them. */
+function isSignal(value: string): boolean {
+  if (/^[0-9]+$/.test(value)) return Number(value) < 65;
+  const name = value.toUpperCase().replace(/^SIG/, '');
+  return Object.hasOwn(osConstants.signals, `SIG${name}`) || /^RTM(IN|AX)([+-][0-9]+)?$/.test(name);
+}
+
+/** timeout [options] DURATION command: a bad duration or signal makes it exit without running the command. */
+const timeout: Handler = (args) => {
+  const parsed = parseOptions('timeout', args, {
+    short: { k: 'required', s: 'required', v: 'none' },
+    long: {
+      'kill-after': ['required', 'k'],
+      signal: ['required', 's'],
+      verbose: ['none', 'v'],
+      foreground: 'none',
+      'preserve-status': 'none',
+      ...GNU_STANDARD,
+    },
+  });
+  if (!parsed.ok) return unreadable(parsed.reason);
+  if (hasOption(parsed, '--help', '--version')) return [];
+  const duration = parsed.operands[0];
+  if (duration === undefined || !DURATION.test(duration)) return [];
+  if (optionValues(parsed, 'k').some((value) => !DURATION.test(value))) return [];
+  if (optionValues(parsed, 's').some((value) => !isSignal(value))) return [];
+  return [{ kind: 'inner', argv: parsed.operands.slice(1) }];
+};
+
+/** stdbuf needs a mode, each a size or (for output) L; anything else makes it exit. */
+const stdbuf: Handler = (args) => {
+  const parsed = parseOptions('stdbuf', args, {
+    short: { i: 'required', o: 'required', e: 'required' },
+    long: { input: ['required', 'i'], output: ['required', 'o'], error: ['required', 'e'], ...GNU_STANDARD },
+  });
+  if (!parsed.ok) return unreadable(parsed.reason);
+  if (hasOption(parsed, '--help', '--version')) return [];
+  const modes = parsed.options.filter((option) => ['i', 'o', 'e'].includes(option.name));
+  const valid = (option: ParsedOption) =>
+    (option.value === 'L' && option.name !== 'i') || /^[0-9]+([KMGTPEZYRQ](iB|B)?|[kbcw]|B)?$/.test(option.value ?? '');
+  if (modes.length === 0 || !modes.every(valid)) return [];
+  return [{ kind: 'inner', argv: parsed.operands }];
+};
+
+/** dash's `command`: -p, -v, -V clustered, `--`; -v and -V only print. */
 const command: Handler = (args) => {
-  const parsed = leadingOptions(args, {});
-  if (has(parsed, '-v', '-V')) return [];
-  return [{ kind: 'inner', argv: parsed.rest }];
+  const parsed = parseOptions('command', args, { short: { p: 'none', v: 'none', V: 'none' } });
+  if (!parsed.ok) return unreadable(parsed.reason);
+  if (hasOption(parsed, 'v', 'V')) return [];
+  return [{ kind: 'inner', argv: parsed.operands }];
+};
+
+const XARGS_OPTIONS: OptionTable = {
+  short: {
+    '0': 'none',
+    a: 'required',
+    E: 'required',
+    e: 'optional',
+    i: 'optional',
+    I: 'required',
+    l: 'optional',
+    L: 'required',
+    n: 'required',
+    o: 'none',
+    p: 'none',
+    r: 'none',
+    s: 'required',
+    t: 'none',
+    x: 'none',
+    P: 'required',
+    d: 'required',
+    h: 'none',
+    v: 'none',
+  },
+  long: {
+    null: ['none', '0'],
+    'arg-file': ['required', 'a'],
+    delimiter: ['required', 'd'],
+    eof: ['optional', 'e'],
+    replace: ['optional', 'i'],
+    'max-lines': ['optional', 'l'],
+    'max-args': ['required', 'n'],
+    'open-tty': ['none', 'o'],
+    interactive: ['none', 'p'],
+    'no-run-if-empty': ['none', 'r'],
+    'max-chars': ['required', 's'],
+    verbose: ['none', 't'],
+    'show-limits': 'none',
+    exit: ['none', 'x'],
+    'max-procs': ['required', 'P'],
+    'process-slot-var': 'required',
+    version: ['none', 'v'],
+    help: ['none', 'h'],
+  },
 };
 
 const xargs: Handler = (args) => {
-  const parsed = leadingOptions(args, {
-    short: 'adEILnPs',
-    attached: 'iel',
-    long: ['--arg-file', '--delimiter', '--max-args', '--max-procs', '--max-chars', '--process-slot-var'],
-  });
-  let marker = optionValue(parsed, '-I') ?? null;
-  if (marker === null && has(parsed, '-i', '--replace')) {
-    marker = optionValue(parsed, '-i', '--replace') || '{}';
+  const parsed = parseOptions('xargs', args, XARGS_OPTIONS);
+  if (!parsed.ok) return unreadable(parsed.reason);
+  if (hasOption(parsed, 'h', 'v')) return [];
+  // The last of -I / -i / --replace wins; -i with no value means {}.
+  let marker: string | null = null;
+  for (const option of parsed.options) {
+    if (option.name === 'I') marker = option.value ?? '{}';
+    else if (option.name === 'i') marker = option.value === undefined || option.value === '' ? '{}' : option.value;
+    else if (option.name === 'l' || option.name === 'L' || option.name === 'n') marker = null;
   }
-  const inner = parsed.rest.length > 0 ? parsed.rest : ['echo'];
+  const inner = parsed.operands.length > 0 ? parsed.operands : ['echo'];
   return [
     { kind: 'arbitrary', why: 'xargs runs a command with arguments from its input' },
     { kind: 'inner', argv: inner, holes: { trailing: marker === null, marker, fill: null } },
@@ -641,8 +1218,15 @@ const find: Handler = (args) => {
   while (end < args.length && !/^[-(!,]/.test(args[end] as string)) end++;
   const starts = end > first ? args.slice(first, end) : ['.'];
   const effects: Effect[] = [];
+  const writes: string[] = [];
+  const reads: string[] = [];
   for (let i = end; i < args.length; i++) {
     const arg = args[i] as string;
+    if (['-fprint', '-fprint0', '-fls', '-fprintf'].includes(arg)) writes.push(args[i + 1] ?? '');
+    if (arg === '-files0-from') reads.push(args[i + 1] ?? '');
+    if (arg === '-delete') {
+      effects.push({ kind: 'paths', use: { ...NO_PATHS, walkedWrites: starts } });
+    }
     if (!['-exec', '-execdir', '-ok', '-okdir'].includes(arg)) continue;
     let close = i + 1;
     while (close < args.length && args[close] !== ';' && args[close] !== '+') close++;
@@ -651,6 +1235,8 @@ const find: Handler = (args) => {
     effects.push({ kind: 'inner', argv: args.slice(i + 1, close), holes: { trailing: false, marker: '{}', fill } });
     i = close;
   }
+  // The start points are listed: names under a denied directory are read too.
+  effects.push({ kind: 'paths', use: { ...NO_PATHS, reads: [...starts, ...reads], writes } });
   return effects;
 };
 
@@ -692,17 +1278,14 @@ function unescapeAwk(text: string): string {
 
 /** sed: the `e` command and the `e` flag run the pattern space; `w`/`W` write files. */
 const sed: Handler = (args) => {
-  const parsed = leadingOptions(args, {
-    short: 'efl',
-    attached: 'i',
-    long: ['--expression', '--file', '--line-length'],
-  });
-  if (has(parsed, '-f', '--file')) return [{ kind: 'arbitrary', why: 'a sed script read from a file' }];
-  if (has(parsed, '--sandbox')) return [];
-  const scripts = parsed.options.filter(([name]) => name === '-e' || name === '--expression').map(([, value]) => value);
-  const script = (scripts.length > 0 ? scripts : [parsed.rest[0]]).filter((text) => text !== undefined).join('\n');
+  const parsed = parseOptions('sed', args, SED_OPTIONS);
+  if (!parsed.ok) return unreadable(parsed.reason);
+  if (hasOption(parsed, 'f')) return [{ kind: 'arbitrary', why: 'a sed script read from a file' }];
+  if (hasOption(parsed, '--sandbox')) return [];
+  const scripts = optionValues(parsed, 'e');
+  const script = (scripts.length > 0 ? scripts : parsed.operands.slice(0, 1)).join('\n');
   return sedRunsCode(script)
-    ? [{ kind: 'arbitrary', why: 'a sed script with e (runs commands) or w (writes files)' }]
+    ? [{ kind: 'arbitrary', why: 'a sed script with e (runs commands), w (writes files) or r (reads files)' }]
     : [];
 };
 
@@ -750,7 +1333,7 @@ function sedRunsCode(script: string): boolean {
     const command = script[i];
     i++;
     if (command === undefined) return false;
-    if ('ewW'.includes(command)) return true;
+    if ('ewWrR'.includes(command)) return true;
     if (command === '{' || command === '}') continue;
     if (command === 's' || command === 'y') {
       const delimiter = script[i];
@@ -765,7 +1348,7 @@ function sedRunsCode(script: string): boolean {
       }
       continue;
     }
-    if ('aicrRbtTv:'.includes(command)) {
+    if ('aicbtTv:'.includes(command)) {
       toEnd();
       continue;
     }
@@ -842,31 +1425,236 @@ function isGitCodeKey(key: string): boolean {
   return GIT_CODE_KEYS.some((pattern) => pattern.test(lower));
 }
 
-const git: Handler = (args) => {
-  const effects: Effect[] = [];
+/** git's own options before the subcommand, as git.c reads them: exact names, no abbreviations. */
+export interface GitCommandLine {
+  /** The subcommand (`--version`/`-v` read as `version`, `--help`/`-h` as `help`); null when none. */
+  sub: string | null;
+  rest: string[];
+  /** `-C` directories, in order (each relative to the one before). */
+  chdirs: string[];
+  gitDir: string | null;
+  /** `-c key=value` and `--config-env key=VAR` keys. */
+  configKeys: string[];
+  /** It prints a path or the command list and exits, running nothing. */
+  exits: boolean;
+  execPath: boolean;
+  pager: boolean;
+}
+
+const GIT_FLAGS = new Set([
+  '--no-pager',
+  '-P',
+  '--no-replace-objects',
+  '--bare',
+  '--literal-pathspecs',
+  '--no-literal-pathspecs',
+  '--glob-pathspecs',
+  '--noglob-pathspecs',
+  '--icase-pathspecs',
+  '--no-optional-locks',
+]);
+
+/** @internal Reads git's options before the subcommand, or says why it cannot. */
+export function parseGitCommandLine(args: readonly string[]): GitCommandLine | { error: string } {
+  const line: GitCommandLine = {
+    sub: null,
+    rest: [],
+    chdirs: [],
+    gitDir: null,
+    configKeys: [],
+    exits: false,
+    execPath: false,
+    pager: false,
+  };
   let i = 0;
+  const value = (option: string): string | { error: string } => {
+    const next = args[i + 1];
+    if (next === undefined) return { error: `git ${option} needs a value` };
+    i++;
+    return next;
+  };
   for (; i < args.length; i++) {
     const arg = args[i] as string;
     if (!arg.startsWith('-')) break;
-    if (arg === '-c' || arg === '--config-env') {
-      const pair = args[++i] ?? '';
-      const key = pair.split('=')[0] ?? '';
-      if (isGitCodeKey(key)) effects.push({ kind: 'arbitrary', why: `git ${arg} ${key}=... runs a command` });
+    if (['--help', '-h', '--version', '-v'].includes(arg)) break;
+    let taken: string | { error: string } | null = null;
+    if (arg.startsWith('--exec-path')) {
+      if (arg[11] === '=') line.execPath = true;
+      else line.exits = true;
+    } else if (['--html-path', '--man-path', '--info-path'].includes(arg) || arg.startsWith('--list-cmds=')) {
+      line.exits = true;
+    } else if (arg === '-p' || arg === '--paginate') {
+      line.pager = true;
+    } else if (GIT_FLAGS.has(arg)) {
+      // changes nothing the check looks at
+    } else if (arg === '--git-dir' || arg.startsWith('--git-dir=')) {
+      taken = arg === '--git-dir' ? value(arg) : arg.slice(10);
+      if (typeof taken === 'string') line.gitDir = taken;
+    } else if (['--namespace', '--work-tree', '--super-prefix', '--shallow-file'].includes(arg)) {
+      taken = value(arg);
+    } else if (/^--(namespace|work-tree|super-prefix)=/.test(arg)) {
+      // a value attached
+    } else if (arg === '-c' || arg === '--config-env') {
+      taken = value(arg);
+      if (typeof taken === 'string') line.configKeys.push(taken.split('=')[0] ?? '');
     } else if (arg.startsWith('--config-env=')) {
-      const key = arg.slice('--config-env='.length).split('=')[0] ?? '';
-      if (isGitCodeKey(key)) effects.push({ kind: 'arbitrary', why: `git --config-env ${key} runs a command` });
-    } else if (arg.startsWith('--exec-path=')) {
-      effects.push({ kind: 'arbitrary', why: 'git --exec-path= runs its subcommands from another directory' });
-    } else if (['-C', '--git-dir', '--work-tree', '--namespace', '--super-prefix', '--list-cmds'].includes(arg)) {
-      i++;
+      line.configKeys.push(arg.slice(13).split('=')[0] ?? '');
+    } else if (arg === '-C') {
+      taken = value(arg);
+      if (typeof taken === 'string') line.chdirs.push(taken);
+    } else {
+      return { error: `git: unknown option ${arg}` };
+    }
+    if (taken !== null && typeof taken !== 'string') return taken;
+    if (line.exits) return line;
+  }
+  const first = args[i];
+  if (first === undefined) return line;
+  line.sub =
+    first === '--version' || first === '-v' ? 'version' : first === '--help' || first === '-h' ? 'help' : first;
+  line.rest = args.slice(i + 1);
+  return line;
+}
+
+/** True when `arg` is a long option git's parse-options would read as one of `names` (a prefix of two letters or more). */
+function gitLong(arg: string, ...names: string[]): boolean {
+  if (!arg.startsWith('--') || arg.length < 4) return false;
+  const typed = arg.slice(2).split('=')[0] as string;
+  return names.some((name) => name.startsWith(typed));
+}
+
+/** Subcommands that print the contents of files (of the work tree, the index or history). */
+const GIT_PRINTS_CONTENT = new Set([
+  'diff',
+  'show',
+  'grep',
+  'cat-file',
+  'blame',
+  'annotate',
+  'archive',
+  'format-patch',
+  'range-diff',
+  'whatchanged',
+  'bundle',
+  'fast-export',
+  'stash',
+  'notes',
+  'show-index',
+  'unpack-file',
+  'diff-files',
+  'diff-index',
+  'diff-tree',
+]);
+
+/** Subcommands that print contents only with a patch option (`log -p`, `status -v`, `add -p`...). */
+const GIT_PATCH_OPTIONS: Readonly<Record<string, RegExp>> = {
+  log: /^(-p|-u|-c|-W|--cc|--patch|--patch-with-stat|--patch-with-raw|--word-diff.*|--color-words.*|--function-context|--full-diff|--ext-diff|--textconv|--binary|-[a-zA-Z]*[puW][a-zA-Z]*)$/,
+  status: /^(-v+|--verbose|-[a-zA-Z]*v[a-zA-Z]*)$/,
+  commit: /^(-v+|--verbose|-p|--patch|--interactive|-[a-zA-Z]*[vp][a-zA-Z]*)$/,
+  add: /^(-p|-i|-e|--patch|--interactive|--edit|-[a-zA-Z]*[pie][a-zA-Z]*)$/,
+  checkout: /^(-p|--patch)$/,
+  restore: /^(-p|--patch)$/,
+  reset: /^(-p|--patch)$/,
+  shortlog: /^(-p|--patch)$/,
+};
+
+function gitPrintsContent(sub: string, rest: readonly string[]): boolean {
+  if (GIT_PRINTS_CONTENT.has(sub)) return true;
+  const patch = own(GIT_PATCH_OPTIONS, sub);
+  return patch !== undefined && rest.some((arg) => arg !== '--' && patch.test(arg));
+}
+
+/** Whether the policy lets everything in the workspace be read outright (no read is denied or asked). */
+function readsEverything(policy: Policy): boolean {
+  let all = false;
+  for (const layer of policy.layers) {
+    for (const rule of layer.rules) {
+      if (rule.act !== 'read') continue;
+      if (rule.effect !== 'allow') return false;
+      if (rule.pattern === '**') all = true;
     }
   }
-  const sub = args[i];
-  const rest = args.slice(i + 1);
+  return all;
+}
+
+/**
+ * The repository git would use from `cwd`: `--git-dir`, else the first `.git` (a
+ * directory, or a file naming a `gitdir:`) or bare repository found from `cwd` upwards.
+ */
+function discoverRepository(cwd: string, gitDir: string | null): string | null {
+  if (gitDir !== null) return resolve(cwd, gitDir);
+  for (let dir = cwd; ; dir = dirname(dir)) {
+    const dotGit = join(dir, '.git');
+    const stat = lstatSync(dotGit, { throwIfNoEntry: false });
+    if (stat?.isDirectory()) return dotGit;
+    if (stat?.isFile() || stat?.isSymbolicLink()) {
+      try {
+        const named = /^gitdir:\s*(.+?)\s*$/m.exec(readFileSync(dotGit, 'utf8'))?.[1];
+        return named === undefined ? dotGit : resolve(dir, named);
+      } catch {
+        return dotGit;
+      }
+    }
+    // A bare repository: git takes a directory holding HEAD, objects/ and refs/ for one.
+    if (existsSync(join(dir, 'HEAD')) && existsSync(join(dir, 'objects')) && existsSync(join(dir, 'refs'))) {
+      return dir;
+    }
+    if (dirname(dir) === dir) return null;
+  }
+}
+
+/** A repository the agent cannot have written: a `.git` directory (the floor protects every one) or inside one. */
+function trustedRepository(repository: string): boolean {
+  let real: string;
+  try {
+    real = realpathSync.native(repository);
+  } catch {
+    return false;
+  }
+  return real.split('/').includes('.git') && lstatSync(real).isDirectory();
+}
+
+const git: Handler = (args, ctx) => {
+  const parsed = parseGitCommandLine(args);
+  if ('error' in parsed) return unreadable(parsed.error);
+  if (parsed.exits) return [];
+  const effects: Effect[] = [];
   const arb = (why: string): Effect => ({ kind: 'arbitrary', why });
+  for (const key of parsed.configKeys) {
+    if (isGitCodeKey(key)) effects.push(arb(`git -c ${key}=... runs a command`));
+  }
+  if (parsed.execPath) effects.push(arb('git --exec-path= runs its subcommands from another directory'));
+  if (parsed.pager) effects.push(arb('git -p runs a pager'));
+  const sub = parsed.sub;
+  const rest = parsed.rest;
+  if (sub === null || sub === 'version') return effects;
+  if (sub === 'help') {
+    if (rest.length > 0) effects.push(arb('git help runs man, a pager or a browser'));
+    return effects;
+  }
+  const cwds = ctx.cwds.map((cwd) => parsed.chdirs.reduce((dir, next) => resolve(dir, next), cwd));
+  // git reads configuration (and runs hooks) from whatever repository it finds: one the agent could have written is arbitrary code.
+  for (const cwd of cwds) {
+    const repository = discoverRepository(cwd, parsed.gitDir);
+    if (repository !== null && !trustedRepository(repository)) {
+      effects.push({
+        kind: 'arbitrary',
+        untrusted: true,
+        why: `git would read the configuration and hooks of ${repository}, a repository that is not a .git directory, which the agent could have written`,
+      });
+      break;
+    }
+  }
+  if (gitPrintsContent(sub, rest) && !readsEverything(ctx.policy)) {
+    const refusal = gitReadRefusal(sub, rest, cwds, ctx);
+    if (refusal) return [...effects, refusal];
+  }
   switch (sub) {
     case 'config':
-      if (rest.some((arg) => isGitCodeKey(arg.split('=')[0] ?? '')) || rest.includes('--edit') || rest.includes('-e')) {
+      if (
+        rest.some((arg) => isGitCodeKey(arg.split('=')[0] ?? '')) ||
+        rest.some((arg) => arg === '-e' || gitLong(arg, 'edit'))
+      ) {
         effects.push(arb('git config sets a key whose value is a command'));
       }
       break;
@@ -881,33 +1669,77 @@ const git: Handler = (args) => {
       break;
     case 'rebase':
       for (const [index, arg] of rest.entries()) {
-        if (arg === '-x' || arg === '--exec') {
+        if (arg === '-x' || (gitLong(arg, 'exec') && !arg.includes('='))) {
           effects.push(arb('git rebase --exec runs a command'), { kind: 'line', line: rest[index + 1] ?? '' });
-        } else if (arg.startsWith('--exec=')) {
-          effects.push(arb('git rebase --exec runs a command'), { kind: 'line', line: arg.slice(7) });
+        } else if (gitLong(arg, 'exec')) {
+          effects.push(arb('git rebase --exec runs a command'), {
+            kind: 'line',
+            line: arg.slice(arg.indexOf('=') + 1),
+          });
+        } else if (/^-[a-zA-Z]*x./.test(arg)) {
+          effects.push(arb('git rebase -x runs a command'), { kind: 'line', line: arg.slice(arg.indexOf('x') + 1) });
+        } else if (/^-[a-zA-Z]*x$/.test(arg)) {
+          effects.push(arb('git rebase -x runs a command'), { kind: 'line', line: rest[index + 1] ?? '' });
         }
       }
       break;
     case 'filter-branch':
     case 'difftool':
     case 'mergetool':
+    case 'instaweb':
+    case 'web--browse':
       effects.push(arb(`git ${sub} runs commands`));
       break;
     case 'grep':
-      if (rest.some((arg) => arg === '-O' || arg.startsWith('--open-files-in-pager') || /^-O./.test(arg))) {
+      if (rest.some((arg) => /^-[a-zA-Z]*O/.test(arg) || gitLong(arg, 'open-files-in-pager'))) {
         effects.push(arb('git grep -O runs a pager'));
       }
       break;
     default:
       if (
-        rest.some((arg) => /^--(upload-pack|receive-pack|exec)(=|$)/.test(arg) || arg.startsWith('ext::')) ||
-        (['fetch', 'clone', 'ls-remote', 'pull', 'archive'].includes(sub ?? '') && rest.includes('-u'))
+        rest.some((arg) => gitLong(arg, 'upload-pack', 'receive-pack', 'exec') || arg.includes('ext::')) ||
+        (['fetch', 'clone', 'ls-remote', 'pull', 'archive', 'push'].includes(sub) &&
+          rest.some((arg) => /^-[a-zA-Z]*u/.test(arg)))
       ) {
         effects.push(arb('git runs a remote helper command'));
       }
   }
   return effects;
 };
+
+/**
+ * A subcommand that prints file contents, under a policy that denies some reads: only
+ * plain paths named after `--`, each of which the policy lets be read, so what it prints
+ * is what read_file could show. Anything else is refused.
+ */
+function gitReadRefusal(sub: string, rest: readonly string[], cwds: readonly string[], ctx: Context): Effect | null {
+  const refuse = (why: string): Effect => ({
+    kind: 'refuse',
+    rule: 'exec.git-read',
+    reason: `git ${sub} prints the contents of files, and the policy denies reading some: ${why}`,
+  });
+  if (['cat-file', 'archive', 'bundle', 'fast-export', 'show-index', 'unpack-file', 'notes'].includes(sub)) {
+    return refuse('it names objects, not paths, so the check cannot tell whose contents it prints');
+  }
+  const end = rest.indexOf('--');
+  if (end === -1) return refuse('name the paths it may print after -- (for example git diff -- src)');
+  const before = rest.slice(0, end);
+  if (before.some((arg) => arg.includes(':'))) {
+    return refuse('a revision:path names a file in history, which the check does not follow');
+  }
+  const paths = rest.slice(end + 1);
+  if (paths.length === 0) return refuse('name the paths it may print after --');
+  for (const path of paths) {
+    if (path.startsWith(':') || /[*?[]/.test(path)) {
+      return refuse(`the pathspec ${path} is magic or a pattern; name plain paths`);
+    }
+    for (const cwd of cwds) {
+      const decision = ctx.policy.decide({ kind: 'read', path: resolve(cwd, path) }, ctx.root);
+      if (decision.effect !== 'allow') return refuse(`reading ${decision.subject} is not allowed outright`);
+    }
+  }
+  return null;
+}
 
 // ---------------------------------------------------------------------------------------
 // Package managers
@@ -1258,6 +2090,22 @@ function isCodeLoadingVariable(name: string): boolean {
   return CODE_LOADING.some((pattern) => pattern.test(name));
 }
 
+/**
+ * Variables refused outright, wherever a line or a wrapper sets them: git's own
+ * (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_CONFIG_*`, `GIT_EXEC_PATH`, `GIT_SSH_COMMAND`,
+ * `GIT_TRACE*`, ...) move where git reads its configuration and code and where it writes
+ * files, which no exec rule about git can see. (The runtime's own environment for
+ * commands holds none of them.)
+ */
+function isRefusedVariable(name: string): boolean {
+  return /^GIT_/i.test(name);
+}
+
+function refusedVariable(pair: string): string {
+  const name = pair.includes('=') ? pair.slice(0, pair.indexOf('=')) : pair;
+  return `setting ${name}: git's variables move where it reads configuration and code and where it writes; set nothing of git's from a command`;
+}
+
 // ---------------------------------------------------------------------------------------
 // The table
 
@@ -1266,14 +2114,47 @@ const BUILD = 'a build tool or test runner runs project code';
 
 const PROGRAMS: Record<string, Handler> = {
   env,
-  timeout: wrapper({ short: 'sk', long: ['--signal', '--kill-after'] }, 1),
+  timeout,
   nice,
-  nohup: wrapper({}),
+  nohup: wrapper('nohup', { long: GNU_STANDARD }),
   command,
-  exec: wrapper({ short: 'a' }),
-  stdbuf: wrapper({ short: 'ioe', long: ['--input', '--output', '--error'] }),
-  time: wrapper({ short: 'fo', long: ['--format', '--output'] }),
-  setsid: wrapper({}),
+  // dash's exec takes no options: the word after it is the command, even `--` or `-x`.
+  exec: (args) => [{ kind: 'inner', argv: args }],
+  stdbuf,
+  time: wrapper(
+    'time',
+    {
+      short: { a: 'none', f: 'required', o: 'required', p: 'none', q: 'none', v: 'none', h: 'none', V: 'none' },
+      long: {
+        append: ['none', 'a'],
+        format: ['required', 'f'],
+        output: ['required', 'o'],
+        portability: ['none', 'p'],
+        quiet: ['none', 'q'],
+        verbose: ['none', 'v'],
+        help: ['none', 'h'],
+        version: ['none', 'V'],
+      },
+    },
+    0,
+    ['h', 'V'],
+  ),
+  setsid: wrapper(
+    'setsid',
+    {
+      short: { c: 'none', f: 'none', w: 'none', V: 'none', h: 'none' },
+      long: {
+        ctty: ['none', 'c'],
+        fork: ['none', 'f'],
+        wait: ['none', 'w'],
+        version: ['none', 'V'],
+        help: ['none', 'h'],
+      },
+    },
+    0,
+    // -c takes the terminal on its input as its own; a command has none, so setsid exits.
+    ['h', 'V', 'c'],
+  ),
   busybox: (args) => (args[0] !== undefined && !args[0].startsWith('-') ? [{ kind: 'inner', argv: args }] : []),
   corepack: (args) =>
     ['npm', 'npx', 'pnpm', 'pnpx', 'yarn'].includes(args[0] ?? '') ? [{ kind: 'inner', argv: args }] : [],

@@ -11,8 +11,8 @@
  * A policy is plain data so it crosses into an agent's thread as is
  * ({@link Policy.toJSON} / {@link Policy.from}).
  */
-import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { accessSync, constants, lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
 import { Minimatch } from 'minimatch';
 import { InvalidArgumentError } from '../../errors.js';
 
@@ -23,7 +23,12 @@ export type Effect = 'allow' | 'deny' | 'ask';
 export type Act =
   | { kind: 'read'; path: string }
   | { kind: 'write'; path: string }
-  | { kind: 'exec'; argv: readonly string[] }
+  | {
+      kind: 'exec';
+      argv: readonly string[];
+      /** Where the command will run (absolute); the workspace root when not given. Its program is resolved from here. */
+      cwd?: string;
+    }
   | { kind: 'net'; host: string; port: number };
 
 export interface PolicyRule {
@@ -53,7 +58,8 @@ const ACTS: readonly ActKind[] = ['read', 'write', 'exec', 'net'];
 /**
  * Rules under every policy, which no layer can lift: a file inside the workspace may
  * narrow the boundary and never widen it, so the agent may not write the files that
- * configure it.
+ * configure it, nor any git repository's own files (`.git` at any depth), which git
+ * reads code from.
  */
 export const FLOOR: PolicyLayer = {
   name: 'floor',
@@ -61,6 +67,9 @@ export const FLOOR: PolicyLayer = {
     { effect: 'deny', act: 'write', pattern: 'io.toml' },
     { effect: 'deny', act: 'write', pattern: 'io.local.toml' },
     { effect: 'deny', act: 'write', pattern: '.io-harness' },
+    // git reads configuration and hooks from every repository it finds, at any depth: none may be written
+    // by the agent (a rule on X covers X/**, and deny rules ignore case).
+    { effect: 'deny', act: 'write', pattern: '**/.git' },
   ],
 };
 const EFFECTS: readonly Effect[] = ['allow', 'deny', 'ask'];
@@ -186,6 +195,8 @@ export class Policy {
    */
   decide(act: Act, root: string): Decision {
     const subject = subjectOf(act, root);
+    // An exec act's program is resolved once per decision, not once per rule.
+    const names = act.kind === 'exec' ? execNames(act, root) : null;
     // Deny wins in any layer. Otherwise the latest layer with a matching rule decides
     // (a later layer refines an earlier one), and within a layer ask beats allow.
     let decided: { effect: 'allow' | 'ask'; rule: string; layer: string } | null = null;
@@ -193,7 +204,8 @@ export class Policy {
       let ask: string | null = null;
       let allow: string | null = null;
       for (const rule of layer.rules) {
-        if (rule.act !== act.kind || !matches(rule, act, subject)) continue;
+        if (rule.act !== act.kind) continue;
+        if (act.kind === 'exec' && names ? !execMatches(rule, act, names) : !matches(rule, act, subject)) continue;
         const name = `${rule.effect}-${rule.act} ${rule.pattern}`;
         if (rule.effect === 'deny') {
           return { effect: 'deny', rule: name, layer: layer.name, subject, reason: `denied by ${name}` };
@@ -326,14 +338,6 @@ function realOrSelf(path: string): string {
 }
 
 function matches(rule: PolicyRule, act: Act, subject: string): boolean {
-  if (act.kind === 'exec') {
-    // The program by name as well as by the path it was given: `/usr/bin/npm publish` is `npm publish`.
-    const first = act.argv[0] ?? '';
-    const program = basename(first);
-    if (wildcard(rule.pattern, subject)) return true;
-    if (program !== first && wildcard(rule.pattern, [program, ...act.argv.slice(1)].join(' '))) return true;
-    return !rule.pattern.includes(' ') && wildcard(rule.pattern, program);
-  }
   if (act.kind === 'net') {
     const pattern = rule.pattern.includes(':') ? rule.pattern : `${rule.pattern}:*`;
     return wildcard(pattern.toLowerCase(), subject);
@@ -397,4 +401,166 @@ function wildcard(pattern: string, subject: string): boolean {
     wildcards.set(pattern, compiled);
   }
   return compiled.test(subject);
+}
+
+// ---------------------------------------------------------------------------------------
+// Programs
+
+/**
+ * The program an argv's first word really runs, found the way `execvp` finds it: a word
+ * holding a `/` is a path from the working directory (the kernel resolves it: `..` after
+ * a symlink goes up from where the link leads), a bare word is looked up on PATH.
+ */
+export interface ResolvedProgram {
+  /** The first word as written. */
+  spelled: string;
+  /**
+   * The name the program is decided as. A bare name is itself: PATH's directories are the
+   * machine's, and their aliases (`sh` for dash, `awk` for mawk) are its naming. A path is
+   * the bare name it spells when PATH finds the same file under that name (`/usr/bin/npm`
+   * is `npm`), and otherwise the name of the file it leads to (`./tools/ls` linked to
+   * `/bin/sh` is `dash`; `echo./../../usr/bin/curl` is `curl`).
+   */
+  identity: string;
+  /** The real path of the file that runs, or null when nothing is found (a builtin, a name not on PATH). */
+  real: string | null;
+  /** True when the file that runs is in the workspace (the agent can write it). */
+  inWorkspace: boolean;
+}
+
+/**
+ * Bare names looked up on PATH lately: a decision resolves its program, and one command
+ * is decided several times (as itself, as arbitrary code, inside a wrapper). Kept for a
+ * second, and only while no PATH entry is relative or inside the workspace, whose files
+ * the agent can change.
+ */
+const lookups = new Map<string, { at: number; found: string | null; real: string | null; inWorkspace: boolean }>();
+const LOOKUP_MS = 1000;
+
+/** A bare name on PATH: the file found, its real path, whether it is in the workspace. */
+function lookUp(
+  name: string,
+  cwd: string,
+  root: string,
+): { found: string | null; real: string | null; inWorkspace: boolean } {
+  const path = process.env.PATH ?? '';
+  const key = `${root}\0${cwd}\0${path}\0${name}`;
+  const now = Date.now();
+  const hit = lookups.get(key);
+  if (hit !== undefined && now - hit.at <= LOOKUP_MS) return hit;
+  const found = searchPath(name, cwd);
+  const entry = {
+    at: now,
+    found,
+    real: found === null ? null : realOrNull(found),
+    // The entry's own directory decides: a workspace directory on PATH is the agent's, wherever its links lead.
+    inWorkspace: found !== null && isInside(realOrNull(dirname(found)) ?? found, root),
+  };
+  if (cacheablePath(path, root)) {
+    if (lookups.size > 1000) lookups.clear();
+    lookups.set(key, entry);
+  }
+  return entry;
+}
+
+/** Resolves an argv's first word to the program it runs, in `cwd` (absolute), under `root`. */
+export function resolveProgram(spelled: string, cwd: string, root: string): ResolvedProgram {
+  if (!spelled.includes('/')) {
+    const { real, inWorkspace } = lookUp(spelled, cwd, root);
+    return { spelled, identity: spelled, real, inWorkspace };
+  }
+  // Joined as text, not normalised: realpath(3) must see the `..` after a link, as the kernel does.
+  const written = spelled.startsWith('/') ? spelled : `${cwd}/${spelled}`;
+  const real = realOrNull(written) ?? realTarget(resolve(written));
+  const name = basename(spelled);
+  const onPath = name === '' || name === '.' || name === '..' ? null : lookUp(name, cwd, root).real;
+  const identity = onPath !== null && onPath === real ? name : basename(real);
+  return { spelled, identity, real, inWorkspace: isInside(real, root) };
+}
+
+const cacheable = new Map<string, boolean>();
+
+/** PATH holds no relative entry and none inside the workspace. */
+function cacheablePath(path: string, root: string): boolean {
+  const key = `${root}\0${path}`;
+  let answer = cacheable.get(key);
+  if (answer === undefined) {
+    answer = path.split(':').every((entry) => entry.startsWith('/') && !isInside(realOrNull(entry) ?? entry, root));
+    if (cacheable.size > 100) cacheable.clear();
+    cacheable.set(key, answer);
+  }
+  return answer;
+}
+
+/** Whether a real path (links already resolved) lies in the workspace. */
+function isInside(real: string, root: string): boolean {
+  let realRoot = realRoots.get(root);
+  if (realRoot === undefined) {
+    realRoot = realOrSelf(root);
+    realRoots.set(root, realRoot);
+  }
+  return !escapes(relative(realRoot, real));
+}
+
+function realOrNull(path: string): string | null {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    return null;
+  }
+}
+
+/** The first executable file named `name` on PATH (an empty entry is the working directory), as execvp finds it. */
+function searchPath(name: string, cwd: string): string | null {
+  const entries = (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':');
+  for (const entry of entries) {
+    const dir = entry === '' ? cwd : entry.startsWith('/') ? entry : `${cwd}/${entry}`;
+    const candidate = `${dir}/${name}`;
+    const stat = statSync(candidate, { throwIfNoEntry: false });
+    if (!stat?.isFile()) continue;
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not executable: execvp goes on to the next entry
+    }
+  }
+  return null;
+}
+
+/** A path written in its one plain form: absolute, no `.`/`..`/empty components. */
+function canonicalPath(word: string): boolean {
+  return word.startsWith('/') && posix.normalize(word) === word && !word.endsWith('/');
+}
+
+/**
+ * The names an exec act's program goes by. Allow and ask rules see the program as it
+ * really runs: its identity (`curl`, never the text `echo./../../usr/bin/curl`), its real
+ * path, and the path as written only when that path is already plain. Deny rules see
+ * those and the spelling too, so a deny is never dodged by how a program is written.
+ */
+interface ExecNames {
+  plain: string[];
+  spelled: string[];
+}
+
+function execNames(act: Extract<Act, { kind: 'exec' }>, root: string): ExecNames {
+  const first = act.argv[0] ?? '';
+  const program = resolveProgram(first, act.cwd ?? root, root);
+  const plain = new Set([program.identity]);
+  if (program.real !== null) plain.add(program.real);
+  if (canonicalPath(first)) plain.add(first);
+  const spelled = [first, basename(first)].filter((name) => !plain.has(name));
+  return { plain: [...plain], spelled };
+}
+
+function execMatches(rule: PolicyRule, act: Extract<Act, { kind: 'exec' }>, names: ExecNames): boolean {
+  const rest = act.argv.length > 1 ? ` ${act.argv.slice(1).join(' ')}` : '';
+  const bare = !rule.pattern.includes(' ');
+  const candidates = rule.effect === 'deny' ? [...names.plain, ...names.spelled] : names.plain;
+  for (const name of candidates) {
+    if (wildcard(rule.pattern, name + rest)) return true;
+    if (bare && wildcard(rule.pattern, name)) return true;
+  }
+  return false;
 }

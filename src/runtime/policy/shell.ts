@@ -10,6 +10,7 @@
  * {@link checkShell} checks every stage of a parsed line as the program it really runs
  * (see commands.ts) and every redirect as a read or a write, before anything runs.
  */
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { type CommandCheck, checkLine } from './commands.js';
 import type { Policy } from './policy.js';
@@ -33,6 +34,11 @@ export interface ShellRedirect {
 /** One simple command: `NAME=value` prefixes, the argv, its redirects. */
 export interface ShellStage {
   argv: string[];
+  /**
+   * The argv words the shell will expand as file name patterns (an unquoted `*`, `?` or
+   * `[`): their index, and the pattern with every quoted character escaped by `\\`.
+   */
+  globs: { index: number; pattern: string }[];
   assignments: Record<string, string>;
   redirects: ShellRedirect[];
   /** How this stage connects to the next one; null for the last. */
@@ -66,6 +72,24 @@ export function parseShell(line: string): ShellParse {
  */
 export function checkShell(line: string, policy: Policy, root: string): CommandCheck {
   return checkLine(line, policy, root);
+}
+
+/**
+ * The shell the parser models: dash, which is /bin/sh on Debian and Ubuntu. A checked
+ * line runs under this shell, not under whatever /bin/sh is, so it is read the way the
+ * check read it. Where dash is not installed, /bin/sh runs it (bash in POSIX mode on
+ * macOS; the parser accepts only what both read alike, and takes one digit before a
+ * redirect as its file descriptor, as dash does: bash would take `12>` as descriptor 12,
+ * writing the same file the check decided).
+ */
+export const MODELLED_SHELL = 'dash';
+
+let shellPath: string | undefined;
+
+/** The program a checked line runs under: dash when it is installed, else /bin/sh. */
+export function lineShell(): string {
+  shellPath ??= ['/bin/dash', '/usr/bin/dash'].find((path) => existsSync(path)) ?? '/bin/sh';
+  return shellPath;
 }
 
 class Refusal extends Error {}
@@ -243,7 +267,8 @@ class Parser {
       } else {
         const word = this.#word();
         const after = src[this.#pos];
-        if ((after === '<' || after === '>') && !word.quoted && /^[0-9]+$/.test(word.value)) {
+        // dash takes one digit before a redirect as its file descriptor; `12>x` is the word 12, then >x.
+        if ((after === '<' || after === '>') && !word.quoted && /^[0-9]$/.test(word.value)) {
           tokens.push(this.#redirect(Number(word.value)));
         } else if (
           (after === '<' || after === '>') &&
@@ -540,7 +565,18 @@ function plainWord(word: Word): string {
 }
 
 function emptyStage(): ShellStage {
-  return { argv: [], assignments: {}, redirects: [], connector: null };
+  return { argv: [], globs: [], assignments: {}, redirects: [], connector: null };
+}
+
+/** A word's pattern for file name expansion: quoted characters escaped, so only unquoted ones are special. */
+function globPattern(word: Word): string | null {
+  if (!/[*?[]/.test(word.shape)) return null;
+  let pattern = '';
+  for (let i = 0; i < word.value.length; i++) {
+    const ch = word.value[i] as string;
+    pattern += word.shape[i] === QUOTED && /[*?[\]\\!^-]/.test(ch) ? `\\${ch}` : ch;
+  }
+  return pattern;
 }
 
 function isEmpty(stage: ShellStage): boolean {
@@ -606,7 +642,13 @@ function assemble(tokens: Token[]): ShellStage[] {
     if (stage.argv.length === 0 && !word.quoted && keyword !== undefined) {
       throw new Refusal(`${keyword} (the keyword ${word.value}): only simple commands are supported`);
     }
-    stage.argv.push(plainWord(word));
+    const value = plainWord(word);
+    const pattern = value === word.value ? globPattern(word) : null;
+    if (pattern !== null) stage.globs.push({ index: stage.argv.length, pattern });
+    else if (value !== word.value && /[*?[]/.test(word.shape)) {
+      throw new Refusal(`a pattern after ~ in ${word.value}: write the home directory's path`);
+    }
+    stage.argv.push(value);
   }
   if (isEmpty(stage)) {
     const last = stages[stages.length - 1];

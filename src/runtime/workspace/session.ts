@@ -16,7 +16,7 @@ import { type Job, startJob } from '../exec/jobs.js';
 import { commandEnvironment, describeCommand, runCommand } from '../exec/run-command.js';
 import { type CommandCheck, checkArgv } from '../policy/commands.js';
 import type { Act, Decision, Policy } from '../policy/policy.js';
-import { checkShell } from '../policy/shell.js';
+import { checkShell, lineShell } from '../policy/shell.js';
 import type { Tool, ToolResult } from '../tools.js';
 import {
   describeChange,
@@ -547,8 +547,8 @@ export class WorkspaceSession {
     if (refused) return refused;
     return this.#host.intent(callIndex, 'shell', args.command, async () => {
       // What runs is exactly what was checked: the parser refuses every construct whose
-      // meaning it does not fully know, so /bin/sh reads the line the way the check did.
-      const argv = ['/bin/sh', '-c', args.command];
+      // meaning it does not fully know, and the line runs under the shell it models.
+      const argv = [lineShell(), '-c', args.command];
       const result = await runCommand(argv, {
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
@@ -568,7 +568,7 @@ export class WorkspaceSession {
     if (refused) return refused;
     return this.#host.intent(callIndex, 'shell_start', args.command, async () => {
       const handle = `sh-${++this.#nextHandle}`;
-      const job = startJob(['/bin/sh', '-c', args.command], this.#contract.root, EXEC_OUTPUT_LIMIT, this.#env);
+      const job = startJob([lineShell(), '-c', args.command], this.#contract.root, EXEC_OUTPUT_LIMIT, this.#env);
       this.#jobs.set(handle, job);
       return { content: `started ${handle}: ${args.command}`, isError: false };
     });
