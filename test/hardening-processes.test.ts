@@ -117,7 +117,7 @@ describe('children that leave their group', () => {
   });
 
   it('are gone when the command that started them is timed out', async () => {
-    const root = workspace({ 'hang.sh': script('hang', 'setsid -f sh ./survivor.sh hang\n') + 'sleep 300\n' });
+    const root = workspace({ 'hang.sh': `${script('hang', 'setsid -f sh ./survivor.sh hang\n')}sleep 300\n` });
     const store = await openStore();
     const { provider } = await serve(turns([exec(['sh', 'hang.sh'], { timeout_secs: 3 }), { text: 'done' }]));
     const result = await runWith(TaskContract.workspace('start it', root), provider, store, Policy.permissive());
@@ -126,7 +126,7 @@ describe('children that leave their group', () => {
   });
 
   it('are gone when the run that started them with shell_start ends', async () => {
-    const root = workspace({ 'serve.sh': script('serve', 'setsid -f sh ./survivor.sh serve\n') + 'exec sleep 300\n' });
+    const root = workspace({ 'serve.sh': `${script('serve', 'setsid -f sh ./survivor.sh serve\n')}exec sleep 300\n` });
     const store = await openStore();
     const { provider } = await serve(async (call) => {
       const answers: Answer[] = [
