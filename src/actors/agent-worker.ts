@@ -636,6 +636,7 @@ class Drive implements Effects {
   async #evaluateGate(contract: ContractData, completion: Completion): Promise<GateEvaluation | null> {
     const gate = contract.verification;
     if (gate.kind === 'command') {
+      this.#workspace?.noteContainment();
       return evaluateCommandGate(gate, contract.root, this.#abort.signal, this.#workspace?.commandEnv);
     }
     if (gate.kind === 'review') {

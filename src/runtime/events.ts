@@ -118,6 +118,17 @@ export type EventData =
       ran: boolean;
     }
   | {
+      /**
+       * How the run's commands are kept from outliving their end, recorded when its first
+       * command starts: `pid-namespace` (everything a command started dies with it), or
+       * `process-group` where that is not available (`reason` says why), which a process
+       * that leaves its group escapes.
+       */
+      type: 'process-containment';
+      mechanism: 'pid-namespace' | 'process-group';
+      reason: string | null;
+    }
+  | {
       type: 'gate-evaluated';
       criterion: 'command' | 'review';
       verdict: GateVerdict;

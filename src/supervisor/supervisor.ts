@@ -338,7 +338,12 @@ export class Supervisor {
     const secrets = stored?.provider ? contractSecrets(contract, stored.provider) : [];
     const evaluation =
       gate.kind === 'command'
-        ? await evaluateCommandGate(gate, contract.root, undefined, commandEnvironment(process.env, secrets))
+        ? await evaluateCommandGate(
+            gate,
+            contract.root,
+            undefined,
+            commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []),
+          )
         : await evaluateReviewGate(
             gate,
             options.reviewer ? checkProviderSpec(options.reviewer, 'retryGate()') : gate.provider,

@@ -11,6 +11,7 @@ import { existsSync, realpathSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { PriceTable } from '../../store/reader.js';
+import { VARIABLE_NAME } from '../exec/run-command.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
@@ -139,6 +140,8 @@ export interface ContractData {
   retries: number;
   leaseTtlMs: number | null;
   toolchain: ToolchainOverrides | null;
+  /** Variables of the harness's environment the run's commands inherit beyond the allow-list (names only). */
+  inheritedEnv?: string[];
   system: string | null;
   /** The run starts in a planning phase it leaves only through an approved plan. */
   planGate: boolean;
@@ -249,6 +252,7 @@ export class TaskContract {
     contract = contract.withBudget(data.budget).withRetries(data.retries);
     if (data.leaseTtlMs !== null) contract = contract.withLeaseTtl(data.leaseTtlMs);
     if (data.toolchain) contract = contract.withToolchain(data.toolchain);
+    if (data.inheritedEnv && data.inheritedEnv.length > 0) contract = contract.withInheritedEnv(data.inheritedEnv);
     if (data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
     if (data.escalation) {
@@ -354,6 +358,33 @@ export class TaskContract {
   /** Overrides commands of the detected toolchain (see docs/guides/toolchains.md). */
   withToolchain(overrides: ToolchainOverrides): TaskContract {
     return this.#with({ toolchain: checkToolchainOverrides(overrides, 'withToolchain') });
+  }
+
+  /**
+   * Names variables of the harness's environment the run's commands (exec, shell,
+   * shell_start, the checker and the command gate) inherit, beyond the allow-list they
+   * always get (PATH, HOME, the locale, the toolchains' locations). Names only: the values
+   * are read from the harness's environment when each command starts, and are never
+   * stored. The variables the run's models read their keys from are withheld even when
+   * named here. Stored with the contract, so a resumed run keeps them.
+   *
+   * @example
+   * contract.withInheritedEnv(['DATABASE_URL', 'NPM_CONFIG_REGISTRY'])
+   */
+  withInheritedEnv(names: readonly string[]): TaskContract {
+    if (!Array.isArray(names)) {
+      throw new InvalidArgumentError(
+        `withInheritedEnv takes an array of variable names, like ['DATABASE_URL']; got ${JSON.stringify(names)}.`,
+      );
+    }
+    for (const name of names) {
+      if (typeof name !== 'string' || !VARIABLE_NAME.test(name)) {
+        throw new InvalidArgumentError(
+          `withInheritedEnv: ${JSON.stringify(name)} is not a variable name; pass names only (letters, digits and _, not starting with a digit), like 'DATABASE_URL', never NAME=value or a pattern.`,
+        );
+      }
+    }
+    return this.#with({ inheritedEnv: [...new Set(names)].sort() });
   }
 
   /**

@@ -1,10 +1,11 @@
 /**
- * Long-lived commands (shell_start): a process group started in the background whose
- * output is kept, bounded, until polled. Killing a job kills its whole process group,
- * so a dev server's children go with it.
+ * Long-lived commands (shell_start): a command started in the background whose output
+ * is kept, bounded, until polled. Killing a job kills everything it started, contained
+ * the way runCommand contains a command (its PID namespace, else its process
+ * group), so a dev server's children go with it even when they left its group.
  */
 import { spawn } from 'node:child_process';
-import { commandEnvironment } from './run-command.js';
+import { commandEnvironment, commandSpawnOptions, containedSpawn } from './run-command.js';
 
 export interface Job {
   /** Output since the last poll (bounded; the cut stated), and whether it still runs. */
@@ -20,16 +21,12 @@ export function startJob(
   limit: number,
   env: NodeJS.ProcessEnv = commandEnvironment(),
 ): Job {
-  const [program, ...args] = argv;
-  const child = spawn(program as string, args, {
-    cwd,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
+  const spawned = containedSpawn(argv, cwd, env);
   let pending = '';
   let dropped = 0;
   let ended: string | null = null;
+  if (!spawned.ok) return notStarted(spawned.error);
+  const child = spawn(spawned.file, spawned.args, commandSpawnOptions(cwd, env));
   const keep = (chunk: Buffer) => {
     const text = chunk.toString('utf8');
     const room = limit - pending.length;
@@ -40,8 +37,8 @@ export function startJob(
     pending += text.slice(0, room);
     dropped += Math.max(0, text.length - room);
   };
-  child.stdout.on('data', keep);
-  child.stderr.on('data', keep);
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   const done = new Promise<void>((resolve) => {
     child.once('error', (error) => {
       ended = `could not start: ${error.message}`;
@@ -74,5 +71,14 @@ export function startJob(
         // already gone
       }
     },
+  };
+}
+
+/** A job whose program could not be found: it ended before it began, and says why. */
+function notStarted(error: string): Job {
+  return {
+    poll: () => `could not start: ${error}\n--- output since the last poll:\n`,
+    settle: async () => {},
+    kill: () => {},
   };
 }

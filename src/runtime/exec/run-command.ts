@@ -1,12 +1,20 @@
 /**
  * Runs one command from a fixed argv — never a shell string — in a directory, with
  * both output streams bounded (the truncation is stated, never silent), an exit
- * status, and a timeout that kills the command's whole process group. A command that
+ * status, and a timeout that kills everything the command started. A command that
  * cannot start at all (no such program) is reported as such, apart from one that ran
  * and failed: a gate calls the first "errored" and the second "failed".
+ *
+ * Where Linux allows it, each command is the first process of its own PID namespace
+ * (util-linux `unshare --pid --fork --kill-child`): when that process exits or is
+ * killed, the kernel kills every process left in the namespace, whatever group or
+ * session it moved to. Elsewhere the command's process group is killed, which a
+ * process that calls setsid or setpgid leaves.
  */
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { type SpawnOptions, spawn, spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { delimiter, isAbsolute, join, resolve } from 'node:path';
+import { TOOLCHAIN_VARIABLES } from '../workspace/toolchain.js';
 
 export interface CommandResult {
   /** False when the program could not be started at all; `error` says why. */
@@ -31,21 +39,43 @@ export interface CommandOptions {
   env?: NodeJS.ProcessEnv;
 }
 
-/** Variables the shipped providers read their keys from: a command the agent runs does not inherit them. */
-const CREDENTIAL = /(^|_)(API_KEY|APIKEY|KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PASSWORD|PASSWD|CREDENTIALS)$/i;
+/**
+ * The variables every command gets from the harness's environment, when set: what a
+ * shell and most programs need to find themselves (PATH, HOME, the locale, the terminal,
+ * the temp dir, who the user is) and nothing that holds a credential.
+ */
+export const BASE_ENVIRONMENT: readonly string[] = [
+  'PATH',
+  'LANG',
+  'TERM',
+  'TZ',
+  'HOME',
+  'TMPDIR',
+  'USER',
+  'LOGNAME',
+  'SHELL',
+];
+
+/** A variable name a run may declare: letters, digits and underscores, not starting with a digit. */
+export const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
- * The environment a command starts with: the caller's, without credentials — every
- * variable named like one, and every variable in `secrets` (the ones the run's provider
- * specs read their keys from, whatever they are called).
+ * The environment a command starts with, built from an allow-list: {@link BASE_ENVIRONMENT},
+ * every `LC_*`, the toolchain table's variables, and the names the run declared
+ * (`inherited`). Every other variable of the harness stays behind, whatever it is
+ * called. The variables in `secrets` (the ones the run's models read their keys from)
+ * never reach a command, even when declared.
  */
 export function commandEnvironment(
   base: NodeJS.ProcessEnv = process.env,
   secrets: readonly string[] = [],
+  inherited: readonly string[] = [],
 ): NodeJS.ProcessEnv {
+  const allowed = new Set([...BASE_ENVIRONMENT, ...TOOLCHAIN_VARIABLES, ...inherited]);
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(base)) {
-    if (!CREDENTIAL.test(name) && !secrets.includes(name)) env[name] = value;
+    if (value === undefined || secrets.includes(name)) continue;
+    if (allowed.has(name) || name.startsWith('LC_')) env[name] = value;
   }
   return env;
 }
@@ -67,6 +97,104 @@ function notStarted(error: string): CommandResult {
   };
 }
 
+/** How the commands of this process are kept from outliving their end. */
+export type Containment =
+  | { mechanism: 'pid-namespace'; prefix: readonly string[] }
+  | { mechanism: 'process-group'; reason: string };
+
+let probed: Containment | undefined;
+
+/**
+ * Which containment this process can use, found once by a real spawn of `unshare` (as
+ * root without a user namespace, otherwise inside one that maps the user to itself or
+ * to root) and cached. Falls back to the process group, saying why.
+ */
+export function processContainment(): Containment {
+  if (probed === undefined) probed = probeContainment();
+  return probed;
+}
+
+function probeContainment(): Containment {
+  if (process.platform !== 'linux') return { mechanism: 'process-group', reason: `${process.platform} is not Linux` };
+  const unshare = findOnPath('unshare', process.env.PATH, process.cwd());
+  if (unshare.kind !== 'found') return { mechanism: 'process-group', reason: 'util-linux unshare is not on PATH' };
+  const variants: string[][] = [
+    ['--user', '--map-current-user'],
+    ['--user', '--map-root-user'],
+  ];
+  if (process.getuid?.() === 0) variants.unshift([]);
+  const failures: string[] = [];
+  for (const variant of variants) {
+    const prefix = [unshare.path, ...variant, '--pid', '--fork', '--kill-child', '--'];
+    const probe = spawnSync(prefix[0] as string, [...prefix.slice(1), 'true'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: 10_000,
+    });
+    if (probe.status === 0) return { mechanism: 'pid-namespace', prefix };
+    failures.push(probe.error?.message ?? (probe.stderr?.toString('utf8').trim() || `exit status ${probe.status}`));
+  }
+  return { mechanism: 'process-group', reason: `PID namespaces are not available: ${failures.join('; ')}` };
+}
+
+type Located = { kind: 'found'; path: string } | { kind: 'missing' } | { kind: 'not-executable'; path: string };
+
+/** Finds a program the way execvp does: a name with a slash from `cwd`, any other on PATH. */
+function findOnPath(program: string, path: string | undefined, cwd: string): Located {
+  const candidates = program.includes('/')
+    ? [isAbsolute(program) ? program : resolve(cwd, program)]
+    : (path ?? '/usr/bin:/bin').split(delimiter).map((dir) => join(resolve(cwd, dir === '' ? '.' : dir), program));
+  let blocked: string | null = null;
+  for (const candidate of candidates) {
+    try {
+      if (!statSync(candidate).isFile()) continue;
+    } catch {
+      continue;
+    }
+    try {
+      accessSync(candidate, constants.X_OK);
+      return { kind: 'found', path: candidate };
+    } catch {
+      blocked ??= candidate;
+    }
+  }
+  return blocked === null ? { kind: 'missing' } : { kind: 'not-executable', path: blocked };
+}
+
+function programNotFound(program: string): string {
+  return `the program ${JSON.stringify(program)} was not found (is it installed and on PATH?)`;
+}
+
+/**
+ * What to spawn for `argv`: `argv` itself under the process group, or `argv` behind the
+ * `unshare` prefix. With the prefix in front, a program that does not exist would only be
+ * unshare's exit status 127, so it is looked up first and reported as a command that
+ * could not start, as spawn reports it without the prefix.
+ */
+export function containedSpawn(
+  argv: readonly string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+): { ok: true; file: string; args: string[]; containment: Containment } | { ok: false; error: string } {
+  const [program, ...args] = argv as [string, ...string[]];
+  const containment = processContainment();
+  if (containment.mechanism === 'process-group') return { ok: true, file: program, args, containment };
+  const located = findOnPath(program, env.PATH, cwd);
+  if (located.kind === 'missing') return { ok: false, error: programNotFound(program) };
+  if (located.kind === 'not-executable') return { ok: false, error: `spawn ${program} EACCES` };
+  const [file, ...rest] = containment.prefix as [string, ...string[]];
+  return { ok: true, file, args: [...rest, program, ...args], containment };
+}
+
+/** Spawn options shared by every command: no stdin, both streams piped, its own process group. */
+export function commandSpawnOptions(cwd: string, env: NodeJS.ProcessEnv): SpawnOptions {
+  // Its own process group as well, so a timeout or a cancel kills what it started even
+  // where there is no PID namespace (and the namespace's first process with it).
+  return { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true };
+}
+
+/** unshare's own words when it could not execute the program (126, 127). */
+const UNSHARE_EXEC_FAILED = /^unshare: failed to execute [^\n]*/;
+
 export function runCommand(argv: readonly string[], options: CommandOptions): Promise<CommandResult> {
   if (options.signal?.aborted) return Promise.resolve(notStarted('the run was cancelled before the command started'));
   if (!existsSync(options.cwd)) {
@@ -75,28 +203,32 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
     );
   }
   return new Promise((resolve) => {
-    const [program, ...args] = argv;
+    const program = argv[0] as string;
     const out = new Bounded(options.outputLimit);
     const err = new Bounded(options.outputLimit);
     let timedOut = false;
     let settled = false;
     let child: ReturnType<typeof spawn>;
+    const env = options.env ?? commandEnvironment();
+    let spawned: ReturnType<typeof containedSpawn>;
     try {
-      child = spawn(program as string, args, {
-        cwd: options.cwd,
-        env: options.env ?? commandEnvironment(),
-        stdio: ['ignore', 'pipe', 'pipe'],
-        // Its own process group, so a timeout or a cancel kills what it started too.
-        detached: true,
-      });
+      spawned = containedSpawn(argv, options.cwd, env);
+      if (!spawned.ok) {
+        resolve(notStarted(spawned.error));
+        return;
+      }
+      child = spawn(spawned.file, spawned.args, commandSpawnOptions(options.cwd, env));
     } catch (error) {
       // An argv Node refuses outright (a NUL byte in an argument) is a command that could not start.
       resolve(notStarted(`the command cannot be started: ${(error as Error).message}`));
       return;
     }
+    const contained = spawned.containment.mechanism === 'pid-namespace';
     const killGroup = () => {
       if (child.pid === undefined) return;
       try {
+        // The group holds unshare and the namespace's first process; with unshare gone the
+        // kernel kills that process (--kill-child), and with it the whole namespace.
         process.kill(-child.pid, 'SIGKILL');
       } catch {
         // already gone
@@ -129,16 +261,19 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
     child.once('error', (error: NodeJS.ErrnoException) => {
       finish({
         started: false,
-        error:
-          error.code === 'ENOENT'
-            ? `the program ${JSON.stringify(program)} was not found (is it installed and on PATH?)`
-            : error.message,
+        error: error.code === 'ENOENT' ? programNotFound(program) : error.message,
         exitStatus: null,
         signal: null,
         timedOut: false,
       });
     });
     child.once('close', (code, signal) => {
+      // The program vanished between the lookup and unshare's exec: still a command that did not start.
+      const failed = contained && (code === 126 || code === 127) ? UNSHARE_EXEC_FAILED.exec(err.text()) : null;
+      if (failed) {
+        finish({ started: false, error: failed[0], exitStatus: null, signal: null, timedOut: false });
+        return;
+      }
       finish({ started: true, error: null, exitStatus: code, signal, timedOut });
     });
   });

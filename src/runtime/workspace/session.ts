@@ -13,7 +13,7 @@ import type { ArgumentSchema } from '../arguments.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
 import { type Job, startJob } from '../exec/jobs.js';
-import { commandEnvironment, describeCommand, runCommand } from '../exec/run-command.js';
+import { commandEnvironment, describeCommand, processContainment, runCommand } from '../exec/run-command.js';
 import { type CommandCheck, checkArgv } from '../policy/commands.js';
 import type { Act, Decision, Policy } from '../policy/policy.js';
 import { checkShell, lineShell } from '../policy/shell.js';
@@ -220,15 +220,16 @@ export class WorkspaceSession {
   #nextHandle = 0;
 
   readonly #env: NodeJS.ProcessEnv;
+  #containmentNoted = false;
 
-  /** The environment the run's commands (and its command gate) get: no credentials, no key variables. */
+  /** The environment the run's commands (and its command gate) get: the allow-list, never a key variable. */
   get commandEnv(): NodeJS.ProcessEnv {
     return this.#env;
   }
 
   /** `secrets`: environment variables commands must not inherit (the provider specs' key variables). */
   constructor(contract: ContractData, policy: Policy, host: WorkspaceHost, secrets: readonly string[] = []) {
-    this.#env = commandEnvironment(process.env, secrets);
+    this.#env = commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []);
     this.#contract = contract;
     this.#policy = policy;
     this.#host = host;
@@ -237,6 +238,18 @@ export class WorkspaceSession {
       file: contract.file ?? undefined,
       // grep and find show only what the policy lets be read outright, entry by entry.
       visible: (relative) => policy.decide({ kind: 'read', path: relative }, contract.root).effect === 'allow',
+    });
+  }
+
+  /** Records, once, how the run's commands are contained; called as a command is about to start. */
+  noteContainment(): void {
+    if (this.#containmentNoted) return;
+    this.#containmentNoted = true;
+    const containment = processContainment();
+    this.#host.event({
+      type: 'process-containment',
+      mechanism: containment.mechanism,
+      reason: containment.mechanism === 'process-group' ? containment.reason : null,
     });
   }
 
@@ -496,6 +509,7 @@ export class WorkspaceSession {
       });
       return null;
     }
+    this.noteContainment();
     const result = await runCommand(argv, {
       cwd: this.#contract.root,
       timeoutMs: 120_000,
@@ -524,6 +538,7 @@ export class WorkspaceSession {
     );
     if (refused) return refused;
     return this.#host.intent(callIndex, 'exec', args.argv.join(' '), async () => {
+      this.noteContainment();
       const result = await runCommand(args.argv, {
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
@@ -549,6 +564,7 @@ export class WorkspaceSession {
       // What runs is exactly what was checked: the parser refuses every construct whose
       // meaning it does not fully know, and the line runs under the shell it models.
       const argv = [lineShell(), '-c', args.command];
+      this.noteContainment();
       const result = await runCommand(argv, {
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
@@ -568,6 +584,7 @@ export class WorkspaceSession {
     if (refused) return refused;
     return this.#host.intent(callIndex, 'shell_start', args.command, async () => {
       const handle = `sh-${++this.#nextHandle}`;
+      this.noteContainment();
       const job = startJob([lineShell(), '-c', args.command], this.#contract.root, EXEC_OUTPUT_LIMIT, this.#env);
       this.#jobs.set(handle, job);
       return { content: `started ${handle}: ${args.command}`, isError: false };
@@ -590,7 +607,7 @@ export class WorkspaceSession {
     return { content: `killed ${args.handle}. ${job.poll()}`, isError: false };
   }
 
-  /** Stops everything the run started with shell_start, whole process groups: a run that ends leaves nothing behind. */
+  /** Stops everything the run started with shell_start, with all they started: a run that ends leaves nothing behind. */
   async close(): Promise<void> {
     for (const job of this.#jobs.values()) job.kill();
     await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));

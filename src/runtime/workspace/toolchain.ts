@@ -126,6 +126,12 @@ interface Variant {
 
 interface Row {
   ecosystem: EcosystemId;
+  /**
+   * Variables the ecosystem's tools read to find their installation and caches: commands
+   * inherit them from the harness (locations only; a variable that can carry a
+   * credential, such as a proxy or a registry token, is left out).
+   */
+  env: readonly string[];
   /** Exact file names, or `*.ext` for any file with that extension. */
   markers: readonly string[];
   check: Argv | null;
@@ -178,6 +184,7 @@ function pythonVariant(driver: string, when: readonly string[], install: Argv, b
 const TABLE: readonly Row[] = [
   {
     ecosystem: 'cargo',
+    env: ['CARGO_HOME', 'RUSTUP_HOME', 'RUSTUP_TOOLCHAIN'],
     markers: ['Cargo.toml'],
     check: ['cargo', 'check', '--message-format=json'],
     variants: single('cargo', {
@@ -191,6 +198,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'deno',
+    env: ['DENO_DIR', 'DENO_INSTALL'],
     markers: ['deno.json', 'deno.jsonc'],
     check: ['deno', 'check', '.'],
     variants: single('deno', {
@@ -202,6 +210,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'node',
+    env: ['NVM_DIR', 'NODE_PATH'],
     markers: ['package.json'],
     check: ['tsc', '--noEmit'],
     variants: [
@@ -215,6 +224,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'go',
+    env: ['GOPATH', 'GOROOT', 'GOCACHE', 'GOMODCACHE'],
     markers: ['go.mod'],
     check: ['go', 'build', './...'],
     variants: single('go', {
@@ -228,6 +238,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'python',
+    env: ['VIRTUAL_ENV', 'PYENV_ROOT', 'PYENV_VERSION'],
     markers: ['pyproject.toml', 'requirements.txt'],
     check: ['pyright'],
     variants: [
@@ -239,6 +250,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'maven',
+    env: ['JAVA_HOME', 'MAVEN_HOME'],
     markers: ['pom.xml'],
     check: null,
     variants: single('mvn', {
@@ -249,6 +261,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'gradle',
+    env: ['JAVA_HOME', 'GRADLE_USER_HOME'],
     markers: ['build.gradle', 'build.gradle.kts'],
     check: null,
     variants: single('gradle', {
@@ -259,6 +272,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'elixir',
+    env: ['MIX_HOME', 'HEX_HOME'],
     markers: ['mix.exs'],
     check: null,
     variants: single('mix', {
@@ -271,6 +285,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'ruby',
+    env: ['GEM_HOME', 'GEM_PATH'],
     markers: ['Gemfile'],
     check: null,
     variants: single(
@@ -286,12 +301,14 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'php',
+    env: ['COMPOSER_HOME'],
     markers: ['composer.json'],
     check: null,
     variants: single('composer', { install: ['composer', 'install'], test: ['composer', 'test'] }),
   },
   {
     ecosystem: 'swift',
+    env: [],
     markers: ['Package.swift'],
     check: null,
     variants: single('swift', {
@@ -304,6 +321,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'cmake',
+    env: [],
     markers: ['CMakeLists.txt'],
     check: null,
     variants: single('cmake', {
@@ -315,6 +333,7 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'dotnet',
+    env: ['DOTNET_ROOT'],
     markers: ['*.csproj', '*.fsproj', '*.sln'],
     check: null,
     variants: single('dotnet', {
@@ -327,12 +346,20 @@ const TABLE: readonly Row[] = [
   },
   {
     ecosystem: 'make',
+    env: [],
     markers: ['Makefile'],
     check: null,
     // `make install` installs onto the system, so it is not this table's install.
     variants: single('make', { build: ['make'], test: ['make', 'test'] }),
   },
 ];
+
+/**
+ * Every variable the table names, once: the toolchain part of the allow-list a command's
+ * environment is built from (whatever ecosystem was detected, so a gate or a checker
+ * finds its tools the same way).
+ */
+export const TOOLCHAIN_VARIABLES: readonly string[] = [...new Set(TABLE.flatMap((row) => row.env))];
 
 const OVERRIDE_KEYS: readonly string[] = [...COMMAND_NAMES, 'check', 'driver'];
 
