@@ -670,7 +670,7 @@ class Drive implements Effects {
     if (!workspace || index !== this.#early.size || !READ_ONLY_TOOLS.has(call.name) || mask.has(call.name)) return;
     if (!registry.accepts(call.name, call.args) || !workspace.readAllowedOutright(call.args)) return;
     try {
-      const result = workspace.readNow(call.name as 'read_file' | 'grep' | 'find', call.args);
+      const result = workspace.readNow(call.name as 'read_file', call.args);
       this.#early.set(index, { call, result });
     } catch {
       // A read that throws is simply not started early.
