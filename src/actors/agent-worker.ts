@@ -130,6 +130,18 @@ class Stop {
   constructor(readonly reason: string) {}
 }
 
+/**
+ * How long a call still running when the wall clock runs out is given to stop (its signal
+ * has fired, so a command is being killed) and report what it did, before the step ends
+ * without it.
+ */
+const DEADLINE_GRACE_MS = 2_000;
+
+/** The longest delay a timer takes; a deadline further off than this is not armed (see Drive.#arm). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+type Crossing = Extract<EventData, { type: 'budget-exhausted' }>;
+
 /** What a paused step had done, so the resume picks it up instead of doing it again. */
 interface Partial {
   observations: Observation[];
@@ -175,6 +187,16 @@ class Drive implements Effects {
   #completion: Completion | null = null;
   /** A run opened with a plan gate is planning until a plan is approved. */
   #planning = false;
+  /**
+   * What the step in progress passes to what it starts (the model call, commands, searches,
+   * waits): fires at a cancel and, for a step held to a wall-clock ceiling, at its deadline.
+   */
+  #signal: AbortSignal = this.#abort.signal;
+  /** The step's deadline alone, when it has one. */
+  #deadline: AbortSignal | null = null;
+  /** Set when the step's deadline passed: the ceiling it crossed, as the event that says so. */
+  #overdue: Crossing | null = null;
+  #disarm: (() => void) | null = null;
 
   constructor(start: Extract<AgentInput, { type: 'start' }>) {
     this.#start = start;
@@ -229,6 +251,7 @@ class Drive implements Effects {
       }
       return { kind: 'error', error: serializeError(error) };
     } finally {
+      this.#disarm?.();
       // Whatever shell_start began dies with the run.
       await this.#workspace?.close();
     }
@@ -353,6 +376,9 @@ class Drive implements Effects {
       const replay = draft && draft.seq === this.#seq ? draft : null;
       const exhausted = replay ? null : this.#precheck(chain);
       if (exhausted) return this.#exhaust(exhausted, [], []);
+      // The wall clock holds inside the step too. A replayed step is not held to it, as it is
+      // not checked against it above; the next step's check is.
+      this.#arm(replay ? [] : chain);
       let model = provider;
       let escalated: EventData | null = null;
       if (escalation && spent.gate >= escalation.afterGateFailures) {
@@ -392,13 +418,23 @@ class Drive implements Effects {
                 seq: this.#seq,
               },
             },
-            this.#abort.signal,
+            this.#signal,
             this.#workspace
               ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) }
               : undefined,
           );
       } catch (error) {
         if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
+        if (this.#overdue) {
+          // The deadline aborted the call: the step is not committed, as when a call fails; earlier tries are in the trace.
+          const tried =
+            (HarnessError.isInstance(error) ? (error.details.attempts as CallAttempt[] | undefined) : []) ?? [];
+          return this.#exhaust(
+            this.#overdue,
+            [...(escalated ? [escalated] : []), ...attemptEvents(tried, null)],
+            tried.map(failedCall),
+          );
+        }
         if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ProviderFailed) throw error;
         // Every try failed: the step is not committed; the tries are the trace of why.
         const attempts = (error.details.attempts as CallAttempt[] | undefined) ?? [];
@@ -438,7 +474,7 @@ class Drive implements Effects {
       for (const [index, call] of completion.toolCalls.entries()) {
         // Calls a paused step had already made are not made again.
         if (index < observations.length) continue;
-        if (this.#cancelled) break;
+        if (this.#cancelled || this.#overdue) break;
         const mark = this.#events.length;
         this.#events.push({ type: 'tool-call', callId: call.id, name: call.name, args: call.args });
         let result: ToolResult;
@@ -447,7 +483,7 @@ class Drive implements Effects {
             const reason = `${call.name} is withheld for this run (tool mask); use another tool.`;
             result = { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
           } else {
-            result = await registry.dispatch(call.name, call.args, this, index);
+            result = await this.#beforeDeadline(registry.dispatch(call.name, call.args, this, index));
           }
         } catch (signal) {
           if (signal instanceof Pause && this.#cancelled) {
@@ -496,23 +532,34 @@ class Drive implements Effects {
       }
       let final: { status: RunStatus; reply: string | null; reason?: string } | null =
         completion.toolCalls.length === 0 ? { status: 'finished' as const, reply: completion.text } : null;
-      if (final && judged && !this.#cancelled && stopReason === null) {
-        const verdict = await this.#judge(contract, completion, spent, calls);
-        if (verdict.feedback) {
+      if (final && judged && !this.#cancelled && stopReason === null && !this.#overdue) {
+        // A gate the deadline stopped (its command killed, its review call aborted) ends the run on the ceiling below.
+        const verdict = await this.#judge(contract, completion, spent, calls).catch((error: unknown) => {
+          if (this.#overdue) return null;
+          throw error;
+        });
+        if (verdict?.feedback) {
           observations.push(verdict.feedback);
           final = null;
-        } else {
+        } else if (verdict) {
           final = verdict.final;
         }
       }
-      if (this.#cancelled || stopReason !== null) {
-        // A cancel mid-step commits what the step did (its writes are in the files, so their
-        // diffs belong in the trace); the calls it did not reach say so.
-        const reason = stopReason ?? 'cancelled by the supervisor';
+      const overdue = this.#cancelled || stopReason !== null ? null : this.#overdue;
+      if (this.#cancelled || stopReason !== null || overdue) {
+        // A cancel, or the wall clock running out, mid-step commits what the step did (its
+        // writes are in the files, so their diffs belong in the trace); the calls it did not
+        // reach say so.
+        const reason =
+          stopReason ??
+          (overdue
+            ? `the wallMs ceiling of run ${overdue.account} was reached during a step`
+            : 'cancelled by the supervisor');
         for (const call of completion.toolCalls.slice(observations.filter((o) => !o.name.startsWith('@')).length)) {
           observations.push({ callId: call.id, name: call.name, content: `not run: ${reason}`, isError: true });
         }
-        final = { status: 'cancelled', reply: null, reason };
+        final = { status: overdue ? 'budget-exhausted' : 'cancelled', reply: null, reason };
+        if (overdue) this.#events.push(overdue);
       }
       const result = await store.call('commitStep', {
         ...this.#fence,
@@ -637,7 +684,7 @@ class Drive implements Effects {
     const gate = contract.verification;
     if (gate.kind === 'command') {
       this.#workspace?.noteContainment();
-      return evaluateCommandGate(gate, contract.root, this.#abort.signal, this.#workspace?.commandEnv);
+      return evaluateCommandGate(gate, contract.root, this.#signal, this.#workspace?.commandEnv);
     }
     if (gate.kind === 'review') {
       const committed = reader.patch(this.#run.runId);
@@ -653,7 +700,7 @@ class Drive implements Effects {
             ...new Set([completion.model, ...writingModels(reader.modelCalls({ rootId: this.#run.rootId }))]),
           ],
         },
-        this.#abort.signal,
+        this.#signal,
       );
     }
     return null;
@@ -671,7 +718,7 @@ class Drive implements Effects {
     if (!workspace || index !== this.#early.size || !READ_ONLY_TOOLS.has(call.name) || mask.has(call.name)) return;
     if (!registry.accepts(call.name, call.args) || !workspace.readAllowedOutright(call.args)) return;
     try {
-      const result = workspace.readNow(call.name as 'read_file' | 'grep' | 'find', call.args);
+      const result = workspace.readNow(call.name as 'read_file', call.args);
       this.#early.set(index, { call, result });
     } catch {
       // A read that throws is simply not started early.
@@ -700,28 +747,96 @@ class Drive implements Effects {
       change: (change: FileDiff) => self.#changes.push(change),
       callId: (index: number) => self.#calls[index]?.id ?? `call-${index}`,
       get signal() {
-        return self.#abort.signal;
+        return self.#signal;
       },
     };
   }
 
   /** A person's answer, unless the run is cancelled first: a cancel does not wait on an approver. */
   #unlessCancelled<T>(answer: Promise<T>): Promise<T> {
-    if (this.#abort.signal.aborted) return Promise.reject(new Stop('cancelled by the supervisor'));
+    // The step's signal: the deadline does not wait on an approver either (see #beforeDeadline).
+    const signal = this.#signal;
+    if (signal.aborted) return Promise.reject(new Stop('cancelled by the supervisor'));
     return new Promise<T>((resolve, reject) => {
       const onAbort = () => reject(new Stop('cancelled by the supervisor'));
-      this.#abort.signal.addEventListener('abort', onAbort, { once: true });
+      signal.addEventListener('abort', onAbort, { once: true });
       answer.then(
         (value) => {
-          this.#abort.signal.removeEventListener('abort', onAbort);
+          signal.removeEventListener('abort', onAbort);
           resolve(value);
         },
         (error) => {
-          this.#abort.signal.removeEventListener('abort', onAbort);
+          signal.removeEventListener('abort', onAbort);
           reject(error);
         },
       );
     });
+  }
+
+  /**
+   * Arms the step's deadline: the earliest wall-clock ceiling of the chain (the run's and
+   * its ancestors', as #precheck reads them). At it the step's signal fires, so the model
+   * call, a command, a search or a wait in flight is stopped. An empty chain disarms.
+   */
+  #arm(chain: string[]): void {
+    this.#disarm?.();
+    this.#disarm = null;
+    this.#overdue = null;
+    this.#deadline = null;
+    this.#signal = this.#abort.signal;
+    let first: { account: string; wall: { at: number; started: number; limit: number } } | null = null;
+    for (const id of chain) {
+      const account = reader.account(id);
+      const wall = account ? this.#wallEnd(account) : null;
+      if (wall && (first === null || wall.at < first.wall.at)) first = { account: id, wall };
+    }
+    if (first === null) return;
+    const { account, wall } = first;
+    const delay = Math.max(0, wall.at - Date.now());
+    // A timer cannot wait longer than this (it would fire at once); a step that long is left to the next check.
+    if (delay > MAX_TIMER_MS) return;
+    const deadline = new AbortController();
+    const timer = setTimeout(() => {
+      this.#overdue = this.#wallCrossing(account, wall, Date.now());
+      deadline.abort(new Error(`the wallMs ceiling of run ${account} was reached`));
+    }, delay);
+    this.#disarm = () => clearTimeout(timer);
+    this.#deadline = deadline.signal;
+    this.#signal = AbortSignal.any([this.#abort.signal, deadline.signal]);
+  }
+
+  /**
+   * A tool call, unless the step's deadline comes first. At the deadline the call's signal
+   * has fired; it is given a moment to stop and say what it did (a killed command, a
+   * write), and otherwise left behind with an observation saying so. Any tool handler is
+   * held to the deadline this way, whether or not it listens to the signal.
+   */
+  async #beforeDeadline(work: Promise<ToolResult>): Promise<ToolResult> {
+    const deadline = this.#deadline;
+    if (!deadline) return work;
+    const settled = work.then(
+      (result) => ({ result }),
+      (error: unknown) => ({ error }),
+    );
+    const reached = new Promise<'deadline'>((resolve) => {
+      if (deadline.aborted) resolve('deadline');
+      else deadline.addEventListener('abort', () => resolve('deadline'), { once: true });
+    });
+    const first = await Promise.race([settled, reached]);
+    // A call that failed because the deadline stopped it (an approver's wait, a pause) is stopped, not failed.
+    if (first !== 'deadline' && 'result' in first) return first.result;
+    if (first !== 'deadline' && !this.#overdue) throw first.error;
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<null>((resolve) => {
+      timer = setTimeout(resolve, DEADLINE_GRACE_MS, null);
+    });
+    const late = await Promise.race([settled, grace]);
+    clearTimeout(timer);
+    const crossing = this.#overdue as Crossing;
+    const note = `the wallMs ceiling of run ${crossing.account} (${crossing.limit} ms) was reached while this call ran, so it was stopped`;
+    if (late && 'result' in late)
+      return { ...late.result, content: `${late.result.content}\n(${note}.)`, isError: true };
+    return { content: `stopped: ${note}; what it had done by then stands.`, isError: true };
   }
 
   /** A question's id: the same call of the same step asks the same question after a resume. */
@@ -990,22 +1105,30 @@ class Drive implements Effects {
       if (!account) continue;
       const crossed = ceilingCrossed(account, { steps: 1, tokens: 0 });
       if (crossed) return crossed;
-      const { wallMs } = account.ceilings;
-      if (wallMs !== null) {
-        const started = id === this.#run.runId ? this.#run.createdAt : (reader.run(id)?.createdAt ?? now);
-        if (now - started >= wallMs) {
-          return {
-            type: 'budget-exhausted',
-            draw: { steps: 1, tokens: 0 },
-            ceiling: 'wallMs',
-            account: id,
-            spent: now - started,
-            limit: wallMs,
-          };
-        }
-      }
+      const wall = this.#wallEnd(account);
+      if (wall && now >= wall.at) return this.#wallCrossing(id, wall, now);
     }
     return null;
+  }
+
+  /** When an account's wall-clock ceiling is reached: its run's start plus its wallMs. The one definition of the deadline. */
+  #wallEnd(account: LedgerAccount): { at: number; started: number; limit: number } | null {
+    const { wallMs } = account.ceilings;
+    if (wallMs === null) return null;
+    const id = account.runId;
+    const started = id === this.#run.runId ? this.#run.createdAt : (reader.run(id)?.createdAt ?? Date.now());
+    return { at: started + wallMs, started, limit: wallMs };
+  }
+
+  #wallCrossing(account: string, wall: { started: number; limit: number }, now: number): Crossing {
+    return {
+      type: 'budget-exhausted',
+      draw: { steps: 1, tokens: 0 },
+      ceiling: 'wallMs',
+      account,
+      spent: now - wall.started,
+      limit: wall.limit,
+    };
   }
 
   async #end(status: RunStatus, reason: string, events: EventData[] = []): Promise<RunStatus> {

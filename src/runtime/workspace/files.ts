@@ -33,11 +33,22 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve as resolvePath, sep } from 'node:path';
 import { parsePatch, type StructuredPatch } from 'diff';
-import { minimatch } from 'minimatch';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { ArgumentSchema } from '../arguments.js';
 import type { ToolResult } from '../tools.js';
 import { applyHunks, DEV_NULL, diffStat, message, quote, recountHunks, unifiedDiff } from './diffs.js';
+import {
+  decode,
+  type FindOutcome,
+  type FindTask,
+  type GrepOutcome,
+  type GrepTask,
+  hasNul,
+  runSearch,
+  type SearchOutcome,
+  type SearchTask,
+  SNIFF_BYTES,
+} from './search.js';
 
 export { applyHunks, diffStat, hunkHeader, reverseApply, unifiedDiff } from './diffs.js';
 
@@ -45,10 +56,6 @@ export { applyHunks, diffStat, hunkHeader, reverseApply, unifiedDiff } from './d
 export const DEFAULT_MAX_READ_BYTES = 262144;
 /** The default number of lines grep and find print. */
 export const DEFAULT_MAX_RESULTS = 200;
-/** How much of a file is searched for a NUL byte to call it binary. */
-const SNIFF_BYTES = 8192;
-/** grep prints at most this many characters of a matching line. */
-const LINE_CUT = 300;
 /** Directories grep always skips, and find skips unless its pattern names them. */
 const SKIPPED_DIRS = ['.git', 'node_modules'];
 
@@ -124,8 +131,6 @@ interface Entry {
   absolute: string;
   directory: boolean;
 }
-
-const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * A workspace: the root an agent's file tools work in, and the operations they run.
@@ -438,95 +443,134 @@ export class Workspace {
 
   /** grep: lines matching a JavaScript regular expression, as `path:line:text`, paths sorted. */
   grep(args: GrepArgs): ToolResult {
-    if (this.file !== null) return this.#singleFileRefusal('grep');
-    let pattern: RegExp;
-    try {
-      pattern = new RegExp(args.pattern, args.ignore_case ? 'i' : '');
-    } catch (problem) {
-      return error(
-        `the pattern ${JSON.stringify(args.pattern)} is not a valid JavaScript regular expression: ${message(problem)}.`,
-      );
-    }
-    const base = this.#base(args.path);
-    if (!base.ok) return base.result;
-    const files = base.directory
-      ? this.#walk(base.absolute, base.relative, () => false).filter((entry) => !entry.directory)
-      : [{ relative: base.relative, absolute: base.absolute, directory: false }];
-    const glob = args.glob;
-    const selected = files
-      .filter((entry) => glob === undefined || this.#globMatches(entry.relative, base.relative, glob, true))
-      .sort((a, b) => compare(a.relative, b.relative));
-
-    const lines: string[] = [];
-    let total = 0;
-    let searched = 0;
-    let skipped = 0;
-    for (const entry of selected) {
-      const text = this.#searchable(entry.absolute);
-      if (text === null) {
-        skipped++;
-        continue;
-      }
-      searched++;
-      const fileLines = text.split('\n');
-      if (text.endsWith('\n')) fileLines.pop();
-      fileLines.forEach((raw, index) => {
-        const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-        if (!pattern.test(line)) return;
-        total++;
-        if (lines.length < this.#maxResults) lines.push(`${entry.relative}:${index + 1}:${cut(line)}`);
-      });
-    }
-    const where = base.relative === '.' ? 'the workspace' : base.relative;
-    const withheld = this.#withheldNote();
-    const skippedNote = `${skipped > 0 ? `; ${skipped} binary or oversized file${skipped === 1 ? '' : 's'} skipped` : ''}${withheld}`;
-    if (total === 0) {
-      return {
-        content: `no matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}${glob === undefined ? '' : ` (files matching ${glob})`}: ${searched} file${searched === 1 ? '' : 's'} searched${skippedNote}.`,
-        isError: false,
-      };
-    }
-    if (total > lines.length) {
-      lines.push(
-        `(output cut: showing the first ${lines.length} of ${total} matching lines${skippedNote}; narrow the pattern, path or glob to see the rest.)`,
-      );
-    } else if (withheld) {
-      lines.push(`(${withheld.slice(2)})`);
-    }
-    return { content: lines.join('\n'), isError: false };
+    const prepared = this.#prepareGrep(args);
+    return prepared.ok ? prepared.report(runSearch(prepared.task) as GrepOutcome) : prepared.result;
   }
 
   /** find: paths matching a glob, sorted; directories end in `/`. */
   find(args: FindArgs): ToolResult {
-    if (this.file !== null) return this.#singleFileRefusal('find');
-    const base = this.#base(args.path);
-    if (!base.ok) return base.result;
-    const pattern = args.pattern.replace(/^\.\//, '');
-    if (!base.directory) {
-      return error(`${base.relative} is a file, not a directory; pass path: the directory to search under.`);
-    }
-    const descend = (name: string) => pattern.includes(name);
-    let matched: string[];
+    const prepared = this.#prepareFind(args);
+    return prepared.ok ? prepared.report(runSearch(prepared.task) as FindOutcome) : prepared.result;
+  }
+
+  /**
+   * grep or find with the matching (the model's regular expression or glob) handed to
+   * `match`, which may run it elsewhere and stop it: the result is the one `grep` and
+   * `find` give, or the result `match` gives instead (the search was stopped).
+   */
+  async search(
+    name: 'grep' | 'find',
+    args: GrepArgs | FindArgs,
+    match: (task: SearchTask) => Promise<SearchOutcome | ToolResult>,
+  ): Promise<ToolResult> {
+    const prepared = name === 'grep' ? this.#prepareGrep(args as GrepArgs) : this.#prepareFind(args as FindArgs);
+    if (!prepared.ok) return prepared.result;
+    const outcome = await match(prepared.task);
+    if ('content' in outcome) return outcome;
+    return (prepared.report as (outcome: SearchOutcome) => ToolResult)(outcome);
+  }
+
+  /** grep up to the matching: the pattern checked, the files walked (and withheld) and the report to make of the matches. */
+  #prepareGrep(
+    args: GrepArgs,
+  ): { ok: true; task: GrepTask; report: (outcome: GrepOutcome) => ToolResult } | { ok: false; result: ToolResult } {
+    if (this.file !== null) return { ok: false, result: this.#singleFileRefusal('grep') };
+    const flags = args.ignore_case ? 'i' : '';
     try {
-      matched = this.#walk(base.absolute, base.relative, descend)
-        .filter((entry) => this.#globMatches(entry.relative, base.relative, pattern, !pattern.includes('/')))
-        .map((entry) => (entry.directory ? `${entry.relative}/` : entry.relative))
-        .sort(compare);
+      new RegExp(args.pattern, flags);
     } catch (problem) {
-      return error(`the pattern ${JSON.stringify(args.pattern)} is not a usable glob: ${message(problem)}.`);
+      return {
+        ok: false,
+        result: error(
+          `the pattern ${JSON.stringify(args.pattern)} is not a valid JavaScript regular expression: ${message(problem)}.`,
+        ),
+      };
     }
+    const base = this.#base(args.path);
+    if (!base.ok) return base;
+    const files = base.directory
+      ? this.#walk(base.absolute, base.relative, () => false).filter((entry) => !entry.directory)
+      : [{ relative: base.relative, absolute: base.absolute, directory: false }];
+    const glob = args.glob;
+    const task: GrepTask = {
+      kind: 'grep',
+      pattern: args.pattern,
+      flags,
+      glob: glob ?? null,
+      base: base.relative,
+      files: files
+        .map((entry) => ({ relative: entry.relative, absolute: entry.absolute }))
+        .sort((a, b) => compare(a.relative, b.relative)),
+      maxReadBytes: this.#maxReadBytes,
+      maxResults: this.#maxResults,
+    };
     const where = base.relative === '.' ? 'the workspace' : base.relative;
     const withheld = this.#withheldNote();
-    if (matched.length === 0)
-      return { content: `no paths match ${args.pattern} under ${where}${withheld}.`, isError: false };
-    const shown = matched.slice(0, this.#maxResults);
-    if (withheld) shown.push(`(${withheld.slice(2)})`);
-    if (matched.length > shown.length) {
-      shown.push(
-        `(output cut: showing the first ${shown.length} of ${matched.length} paths; narrow the pattern or path to see the rest.)`,
-      );
+    const report = ({ lines, total, searched, skipped }: GrepOutcome): ToolResult => {
+      const skippedNote = `${skipped > 0 ? `; ${skipped} binary or oversized file${skipped === 1 ? '' : 's'} skipped` : ''}${withheld}`;
+      if (total === 0) {
+        return {
+          content: `no matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}${glob === undefined ? '' : ` (files matching ${glob})`}: ${searched} file${searched === 1 ? '' : 's'} searched${skippedNote}.`,
+          isError: false,
+        };
+      }
+      const shown = [...lines];
+      if (total > shown.length) {
+        shown.push(
+          `(output cut: showing the first ${shown.length} of ${total} matching lines${skippedNote}; narrow the pattern, path or glob to see the rest.)`,
+        );
+      } else if (withheld) {
+        shown.push(`(${withheld.slice(2)})`);
+      }
+      return { content: shown.join('\n'), isError: false };
+    };
+    return { ok: true, task, report };
+  }
+
+  /** find up to the matching: the entries walked (and withheld) and the report to make of the matches. */
+  #prepareFind(
+    args: FindArgs,
+  ): { ok: true; task: FindTask; report: (outcome: FindOutcome) => ToolResult } | { ok: false; result: ToolResult } {
+    if (this.file !== null) return { ok: false, result: this.#singleFileRefusal('find') };
+    const base = this.#base(args.path);
+    if (!base.ok) return base;
+    const pattern = args.pattern.replace(/^\.\//, '');
+    if (!base.directory) {
+      return {
+        ok: false,
+        result: error(`${base.relative} is a file, not a directory; pass path: the directory to search under.`),
+      };
     }
-    return { content: shown.join('\n'), isError: false };
+    const descend = (name: string) => pattern.includes(name);
+    const task: FindTask = {
+      kind: 'find',
+      pattern,
+      base: base.relative,
+      matchBase: !pattern.includes('/'),
+      entries: this.#walk(base.absolute, base.relative, descend).map((entry) => ({
+        relative: entry.relative,
+        directory: entry.directory,
+      })),
+    };
+    const where = base.relative === '.' ? 'the workspace' : base.relative;
+    const withheld = this.#withheldNote();
+    const report = (outcome: FindOutcome): ToolResult => {
+      if ('error' in outcome) {
+        return error(`the pattern ${JSON.stringify(args.pattern)} is not a usable glob: ${outcome.error}.`);
+      }
+      const matched = outcome.matched;
+      if (matched.length === 0)
+        return { content: `no paths match ${args.pattern} under ${where}${withheld}.`, isError: false };
+      const shown = matched.slice(0, this.#maxResults);
+      if (withheld) shown.push(`(${withheld.slice(2)})`);
+      if (matched.length > shown.length) {
+        shown.push(
+          `(output cut: showing the first ${shown.length} of ${matched.length} paths; narrow the pattern or path to see the rest.)`,
+        );
+      }
+      return { content: shown.join('\n'), isError: false };
+    };
+    return { ok: true, task, report };
   }
 
   /** What the last walk left out because the policy does not let it be read. */
@@ -728,25 +772,6 @@ export class Workspace {
     return entries;
   }
 
-  /** A glob matched against the workspace-relative path, or the path relative to where the search starts. */
-  #globMatches(path: string, base: string, glob: string, matchBase: boolean): boolean {
-    const options = { dot: true, matchBase };
-    if (minimatch(path, glob, options)) return true;
-    return base !== '.' && path.startsWith(`${base}/`) && minimatch(path.slice(base.length + 1), glob, options);
-  }
-
-  /** A file's text for grep, or null when it is binary, above the read ceiling or unreadable. */
-  #searchable(absolute: string): string | null {
-    try {
-      const stats = statSync(absolute);
-      if (stats.size > this.#maxReadBytes) return null;
-      const bytes = readFileSync(absolute);
-      return hasNul(bytes.subarray(0, SNIFF_BYTES)) ? null : decode(bytes);
-    } catch {
-      return null;
-    }
-  }
-
   #singleFileRefusal(tool: string): ToolResult {
     return refusal(
       'workspace.single-file',
@@ -939,19 +964,6 @@ function sniff(path: string): Buffer {
   }
 }
 
-function hasNul(bytes: Uint8Array): boolean {
-  return bytes.includes(0);
-}
-
-/** The UTF-8 text of `bytes` (a byte order mark kept), or null when they are not valid UTF-8. */
-function decode(bytes: Uint8Array): string | null {
-  try {
-    return decoder.decode(bytes);
-  } catch {
-    return null;
-  }
-}
-
 /** Lines with their endings, so joining a slice gives the exact text; a final line may have none. */
 function splitLines(text: string): string[] {
   const lines = text.split(/(?<=\n)/);
@@ -964,12 +976,6 @@ function occurrences(haystack: string, needle: string): { count: number; first: 
   let count = 0;
   for (let at = first; at !== -1; at = haystack.indexOf(needle, at + 1)) count++;
   return { count, first };
-}
-
-function cut(line: string): string {
-  return line.length > LINE_CUT
-    ? `${line.slice(0, LINE_CUT)} … [line cut at ${LINE_CUT} of ${line.length} characters]`
-    : line;
 }
 
 function compare(a: string, b: string): number {

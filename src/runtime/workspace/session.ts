@@ -24,9 +24,12 @@ import {
   FILE_TOOL_DESCRIPTIONS,
   FILE_TOOL_PARAMETERS,
   type FileChange,
+  type FindArgs,
+  type GrepArgs,
   type Planned,
   Workspace,
 } from './files.js';
+import { boundedSearch } from './search-pool.js';
 import { detectToolchain, type Toolchain } from './toolchain.js';
 
 /** What the session needs from the actor that runs it. */
@@ -88,8 +91,12 @@ const ACTING_TOOLS: ReadonlySet<string> = new Set([
   'shell_start',
 ]);
 
-/** The tools a read may start before its completion ends (they change nothing). */
-export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(['read_file', 'grep', 'find']);
+/**
+ * The tools a read may start before its completion ends (they change nothing). Not grep
+ * or find: their matching runs on the bounded search pool, where a search started for a
+ * turn that is then abandoned would hold the pool's one thread.
+ */
+export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(['read_file']);
 
 const EXEC_PARAMETERS: ArgumentSchema = {
   type: 'object',
@@ -410,15 +417,16 @@ export class WorkspaceSession {
     if (!located.ok) return located.result;
     const refused = await this.authorize({ kind: 'read', path: located.path }, callIndex);
     if (refused) return refused;
-    return this.readNow(name, args);
+    if (name === 'read_file') return this.readNow(name, args);
+    // The model's pattern runs on the search pool, bounded in time and stopped with the run.
+    return this.workspace.search(name, args as unknown as GrepArgs | FindArgs, (task) =>
+      boundedSearch(task, this.#host.signal),
+    );
   }
 
   /** The read itself, with no policy decision: for a read the policy already allows outright. */
-  readNow(name: 'read_file' | 'grep' | 'find', args: Record<string, unknown>): ToolResult {
-    if (name === 'read_file')
-      return this.workspace.read(args as { path: string; start_line?: number; end_line?: number });
-    if (name === 'grep') return this.workspace.grep(args as { pattern: string; path?: string; glob?: string });
-    return this.workspace.find(args as { pattern: string; path?: string });
+  readNow(_name: 'read_file', args: Record<string, unknown>): ToolResult {
+    return this.workspace.read(args as { path: string; start_line?: number; end_line?: number });
   }
 
   /**

@@ -1,0 +1,145 @@
+/**
+ * The matching half of grep and find: a regular expression or a glob from the model run
+ * over files and paths the caller has already walked (and filtered by the policy). It is
+ * kept apart from the walk so it can run on a worker thread that can be stopped: a
+ * pattern that backtracks catastrophically would otherwise hold the agent's thread for
+ * good, since nothing can interrupt a regular expression on the thread running it.
+ *
+ * Everything here is plain data in and out (a task crosses a thread as a structured
+ * clone), and imports nothing that is not needed to match.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { minimatch } from 'minimatch';
+
+/** How much of a file is searched for a NUL byte to call it binary. */
+export const SNIFF_BYTES = 8192;
+/** grep prints at most this many characters of a matching line. */
+const LINE_CUT = 300;
+
+/** A grep over files already walked: the glob and the pattern are applied here. */
+export interface GrepTask {
+  kind: 'grep';
+  /** The regular expression's source and flags, as the model gave them (already checked to compile). */
+  pattern: string;
+  flags: string;
+  /** Only files whose path matches this glob (relative to the workspace or to `base`). */
+  glob: string | null;
+  /** Where the search started, workspace-relative (`.` for the root). */
+  base: string;
+  /** The files to search, sorted by `relative`. */
+  files: { relative: string; absolute: string }[];
+  maxReadBytes: number;
+  maxResults: number;
+}
+
+export interface GrepOutcome {
+  kind: 'grep';
+  /** The first `maxResults` matching lines, as `path:line:text`. */
+  lines: string[];
+  /** How many lines matched in all. */
+  total: number;
+  searched: number;
+  /** Files skipped as binary, oversized or unreadable. */
+  skipped: number;
+}
+
+/** A find over entries already walked: the glob is applied here. */
+export interface FindTask {
+  kind: 'find';
+  pattern: string;
+  base: string;
+  matchBase: boolean;
+  entries: { relative: string; directory: boolean }[];
+}
+
+export type FindOutcome = { kind: 'find'; matched: string[] } | { kind: 'find'; error: string };
+
+export type SearchTask = GrepTask | FindTask;
+export type SearchOutcome = GrepOutcome | FindOutcome;
+
+/** Runs a task on the calling thread. */
+export function runSearch(task: SearchTask): SearchOutcome {
+  return task.kind === 'grep' ? grepFiles(task) : findPaths(task);
+}
+
+function grepFiles(task: GrepTask): GrepOutcome {
+  const pattern = new RegExp(task.pattern, task.flags);
+  const lines: string[] = [];
+  let total = 0;
+  let searched = 0;
+  let skipped = 0;
+  for (const entry of task.files) {
+    if (task.glob !== null && !globMatches(entry.relative, task.base, task.glob, true)) continue;
+    const text = searchable(entry.absolute, task.maxReadBytes);
+    if (text === null) {
+      skipped++;
+      continue;
+    }
+    searched++;
+    const fileLines = text.split('\n');
+    if (text.endsWith('\n')) fileLines.pop();
+    fileLines.forEach((raw, index) => {
+      const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+      if (!pattern.test(line)) return;
+      total++;
+      if (lines.length < task.maxResults) lines.push(`${entry.relative}:${index + 1}:${cut(line)}`);
+    });
+  }
+  return { kind: 'grep', lines, total, searched, skipped };
+}
+
+function findPaths(task: FindTask): FindOutcome {
+  try {
+    const matched = task.entries
+      .filter((entry) => globMatches(entry.relative, task.base, task.pattern, task.matchBase))
+      .map((entry) => (entry.directory ? `${entry.relative}/` : entry.relative))
+      .sort(compare);
+    return { kind: 'find', matched };
+  } catch (problem) {
+    return { kind: 'find', error: problem instanceof Error ? problem.message : String(problem) };
+  }
+}
+
+/** A glob matched against the workspace-relative path, or the path relative to where the search starts. */
+function globMatches(path: string, base: string, glob: string, matchBase: boolean): boolean {
+  const options = { dot: true, matchBase };
+  if (minimatch(path, glob, options)) return true;
+  return base !== '.' && path.startsWith(`${base}/`) && minimatch(path.slice(base.length + 1), glob, options);
+}
+
+/** A file's text for grep, or null when it is binary, above the read ceiling or unreadable. */
+function searchable(absolute: string, maxReadBytes: number): string | null {
+  try {
+    const stats = statSync(absolute);
+    if (stats.size > maxReadBytes) return null;
+    const bytes = readFileSync(absolute);
+    return hasNul(bytes.subarray(0, SNIFF_BYTES)) ? null : decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+export function hasNul(bytes: Uint8Array): boolean {
+  return bytes.includes(0);
+}
+
+/** The UTF-8 text of `bytes` (a byte order mark kept), or null when they are not valid UTF-8. */
+export function decode(bytes: Uint8Array): string | null {
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+function cut(line: string): string {
+  return line.length > LINE_CUT
+    ? `${line.slice(0, LINE_CUT)} … [line cut at ${LINE_CUT} of ${line.length} characters]`
+    : line;
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
