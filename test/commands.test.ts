@@ -81,7 +81,8 @@ describe('commands in a run', () => {
             name: 'shell_start',
             args: {
               command:
-                "node -e \"require('fs').writeFileSync('pid.txt', String(process.pid)); console.log('up'); setInterval(() => {}, 1000)\"",
+                // The host's pid from /proc/self: the command runs as the first process of its own PID namespace.
+                "node -e \"require('fs').writeFileSync('pid.txt', require('fs').readlinkSync('/proc/self')); console.log('up'); setInterval(() => {}, 1000)\"",
             },
           },
         ],

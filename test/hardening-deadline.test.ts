@@ -36,6 +36,12 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Whether a killed process is gone, waiting a bounded while for the kernel to reap it. */
+async function gone(pid: number): Promise<boolean> {
+  for (let i = 0; i < 250 && alive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  return !alive(pid);
+}
+
 describe('the wall clock inside a step', () => {
   it(
     'aborts a model call in flight at the deadline and ends the run on the wall clock',
@@ -60,10 +66,10 @@ describe('the wall clock inside a step', () => {
   it(
     'kills a command running at the deadline, keeps the write before it, and marks the call not reached',
     async () => {
-      // A command that says who it is, then waits five minutes.
+      // A command that says who it is (its pid on the host, from /proc/self: it runs in a PID namespace of its own), then waits five minutes.
       const root = tempWorkspace({
         'sleeper.mjs':
-          "import { writeFileSync } from 'node:fs';\nwriteFileSync('pid', String(process.pid));\nsetTimeout(() => {}, 300_000);\n",
+          "import { readlinkSync, writeFileSync } from 'node:fs';\nwriteFileSync('pid', readlinkSync('/proc/self'));\nsetTimeout(() => {}, 300_000);\n",
       });
       const store = await openStore();
       const { provider } = await serve(
@@ -91,7 +97,7 @@ describe('the wall clock inside a step', () => {
       // The command is gone.
       const pid = Number(readFileSync(join(root, 'pid'), 'utf8').trim());
       expect(pid).toBeGreaterThan(0);
-      expect(alive(pid)).toBe(false);
+      expect(await gone(pid)).toBe(true);
       // The step committed what it did: the write and its diff, the killed command, the call not reached.
       const [step] = store.steps(result.runId);
       const observations = step?.observations ?? [];
