@@ -49,6 +49,12 @@ export interface ScriptedToolCall {
   id?: string;
   name: string;
   args: Record<string, unknown>;
+  /**
+   * The arguments exactly as the wire carries them, in place of the JSON of `args`: for a
+   * model that sends broken JSON, or JSON that is not an object. On the Anthropic wire's
+   * non-streaming answer, `input` is this text parsed (or the text itself when it is not JSON).
+   */
+  rawArguments?: string;
 }
 
 /**
@@ -490,7 +496,7 @@ function resolveCompletion(call: ScriptedCall, answer: ScriptedCompletion): Reso
     id: toolCall.id ?? `${prefix}_${call.index}_${position}`,
     name: toolCall.name,
     args: toolCall.args,
-    argumentsJson: JSON.stringify(toolCall.args),
+    argumentsJson: toolCall.rawArguments ?? JSON.stringify(toolCall.args),
   }));
   const text = answer.text ?? '';
   const callsJson =
@@ -625,7 +631,7 @@ function anthropicBlocks(completion: ResolvedCompletion) {
       type: 'tool_use',
       id: toolCall.id,
       name: toolCall.name,
-      input: toolCall.args,
+      input: toolCall.argumentsJson === JSON.stringify(toolCall.args) ? toolCall.args : decoded(toolCall.argumentsJson),
     })),
   ];
 }
@@ -850,4 +856,13 @@ function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** Raw arguments as a JSON value, or the text itself when it is not JSON. */
+function decoded(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
