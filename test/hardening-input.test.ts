@@ -121,7 +121,9 @@ describe('arguments that are not a JSON object', () => {
       bad.map((raw) => ({ name: 'read_file', args: {}, rawArguments: raw })),
     );
     expect(observations.map((observation) => observation.content)).toEqual([
-      expect.stringMatching(/^the arguments to read_file are not JSON \(.+\), so it was not run; .*must be a JSON object/),
+      expect.stringMatching(
+        /^the arguments to read_file are not JSON \(.+\), so it was not run; .*must be a JSON object/,
+      ),
       expect.stringMatching(/^the arguments to read_file are not JSON/),
       expect.stringContaining('are JSON an array, not an object'),
       expect.stringContaining('are JSON a number, not an object'),
@@ -175,7 +177,11 @@ describe('arguments far over a tool’s limits', () => {
     expect(bytes.includes(tail)).toBe(false);
     expect(bytes.length).toBeLessThan(4 * 1024 * 1024);
     const [call] = store.events(runId).filter((event) => event.type === 'tool-call');
-    expect(call).toMatchObject({ name: 'write_file', args: {}, invalid: { sent: expect.stringContaining('huge.txt') } });
+    expect(call).toMatchObject({
+      name: 'write_file',
+      args: {},
+      invalid: { sent: expect.stringContaining('huge.txt') },
+    });
   });
 
   it('states the limit for a 10 MB pattern, a 1 MB path and an argv of 100,000 items', async () => {
@@ -224,7 +230,9 @@ describe('a policy pattern that cannot be compiled', () => {
   it('is refused when the rule is added by a builder, naming the rule and why', () => {
     const long = thrown(() => Policy.default().allowRead(`src/${'a'.repeat(5000)}`));
     expect(long).toBeInstanceOf(InvalidArgumentError);
-    expect(long.message).toMatch(/^the rule allow-read src\/a+… \(5004 characters\) cannot be used: .*above the limit of 4096/);
+    expect(long.message).toMatch(
+      /^the rule allow-read src\/a+… \(5004 characters\) cannot be used: .*above the limit of 4096/,
+    );
     const braces = thrown(() => Policy.default().denyRead('{a,b}'.repeat(20)));
     expect(braces).toBeInstanceOf(InvalidArgumentError);
     expect(braces.message).toContain('the rule deny-read {a,b}{a,b}');
