@@ -449,6 +449,8 @@ class Drive implements Effects {
         });
         return 'failed';
       }
+      // Before anything of the step is stored: a call far over its tool's limits keeps only its start.
+      completion = { ...completion, toolCalls: completion.toolCalls.map((call) => registry.screen(call)) };
       const attempts = replay ? [] : (completion.attempts ?? []);
       // The draw is known now: a step that cannot be charged runs none of its tools.
       const over = replay ? null : this.#wouldCross(chain, completion);
@@ -476,12 +478,20 @@ class Drive implements Effects {
         if (index < observations.length) continue;
         if (this.#cancelled || this.#overdue) break;
         const mark = this.#events.length;
-        this.#events.push({ type: 'tool-call', callId: call.id, name: call.name, args: call.args });
+        this.#events.push({
+          type: 'tool-call',
+          callId: call.id,
+          name: call.name,
+          args: call.args,
+          ...(call.invalid ? { invalid: call.invalid } : {}),
+        });
         let result: ToolResult;
         try {
           if (mask.has(call.name)) {
             const reason = `${call.name} is withheld for this run (tool mask); use another tool.`;
             result = { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
+          } else if (call.invalid) {
+            result = { content: call.invalid.reason, isError: true };
           } else {
             result = await this.#beforeDeadline(registry.dispatch(call.name, call.args, this, index));
           }

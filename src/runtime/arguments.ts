@@ -1,8 +1,9 @@
 /**
  * Validation of tool arguments against the small, closed JSON Schema subset the
  * built-in tools declare: an object of typed properties (string, number, integer,
- * boolean, array, nested object), `items`, `minItems`, `required`, `additionalProperties: false`, `minimum`,
- * `exclusiveMinimum` and `minLength`. It lives in every agent thread, so it is a few
+ * boolean, array, nested object), `items`, `minItems`, `maxItems`, `required`, `additionalProperties: false`,
+ * `minimum`, `exclusiveMinimum`, `minLength` and `maxLength`. No string argument may hold a NUL character:
+ * no tool has a use for one (the file tools work on text, and the file system and `exec` cannot take one). It lives in every agent thread, so it is a few
  * dozen lines rather than a schema compiler: a thread pays for every module it loads
  * when it starts (see docs/ARCHITECTURE.md, "Thread start cost").
  */
@@ -16,9 +17,12 @@ export interface ArgumentSchema {
   minimum?: number;
   exclusiveMinimum?: number;
   minLength?: number;
+  /** The most characters a string may have: the limit the tool states to the model. */
+  maxLength?: number;
   /** For arrays: the schema of every item, and the fewest items. */
   items?: ArgumentSchema;
   minItems?: number;
+  maxItems?: number;
 }
 
 /** Every problem with `value`, as `path: what is wrong`; empty when it is valid. */
@@ -48,6 +52,14 @@ export function checkArguments(schema: ArgumentSchema, value: unknown, path = '(
       if (schema.minLength !== undefined && value.length < schema.minLength) {
         return [`${path}: must be at least ${schema.minLength} character${schema.minLength === 1 ? '' : 's'} long`];
       }
+      if (schema.maxLength !== undefined && value.length > schema.maxLength) {
+        return [`${path}: is ${value.length} characters long, above this tool's limit of ${schema.maxLength}`];
+      }
+      if (value.includes('\0')) {
+        return [
+          `${path}: contains a NUL character (\\u0000), which no path, command or text file can hold; send the text without it`,
+        ];
+      }
       return [];
     case 'boolean':
       return typeof value === 'boolean' ? [] : [`${path}: must be true or false`];
@@ -55,6 +67,9 @@ export function checkArguments(schema: ArgumentSchema, value: unknown, path = '(
       if (!Array.isArray(value)) return [`${path}: must be an array`];
       if (schema.minItems !== undefined && value.length < schema.minItems) {
         return [`${path}: must hold at least ${schema.minItems} item${schema.minItems === 1 ? '' : 's'}`];
+      }
+      if (schema.maxItems !== undefined && value.length > schema.maxItems) {
+        return [`${path}: holds ${value.length} items, above this tool's limit of ${schema.maxItems}`];
       }
       const items = schema.items;
       return items ? value.flatMap((item, index) => checkArguments(items, item, `${path}[${index}]`)) : [];
@@ -74,5 +89,7 @@ export function checkArguments(schema: ArgumentSchema, value: unknown, path = '(
 }
 
 function join(path: string, name: string): string {
-  return path === '(arguments)' ? name : `${path}.${name}`;
+  // A name the model made up can be any length: an observation shows its start.
+  const shown = name.length > 100 ? `${name.slice(0, 100)}…` : name;
+  return path === '(arguments)' ? shown : `${path}.${shown}`;
 }

@@ -88,7 +88,14 @@ export type EventData =
   | { type: 'provider-unreachable'; provider: string; message: string }
   /** The run's gate failed often enough that a stronger model answers from here on (`withEscalation`). */
   | { type: 'model-escalated'; from: string; to: string; gateFailures: number }
-  | { type: 'tool-call'; callId: string; name: string; args: Record<string, unknown> }
+  /** `invalid`: the arguments could not be used (see ToolCall.invalid); `args` is then `{}`, `sent` their start. */
+  | {
+      type: 'tool-call';
+      callId: string;
+      name: string;
+      args: Record<string, unknown>;
+      invalid?: { reason: string; sent: string };
+    }
   | { type: 'refusal'; callId: string; tool: string; rule: string; layer: string; reason: string }
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }
   | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }

@@ -14,6 +14,22 @@ export interface ToolCall {
   name: string;
   /** Parsed JSON arguments. */
   args: Record<string, unknown>;
+  /**
+   * Set when the arguments as sent cannot be used: not JSON, JSON that is not an object,
+   * or far over the tool's limits. `args` is then `{}`, the call is not run, the model is
+   * told `reason`, and the trace keeps `sent`: the start of what the model sent.
+   */
+  invalid?: { reason: string; sent: string };
+}
+
+/** How much of unusable arguments the trace keeps. */
+const SENT_KEPT_CHARS = 1024;
+
+/** The start of what a model sent, bounded, for the trace. */
+export function keptOfSent(text: string): string {
+  return text.length <= SENT_KEPT_CHARS
+    ? text
+    : `${text.slice(0, SENT_KEPT_CHARS)}… [cut: ${text.length} characters in all]`;
 }
 
 /** One turn of the ordered transcript a request carries. */

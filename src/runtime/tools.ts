@@ -5,7 +5,22 @@
  * because prompt caches key on them.
  */
 import { type ArgumentSchema, checkArguments } from './arguments.js';
-import type { ToolDefinition } from './provider.js';
+import { keptOfSent, type ToolCall, type ToolDefinition } from './provider.js';
+
+/**
+ * The most bytes (UTF-8) of JSON one call's arguments may have: the largest write
+ * (8 MiB, see MAX_WRITE_BYTES) with room for its path. A call above it is not run, and
+ * is not stored beyond its start.
+ */
+export const MAX_CALL_ARGUMENTS_BYTES = 8 * 1024 * 1024 + 64 * 1024;
+/**
+ * Refused arguments up to this size are kept as sent (the model sees its own call, next
+ * to what was wrong with it); larger ones are replaced by `{}` and their start, so the
+ * store holds no more of them than that.
+ */
+const KEPT_REFUSED_CHARS = 4096;
+/** An observation names at most this many problems with the arguments. */
+const SHOWN_PROBLEMS = 10;
 
 export interface ToolResult {
   content: string;
@@ -55,6 +70,24 @@ export class ToolRegistry<Context> {
     return tool !== undefined && checkArguments(tool.parameters, args).length === 0;
   }
 
+  /**
+   * A call as the run keeps it. A call whose arguments are far over the limits is marked
+   * invalid and its arguments dropped (their start kept), before the step's completion,
+   * its events or its effects are stored: a 50 MB argument is refused, not recorded.
+   */
+  screen(call: ToolCall): ToolCall {
+    if (call.invalid) return call;
+    const text = JSON.stringify(call.args) ?? '';
+    if (text.length <= KEPT_REFUSED_CHARS) return call;
+    const bytes = Buffer.byteLength(text);
+    const reason =
+      bytes > MAX_CALL_ARGUMENTS_BYTES
+        ? `the arguments to ${keptOfSent(call.name)} are ${bytes} bytes of JSON, above the limit of ${MAX_CALL_ARGUMENTS_BYTES} bytes for one call, so it was not run; send smaller arguments (a write of at most 8 MiB, one file at a time).`
+        : this.#problems(call.name, call.args);
+    if (reason === null) return call;
+    return { id: call.id, name: call.name, args: {}, invalid: { reason, sent: keptOfSent(text) } };
+  }
+
   /** Validates the arguments and runs the tool; an unknown tool or bad arguments is an error observation, not a crash. */
   async dispatch(
     name: string,
@@ -63,14 +96,21 @@ export class ToolRegistry<Context> {
     callIndex: number,
   ): Promise<ToolResult> {
     const tool = this.#tools.get(name);
+    const problems = this.#problems(name, args);
+    if (!tool || problems !== null) return { content: problems ?? '', isError: true };
+    return tool.handler(args, context, callIndex);
+  }
+
+  /** What is wrong with a call to `name` with `args`, for the model; null when nothing is. */
+  #problems(name: string, args: Record<string, unknown>): string | null {
+    const tool = this.#tools.get(name);
     if (!tool) {
       const known = [...this.#tools.keys()].sort().join(', ');
-      return { content: `there is no tool named ${JSON.stringify(name)}; the tools are: ${known}.`, isError: true };
+      return `there is no tool named ${JSON.stringify(keptOfSent(name))}; the tools are: ${known}.`;
     }
     const problems = checkArguments(tool.parameters, args);
-    if (problems.length > 0) {
-      return { content: `the arguments to ${name} are not valid: ${problems.join('; ')}.`, isError: true };
-    }
-    return tool.handler(args, context, callIndex);
+    if (problems.length === 0) return null;
+    const more = problems.length > SHOWN_PROBLEMS ? `; and ${problems.length - SHOWN_PROBLEMS} more` : '';
+    return `the arguments to ${name} are not valid: ${problems.slice(0, SHOWN_PROBLEMS).join('; ')}${more}.`;
   }
 }

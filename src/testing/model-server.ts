@@ -49,6 +49,12 @@ export interface ScriptedToolCall {
   id?: string;
   name: string;
   args: Record<string, unknown>;
+  /**
+   * The arguments exactly as the wire carries them, in place of the JSON of `args`: for a
+   * model that sends broken JSON, or JSON that is not an object. On the Anthropic wire's
+   * non-streaming answer, `input` is this text parsed (or the text itself when it is not JSON).
+   */
+  rawArguments?: string;
 }
 
 /**
@@ -490,7 +496,7 @@ function resolveCompletion(call: ScriptedCall, answer: ScriptedCompletion): Reso
     id: toolCall.id ?? `${prefix}_${call.index}_${position}`,
     name: toolCall.name,
     args: toolCall.args,
-    argumentsJson: JSON.stringify(toolCall.args),
+    argumentsJson: toolCall.rawArguments ?? JSON.stringify(toolCall.args),
   }));
   const text = answer.text ?? '';
   const callsJson =
@@ -625,7 +631,7 @@ function anthropicBlocks(completion: ResolvedCompletion) {
       type: 'tool_use',
       id: toolCall.id,
       name: toolCall.name,
-      input: toolCall.args,
+      input: toolCall.argumentsJson === JSON.stringify(toolCall.args) ? toolCall.args : decoded(toolCall.argumentsJson),
     })),
   ];
 }
@@ -778,6 +784,21 @@ function words(text: string): string[] {
  * to split), cutting on code points so no fragment holds half a surrogate pair.
  */
 function fragments(json: string): string[] {
+  // Huge arguments (a model sending megabytes) go in a few large pieces: millions of
+  // twelve-character events would make the stream, not the runtime, the thing measured.
+  if (json.length > 65536) {
+    const pieces: string[] = [];
+    const size = Math.ceil(json.length / 16);
+    let start = 0;
+    while (start < json.length) {
+      let end = Math.min(json.length, start + size);
+      // Never between the two halves of a surrogate pair.
+      if (end < json.length && /[\uD800-\uDBFF]/.test(json[end - 1] ?? '')) end++;
+      pieces.push(json.slice(start, end));
+      start = end;
+    }
+    return pieces;
+  }
   const points = Array.from(json);
   const size = Math.max(1, Math.min(12, Math.ceil(points.length / 2)));
   const pieces: string[] = [];
@@ -850,4 +871,13 @@ function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** Raw arguments as a JSON value, or the text itself when it is not JSON. */
+function decoded(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }

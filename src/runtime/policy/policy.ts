@@ -13,8 +13,8 @@
  */
 import { accessSync, constants, lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
-import { Minimatch } from 'minimatch';
 import { InvalidArgumentError } from '../../errors.js';
+import { compileGlob, MAX_GLOB_CHARS } from './globs.js';
 
 export type ActKind = 'read' | 'write' | 'exec' | 'net';
 export type Effect = 'allow' | 'deny' | 'ask';
@@ -194,6 +194,19 @@ export class Policy {
    * root when inside it, absolute otherwise.
    */
   decide(act: Act, root: string): Decision {
+    // No file can be named, and no program run, with a NUL in a path or an argument (the
+    // system calls throw): denied here, so no caller's decision can throw on one.
+    const parts = act.kind === 'exec' ? act.argv : act.kind === 'net' ? [act.host] : [act.path];
+    if (parts.some((part) => part.includes('\0'))) {
+      const subject = JSON.stringify(parts.join(' ')).slice(1, -1);
+      return {
+        effect: 'deny',
+        rule: 'input.nul',
+        layer: 'runtime',
+        subject,
+        reason: 'it contains a NUL character (\\u0000), which no path or argument can hold; send it without one',
+      };
+    }
     const subject = subjectOf(act, root);
     // An exec act's program is resolved once per decision, not once per rule.
     const names = act.kind === 'exec' ? execNames(act, root) : null;
@@ -259,7 +272,28 @@ function checkRule(rule: PolicyRule): PolicyRule {
     throw new InvalidArgumentError(`a ${rule.effect}-${rule.act} rule needs a non-empty pattern.`);
   }
   // Paths are matched in NFC; so are the patterns, however they were typed.
-  return { effect: rule.effect, act: rule.act, pattern: rule.pattern.normalize('NFC') };
+  const checked = { effect: rule.effect, act: rule.act, pattern: rule.pattern.normalize('NFC') };
+  // Compiled now, with the compiler the decisions use, so a pattern that cannot be is
+  // refused here, naming the rule, and the first decision cannot throw.
+  const name = `${checked.effect}-${checked.act} ${quoteCut(checked.pattern)}`;
+  if (checked.pattern.length > MAX_GLOB_CHARS) {
+    throw new InvalidArgumentError(
+      `the rule ${name} cannot be used: its pattern is ${checked.pattern.length} characters long, above the limit of ${MAX_GLOB_CHARS}; write a shorter pattern (or several rules).`,
+    );
+  }
+  if (checked.act === 'read' || checked.act === 'write') {
+    try {
+      glob(checked.pattern, checked.effect === 'deny');
+    } catch (error) {
+      throw new InvalidArgumentError(`the rule ${name} cannot be used: ${(error as Error).message}.`);
+    }
+  }
+  return checked;
+}
+
+/** A pattern as an error message shows it: whole when short, its start when long. */
+function quoteCut(pattern: string): string {
+  return pattern.length > 80 ? `${pattern.slice(0, 80)}… (${pattern.length} characters)` : pattern;
 }
 
 /** The string a rule is matched against: a resolved path, the argv as one line, or host:port. */
@@ -362,7 +396,9 @@ const globs = new Map<string, Matcher[]>();
 
 function compile(pattern: string, options: { dot: boolean; nocase: boolean }): Matcher {
   if (pattern === '**') return { match: () => true };
-  const glob = new Minimatch(pattern, options);
+  const compiled = compileGlob(pattern, options);
+  if (!compiled.ok) throw new Error(`its pattern ${compiled.problem}`);
+  const glob = compiled.glob;
   // The literal start of the pattern, before its first special character: a subject that
   // does not begin with it cannot match, and most do not — a cheap test before the glob.
   const literal = /^[^*?[\]{}()!+@\\]*/.exec(pattern)?.[0] ?? '';
@@ -387,20 +423,34 @@ function glob(pattern: string, nocase: boolean): Matcher[] {
   return matchers;
 }
 
-const wildcards = new Map<string, RegExp>();
-
-/** `*` matches any run of characters (spaces and slashes included), `?` one character. */
+/**
+ * `*` matches any run of characters (spaces and slashes included), `?` one character.
+ * Matched by walking both strings, going back only to the last `*`: at most pattern
+ * length times subject length steps, where a regular expression of several `.*` can
+ * take exponential time on a long argv that does not match.
+ */
 function wildcard(pattern: string, subject: string): boolean {
-  let compiled = wildcards.get(pattern);
-  if (!compiled) {
-    const source = pattern
-      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-      .replace(/\*/g, '.*')
-      .replace(/\?/g, '.');
-    compiled = new RegExp(`^${source}$`, 's');
-    wildcards.set(pattern, compiled);
+  let p = 0;
+  let s = 0;
+  let star = -1;
+  let resume = 0;
+  while (s < subject.length) {
+    const c = pattern[p];
+    if (c === '*') {
+      star = p++;
+      resume = s;
+    } else if (p < pattern.length && (c === '?' || c === subject[s])) {
+      p++;
+      s++;
+    } else if (star !== -1) {
+      p = star + 1;
+      s = ++resume;
+    } else {
+      return false;
+    }
   }
-  return compiled.test(subject);
+  while (pattern[p] === '*') p++;
+  return p === pattern.length;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -280,7 +280,8 @@ export class HttpProvider implements Provider {
         if (part.type === 'text-delta') text.push(part.text);
         else if (part.type === 'tool-call-end') {
           ends.push(part);
-          hooks?.onToolCall?.({ id: part.id, name: part.name, args: part.args }, part.index);
+          // A call whose arguments could not be decoded is never started early.
+          if (!part.invalid) hooks?.onToolCall?.({ id: part.id, name: part.name, args: part.args }, part.index);
         } else if (part.type === 'usage') usage = part.usage;
         else if (part.type === 'end') finishReason = part.finishReason;
       },

@@ -21,7 +21,15 @@ export type StreamPart =
   | { type: 'text-delta'; text: string }
   | { type: 'tool-call-start'; index: number; id: string; name: string }
   | { type: 'tool-call-delta'; index: number; argumentsDelta: string }
-  | { type: 'tool-call-end'; index: number; id: string; name: string; args: Record<string, unknown> }
+  | {
+      type: 'tool-call-end';
+      index: number;
+      id: string;
+      name: string;
+      args: Record<string, unknown>;
+      /** The arguments were not a JSON object: why, and what was sent (see ToolCall.invalid). */
+      invalid?: { reason: string; sent: string };
+    }
   | { type: 'usage'; usage: CallUsage }
   | { type: 'end'; finishReason: string | null };
 

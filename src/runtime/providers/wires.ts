@@ -5,7 +5,7 @@
  * on the hottest path there is (every streamed event of every agent) and in every
  * agent thread, whose start cost counts (docs/ARCHITECTURE.md).
  */
-import type { ModelRequest, ToolCall, TranscriptEntry } from '../provider.js';
+import { keptOfSent, type ModelRequest, type ToolCall, type TranscriptEntry } from '../provider.js';
 import type { WireRequest } from './http.js';
 import type { SseEvent } from './sse.js';
 import { isDone, scanTemplateRun } from './sse.js';
@@ -80,17 +80,41 @@ function parseJson(data: string, provider: string): unknown {
   }
 }
 
-function parseArguments(text: string, name: string, provider: string): Record<string, unknown> {
-  if (text.trim() === '') return {};
-  const value = parseJson(text, provider);
-  if (!isObject(value)) {
-    throw new ProviderError({
-      kind: 'undecodable',
-      provider,
-      message: `${provider}: the arguments of tool call ${name} are not a JSON object: ${text.slice(0, 120)}`,
-    });
+/**
+ * A tool call's arguments. Arguments that are not a JSON object are the model's
+ * mistake, not the wire's: the call is kept, marked invalid (args `{}`), so the run
+ * tells the model what was wrong and goes on, instead of failing the model call.
+ */
+function parseArguments(
+  text: string,
+  name: string,
+): { args: Record<string, unknown>; invalid?: { reason: string; sent: string } } {
+  if (text.trim() === '') return { args: {} };
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return { args: {}, invalid: invalidArguments(name, `not JSON (${(error as Error).message})`, text) };
   }
-  return value;
+  return argumentsOf(value, name, text);
+}
+
+/** Arguments already decoded (Anthropic's `input`): an object, or the call marked invalid. */
+function argumentsOf(
+  value: unknown,
+  name: string,
+  text: string,
+): { args: Record<string, unknown>; invalid?: { reason: string; sent: string } } {
+  if (isObject(value)) return { args: value };
+  const what = value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+  return { args: {}, invalid: invalidArguments(name, `JSON ${what}, not an object`, text) };
+}
+
+function invalidArguments(name: string, what: string, text: string): { reason: string; sent: string } {
+  return {
+    reason: `the arguments to ${keptOfSent(name)} are ${what}, so it was not run; the arguments must be a JSON object whose keys are its parameters. Send the call again.`,
+    sent: keptOfSent(text),
+  };
 }
 
 function vendorError(provider: string, error: unknown, statusHint: number | null): ProviderError {
@@ -485,7 +509,7 @@ class OpenAiDecoder implements WireDecoder {
         index,
         id: call.id,
         name: call.name,
-        args: parseArguments(call.args, call.name, this.#provider),
+        ...parseArguments(call.args, call.name),
       });
     }
     parts.push({ type: 'end', finishReason: this.#finishReason });
@@ -730,7 +754,7 @@ class AnthropicDecoder implements WireDecoder {
             index: block.ordinal,
             id: block.id,
             name: block.name,
-            args: parseArguments(block.args, block.name, this.#provider),
+            ...parseArguments(block.args, block.name),
           },
         ];
       }
@@ -789,7 +813,14 @@ class AnthropicDecoder implements WireDecoder {
         const id = String(block.id);
         const name = String(block.name);
         parts.push({ type: 'tool-call-start', index: ordinal, id, name });
-        parts.push({ type: 'tool-call-end', index: ordinal, id, name, args: isObject(block.input) ? block.input : {} });
+        const input = block.input === undefined ? {} : block.input;
+        parts.push({
+          type: 'tool-call-end',
+          index: ordinal,
+          id,
+          name,
+          ...argumentsOf(input, name, JSON.stringify(input) ?? ''),
+        });
       }
     }
     if (isObject(body.usage)) {
@@ -840,7 +871,7 @@ export function toolCallsOf(ends: Extract<StreamPart, { type: 'tool-call-end' }>
   for (const end of ends) last.set(end.index, end);
   return [...last.values()]
     .sort((a, b) => a.index - b.index)
-    .map((end) => ({ id: end.id, name: end.name, args: end.args }));
+    .map((end) => ({ id: end.id, name: end.name, args: end.args, ...(end.invalid ? { invalid: end.invalid } : {}) }));
 }
 
 /** Arguments that already parse as a JSON object, or null: a call is only ended early when they do. */

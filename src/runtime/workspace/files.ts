@@ -35,6 +35,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve as resolvePath, 
 import { parsePatch, type StructuredPatch } from 'diff';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { ArgumentSchema } from '../arguments.js';
+import { compileGlob } from '../policy/globs.js';
 import type { ToolResult } from '../tools.js';
 import { applyHunks, DEV_NULL, diffStat, message, quote, recountHunks, unifiedDiff } from './diffs.js';
 import {
@@ -54,6 +55,17 @@ export { applyHunks, diffStat, hunkHeader, reverseApply, unifiedDiff } from './d
 
 /** The default ceiling on one read, in bytes. */
 export const DEFAULT_MAX_READ_BYTES = 262144;
+/**
+ * The largest file a write may leave, in bytes (write_file, edit_file, patch_file), and
+ * the most characters a content, old_string, new_string or patch argument may have.
+ * Far above any source file; a write above it is refused before anything reaches the
+ * store (the step's restore point and diff would otherwise hold it).
+ */
+export const MAX_WRITE_BYTES = 8 * 1024 * 1024;
+/** The most characters a path argument may have (Linux's PATH_MAX). */
+export const MAX_PATH_CHARS = 4096;
+/** The most characters a grep pattern, a grep glob or a find pattern may have. */
+export const MAX_PATTERN_CHARS = 4096;
 /** The default number of lines grep and find print. */
 export const DEFAULT_MAX_RESULTS = 200;
 /** Directories grep always skips, and find skips unless its pattern names them. */
@@ -225,6 +237,7 @@ export class Workspace {
       return error(`${path} is a directory, not a file; use find with path ${JSON.stringify(path)} to list it.`);
     }
     if (!stats.isFile()) return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
+    if (stats.nlink > 1) return hardLinkRefusal(path, stats.nlink, 'read');
     const ranged = args.start_line !== undefined || args.end_line !== undefined;
     if (hasNul(sniff(absolute)))
       return binaryRefusal('read.binary', path, stats.size, 'read_file returns text only, so it was not read');
@@ -421,18 +434,7 @@ export class Workspace {
         }
         return;
       }
-      const directory = dirname(target);
-      mkdirSync(directory, { recursive: true });
-      const mode = statOrNull(target)?.mode;
-      const temporary = join(directory, `.${basename(target)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
-      try {
-        writeFileSync(temporary, change.after, { flag: 'wx' });
-        if (mode !== undefined) chmodSync(temporary, mode & 0o7777);
-        renameSync(temporary, target);
-      } catch (problem) {
-        rmSync(temporary, { force: true });
-        throw problem;
-      }
+      replaceFile(target, change.after);
     } catch (problem) {
       throw new HarnessError(ErrorCode.Internal, `could not write ${change.path}: ${message(problem)}`, {
         cause: problem,
@@ -488,6 +490,12 @@ export class Workspace {
     }
     const base = this.#base(args.path);
     if (!base.ok) return base;
+    if (args.glob !== undefined) {
+      const compiled = compileGlob(args.glob, { dot: true, matchBase: true });
+      if (!compiled.ok) {
+        return { ok: false, result: error(`the glob ${quote(args.glob, 60)} cannot be used: ${compiled.problem}.`) };
+      }
+    }
     const files = base.directory
       ? this.#walk(base.absolute, base.relative, () => false).filter((entry) => !entry.directory)
       : [{ relative: base.relative, absolute: base.absolute, directory: false }];
@@ -506,8 +514,12 @@ export class Workspace {
     };
     const where = base.relative === '.' ? 'the workspace' : base.relative;
     const withheld = this.#withheldNote();
-    const report = ({ lines, total, searched, skipped }: GrepOutcome): ToolResult => {
-      const skippedNote = `${skipped > 0 ? `; ${skipped} binary or oversized file${skipped === 1 ? '' : 's'} skipped` : ''}${withheld}`;
+    const report = ({ lines, total, searched, skipped, linked }: GrepOutcome): ToolResult => {
+      const linkedNote =
+        linked > 0
+          ? `; ${linked} file${linked === 1 ? '' : 's'} with several names (hard links) skipped: one name may lie outside the workspace or under a denied path`
+          : '';
+      const skippedNote = `${skipped > 0 ? `; ${skipped} binary or oversized file${skipped === 1 ? '' : 's'} skipped` : ''}${linkedNote}${withheld}`;
       if (total === 0) {
         return {
           content: `no matches for /${args.pattern}/${args.ignore_case ? 'i' : ''} in ${where}${glob === undefined ? '' : ` (files matching ${glob})`}: ${searched} file${searched === 1 ? '' : 's'} searched${skippedNote}.`,
@@ -519,8 +531,8 @@ export class Workspace {
         shown.push(
           `(output cut: showing the first ${shown.length} of ${total} matching lines${skippedNote}; narrow the pattern, path or glob to see the rest.)`,
         );
-      } else if (withheld) {
-        shown.push(`(${withheld.slice(2)})`);
+      } else if (withheld || linkedNote) {
+        shown.push(`(${`${linkedNote}${withheld}`.slice(2)})`);
       }
       return { content: shown.join('\n'), isError: false };
     };
@@ -539,6 +551,13 @@ export class Workspace {
       return {
         ok: false,
         result: error(`${base.relative} is a file, not a directory; pass path: the directory to search under.`),
+      };
+    }
+    const compiled = compileGlob(pattern, { dot: true, matchBase: !pattern.includes('/') });
+    if (!compiled.ok) {
+      return {
+        ok: false,
+        result: error(`the pattern ${quote(args.pattern, 60)} cannot be used: ${compiled.problem}.`),
       };
     }
     const descend = (name: string) => pattern.includes(name);
@@ -652,6 +671,8 @@ export class Workspace {
         result: error(`${path} is not a regular file (a device, socket or pipe); ${tool} changes text files.`),
       };
     }
+    // Refused before its content is read: the diff and the restore point would hold it.
+    if (stats.nlink > 1) return { ok: false, result: hardLinkRefusal(path, stats.nlink, 'write') };
     let before: string | null;
     try {
       const bytes = readFileSync(absolute);
@@ -677,6 +698,17 @@ export class Workspace {
   #plan(path: string, before: string | null, after: string | null): Planned {
     if (before === after) {
       return { ok: false, result: { content: `${path} already has this content; nothing changed.`, isError: false } };
+    }
+    // Checked before the diff is made: a refused write leaves nothing to store.
+    const size = after === null ? 0 : Buffer.byteLength(after);
+    if (size > MAX_WRITE_BYTES) {
+      return {
+        ok: false,
+        result: refusal(
+          'write.ceiling',
+          `the write would leave ${path} at ${size} bytes, above the write limit of ${MAX_WRITE_BYTES} bytes, so nothing was written; a source file is far smaller. Write smaller files.`,
+        ),
+      };
     }
     return { ok: true, change: { path, before, after, diff: unifiedDiff(path, before, after) } };
   }
@@ -791,7 +823,24 @@ export function describeChange(change: FileChange): string {
 const pathProperty = (what: string): ArgumentSchema => ({
   type: 'string',
   minLength: 1,
-  description: `${what} Relative to the workspace root (absolute paths inside it work too).`,
+  maxLength: MAX_PATH_CHARS,
+  description: `${what} Relative to the workspace root (absolute paths inside it work too). At most ${MAX_PATH_CHARS} characters.`,
+});
+
+/** A text argument a write carries, up to {@link MAX_WRITE_BYTES} characters. */
+const textProperty = (description: string, minLength?: number): ArgumentSchema => ({
+  type: 'string',
+  ...(minLength === undefined ? {} : { minLength }),
+  maxLength: MAX_WRITE_BYTES,
+  description: `${description} At most ${MAX_WRITE_BYTES} characters.`,
+});
+
+/** A search pattern, up to {@link MAX_PATTERN_CHARS} characters. */
+const patternProperty = (description: string): ArgumentSchema => ({
+  type: 'string',
+  minLength: 1,
+  maxLength: MAX_PATTERN_CHARS,
+  description: `${description} At most ${MAX_PATTERN_CHARS} characters.`,
 });
 
 /** The argument schemas of the file tools. */
@@ -821,7 +870,7 @@ export const FILE_TOOL_PARAMETERS: Record<
     type: 'object',
     properties: {
       path: pathProperty('The file to write; it and its parent directories are created if missing.'),
-      content: { type: 'string', description: 'The whole new content of the file, exactly.' },
+      content: textProperty('The whole new content of the file, exactly.'),
     },
     required: ['path', 'content'],
     additionalProperties: false,
@@ -830,13 +879,11 @@ export const FILE_TOOL_PARAMETERS: Record<
     type: 'object',
     properties: {
       path: pathProperty('The file to edit; it must exist.'),
-      old_string: {
-        type: 'string',
-        minLength: 1,
-        description:
-          'The exact text to replace, including whitespace and indentation; it must occur exactly once in the file, so include enough surrounding lines to make it unique.',
-      },
-      new_string: { type: 'string', description: 'The text to put in its place (empty to delete it).' },
+      old_string: textProperty(
+        'The exact text to replace, including whitespace and indentation; it must occur exactly once in the file, so include enough surrounding lines to make it unique.',
+        1,
+      ),
+      new_string: textProperty('The text to put in its place (empty to delete it).'),
     },
     required: ['path', 'old_string', 'new_string'],
     additionalProperties: false,
@@ -845,12 +892,10 @@ export const FILE_TOOL_PARAMETERS: Record<
     type: 'object',
     properties: {
       path: pathProperty('The file the patch changes.'),
-      patch: {
-        type: 'string',
-        minLength: 1,
-        description:
-          'A unified diff for this one file: hunks starting "@@ -a,b +c,d @@" with lines beginning " " (context), "-" (removed) or "+" (added). "---"/"+++" header lines are optional; use "--- /dev/null" to create a file.',
-      },
+      patch: textProperty(
+        'A unified diff for this one file: hunks starting "@@ -a,b +c,d @@" with lines beginning " " (context), "-" (removed) or "+" (added). "---"/"+++" header lines are optional; use "--- /dev/null" to create a file.',
+        1,
+      ),
     },
     required: ['path', 'patch'],
     additionalProperties: false,
@@ -858,13 +903,11 @@ export const FILE_TOOL_PARAMETERS: Record<
   grep: {
     type: 'object',
     properties: {
-      pattern: { type: 'string', minLength: 1, description: 'A JavaScript regular expression, matched line by line.' },
+      pattern: patternProperty('A JavaScript regular expression, matched line by line.'),
       path: pathProperty('The directory (or file) to search; the whole workspace when omitted.'),
-      glob: {
-        type: 'string',
-        minLength: 1,
-        description: 'Search only files whose path matches this glob, for example "*.ts" or "src/**/*.test.js".',
-      },
+      glob: patternProperty(
+        'Search only files whose path matches this glob, for example "*.ts" or "src/**/*.test.js".',
+      ),
       ignore_case: { type: 'boolean', description: 'Match without regard to case.' },
     },
     required: ['pattern'],
@@ -873,12 +916,9 @@ export const FILE_TOOL_PARAMETERS: Record<
   find: {
     type: 'object',
     properties: {
-      pattern: {
-        type: 'string',
-        minLength: 1,
-        description:
-          'A glob such as "**/*.ts" or "src/*.js"; a pattern without "/" matches file and directory names anywhere, for example "*.md".',
-      },
+      pattern: patternProperty(
+        'A glob such as "**/*.ts" or "src/*.js"; a pattern without "/" matches file and directory names anywhere, for example "*.md".',
+      ),
       path: pathProperty('The directory to search under; the whole workspace when omitted.'),
     },
     required: ['pattern'],
@@ -908,6 +948,27 @@ function positiveInteger(name: string, value: number | undefined, fallback: numb
     );
   }
   return value;
+}
+
+/**
+ * Writes `content` to `target` (creating parent directories) through a temporary file in
+ * the same directory renamed over it, keeping its mode: a reader never sees half a file,
+ * and the name is replaced rather than written through, so a second name of the old file
+ * (a hard link, perhaps outside the workspace) keeps its content.
+ */
+export function replaceFile(target: string, content: string | Uint8Array): void {
+  const directory = dirname(target);
+  mkdirSync(directory, { recursive: true });
+  const mode = statOrNull(target)?.mode;
+  const temporary = join(directory, `.${basename(target)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  try {
+    writeFileSync(temporary, content, { flag: 'wx' });
+    if (mode !== undefined) chmodSync(temporary, mode & 0o7777);
+    renameSync(temporary, target);
+  } catch (problem) {
+    rmSync(temporary, { force: true });
+    throw problem;
+  }
 }
 
 /**
@@ -992,6 +1053,16 @@ function refusal(rule: string, reason: string): ToolResult {
 
 function boundary(reason: string): { ok: false; result: ToolResult } {
   return { ok: false, result: refusal('workspace.boundary', reason) };
+}
+
+/**
+ * A regular file with more than one name. The other names cannot be found from this one,
+ * and one may lie outside the workspace or under a path the policy denies, so the file
+ * tools neither read nor write it.
+ */
+function hardLinkRefusal(path: string, names: number, act: 'read' | 'write'): ToolResult {
+  const reason = `${path} has ${names} names (hard links); one may lie outside the workspace or under a denied path, so the file tools do not ${act} it. Remove the extra link or copy the file.`;
+  return { content: reason, isError: true, refusal: { rule: 'fs.hard-link', reason, layer: 'runtime' } };
 }
 
 function binaryRefusal(rule: string, path: string, size: number, why: string): ToolResult {

@@ -5,8 +5,8 @@
  * a resume — while the steps, events and ledger stay exactly as they were: the spend
  * happened, and an undo that erased it would make the trace lie.
  */
-import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import { processLiveness } from '../../store/liveness.js';
 import type { RestorePoint, TraceReader } from '../../store/reader.js';
@@ -15,6 +15,7 @@ import { StoreWriter } from '../../store/writer.js';
 import { isTerminal } from '../events.js';
 import { escapes, realTarget } from '../policy/policy.js';
 import { reverseApply } from './diffs.js';
+import { replaceFile } from './files.js';
 
 export interface RewoundFile {
   path: string;
@@ -94,8 +95,8 @@ function putBack(root: string, path: string, content: Buffer | null): RewoundFil
     return 'deleted';
   }
   if (existsSync(absolute) && readFileSync(absolute).equals(content)) return 'unchanged';
-  mkdirSync(dirname(absolute), { recursive: true });
-  writeFileSync(absolute, content);
+  // Replaced by name, not written through: a hard link planted since the run keeps its content.
+  replaceFile(absolute, content);
   return 'restored';
 }
 

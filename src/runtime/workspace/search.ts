@@ -41,6 +41,8 @@ export interface GrepOutcome {
   searched: number;
   /** Files skipped as binary, oversized or unreadable. */
   skipped: number;
+  /** Files skipped because they have several names (hard links), as read_file refuses them. */
+  linked: number;
 }
 
 /** A find over entries already walked: the glob is applied here. */
@@ -68,9 +70,14 @@ function grepFiles(task: GrepTask): GrepOutcome {
   let total = 0;
   let searched = 0;
   let skipped = 0;
+  let linked = 0;
   for (const entry of task.files) {
     if (task.glob !== null && !globMatches(entry.relative, task.base, task.glob, true)) continue;
     const text = searchable(entry.absolute, task.maxReadBytes);
+    if (text === 'linked') {
+      linked++;
+      continue;
+    }
     if (text === null) {
       skipped++;
       continue;
@@ -85,7 +92,7 @@ function grepFiles(task: GrepTask): GrepOutcome {
       if (lines.length < task.maxResults) lines.push(`${entry.relative}:${index + 1}:${cut(line)}`);
     });
   }
-  return { kind: 'grep', lines, total, searched, skipped };
+  return { kind: 'grep', lines, total, searched, skipped, linked };
 }
 
 function findPaths(task: FindTask): FindOutcome {
@@ -107,10 +114,15 @@ function globMatches(path: string, base: string, glob: string, matchBase: boolea
   return base !== '.' && path.startsWith(`${base}/`) && minimatch(path.slice(base.length + 1), glob, options);
 }
 
-/** A file's text for grep, or null when it is binary, above the read ceiling or unreadable. */
-function searchable(absolute: string, maxReadBytes: number): string | null {
+/**
+ * A file's text for grep, or null when it is binary, above the read ceiling or
+ * unreadable, or `linked` when it has several names (hard links): read_file would refuse
+ * it, so grep does not show its lines either.
+ */
+function searchable(absolute: string, maxReadBytes: number): string | null | 'linked' {
   try {
     const stats = statSync(absolute);
+    if (stats.isFile() && stats.nlink > 1) return 'linked';
     if (stats.size > maxReadBytes) return null;
     const bytes = readFileSync(absolute);
     return hasNul(bytes.subarray(0, SNIFF_BYTES)) ? null : decode(bytes);

@@ -7,8 +7,7 @@
  * It runs inside the agent's thread; the store and the approver are reached through
  * the {@link WorkspaceHost} the actor supplies.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
 import type { ArgumentSchema } from '../arguments.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
@@ -27,6 +26,7 @@ import {
   type FindArgs,
   type GrepArgs,
   type Planned,
+  replaceFile,
   Workspace,
 } from './files.js';
 import { boundedSearch } from './search-pool.js';
@@ -98,14 +98,20 @@ const ACTING_TOOLS: ReadonlySet<string> = new Set([
  */
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(['read_file']);
 
+/** The most items an exec argv may have; a real command line has far fewer. */
+export const MAX_ARGV_ITEMS = 4096;
+/** The most characters a shell command line, or one exec argument, may have. */
+export const MAX_COMMAND_CHARS = 65536;
+
 const EXEC_PARAMETERS: ArgumentSchema = {
   type: 'object',
   properties: {
     argv: {
       type: 'array',
       minItems: 1,
-      items: { type: 'string', minLength: 1 },
-      description: 'The program and its arguments, e.g. ["npm", "test"]. Not a shell line: no pipes, no redirects.',
+      maxItems: MAX_ARGV_ITEMS,
+      items: { type: 'string', minLength: 1, maxLength: MAX_COMMAND_CHARS },
+      description: `The program and its arguments, e.g. ["npm", "test"]. Not a shell line: no pipes, no redirects. At most ${MAX_ARGV_ITEMS} items of at most ${MAX_COMMAND_CHARS} characters each.`,
     },
     timeout_secs: {
       type: 'number',
@@ -123,8 +129,8 @@ const SHELL_PARAMETERS: ArgumentSchema = {
     command: {
       type: 'string',
       minLength: 1,
-      description:
-        'A command line: pipelines, &&, ||, ;, redirects, quotes and here-docs. Substitutions ($(...), backticks), subshells, functions and background jobs are refused.',
+      maxLength: MAX_COMMAND_CHARS,
+      description: `A command line: pipelines, &&, ||, ;, redirects, quotes and here-docs. Substitutions ($(...), backticks), subshells, functions and background jobs are refused. At most ${MAX_COMMAND_CHARS} characters.`,
     },
     timeout_secs: {
       type: 'number',
@@ -142,7 +148,8 @@ const SHELL_START_PARAMETERS: ArgumentSchema = {
     command: {
       type: 'string',
       minLength: 1,
-      description: 'A command line that outlives the step (a dev server, a log tail); checked like shell.',
+      maxLength: MAX_COMMAND_CHARS,
+      description: `A command line that outlives the step (a dev server, a log tail); checked like shell. At most ${MAX_COMMAND_CHARS} characters.`,
     },
   },
   required: ['command'],
@@ -152,7 +159,7 @@ const SHELL_START_PARAMETERS: ArgumentSchema = {
 const HANDLE_PARAMETERS: ArgumentSchema = {
   type: 'object',
   properties: {
-    handle: { type: 'string', minLength: 1, description: 'The handle shell_start returned.' },
+    handle: { type: 'string', minLength: 1, maxLength: 64, description: 'The handle shell_start returned.' },
     wait_secs: {
       type: 'number',
       minimum: 0,
@@ -275,8 +282,8 @@ export class WorkspaceSession {
       const resolved = this.workspace.resolve(image.path);
       if (!resolved.ok) continue;
       if (image.existed && image.content) {
-        mkdirSync(dirname(resolved.absolute), { recursive: true });
-        writeFileSync(resolved.absolute, image.content);
+        // Replaced by name, not written through: a hard link planted since keeps its content.
+        replaceFile(resolved.absolute, image.content);
       } else {
         rmSync(resolved.absolute, { force: true });
       }
