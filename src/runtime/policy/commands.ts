@@ -24,7 +24,7 @@ import { homedir, constants as osConstants } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EXPANSION_LIMIT, expandPattern } from './expand.js';
 import { GNU_STANDARD, hasOption, type OptionTable, optionValues, type ParsedOption, parseOptions } from './options.js';
-import { knowsPaths, type PathUse, pathUse, SED_OPTIONS } from './path-programs.js';
+import { knowsPaths, NO_PATHS, type PathUse, pathUse, SED_OPTIONS } from './path-programs.js';
 import { type Decision, type Policy, type ResolvedProgram, resolveProgram } from './policy.js';
 import { parseShell, type ShellRedirect, type ShellStage } from './shell.js';
 
@@ -407,17 +407,6 @@ type Effect =
   | { kind: 'environment'; subject: string }
   | { kind: 'paths'; use: PathUse }
   | { kind: 'refuse'; rule: string; reason: string };
-
-const NO_PATHS: PathUse = {
-  reads: [],
-  writes: [],
-  walkedReads: [],
-  walkedWrites: [],
-  into: [],
-  hardLinks: false,
-  changesNames: false,
-  runs: null,
-};
 
 interface ScriptName {
   name: string;

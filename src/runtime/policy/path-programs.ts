@@ -31,21 +31,20 @@ export interface PathUse {
 
 export type PathAnalysis = { ok: true; use: PathUse } | { ok: false; reason: string };
 
+/** A program that touches no path. */
+export const NO_PATHS: Readonly<PathUse> = {
+  reads: [],
+  writes: [],
+  walkedReads: [],
+  walkedWrites: [],
+  into: [],
+  hardLinks: false,
+  changesNames: false,
+  runs: null,
+};
+
 function use(partial: Partial<PathUse>): PathAnalysis {
-  return {
-    ok: true,
-    use: {
-      reads: [],
-      writes: [],
-      walkedReads: [],
-      walkedWrites: [],
-      into: [],
-      hardLinks: false,
-      changesNames: false,
-      runs: null,
-      ...partial,
-    },
-  };
+  return { ok: true, use: { ...NO_PATHS, ...partial } };
 }
 
 type Reader = (program: string, args: readonly string[]) => PathAnalysis | null;
