@@ -138,8 +138,9 @@ describe('2. options parsed as the programs parse them', () => {
     ]);
     expectRefused(run, 'c1', { rule: 'shell.unsupported', layer: 'boundary' });
     expectRefused(run, 'c2', { rule: 'shell.unsupported', layer: 'boundary' });
-    expectRefused(run, 'c3', { rule: 'deny-exec <arbitrary code>*', layer: 'no-code' });
-    expectRefused(run, 'c4', { rule: 'deny-exec <arbitrary code>*', layer: 'no-code' });
+    // sed's e command runs its text as a shell line: checked as one, so touch is refused by name.
+    expectRefused(run, 'c3', { rule: 'deny-exec touch*', layer: 'project' });
+    expectRefused(run, 'c4', { rule: 'deny-exec touch*', layer: 'project' });
     expectRefused(run, 'c5', { rule: 'exec.options', layer: 'boundary' });
     for (const n of [1, 2, 3, 4, 5]) expect(existsSync(marker(n))).toBe(false);
   });
@@ -302,6 +303,99 @@ describe('7. retargeting inside one line', () => {
     expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('untouched\n');
     expect(existsSync(join(outside, 'new.txt'))).toBe(false);
     for (const name of ['l1', 'l2', 'd']) expect(existsSync(join(root, 'src', name))).toBe(false);
+    expect(run.bytes()).not.toContain('s3cr3t');
+  });
+});
+
+describe('classes a second look found', () => {
+  it('decides the bytes the kernel opens, walks cp -r, expands patterns by bytes, and reads sed scripts', async () => {
+    const { root, outside } = workspace();
+    const nfd = 'e\u0301';
+    // A link under a name written in NFD: its NFC spelling is another (missing) file.
+    symlinkSync('../secrets/.env', join(root, 'src', nfd));
+    symlinkSync(join(outside, 'target.txt'), join(root, 'src', `p${nfd}`));
+    // A link to the secrets directory, copied as a link by cp -r.
+    mkdirSync(join(root, 'src', 'sl'));
+    symlinkSync('../../secrets', join(root, 'src', 'sl', 'l'));
+    mkdirSync(join(root, 'src', 'dst'));
+    // A name of one character and two bytes, which dash's ?? matches (ß has no other normal form).
+    symlinkSync('../secrets/.env', join(root, 'src', '\u00df'));
+    const marker = join(outside, 'marker-sed');
+    const run = await drive(root, modest(), [
+      { id: 'c1', name: 'shell', args: { command: `cat src/${nfd}` } },
+      { id: 'c2', name: 'shell', args: { command: `echo pwned > src/p${nfd}` } },
+      { id: 'c3', name: 'shell', args: { command: 'cp -r src/sl src/y && cat src/y/l/.env' } },
+      { id: 'c4', name: 'shell', args: { command: 'cp -r src/.* src/dst' } },
+      { id: 'c5', name: 'shell', args: { command: 'cat src/??' } },
+      { id: 'c6', name: 'exec', args: { argv: ['sed', 'r secrets/.env', 'src/a.txt'] } },
+      { id: 'c7', name: 'exec', args: { argv: ['sed', `w ${join(outside, 'target.txt')}`, 'src/a.txt'] } },
+      { id: 'c8', name: 'exec', args: { argv: ['sed', '-z', `e touch ${marker}`, 'src/a.txt'] } },
+      { id: 'c9', name: 'exec', args: { argv: ['sed', 's/hello/touch x/e', 'src/a.txt'] } },
+      // `ls*` is ls with arguments, not every program whose name starts with ls.
+      { id: 'c10', name: 'exec', args: { argv: ['lsblk'] } },
+    ]);
+    expectRefused(run, 'c1', { rule: 'deny-read secrets/**', layer: 'project' });
+    expectRefused(run, 'c2', { rule: 'policy.no-rule', layer: 'boundary' });
+    expectRefused(run, 'c3', { rule: 'shell.retarget', layer: 'boundary' });
+    expectRefused(run, 'c4', { rule: 'deny-read secrets/**', layer: 'project' });
+    expectRefused(run, 'c5', { rule: 'deny-read secrets/**', layer: 'project' });
+    expectRefused(run, 'c6', { rule: 'deny-read secrets/**', layer: 'project' });
+    expectRefused(run, 'c7', { rule: 'policy.no-rule', layer: 'boundary' });
+    expectRefused(run, 'c8', { rule: 'deny-exec touch*', layer: 'project' });
+    expectRefused(run, 'c9', { rule: 'exec.arbitrary-code', layer: 'boundary' });
+    expectRefused(run, 'c10', { rule: 'ask-exec *', layer: 'default' });
+    expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('untouched\n');
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(join(root, 'src', 'y'))).toBe(false);
+    expect(run.bytes()).not.toContain('s3cr3t');
+  });
+
+  it('finds the repository git finds, through a commondir too', async () => {
+    const { root, outside } = workspace();
+    execFileSync('git', ['init', '-q', root]);
+    const marker = join(outside, 'marker-commondir');
+    const run = await drive(root, modest(), [
+      { id: 'w1', name: 'write_file', args: { path: 'src/evil/HEAD', content: 'ref: refs/heads/main\n' } },
+      { id: 'w2', name: 'write_file', args: { path: 'src/evil/objects/.keep', content: '' } },
+      { id: 'w3', name: 'write_file', args: { path: 'src/evil/refs/.keep', content: '' } },
+      {
+        id: 'w4',
+        name: 'write_file',
+        args: {
+          path: 'src/evil/config',
+          content: `[core]\n\trepositoryformatversion = 0\n[extensions]\n\tworktreeConfig = true\n[core]\n\tfsmonitor = "touch ${marker}; false"\n`,
+        },
+      },
+      { id: 'w5', name: 'write_file', args: { path: 'src/w/HEAD', content: 'ref: refs/heads/main\n' } },
+      { id: 'w6', name: 'write_file', args: { path: 'src/w/commondir', content: '../evil\n' } },
+      {
+        id: 'w7',
+        name: 'write_file',
+        args: { path: 'src/w/config.worktree', content: `[core]\n\tbare = false\n\tworktree = ${join(root, 'src')}\n` },
+      },
+      { id: 'c1', name: 'shell', args: { command: 'cd src/w && git status' } },
+    ]);
+    expectRefused(run, 'c1', { rule: 'exec.arbitrary-code', layer: 'boundary' });
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it('lets through what prints no denied content: git diff --stat, grep -r past a link it does not follow', async () => {
+    const { root } = workspace();
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: root, stdio: 'ignore' });
+    git('init', '-q');
+    git('add', '-A');
+    git('commit', '-q', '-m', 'start');
+    writeFileSync(join(root, 'src', 'a.txt'), 'hello again\n');
+    symlinkSync('../secrets', join(root, 'src', 'secrets-link'));
+    const run = await drive(root, modest().layer('grep').allowExec('grep*'), [
+      { id: 'stat', name: 'exec', args: { argv: ['git', 'diff', '--stat'] } },
+      { id: 'grep', name: 'exec', args: { argv: ['grep', '-rn', 'SECRET\\|hello', 'src'] } },
+    ]);
+    expect(run.refusal('stat')).toBeUndefined();
+    expect(run.observation('stat')?.content).toContain('src/a.txt');
+    expect(run.refusal('grep')).toBeUndefined();
+    expect(run.observation('grep')?.content).toContain('src/a.txt:1:hello again');
     expect(run.bytes()).not.toContain('s3cr3t');
   });
 });

@@ -22,7 +22,7 @@ import {
 } from 'node:fs';
 import { homedir, constants as osConstants } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { EXPANSION_LIMIT, expandPattern } from './expand.js';
+import { EXPANSION_LIMIT, expandPattern, UndecodableName } from './expand.js';
 import { GNU_STANDARD, hasOption, type OptionTable, optionValues, type ParsedOption, parseOptions } from './options.js';
 import { knowsPaths, NO_PATHS, type PathUse, pathUse, SED_OPTIONS } from './path-programs.js';
 import { type Decision, type Policy, type ResolvedProgram, resolveProgram } from './policy.js';
@@ -194,7 +194,14 @@ function expandedArgv(stage: ShellStage, ctx: Context, tally: Tally): [string[],
     const argv: string[] = [];
     for (const [index, word] of stage.argv.entries()) {
       const glob = stage.globs.find((candidate) => candidate.index === index);
-      const words = glob ? (expandPattern(glob.pattern, cwd) ?? [word]) : [word];
+      let words: string[];
+      try {
+        words = glob ? (expandPattern(glob.pattern, cwd) ?? [word]) : [word];
+      } catch (error) {
+        if (!(error instanceof UndecodableName)) throw error;
+        tally.refuse('shell.glob', word, `the pattern ${word}: ${error.message}; name the files another way`);
+        return null;
+      }
       if (words.length > EXPANSION_LIMIT) {
         tally.refuse(
           'shell.glob',
@@ -558,10 +565,15 @@ function decidePath(kind: 'read' | 'write', word: string, ctx: Context, tally: T
   return false;
 }
 
-/** Every entry under a directory a recursive command reads or writes, decided one by one (links not followed). */
+/**
+ * Every entry under a directory a recursive command reads or writes, decided one by one.
+ * A symbolic link is followed only when the command follows links (`grep -R`); otherwise
+ * the command reads or removes the link itself, not what it leads to.
+ */
 function walkPaths(
   kind: 'read' | 'write',
   word: string,
+  follow: boolean,
   subject: string,
   ctx: Context,
   tally: Tally,
@@ -569,6 +581,7 @@ function walkPaths(
 ): boolean {
   if (decidePath(kind, word, ctx, tally, seen)) return true;
   let count = 0;
+  const visited = new Set<string>();
   for (const cwd of ctx.cwds) {
     const stack = [resolve(cwd, word)];
     while (stack.length > 0) {
@@ -588,10 +601,10 @@ function walkPaths(
           );
         }
         const path = join(dir, entry.name);
-        if (entry.isFile()) {
-          const links = hardLinked(path);
-          if (links > 0) return hardLinkRefusal(tally, path, links);
-        }
+        const link = entry.isSymbolicLink();
+        if (link && !follow) continue;
+        const links = hardLinked(path);
+        if (links > 0) return hardLinkRefusal(tally, path, links);
         // Allowed entries are not listed one by one; what asks or refuses is.
         const decision = ctx.policy.decide({ kind, path }, ctx.root);
         const key = `${kind} ${decision.subject}`;
@@ -599,7 +612,12 @@ function walkPaths(
           seen.add(key);
           if (tally.add(decision)) return true;
         }
-        if (entry.isDirectory()) stack.push(path);
+        const directory = link ? statSync(path, { throwIfNoEntry: false })?.isDirectory() : entry.isDirectory();
+        if (!directory) continue;
+        const real = link ? realpathSync.native(path) : path;
+        if (visited.has(real)) continue;
+        visited.add(real);
+        stack.push(real);
       }
     }
   }
@@ -626,8 +644,12 @@ function checkPaths(use: PathUse, subject: string, ctx: Context, tally: Tally): 
       if (name !== '' && decidePath('write', join(resolve(cwd, dir), name), ctx, tally, seen)) return true;
     }
   }
-  for (const word of use.walkedReads) if (walkPaths('read', word, subject, ctx, tally, seen)) return true;
-  for (const word of use.walkedWrites) if (walkPaths('write', word, subject, ctx, tally, seen)) return true;
+  for (const word of use.walkedReads) {
+    if (walkPaths('read', word, use.followLinks, subject, ctx, tally, seen)) return true;
+  }
+  for (const word of use.walkedWrites) {
+    if (walkPaths('write', word, use.followLinks, subject, ctx, tally, seen)) return true;
+  }
   return false;
 }
 
@@ -1266,6 +1288,12 @@ function unescapeAwk(text: string): string {
 }
 
 /** sed: the `e` command and the `e` flag run the pattern space; `w`/`W` write files. */
+/**
+ * sed: the files its script reads (`r`, `R`) and writes (`w`, `W`, the `w` flag of `s`)
+ * are decided as paths; an `e` command's text is checked as a shell line; what runs the
+ * pattern space (`e` alone, the `e` flag of `s`) or a script the check cannot read is
+ * code the check cannot see, which a rule naming sed does not allow.
+ */
 const sed: Handler = (args) => {
   const parsed = parseOptions('sed', args, SED_OPTIONS);
   if (!parsed.ok) return unreadable(parsed.reason);
@@ -1273,15 +1301,32 @@ const sed: Handler = (args) => {
   if (hasOption(parsed, '--sandbox')) return [];
   const scripts = optionValues(parsed, 'e');
   const script = (scripts.length > 0 ? scripts : parsed.operands.slice(0, 1)).join('\n');
-  return sedRunsCode(script)
-    ? [{ kind: 'arbitrary', why: 'a sed script with e (runs commands), w (writes files) or r (reads files)' }]
-    : [];
+  const found = sedScript(script);
+  const effects: Effect[] = [];
+  if (found.unknown !== null) effects.push({ kind: 'arbitrary', untrusted: true, why: found.unknown });
+  for (const line of found.lines) effects.push({ kind: 'line', line });
+  if (found.reads.length > 0 || found.writes.length > 0) {
+    effects.push({ kind: 'paths', use: { ...NO_PATHS, reads: found.reads, writes: found.writes } });
+  }
+  return effects;
 };
 
-/** Scans a sed script for `e`, `w`, `W` commands and `e`/`w` flags of `s`; unsure means yes. */
-function sedRunsCode(script: string): boolean {
+/** What a sed script does beyond editing text: files it reads and writes, lines it runs, or why the check cannot tell. */
+interface SedScript {
+  reads: string[];
+  writes: string[];
+  lines: string[];
+  unknown: string | null;
+}
+
+const SED_SPECIAL_FILES = new Set(['/dev/stdout', '/dev/stderr', '/dev/stdin']);
+
+/** Reads a sed script as GNU sed does, command by command; what it cannot follow is `unknown`. */
+function sedScript(script: string): SedScript {
+  const found: SedScript = { reads: [], writes: [], lines: [], unknown: null };
   let i = 0;
   const n = script.length;
+  const cannot = (why: string): SedScript => ({ ...found, unknown: why });
   const skipSpace = (): void => {
     while (i < n && /[\s;]/.test(script[i] as string)) i++;
   };
@@ -1307,43 +1352,64 @@ function sedRunsCode(script: string): boolean {
     }
     return true;
   };
-  const toEnd = (): void => {
-    while (i < n && script[i] !== '\n') i++;
+  /** The rest of the line (a file name, a command, a label), leading blanks skipped. */
+  const restOfLine = (): string => {
+    while (i < n && (script[i] === ' ' || script[i] === '\t')) i++;
+    const end = script.indexOf('\n', i);
+    const text = script.slice(i, end === -1 ? n : end);
+    i = end === -1 ? n : end;
+    return text;
+  };
+  const file = (list: string[]): void => {
+    const name = restOfLine();
+    if (name !== '' && !SED_SPECIAL_FILES.has(name)) list.push(name);
   };
   for (;;) {
     skipSpace();
-    if (i >= n) return false;
-    if (!address()) return true;
+    if (i >= n) return found;
+    if (!address()) return cannot('a sed script the check cannot read');
     if (script[i] === ',') {
       i++;
-      if (!address()) return true;
+      if (!address()) return cannot('a sed script the check cannot read');
     }
     while (i < n && /[\s!]/.test(script[i] as string)) i++;
     const command = script[i];
     i++;
-    if (command === undefined) return false;
-    if ('ewWrR'.includes(command)) return true;
-    if (command === '{' || command === '}') continue;
-    if (command === 's' || command === 'y') {
+    if (command === undefined) return found;
+    if (command === 'r' || command === 'R') file(found.reads);
+    else if (command === 'w' || command === 'W') file(found.writes);
+    else if (command === 'e') {
+      const line = restOfLine();
+      if (line === '') return cannot('sed e runs the pattern space as a command');
+      found.lines.push(line);
+    } else if (command === '{' || command === '}') {
+      // a block
+    } else if (command === 's' || command === 'y') {
       const delimiter = script[i];
       i++;
-      if (delimiter === undefined || delimiter === '\n' || delimiter === '\\') return true;
-      if (!delimited(delimiter) || !delimited(delimiter)) return true;
+      if (delimiter === undefined || delimiter === '\n' || delimiter === '\\') {
+        return cannot('a sed script the check cannot read');
+      }
+      if (!delimited(delimiter) || !delimited(delimiter)) return cannot('a sed script the check cannot read');
       if (command === 's') {
         while (i < n && /[gpiImMe0-9w]/.test(script[i] as string)) {
-          if (script[i] === 'e' || script[i] === 'w') return true;
+          const flag = script[i];
           i++;
+          if (flag === 'e') return cannot('the e flag of sed s runs the result as a command');
+          if (flag === 'w') {
+            file(found.writes);
+            break;
+          }
         }
       }
-      continue;
+    } else if ('aictTbv:'.includes(command)) {
+      restOfLine();
+    } else if (!'=dDgGhHlnNpPqQxzFL#'.includes(command)) {
+      return cannot(`the sed command ${JSON.stringify(command)} is not one the check reads`);
+    } else {
+      if (command === '#') restOfLine();
+      if ('qQlL'.includes(command)) while (i < n && /[0-9 ]/.test(script[i] as string)) i++;
     }
-    if ('aicbtTv:'.includes(command)) {
-      toEnd();
-      continue;
-    }
-    if (!'=dDgGhHlnNpPqQxzFL#'.includes(command)) return true;
-    if (command === '#') toEnd();
-    if ('qQlL'.includes(command)) while (i < n && /[0-9 ]/.test(script[i] as string)) i++;
   }
 }
 
@@ -1547,7 +1613,19 @@ const GIT_PATCH_OPTIONS: Readonly<Record<string, RegExp>> = {
   shortlog: /^(-p|--patch)$/,
 };
 
+/** Options with which diff, show and log print names and counts, not contents. */
+const GIT_NAMES_ONLY = /^--(stat|numstat|shortstat|name-only|name-status|summary|dirstat)(=.*)?$/;
+const GIT_PATCH =
+  /^(-p|-u|--patch|--patch-with-stat|--patch-with-raw|-W|--function-context|--word-diff.*|--color-words.*|--cc|-c|--textconv|--ext-diff|-U.*|--unified.*)$/;
+
 function gitPrintsContent(sub: string, rest: readonly string[]): boolean {
+  if (
+    ['diff', 'show', 'log', 'whatchanged'].includes(sub) &&
+    rest.some((arg) => GIT_NAMES_ONLY.test(arg)) &&
+    !rest.some((arg) => GIT_PATCH.test(arg) || /^-[a-zA-Z]*[puW]/.test(arg) || arg.includes(':'))
+  ) {
+    return false;
+  }
   if (GIT_PRINTS_CONTENT.has(sub)) return true;
   const patch = own(GIT_PATCH_OPTIONS, sub);
   return patch !== undefined && rest.some((arg) => arg !== '--' && patch.test(arg));
@@ -1584,10 +1662,10 @@ function discoverRepository(cwd: string, gitDir: string | null): string | null {
         return dotGit;
       }
     }
-    // A bare repository: git takes a directory holding HEAD, objects/ and refs/ for one.
-    if (existsSync(join(dir, 'HEAD')) && existsSync(join(dir, 'objects')) && existsSync(join(dir, 'refs'))) {
-      return dir;
-    }
+    // A repository without a .git: git takes a directory holding HEAD, and objects/ and refs/
+    // of its own or through a `commondir` file, for one. Any directory holding HEAD is taken
+    // for a candidate, so the check never finds a different repository than git does.
+    if (lstatSync(join(dir, 'HEAD'), { throwIfNoEntry: false })) return dir;
     if (dirname(dir) === dir) return null;
   }
 }
@@ -1634,6 +1712,17 @@ const git: Handler = (args, ctx) => {
       break;
     }
   }
+  // Options that write their output to a file: the file is decided as a write.
+  const outputs: string[] = [];
+  for (const [index, arg] of rest.entries()) {
+    if (gitLong(arg, 'output', 'output-directory')) {
+      const value = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : rest[index + 1];
+      if (value !== undefined) outputs.push(value);
+    } else if (sub === 'format-patch' && arg === '-o' && rest[index + 1] !== undefined) {
+      outputs.push(rest[index + 1] as string);
+    }
+  }
+  if (outputs.length > 0) effects.push({ kind: 'paths', use: { ...NO_PATHS, writes: outputs } });
   if (gitPrintsContent(sub, rest) && !readsEverything(ctx.policy)) {
     const refusal = gitReadRefusal(sub, rest, cwds, ctx);
     if (refusal) return [...effects, refusal];

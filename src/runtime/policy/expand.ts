@@ -12,22 +12,49 @@ import { readdirSync, statSync } from 'node:fs';
 /** How many words one pattern may expand to before the line is refused. */
 export const EXPANSION_LIMIT = 1000;
 
-/** The words `pattern` expands to in `cwd`, or null when it matches nothing (the shell keeps the word). */
+/** A match whose name is not UTF-8: the check could not name the file it would decide. */
+export class UndecodableName extends Error {}
+
+/** Text as dash sees it: one character per byte (`?` matches one byte, not one character). */
+function bytes(text: string): string {
+  return Buffer.from(text, 'utf8').toString('latin1');
+}
+
+function onDisk(byteText: string): Buffer {
+  return Buffer.from(byteText, 'latin1');
+}
+
+const strict = new TextDecoder('utf-8', { fatal: true });
+
+function text(byteText: string): string {
+  try {
+    return strict.decode(onDisk(byteText));
+  } catch {
+    throw new UndecodableName(`a file name matched by the pattern is not UTF-8 (${JSON.stringify(byteText)})`);
+  }
+}
+
+/**
+ * The words `pattern` expands to in `cwd`, or null when it matches nothing (the shell
+ * keeps the word). Matching is on bytes, as dash's is. Throws {@link UndecodableName}
+ * when a match is not UTF-8.
+ */
 export function expandPattern(pattern: string, cwd: string): string[] | null {
-  const absolute = pattern.startsWith('/');
-  const components = pattern.split('/').filter((part, index) => part !== '' || index === 0);
-  const start = absolute ? '/' : '';
-  let results: string[] = [start];
+  const source = bytes(pattern);
+  const base = bytes(cwd);
+  const absolute = source.startsWith('/');
+  const components = source.split('/').filter((part, index) => part !== '' || index === 0);
+  let results: string[] = [absolute ? '/' : ''];
   for (const [index, component] of components.entries()) {
     if (absolute && index === 0) continue;
     const last = index === components.length - 1;
     const next: string[] = [];
     for (const prefix of results) {
-      const dir = prefix === '' ? cwd : prefix.startsWith('/') ? prefix : `${cwd}/${prefix}`;
+      const dir = prefix === '' ? base : prefix.startsWith('/') ? prefix : `${base}/${prefix}`;
       if (!hasMeta(component)) {
-        const joined = `${prefix}${literal(component)}`;
-        if (last ? exists(`${dir}/${literal(component)}`) : isDirectory(`${dir}/${literal(component)}`)) {
-          next.push(last ? joined : `${joined}/`);
+        const name = literal(component);
+        if (last ? exists(`${dir}/${name}`) : isDirectory(`${dir}/${name}`)) {
+          next.push(last ? `${prefix}${name}` : `${prefix}${name}/`);
         }
         continue;
       }
@@ -35,7 +62,7 @@ export function expandPattern(pattern: string, cwd: string): string[] | null {
       const dot = component.startsWith('.') || component.startsWith('\\.');
       let names: string[];
       try {
-        names = readdirSync(dir);
+        names = readdirSync(onDisk(dir), { encoding: 'buffer' }).map((name) => name.toString('latin1'));
       } catch {
         continue;
       }
@@ -51,20 +78,22 @@ export function expandPattern(pattern: string, cwd: string): string[] | null {
     if (results.length === 0) return null;
   }
   // A trailing slash in the pattern keeps only directories, written with the slash.
-  if (pattern.endsWith('/'))
+  if (source.endsWith('/')) {
     results = results
-      .filter((word) => isDirectory(word.startsWith('/') ? word : `${cwd}/${word}`))
+      .filter((word) => isDirectory(word.startsWith('/') ? word : `${base}/${word}`))
       .map((word) => (word.endsWith('/') ? word : `${word}/`));
+  }
   if (results.length === 0) return null;
-  return results.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  // dash sorts with strcmp: byte by byte, which the one-character-per-byte strings compare as.
+  return results.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(text);
 }
 
-function exists(path: string): boolean {
-  return statSync(path, { throwIfNoEntry: false }) !== undefined;
+function exists(byteText: string): boolean {
+  return statSync(onDisk(byteText), { throwIfNoEntry: false }) !== undefined;
 }
 
-function isDirectory(path: string): boolean {
-  return statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+function isDirectory(byteText: string): boolean {
+  return statSync(onDisk(byteText), { throwIfNoEntry: false })?.isDirectory() === true;
 }
 
 /** True when a component holds an unescaped `*`, `?` or a `[` that opens a bracket expression. */
@@ -153,6 +182,7 @@ function compile(component: string): RegExp {
       source += escapeRegExp(ch);
     }
   }
+  // Over one-character-per-byte text, so `.` and classes never span a byte.
   return new RegExp(`^${source}$`, 's');
 }
 

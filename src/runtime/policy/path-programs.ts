@@ -16,6 +16,8 @@ export interface PathUse {
   walkedReads: string[];
   /** Directories whose every entry may be written or removed (rm -r, chmod -R, find -delete). */
   walkedWrites: string[];
+  /** A walk follows symbolic links (grep -R, diff -r, cp -rL); otherwise a link is an entry, not what it leads to. */
+  followLinks: boolean;
   /**
    * Destinations that receive a source under its own name when they are directories
    * (`cp a b dir` writes `dir/a` and `dir/b`): [directory, source] pairs.
@@ -37,6 +39,7 @@ export const NO_PATHS: Readonly<PathUse> = {
   writes: [],
   walkedReads: [],
   walkedWrites: [],
+  followLinks: false,
   into: [],
   hardLinks: false,
   changesNames: false,
@@ -298,7 +301,9 @@ const grep: Reader = (program, args) => {
     hasOption(parsed, 'r', 'R') || optionValues(parsed, 'd').some((value) => 'recurse'.startsWith(value));
   const files = operands.length === 0 && recursive ? ['.'] : operands;
   const reads = [...optionValues(parsed, 'f', '--exclude-from')];
-  return recursive ? use({ reads, walkedReads: files }) : use({ reads: [...reads, ...files] });
+  return recursive
+    ? use({ reads, walkedReads: files, followLinks: hasOption(parsed, 'R') })
+    : use({ reads: [...reads, ...files] });
 };
 
 const SED: OptionTable = {
@@ -483,7 +488,7 @@ const diff: Reader = (program, args) => {
   const recursive = hasOption(parsed, 'r') || args.includes('--recursive');
   const files = [...parsed.operands];
   return recursive
-    ? use({ reads: [...optionValues(parsed, 'X'), ...longFiles], walkedReads: files })
+    ? use({ reads: [...optionValues(parsed, 'X'), ...longFiles], walkedReads: files, followLinks: true })
     : use({ reads: [...files, ...optionValues(parsed, 'X'), ...longFiles] });
 };
 
@@ -619,7 +624,8 @@ function copyLike(table: OptionTable, kind: 'cp' | 'mv' | 'ln' | 'install'): Rea
     const lone = destination === undefined && kind === 'ln' ? operands : sources;
     const into: [string, string][] = dest === undefined ? [] : lone.map((source) => [dest, source]);
     const writes = dest === undefined ? [] : [dest];
-    const recursive = hasOption(parsed, 'R', 'a');
+    // -r, -R, --recursive and -a all copy a tree (the table maps --recursive to R).
+    const recursive = hasOption(parsed, 'r', 'R', 'a');
     switch (kind) {
       case 'ln': {
         const symbolic = hasOption(parsed, 's');
@@ -646,6 +652,7 @@ function copyLike(table: OptionTable, kind: 'cp' | 'mv' | 'ln' | 'install'): Rea
         return use({
           reads: recursive ? [] : sources,
           walkedReads: recursive ? sources : [],
+          followLinks: hasOption(parsed, 'L'),
           writes,
           into,
           hardLinks: links,

@@ -316,7 +316,9 @@ export function resolvePath(path: string, root: string): string {
     realRoot = realOrSelf(root);
     realRoots.set(root, realRoot);
   }
-  const real = realTarget(resolve(realRoot, path.normalize('NFC'))).normalize('NFC');
+  // Resolved with the bytes the kernel will open (Linux does not normalise names: an NFD
+  // link and its NFC spelling are two files), and only then put in NFC to match patterns.
+  const real = realTarget(resolve(realRoot, path)).normalize('NFC');
   const inside = relative(realRoot, real);
   if (inside === '') return '.';
   if (!escapes(inside)) return inside.split(sep).join('/');
@@ -604,9 +606,20 @@ function execNames(act: Extract<Act, { kind: 'exec' }>, root: string): ExecNames
   return { plain: [...plain], spelled };
 }
 
+/**
+ * An allow or ask rule written as a program's name then `*` (`ls*`, `/usr/bin/git*`): the
+ * program, with any arguments, and not a longer name (`ls*` is not `lsof`). A deny rule
+ * reads the `*` as written, so `denyExec('sh*')` still covers `shred`.
+ */
+const NAMED_PROGRAM = /^([^\s*?]+)\*$/;
+
 function execMatches(rule: PolicyRule, act: Extract<Act, { kind: 'exec' }>, names: ExecNames): boolean {
   const rest = act.argv.length > 1 ? ` ${act.argv.slice(1).join(' ')}` : '';
   const bare = !rule.pattern.includes(' ');
+  if (rule.effect !== 'deny') {
+    const named = NAMED_PROGRAM.exec(rule.pattern)?.[1];
+    if (named !== undefined) return names.plain.includes(named);
+  }
   const candidates = rule.effect === 'deny' ? [...names.plain, ...names.spelled] : names.plain;
   for (const name of candidates) {
     if (wildcard(rule.pattern, name + rest)) return true;
