@@ -336,12 +336,8 @@ export function escapes(relativePath: string): boolean {
  * link cannot hide where a write lands.
  */
 export function realTarget(absolute: string, hops = 0): string {
-  // The common case, a path that exists, in one system call.
-  try {
-    return realpathSync.native(absolute);
-  } catch {
-    // it does not exist (or is a dangling link): walk up
-  }
+  // Walked up with lstat calls that do not throw (an exception costs more than the system
+  // call): a path that exists takes one lstat and one realpath.
   let existing = absolute;
   const rest: string[] = [];
   for (;;) {
