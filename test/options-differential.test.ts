@@ -38,7 +38,7 @@ writeFileSync(join(base, 'input'), 'a b\n');
 afterAll(() => rmSync(base, { recursive: true, force: true }));
 
 /** Everything runs, so the decisions show which inner commands the checker found. */
-const policy = Policy.empty().layer('t').allowExec('*');
+const policy = Policy.empty().layer('t').allowExec('*').allowRead('**');
 
 /** A small seeded generator: the same argvs every run. */
 function random(seed: number): () => number {
@@ -384,6 +384,33 @@ describe('option parsing, differentially against the real programs', () => {
       expect(mismatches.map(({ argv, verdict, ran }) => ({ argv: argv.join(' '), verdict, ran }))).toEqual([]);
     });
   }
+
+  it('find: -exec and -execdir run the command the checker found', () => {
+    const before = [[], ['-H'], ['-L'], ['-P'], ['-O1'], ['-D', 'stat'], ['-HL']];
+    const actions = [
+      ['-exec', payload, '{}', ';'],
+      ['-exec', payload, 'x', '{}', '+'],
+      ['-execdir', payload, '{}', ';'],
+      ['-execdir', payload, '-y', '{}', '+'],
+      ['-exec', payload, '{}'],
+      ['-print'],
+    ];
+    const cases: Case[] = [];
+    for (const options of before) {
+      for (const action of actions) {
+        // Start points that exist: whether find's expression matches a file is data, not option parsing.
+        for (const starts of [['.'], []]) {
+          const argv = ['find', ...options, ...starts, '-maxdepth', '0', ...action];
+          const verdict = checkerVerdict(checkArgv(argv, policy, root));
+          run(argv);
+          cases.push({ argv, verdict, ran: ranWith() });
+        }
+      }
+    }
+    // The arguments hold the found path, which the checker knows only as {}: whether it ran is compared.
+    expect(differ(cases, false).map(({ argv, verdict, ran }) => ({ argv: argv.join(' '), verdict, ran }))).toEqual([]);
+    expect(cases.filter((entry) => entry.verdict.checker === 'runs').length).toBeGreaterThan(10);
+  });
 
   it("dash's command and exec builtins", () => {
     const pool = [['-p'], ['-v'], ['-V'], ['--'], ['-x'], ['-pv'], ['-a', 'name']];

@@ -1222,12 +1222,37 @@ const xargs: Handler = (args) => {
 };
 
 /** find -exec/-execdir/-ok/-okdir: the command is checked with `{}` as a path under a start point. */
+/** GNU find's primaries and operators: an expression that starts with anything else is refused. */
+const FIND_PRIMARIES = new Set(
+  (
+    'amin anewer atime cmin cnewer ctime empty executable false fstype gid group ilname iname inum ipath iregex ' +
+    'iwholename links lname mmin mtime name newer nogroup nouser path perm readable regex samefile size true type ' +
+    'uid used user wholename writable xtype context delete exec execdir fls fprint fprint0 fprintf ls ok okdir print ' +
+    'print0 printf prune quit d depth files0-from follow help ignore_readdir_race maxdepth mindepth mount ' +
+    'noignore_readdir_race noleaf regextype version warn nowarn xdev daystart not and or a o'
+  )
+    .split(' ')
+    .map((name) => `-${name}`),
+);
+
 const find: Handler = (args) => {
   let first = 0;
+  // Its own options come first, each a word of its own (`-HL` is not two of them).
   while (/^-[HLP]$|^-O[0-9]$/.test(args[first] ?? '') || args[first] === '-D') first += args[first] === '-D' ? 2 : 1;
   let end = first;
   while (end < args.length && !/^[-(!,]/.test(args[end] as string)) end++;
   const starts = end > first ? args.slice(first, end) : ['.'];
+  const opening = args[end];
+  if (
+    opening?.startsWith('-') &&
+    !FIND_PRIMARIES.has(opening) &&
+    !/^-newer[aBcmt][aBcmt]$/.test(opening) &&
+    opening !== '--help' &&
+    opening !== '--version'
+  ) {
+    // find would exit on it; refused rather than trusted to, in case this find knows more primaries.
+    return unreadable(`find: ${opening} is not a primary it knows`);
+  }
   const effects: Effect[] = [];
   const writes: string[] = [];
   const reads: string[] = [];
@@ -1239,8 +1264,10 @@ const find: Handler = (args) => {
       effects.push({ kind: 'paths', use: { ...NO_PATHS, walkedWrites: starts } });
     }
     if (!['-exec', '-execdir', '-ok', '-okdir'].includes(arg)) continue;
+    // The command ends at `;`, or at `+` right after `{}`; with neither, find refuses the line and runs nothing.
     let close = i + 1;
-    while (close < args.length && args[close] !== ';' && args[close] !== '+') close++;
+    while (close < args.length && args[close] !== ';' && !(args[close] === '+' && args[close - 1] === '{}')) close++;
+    if (close >= args.length) return [];
     effects.push({ kind: 'arbitrary', why: `find ${arg} runs a command on each file` });
     const fill = arg === '-exec' || arg === '-ok' ? starts : ['./'];
     effects.push({ kind: 'inner', argv: args.slice(i + 1, close), holes: { trailing: false, marker: '{}', fill } });
