@@ -23,7 +23,7 @@ import {
   type TranscriptEntry,
 } from '../runtime/provider.js';
 import { ProviderError } from '../runtime/providers/types.js';
-import type { ToolRegistry, ToolResult } from '../runtime/tools.js';
+import { MAX_ARGUMENT_DEPTH, nestedDeeperThan, type ToolRegistry, type ToolResult } from '../runtime/tools.js';
 import {
   evaluateCommandGate,
   evaluateReviewGate,
@@ -197,6 +197,8 @@ class Drive implements Effects {
   /** Set when the step's deadline passed: the ceiling it crossed, as the event that says so. */
   #overdue: Crossing | null = null;
   #disarm: (() => void) | null = null;
+  /** Fires the deadline now if the clock has passed it: a call that ran without yielding kept its timer from firing. */
+  #fireIfDue: (() => void) | null = null;
 
   constructor(start: Extract<AgentInput, { type: 'start' }>) {
     this.#start = start;
@@ -476,6 +478,7 @@ class Drive implements Effects {
       for (const [index, call] of completion.toolCalls.entries()) {
         // Calls a paused step had already made are not made again.
         if (index < observations.length) continue;
+        this.#fireIfDue?.();
         if (this.#cancelled || this.#overdue) break;
         const mark = this.#events.length;
         this.#events.push({
@@ -806,11 +809,19 @@ class Drive implements Effects {
     // A timer cannot wait longer than this (it would fire at once); a step that long is left to the next check.
     if (delay > MAX_TIMER_MS) return;
     const deadline = new AbortController();
-    const timer = setTimeout(() => {
+    const fire = () => {
+      if (deadline.signal.aborted) return;
       this.#overdue = this.#wallCrossing(account, wall, Date.now());
       deadline.abort(new Error(`the wallMs ceiling of run ${account} was reached`));
-    }, delay);
-    this.#disarm = () => clearTimeout(timer);
+    };
+    const timer = setTimeout(fire, delay);
+    this.#fireIfDue = () => {
+      if (Date.now() >= wall.at) fire();
+    };
+    this.#disarm = () => {
+      clearTimeout(timer);
+      this.#fireIfDue = null;
+    };
     this.#deadline = deadline.signal;
     this.#signal = AbortSignal.any([this.#abort.signal, deadline.signal]);
   }
@@ -1366,6 +1377,8 @@ function appendStep(transcript: TranscriptEntry[], completion: Completion, obser
 
 /** Arguments compared as JSON with sorted keys. */
 function sameArguments(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  // Arguments nested past the limit are refused as a call, and never compared by recursion.
+  if (nestedDeeperThan(a, MAX_ARGUMENT_DEPTH) || nestedDeeperThan(b, MAX_ARGUMENT_DEPTH)) return false;
   return canonical(a) === canonical(b);
 }
 

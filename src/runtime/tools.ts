@@ -40,6 +40,21 @@ export interface Tool<Context> {
   handler(args: Record<string, unknown>, context: Context, callIndex: number): Promise<ToolResult>;
 }
 
+/** How deep a call's arguments may nest (objects and arrays); deeper is refused before anything walks them. */
+export const MAX_ARGUMENT_DEPTH = 64;
+
+/** Whether a value nests objects or arrays more than `limit` deep, found without recursion. */
+export function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop() as [unknown, number];
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(item as Record<string, unknown>)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 export class ToolRegistry<Context> {
   readonly #tools = new Map<string, Tool<Context>>();
   #definitions: ToolDefinition[] | null = null;
@@ -77,6 +92,10 @@ export class ToolRegistry<Context> {
    */
   screen(call: ToolCall): ToolCall {
     if (call.invalid) return call;
+    if (nestedDeeperThan(call.args, MAX_ARGUMENT_DEPTH)) {
+      const reason = `the arguments to ${keptOfSent(call.name)} are nested more than ${MAX_ARGUMENT_DEPTH} levels deep, so it was not run; no tool takes arguments nested that far.`;
+      return { id: call.id, name: call.name, args: {}, invalid: { reason, sent: '(nested too deep to keep)' } };
+    }
     const text = JSON.stringify(call.args) ?? '';
     if (text.length <= KEPT_REFUSED_CHARS) return call;
     const bytes = Buffer.byteLength(text);

@@ -5,7 +5,7 @@
  * group), so a dev server's children go with it even when they left its group.
  */
 import { spawn } from 'node:child_process';
-import { commandEnvironment, commandSpawnOptions, containedSpawn } from './run-command.js';
+import { commandEnvironment, commandSpawnOptions, containedSpawn, killCommand } from './run-command.js';
 
 export interface Job {
   /** Output since the last poll (bounded; the cut stated), and whether it still runs. */
@@ -64,12 +64,8 @@ export function startJob(
       clearTimeout(timer);
     },
     kill() {
-      if (child.pid === undefined || ended !== null) return;
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+      if (ended !== null) return;
+      killCommand(child.pid);
     },
   };
 }

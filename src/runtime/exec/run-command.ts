@@ -12,7 +12,7 @@
  * process that calls setsid or setpgid leaves.
  */
 import { type SpawnOptions, spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import { TOOLCHAIN_VARIABLES } from '../workspace/toolchain.js';
 
@@ -192,6 +192,57 @@ export function commandSpawnOptions(cwd: string, env: NodeJS.ProcessEnv): SpawnO
   return { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true };
 }
 
+/**
+ * Kills a started command and everything it started. The namespace's first process is
+ * killed by its pid on the host (the kernel then kills the rest of the namespace): the
+ * parent-death signal `--kill-child` sets is cleared when that process changes its user
+ * or group, so it cannot be left to unshare's death. Then the process group, as before.
+ */
+export function killCommand(pid: number | undefined): void {
+  if (pid === undefined) return;
+  for (const child of childrenOf(pid)) {
+    try {
+      process.kill(child, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+/** The children of a process (unshare's is the namespace's first process), from /proc. */
+function childrenOf(pid: number): number[] {
+  try {
+    const listed = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return listed === '' ? [] : listed.split(/\s+/).map(Number);
+  } catch {
+    // Without the children file, every process's parent is read.
+  }
+  const children: number[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return children;
+  }
+  for (const entry of entries) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The parent is the second field after the name, which is in parentheses and may hold spaces.
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (parent === pid) children.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return children;
+}
+
 /** unshare's own words when it could not execute the program (126, 127). */
 const UNSHARE_EXEC_FAILED = /^unshare: failed to execute [^\n]*/;
 
@@ -224,16 +275,7 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
       return;
     }
     const contained = spawned.containment.mechanism === 'pid-namespace';
-    const killGroup = () => {
-      if (child.pid === undefined) return;
-      try {
-        // The group holds unshare and the namespace's first process; with unshare gone the
-        // kernel kills that process (--kill-child), and with it the whole namespace.
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    };
+    const killGroup = () => killCommand(child.pid);
     const timer = setTimeout(
       () => {
         timedOut = true;

@@ -15,7 +15,9 @@ import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
+  constants,
   type Dirent,
+  fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -62,6 +64,9 @@ export const DEFAULT_MAX_READ_BYTES = 262144;
  * store (the step's restore point and diff would otherwise hold it).
  */
 export const MAX_WRITE_BYTES = 8 * 1024 * 1024;
+
+/** The largest file read_file reads in parts (start_line, end_line): it is read whole to find the lines. */
+export const MAX_RANGED_READ_BYTES = 64 * 1024 * 1024;
 /** The most characters a path argument may have (Linux's PATH_MAX). */
 export const MAX_PATH_CHARS = 4096;
 /** The most characters a grep pattern, a grep glob or a find pattern may have. */
@@ -249,7 +254,17 @@ export class Workspace {
     }
     let text: string | null;
     try {
-      text = decode(readFileSync(absolute));
+      const read = readRegular(absolute, ranged ? MAX_RANGED_READ_BYTES : this.#maxReadBytes);
+      if ('problem' in read) {
+        if (read.problem === 'linked') return hardLinkRefusal(path, read.size, 'read');
+        if (read.problem === 'not-regular')
+          return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
+        return refusal(
+          'read.ceiling',
+          `${path} is ${read.size} bytes, above the ${ranged ? `limit of ${MAX_RANGED_READ_BYTES} bytes for a file read in parts` : `read ceiling of ${this.#maxReadBytes} bytes`}, so it was not read; use grep to find the lines you need${ranged ? '' : ', or read it in parts with start_line and end_line'}.`,
+        );
+      }
+      text = decode(read.bytes);
     } catch (problem) {
       return error(`${path} cannot be read: ${message(problem)}.`);
     }
@@ -675,8 +690,25 @@ export class Workspace {
     if (stats.nlink > 1) return { ok: false, result: hardLinkRefusal(path, stats.nlink, 'write') };
     let before: string | null;
     try {
-      const bytes = readFileSync(absolute);
-      before = hasNul(bytes.subarray(0, SNIFF_BYTES)) ? null : decode(bytes);
+      // A file above the write limit is not read: its diff and restore point would not fit either.
+      const read = readRegular(absolute, MAX_WRITE_BYTES);
+      if ('problem' in read) {
+        if (read.problem === 'linked') return { ok: false, result: hardLinkRefusal(path, read.size, 'write') };
+        if (read.problem === 'not-regular') {
+          return {
+            ok: false,
+            result: error(`${path} is not a regular file (a device, socket or pipe); ${tool} changes text files.`),
+          };
+        }
+        return {
+          ok: false,
+          result: refusal(
+            'write.ceiling',
+            `${path} is ${read.size} bytes, above the write limit of ${MAX_WRITE_BYTES} bytes, so ${tool} does not change it; a source file is far smaller.`,
+          ),
+        };
+      }
+      before = hasNul(read.bytes.subarray(0, SNIFF_BYTES)) ? null : decode(read.bytes);
     } catch (problem) {
       return { ok: false, result: error(`${path} cannot be read: ${message(problem)}.`) };
     }
@@ -1011,11 +1043,33 @@ function statOrNull(path: string): Stats | null {
 }
 
 /** The first bytes of a file, to look for a NUL. */
+/**
+ * A regular file's bytes, read through one descriptor: opened without blocking (a pipe
+ * swapped in after the stat would otherwise hold the thread for good) and checked on the
+ * descriptor itself, so what is read is the file that was checked. Null with the reason
+ * when it is not a regular file with one name, or is above `limit` bytes.
+ */
+export function readRegular(
+  path: string,
+  limit: number,
+): { bytes: Buffer } | { problem: 'not-regular' | 'linked' | 'too-large'; size: number } {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stats = fstatSync(fd);
+    if (!stats.isFile()) return { problem: 'not-regular', size: stats.size };
+    if (stats.nlink > 1) return { problem: 'linked', size: stats.nlink };
+    if (stats.size > limit) return { problem: 'too-large', size: stats.size };
+    return { bytes: readFileSync(fd) };
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function sniff(path: string): Buffer {
   const buffer = Buffer.alloc(SNIFF_BYTES);
   let fd: number | undefined;
   try {
-    fd = openSync(path, 'r');
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
     const read = readSync(fd, buffer, 0, SNIFF_BYTES, 0);
     return buffer.subarray(0, read);
   } catch {

@@ -8,7 +8,7 @@
  * Everything here is plain data in and out (a task crosses a thread as a structured
  * clone), and imports nothing that is not needed to match.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
 import { minimatch } from 'minimatch';
 
 /** How much of a file is searched for a NUL byte to call it binary. */
@@ -120,14 +120,20 @@ function globMatches(path: string, base: string, glob: string, matchBase: boolea
  * it, so grep does not show its lines either.
  */
 function searchable(absolute: string, maxReadBytes: number): string | null | 'linked' {
+  let fd: number | undefined;
   try {
-    const stats = statSync(absolute);
-    if (stats.isFile() && stats.nlink > 1) return 'linked';
+    // Opened without blocking and checked on the descriptor: a pipe or a device is skipped, never read.
+    fd = openSync(absolute, constants.O_RDONLY | constants.O_NONBLOCK);
+    const stats = fstatSync(fd);
+    if (!stats.isFile()) return null;
+    if (stats.nlink > 1) return 'linked';
     if (stats.size > maxReadBytes) return null;
-    const bytes = readFileSync(absolute);
+    const bytes = readFileSync(fd);
     return hasNul(bytes.subarray(0, SNIFF_BYTES)) ? null : decode(bytes);
   } catch {
     return null;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 
