@@ -4,7 +4,7 @@
 // against a real workspace (the deepest existing ancestor's real path), as a run does.
 // The baseline is the bare matcher the decisions are built on (minimatch on the same
 // subject and pattern), measured in the same run.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -177,3 +177,4 @@ console.log(
     shell10StageP99Us: +shell.p99.toFixed(2),
   }),
 );
+rmSync(root, { recursive: true, force: true });

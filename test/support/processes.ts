@@ -7,8 +7,10 @@ import { fileURLToPath } from 'node:url';
 
 const DRIVER = fileURLToPath(new URL('./driver.mjs', import.meta.url));
 
+/** A store path in a new temp directory, named by the test run so the run's end removes it (global-setup.ts). */
 export function tempStorePath(prefix = 'io-harness-test-'): string {
-  return join(mkdtempSync(join(tmpdir(), prefix)), 'runs.db');
+  const run = process.env.IO_HARNESS_TEST_RUN;
+  return join(mkdtempSync(join(tmpdir(), run ? `${prefix}${run}-` : prefix)), 'runs.db');
 }
 
 export interface DriverConfig {
