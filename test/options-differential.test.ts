@@ -134,7 +134,8 @@ function differ(cases: Case[], argsKnown: boolean): Case[] {
 function settle(expectRun: boolean): void {
   const pause = new Int32Array(new SharedArrayBuffer(4));
   for (let waited = 0; waited < (expectRun ? 3000 : 300); waited += 20) {
-    if (expectRun && existsSync(log)) return;
+    // A whole line: the file exists as soon as the payload opens it, before its write.
+    if (expectRun && existsSync(log) && readFileSync(log, 'utf8').endsWith('\n')) return;
     Atomics.wait(pause, 0, 0, 20);
   }
 }
