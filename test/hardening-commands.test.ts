@@ -40,6 +40,15 @@ function workspace(): { root: string; outside: string } {
   return { root, outside };
 }
 
+/** Makes the workspace a git repository with everything in it committed. */
+function commitAll(root: string): void {
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: root, stdio: 'ignore' });
+  git('init', '-q');
+  git('add', '-A');
+  git('commit', '-q', '-m', 'start');
+}
+
 /** The modest policy: reads and src writes, a handful of named programs, a few denies. */
 function modest(): Policy {
   return Policy.default()
@@ -209,11 +218,7 @@ describe('4. repositories the agent wrote', () => {
 
   it('checks what git would print against the read policy', async () => {
     const { root } = workspace();
-    const git = (...args: string[]) =>
-      execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: root, stdio: 'ignore' });
-    git('init', '-q');
-    git('add', '-A');
-    git('commit', '-q', '-m', 'start');
+    commitAll(root);
     writeFileSync(join(root, 'secrets', '.env'), `${SECRET}\nSECRET_TWO=s3cr3t-second\n`);
     writeFileSync(join(root, 'src', 'a.txt'), 'hello again\n');
     const run = await drive(root, modest(), [
@@ -381,11 +386,7 @@ describe('classes a second look found', () => {
 
   it('lets through what prints no denied content: git diff --stat, grep -r past a link it does not follow', async () => {
     const { root } = workspace();
-    const git = (...args: string[]) =>
-      execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: root, stdio: 'ignore' });
-    git('init', '-q');
-    git('add', '-A');
-    git('commit', '-q', '-m', 'start');
+    commitAll(root);
     writeFileSync(join(root, 'src', 'a.txt'), 'hello again\n');
     symlinkSync('../secrets', join(root, 'src', 'secrets-link'));
     const run = await drive(root, modest().layer('grep').allowExec('grep*'), [

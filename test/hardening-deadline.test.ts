@@ -11,6 +11,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Policy, runWith, type Store, TaskContract } from '../dist/index.js';
+import { processGone } from './support/processes.js';
 import { openStore, serve, tempWorkspace, turns } from './support/workspace.js';
 
 const WALL_SECS = 5;
@@ -25,21 +26,6 @@ function crossings(store: Store, runId: string) {
 function storeBytes(store: Store): string {
   const parts = [store.path, `${store.path}-wal`].filter((path) => existsSync(path));
   return parts.map((path) => readFileSync(path).toString('latin1')).join('');
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Whether a killed process is gone, waiting a bounded while for the kernel to reap it. */
-async function gone(pid: number): Promise<boolean> {
-  for (let i = 0; i < 250 && alive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 20));
-  return !alive(pid);
 }
 
 describe('the wall clock inside a step', () => {
@@ -97,7 +83,7 @@ describe('the wall clock inside a step', () => {
       // The command is gone.
       const pid = Number(readFileSync(join(root, 'pid'), 'utf8').trim());
       expect(pid).toBeGreaterThan(0);
-      expect(await gone(pid)).toBe(true);
+      expect(await processGone(pid)).toBe(true);
       // The step committed what it did: the write and its diff, the killed command, the call not reached.
       const [step] = store.steps(result.runId);
       const observations = step?.observations ?? [];

@@ -10,22 +10,8 @@ import { existsSync, readFileSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Policy, runWith, TaskContract } from '../dist/index.js';
+import { processGone } from './support/processes.js';
 import { openStore, serve, tempWorkspace, turns } from './support/workspace.js';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Whether a killed process is gone, waiting a bounded while for the kernel to reap it. */
-async function gone(pid: number): Promise<boolean> {
-  for (let i = 0; i < 250 && alive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 20));
-  return !alive(pid);
-}
 
 async function drive(
   root: string,
@@ -61,7 +47,7 @@ describe('a second look at commands and files', () => {
       expect(observations[0]?.content).toContain('timed out and was killed');
       const pid = Number(readFileSync(join(root, 'pid'), 'utf8'));
       expect(pid).toBeGreaterThan(0);
-      expect(await gone(pid)).toBe(true);
+      expect(await processGone(pid)).toBe(true);
     },
     60_000,
   );

@@ -7,6 +7,20 @@ import { fileURLToPath } from 'node:url';
 
 const DRIVER = fileURLToPath(new URL('./driver.mjs', import.meta.url));
 
+/** Whether a killed process is gone, waiting a bounded while for the kernel to reap it. */
+export async function processGone(pid: number): Promise<boolean> {
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  for (let i = 0; i < 250 && alive(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  return !alive();
+}
+
 /** A store path in a new temp directory, named by the test run so the run's end removes it (global-setup.ts). */
 export function tempStorePath(prefix = 'io-harness-test-'): string {
   const run = process.env.IO_HARNESS_TEST_RUN;
