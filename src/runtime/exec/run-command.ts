@@ -12,9 +12,9 @@
  * process that calls setsid or setpgid leaves.
  */
 import { type SpawnOptions, spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { delimiter, isAbsolute, join, resolve } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { TOOLCHAIN_VARIABLES } from '../workspace/toolchain.js';
+import { findProgram } from './find-program.js';
 
 export interface CommandResult {
   /** False when the program could not be started at all; `error` says why. */
@@ -116,7 +116,7 @@ export function processContainment(): Containment {
 
 function probeContainment(): Containment {
   if (process.platform !== 'linux') return { mechanism: 'process-group', reason: `${process.platform} is not Linux` };
-  const unshare = findOnPath('unshare', process.env.PATH, process.cwd());
+  const unshare = findProgram('unshare', process.env.PATH, process.cwd());
   if (unshare.kind !== 'found') return { mechanism: 'process-group', reason: 'util-linux unshare is not on PATH' };
   const variants: string[][] = [
     ['--user', '--map-current-user'],
@@ -134,30 +134,6 @@ function probeContainment(): Containment {
     failures.push(probe.error?.message ?? (probe.stderr?.toString('utf8').trim() || `exit status ${probe.status}`));
   }
   return { mechanism: 'process-group', reason: `PID namespaces are not available: ${failures.join('; ')}` };
-}
-
-type Located = { kind: 'found'; path: string } | { kind: 'missing' } | { kind: 'not-executable'; path: string };
-
-/** Finds a program the way execvp does: a name with a slash from `cwd`, any other on PATH. */
-function findOnPath(program: string, path: string | undefined, cwd: string): Located {
-  const candidates = program.includes('/')
-    ? [isAbsolute(program) ? program : resolve(cwd, program)]
-    : (path ?? '/usr/bin:/bin').split(delimiter).map((dir) => join(resolve(cwd, dir === '' ? '.' : dir), program));
-  let blocked: string | null = null;
-  for (const candidate of candidates) {
-    try {
-      if (!statSync(candidate).isFile()) continue;
-    } catch {
-      continue;
-    }
-    try {
-      accessSync(candidate, constants.X_OK);
-      return { kind: 'found', path: candidate };
-    } catch {
-      blocked ??= candidate;
-    }
-  }
-  return blocked === null ? { kind: 'missing' } : { kind: 'not-executable', path: blocked };
 }
 
 function programNotFound(program: string): string {
@@ -178,7 +154,7 @@ export function containedSpawn(
   const [program, ...args] = argv as [string, ...string[]];
   const containment = processContainment();
   if (containment.mechanism === 'process-group') return { ok: true, file: program, args, containment };
-  const located = findOnPath(program, env.PATH, cwd);
+  const located = findProgram(program, env.PATH, cwd);
   if (located.kind === 'missing') return { ok: false, error: programNotFound(program) };
   if (located.kind === 'not-executable') return { ok: false, error: `spawn ${program} EACCES` };
   const [file, ...rest] = containment.prefix as [string, ...string[]];

@@ -11,9 +11,10 @@
  * A policy is plain data so it crosses into an agent's thread as is
  * ({@link Policy.toJSON} / {@link Policy.from}).
  */
-import { accessSync, constants, lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
 import { InvalidArgumentError } from '../../errors.js';
+import { findProgram } from '../exec/find-program.js';
 import { compileGlob, MAX_GLOB_CHARS } from './globs.js';
 
 export type ActKind = 'read' | 'write' | 'exec' | 'net';
@@ -496,7 +497,8 @@ function lookUp(
   const now = Date.now();
   const hit = lookups.get(key);
   if (hit !== undefined && now - hit.at <= LOOKUP_MS) return hit;
-  const found = searchPath(name, cwd);
+  const located = findProgram(name, process.env.PATH, cwd);
+  const found = located.kind === 'found' ? located.path : null;
   const entry = {
     at: now,
     found,
@@ -556,24 +558,6 @@ function realOrNull(path: string): string | null {
   } catch {
     return null;
   }
-}
-
-/** The first executable file named `name` on PATH (an empty entry is the working directory), as execvp finds it. */
-function searchPath(name: string, cwd: string): string | null {
-  const entries = (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':');
-  for (const entry of entries) {
-    const dir = entry === '' ? cwd : entry.startsWith('/') ? entry : `${cwd}/${entry}`;
-    const candidate = `${dir}/${name}`;
-    const stat = statSync(candidate, { throwIfNoEntry: false });
-    if (!stat?.isFile()) continue;
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not executable: execvp goes on to the next entry
-    }
-  }
-  return null;
 }
 
 /** A path written in its one plain form: absolute, no `.`/`..`/empty components. */

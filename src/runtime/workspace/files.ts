@@ -17,12 +17,10 @@ import {
   closeSync,
   constants,
   type Dirent,
-  fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
-  readFileSync,
   readlinkSync,
   readSync,
   realpathSync,
@@ -47,6 +45,7 @@ import {
   type GrepOutcome,
   type GrepTask,
   hasNul,
+  readRegular,
   runSearch,
   type SearchOutcome,
   type SearchTask,
@@ -1043,28 +1042,6 @@ function statOrNull(path: string): Stats | null {
 }
 
 /** The first bytes of a file, to look for a NUL. */
-/**
- * A regular file's bytes, read through one descriptor: opened without blocking (a pipe
- * swapped in after the stat would otherwise hold the thread for good) and checked on the
- * descriptor itself, so what is read is the file that was checked. Null with the reason
- * when it is not a regular file with one name, or is above `limit` bytes.
- */
-export function readRegular(
-  path: string,
-  limit: number,
-): { bytes: Buffer } | { problem: 'not-regular' | 'linked' | 'too-large'; size: number } {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    const stats = fstatSync(fd);
-    if (!stats.isFile()) return { problem: 'not-regular', size: stats.size };
-    if (stats.nlink > 1) return { problem: 'linked', size: stats.nlink };
-    if (stats.size > limit) return { problem: 'too-large', size: stats.size };
-    return { bytes: readFileSync(fd) };
-  } finally {
-    closeSync(fd);
-  }
-}
-
 function sniff(path: string): Buffer {
   const buffer = Buffer.alloc(SNIFF_BYTES);
   let fd: number | undefined;

@@ -120,20 +120,34 @@ function globMatches(path: string, base: string, glob: string, matchBase: boolea
  * it, so grep does not show its lines either.
  */
 function searchable(absolute: string, maxReadBytes: number): string | null | 'linked' {
-  let fd: number | undefined;
   try {
-    // Opened without blocking and checked on the descriptor: a pipe or a device is skipped, never read.
-    fd = openSync(absolute, constants.O_RDONLY | constants.O_NONBLOCK);
-    const stats = fstatSync(fd);
-    if (!stats.isFile()) return null;
-    if (stats.nlink > 1) return 'linked';
-    if (stats.size > maxReadBytes) return null;
-    const bytes = readFileSync(fd);
-    return hasNul(bytes.subarray(0, SNIFF_BYTES)) ? null : decode(bytes);
+    const read = readRegular(absolute, maxReadBytes);
+    if ('problem' in read) return read.problem === 'linked' ? 'linked' : null;
+    return hasNul(read.bytes.subarray(0, SNIFF_BYTES)) ? null : decode(read.bytes);
   } catch {
     return null;
+  }
+}
+
+/**
+ * A regular file's bytes, read through one descriptor: opened without blocking (a pipe
+ * swapped in after the stat would otherwise hold the thread for good) and checked on the
+ * descriptor itself, so what is read is the file that was checked. Null with the reason
+ * when it is not a regular file with one name, or is above `limit` bytes.
+ */
+export function readRegular(
+  path: string,
+  limit: number,
+): { bytes: Buffer } | { problem: 'not-regular' | 'linked' | 'too-large'; size: number } {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stats = fstatSync(fd);
+    if (!stats.isFile()) return { problem: 'not-regular', size: stats.size };
+    if (stats.nlink > 1) return { problem: 'linked', size: stats.nlink };
+    if (stats.size > limit) return { problem: 'too-large', size: stats.size };
+    return { bytes: readFileSync(fd) };
   } finally {
-    if (fd !== undefined) closeSync(fd);
+    closeSync(fd);
   }
 }
 
