@@ -42,6 +42,11 @@ export interface ScriptedCall {
   raw: string;
   /** This call's position in {@link ScriptedModelServer.calls}, from zero. */
   index: number;
+  /**
+   * Which connection carried it: the server numbers connections from zero as it accepts
+   * them, so two calls with one number came over one kept-alive socket.
+   */
+  connection: number;
 }
 
 /** A tool call the scripted model makes. Without an id, a deterministic one is made up. */
@@ -92,7 +97,23 @@ export type ScriptedFault =
   /** Accept the request and never answer, until {@link ScriptedModelServer.close}. */
   | { fault: 'hang' }
   /** Send the bytes of a recorded SSE transcript verbatim; a relative path is resolved from the working directory. */
-  | { fault: 'fixture'; file: string };
+  | { fault: 'fixture'; file: string }
+  /**
+   * The response exactly as given, for what no completion can express: the status, the
+   * headers with their names' case and order (no header is added, not even Content-Type),
+   * then each chunk in its own write (`{ waitMs }` waits in between). `after` says what
+   * follows the last chunk: `end` (the default) ends the response, `destroy` cuts the
+   * socket, `hang` holds it open sending nothing, and `{ every, send }` goes on writing
+   * `send` every `every` milliseconds (keep-alive comments, say) until the client closes.
+   * {@link ScriptedModelServer.responseEnd} tells which side ended it.
+   */
+  | {
+      fault: 'raw';
+      status?: number;
+      headers?: Record<string, string> | [string, string][];
+      chunks: (string | Uint8Array | { waitMs: number })[];
+      after?: 'end' | 'destroy' | 'hang' | { every: number; send: string | Uint8Array };
+    };
 
 export type ScriptedAnswer = ScriptedCompletion | ScriptedFault;
 
@@ -162,6 +183,9 @@ export class ScriptedModelServer {
   readonly #script: ModelScript;
   readonly #models: ScriptedModel[];
   readonly #chunkDelayMs: number;
+  readonly #responseEnds = new Map<number, Promise<'finished' | 'closed'>>();
+  readonly #connections = new WeakMap<object, number>();
+  #connectionCount = 0;
   #closed: Promise<void> | null = null;
 
   private constructor(server: Server, script: ModelScript, options: ScriptedModelServerOptions) {
@@ -172,6 +196,9 @@ export class ScriptedModelServer {
     this.#script = script;
     this.#models = options.models ?? [];
     this.#chunkDelayMs = Math.max(0, options.chunkDelayMs ?? 0);
+    server.on('connection', (socket) => {
+      this.#connections.set(socket, this.#connectionCount++);
+    });
     server.on('request', (request: IncomingMessage, response: ServerResponse) => {
       void this.#handle(request, response);
     });
@@ -187,6 +214,16 @@ export class ScriptedModelServer {
       });
     });
     return new ScriptedModelServer(server, script, options);
+  }
+
+  /**
+   * How the response to call `index` ended: `finished` when the server wrote all of it
+   * (the client may keep the connection for its next request), `closed` when the
+   * connection closed first (the client hung up, or the server cut it). Resolves once it
+   * has ended; rejects when there is no such call.
+   */
+  responseEnd(index: number): Promise<'finished' | 'closed'> {
+    return this.#responseEnds.get(index) ?? Promise.reject(new Error(`no call ${index} reached the server`));
   }
 
   /** Stops listening and destroys every open connection, including requests held by a `hang` fault. */
@@ -264,8 +301,17 @@ export class ScriptedModelServer {
       body,
       raw,
       index: this.calls.length,
+      connection: this.#connections.get(request.socket) ?? -1,
     };
     this.calls.push(call);
+    this.#responseEnds.set(
+      call.index,
+      new Promise((resolve) => {
+        const ended = () => resolve(response.writableFinished ? 'finished' : 'closed');
+        if (response.destroyed) ended();
+        else response.once('close', ended);
+      }),
+    );
     const problem = parseError ?? invalidRequest(wire, body);
     if (problem !== null) {
       sendJson(response, 400, errorBody(wire, 400, problem));
@@ -330,6 +376,9 @@ export class ScriptedModelServer {
       }
       case 'hang':
         return;
+      case 'raw':
+        await this.#raw(response, answer);
+        return;
       case 'fixture': {
         let bytes: Buffer;
         try {
@@ -353,6 +402,31 @@ export class ScriptedModelServer {
       response.write(event);
     }
     response.end();
+  }
+
+  async #raw(response: ServerResponse, answer: Extract<ScriptedFault, { fault: 'raw' }>): Promise<void> {
+    const pairs = Array.isArray(answer.headers) ? answer.headers : Object.entries(answer.headers ?? {});
+    // A flat list keeps each name's case and order, and adds nothing of Node's own.
+    response.writeHead(answer.status ?? 200, pairs.flat());
+    response.flushHeaders();
+    for (const chunk of answer.chunks) {
+      if (response.destroyed) return;
+      if (typeof chunk === 'object' && 'waitMs' in chunk) await pause(chunk.waitMs, response);
+      else {
+        response.write(chunk);
+        await this.#gap(response);
+      }
+    }
+    if (response.destroyed) return;
+    const after = answer.after ?? 'end';
+    if (after === 'end') response.end();
+    else if (after === 'destroy') cutAfter(response, Buffer.alloc(0));
+    else if (typeof after === 'object') {
+      while (!response.destroyed) {
+        response.write(after.send);
+        await pause(Math.max(1, after.every), response);
+      }
+    }
   }
 
   async #truncate(response: ServerResponse, events: string[], afterEvents: number): Promise<void> {
