@@ -25,6 +25,11 @@ const config = {
 };
 const sse = (data: unknown, event: string | null = null) => ({ event, data: JSON.stringify(data), id: null });
 const text = (parts: { type: string; text?: string }[]) => parts.map((part) => part.text ?? '').join('');
+/** The stream's own end, `data: [DONE]`, then the decoder's close. */
+const done = (decoder: ReturnType<typeof openAiWire.decoder>) => [
+  ...decoder.event({ event: null, data: '[DONE]', id: null }),
+  ...decoder.finish(false),
+];
 
 describe('keys', () => {
   it('stores no key or credential header, and a stored spec never borrows another key from the environment', async () => {
@@ -56,7 +61,7 @@ describe('the OpenAI decoder on odd but legal streams', () => {
     expect(
       text(decoder.event(sse({ id: 'x', choices: [{ finish_reason: 'length', index: 0, delta: { content: 'b' } }] }))),
     ).toBe('b');
-    const parts = decoder.finish(false);
+    const parts = done(decoder);
     expect(parts.at(-1)).toEqual({ type: 'end', finishReason: 'length' });
     const failing = openAiWire.decoder(config);
     failing.event(sse(learn));
@@ -73,7 +78,7 @@ describe('the OpenAI decoder on odd but legal streams', () => {
     // Spaced JSON: the finish reason after the text must not become part of a "plain" template.
     const spaced = '{"id":"x","choices":[{"index":0,"delta":{"content":"z"},"finish_reason": "stop"}]}';
     expect(text(decoder.event({ event: null, data: spaced, id: null }))).toBe('z');
-    expect(decoder.finish(false).at(-1)).toEqual({ type: 'end', finishReason: 'stop' });
+    expect(done(decoder).at(-1)).toEqual({ type: 'end', finishReason: 'stop' });
     // The marker inside another object: the gap the template would leave is not the text.
     const nested = openAiWire.decoder(config);
     const event = (meta: string) =>
@@ -109,7 +114,7 @@ describe('the OpenAI decoder on odd but legal streams', () => {
       ...decoder.event(call({ index: 0, id: 'b', function: { name: 'second', arguments: '{"y":' } })),
       ...decoder.event(call({ function: { arguments: '2}' } })),
       ...decoder.event(sse({ id: 'x', choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] })),
-      ...decoder.finish(false),
+      ...done(decoder),
     ];
     const ends = parts.filter((part) => part.type === 'tool-call-end');
     expect(ends).toMatchObject([
@@ -131,7 +136,7 @@ describe('the OpenAI decoder on odd but legal streams', () => {
       // A server interleaving: more for the first call after the second began.
       ...decoder.event(call({ index: 0, function: { arguments: ' ' } })),
       ...decoder.event(sse({ id: 'x', choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] })),
-      ...decoder.finish(false),
+      ...done(decoder),
     ];
     const ends = parts.filter((part) => part.type === 'tool-call-end');
     expect(ends.map((end) => end.id)).toEqual(['a', 'a', 'b']);
@@ -396,6 +401,7 @@ describe('the fast lanes against the full parse', () => {
           frame({ role: 'assistant', content: '' }),
           ...texts.map((content) => frame({ content })),
           frame({}, 'stop'),
+          'data: [DONE]\n\n',
         ].join(''),
       );
       for (const size of [7, 1000, body.length]) {
@@ -426,7 +432,7 @@ describe('the fast lanes against the full parse', () => {
       bad,
       frame('c'),
       Buffer.from(
-        `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
+        `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`,
       ),
     ]);
     for (const size of [1, 2, 5, 1000]) {

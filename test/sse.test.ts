@@ -116,8 +116,11 @@ describe('SseParser on realistic streams', () => {
     const { events } = parseChunks([openAiStream]);
     expect(events.map(isDone)).toEqual([false, false, false, true]);
     expect(events.at(-1)?.data).toBe('[DONE]');
-    expect(isDone({ event: null, data: ' [DONE]', id: null })).toBe(false);
-    expect(isDone({ event: null, data: '[DONE]\n', id: null })).toBe(false);
+    // Whitespace around the sentinel (a second space after `data:`) still ends the stream.
+    expect(isDone({ event: null, data: ' [DONE]', id: null })).toBe(true);
+    expect(isDone({ event: null, data: '[DONE]\n', id: null })).toBe(true);
+    expect(isDone({ event: null, data: '[DONE]x', id: null })).toBe(false);
+    expect(isDone({ event: null, data: '"[DONE]"', id: null })).toBe(false);
   });
 });
 

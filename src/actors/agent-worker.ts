@@ -1355,6 +1355,7 @@ function answeredCall(completion: Completion, fallbackName: string): ModelCallRe
     reasoningTokens: completion.usage.reasoningTokens ?? 0,
     latencyMs: completion.latencyMs ?? null,
     ttftMs: completion.timeToFirstTokenMs ?? null,
+    ...(completion.usageReported === false ? { usageReported: false } : {}),
   };
 }
 

@@ -93,7 +93,7 @@ export interface ModelRequest {
 export interface CallAttempt {
   provider: string;
   model: string;
-  /** The failure: `http`, `connection`, `truncated`, `undecodable`. */
+  /** The failure: `http`, `connection`, `truncated`, `stalled`, `undecodable`. */
   kind: string;
   statusCode: number | null;
   message: string;
@@ -117,6 +117,13 @@ export interface Completion {
   rateLimits?: import('./providers/types.js').RateLimits | null;
   /** The failed tries before this answer (retries, fallbacks), oldest first. */
   attempts?: CallAttempt[];
+  /**
+   * False when the vendor reported no token counts for this answer (a compatible server
+   * that ignores `stream_options.include_usage`, say). `usage` then holds the runtime's
+   * estimate — a quarter of the request's and the answer's characters — so budgets
+   * still draw; it is never a zero reported as fact. Absent means reported.
+   */
+  usageReported?: boolean;
 }
 
 export interface Provider {
@@ -165,6 +172,12 @@ export interface HttpProviderSpec {
   /** For `compatible`: the preset this spec came from, for the trace. */
   preset?: string;
   retry?: RetryOptions;
+  /**
+   * How long an answer may go without producing an event — no bytes, or only SSE
+   * comments and keep-alives — before it is ended as a retryable `stalled` failure; the
+   * wait for the response's headers counts too. Default 300 000 ms (5 minutes).
+   */
+  idleTimeoutMs?: number;
   /** Record every exchange to a file, or answer from one with no socket at all. */
   transport?: { record: string } | { replay: string };
   /** The provider's name in the trace. Default: the kind or preset. */

@@ -408,6 +408,7 @@ export class TraceReader {
       cacheReadTokens: row.cache_read_tokens as number,
       cacheWriteTokens: row.cache_write_tokens as number,
       reasoningTokens: row.reasoning_tokens as number,
+      usageReported: row.usage_reported !== 0,
       latencyMs: row.latency_ms as number | null,
       ttftMs: row.ttft_ms as number | null,
       at: row.at as number,

@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ErrorCode, StoreError } from '../errors.js';
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /** Forward migrations; index i takes a file from version i to i + 1. */
 export const MIGRATIONS: readonly string[] = [
@@ -150,7 +150,7 @@ export const MIGRATIONS: readonly string[] = [
     generation          INTEGER NOT NULL,
     provider            TEXT NOT NULL,
     model               TEXT NOT NULL,
-    outcome             TEXT NOT NULL,         -- ok | http | connection | truncated | undecodable | aborted
+    outcome             TEXT NOT NULL,         -- ok | http | connection | truncated | stalled | undecodable | aborted | error
     status_code         INTEGER,
     input_tokens        INTEGER NOT NULL,
     output_tokens       INTEGER NOT NULL,
@@ -226,6 +226,10 @@ export const MIGRATIONS: readonly string[] = [
     content     BLOB,
     PRIMARY KEY (run_id, seq, path)
   ) WITHOUT ROWID;
+  `,
+  // 5: whether the vendor reported a call's tokens, or the counts are the runtime's estimate.
+  `
+  ALTER TABLE model_calls ADD COLUMN usage_reported INTEGER NOT NULL DEFAULT 1;
   `,
 ];
 

@@ -83,7 +83,7 @@ export interface Observation {
 export interface ModelCallRecord {
   provider: string;
   model: string;
-  /** `ok`, or why the call failed: http, connection, truncated, undecodable, aborted, error. */
+  /** `ok`, or why the call failed: http, connection, truncated, stalled, undecodable, aborted, error. */
   outcome: string;
   statusCode: number | null;
   inputTokens: number;
@@ -93,6 +93,8 @@ export interface ModelCallRecord {
   reasoningTokens: number;
   latencyMs: number | null;
   ttftMs: number | null;
+  /** False when the vendor reported no tokens and the counts are the runtime's estimate (Completion.usageReported). Default true. */
+  usageReported?: boolean;
 }
 
 export interface CommitStepInput extends Fence {
@@ -305,8 +307,8 @@ export class StoreWriter {
     );
     this.#insertCall = db.prepare(
       `INSERT INTO model_calls (root_id, run_id, seq, attempt, generation, provider, model, outcome, status_code, input_tokens,
-         output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms, at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms, usage_reported, at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#countChildren = db.prepare('UPDATE runs SET children = children + 1 WHERE run_id = ?');
     this.#countTree = db.prepare('UPDATE ledger SET spawned = spawned + 1 WHERE run_id = ?');
@@ -839,6 +841,7 @@ export class StoreWriter {
         call.reasoningTokens,
         call.latencyMs,
         call.ttftMs,
+        call.usageReported === false ? 0 : 1,
         now,
       );
     });

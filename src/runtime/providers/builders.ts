@@ -11,6 +11,8 @@ import { findPreset, PRESETS, type Preset } from './presets.js';
 export interface CommonOptions {
   maxTokens?: number;
   retry?: RetryOptions;
+  /** How long an answer may go without an event (comments do not count) before it is a `stalled` failure. Default 300 000 ms. */
+  idleTimeoutMs?: number;
   headers?: Record<string, string>;
   transport?: HttpProviderSpec['transport'];
   name?: string;
@@ -52,11 +54,25 @@ function common(options: CommonOptions): Partial<HttpProviderSpec> {
   const out: Partial<HttpProviderSpec> = {};
   if (options.maxTokens !== undefined) out.maxTokens = options.maxTokens;
   if (options.retry !== undefined) out.retry = options.retry;
+  if (options.idleTimeoutMs !== undefined) out.idleTimeoutMs = checkIdleTimeout(options.idleTimeoutMs, 'idleTimeoutMs');
   if (options.headers !== undefined) out.headers = options.headers;
   if (options.transport !== undefined) out.transport = options.transport;
   if (options.name !== undefined) out.name = options.name;
   return out;
 }
+
+/** An idle deadline: a positive number of milliseconds that a timer can hold. */
+export function checkIdleTimeout(value: unknown, where: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
+    throw new InvalidArgumentError(
+      `${where}: ${JSON.stringify(value)} is not an idle timeout; give a number of milliseconds above 0 and at most ${MAX_TIMER_MS} (about 24 days), such as 120000.`,
+    );
+  }
+  return value;
+}
+
+/** The longest delay a Node timer holds (2^31 - 1 ms). */
+const MAX_TIMER_MS = 2_147_483_647;
 
 function requireEnv(variable: string, where: string): string {
   const value = process.env[variable];

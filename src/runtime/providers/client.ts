@@ -17,9 +17,24 @@ import type {
   Provider,
   ProviderSpec,
   RetryOptions,
+  ToolCall,
 } from '../provider.js';
 import { loadProvider } from '../provider.js';
-import { bodyError, readText, recordingTransport, replayTransport, type Transport, undiciTransport } from './http.js';
+import { checkIdleTimeout } from './builders.js';
+import {
+  bodyError,
+  CallCancel,
+  type CancelSignal,
+  decodedBody,
+  readText,
+  recordingTransport,
+  replayTransport,
+  type Transport,
+  undiciTransport,
+  type WireRequest,
+  type WireResponse,
+} from './http.js';
+import { bodyKind, contentCodings, headerValue } from './media-type.js';
 import { findPreset } from './presets.js';
 import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
 import { SseParser } from './sse.js';
@@ -41,6 +56,100 @@ const DEFAULT_KEY_ENV = {
 /** The blank line that ends an event (LF framing, which is what vendors send). */
 const BLANK_LINE = Buffer.from('\n\n');
 
+/** The largest whole JSON answer read (a server that ignored `stream`). */
+const WHOLE_BODY_LIMIT = 16 * 1024 * 1024;
+/** The longest single event: past it a body is not an event stream this client will hold in memory. */
+const MAX_EVENT_CHARS = 64 * 1024 * 1024;
+/** The idle deadline when a spec names none: long enough for a local runtime's slow first token. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
+
+/**
+ * The idle deadline of one call. `moved()` is called when the answer produces something
+ * (its headers, an event, a chunk of a whole body); one timer, re-armed only when it
+ * fires early, checks the time since, so a busy stream costs a clock read per chunk.
+ */
+class IdleWatch {
+  readonly #ms: number;
+  readonly #onIdle: () => void;
+  #last = performance.now();
+  #timer: NodeJS.Timeout | null;
+  fired = false;
+
+  constructor(ms: number, onIdle: () => void) {
+    this.#ms = ms;
+    this.#onIdle = onIdle;
+    this.#timer = setTimeout(this.#check, ms);
+  }
+
+  moved(): void {
+    this.#last = performance.now();
+  }
+
+  #check = (): void => {
+    const quiet = performance.now() - this.#last;
+    if (quiet >= this.#ms - 1) {
+      this.#timer = null;
+      this.fired = true;
+      this.#onIdle();
+    } else {
+      this.#timer = setTimeout(this.#check, this.#ms - quiet);
+    }
+  };
+
+  stop(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+  }
+}
+
+/** Stops reading a body: the transport drains what is left for a moment, then closes the connection. */
+async function closeIterator(chunks: AsyncIterator<Uint8Array>): Promise<void> {
+  await Promise.resolve(chunks.return?.()).catch(() => undefined);
+}
+
+async function closeBody(body: AsyncIterable<Uint8Array>): Promise<void> {
+  await closeIterator(body[Symbol.asyncIterator]());
+}
+
+const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
+/**
+ * Reads the body up to its first byte that is not whitespace: `{` or `[` means a whole
+ * JSON answer, anything else an event stream. The bytes read are handed back in front of
+ * the rest, so the caller reads the body from its start.
+ */
+async function sniff(
+  chunks: AsyncIterator<Uint8Array>,
+  provider: string,
+  signal: CancelSignal,
+): Promise<{ json: boolean; chunks: AsyncIterator<Uint8Array> }> {
+  const held: Uint8Array[] = [];
+  let json = false;
+  for (;;) {
+    let next: IteratorResult<Uint8Array>;
+    try {
+      next = await chunks.next();
+    } catch (error) {
+      throw bodyError(error, provider, signal);
+    }
+    if (next.done) break;
+    held.push(next.value);
+    const first = next.value.findIndex((byte) => !WHITESPACE.has(byte));
+    if (first >= 0) {
+      json = next.value[first] === 0x7b || next.value[first] === 0x5b;
+      break;
+    }
+  }
+  return {
+    json,
+    chunks: {
+      next: () =>
+        held.length > 0 ? Promise.resolve({ value: held.shift() as Uint8Array, done: false }) : chunks.next(),
+      return: () => chunks.return?.() ?? Promise.resolve({ value: undefined, done: true }),
+    },
+  };
+}
+
 export class HttpProvider implements Provider {
   readonly name: string;
   readonly model: string;
@@ -48,8 +157,16 @@ export class HttpProvider implements Provider {
   readonly #config: WireConfig;
   readonly #transport: Transport;
   readonly #retry: Required<RetryOptions>;
+  readonly #idleTimeoutMs: number;
 
-  constructor(wire: Wire, config: WireConfig, transport: Transport, retry: RetryOptions = {}) {
+  constructor(
+    wire: Wire,
+    config: WireConfig,
+    transport: Transport,
+    retry: RetryOptions = {},
+    idleTimeoutMs: number = DEFAULT_IDLE_TIMEOUT_MS,
+  ) {
+    this.#idleTimeoutMs = idleTimeoutMs;
     this.name = config.name;
     this.model = config.model;
     this.#wire = wire;
@@ -69,6 +186,8 @@ export class HttpProvider implements Provider {
   /**
    * Sends the request and hands every part to `onPart`, synchronously, as each chunk of
    * the body is decoded. The hot path: no promise per part, only per network chunk.
+   * Reading stops at the wire's terminator, not at the server's close; an answer that
+   * produces no event for the idle deadline is ended as `stalled`.
    */
   async #run(
     request: ModelRequest,
@@ -76,33 +195,86 @@ export class HttpProvider implements Provider {
     signal?: AbortSignal,
     onText: (text: string) => void = (text) => onPart({ type: 'text-delta', text }),
     joined = false,
-  ): Promise<RateLimits> {
+  ): Promise<{ rateLimits: RateLimits; requestChars: number }> {
     const wire = this.#wire.request(request, this.#config);
+    // The idle deadline aborts the request through a signal of its own, so its failure is
+    // told apart from the caller's cancel.
+    const local = new CallCancel();
+    const forward = () => local.abort(signal?.reason);
+    if (signal?.aborted) forward();
+    else signal?.addEventListener('abort', forward, { once: true });
+    const watch = new IdleWatch(this.#idleTimeoutMs, () => local.abort(new Error('stalled')));
+    try {
+      const rateLimits = await this.#exchange(wire, onPart, local, watch, onText, joined);
+      return { rateLimits, requestChars: wire.body?.length ?? 0 };
+    } catch (error) {
+      if (watch.fired && !signal?.aborted) {
+        throw new ProviderError({
+          kind: 'stalled',
+          provider: this.name,
+          message: `${this.name}: the answer produced no event for ${this.#idleTimeoutMs} ms (the idle deadline); it was ended to be tried again.`,
+          cause: error,
+        });
+      }
+      throw error;
+    } finally {
+      watch.stop();
+      signal?.removeEventListener('abort', forward);
+    }
+  }
+
+  async #exchange(
+    wire: WireRequest,
+    onPart: (part: StreamPart) => void,
+    signal: CancelSignal,
+    watch: IdleWatch,
+    onText: (text: string) => void,
+    joined: boolean,
+  ): Promise<RateLimits> {
     const response = await this.#transport.send(wire, this.name, signal);
+    watch.moved();
     const rateLimits = parseRateLimits(response.headers);
+    const body = await this.#decoded(response);
     // A redirect is not followed (a key must not travel to another host): it is an answer we cannot use.
     if (response.status >= 300) {
-      const body = await readText(response.body).catch(() => '');
+      const text = await readText(body).catch(() => '');
       throw new ProviderError({
         kind: 'http',
         provider: this.name,
         statusCode: response.status,
-        responseBody: body,
+        responseBody: text,
         retryAfterMs: parseRetryAfter(response.headers),
         rateLimits,
-        message: `${this.name}: HTTP ${response.status}: ${vendorMessage(body)}`,
+        message: `${this.name}: HTTP ${response.status}: ${vendorMessage(text)}`,
       });
     }
     const decoder = this.#wire.decoder(this.#config);
     const emit = (parts: StreamPart[]) => {
       for (const part of parts) onPart(part);
     };
-    const contentType = response.headers.find(([name]) => name === 'content-type')?.[1] ?? '';
-    if (contentType.includes('application/json')) {
-      const text = await readText(response.body, 16 * 1024 * 1024, this.name);
-      let body: unknown;
+    const contentType = headerValue(response.headers, 'content-type');
+    let kind = bodyKind(contentType);
+    let chunks = body[Symbol.asyncIterator]();
+    if (kind === 'unknown') {
+      // No media type this client reads (or none at all): the body's first byte decides.
+      const sniffed = await sniff(chunks, this.name, signal);
+      chunks = sniffed.chunks;
+      kind = sniffed.json ? 'json' : 'event-stream';
+    }
+    if (kind === 'json') {
+      const text = await readText({ [Symbol.asyncIterator]: () => chunks }, WHOLE_BODY_LIMIT, this.name, () =>
+        watch.moved(),
+      );
+      if (text.length >= WHOLE_BODY_LIMIT) {
+        throw new ProviderError({
+          kind: 'undecodable',
+          provider: this.name,
+          message: `${this.name}: the answer is larger than ${WHOLE_BODY_LIMIT} bytes of JSON`,
+        });
+      }
+      let parsed: unknown;
       try {
-        body = JSON.parse(text);
+        parsed = JSON.parse(text);
       } catch (cause) {
         throw new ProviderError({
           kind: 'undecodable',
@@ -111,9 +283,10 @@ export class HttpProvider implements Provider {
           cause,
         });
       }
-      emit(decoder.whole(body));
+      emit(decoder.whole(parsed));
       return rateLimits;
     }
+    const declared = bodyKind(contentType) === 'event-stream';
     const parser = new SseParser();
     // StringDecoder keeps a character split across chunks whole, at several times TextDecoder's speed.
     const utf8 = new StringDecoder('utf8');
@@ -126,16 +299,22 @@ export class HttpProvider implements Provider {
       if (bytes.length > 0) whole = (bytes[bytes.length - 1] as number) < 0x80;
       return utf8.write(bytes);
     };
+    // Every event read (a ping, say, whatever its parts) is the stream moving; comments are not.
+    const progress = { events: 0 };
+    const counted = (text: string) => {
+      progress.events++;
+      onText(text);
+    };
     // A completion gathered whole reads the plain text events of a chunk off its bytes.
     const scanBytes = joined ? decoder.scanBytes?.bind(decoder) : undefined;
     // Before the lane knows the stream's plain event, the first events go to the parser one
     // by one, so the lane can start within the first chunk; after these many, a stream
     // without plain events goes to the parser a chunk at a time.
     let learning = 8;
+    let seen = 0;
     // Only a failure to read the body is the vendor's (a cut stream, a cancel); one thrown
     // while decoding is a ProviderError already, and one thrown by a caller's hook is the
     // caller's, which no retry would mend. Either way the request is given up.
-    const chunks = response.body[Symbol.asyncIterator]();
     for (;;) {
       let next: IteratorResult<Uint8Array>;
       try {
@@ -151,7 +330,7 @@ export class HttpProvider implements Provider {
         if (scanBytes !== undefined && whole) {
           for (;;) {
             if (parser.idle()) {
-              const read = whole ? scanBytes(bytes, from, onText) : from;
+              const read = whole ? scanBytes(bytes, from, counted) : from;
               if (read >= 0) from = read;
               if (read >= 0 || learning === 0) break;
               learning--;
@@ -160,22 +339,53 @@ export class HttpProvider implements Provider {
             // the lane has yet to learn from.
             const cut = bytes.indexOf(BLANK_LINE, from);
             if (cut < 0) break;
-            this.#chunk(decode(bytes.subarray(from, cut + 2)), parser, decoder, emit, onText, joined);
+            this.#chunk(decode(bytes.subarray(from, cut + 2)), parser, decoder, emit, counted, joined, progress);
             from = cut + 2;
-            if (!parser.idle()) break;
+            if (!parser.idle() || decoder.finished) break;
           }
         }
-        if (from < bytes.length) {
-          this.#chunk(decode(from === 0 ? bytes : bytes.subarray(from)), parser, decoder, emit, onText, joined);
+        if (from < bytes.length && !decoder.finished) {
+          this.#chunk(
+            decode(from === 0 ? bytes : bytes.subarray(from)),
+            parser,
+            decoder,
+            emit,
+            counted,
+            joined,
+            progress,
+          );
+        }
+        if (parser.buffered() > MAX_EVENT_CHARS) {
+          throw new ProviderError({
+            kind: 'undecodable',
+            provider: this.name,
+            message: `${this.name}: an event of the stream is longer than ${MAX_EVENT_CHARS} characters`,
+          });
         }
       } catch (error) {
-        await Promise.resolve(chunks.return?.()).catch(() => undefined);
+        await closeIterator(chunks);
         throw error;
+      }
+      if (progress.events !== seen) {
+        seen = progress.events;
+        watch.moved();
+      }
+      if (decoder.finished) {
+        // The vendor said the answer is complete: the rest of the body is not waited for.
+        await closeIterator(chunks);
+        emit(decoder.finish(false));
+        return rateLimits;
       }
     }
     for (const event of parser.push(utf8.end())) emit(decoder.event(event));
     const ended = parser.end();
-    for (const event of ended.events) emit(decoder.event(event));
+    if (!declared && progress.events === 0) {
+      throw new ProviderError({
+        kind: 'undecodable',
+        provider: this.name,
+        message: `${this.name}: the answer (${contentType === null ? 'with no Content-Type' : `Content-Type ${JSON.stringify(contentType)}`}) is neither an event stream nor JSON.`,
+      });
+    }
     emit(decoder.finish(ended.incomplete));
     return rateLimits;
   }
@@ -188,9 +398,12 @@ export class HttpProvider implements Provider {
     emit: (parts: StreamPart[]) => void,
     onText: (text: string) => void,
     joined: boolean,
+    progress: { events: number },
   ): void {
     let text = input;
     for (;;) {
+      // Past the terminator nothing is read, whatever the chunk still holds.
+      if (decoder.finished) return;
       // The fast lane reads runs of plain text events; the parser takes whatever breaks a run.
       if (decoder.scan && parser.idle()) {
         const read = decoder.scan(text, onText, joined);
@@ -198,11 +411,17 @@ export class HttpProvider implements Provider {
       }
       const cut = text.indexOf('\n\n');
       if (cut < 0 || !decoder.scan) {
-        for (const event of parser.push(text)) emit(decoder.event(event));
+        for (const event of parser.push(text)) {
+          progress.events++;
+          emit(decoder.event(event));
+        }
         return;
       }
       // One event at a time through the parser, so the fast lane can resume after it.
-      for (const event of parser.push(text.slice(0, cut + 2))) emit(decoder.event(event));
+      for (const event of parser.push(text.slice(0, cut + 2))) {
+        progress.events++;
+        emit(decoder.event(event));
+      }
       text = text.slice(cut + 2);
       if (text.length === 0) return;
     }
@@ -229,8 +448,8 @@ export class HttpProvider implements Provider {
       },
       stop.signal,
     ).then(
-      (limits) => {
-        rateLimits = limits;
+      (result) => {
+        rateLimits = result.rateLimits;
         finished = true;
         wake?.();
       },
@@ -263,16 +482,10 @@ export class HttpProvider implements Provider {
     const started = performance.now();
     let firstToken: number | null = null;
     const text: string[] = [];
-    let usage: CallUsage = {
-      inputTokens: 0,
-      outputTokens: 0,
-      cacheReadTokens: 0,
-      cacheWriteTokens: 0,
-      reasoningTokens: 0,
-    };
+    let usage: CallUsage | null = null;
     let finishReason: string | null = null;
     const ends: Extract<StreamPart, { type: 'tool-call-end' }>[] = [];
-    const rateLimits = await this.#run(
+    const { rateLimits, requestChars } = await this.#run(
       request,
       (part) => {
         if (firstToken === null && (part.type === 'text-delta' || part.type === 'tool-call-start'))
@@ -295,10 +508,13 @@ export class HttpProvider implements Provider {
       true,
     );
     const finished = performance.now();
+    const answer = text.join('');
+    const toolCalls = toolCallsOf(ends);
     return {
-      text: text.join(''),
-      toolCalls: toolCallsOf(ends),
-      usage,
+      text: answer,
+      toolCalls,
+      usage: usage ?? estimatedUsage(requestChars, answer, toolCalls),
+      ...(usage === null ? { usageReported: false } : {}),
       model: this.model,
       provider: this.name,
       finishReason,
@@ -335,10 +551,21 @@ export class HttpProvider implements Provider {
     await readText(response.body).catch(() => '');
   }
 
+  /** The response's body with its content codings undone; a coding it cannot read closes the body and throws. */
+  async #decoded(response: WireResponse): Promise<AsyncIterable<Uint8Array>> {
+    try {
+      return decodedBody(response.body, contentCodings(response.headers), this.name);
+    } catch (error) {
+      await closeBody(response.body);
+      throw error;
+    }
+  }
+
   /** What the vendor says it can run, with context windows and prices where it publishes them. */
   async models(signal?: AbortSignal): Promise<ModelInfo[]> {
     const response = await this.#transport.send(this.#wire.models(this.#config), this.name, signal);
-    const text = await readText(response.body, 32 * 1024 * 1024, this.name);
+    const body = await this.#decoded(response);
+    const text = await readText(body, 32 * 1024 * 1024, this.name);
     if (response.status >= 400) {
       throw new ProviderError({
         kind: 'http',
@@ -359,6 +586,22 @@ export class HttpProvider implements Provider {
       });
     }
   }
+}
+
+/**
+ * What a call is taken to have cost when the vendor reported nothing: a quarter of the
+ * characters sent and of those received (text and the calls' JSON), the usual rough
+ * measure of a token, so a server that never reports usage still draws on the budget.
+ */
+function estimatedUsage(requestChars: number, text: string, calls: readonly ToolCall[]): CallUsage {
+  const callChars = calls.reduce((sum, call) => sum + call.name.length + JSON.stringify(call.args).length, 0);
+  return {
+    inputTokens: Math.ceil(requestChars / 4),
+    outputTokens: Math.ceil((text.length + callChars) / 4),
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+  };
 }
 
 function vendorMessage(body: string): string {
@@ -561,5 +804,15 @@ export async function buildHttpProvider(spec: Exclude<ProviderSpec, { kind: 'mod
   if (spec.transport && 'replay' in spec.transport) transport = replayTransport(spec.transport.replay);
   else if (spec.transport && 'record' in spec.transport)
     transport = recordingTransport(undiciTransport, spec.transport.record);
-  return new HttpProvider(spec.kind === 'anthropic' ? anthropicWire : openAiWire, config, transport, spec.retry);
+  const idleTimeoutMs =
+    spec.idleTimeoutMs === undefined
+      ? DEFAULT_IDLE_TIMEOUT_MS
+      : checkIdleTimeout(spec.idleTimeoutMs, `${name}: idleTimeoutMs`);
+  return new HttpProvider(
+    spec.kind === 'anthropic' ? anthropicWire : openAiWire,
+    config,
+    transport,
+    spec.retry,
+    idleTimeoutMs,
+  );
 }

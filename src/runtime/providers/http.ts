@@ -7,6 +7,8 @@
  */
 import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { pipeline, Readable, type Transform } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { Agent } from 'undici';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { ProviderError } from './types.js';
@@ -25,14 +27,57 @@ export interface WireResponse {
   body: AsyncIterable<Uint8Array>;
 }
 
-export interface Transport {
-  send(wire: WireRequest, provider: string, signal?: AbortSignal): Promise<WireResponse>;
+/**
+ * What a transport reads of a cancel: an AbortSignal has all of it, and so has the
+ * provider's own {@link CallCancel}, which a call makes without an AbortController.
+ */
+export interface CancelSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
 }
 
-/** One keep-alive pool per thread: every provider of an agent thread shares its sockets. */
+export interface Transport {
+  send(wire: WireRequest, provider: string, signal?: CancelSignal): Promise<WireResponse>;
+}
+
+/**
+ * One call's cancel: the caller's cancel forwarded, or the idle deadline. A plain
+ * listener list, not an AbortController: an AbortSignal's listeners cost microseconds
+ * each to add and remove, on every call, where this costs nothing measurable.
+ */
+export class CallCancel implements CancelSignal {
+  aborted = false;
+  reason: unknown = undefined;
+  #listeners: (() => void)[] = [];
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    if (!this.aborted) this.#listeners.push(listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    const at = this.#listeners.indexOf(listener);
+    if (at >= 0) this.#listeners.splice(at, 1);
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    for (const listener of this.#listeners.splice(0)) listener();
+  }
+}
+
+/**
+ * One keep-alive pool per thread: every provider of an agent thread shares its sockets.
+ * undici's own header and body timeouts are off: the provider's idle deadline is the one
+ * clock for a silent answer (it counts comments as silence, which undici cannot), so a
+ * deadline set longer than undici's default is not cut short by it.
+ */
 let sharedAgent: Agent | null = null;
 function agent(): Agent {
-  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 64 });
+  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 64, headersTimeout: 0, bodyTimeout: 0 });
   return sharedAgent;
 }
 
@@ -53,7 +98,7 @@ const CONNECTION_CODES = new Set([
 ]);
 
 /** The failure an undici error stands for: a cancel, or no answer. */
-export function connectionError(error: unknown, provider: string, signal?: AbortSignal): ProviderError {
+export function connectionError(error: unknown, provider: string, signal?: CancelSignal): ProviderError {
   if (signal?.aborted) {
     return new ProviderError({
       kind: 'aborted',
@@ -126,7 +171,7 @@ export const undiciTransport: Transport = {
           {
             onRequestStart(controller) {
               body.controller = controller;
-              if (signal?.aborted) controller.abort(signal.reason);
+              if (signal?.aborted) controller.abort(signal.reason as Error);
             },
             onResponseStart(_controller, statusCode, headers) {
               // An interim answer (100 Continue, 102 Processing, 103 Early Hints) is not the answer.
@@ -172,10 +217,21 @@ interface DispatchController {
 const HIGH_WATER = 16;
 
 /**
+ * After the caller stops reading (the vendor's terminator arrived, or the decoder gave
+ * up), the rest of the answer is read and dropped for this long, and this much at most,
+ * so a body that ends at once (as vendors' do, just after their terminator) leaves its
+ * socket in the pool for the next call. A body that goes on (keep-alives after the
+ * terminator) is aborted then, which closes the connection.
+ */
+export const DRAIN_GRACE_MS = 250;
+const DRAIN_LIMIT_BYTES = 64 * 1024;
+
+/**
  * A response body as undici's dispatcher delivers it: chunks queued as they come, read
  * by one `for await`. Reading pauses the socket when the caller falls behind and resumes
- * it when the caller catches up; a caller that stops early aborts the request, so the
- * connection is closed instead of being left with an unread answer.
+ * it when the caller catches up. A caller that stops early is not kept waiting: what
+ * comes after is dropped for a short grace ({@link DRAIN_GRACE_MS}), and an answer still
+ * going then is aborted, so the connection is closed instead of being left reading.
  */
 class BodyQueue implements AsyncIterable<Uint8Array> {
   controller: DispatchController | null = null;
@@ -186,8 +242,15 @@ class BodyQueue implements AsyncIterable<Uint8Array> {
   #wake: (() => void) | null = null;
   #paused = false;
   #iterated = false;
+  /** Set once the caller stopped reading: how much has been dropped since, and the grace's timer. */
+  #draining: { dropped: number; timer: NodeJS.Timeout } | null = null;
 
   push(chunk: Uint8Array): void {
+    if (this.#draining !== null) {
+      this.#draining.dropped += chunk.byteLength;
+      if (this.#draining.dropped > DRAIN_LIMIT_BYTES) this.#abandon();
+      return;
+    }
     this.#chunks.push(chunk);
     if (this.#chunks.length - this.#head >= HIGH_WATER && this.controller && !this.#paused) {
       this.#paused = true;
@@ -198,12 +261,26 @@ class BodyQueue implements AsyncIterable<Uint8Array> {
 
   end(): void {
     this.#ended = true;
+    this.#stopDraining();
     this.#signal();
   }
 
   fail(error: unknown): void {
     this.#failure ??= { error };
+    this.#stopDraining();
     this.#signal();
+  }
+
+  #stopDraining(): void {
+    if (this.#draining !== null) clearTimeout(this.#draining.timer);
+  }
+
+  /** The grace is over, or too much came: the request is aborted and its socket closed. */
+  #abandon(): void {
+    this.#stopDraining();
+    if (this.#ended || this.#failure !== null) return;
+    this.#failure = { error: new Error('the response body was not read to its end') };
+    this.controller?.abort(this.#failure.error);
   }
 
   #signal(): void {
@@ -242,10 +319,17 @@ class BodyQueue implements AsyncIterable<Uint8Array> {
         }
       },
       return: async (): Promise<IteratorResult<Uint8Array>> => {
-        if (!this.#ended && this.#failure === null)
-          this.controller?.abort(new Error('the response body was not read to its end'));
         this.#chunks.length = 0;
         this.#head = 0;
+        if (!this.#ended && this.#failure === null && this.#draining === null) {
+          const timer = setTimeout(() => this.#abandon(), DRAIN_GRACE_MS);
+          timer.unref();
+          this.#draining = { dropped: 0, timer };
+          if (this.#paused) {
+            this.#paused = false;
+            this.controller?.resume();
+          }
+        }
         return { value: undefined, done: true };
       },
     };
@@ -258,16 +342,63 @@ const EMPTY = new Uint8Array(0);
  * The failure a body read error stands for: a cancel, or a stream the vendor had started
  * and that was cut. Callers reading a body wrap their loop with this.
  */
-export function bodyError(error: unknown, provider: string, signal?: AbortSignal): ProviderError {
+export function bodyError(error: unknown, provider: string, signal?: CancelSignal): ProviderError {
   if (error instanceof ProviderError) return error;
   const failure = connectionError(error, provider, signal);
   if (failure.kind === 'aborted') return failure;
+  const code = errorCode(error);
+  // Bytes that are not the coding the vendor named (a cut coded stream is Z_BUF_ERROR: cut).
+  if (code === 'Z_DATA_ERROR' || code === 'ERR__ERROR_FORMAT_PADDING_1' || code?.startsWith('ERR_BROTLI')) {
+    return new ProviderError({
+      kind: 'undecodable',
+      provider,
+      message: `${provider}: the body is not in the content coding its headers name: ${(error as Error)?.message ?? String(error)}`,
+      cause: error,
+    });
+  }
   return new ProviderError({
     kind: 'truncated',
     provider,
     message: `${provider}: the stream was cut: ${(error as Error)?.message ?? String(error)}`,
     cause: error,
   });
+}
+
+/** The decoders of the content codings a body may arrive in; `x-gzip` is gzip's old name (RFC 9110 §8.4.1.3). */
+const CODINGS: Record<string, () => Transform> = {
+  gzip: () => createGunzip(),
+  'x-gzip': () => createGunzip(),
+  deflate: () => createInflate(),
+  br: () => createBrotliDecompress(),
+};
+
+/**
+ * The body with its content codings undone, last applied first. A request says
+ * `accept-encoding: identity`, but a server may code the answer all the same (a gateway
+ * in front of the vendor, say), so gzip, deflate and br are read; any other coding is
+ * an `undecodable` failure naming it. An uncoded body is handed back as it is.
+ */
+export function decodedBody(
+  body: AsyncIterable<Uint8Array>,
+  codings: readonly string[],
+  provider: string,
+): AsyncIterable<Uint8Array> {
+  if (codings.length === 0) return body;
+  const decoders = [...codings].reverse().map((coding) => {
+    const make = CODINGS[coding];
+    if (make === undefined) {
+      throw new ProviderError({
+        kind: 'undecodable',
+        provider,
+        message: `${provider}: the answer is in the content coding ${JSON.stringify(coding)}, which this client cannot read (gzip, deflate and br it can).`,
+      });
+    }
+    return make();
+  });
+  // Destroying the last stream (a caller that stops reading) destroys the chain back to
+  // the body, whose iterator is then told to stop as any reader's would be.
+  const source = Readable.from(body, { objectMode: false });
+  return pipeline([source, ...decoders] as unknown as [Readable, Transform], () => undefined) as unknown as Readable;
 }
 
 /** What identifies a request for replay: its method, path and body bytes (never its headers, which hold the key). */
@@ -385,16 +516,21 @@ export function replayTransport(file: string): Transport {
   };
 }
 
-/** Reads a whole (error) body as text, bounded. */
+/**
+ * Reads a whole (error) body as text, bounded: past `limit` bytes the rest is read and
+ * dropped, and the text is `limit` characters long. `onChunk` hears of each chunk.
+ */
 export async function readText(
   body: AsyncIterable<Uint8Array>,
   limit = 64 * 1024,
   provider = 'provider',
+  onChunk?: () => void,
 ): Promise<string> {
   const parts: Buffer[] = [];
   let size = 0;
   try {
     for await (const chunk of body) {
+      onChunk?.();
       if (size < limit) parts.push(Buffer.from(chunk));
       size += chunk.byteLength;
     }

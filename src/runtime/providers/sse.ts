@@ -52,6 +52,11 @@ export class SseParser {
     );
   }
 
+  /** Characters held for an event not yet ended: its unterminated line and its data so far. */
+  buffered(): number {
+    return this.partialLine.length + (this.data === null ? 0 : this.data.length);
+  }
+
   /** Feeds the next piece of the stream; returns the events it completed, in order. */
   push(chunk: string): SseEvent[] {
     if (this.ended) throw new Error('SseParser.push called after end()');
@@ -177,9 +182,9 @@ export class SseParser {
   }
 }
 
-/** Whether the event is the `data: [DONE]` sentinel OpenAI-style streams end with. */
+/** Whether the event is the `data: [DONE]` sentinel OpenAI-style streams end with (whitespace around it allowed). */
 export function isDone(event: SseEvent): boolean {
-  return event.data === '[DONE]';
+  return event.data === '[DONE]' || (event.data.length < 16 && event.data.trim() === '[DONE]');
 }
 
 export interface Utf8ChunksOptions {

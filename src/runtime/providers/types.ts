@@ -60,6 +60,7 @@ export type ProviderFailureKind =
   | 'http' // the vendor answered with an error status
   | 'connection' // no answer: refused, reset, DNS, timeout
   | 'truncated' // the stream ended before the vendor said it was done
+  | 'stalled' // the stream went silent (no event) for longer than the provider's idle deadline
   | 'undecodable' // the vendor sent something that is not its wire format
   | 'aborted'; // the caller cancelled
 
@@ -76,8 +77,8 @@ export interface ProviderErrorInit {
 
 /**
  * A failed model call. `isRetryable` is derived from what happened, never from the
- * message: 408, 409, 429 and 5xx, a connection that failed or was reset, and a
- * truncated stream are worth another try; 400, 401, 403, 404 and an undecodable answer
+ * message: 408, 409, 429 and 5xx, a connection that failed or was reset, a truncated
+ * stream and a stalled one are worth another try; 400, 401, 403, 404 and an undecodable answer
  * are not.
  */
 export class ProviderError extends HarnessError {
@@ -117,6 +118,7 @@ export function isRetryable(kind: ProviderFailureKind, statusCode: number | null
   switch (kind) {
     case 'connection':
     case 'truncated':
+    case 'stalled':
       return true;
     case 'undecodable':
     case 'aborted':

@@ -41,6 +41,11 @@ export interface WireDecoder {
    * none), or -1 while it cannot read any (no plain event seen yet).
    */
   scanBytes?(bytes: Uint8Array, start: number, onText: (text: string) => void): number;
+  /**
+   * The vendor's terminator has arrived (`data: [DONE]`, `message_stop`): the answer is
+   * complete, nothing after it is read, and the caller stops reading the body.
+   */
+  readonly finished: boolean;
   /** The parts one event carries. Throws a ProviderError for an undecodable event or a vendor-reported error. */
   event(event: SseEvent): StreamPart[];
   /** The closing parts; throws `truncated` when the vendor never said it was done. */
@@ -395,6 +400,35 @@ function openAiUsage(usage: Json): CallUsage {
   };
 }
 
+/**
+ * A chunk's `function.arguments` as text: the wire's string, or (from servers that send
+ * the arguments decoded) an object's JSON; anything else carries none.
+ */
+function argumentText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  return isObject(value) ? JSON.stringify(value) : '';
+}
+
+/** A call of an OpenAI-shaped stream as its chunks arrive; `started` once its start was emitted (it has a name). */
+interface OpenAiCall {
+  id: string;
+  name: string;
+  args: string;
+  started: boolean;
+}
+
+/** The choice a completion is read from: the one with index 0 (the only one unless `n` was set), else the first. */
+function primaryChoice(choices: unknown): Json | null {
+  if (!Array.isArray(choices)) return null;
+  let first: Json | null = null;
+  for (const choice of choices) {
+    if (!isObject(choice)) continue;
+    if (choice.index === 0) return choice;
+    if (choice.index === undefined || choice.index === null) first ??= choice;
+  }
+  return first;
+}
+
 class OpenAiDecoder implements WireDecoder {
   readonly #provider: string;
   readonly #plain = new PlainText(OPENAI_TEXT, openAiPlain);
@@ -405,96 +439,149 @@ class OpenAiDecoder implements WireDecoder {
   scanBytes(bytes: Uint8Array, start: number, onText: (text: string) => void): number {
     return this.#plain.scanBytes(bytes, start, 'data: ', onText);
   }
-  readonly #calls = new Map<number, { id: string; name: string; args: string }>();
-  /** The index the last tool-call chunk went to. */
+  readonly #calls = new Map<number, OpenAiCall>();
+  /** The position the last tool-call chunk went to. */
   #last: number | null = null;
   /** The server's index for a call, where it reused one: ours. */
   readonly #alias = new Map<number, number>();
   /** Calls ended as soon as the next began, with the arguments they were ended with. */
   readonly #ended = new Map<number, string>();
+  /** `data: [DONE]` arrived: the answer is complete and nothing after it is read. */
   #done = false;
-
-  /** An index no call has yet. */
-  #next(): number {
-    let index = this.#calls.size;
-    while (this.#calls.has(index)) index++;
-    return index;
-  }
+  /** A `usage` object arrived (the request asks for one with `include_usage`). */
+  #usageSeen = false;
   #finishReason: string | null = null;
 
   constructor(provider: string) {
     this.#provider = provider;
   }
 
+  get finished(): boolean {
+    return this.#done;
+  }
+
+  /** A position no call has yet. */
+  #next(): number {
+    let index = this.#calls.size;
+    while (this.#calls.has(index)) index++;
+    return index;
+  }
+
   event(event: SseEvent): StreamPart[] {
+    if (this.#done) return [];
     if (isDone(event)) {
       this.#done = true;
       return [];
     }
-    const fast = this.#plain.read(event.data);
-    if (fast !== null) return fast === '' ? [] : [{ type: 'text-delta', text: fast }];
+    if (event.event !== 'error') {
+      const fast = this.#plain.read(event.data);
+      if (fast !== null) return fast === '' ? [] : [{ type: 'text-delta', text: fast }];
+    }
     const chunk = parseJson(event.data, this.#provider);
     if (!isObject(chunk)) return [];
     if (chunk.error !== undefined && chunk.error !== null) throw vendorError(this.#provider, chunk.error, 500);
+    // A server that names its error event (`event: error`) may send the error bare.
+    if (event.event === 'error') throw vendorError(this.#provider, chunk, 500);
     const parts: StreamPart[] = [];
-    const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
-    const choice = choices[0];
-    if (isObject(choice)) {
+    const choice = primaryChoice(chunk.choices);
+    if (choice !== null) {
       const delta = isObject(choice.delta) ? choice.delta : {};
       if (typeof delta.content === 'string' && delta.content !== '')
         parts.push({ type: 'text-delta', text: delta.content });
       if (Array.isArray(delta.tool_calls)) {
-        for (const item of delta.tool_calls) {
-          if (!isObject(item)) continue;
-          const fn = isObject(item.function) ? item.function : {};
-          const id = typeof item.id === 'string' ? item.id : null;
-          const serverIndex = typeof item.index === 'number' ? item.index : null;
-          // A chunk naming neither index nor id continues the last call.
-          const index =
-            serverIndex === null ? (id === null ? this.#last : null) : (this.#alias.get(serverIndex) ?? serverIndex);
-          const found = index === null ? undefined : this.#calls.get(index);
-          // A new id at a taken index is a new call (some servers number every call 0).
-          let call = found && (id === null || found.id === id) ? found : undefined;
-          let position: number;
-          if (call && index !== null) {
-            position = index;
-          } else {
-            position = index === null || this.#calls.has(index) ? this.#next() : index;
-            // The wire streams calls one after another: the one before is finished when the next
-            // begins, so it ends now (a caller can start a read-only call early). Should more of
-            // its arguments still come, it is ended again at the close, and that end stands.
-            const previous = this.#last === null ? undefined : this.#calls.get(this.#last);
-            if (previous && this.#last !== null && !this.#ended.has(this.#last)) {
-              const args = completeArguments(previous.args);
-              if (args) {
-                this.#ended.set(this.#last, previous.args);
-                parts.push({ type: 'tool-call-end', index: this.#last, id: previous.id, name: previous.name, args });
-              }
-            }
-            call = { id: id ?? `call_${position}`, name: typeof fn.name === 'string' ? fn.name : '', args: '' };
-            this.#calls.set(position, call);
-            if (serverIndex !== null) this.#alias.set(serverIndex, position);
-            parts.push({ type: 'tool-call-start', index: position, id: call.id, name: call.name });
-          }
-          this.#last = position;
-          if (typeof fn.arguments === 'string' && fn.arguments !== '') {
-            call.args += fn.arguments;
-            parts.push({ type: 'tool-call-delta', index: position, argumentsDelta: fn.arguments });
-          }
-        }
+        for (const item of delta.tool_calls) if (isObject(item)) this.#toolCallChunk(item, parts);
       }
-      if (typeof choice.finish_reason === 'string') this.#finishReason = choice.finish_reason;
+      // Some compatible servers send an empty finish reason on every chunk until the last.
+      if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '')
+        this.#finishReason = choice.finish_reason;
     }
-    if (isObject(chunk.usage)) parts.push({ type: 'usage', usage: openAiUsage(chunk.usage) });
+    if (isObject(chunk.usage)) {
+      this.#usageSeen = true;
+      parts.push({ type: 'usage', usage: openAiUsage(chunk.usage) });
+    }
     return parts;
   }
 
+  /**
+   * One entry of `delta.tool_calls`, by the rule in docs/guides/providers.md: the index
+   * keys the call; at a taken index only a non-empty id other than that call's starts a
+   * new one (an empty, absent or repeated id continues it); with no index, a known id
+   * names its call, a new id starts one, and no id continues the last. `type` is not
+   * read; the first non-empty name names the call; arguments are appended.
+   */
+  #toolCallChunk(item: Json, parts: StreamPart[]): void {
+    const fn = isObject(item.function) ? item.function : {};
+    const id = typeof item.id === 'string' && item.id !== '' ? item.id : null;
+    const serverIndex =
+      typeof item.index === 'number' && Number.isInteger(item.index) && item.index >= 0 ? item.index : null;
+    let position: number | null;
+    if (serverIndex !== null) {
+      const at = this.#alias.get(serverIndex) ?? serverIndex;
+      const found = this.#calls.get(at);
+      position = found !== undefined && (id === null || id === found.id) ? at : null;
+      if (found === undefined) position = this.#start(at, id, serverIndex, parts);
+    } else if (id !== null) {
+      position = null;
+      for (const [at, call] of this.#calls) if (call.id === id) position = at;
+    } else {
+      position = this.#last;
+    }
+    position ??= this.#start(this.#next(), id, serverIndex, parts);
+    const call = this.#calls.get(position) as OpenAiCall;
+    this.#last = position;
+    const name = typeof fn.name === 'string' ? fn.name : '';
+    if (call.name === '' && name !== '') call.name = name;
+    const text = argumentText(fn.arguments);
+    if (text !== '') {
+      call.args += text;
+      if (call.started) parts.push({ type: 'tool-call-delta', index: position, argumentsDelta: text });
+    }
+    if (!call.started && call.name !== '') this.#announce(position, call, parts);
+  }
+
+  /** A new call at `position`. The one before it is finished now, since calls stream one after another. */
+  #start(position: number, id: string | null, serverIndex: number | null, parts: StreamPart[]): number {
+    // Ended now, a caller can start a read-only call early. Should more of its arguments
+    // still come, it is ended again at the close, and that end stands.
+    const previous = this.#last === null ? undefined : this.#calls.get(this.#last);
+    if (previous !== undefined && this.#last !== null && !this.#ended.has(this.#last)) {
+      const args = completeArguments(previous.args);
+      if (args && previous.started) {
+        this.#ended.set(this.#last, previous.args);
+        parts.push({ type: 'tool-call-end', index: this.#last, id: previous.id, name: previous.name, args });
+      }
+    }
+    // Ids answer results, so two calls of one completion never share one.
+    let callId = id ?? `call_${position}`;
+    for (const call of this.#calls.values()) if (call.id === callId) callId = `${callId}_${position}`;
+    this.#calls.set(position, { id: callId, name: '', args: '', started: false });
+    if (serverIndex !== null) this.#alias.set(serverIndex, position);
+    return position;
+  }
+
+  /** The call's start, once it has a name, with the arguments that came before it. */
+  #announce(position: number, call: OpenAiCall, parts: StreamPart[]): void {
+    call.started = true;
+    parts.push({ type: 'tool-call-start', index: position, id: call.id, name: call.name });
+    if (call.args !== '') parts.push({ type: 'tool-call-delta', index: position, argumentsDelta: call.args });
+  }
+
+  /**
+   * The stream ended. `[DONE]` says the answer is complete. Without it, a stream cut
+   * mid-event, one with no finish reason, and one that stopped after its finish reason
+   * but before the usage the request asked for are all cut streams; one with both a
+   * finish reason and its usage lacks only the sentinel, which some servers never send.
+   */
   finish(incomplete: boolean): StreamPart[] {
-    if (!this.#done && (incomplete || this.#finishReason === null)) {
+    if (!this.#done && (incomplete || this.#finishReason === null || !this.#usageSeen)) {
+      const missing =
+        incomplete || this.#finishReason === null
+          ? `no finish reason${incomplete ? ', an event cut in half' : ''}`
+          : 'a finish reason but no usage, which the request asked for, and no [DONE]';
       throw new ProviderError({
         kind: 'truncated',
         provider: this.#provider,
-        message: `${this.#provider}: the stream ended before the completion did (no finish reason${incomplete ? ', an event cut in half' : ''}).`,
+        message: `${this.#provider}: the stream ended before the completion did (${missing}).`,
       });
     }
     return this.#closing();
@@ -503,6 +590,7 @@ class OpenAiDecoder implements WireDecoder {
   #closing(): StreamPart[] {
     const parts: StreamPart[] = [];
     for (const [index, call] of [...this.#calls.entries()].sort((a, b) => a[0] - b[0])) {
+      if (!call.started) this.#announce(index, call, parts);
       if (this.#ended.get(index) === call.args) continue;
       parts.push({
         type: 'tool-call-end',
@@ -525,24 +613,20 @@ class OpenAiDecoder implements WireDecoder {
       });
     if (body.error !== undefined && body.error !== null) throw vendorError(this.#provider, body.error, 500);
     const parts: StreamPart[] = [];
-    const choice = Array.isArray(body.choices) && isObject(body.choices[0]) ? body.choices[0] : {};
+    const choice = primaryChoice(body.choices) ?? {};
     const message = isObject(choice.message) ? choice.message : {};
     if (typeof message.content === 'string' && message.content !== '')
       parts.push({ type: 'text-delta', text: message.content });
     if (Array.isArray(message.tool_calls)) {
-      message.tool_calls.forEach((item, index) => {
-        if (!isObject(item)) return;
+      for (const [index, item] of message.tool_calls.entries()) {
+        if (!isObject(item)) continue;
         const fn = isObject(item.function) ? item.function : {};
-        const call = {
-          id: typeof item.id === 'string' ? item.id : `call_${index}`,
-          name: typeof fn.name === 'string' ? fn.name : '',
-          args: typeof fn.arguments === 'string' ? fn.arguments : '',
-        };
-        this.#calls.set(index, call);
-        parts.push({ type: 'tool-call-start', index, id: call.id, name: call.name });
-      });
+        // A whole call is one chunk at its place in the list, so ids and names are read as a stream's are.
+        this.#toolCallChunk({ index, id: item.id, function: { name: fn.name, arguments: fn.arguments } }, parts);
+      }
     }
-    this.#finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : 'stop';
+    this.#finishReason =
+      typeof choice.finish_reason === 'string' && choice.finish_reason !== '' ? choice.finish_reason : 'stop';
     if (isObject(body.usage)) parts.push({ type: 'usage', usage: openAiUsage(body.usage) });
     this.#done = true;
     return [...parts, ...this.#closing()];
@@ -610,6 +694,8 @@ function streamingPost(config: WireConfig, path: string, request: ModelRequest, 
       ...config.headers,
       'content-type': 'application/json',
       accept: 'text/event-stream',
+      // Uncoded, please: a coded answer is still read (gzip, deflate, br), but costs a decoder per chunk.
+      'accept-encoding': 'identity',
       ...affinity(request),
     },
     body: JSON.stringify(body),
@@ -621,7 +707,7 @@ function listing(config: WireConfig, path: string): WireRequest {
   return {
     method: 'GET',
     url: joinUrl(config.baseUrl, path),
-    headers: { ...config.headers, accept: 'application/json' },
+    headers: { ...config.headers, accept: 'application/json', 'accept-encoding': 'identity' },
   };
 }
 
@@ -655,6 +741,16 @@ function anthropicMessages(transcript: readonly TranscriptEntry[]): Json[] {
   return messages;
 }
 
+/** A content block of an Anthropic stream; `input` is a tool_use block's input as its start sent it. */
+interface AnthropicBlockState {
+  kind: 'text' | 'tool' | 'other';
+  id: string;
+  name: string;
+  args: string;
+  input: unknown;
+  ordinal: number;
+}
+
 class AnthropicDecoder implements WireDecoder {
   readonly #provider: string;
   readonly #plain = new PlainText(ANTHROPIC_TEXT, anthropicPlain);
@@ -665,11 +761,10 @@ class AnthropicDecoder implements WireDecoder {
   scanBytes(bytes: Uint8Array, start: number, onText: (text: string) => void): number {
     return this.#plain.scanBytes(bytes, start, 'event: content_block_delta\ndata: ', onText);
   }
-  readonly #blocks = new Map<
-    number,
-    { kind: 'text' | 'tool' | 'other'; id: string; name: string; args: string; ordinal: number }
-  >();
+  readonly #blocks = new Map<number, AnthropicBlockState>();
   #tools = 0;
+  /** Some usage arrived (message_start's, message_delta's): else the answer's usage is unknown. */
+  #usageSeen = false;
   #usage: CallUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 };
   #stopReason: string | null = null;
   #stopped = false;
@@ -680,8 +775,13 @@ class AnthropicDecoder implements WireDecoder {
 
   #plainInput = 0;
 
+  get finished(): boolean {
+    return this.#stopped;
+  }
+
   /** Merges what an event says of the prompt: a field it leaves out (or null) keeps its value. */
   #input(usage: Json): void {
+    this.#usageSeen = true;
     if (typeof usage.input_tokens === 'number') this.#plainInput = usage.input_tokens;
     if (typeof usage.cache_read_input_tokens === 'number') this.#usage.cacheReadTokens = usage.cache_read_input_tokens;
     if (typeof usage.cache_creation_input_tokens === 'number')
@@ -691,6 +791,7 @@ class AnthropicDecoder implements WireDecoder {
   }
 
   event(event: SseEvent): StreamPart[] {
+    if (this.#stopped) return [];
     if (event.event === 'content_block_delta') {
       const fast = this.#plain.read(event.data);
       if (fast !== null) return fast === '' ? [] : [{ type: 'text-delta', text: fast }];
@@ -711,11 +812,15 @@ class AnthropicDecoder implements WireDecoder {
         const index = num(payload.index);
         const block = isObject(payload.content_block) ? payload.content_block : {};
         if (block.type === 'tool_use') {
-          const entry = {
-            kind: 'tool' as const,
-            id: String(block.id ?? `toolu_${index}`),
-            name: String(block.name ?? ''),
+          // A block already open at this index is not started again.
+          const open = this.#blocks.get(index);
+          if (open?.kind === 'tool') return [];
+          const entry: AnthropicBlockState = {
+            kind: 'tool',
+            id: this.#uniqueId(typeof block.id === 'string' && block.id !== '' ? block.id : `toolu_${index}`),
+            name: typeof block.name === 'string' ? block.name : '',
             args: '',
+            input: block.input,
             ordinal: this.#tools++,
           };
           this.#blocks.set(index, entry);
@@ -726,6 +831,7 @@ class AnthropicDecoder implements WireDecoder {
           id: '',
           name: '',
           args: '',
+          input: undefined,
           ordinal: -1,
         });
         if (block.type === 'text' && typeof block.text === 'string' && block.text !== '')
@@ -746,17 +852,12 @@ class AnthropicDecoder implements WireDecoder {
         return [];
       }
       case 'content_block_stop': {
-        const block = this.#blocks.get(num(payload.index));
+        const index = num(payload.index);
+        const block = this.#blocks.get(index);
         if (block?.kind !== 'tool') return [];
-        return [
-          {
-            type: 'tool-call-end',
-            index: block.ordinal,
-            id: block.id,
-            name: block.name,
-            ...parseArguments(block.args, block.name),
-          },
-        ];
+        // Ended once: a block stopped twice is not a second call.
+        this.#blocks.set(index, { ...block, kind: 'other' });
+        return [this.#toolEnd(block)];
       }
       case 'message_delta': {
         const delta = isObject(payload.delta) ? payload.delta : {};
@@ -767,9 +868,18 @@ class AnthropicDecoder implements WireDecoder {
         }
         return [];
       }
-      case 'message_stop':
+      case 'message_stop': {
         this.#stopped = true;
-        return [{ type: 'usage', usage: { ...this.#usage } }];
+        // A tool block the vendor never stopped still ends, with what it had.
+        const parts: StreamPart[] = [];
+        for (const [index, block] of this.#blocks) {
+          if (block.kind !== 'tool') continue;
+          this.#blocks.set(index, { ...block, kind: 'other' });
+          parts.push(this.#toolEnd(block));
+        }
+        if (this.#usageSeen) parts.push({ type: 'usage', usage: { ...this.#usage } });
+        return parts;
+      }
       case 'error': {
         const error = isObject(payload.error) ? payload.error : {};
         // Anthropic's overloaded_error is its HTTP 529.
@@ -782,6 +892,34 @@ class AnthropicDecoder implements WireDecoder {
       default:
         return [];
     }
+  }
+
+  /**
+   * A tool block's arguments, by the rule in docs/guides/providers.md: `input` sent whole
+   * in content_block_start stands alone when no `input_json_delta` follows (`{}` and
+   * none mean no arguments); the deltas' JSON stands alone when the start's input was
+   * empty; when both come, the start's object and the deltas' object are merged, the
+   * deltas' keys winning, so deltas that repeat the whole input give that input.
+   */
+  #toolEnd(block: AnthropicBlockState): StreamPart {
+    const base = { type: 'tool-call-end' as const, index: block.ordinal, id: block.id, name: block.name };
+    const given = block.input;
+    const givenEmpty = given === undefined || given === null || (isObject(given) && Object.keys(given).length === 0);
+    if (block.args.trim() === '') {
+      if (givenEmpty) return { ...base, args: {} };
+      return { ...base, ...argumentsOf(given, block.name, JSON.stringify(given) ?? '') };
+    }
+    const streamed = parseArguments(block.args, block.name);
+    if (givenEmpty || streamed.invalid !== undefined || !isObject(given)) return { ...base, ...streamed };
+    return { ...base, args: { ...given, ...streamed.args } };
+  }
+
+  /** Ids answer results, so two calls of one answer never share one. */
+  #uniqueId(id: string): string {
+    let unique = id;
+    const taken = new Set([...this.#blocks.values()].filter((block) => block.id !== '').map((block) => block.id));
+    while (taken.has(unique)) unique = `${unique}_${this.#tools}`;
+    return unique;
   }
 
   finish(incomplete: boolean): StreamPart[] {
@@ -805,29 +943,29 @@ class AnthropicDecoder implements WireDecoder {
     if (body.type === 'error') throw vendorError(this.#provider, body.error, 500);
     const parts: StreamPart[] = [];
     const content = Array.isArray(body.content) ? body.content : [];
-    for (const block of content) {
+    for (const [position, block] of content.entries()) {
       if (!isObject(block)) continue;
       if (block.type === 'text' && typeof block.text === 'string') parts.push({ type: 'text-delta', text: block.text });
       if (block.type === 'tool_use') {
-        const ordinal = this.#tools++;
-        const id = String(block.id);
-        const name = String(block.name);
-        parts.push({ type: 'tool-call-start', index: ordinal, id, name });
-        const input = block.input === undefined ? {} : block.input;
-        parts.push({
-          type: 'tool-call-end',
-          index: ordinal,
-          id,
-          name,
-          ...argumentsOf(input, name, JSON.stringify(input) ?? ''),
-        });
+        const entry: AnthropicBlockState = {
+          kind: 'other',
+          id: this.#uniqueId(typeof block.id === 'string' && block.id !== '' ? block.id : `toolu_${position}`),
+          name: typeof block.name === 'string' ? block.name : '',
+          args: '',
+          input: block.input,
+          ordinal: this.#tools++,
+        };
+        this.#blocks.set(position, entry);
+        parts.push({ type: 'tool-call-start', index: entry.ordinal, id: entry.id, name: entry.name });
+        parts.push(this.#toolEnd(entry));
       }
     }
     if (isObject(body.usage)) {
       this.#input(body.usage);
       this.#usage.outputTokens = num(body.usage.output_tokens);
+      parts.push({ type: 'usage', usage: { ...this.#usage } });
     }
-    parts.push({ type: 'usage', usage: { ...this.#usage } });
+    this.#stopped = true;
     parts.push({ type: 'end', finishReason: typeof body.stop_reason === 'string' ? body.stop_reason : null });
     return parts;
   }
