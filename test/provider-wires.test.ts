@@ -227,6 +227,54 @@ describe('media types and content codings, read as RFC 9110 defines them', () =>
     ).toMatchObject({ text: 'sniffed', finishReason: 'end_turn' });
   });
 
+  it('reads a whole JSON answer behind a byte order mark, with or without its media type', async () => {
+    const body = `\uFEFF${JSON.stringify(openAiWhole)}`;
+    for (const headers of [{ 'content-type': 'application/json' }, {}] as Record<string, string>[]) {
+      expect(await bothSay('openai', { fault: 'raw', headers, chunks: [body] })).toMatchObject({
+        text: 'whole answer',
+      });
+    }
+  });
+
+  it('refuses an event longer than 64 Mi characters, and a stream longer than 256 MiB, as undecodable', async () => {
+    const megabyte = 1024 * 1024;
+    const endless = (chunk: Buffer) => ({
+      async send() {
+        return {
+          status: 200,
+          headers: [['content-type', 'text/event-stream']] as [string, string][],
+          body: (async function* () {
+            for (;;) yield chunk;
+          })(),
+        };
+      },
+    });
+    const config = {
+      name: 'openai',
+      baseUrl: 'http://127.0.0.1:9/v1',
+      model: 'm',
+      headers: {},
+      maxTokens: null,
+      promptCacheKey: false,
+      systemCacheMarker: false,
+      extraBody: {},
+    };
+    const line = Buffer.alloc(megabyte, 'a');
+    const comments = Buffer.alloc(megabyte, 'x');
+    comments[0] = 0x3a; // ':' opens a comment line
+    comments[megabyte - 2] = 0x0a;
+    comments[megabyte - 1] = 0x0a;
+    for (const [chunk, what] of [
+      [line, /event .* longer than/],
+      [comments, /more than 268435456 bytes/],
+    ] as const) {
+      const error = await new HttpProvider(openAiWire, config, endless(chunk)).once(request).catch((caught) => caught);
+      expect(error).toBeInstanceOf(ProviderError);
+      expect([error.kind, error.isRetryable]).toEqual(['undecodable', false]);
+      expect(error.message).toMatch(what);
+    }
+  });
+
   it('reads a header whatever the case of its name, from any transport', async () => {
     const body = Buffer.from(JSON.stringify(openAiWhole));
     const transport = {
@@ -703,6 +751,15 @@ describe('an idle-stream deadline', () => {
     const completion = await provider.complete(request);
     expect(completion.text).toBe('second try');
     expect(completion.attempts).toMatchObject([{ kind: 'stalled', next: 'retry' }]);
+  });
+
+  it('holds a whole JSON answer to one deadline from its headers: trickled bytes do not keep it open', async () => {
+    const { error } = await bothFail(
+      'openai',
+      { fault: 'raw', headers: { 'content-type': 'application/json' }, chunks: ['{'], after: { every: 20, send: ' ' } },
+      { idleTimeoutMs: 250 },
+    );
+    expect([error.kind, error.isRetryable]).toEqual(['stalled', true]);
   });
 
   it('refuses an idle timeout that is not a positive number of milliseconds', async () => {

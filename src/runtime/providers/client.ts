@@ -60,6 +60,11 @@ const BLANK_LINE = Buffer.from('\n\n');
 const WHOLE_BODY_LIMIT = 16 * 1024 * 1024;
 /** The longest single event: past it a body is not an event stream this client will hold in memory. */
 const MAX_EVENT_CHARS = 64 * 1024 * 1024;
+/**
+ * The most an event stream may send: far past any model's output limit, so only a server
+ * that never ends (text deltas forever, which the idle deadline cannot see) reaches it.
+ */
+const MAX_STREAM_BYTES = 256 * 1024 * 1024;
 /** The idle deadline when a spec names none: long enough for a local runtime's slow first token. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 
@@ -134,7 +139,12 @@ async function sniff(
     }
     if (next.done) break;
     held.push(next.value);
-    const first = next.value.findIndex((byte) => !WHITESPACE.has(byte));
+    let first = next.value.findIndex((byte) => !WHITESPACE.has(byte));
+    // A UTF-8 byte order mark before the first byte is not the first byte.
+    if (held.length === 1 && next.value[0] === 0xef && next.value[1] === 0xbb && next.value[2] === 0xbf) {
+      const after = next.value.subarray(3).findIndex((byte) => !WHITESPACE.has(byte));
+      first = after < 0 ? -1 : after + 3;
+    }
     if (first >= 0) {
       json = next.value[first] === 0x7b || next.value[first] === 0x5b;
       break;
@@ -262,9 +272,11 @@ export class HttpProvider implements Provider {
       kind = sniffed.json ? 'json' : 'event-stream';
     }
     if (kind === 'json') {
-      const text = await readText({ [Symbol.asyncIterator]: () => chunks }, WHOLE_BODY_LIMIT, this.name, () =>
-        watch.moved(),
-      );
+      // A whole answer was generated before it was sent, so all of it must arrive within one
+      // idle deadline of the headers: bytes trickled (whitespace, say) do not keep it open.
+      const read = await readText({ [Symbol.asyncIterator]: () => chunks }, WHOLE_BODY_LIMIT, this.name);
+      // RFC 8259 lets a parser ignore a byte order mark; JSON.parse does not.
+      const text = read.charCodeAt(0) === 0xfeff ? read.slice(1) : read;
       if (text.length >= WHOLE_BODY_LIMIT) {
         throw new ProviderError({
           kind: 'undecodable',
@@ -312,6 +324,7 @@ export class HttpProvider implements Provider {
     // without plain events goes to the parser a chunk at a time.
     let learning = 8;
     let seen = 0;
+    let received = 0;
     // Only a failure to read the body is the vendor's (a cut stream, a cancel); one thrown
     // while decoding is a ProviderError already, and one thrown by a caller's hook is the
     // caller's, which no retry would mend. Either way the request is given up.
@@ -354,6 +367,14 @@ export class HttpProvider implements Provider {
             joined,
             progress,
           );
+        }
+        received += bytes.length;
+        if (received > MAX_STREAM_BYTES) {
+          throw new ProviderError({
+            kind: 'undecodable',
+            provider: this.name,
+            message: `${this.name}: the stream sent more than ${MAX_STREAM_BYTES} bytes without ending; no completion is that long`,
+          });
         }
         if (parser.buffered() > MAX_EVENT_CHARS) {
           throw new ProviderError({
