@@ -334,6 +334,13 @@ describe('media types and content codings, read as RFC 9110 defines them', () =>
     expect([corrupt.error.kind, corrupt.error.isRetryable]).toEqual(['undecodable', false]);
   });
 
+  it('takes an empty body under any media type, or none, as a cut stream', async () => {
+    for (const headers of [{}, { 'content-type': 'text/plain' }, SSE] as Record<string, string>[]) {
+      const { error } = await bothFail('openai', { fault: 'raw', headers, chunks: [] });
+      expect([error.kind, error.isRetryable], JSON.stringify(headers)).toEqual(['truncated', true]);
+    }
+  });
+
   it('says an answer that is neither an event stream nor JSON is undecodable, naming its media type', async () => {
     const { error } = await bothFail('openai', {
       fault: 'raw',

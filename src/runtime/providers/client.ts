@@ -400,7 +400,9 @@ export class HttpProvider implements Provider {
     }
     for (const event of parser.push(utf8.end())) emit(decoder.event(event));
     const ended = parser.end();
-    if (!declared && progress.events === 0) {
+    // Bytes that were not events under a media type that did not say so: not this wire at
+    // all (a sign-in page). No bytes at all is a cut stream, told as such below.
+    if (!declared && progress.events === 0 && received > 0) {
       throw new ProviderError({
         kind: 'undecodable',
         provider: this.name,
