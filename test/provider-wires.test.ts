@@ -805,3 +805,192 @@ describe('an idle-stream deadline', () => {
     expect(await server.responseEnd(0)).toBe('closed');
   });
 });
+
+// ------------------------------------------------------------------ classes an adversarial review found
+
+describe('what a hostile server tried after the first hardening', () => {
+  it('keeps ids unique however the server spells its clashes, in linear time for thousands of calls', async () => {
+    const call = (index: number, id: string) =>
+      oa({ tool_calls: [{ index, id, type: 'function', function: { name: 'f', arguments: '{}' } }] });
+    const said = await bothSay('openai', {
+      fault: 'raw',
+      headers: SSE,
+      chunks: [call(0, 'x_2'), call(1, 'x'), call(2, 'x'), oa({}, 'tool_calls'), oaUsage(), DONE],
+    });
+    expect(new Set(said.calls.map((c) => c.id)).size).toBe(3);
+    const blocks: string[] = [anStart()];
+    for (let index = 0; index < 8000; index++) {
+      blocks.push(
+        an('content_block_start', { index, content_block: { type: 'tool_use', id: 'same', name: 'f', input: {} } }),
+        an('content_block_stop', { index }),
+      );
+    }
+    const many = await bothSay('anthropic', {
+      fault: 'raw',
+      headers: SSE,
+      chunks: [[...blocks, ...anEnd('tool_use')].join('')],
+    });
+    expect(new Set(many.calls.map((c) => c.id)).size).toBe(8000);
+  });
+
+  it('reads the text of choice 0 by its index, not the first in the list', async () => {
+    const two = `data: ${JSON.stringify({
+      choices: [
+        { index: 1, delta: { content: 'WRONG' }, finish_reason: null },
+        { index: 0, delta: { content: 'right' }, finish_reason: null },
+      ],
+    })}\n\n`;
+    for (const chunks of [[two], [oa({ content: 'a ' }), oa({ content: 'b ' }), two]]) {
+      const said = await bothSay('openai', {
+        fault: 'raw',
+        headers: SSE,
+        chunks: [...chunks, oa({}, 'stop'), oaUsage(), DONE],
+      });
+      expect(said.text.endsWith('right')).toBe(true);
+      expect(said.text).not.toContain('WRONG');
+    }
+  });
+
+  it('takes usage sent before the finish reason as a running count: a stream that ends then is cut', async () => {
+    const early = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', content: '' } }], usage: { prompt_tokens: 11, completion_tokens: 0 } })}\n\n`;
+    const { error } = await bothFail('openai', {
+      fault: 'raw',
+      headers: SSE,
+      chunks: [early, oa({ content: 'partial' }), oa({}, 'stop')],
+    });
+    expect([error.kind, error.isRetryable]).toEqual(['truncated', true]);
+  });
+
+  it('keeps an error status whatever its body: coded unreadably, or trickled past the deadline', async () => {
+    const coded = await bothFail('openai', {
+      fault: 'raw',
+      status: 503,
+      headers: { 'content-encoding': 'zstd', 'retry-after': '1' },
+      chunks: ['(zstd bytes)'],
+    });
+    expect([coded.error.kind, coded.error.statusCode, coded.error.isRetryable, coded.error.retryAfterMs]).toEqual([
+      'http',
+      503,
+      true,
+      1000,
+    ]);
+    const trickled = await bothFail(
+      'openai',
+      {
+        fault: 'raw',
+        status: 401,
+        headers: { 'content-type': 'application/json' },
+        chunks: ['{"error":{"message":"bad key"'],
+        after: { every: 20, send: ' ' },
+      },
+      { idleTimeoutMs: 250 },
+    );
+    expect([trickled.error.kind, trickled.error.statusCode, trickled.error.isRetryable]).toEqual(['http', 401, false]);
+  });
+
+  it('refuses a whole JSON body that is not a completion of its wire', async () => {
+    for (const wire of ['openai', 'anthropic'] as const) {
+      const { error } = await bothFail(wire, {
+        fault: 'raw',
+        headers: { 'content-type': 'application/json' },
+        chunks: ['{"detail":"upstream busy"}'],
+      });
+      expect([error.kind, error.isRetryable], wire).toEqual(['undecodable', false]);
+    }
+  });
+
+  it('finds a JSON answer behind a byte order mark the network cut in two, and an event stream by its first line', async () => {
+    const bytes = Buffer.from(`\uFEFF${JSON.stringify(openAiWhole)}`);
+    expect(
+      await bothSay('openai', { fault: 'raw', headers: {}, chunks: [bytes.subarray(0, 1), bytes.subarray(1)] }),
+    ).toMatchObject({ text: 'whole answer' });
+    const { error } = await bothFail('openai', { fault: 'raw', headers: {}, chunks: [': only a comment\n\n'] });
+    expect([error.kind, error.isRetryable]).toEqual(['truncated', true]);
+  });
+
+  it('reads the status a vendor error type stands for, in a stream and in a 200 body', async () => {
+    const cases: [Wire, Raw, number, boolean][] = [
+      [
+        'anthropic',
+        {
+          fault: 'raw',
+          headers: SSE,
+          chunks: [anStart(), an('error', { error: { type: 'invalid_request_error', message: 'prompt is too long' } })],
+        },
+        400,
+        false,
+      ],
+      [
+        'anthropic',
+        {
+          fault: 'raw',
+          headers: { 'content-type': 'application/json' },
+          chunks: ['{"type":"error","error":{"type":"authentication_error","message":"no"}}'],
+        },
+        401,
+        false,
+      ],
+      [
+        'anthropic',
+        {
+          fault: 'raw',
+          headers: SSE,
+          chunks: [anStart(), an('error', { error: { type: 'overloaded_error', message: 'busy' } })],
+        },
+        529,
+        true,
+      ],
+      [
+        'openai',
+        {
+          fault: 'raw',
+          headers: SSE,
+          chunks: [
+            oa({ content: 'x' }),
+            'data: {"error":{"type":"invalid_request_error","code":"context_length_exceeded","message":"too long"}}\n\n',
+          ],
+        },
+        400,
+        false,
+      ],
+      [
+        'openai',
+        {
+          fault: 'raw',
+          headers: SSE,
+          chunks: ['data: {"error":{"code":"rate_limit_exceeded","message":"slow down"}}\n\n'],
+        },
+        429,
+        true,
+      ],
+    ];
+    for (const [wire, answer, status, retryable] of cases) {
+      const { error } = await bothFail(wire, answer);
+      expect([error.kind, error.statusCode, error.isRetryable], `${wire} ${status}`).toEqual([
+        'http',
+        status,
+        retryable,
+      ]);
+    }
+  });
+
+  it('keeps a second tool_use block started at an index whose block was never stopped', async () => {
+    const start = (id: string, input: Record<string, unknown>) =>
+      an('content_block_start', { index: 1, content_block: { type: 'tool_use', id, name: 'f', input } });
+    const said = await bothSay('anthropic', {
+      fault: 'raw',
+      headers: SSE,
+      chunks: [
+        anStart(),
+        start('t1', { n: 1 }),
+        start('t2', { n: 2 }),
+        an('content_block_stop', { index: 1 }),
+        ...anEnd('tool_use'),
+      ],
+    });
+    expect(said.calls).toEqual([
+      { id: 't1', name: 'f', args: { n: 1 } },
+      { id: 't2', name: 'f', args: { n: 2 } },
+    ]);
+  });
+});

@@ -117,6 +117,8 @@ async function closeBody(body: AsyncIterable<Uint8Array>): Promise<void> {
 }
 
 const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+/** The first bytes of an event stream's lines: `:` (a comment), and d, e, i, r (data, event, id, retry). */
+const SSE_OPENERS = new Set([0x3a, 0x64, 0x65, 0x69, 0x72]);
 
 /**
  * Reads the body up to its first byte that is not whitespace: `{` or `[` means a whole
@@ -127,10 +129,11 @@ async function sniff(
   chunks: AsyncIterator<Uint8Array>,
   provider: string,
   signal: CancelSignal,
-): Promise<{ json: boolean; chunks: AsyncIterator<Uint8Array> }> {
+): Promise<{ json: boolean; events: boolean; chunks: AsyncIterator<Uint8Array> }> {
   const held: Uint8Array[] = [];
-  let json = false;
-  for (;;) {
+  let first: number | null = null;
+  let seen = Buffer.alloc(0);
+  while (first === null) {
     let next: IteratorResult<Uint8Array>;
     try {
       next = await chunks.next();
@@ -139,19 +142,22 @@ async function sniff(
     }
     if (next.done) break;
     held.push(next.value);
-    let first = next.value.findIndex((byte) => !WHITESPACE.has(byte));
-    // A UTF-8 byte order mark before the first byte is not the first byte.
-    if (held.length === 1 && next.value[0] === 0xef && next.value[1] === 0xbb && next.value[2] === 0xbf) {
-      const after = next.value.subarray(3).findIndex((byte) => !WHITESPACE.has(byte));
-      first = after < 0 ? -1 : after + 3;
+    // Only the start is looked at, so what is kept to look at stays small.
+    seen = Buffer.concat([seen, next.value.subarray(0, 64)]);
+    // A UTF-8 byte order mark (which the network may cut anywhere) is not the first byte.
+    let from = 0;
+    if (seen[0] === 0xef) {
+      if (seen.length < 3) continue;
+      if (seen[1] === 0xbb && seen[2] === 0xbf) from = 3;
     }
-    if (first >= 0) {
-      json = next.value[first] === 0x7b || next.value[first] === 0x5b;
-      break;
-    }
+    const at = seen.subarray(from).findIndex((byte) => !WHITESPACE.has(byte));
+    if (at >= 0) first = seen[from + at] as number;
+    else seen = seen.subarray(0, from);
   }
   return {
-    json,
+    json: first === 0x7b || first === 0x5b,
+    // A comment or a field name opens the body: it is an event stream, whatever it was labelled.
+    events: first !== null && SSE_OPENERS.has(first),
     chunks: {
       next: () =>
         held.length > 0 ? Promise.resolve({ value: held.shift() as Uint8Array, done: false }) : chunks.next(),
@@ -218,7 +224,9 @@ export class HttpProvider implements Provider {
       const rateLimits = await this.#exchange(wire, onPart, local, watch, onText, joined);
       return { rateLimits, requestChars: wire.body?.length ?? 0 };
     } catch (error) {
-      if (watch.fired && !signal?.aborted) {
+      // An error status the vendor sent is its answer, even if its body then went silent.
+      const answered = error instanceof ProviderError && error.kind === 'http';
+      if (watch.fired && !signal?.aborted && !answered) {
         throw new ProviderError({
           kind: 'stalled',
           provider: this.name,
@@ -244,10 +252,14 @@ export class HttpProvider implements Provider {
     const response = await this.#transport.send(wire, this.name, signal);
     watch.moved();
     const rateLimits = parseRateLimits(response.headers);
-    const body = await this.#decoded(response);
-    // A redirect is not followed (a key must not travel to another host): it is an answer we cannot use.
+    // A redirect is not followed (a key must not travel to another host): it is an answer we
+    // cannot use. The status stands whatever its body: one in a coding this client cannot
+    // read, cut, or trickled past the idle deadline is read as far as it goes.
     if (response.status >= 300) {
-      const text = await readText(body).catch(() => '');
+      const text = await this.#decoded(response).then(
+        (body) => readText(body).catch(() => ''),
+        () => '',
+      );
       throw new ProviderError({
         kind: 'http',
         provider: this.name,
@@ -258,18 +270,22 @@ export class HttpProvider implements Provider {
         message: `${this.name}: HTTP ${response.status}: ${vendorMessage(text)}`,
       });
     }
+    const body = await this.#decoded(response);
     const decoder = this.#wire.decoder(this.#config);
     const emit = (parts: StreamPart[]) => {
       for (const part of parts) onPart(part);
     };
     const contentType = headerValue(response.headers, 'content-type');
     let kind = bodyKind(contentType);
+    // Whether the body is known to be an event stream: by its media type, or by how it opens.
+    let evident = kind === 'event-stream';
     let chunks = body[Symbol.asyncIterator]();
     if (kind === 'unknown') {
       // No media type this client reads (or none at all): the body's first byte decides.
       const sniffed = await sniff(chunks, this.name, signal);
       chunks = sniffed.chunks;
       kind = sniffed.json ? 'json' : 'event-stream';
+      evident = sniffed.events;
     }
     if (kind === 'json') {
       // A whole answer was generated before it was sent, so all of it must arrive within one
@@ -298,7 +314,6 @@ export class HttpProvider implements Provider {
       emit(decoder.whole(parsed));
       return rateLimits;
     }
-    const declared = bodyKind(contentType) === 'event-stream';
     const parser = new SseParser();
     // StringDecoder keeps a character split across chunks whole, at several times TextDecoder's speed.
     const utf8 = new StringDecoder('utf8');
@@ -402,7 +417,7 @@ export class HttpProvider implements Provider {
     const ended = parser.end();
     // Bytes that were not events under a media type that did not say so: not this wire at
     // all (a sign-in page). No bytes at all is a cut stream, told as such below.
-    if (!declared && progress.events === 0 && received > 0) {
+    if (!evident && progress.events === 0 && received > 0) {
       throw new ProviderError({
         kind: 'undecodable',
         provider: this.name,

@@ -122,15 +122,52 @@ function invalidArguments(name: string, what: string, text: string): { reason: s
   };
 }
 
+/**
+ * The HTTP status each vendor's error types stand for (Anthropic documents one per type;
+ * OpenAI's `type` and `code` strings name the same classes), so an error sent inside a
+ * 200 or mid-stream is retried exactly when the same error as a status would be.
+ */
+const ERROR_STATUS: Record<string, number> = {
+  invalid_request_error: 400,
+  context_length_exceeded: 400,
+  authentication_error: 401,
+  invalid_api_key: 401,
+  permission_error: 403,
+  not_found_error: 404,
+  model_not_found: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  rate_limit_exceeded: 429,
+  api_error: 500,
+  server_error: 500,
+  overloaded_error: 529,
+};
+
 function vendorError(provider: string, error: unknown, statusHint: number | null): ProviderError {
   const message = isObject(error) && typeof error.message === 'string' ? error.message : JSON.stringify(error);
-  const code = isObject(error) && typeof error.code === 'number' ? error.code : statusHint;
+  const named = (value: unknown) => (typeof value === 'string' ? ERROR_STATUS[value] : undefined);
+  const code = !isObject(error)
+    ? statusHint
+    : typeof error.code === 'number'
+      ? error.code
+      : typeof error.status === 'number'
+        ? error.status
+        : (named(error.code) ?? named(error.type) ?? statusHint);
   return new ProviderError({
     kind: 'http',
     provider,
     statusCode: code,
     message: `${provider}: the vendor reported an error mid-stream: ${message}`,
     responseBody: JSON.stringify(error),
+  });
+}
+
+/** A whole JSON answer without the field every completion of its wire has. */
+function notAnAnswer(provider: string, body: Json, field: string): ProviderError {
+  return new ProviderError({
+    kind: 'undecodable',
+    provider,
+    message: `${provider}: the answer is JSON but not a completion (it has no ${field}): ${JSON.stringify(body).slice(0, 200)}`,
   });
 }
 
@@ -349,8 +386,10 @@ const OPENAI_TEXT = '"delta":{"content":"';
 // A mid-stream error carries a finish reason (OpenRouter: "error") or no text delta at all.
 const openAiPlain: PlainCheck = (chunk, text) => {
   if (!isObject(chunk) || (chunk.error !== undefined && chunk.error !== null) || isObject(chunk.usage)) return false;
-  const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
-  if (!isObject(choice) || typeof choice.finish_reason === 'string' || !isObject(choice.delta)) return false;
+  // One choice, choice 0: an event with several is read whole, where choice 0 is found by its index.
+  const choice = Array.isArray(chunk.choices) && chunk.choices.length === 1 ? chunk.choices[0] : undefined;
+  if (!isObject(choice) || (choice.index !== undefined && choice.index !== 0)) return false;
+  if (typeof choice.finish_reason === 'string' || !isObject(choice.delta)) return false;
   const delta = choice.delta;
   return delta.content === text && !(Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0);
 };
@@ -446,9 +485,15 @@ class OpenAiDecoder implements WireDecoder {
   readonly #alias = new Map<number, number>();
   /** Calls ended as soon as the next began, with the arguments they were ended with. */
   readonly #ended = new Map<number, string>();
+  /** Ids given out in this answer, and the position of each id the server sent. */
+  readonly #usedIds = new Set<string>();
+  readonly #byServerId = new Map<string, number>();
   /** `data: [DONE]` arrived: the answer is complete and nothing after it is read. */
   #done = false;
-  /** A `usage` object arrived (the request asks for one with `include_usage`). */
+  /**
+   * A `usage` object arrived with or after the finish reason: the request's own total,
+   * which `include_usage` sends last. One before it is a running count, not the end.
+   */
   #usageSeen = false;
   #finishReason: string | null = null;
 
@@ -496,7 +541,7 @@ class OpenAiDecoder implements WireDecoder {
         this.#finishReason = choice.finish_reason;
     }
     if (isObject(chunk.usage)) {
-      this.#usageSeen = true;
+      if (this.#finishReason !== null) this.#usageSeen = true;
       parts.push({ type: 'usage', usage: openAiUsage(chunk.usage) });
     }
     return parts;
@@ -522,7 +567,7 @@ class OpenAiDecoder implements WireDecoder {
       if (found === undefined) position = this.#start(at, id, serverIndex, parts);
     } else if (id !== null) {
       position = null;
-      for (const [at, call] of this.#calls) if (call.id === id) position = at;
+      position = this.#byServerId.get(id) ?? null;
     } else {
       position = this.#last;
     }
@@ -553,7 +598,9 @@ class OpenAiDecoder implements WireDecoder {
     }
     // Ids answer results, so two calls of one completion never share one.
     let callId = id ?? `call_${position}`;
-    for (const call of this.#calls.values()) if (call.id === callId) callId = `${callId}_${position}`;
+    for (let suffix = position; this.#usedIds.has(callId); suffix++) callId = `${id ?? `call_${position}`}_${suffix}`;
+    this.#usedIds.add(callId);
+    if (id !== null) this.#byServerId.set(id, position);
     this.#calls.set(position, { id: callId, name: '', args: '', started: false });
     if (serverIndex !== null) this.#alias.set(serverIndex, position);
     return position;
@@ -612,6 +659,7 @@ class OpenAiDecoder implements WireDecoder {
         message: `${this.#provider}: the answer is not a JSON object`,
       });
     if (body.error !== undefined && body.error !== null) throw vendorError(this.#provider, body.error, 500);
+    if (!Array.isArray(body.choices)) throw notAnAnswer(this.#provider, body, 'choices');
     const parts: StreamPart[] = [];
     const choice = primaryChoice(body.choices) ?? {};
     const message = isObject(choice.message) ? choice.message : {};
@@ -765,6 +813,7 @@ class AnthropicDecoder implements WireDecoder {
   #tools = 0;
   /** Some usage arrived (message_start's, message_delta's): else the answer's usage is unknown. */
   #usageSeen = false;
+  readonly #usedIds = new Set<string>();
   #usage: CallUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 };
   #stopReason: string | null = null;
   #stopped = false;
@@ -812,9 +861,10 @@ class AnthropicDecoder implements WireDecoder {
         const index = num(payload.index);
         const block = isObject(payload.content_block) ? payload.content_block : {};
         if (block.type === 'tool_use') {
-          // A block already open at this index is not started again.
+          // A tool block still open at this index was never stopped: it ends here, with what
+          // it had, and the new block is a call of its own.
           const open = this.#blocks.get(index);
-          if (open?.kind === 'tool') return [];
+          const ended = open?.kind === 'tool' ? [this.#toolEnd(open)] : [];
           const entry: AnthropicBlockState = {
             kind: 'tool',
             id: this.#uniqueId(typeof block.id === 'string' && block.id !== '' ? block.id : `toolu_${index}`),
@@ -824,7 +874,7 @@ class AnthropicDecoder implements WireDecoder {
             ordinal: this.#tools++,
           };
           this.#blocks.set(index, entry);
-          return [{ type: 'tool-call-start', index: entry.ordinal, id: entry.id, name: entry.name }];
+          return [...ended, { type: 'tool-call-start', index: entry.ordinal, id: entry.id, name: entry.name }];
         }
         this.#blocks.set(index, {
           kind: block.type === 'text' ? 'text' : 'other',
@@ -882,12 +932,8 @@ class AnthropicDecoder implements WireDecoder {
       }
       case 'error': {
         const error = isObject(payload.error) ? payload.error : {};
-        // Anthropic's overloaded_error is its HTTP 529.
-        throw vendorError(
-          this.#provider,
-          { message: error.message ?? error.type, code: error.type === 'overloaded_error' ? 529 : 500 },
-          500,
-        );
+        // The error's type names its status (overloaded_error is Anthropic's 529).
+        throw vendorError(this.#provider, { type: error.type, message: error.message ?? error.type }, 500);
       }
       default:
         return [];
@@ -917,8 +963,8 @@ class AnthropicDecoder implements WireDecoder {
   /** Ids answer results, so two calls of one answer never share one. */
   #uniqueId(id: string): string {
     let unique = id;
-    const taken = new Set([...this.#blocks.values()].filter((block) => block.id !== '').map((block) => block.id));
-    while (taken.has(unique)) unique = `${unique}_${this.#tools}`;
+    for (let suffix = this.#tools; this.#usedIds.has(unique); suffix++) unique = `${id}_${suffix}`;
+    this.#usedIds.add(unique);
     return unique;
   }
 
@@ -941,6 +987,7 @@ class AnthropicDecoder implements WireDecoder {
         message: `${this.#provider}: the answer is not a JSON object`,
       });
     if (body.type === 'error') throw vendorError(this.#provider, body.error, 500);
+    if (!Array.isArray(body.content)) throw notAnAnswer(this.#provider, body, 'content');
     const parts: StreamPart[] = [];
     const content = Array.isArray(body.content) ? body.content : [];
     for (const [position, block] of content.entries()) {
