@@ -1,12 +1,25 @@
 import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { tempStorePath } from './support/processes.js';
 
-const run = (file: string, ...args: string[]) =>
-  execFileSync(process.execPath, [fileURLToPath(new URL(`../examples/${file}`, import.meta.url)), ...args], {
-    encoding: 'utf8',
-  });
+/**
+ * Runs an example as a user would. Its temp directory is one of this test's own (the
+ * examples make theirs under TMPDIR and leave them for the user to look at), removed after.
+ */
+const run = (file: string, ...args: string[]) => {
+  const temp = dirname(tempStorePath());
+  try {
+    return execFileSync(process.execPath, [fileURLToPath(new URL(`../examples/${file}`, import.meta.url)), ...args], {
+      encoding: 'utf8',
+      env: { ...process.env, TMPDIR: temp },
+    });
+  } finally {
+    rmSync(temp, { recursive: true, force: true });
+  }
+};
 
 describe('the README and the demo', () => {
   it('runs the README example as written', () => {

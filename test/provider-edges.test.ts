@@ -4,6 +4,7 @@ import { HarnessError, OpenAI, ProviderError } from '../dist/index.js';
 import { loadProvider, redactSpec } from '../dist/runtime/provider.js';
 import { anthropicWire, openAiWire, toolCallsOf } from '../dist/runtime/providers/wires.js';
 import { ScriptedModelServer } from '../dist/testing/index.js';
+import { stubTransport, wireConfig } from './support/wire.js';
 
 const saved = { ...process.env };
 let server: ScriptedModelServer | undefined;
@@ -13,16 +14,7 @@ afterEach(async () => {
   server = undefined;
 });
 
-const config = {
-  name: 'openai',
-  baseUrl: 'http://127.0.0.1:9',
-  model: 'm',
-  headers: {},
-  maxTokens: null,
-  promptCacheKey: false,
-  systemCacheMarker: false,
-  extraBody: {},
-};
+const config = wireConfig;
 const sse = (data: unknown, event: string | null = null) => ({ event, data: JSON.stringify(data), id: null });
 const text = (parts: { type: string; text?: string }[]) => parts.map((part) => part.text ?? '').join('');
 /** The stream's own end, `data: [DONE]`, then the decoder's close. */
@@ -266,17 +258,7 @@ describe('what a caller does with a completion', () => {
 
 /** A transport answering every request with these chunks of an event stream, in order. */
 function sseTransport(parts: Uint8Array[]) {
-  return {
-    async send() {
-      return {
-        status: 200,
-        headers: [['content-type', 'text/event-stream']] as [string, string][],
-        body: (async function* () {
-          yield* parts;
-        })(),
-      };
-    },
-  };
+  return stubTransport([['content-type', 'text/event-stream']], () => parts);
 }
 
 describe('the fast lanes against the full parse', () => {

@@ -15,6 +15,7 @@ import { HttpProvider } from '../dist/runtime/providers/client.js';
 import { openAiWire } from '../dist/runtime/providers/wires.js';
 import { type ScriptedAnswer, type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
 import { type Harness, harness } from './support/harness.js';
+import { stubTransport, wireConfig } from './support/wire.js';
 
 const servers: ScriptedModelServer[] = [];
 let h: Harness | undefined;
@@ -238,27 +239,10 @@ describe('media types and content codings, read as RFC 9110 defines them', () =>
 
   it('refuses an event longer than 64 Mi characters, and a stream longer than 256 MiB, as undecodable', async () => {
     const megabyte = 1024 * 1024;
-    const endless = (chunk: Buffer) => ({
-      async send() {
-        return {
-          status: 200,
-          headers: [['content-type', 'text/event-stream']] as [string, string][],
-          body: (async function* () {
-            for (;;) yield chunk;
-          })(),
-        };
-      },
-    });
-    const config = {
-      name: 'openai',
-      baseUrl: 'http://127.0.0.1:9/v1',
-      model: 'm',
-      headers: {},
-      maxTokens: null,
-      promptCacheKey: false,
-      systemCacheMarker: false,
-      extraBody: {},
-    };
+    const endless = (chunk: Buffer) =>
+      stubTransport([['content-type', 'text/event-stream']], function* () {
+        for (;;) yield chunk;
+      });
     const line = Buffer.alloc(megabyte, 'a');
     const comments = Buffer.alloc(megabyte, 'x');
     comments[0] = 0x3a; // ':' opens a comment line
@@ -268,8 +252,11 @@ describe('media types and content codings, read as RFC 9110 defines them', () =>
       [line, /event .* longer than/],
       [comments, /more than 268435456 bytes/],
     ] as const) {
-      const error = await new HttpProvider(openAiWire, config, endless(chunk)).once(request).catch((caught) => caught);
-      expect(error).toBeInstanceOf(ProviderError);
+      const error = await new HttpProvider(openAiWire, wireConfig, endless(chunk)).once(request).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      if (!(error instanceof ProviderError)) throw new Error(`expected a ProviderError, got ${String(error)}`);
       expect([error.kind, error.isRetryable]).toEqual(['undecodable', false]);
       expect(error.message).toMatch(what);
     }
@@ -277,28 +264,8 @@ describe('media types and content codings, read as RFC 9110 defines them', () =>
 
   it('reads a header whatever the case of its name, from any transport', async () => {
     const body = Buffer.from(JSON.stringify(openAiWhole));
-    const transport = {
-      async send() {
-        return {
-          status: 200,
-          headers: [['Content-Type', 'Application/Json']] as [string, string][],
-          body: (async function* () {
-            yield body;
-          })(),
-        };
-      },
-    };
-    const config = {
-      name: 'openai',
-      baseUrl: 'http://127.0.0.1:9/v1',
-      model: 'm',
-      headers: {},
-      maxTokens: null,
-      promptCacheKey: false,
-      systemCacheMarker: false,
-      extraBody: {},
-    };
-    const completion = await new HttpProvider(openAiWire, config, transport).once(request);
+    const transport = stubTransport([['Content-Type', 'Application/Json']], () => [body]);
+    const completion = await new HttpProvider(openAiWire, wireConfig, transport).once(request);
     expect(completion.text).toBe('whole answer');
   });
 

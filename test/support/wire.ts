@@ -24,3 +24,30 @@ export async function closedPort(): Promise<number> {
   if (typeof address !== 'object' || address === null) throw new Error('no port');
   return address.port;
 }
+
+/** A wire's configuration for a provider built by hand (no spec, no key): the OpenAI wire's by default. */
+export const wireConfig = {
+  name: 'openai',
+  baseUrl: 'http://127.0.0.1:9/v1',
+  model: 'm',
+  headers: {},
+  maxTokens: null,
+  promptCacheKey: false,
+  systemCacheMarker: false,
+  extraBody: {},
+};
+
+/** A transport that answers every request 200 with these headers and these chunks, no socket at all. */
+export function stubTransport(headers: [string, string][], chunks: () => Iterable<Uint8Array>) {
+  return {
+    async send() {
+      return {
+        status: 200,
+        headers,
+        body: (async function* () {
+          yield* chunks();
+        })(),
+      };
+    },
+  };
+}

@@ -107,6 +107,19 @@ class IdleWatch {
   }
 }
 
+/** The body's next chunk; a failure to read it is the vendor's (a cut stream) or the caller's (a cancel). */
+async function nextChunk(
+  chunks: AsyncIterator<Uint8Array>,
+  provider: string,
+  signal: CancelSignal,
+): Promise<IteratorResult<Uint8Array>> {
+  try {
+    return await chunks.next();
+  } catch (error) {
+    throw bodyError(error, provider, signal);
+  }
+}
+
 /** Stops reading a body: the transport drains what is left for a moment, then closes the connection. */
 async function closeIterator(chunks: AsyncIterator<Uint8Array>): Promise<void> {
   await Promise.resolve(chunks.return?.()).catch(() => undefined);
@@ -134,12 +147,7 @@ async function sniff(
   let first: number | null = null;
   let seen = Buffer.alloc(0);
   while (first === null) {
-    let next: IteratorResult<Uint8Array>;
-    try {
-      next = await chunks.next();
-    } catch (error) {
-      throw bodyError(error, provider, signal);
-    }
+    const next = await nextChunk(chunks, provider, signal);
     if (next.done) break;
     held.push(next.value);
     // Only the start is looked at, so what is kept to look at stays small.
@@ -344,12 +352,7 @@ export class HttpProvider implements Provider {
     // while decoding is a ProviderError already, and one thrown by a caller's hook is the
     // caller's, which no retry would mend. Either way the request is given up.
     for (;;) {
-      let next: IteratorResult<Uint8Array>;
-      try {
-        next = await chunks.next();
-      } catch (error) {
-        throw bodyError(error, this.name, signal);
-      }
+      const next = await nextChunk(chunks, this.name, signal);
       if (next.done) break;
       const chunk = next.value;
       try {

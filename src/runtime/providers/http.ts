@@ -223,7 +223,7 @@ const HIGH_WATER = 16;
  * socket in the pool for the next call. A body that goes on (keep-alives after the
  * terminator) is aborted then, which closes the connection.
  */
-export const DRAIN_GRACE_MS = 250;
+const DRAIN_GRACE_MS = 250;
 const DRAIN_LIMIT_BYTES = 64 * 1024;
 
 /**
@@ -518,19 +518,17 @@ export function replayTransport(file: string): Transport {
 
 /**
  * Reads a whole (error) body as text, bounded: past `limit` bytes the rest is read and
- * dropped, and the text is `limit` characters long. `onChunk` hears of each chunk.
+ * dropped, and the text is `limit` characters long.
  */
 export async function readText(
   body: AsyncIterable<Uint8Array>,
   limit = 64 * 1024,
   provider = 'provider',
-  onChunk?: () => void,
 ): Promise<string> {
   const parts: Buffer[] = [];
   let size = 0;
   try {
     for await (const chunk of body) {
-      onChunk?.();
       if (size < limit) parts.push(Buffer.from(chunk));
       size += chunk.byteLength;
     }

@@ -162,6 +162,17 @@ function vendorError(provider: string, error: unknown, statusHint: number | null
   });
 }
 
+/**
+ * `id`, or where this answer already gave it out `id_<n>` for the first free n from
+ * `from`, noted as taken: ids answer results, so two calls of one answer never share one.
+ */
+function uniqueId(used: Set<string>, id: string, from: number): string {
+  let unique = id;
+  for (let suffix = from; used.has(unique); suffix++) unique = `${id}_${suffix}`;
+  used.add(unique);
+  return unique;
+}
+
 /** A whole JSON answer without the field every completion of its wire has. */
 function notAnAnswer(provider: string, body: Json, field: string): ProviderError {
   return new ProviderError({
@@ -596,10 +607,7 @@ class OpenAiDecoder implements WireDecoder {
         parts.push({ type: 'tool-call-end', index: this.#last, id: previous.id, name: previous.name, args });
       }
     }
-    // Ids answer results, so two calls of one completion never share one.
-    let callId = id ?? `call_${position}`;
-    for (let suffix = position; this.#usedIds.has(callId); suffix++) callId = `${id ?? `call_${position}`}_${suffix}`;
-    this.#usedIds.add(callId);
+    const callId = uniqueId(this.#usedIds, id ?? `call_${position}`, position);
     if (id !== null) this.#byServerId.set(id, position);
     this.#calls.set(position, { id: callId, name: '', args: '', started: false });
     if (serverIndex !== null) this.#alias.set(serverIndex, position);
@@ -960,12 +968,8 @@ class AnthropicDecoder implements WireDecoder {
     return { ...base, args: { ...given, ...streamed.args } };
   }
 
-  /** Ids answer results, so two calls of one answer never share one. */
   #uniqueId(id: string): string {
-    let unique = id;
-    for (let suffix = this.#tools; this.#usedIds.has(unique); suffix++) unique = `${id}_${suffix}`;
-    this.#usedIds.add(unique);
-    return unique;
+    return uniqueId(this.#usedIds, id, this.#tools);
   }
 
   finish(incomplete: boolean): StreamPart[] {
