@@ -1,7 +1,6 @@
 /** The store actor's thread. See ./store.ts for the protocol. */
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
-import { openWriter } from '../store/schema.js';
-import { StoreWriter } from '../store/writer.js';
+import { BatchWriter } from '../store/local.js';
 import { errorReply, okReply, type Reply, type Request } from './protocol.js';
 import type { StoreControl, StoreOutput, StoreRequestBody, StoreWorkerData } from './store.js';
 
@@ -13,13 +12,7 @@ interface Queued {
   request: Request<StoreRequestBody>;
 }
 
-const db = openWriter(data.path, { synchronous: data.synchronous });
-const writer = new StoreWriter(db);
-const begin = db.prepare('BEGIN IMMEDIATE');
-const commit = db.prepare('COMMIT');
-const savepoint = db.prepare('SAVEPOINT request');
-const release = db.prepare('RELEASE request');
-const rollbackTo = db.prepare('ROLLBACK TO request');
+const store = new BatchWriter(data.path, { synchronous: data.synchronous });
 const killPoint = parseKillPoint(data.killAt);
 const batchesSeen = new Map<string, number>();
 let queue: Queued[] = [];
@@ -54,8 +47,6 @@ function enqueue(item: Queued): void {
   }
 }
 
-type Handler = (input: never) => unknown;
-
 function flush(): void {
   scheduled = false;
   const batch = queue;
@@ -64,37 +55,20 @@ function flush(): void {
   // The test hook costs nothing when no kill point is set.
   const armed = isKillBatch(batch);
   maybeKill('before', armed);
-  const replies: Reply[] = [];
+  let done: ReturnType<BatchWriter['run']>;
   try {
-    begin.run();
-    for (const { request } of batch) {
-      const mark = writer.markNotifications();
-      savepoint.run();
-      try {
-        const handler = (writer as unknown as Record<string, Handler>)[request.body.op];
-        if (typeof handler !== 'function') throw new Error(`unknown store operation ${request.body.op}`);
-        const value = handler.call(writer, request.body.input as never);
-        release.run();
-        replies.push(okReply(request.id, value));
-      } catch (error) {
-        rollbackTo.run();
-        release.run();
-        writer.rollbackNotifications(mark);
-        replies.push(errorReply(request.id, error));
-      }
-    }
-    maybeKill('inside', armed);
-    commit.run();
+    done = store.run(
+      batch.map(({ request }) => request.body),
+      () => maybeKill('inside', armed),
+    );
   } catch (error) {
-    if (db.inTransaction) db.exec('ROLLBACK');
-    writer.takeNotifications();
     batch.forEach((item) => {
       item.reply(errorReply(item.request.id, error));
     });
     return;
   }
   maybeKill('after', armed);
-  const notifications = writer.takeNotifications();
+  const { notifications, outcomes } = done;
   if (
     notifications.events.length +
       notifications.mail.length +
@@ -106,7 +80,8 @@ function flush(): void {
     main.postMessage(message);
   }
   batch.forEach((item, index) => {
-    item.reply(replies[index] as Reply);
+    const outcome = outcomes[index];
+    item.reply(outcome?.ok ? okReply(item.request.id, outcome.value) : errorReply(item.request.id, outcome?.error));
   });
 }
 
@@ -124,7 +99,7 @@ function listen(port: {
       closing = true;
       setImmediate(() => {
         flush();
-        db.close();
+        store.close();
         const closed: StoreOutput = { type: 'closed' };
         main.postMessage(closed);
         process.exit(0);

@@ -7,68 +7,11 @@
  */
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
-import type { EventData, RunStatus } from '../runtime/events.js';
-import type { Completion } from '../runtime/provider.js';
-import type {
-  CommitStepInput,
-  CommitStepResult,
-  CreateRootInput,
-  EndRunInput,
-  Fence,
-  IntentBegin,
-  IntentInput,
-  LeaseClaim,
-  Notifications,
-  QuestionInput,
-  RestorePointInput,
-  SpawnInput,
-  SpawnResult,
-} from '../store/writer.js';
+import type { StoreOperation, StoreOperations, StoreRequestBody, StoreWrites } from '../store/port.js';
+import type { Notifications } from '../store/writer.js';
 import { type Endpoint, RequestClient } from './protocol.js';
 
-/** Every operation the store actor serves: its input and its result. */
-export interface StoreOperations {
-  createRoot: [CreateRootInput, { generation: number }];
-  acquireLease: [LeaseClaim & { runId: string }, { generation: number }];
-  renewLeases: [
-    { owner: string; leases: { runId: string; generation: number }[]; expiresAt: number },
-    { lost: string[] },
-  ];
-  releaseLease: [Fence, undefined];
-  admit: [LeaseClaim & { childId: string }, { status: 'admitted'; generation: number } | { status: 'gone' }];
-  spawn: [SpawnInput, SpawnResult];
-  commitStep: [CommitStepInput, CommitStepResult];
-  endRun: [EndRunInput, undefined];
-  recordEvents: [Fence & { events: EventData[]; now: number }, undefined];
-  cancelQueued: [{ rootId: string; now: number }, { cancelled: string[] }];
-  recordRestorePoint: [RestorePointInput, { created: boolean }];
-  dropBacklog: [{ runId: string; now: number }, { cancelled: string[] }];
-  beginIntent: [IntentInput, IntentBegin];
-  finishIntent: [Fence & { seq: number; key: string; result: string; outcome: string; now: number }, undefined];
-  pause: [
-    Fence & {
-      seq: number;
-      completion: Completion;
-      partial: unknown;
-      question: QuestionInput;
-      events: EventData[];
-      now: number;
-    },
-    undefined,
-  ];
-  answer: [{ questionId: string; answer: unknown; by: string; now: number }, { runId: string; rootId: string }];
-  resumePaused: [
-    LeaseClaim & { runId: string },
-    { status: 'resumed'; generation: number } | { status: 'waiting'; open: string[] },
-  ];
-  clearStepImages: [Fence & { seq: number; paths: string[]; now: number }, undefined];
-  regate: [
-    { runId: string; events: EventData[]; passed: boolean; reply: string | null; now: number },
-    { status: RunStatus },
-  ];
-}
-export type StoreOperation = keyof StoreOperations;
-export type StoreRequestBody = { [K in StoreOperation]: { op: K; input: StoreOperations[K][0] } }[StoreOperation];
+export type { StoreOperation, StoreOperations, StoreRequestBody } from '../store/port.js';
 
 /** Messages the main thread sends the store worker besides requests. */
 export type StoreControl = { type: 'attach'; port: MessagePort } | { type: 'close' };
@@ -84,7 +27,7 @@ export interface StoreWorkerData {
 }
 
 /** A typed client of the store actor over any endpoint (the worker itself, or a port). */
-export class StoreClient {
+export class StoreClient implements StoreWrites {
   readonly #client: RequestClient<StoreRequestBody>;
 
   constructor(endpoint: Endpoint, onOther?: (message: { type: string }) => void) {

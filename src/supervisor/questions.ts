@@ -5,9 +5,8 @@
  * and the second is refused (ALREADY_ANSWERED) naming the answer that stands. Then
  * `supervisor.resume(rootId)` continues the run from where it paused.
  */
-import { openWriter } from '../store/schema.js';
+import { writeOnce } from '../store/local.js';
 import type { Store } from '../store/store.js';
-import { StoreWriter } from '../store/writer.js';
 
 /**
  * @example
@@ -21,13 +20,10 @@ export function answerQuestion(
   answer: unknown,
   options: { by?: string } = {},
 ): { runId: string; rootId: string } {
-  const db = openWriter(store.path);
-  try {
-    const writer = new StoreWriter(db);
-    return db
-      .transaction(() => writer.answer({ questionId, answer, by: options.by ?? `pid ${process.pid}`, now: Date.now() }))
-      .immediate();
-  } finally {
-    db.close();
-  }
+  return writeOnce(store.path, 'answer', {
+    questionId,
+    answer,
+    by: options.by ?? `pid ${process.pid}`,
+    now: Date.now(),
+  });
 }

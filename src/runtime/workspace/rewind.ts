@@ -9,9 +9,8 @@ import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:f
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import { processLiveness } from '../../store/liveness.js';
+import { writeTogether } from '../../store/local.js';
 import type { RestorePoint, TraceReader } from '../../store/reader.js';
-import { openWriter } from '../../store/schema.js';
-import { StoreWriter } from '../../store/writer.js';
 import { isTerminal } from '../events.js';
 import { escapes, realTarget } from '../policy/policy.js';
 import { reverseApply } from './diffs.js';
@@ -157,20 +156,11 @@ export function rewindRun(
   const files = [...earliest.values()]
     .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
     .map((point) => ({ path: point.path, action: putBack(root, point.path, point.existed ? point.content : null) }));
-  // The backlog is a write to the store. Outside a supervisor this is a short transaction of
-  // its own; SQLite's lock orders it against a store actor writing the same file.
-  const db = openWriter(store.path);
-  try {
-    const writer = new StoreWriter(db);
-    const cancelled = db
-      .transaction(() =>
-        subtree.flatMap((member) => writer.dropBacklog({ runId: member.runId, now: Date.now() }).cancelled),
-      )
-      .immediate();
-    return { files, cancelled };
-  } finally {
-    db.close();
-  }
+  // The backlog is a write to the store: one short transaction of its own (see writeTogether).
+  const cancelled = writeTogether(store.path, (write) =>
+    subtree.flatMap((member) => write('dropBacklog', { runId: member.runId, now: Date.now() }).cancelled),
+  );
+  return { files, cancelled };
 }
 
 /**

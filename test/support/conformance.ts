@@ -1,0 +1,201 @@
+/**
+ * The store port's contract, as one suite any backend runs: give it a way to open a fresh
+ * store and it checks fencing, idempotent commits and spawns, draws that cross a ceiling,
+ * exactly-once consumption of mail and compare-and-set answers, through the port alone.
+ */
+import { hostname } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import type { StorePort } from '../../dist/store/port.js';
+
+/** What a promise rejected with; fails the test when it resolves. */
+async function thrown(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    (value) => {
+      throw new Error(`expected a rejection, got ${JSON.stringify(value)}`);
+    },
+    (error: unknown) => error,
+  );
+}
+
+export interface OpenedPort {
+  port: StorePort;
+  close(): Promise<void> | void;
+}
+
+const completion = { text: '', toolCalls: [], usage: { inputTokens: 5, outputTokens: 5 }, model: 'm' };
+
+function claim(owner: string, now = Date.now(), ttlMs = 60_000) {
+  return { owner, pid: process.pid, host: hostname(), ttlMs, now };
+}
+
+function step(fence: { runId: string; generation: number; owner: string }, seq: number, extra: object = {}) {
+  return {
+    ...fence,
+    seq,
+    completion,
+    observations: [],
+    usage: completion.usage,
+    consumed: [] as string[],
+    sent: [] as { to: string; body: string }[],
+    spawned: [] as string[],
+    events: [],
+    final: null,
+    now: Date.now(),
+    ...extra,
+  };
+}
+
+async function root(port: StorePort, runId: string, ceilings = { steps: null, tokens: null, wallMs: null } as object) {
+  const { generation } = await port.call('createRoot', {
+    runId,
+    task: 't',
+    spec: { provider: null },
+    ceilings: { steps: null, tokens: null, wallMs: null, ...ceilings },
+    maxTotalAgents: null,
+    maxConcurrentAgents: null,
+    maxWaitSecs: 30,
+    claim: claim('owner-a'),
+  });
+  return { runId, generation, owner: 'owner-a' };
+}
+
+function spawnInput(fence: { runId: string; generation: number; owner: string }, key: string, newRunId: string) {
+  return {
+    ...fence,
+    key,
+    task: 'child task',
+    as: 'child',
+    asked: { steps: null, tokens: null, wallMs: null },
+    maxWaitSecs: null,
+    newRunId,
+    queueNow: true,
+    now: Date.now(),
+  };
+}
+
+export function storePortConformance(backend: string, open: () => Promise<OpenedPort>): void {
+  async function withPort(body: (port: StorePort) => Promise<void>): Promise<void> {
+    const opened = await open();
+    try {
+      await body(opened.port);
+    } finally {
+      await opened.close();
+    }
+  }
+
+  describe(`the store port's contract (${backend})`, () => {
+    it('fences every write by the lease: a live holder is a conflict, a taken-over one is refused and writes nothing', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'fenced');
+        const conflict = await thrown(port.call('acquireLease', { runId: 'fenced', ...claim('owner-b') }));
+        expect(conflict).toMatchObject({ name: 'ConflictError', code: 'CONFLICT' });
+        // The lease lapses (a claim far in the future), and another driver takes the run.
+        const later = Date.now() + 3_600_000;
+        const taken = await port.call('acquireLease', { runId: 'fenced', ...claim('owner-b', later) });
+        expect(taken.generation).toBe(fence.generation + 1);
+        const stale = await thrown(port.call('commitStep', step(fence, 1)));
+        expect(stale).toMatchObject({ name: 'LeaseLostError', code: 'LEASE_LOST' });
+        expect(await port.steps('fenced')).toEqual([]);
+        const current = { runId: 'fenced', generation: taken.generation, owner: 'owner-b' };
+        expect(await port.call('commitStep', step(current, 1))).toMatchObject({ status: 'committed', seq: 1 });
+      }));
+
+    it('commits a step once: the same step again is a duplicate, and a gap is refused', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'once');
+        expect(await port.call('commitStep', step(fence, 1))).toMatchObject({ status: 'committed' });
+        expect(await port.call('commitStep', step(fence, 1))).toEqual({ status: 'duplicate', seq: 1 });
+        const gap = await thrown(port.call('commitStep', step(fence, 3)));
+        expect(gap).toMatchObject({ code: 'STEP_OUT_OF_ORDER' });
+        expect((await port.steps('once')).map((s) => s.seq)).toEqual([1]);
+      }));
+
+    it('spawns once per key: the same spawn again names the same child', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'parent');
+        const first = await port.call('spawn', spawnInput(fence, 'parent:1:0', 'child-1'));
+        const again = await port.call('spawn', spawnInput(fence, 'parent:1:0', 'child-2'));
+        expect(first).toMatchObject({ status: 'created', childId: 'child-1', address: 'child' });
+        expect(again).toMatchObject({ status: 'existing', childId: 'child-1', address: 'child' });
+        expect(await port.run('child-2')).toBeNull();
+        expect(await port.run('child-1')).toMatchObject({ parentId: 'parent', rootId: 'parent', address: 'child' });
+      }));
+
+    it('refuses a draw that crosses a ceiling, and writes nothing of that step', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'capped', { steps: 1, tokens: 15 });
+        expect(await port.call('commitStep', step(fence, 1))).toMatchObject({ status: 'committed' });
+        const over = await port.call('commitStep', step(fence, 2));
+        expect(over).toMatchObject({ status: 'exhausted', runId: 'capped', ceiling: 'steps', limit: 1 });
+        expect((await port.steps('capped')).map((s) => s.seq)).toEqual([1]);
+        expect(await port.account('capped')).toMatchObject({ spent: { steps: 1, tokens: 10 } });
+      }));
+
+    it('charges a child to its whole chain: its draw that crosses the root is refused', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'tree', { tokens: 15 });
+        const child = await port.call('spawn', spawnInput(fence, 'tree:1:0', 'tree-child'));
+        expect(child.status).toBe('created');
+        const admitted = await port.call('admit', { childId: 'tree-child', ...claim('owner-a') });
+        expect(admitted.status).toBe('admitted');
+        const childFence = {
+          runId: 'tree-child',
+          generation: (admitted as { generation: number }).generation,
+          owner: 'owner-a',
+        };
+        expect(await port.call('commitStep', step(childFence, 1))).toMatchObject({ status: 'committed' });
+        expect(await port.call('commitStep', step(fence, 1))).toMatchObject({
+          status: 'exhausted',
+          runId: 'tree',
+          ceiling: 'tokens',
+        });
+        expect(await port.account('tree')).toMatchObject({ spent: { tokens: 10 } });
+      }));
+
+    it('consumes a message exactly once', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'mail');
+        await port.call('commitStep', step(fence, 1, { sent: [{ to: 'root', body: 'hello' }] }));
+        const inbox = await port.inbox('mail', 'root');
+        expect(inbox.map((message) => message.body)).toEqual(['hello']);
+        const msgId = inbox[0]?.msgId as string;
+        expect(await port.call('commitStep', step(fence, 2, { consumed: [msgId] }))).toMatchObject({
+          status: 'committed',
+        });
+        const twice = await thrown(port.call('commitStep', step(fence, 3, { consumed: [msgId] })));
+        expect(twice).toMatchObject({ code: 'MAILBOX_CONFLICT' });
+        expect(await port.inbox('mail', 'root')).toEqual([]);
+        expect((await port.steps('mail')).map((s) => s.seq)).toEqual([1, 2]);
+      }));
+
+    it('answers a question once: the first answer stands, a second is refused naming it', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'asked');
+        await port.call('pause', {
+          ...fence,
+          seq: 1,
+          completion,
+          partial: null,
+          question: { questionId: 'q-1', kind: 'question', payload: { question: 'which?' }, summary: 'which?' },
+          events: [],
+          now: Date.now(),
+        });
+        expect(await port.run('asked')).toMatchObject({ status: 'paused' });
+        expect(await port.call('answer', { questionId: 'q-1', answer: 'the left one', by: 'alice', now: 1 })).toEqual({
+          runId: 'asked',
+          rootId: 'asked',
+        });
+        const second = await thrown(
+          port.call('answer', { questionId: 'q-1', answer: 'the right one', by: 'bob', now: 2 }),
+        );
+        expect(second).toMatchObject({ code: 'ALREADY_ANSWERED', details: { answeredBy: 'alice' } });
+        expect(await port.question('q-1')).toMatchObject({
+          status: 'answered',
+          answer: 'the left one',
+          answeredBy: 'alice',
+        });
+        const resumed = await port.call('resumePaused', { runId: 'asked', ...claim('owner-b') });
+        expect(resumed.status).toBe('resumed');
+      }));
+  });
+}
