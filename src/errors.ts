@@ -30,6 +30,7 @@ export const ErrorCode = {
   RunStillLive: 'RUN_STILL_LIVE',
   QuestionNotFound: 'QUESTION_NOT_FOUND',
   AlreadyAnswered: 'ALREADY_ANSWERED',
+  ToolsMissing: 'TOOLS_MISSING',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -41,6 +42,8 @@ export interface SerializedError {
   message: string;
   stack?: string;
   details?: Record<string, unknown>;
+  /** What a class keeps besides its details (see {@link HarnessError.serializedFields}). */
+  fields?: Record<string, unknown>;
 }
 
 export interface HarnessErrorOptions {
@@ -59,6 +62,14 @@ export class HarnessError extends Error {
     this.name = 'HarnessError';
     this.code = code;
     this.details = options.details ?? {};
+  }
+
+  /**
+   * What this error keeps besides its code, message and details, for its class to be rebuilt
+   * whole on the other side of a thread. Plain data only.
+   */
+  serializedFields(): Record<string, unknown> | undefined {
+    return undefined;
   }
 
   /** True for any io-harness error, including one rebuilt from another thread. */
@@ -145,7 +156,15 @@ export class ActorExitedError extends HarnessError {
 
 export function serializeError(error: unknown): SerializedError {
   if (HarnessError.isInstance(error)) {
-    return { name: error.name, code: error.code, message: error.message, stack: error.stack, details: error.details };
+    const fields = typeof error.serializedFields === 'function' ? error.serializedFields() : undefined;
+    return {
+      name: error.name,
+      code: error.code,
+      message: error.message,
+      stack: error.stack,
+      details: error.details,
+      ...(fields ? { fields } : {}),
+    };
   }
   if (error instanceof Error) {
     return { name: error.name, code: ErrorCode.Internal, message: error.message, stack: error.stack };
@@ -153,36 +172,72 @@ export function serializeError(error: unknown): SerializedError {
   return { name: 'Error', code: ErrorCode.Internal, message: String(error) };
 }
 
-/** Rebuilds an error that crossed a boundary as the matching io-harness class. */
+type Rebuild = (data: SerializedError, details: Record<string, unknown>) => HarnessError;
+
+/** How each error class is rebuilt from its data, by its name: one registry for every thread boundary. */
+const REBUILDERS = new Map<string, Rebuild>();
+
+/**
+ * Registers how the class named `name` is rebuilt after crossing a thread. Every class the
+ * runtime raises registers itself where it is defined; a name registered twice is a bug.
+ */
+export function registerErrorClass(name: string, rebuild: Rebuild): void {
+  if (REBUILDERS.has(name)) throw new Error(`error class ${name} is registered twice`);
+  REBUILDERS.set(name, rebuild);
+}
+
+/** The names of the classes {@link deserializeError} rebuilds as themselves. */
+export function registeredErrorClasses(): string[] {
+  return [...REBUILDERS.keys()].sort();
+}
+
+registerErrorClass(
+  'ConflictError',
+  (_data, details) => new ConflictError(String(details.runId), details.holder as LeaseHolder),
+);
+registerErrorClass(
+  'LeaseLostError',
+  (_data, details) =>
+    new LeaseLostError(String(details.runId), Number(details.generation), (details.current as number | null) ?? null),
+);
+registerErrorClass('InvalidArgumentError', (data, details) => new InvalidArgumentError(data.message, { details }));
+registerErrorClass(
+  'OutputSchemaError',
+  (data, details) => new OutputSchemaError(String(details.keyword), String(details.pointer), data.message),
+);
+registerErrorClass('StoreError', (data, details) => new StoreError(data.code as ErrorCode, data.message, { details }));
+registerErrorClass(
+  'ActorExitedError',
+  (data, details) => new ActorExitedError(data.code as ErrorCode, data.message, { details }),
+);
+
+/** The class a code means when an error was raised as a plain HarnessError with it. */
+const CLASS_OF_CODE: Partial<Record<string, string>> = {
+  [ErrorCode.Conflict]: 'ConflictError',
+  [ErrorCode.LeaseLost]: 'LeaseLostError',
+  [ErrorCode.InvalidArgument]: 'InvalidArgumentError',
+  [ErrorCode.OutputSchemaUnsupported]: 'OutputSchemaError',
+  [ErrorCode.StoreNotSqlite]: 'StoreError',
+  [ErrorCode.StoreSchemaTooNew]: 'StoreError',
+  [ErrorCode.StoreOpenFailed]: 'StoreError',
+};
+
+/**
+ * Rebuilds an error that crossed a boundary as the class it was thrown as (its name); one
+ * raised as a plain HarnessError is rebuilt as the class its code means, or as itself.
+ */
 export function deserializeError(data: SerializedError): HarnessError {
   const details = data.details ?? {};
+  const rebuild = REBUILDERS.get(data.name) ?? REBUILDERS.get(CLASS_OF_CODE[data.code] ?? '');
   let error: HarnessError;
-  switch (data.code) {
-    case ErrorCode.Conflict:
-      error = new ConflictError(String(details.runId), details.holder as LeaseHolder);
-      break;
-    case ErrorCode.LeaseLost:
-      error = new LeaseLostError(
-        String(details.runId),
-        Number(details.generation),
-        (details.current as number | null) ?? null,
-      );
-      break;
-    case ErrorCode.InvalidArgument:
-      error = new InvalidArgumentError(data.message, { details });
-      break;
-    case ErrorCode.OutputSchemaUnsupported:
-      error = new OutputSchemaError(String(details.keyword), String(details.pointer), data.message);
-      break;
-    case ErrorCode.StoreNotSqlite:
-    case ErrorCode.StoreSchemaTooNew:
-    case ErrorCode.StoreOpenFailed:
-      error = new StoreError(data.code, data.message, { details });
-      break;
-    default:
-      error = new HarnessError((data.code as ErrorCode) ?? ErrorCode.Internal, data.message, { details });
-      error.name = data.name;
+  if (rebuild) {
+    error = rebuild(data, details);
+  } else {
+    error = new HarnessError((data.code as ErrorCode) ?? ErrorCode.Internal, data.message, { details });
+    error.name = data.name;
   }
+  // What a class computes from its inputs (a message, its details) stands as it was sent.
+  if (error.message !== data.message) error.message = data.message;
   if (data.stack) error.stack = data.stack;
   return error;
 }

@@ -6,6 +6,8 @@
  */
 import type { MessagePort } from 'node:worker_threads';
 import { ActorExitedError, deserializeError, type ErrorCode, type SerializedError, serializeError } from '../errors.js';
+// Registers ProviderError with the error registry, so a reply rebuilds it as itself.
+import '../runtime/providers/types.js';
 
 export type Request<B> = { type: 'request'; id: number; body: B };
 export type Reply =

@@ -2,7 +2,7 @@
  * The provider layer's shared vocabulary: what a streamed completion is made of, how a
  * failure is classified, and what a vendor says about its rate limits.
  */
-import { ErrorCode, HarnessError } from '../../errors.js';
+import { ErrorCode, HarnessError, registerErrorClass } from '../../errors.js';
 
 /** Tokens of one model call. Cache and reasoning counts are 0 where the vendor does not report them. */
 export interface CallUsage {
@@ -112,7 +112,26 @@ export class ProviderError extends HarnessError {
     this.rateLimits = init.rateLimits ?? null;
     this.isRetryable = retryable;
   }
+  override serializedFields(): Record<string, unknown> {
+    return { responseBody: this.responseBody, rateLimits: this.rateLimits };
+  }
 }
+
+registerErrorClass('ProviderError', (data, details) => {
+  const fields = data.fields ?? {};
+  const error = new ProviderError({
+    kind: details.kind as ProviderFailureKind,
+    provider: String(details.provider),
+    message: data.message,
+    statusCode: (details.statusCode as number | null) ?? null,
+    retryAfterMs: (details.retryAfterMs as number | null) ?? null,
+    responseBody: (fields.responseBody as string | null) ?? null,
+    rateLimits: (fields.rateLimits as RateLimits | null) ?? null,
+  });
+  // What the client added to the details (the attempts a call took) crosses too.
+  Object.assign(error.details, details);
+  return error;
+});
 
 export function isRetryable(kind: ProviderFailureKind, statusCode: number | null): boolean {
   switch (kind) {
