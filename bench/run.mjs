@@ -9,6 +9,7 @@ const benches = [
   ['commit-throughput', ['commit-throughput.mjs']],
   ['step-overhead', ['step-overhead.mjs']],
   ['workspace-step', ['workspace-step.mjs']],
+  ['tool-roundtrip', ['tool-roundtrip.mjs']],
   ['policy', ['policy.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],

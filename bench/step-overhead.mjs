@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Store, Supervisor } from 'io-harness';
+import { percentile, stepGaps } from './support/gaps.mjs';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 2000);
 const store = await Store.open(join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db'));
@@ -26,12 +27,8 @@ const result = await supervisor.run({
 await supervisor.close();
 store.close();
 // Skip the warm-up (first 10% of steps: module loading, JIT).
-const gaps = marks
-  .slice(1)
-  .map((t, i) => t - marks[i])
-  .slice(Math.floor(STEPS / 10))
-  .sort((a, b) => a - b);
-const pct = (p) => gaps[Math.min(gaps.length - 1, Math.floor((gaps.length * p) / 100))];
+const gaps = stepGaps(marks, STEPS);
+const pct = (p) => percentile(gaps, p);
 console.log(
   JSON.stringify({
     bench: 'step-overhead',

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Policy, Store, Supervisor, TaskContract } from 'io-harness';
+import { percentile, stepGaps } from './support/gaps.mjs';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 1000);
 const FILES = 200;
@@ -33,12 +34,8 @@ async function measure(options) {
   const result = await supervisor.run(options).result;
   await supervisor.close();
   store.close();
-  const gaps = marks
-    .slice(1)
-    .map((t, i) => t - marks[i])
-    .slice(Math.floor(STEPS / 10))
-    .sort((a, b) => a - b);
-  const pct = (p) => gaps[Math.min(gaps.length - 1, Math.floor((gaps.length * p) / 100))];
+  const gaps = stepGaps(marks, STEPS);
+  const pct = (p) => percentile(gaps, p);
   return { status: result.status, p50: pct(50), p99: pct(99) };
 }
 

@@ -1,7 +1,8 @@
 // npm run demo: a real fan-out tree on the embedded scripted model server. A root spawns
 // eight workers that message each other and report back; every agent talks to the model
 // over HTTP in the OpenAI wire format, from its own worker thread; progress comes from
-// the event bus; the ledger and the trace's location are printed at the end.
+// the event bus, and the root's words stream in as the model writes them (live events);
+// the ledger and the trace's location are printed at the end.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +16,28 @@ const store = await Store.open(path);
 const supervisor = await Supervisor.start(store, { maxConcurrentAgents: 4 });
 const addresses = new Map();
 
-supervisor.observe((event) => {
+let streaming = false;
+supervisor.observe(
+  (event) => {
+    // A live event is what an agent does as it happens (here, the root's text as it streams); it is never committed.
+    if (event.live) {
+      if (event.type !== 'text-delta' || event.address !== 'root') return;
+      if (!streaming) process.stdout.write('root      streams: ');
+      streaming = true;
+      process.stdout.write(event.text);
+      return;
+    }
+    // The step's committed events follow its text: end the streamed line first.
+    if (streaming) {
+      process.stdout.write('\n');
+      streaming = false;
+    }
+    report(event);
+  },
+  { live: true },
+);
+
+function report(event) {
   if (event.type === 'spawn-queued') addresses.set(event.childId, event.address);
   if (event.type === 'run-start') addresses.set(event.runId, event.address);
   const who = (addresses.get(event.runId) ?? event.runId.slice(0, 8)).padEnd(9);
@@ -36,7 +58,7 @@ supervisor.observe((event) => {
       console.log(`${who} ${event.status}${event.reply ? `: ${event.reply}` : ''}`);
       break;
   }
-});
+}
 
 const handle = supervisor.run({
   task: 'Survey the project in eight parts and report back.',

@@ -23,6 +23,8 @@ export type { OutputCheck } from './runtime/contract/output-check.js';
 export { checkOutput } from './runtime/contract/output-check.js';
 export type { JsonSchema } from './runtime/contract/output-schema.js';
 export { OUTPUT_SCHEMA_KEYWORDS, OutputSchema } from './runtime/contract/output-schema.js';
+export type { ToolCallContext, ToolDeclaration, ToolDefinitionData, ToolEffect } from './runtime/custom-tool.js';
+export { MAX_TOOL_RESULT_CHARS, Tool, tool } from './runtime/custom-tool.js';
 export type {
   DrawAmount,
   EventData,
@@ -35,6 +37,8 @@ export type {
 } from './runtime/events.js';
 export { isTerminal, TERMINAL_STATUSES } from './runtime/events.js';
 export type { CommandResult } from './runtime/exec/run-command.js';
+export type { LiveData, LiveEvent } from './runtime/live.js';
+export { LIVE_CHANNELS } from './runtime/live.js';
 export type {
   ApprovalAnswer,
   ApprovalRequest,
@@ -127,7 +131,7 @@ export { SCHEMA_VERSION } from './store/schema.js';
 export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';
 export type { ModelCallRecord } from './store/writer.js';
-export type { EventFilter, Observer } from './supervisor/event-bus.js';
+export type { EventFilter, LiveObserver, Observer } from './supervisor/event-bus.js';
 export { answerQuestion } from './supervisor/questions.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';

@@ -36,12 +36,22 @@ describe('the README and the demo', () => {
     expect(out).toContain('+  return a + b;');
   });
 
+  it("runs the tools guide's example: a zod-typed tool, a bad call read as an observation, then the answer", () => {
+    const out = run('tools/main.mjs', tempStorePath());
+    expect(out).toContain('lookup_order: the arguments to lookup_order are not valid: id: ');
+    expect(out).toContain('lookup_order: {"status":"shipped","eta":"2026-12-04"}');
+    expect(out).toContain('finished: Order A-1001 has shipped and arrives on 2026-12-04.');
+  });
+
   it('runs the demo: a root, eight workers messaging each other, the ledger and the trace', () => {
     const out = run('demo.mjs');
     expect(out).toMatch(/outcome: finished — All 8 workers reported/);
     expect(out).toMatch(/ledger: {2}\d+\/200 steps/);
     expect(out).toMatch(/trace: {3}\S+runs\.db/);
     expect(out.match(/-> worker-\d/g)?.length).toBe(4);
+    // The root's words as they streamed, one live text delta at a time.
+    expect(out).toContain('root      streams: Splitting the survey across 8 workers.\n');
+    expect(out).toMatch(/root {6}streams: All 8 workers reported: /);
     // Every step was one HTTP call to the scripted model server.
     const steps = Number(/ledger: {2}(\d+)\/200 steps/.exec(out)?.[1]);
     const calls = Number(/model: {3}(\d+) calls over HTTP to the scripted model server/.exec(out)?.[1]);

@@ -1,13 +1,15 @@
 /**
  * The agent actor: one worker thread per live agent, driving one run at a time
  * through observe, reason, act, check, stop. It talks to the store actor over a
- * port of its own and to the supervisor over its parent port, and to nothing else.
+ * port of its own, to the supervisor over its parent port (start, mail, cancel) and its
+ * host channel (what it asks of the main thread), and to nothing else.
  * Threads are pooled: when a run ends the thread takes the next one.
  */
 import { type MessagePort, Worker } from 'node:worker_threads';
 import type { SerializedError } from '../errors.js';
+import type { ToolDefinitionData } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
-import type { ApprovalRequest, OperatorQuestion, PlanReview } from '../runtime/policy/approval.js';
+import type { LiveData } from '../runtime/live.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 
 /** Supervisor to actor. */
@@ -22,21 +24,19 @@ export type AgentInput =
       provider?: ProviderSpec;
       /** A review gate's provider with its key, likewise. */
       reviewer?: ProviderSpec;
+      /** Someone listens to the live channel: publish what the run does as it happens. */
+      live?: boolean;
+      /** The embedder's tools this tree has, as data; the main thread runs them. */
+      tools?: ToolDefinitionData[];
     }
   /** A message was committed to this actor's address. */
   | { type: 'mail' }
   /** Stop at the next step boundary and end the run as cancelled. */
-  | { type: 'cancel' };
-
-/** Requests the actor makes of the supervisor. */
-export type AgentRequestBody =
-  | { op: 'wait-child'; runId: string; childId: string; timeoutMs: number | null }
-  /** The policy said ask: the supervisor puts the question to the tree's approver. */
-  | { op: 'approve'; request: ApprovalRequest }
-  /** A run in its planning phase submitted a plan: the supervisor shows it to the tree's plan gate. */
-  | { op: 'review-plan'; plan: PlanReview }
-  /** An agent asks the operator about intent. */
-  | { op: 'ask-operator'; question: OperatorQuestion };
+  | { type: 'cancel' }
+  /** Whether anyone listens to the live channel now (an observer came or went). */
+  | { type: 'live'; on: boolean }
+  /** Every live event before the flush with this id has been handed on. */
+  | { type: 'live-flushed'; id: number };
 
 export type WaitChildResult =
   | {
@@ -56,16 +56,24 @@ export type RunExit =
   | { kind: 'error'; error: SerializedError };
 
 /** Actor to supervisor, besides requests. */
-export type AgentOutput = { type: 'ready' } | { type: 'run-exit'; runId: string; exit: RunExit };
+export type AgentOutput =
+  | { type: 'ready' }
+  | { type: 'run-exit'; runId: string; exit: RunExit }
+  /** What the run is doing as it happens (see runtime/live.ts): never a committed fact. */
+  | { type: 'live'; runId: string; data: LiveData; at: number }
+  /** Asks for a `live-flushed` reply once the live events sent before it are handed on. */
+  | { type: 'live-flush'; id: number };
 
 export interface AgentWorkerData {
   storePath: string;
   storePort: MessagePort;
+  /** The actor's end of its host channel (see ./host-channel.ts). */
+  hostPort: MessagePort;
 }
 
 export const AGENT_WORKER_URL = new URL('./agent-worker.js', import.meta.url);
 
-export function startAgentWorker(storePath: string, storePort: MessagePort): Worker {
-  const data: AgentWorkerData = { storePath, storePort };
-  return new Worker(AGENT_WORKER_URL, { workerData: data, transferList: [storePort] });
+export function startAgentWorker(storePath: string, storePort: MessagePort, hostPort: MessagePort): Worker {
+  const data: AgentWorkerData = { storePath, storePort, hostPort };
+  return new Worker(AGENT_WORKER_URL, { workerData: data, transferList: [storePort, hostPort] });
 }

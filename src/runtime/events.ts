@@ -165,7 +165,7 @@ export type EventData =
   | { type: 'intent-finished'; key: string; outcome: string }
   | {
       type: 'policy-decision';
-      act: 'read' | 'write' | 'exec' | 'net';
+      act: 'read' | 'write' | 'exec' | 'net' | 'tool';
       subject: string;
       effect: 'allow' | 'deny' | 'ask';
       rule: string | null;

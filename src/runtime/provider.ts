@@ -79,6 +79,8 @@ export interface RequestOptions {
 export interface CompletionHooks {
   /** A tool call the stream has finished, before the completion has (used to start reads early). */
   onToolCall?(call: ToolCall, index: number): void;
+  /** A piece of the completion's text, as it streams (a retry's text streams again from its start). */
+  onText?(delta: string): void;
 }
 
 export interface ModelRequest {

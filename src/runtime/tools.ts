@@ -4,7 +4,10 @@
  * emitted in a stable order (by name) and are byte-identical from run to run,
  * because prompt caches key on them.
  */
+
+import type { QuestionInput } from '../store/writer.js';
 import { type ArgumentSchema, checkArguments } from './arguments.js';
+import type { EventData } from './events.js';
 import { keptOfSent, type ToolCall, type ToolDefinition } from './provider.js';
 
 /**
@@ -31,12 +34,32 @@ export interface ToolResult {
    * rules, `runtime` for the runtime's: tool masks, the plan gate, the workspace root).
    */
   refusal?: { rule: string; reason: string; layer?: string };
+  /**
+   * Set when the call cannot finish without a person: the step stops here. A pause keeps
+   * the step as a draft until the question is answered; a stop ends the run (a cancel, a
+   * cancelled plan, an aborted command). The result's content is not an observation.
+   */
+  halt?: Halt;
+}
+
+/** Why a step stops at a call: see {@link ToolResult.halt}. */
+export type Halt = { kind: 'pause'; question: QuestionInput; events: EventData[] } | { kind: 'stop'; reason: string };
+
+/** A result that halts the step. */
+export function halted(halt: Halt): ToolResult {
+  return { content: '', isError: true, halt };
 }
 
 export interface Tool<Context> {
   name: string;
   description: string;
   parameters: ArgumentSchema;
+  /**
+   * Where the arguments are checked: `here` against `parameters` before the handler runs
+   * (the runtime's own tools), or `host` by the main thread that runs the tool (the
+   * embedder's, whose schemas may use any of JSON Schema).
+   */
+  checkedBy?: 'here' | 'host';
   handler(args: Record<string, unknown>, context: Context, callIndex: number): Promise<ToolResult>;
 }
 
@@ -82,7 +105,7 @@ export class ToolRegistry<Context> {
   /** True when `name` is a tool here and `args` are valid for it. */
   accepts(name: string, args: Record<string, unknown>): boolean {
     const tool = this.#tools.get(name);
-    return tool !== undefined && checkArguments(tool.parameters, args).length === 0;
+    return tool !== undefined && tool.checkedBy !== 'host' && checkArguments(tool.parameters, args).length === 0;
   }
 
   /**
@@ -127,6 +150,7 @@ export class ToolRegistry<Context> {
       const known = [...this.#tools.keys()].sort().join(', ');
       return `there is no tool named ${JSON.stringify(keptOfSent(name))}; the tools are: ${known}.`;
     }
+    if (tool.checkedBy === 'host') return null;
     const problems = checkArguments(tool.parameters, args);
     if (problems.length === 0) return null;
     const more = problems.length > SHOWN_PROBLEMS ? `; and ${problems.length - SHOWN_PROBLEMS} more` : '';

@@ -8,16 +8,27 @@
 import type Database from 'better-sqlite3';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError, LeaseLostError } from '../errors.js';
 import { type Ceilings, type Clamp, clampToParent } from '../runtime/budget.js';
+import type { ContractData } from '../runtime/contract/contract.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
+import type { PolicyData } from '../runtime/policy/policy.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import { processLiveness } from './liveness.js';
 import { StatementCache } from './statements.js';
 
+/** What a rebuilt actor needs to run a root again, as stored with it (never a key). */
 export interface RunSpec {
-  /** Serialised provider spec (without keys) and anything else a rebuilt actor needs. */
+  /** Serialised provider spec, without keys. */
   provider: unknown;
   system?: string;
   session?: string;
+  /** A workspace run's contract (a review gate's provider without its key). */
+  contract?: ContractData;
+  /** The run's policy; a child's is its parent's, narrowed. */
+  policy?: PolicyData;
+  /** The workspace part of the first turn, computed when the run was created. */
+  briefing?: string;
+  /** The names of the embedder's tools the tree was started with; a resume must give them again. */
+  tools?: string[];
 }
 
 export interface LeaseClaim {

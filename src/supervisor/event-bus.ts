@@ -4,15 +4,20 @@
  * An observer that throws is isolated from the rest.
  */
 import type { HarnessEvent } from '../runtime/events.js';
+import type { LiveEvent } from '../runtime/live.js';
 
 export type Observer = (event: HarnessEvent) => void;
+/** An observer that asked for live events as well (see runtime/live.ts): `event.live` tells them apart. */
+export type LiveObserver = (event: HarnessEvent | LiveEvent) => void;
 
 export interface EventFilter {
   rootId?: string;
   runId?: string;
+  /** Also what agents do as it happens (text as it streams, tool calls starting and ending), never committed. */
+  live?: boolean;
 }
 
-function matches(filter: EventFilter, event: HarnessEvent): boolean {
+function matches(filter: EventFilter, event: { rootId: string; runId: string }): boolean {
   return (
     (filter.rootId === undefined || filter.rootId === event.rootId) &&
     (filter.runId === undefined || filter.runId === event.runId)
@@ -26,10 +31,42 @@ export class EventBus {
   /** Errors thrown by observers; kept so a broken observer is visible, never fatal. */
   readonly observerErrors: unknown[] = [];
 
-  subscribe(observer: Observer, filter: EventFilter = {}): () => void {
-    const entry = { filter, observer };
+  readonly #live = new Set<{ filter: EventFilter; observer: LiveObserver }>();
+  readonly #onLiveChange: (wanted: boolean) => void;
+
+  /** `onLiveChange` hears when the first observer asks for live events, and when the last one leaves. */
+  constructor(onLiveChange: (wanted: boolean) => void = () => undefined) {
+    this.#onLiveChange = onLiveChange;
+  }
+
+  subscribe(observer: Observer | LiveObserver, filter: EventFilter = {}): () => void {
+    const entry = { filter, observer: observer as Observer };
     this.#observers.add(entry);
-    return () => this.#observers.delete(entry);
+    if (filter.live !== true) return () => this.#observers.delete(entry);
+    const live = { filter, observer: observer as LiveObserver };
+    this.#live.add(live);
+    if (this.#live.size === 1) this.#onLiveChange(true);
+    return () => {
+      this.#observers.delete(entry);
+      if (this.#live.delete(live) && this.#live.size === 0) this.#onLiveChange(false);
+    };
+  }
+
+  /** True while some observer asked for live events. */
+  get wantsLive(): boolean {
+    return this.#live.size > 0;
+  }
+
+  /** Hands a live event to the observers that asked for them; nothing else sees it. */
+  publishLive(event: LiveEvent): void {
+    for (const { filter, observer } of this.#live) {
+      if (!matches(filter, event)) continue;
+      try {
+        observer(event);
+      } catch (error) {
+        if (this.observerErrors.length < 100) this.observerErrors.push(error);
+      }
+    }
   }
 
   stream(filter: EventFilter = {}): AsyncIterableIterator<HarnessEvent> {

@@ -4,8 +4,10 @@
  * Embedders who run many trees, or want the event bus, hold a Supervisor themselves
  * and read the same outcome with {@link outcomeOf}.
  */
+
 import { InvalidArgumentError } from '../errors.js';
 import { TaskContract } from '../runtime/contract/contract.js';
+import type { Tool } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
@@ -52,6 +54,8 @@ export interface RunWithOptions {
   operator?: Operator;
   /** Receives the supervisor once started, e.g. to observe events or cancel. */
   onStart?: (supervisor: Supervisor, rootId: string) => void;
+  /** The embedder's own tools for the run (made with `tool()`). */
+  tools?: readonly Tool<never>[];
 }
 
 /** The outcome of a run in a store, whoever drove it. */
@@ -149,6 +153,7 @@ export async function runWith(
       ...(options.session ? { session: options.session } : {}),
       ...(options.planGate ? { planGate: options.planGate } : {}),
       ...(options.operator ? { operator: options.operator } : {}),
+      ...(options.tools ? { tools: options.tools } : {}),
     };
     const handle = supervisor.run(runOptions);
     options.onStart?.(supervisor, handle.rootId);

@@ -7,15 +7,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { MessageChannel, type Worker } from 'node:worker_threads';
+import type { HostToolCall } from '../actors/agent/ports.js';
 import {
   type AgentInput,
   type AgentOutput,
-  type AgentRequestBody,
   type RunExit,
   startAgentWorker,
   type WaitChildResult,
 } from '../actors/agent.js';
-import { errorReply, okReply, type Request } from '../actors/protocol.js';
+import { serveHost } from '../actors/host-channel.js';
 import { StoreClient, type StoreOutput, startStoreWorker } from '../actors/store.js';
 import { type Clock, systemClock } from '../clock.js';
 import {
@@ -28,8 +28,10 @@ import {
 } from '../errors.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type ContractData, contractSecrets, TaskContract } from '../runtime/contract/contract.js';
+import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/custom-tool.js';
 import { type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
 import { commandEnvironment } from '../runtime/exec/run-command.js';
+import { type LiveEvent, liveChannelsWanted, publishLive } from '../runtime/live.js';
 import type {
   ApprovalAnswer,
   ApprovalRequest,
@@ -48,7 +50,7 @@ import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
 import type { Store } from '../store/store.js';
 import type { Notifications } from '../store/writer.js';
-import { EventBus, type EventFilter, type Observer } from './event-bus.js';
+import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 
 /** The supervisor's lifecycle, state by state. */
 export type SupervisorState =
@@ -78,6 +80,8 @@ export interface SupervisorOptions {
   warmWorkers?: number;
   /** Test hook: `op:n:phase` SIGKILLs the whole process inside the store actor at that point. */
   killAt?: string | null;
+  /** The embedder's own tools (made with `tool()`), for every tree this supervisor runs or resumes. */
+  tools?: readonly Tool<never>[];
 }
 
 export interface ResumeOptions {
@@ -95,6 +99,11 @@ export interface ResumeOptions {
   planGate?: PlanGate;
   /** Answers the resumed tree's questions to the operator. */
   operator?: Operator;
+  /**
+   * The tree's own tools again (tools live in the process, not the store): a tree that was
+   * started with tools is refused, naming them, until they are all given back.
+   */
+  tools?: readonly Tool<never>[];
 }
 
 export interface RunOptions {
@@ -129,6 +138,8 @@ export interface RunOptions {
   planGate?: PlanGate;
   /** Answers an agent's questions about intent. Without one, the question is stored and the run pauses. */
   operator?: Operator;
+  /** The embedder's own tools for this tree, besides the supervisor's (see `tool()`). */
+  tools?: readonly Tool<never>[];
 }
 
 /** What {@link Supervisor.retryGate} found, and the run's status after it. */
@@ -198,6 +209,12 @@ interface Tree {
   approver: Approver | null;
   /** A review gate's provider as handed in, keys included. */
   reviewer: ProviderSpec | null;
+  /** The embedder's tools this tree has, by name; they run on this thread. */
+  tools: Map<string, Tool<never>>;
+  /** Their definitions as the actors get them, sorted by name. */
+  toolDefinitions: ToolDefinitionData[];
+  /** Fires when the tree is cancelled or settles: what a tool's call is told to stop by. */
+  abort: AbortController;
   planGate: PlanGate | null;
   operator: Operator | null;
   resolve(result: TreeResult): void;
@@ -217,11 +234,13 @@ function positiveInteger(value: unknown, name: string): number {
 export class Supervisor {
   readonly owner: string;
   readonly store: Store;
-  readonly #options: Required<Omit<SupervisorOptions, 'killAt' | 'clock' | 'warmWorkers'>> & {
+  readonly #options: Required<Omit<SupervisorOptions, 'killAt' | 'clock' | 'warmWorkers' | 'tools'>> & {
     clock: Clock;
     killAt: string | null;
   };
-  readonly #bus = new EventBus();
+  /** The embedder's tools every tree of this supervisor has. */
+  readonly #tools: readonly Tool<never>[];
+  readonly #bus = new EventBus((wanted) => this.#broadcastLive(wanted));
   readonly #trees = new Map<string, Tree>();
   readonly #idle: PooledWorker[] = [];
   readonly #workers = new Set<PooledWorker>();
@@ -247,6 +266,22 @@ export class Supervisor {
       clock: options.clock ?? systemClock,
       killAt: options.killAt ?? null,
     };
+    this.#tools = checkTools(options.tools, 'Supervisor.start');
+  }
+
+  /** The tools a tree has: the supervisor's and its own, no two with one name. */
+  #treeTools(own: unknown, where: string): Tool<never>[] {
+    const tools = [...this.#tools, ...checkTools(own, where)];
+    const names = new Set<string>();
+    for (const item of tools) {
+      if (names.has(item.name)) {
+        throw new InvalidArgumentError(
+          `${where}: the tool ${item.name} is given twice (by the supervisor and by this call); give it once.`,
+        );
+      }
+      names.add(item.name);
+    }
+    return tools;
   }
 
   /**
@@ -365,9 +400,43 @@ export class Supervisor {
     return { verdict: evaluation.verdict, exitStatus: evaluation.exitStatus, reasons: evaluation.reasons, status };
   }
 
-  /** Calls `observer` with every committed event, in commit order. Returns an unsubscribe function. */
-  observe(observer: Observer, filter?: EventFilter): () => void {
+  /**
+   * Calls `observer` with every committed event, in commit order. Returns an unsubscribe
+   * function. With `{ live: true }` the observer also gets live events (marked `live: true`,
+   * with no id): text as the model streams it, model and tool calls starting and ending.
+   * They are not committed and nothing durable depends on them.
+   */
+  observe(observer: Observer, filter?: EventFilter & { live?: false }): () => void;
+  observe(observer: LiveObserver, filter: EventFilter & { live: true }): () => void;
+  observe(observer: Observer | LiveObserver, filter?: EventFilter): () => void {
     return this.#bus.subscribe(observer, filter);
+  }
+
+  /** Whether anyone listens to live events: an observer that asked, or a diagnostics channel subscriber. */
+  #liveWanted(): boolean {
+    return this.#bus.wantsLive || liveChannelsWanted();
+  }
+
+  /** Tells every actor with a run whether to publish live events. */
+  #broadcastLive(on: boolean): void {
+    for (const pooled of this.#workers)
+      if (pooled.slot) this.#post(pooled, { type: 'live', on: on || liveChannelsWanted() });
+  }
+
+  /** A live event from an actor: to the diagnostics channels and the observers that asked. */
+  #onLive(pooled: PooledWorker, message: Extract<AgentOutput, { type: 'live' }>): void {
+    const slot = pooled.slot;
+    if (!slot || slot.runId !== message.runId) return;
+    const event = {
+      ...message.data,
+      live: true as const,
+      rootId: slot.tree.rootId,
+      runId: slot.runId,
+      address: slot.address,
+      at: message.at,
+    } as LiveEvent;
+    publishLive(event);
+    this.#bus.publishLive(event);
   }
 
   /** Every committed event from now on, in commit order, as an async iterator. */
@@ -444,7 +513,8 @@ export class Supervisor {
     const maxTotal = positiveInteger(options.maxTotalAgents ?? this.#options.maxTotalAgents, 'maxTotalAgents');
     const rootId = randomUUID();
     const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
-    const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options);
+    const tools = this.#treeTools(options.tools, 'run()');
+    const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, tools);
     void (async () => {
       try {
         const { generation } = await this.#storeClient.call('createRoot', {
@@ -457,6 +527,7 @@ export class Supervisor {
             session: options.session,
             ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),
+            ...(tools.length > 0 ? { tools: tree.toolDefinitions.map((item) => item.name) } : {}),
           },
           ceilings,
           maxTotalAgents: maxTotal,
@@ -494,6 +565,18 @@ export class Supervisor {
     }
     const ledger = this.store.ledger(rootId);
     const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, 'resume()');
+    const tools = this.#treeTools(options.tools, 'resume()');
+    // Tools live in the process, not the store: a tree started with tools needs them all again.
+    const wanted = ((this.store.spec(rootId) as { tools?: string[] } | null)?.tools ?? []).filter(
+      (name) => !tools.some((item) => item.name === name),
+    );
+    if (wanted.length > 0) {
+      throw new HarnessError(
+        ErrorCode.ToolsMissing,
+        `tree ${rootId} was started with ${wanted.length === 1 ? 'the tool' : 'tools'} ${wanted.join(', ')}, which this process was not given; pass ${wanted.length === 1 ? 'it' : 'them'} again: resume(rootId, { tools: [...] }). Nothing was resumed, and the tree stays resumable.`,
+        { details: { rootId, missing: wanted } },
+      );
+    }
     const tree = this.#newTree(
       rootId,
       ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
@@ -501,6 +584,7 @@ export class Supervisor {
       options.approver ?? null,
       options.reviewer === undefined ? null : checkProviderSpec(options.reviewer, 'resume()'),
       options,
+      tools,
     );
     const running = runs.filter((run) => run.status === 'running');
     const paused = runs.filter((run) => run.status === 'paused');
@@ -541,6 +625,7 @@ export class Supervisor {
     approver: Approver | null,
     reviewer: ProviderSpec | null,
     people: { planGate?: PlanGate | undefined; operator?: Operator | undefined } = {},
+    tools: readonly Tool<never>[] = [],
   ): Tree {
     let resolve!: (result: TreeResult) => void;
     let reject!: (error: Error) => void;
@@ -566,6 +651,11 @@ export class Supervisor {
       reviewer,
       planGate: people.planGate ?? null,
       operator: people.operator ?? null,
+      tools: new Map(tools.map((item) => [item.name, item])),
+      toolDefinitions: tools
+        .map((item) => item.definition)
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+      abort: new AbortController(),
       resolve,
       reject,
       result,
@@ -582,6 +672,7 @@ export class Supervisor {
         this.#assertRunning();
         if (tree.settled) return;
         tree.cancelled = true;
+        tree.abort.abort();
         for (const slot of tree.slots.values()) this.#post(slot.pooled, { type: 'cancel' });
         await this.#cancelQueued(tree);
       },
@@ -599,14 +690,27 @@ export class Supervisor {
   #spawnWorker(): PooledWorker {
     const channel = new MessageChannel();
     this.#storeWorker.postMessage({ type: 'attach', port: channel.port1 }, [channel.port1]);
-    const worker = startAgentWorker(this.store.path, channel.port2);
+    const hostChannel = new MessageChannel();
+    const worker = startAgentWorker(this.store.path, channel.port2, hostChannel.port2);
     let markReady!: () => void;
     const ready = new Promise<void>((resolve) => {
       markReady = resolve;
     });
     const pooled: PooledWorker = { worker, slot: null, exited: false, ready, markReady };
     this.#workers.add(pooled);
-    worker.on('message', (message: AgentOutput | Request<AgentRequestBody>) => this.#onAgentMessage(pooled, message));
+    // Everything the actor asks of this thread, over its host channel.
+    serveHost(
+      {
+        approve: (request) => this.#approve(pooled, request),
+        reviewPlan: (plan) => this.#reviewPlan(pooled, plan),
+        askOperator: (question) => this.#askOperator(pooled, question),
+        waitChild: (request) => this.#waitChild(pooled, request),
+        callTool: (call) => this.#callTool(pooled, call),
+      },
+      hostChannel.port1,
+    );
+    worker.once('exit', () => hostChannel.port1.close());
+    worker.on('message', (message: AgentOutput) => this.#onAgentMessage(pooled, message));
     worker.on('error', () => undefined);
     worker.on('exit', (code) => this.#onAgentExit(pooled, code));
     return pooled;
@@ -638,34 +742,41 @@ export class Supervisor {
       resumed,
       ...(tree.provider ? { provider: tree.provider } : {}),
       ...(tree.reviewer ? { reviewer: tree.reviewer } : {}),
+      live: this.#liveWanted(),
+      ...(tree.toolDefinitions.length > 0 ? { tools: tree.toolDefinitions } : {}),
     });
     if (tree.cancelled) this.#post(pooled, { type: 'cancel' });
   }
 
-  #onAgentMessage(pooled: PooledWorker, message: AgentOutput | Request<AgentRequestBody>): void {
+  #onAgentMessage(pooled: PooledWorker, message: AgentOutput): void {
     if (message.type === 'ready') {
       pooled.markReady();
     } else if (message.type === 'run-exit') {
       this.#onRunExit(pooled, message.runId, message.exit);
-    } else if (message.type === 'request') {
-      const body = message.body;
-      const answer: Promise<unknown> =
-        body.op === 'wait-child'
-          ? this.#waitChild(pooled, body)
-          : body.op === 'approve'
-            ? this.#approve(pooled, body.request)
-            : body.op === 'review-plan'
-              ? this.#reviewPlan(pooled, body.plan)
-              : this.#askOperator(pooled, body.question);
-      answer.then(
-        (value) => {
-          if (!pooled.exited) pooled.worker.postMessage(okReply(message.id, value));
-        },
-        (error) => {
-          if (!pooled.exited) pooled.worker.postMessage(errorReply(message.id, error));
-        },
-      );
+    } else if (message.type === 'live') {
+      this.#onLive(pooled, message);
+    } else if (message.type === 'live-flush') {
+      // Every live event the actor sent before this has been handed on: say so, so its step commits after them.
+      this.#post(pooled, { type: 'live-flushed', id: message.id });
     }
+  }
+
+  /** Runs one of the tree's own tools for an agent: validated, bounded, and never a throw into the tree. */
+  async #callTool(pooled: PooledWorker, call: HostToolCall): Promise<{ content: string; isError: boolean }> {
+    const slot = pooled.slot;
+    if (!slot || slot.runId !== call.runId)
+      throw new HarnessError(ErrorCode.Internal, 'a tool call from an idle actor');
+    const tool = slot.tree.tools.get(call.name);
+    if (!tool) {
+      return { content: `there is no tool named ${JSON.stringify(call.name)} in this process.`, isError: true };
+    }
+    return tool.call(call.args, {
+      rootId: call.rootId,
+      runId: call.runId,
+      address: call.address,
+      callId: call.callId,
+      signal: slot.tree.abort.signal,
+    });
   }
 
   /** Puts an ask to the tree's approver; with no approver the answer is deny. */
@@ -719,7 +830,7 @@ export class Supervisor {
   /** A parent waiting on a child gives its slot up while it waits, so waiting never starves the tree of slots. */
   async #waitChild(
     pooled: PooledWorker,
-    body: Extract<AgentRequestBody, { op: 'wait-child' }>,
+    body: { runId: string; childId: string; timeoutMs: number | null },
   ): Promise<WaitChildResult> {
     const slot = pooled.slot;
     if (!slot) throw new HarnessError(ErrorCode.Internal, 'wait-child from an idle actor');
@@ -901,6 +1012,7 @@ export class Supervisor {
   #failTree(tree: Tree, error: Error): void {
     if (tree.settled) return;
     tree.settled = true;
+    tree.abort.abort();
     this.#trees.delete(tree.rootId);
     const slots = [...tree.slots.values()];
     tree.slots.clear();
@@ -925,6 +1037,7 @@ export class Supervisor {
       return;
     }
     tree.settled = true;
+    tree.abort.abort();
     this.#trees.delete(tree.rootId);
     const root = this.store.run(tree.rootId);
     const ledger = this.store.ledger(tree.rootId);

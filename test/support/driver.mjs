@@ -6,6 +6,8 @@
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
 // With `workspace: { goal, root, policy? }` the tree is a workspace run (policy 'permissive',
 // the default, or 'default'); `approver: 'defer' | 'approve'` answers the policy's asks.
+// With `tools: 'file#export'` the tree gets the tools that export of scripts/<file>.mjs makes
+// (called with `toolOptions`), on run and on resume alike.
 import { fileURLToPath } from 'node:url';
 import { CallbackApprover, OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
 import { ScriptedModelServer } from '../../dist/testing/index.js';
@@ -37,6 +39,11 @@ if (config.wireScript) {
   };
 }
 const people = config.approver ? { approver: new CallbackApprover(() => config.approver) } : {};
+if (config.tools) {
+  const [file, name] = config.tools.split('#');
+  const mod = await import(new URL(`./scripts/${file}.mjs`, import.meta.url).href);
+  people.tools = mod[name](config.toolOptions ?? {});
+}
 try {
   let handle;
   if (config.mode === 'run') {

@@ -43,6 +43,9 @@ export interface DriverConfig {
   workspace?: { goal: string; root: string; policy?: 'permissive' | 'default' };
   /** How the driver's approver answers every ask. */
   approver?: 'defer' | 'approve' | 'deny';
+  /** `file#export`: the tools that export of scripts/<file>.mjs makes, given to run and resume. */
+  tools?: string;
+  toolOptions?: Record<string, unknown>;
 }
 
 export interface DriverLine {

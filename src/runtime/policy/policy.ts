@@ -1,6 +1,7 @@
 /**
  * The permission boundary as data: named layers of allow, deny and ask rules over
- * four acts (read a path, write a path, run an argv, dial a host). A decision names
+ * five acts (read a path, write a path, run an argv, dial a host, call one of the
+ * embedder's tools by name). A decision names
  * the rule and the layer that produced it, so every refusal in a trace says why.
  *
  * Under every policy lies {@link FLOOR}, which no layer lifts. Deny wins, within a layer and across layers. Otherwise the latest layer with a rule
@@ -17,7 +18,7 @@ import { InvalidArgumentError } from '../../errors.js';
 import { findProgram } from '../exec/find-program.js';
 import { compileGlob, MAX_GLOB_CHARS } from './globs.js';
 
-export type ActKind = 'read' | 'write' | 'exec' | 'net';
+export type ActKind = 'read' | 'write' | 'exec' | 'net' | 'tool';
 export type Effect = 'allow' | 'deny' | 'ask';
 
 /** Something an agent wants to do. */
@@ -30,7 +31,9 @@ export type Act =
       /** Where the command will run (absolute); the workspace root when not given. Its program is resolved from here. */
       cwd?: string;
     }
-  | { kind: 'net'; host: string; port: number };
+  | { kind: 'net'; host: string; port: number }
+  /** A call to one of the embedder's own tools, by its name. */
+  | { kind: 'tool'; name: string };
 
 export interface PolicyRule {
   effect: Effect;
@@ -54,7 +57,7 @@ export type Decision =
   | { effect: 'ask'; rule: string; layer: string; subject: string }
   | { effect: 'deny'; rule: string | null; layer: string | null; subject: string; reason: string };
 
-const ACTS: readonly ActKind[] = ['read', 'write', 'exec', 'net'];
+const ACTS: readonly ActKind[] = ['read', 'write', 'exec', 'net', 'tool'];
 
 /**
  * Rules under every policy, which no layer can lift: a file inside the workspace may
@@ -92,7 +95,7 @@ export class Policy {
     this.#layers = layers;
   }
 
-  /** Reads and writes anywhere in the workspace; asks about every command; dials nothing. */
+  /** Reads and writes anywhere in the workspace; asks about every command; dials nothing; calls the embedder's tools. */
   static default(): Policy {
     return new Policy([
       {
@@ -101,6 +104,7 @@ export class Policy {
           { effect: 'allow', act: 'read', pattern: '**' },
           { effect: 'allow', act: 'write', pattern: '**' },
           { effect: 'ask', act: 'exec', pattern: '*' },
+          { effect: 'allow', act: 'tool', pattern: '*' },
         ],
       },
     ]);
@@ -117,7 +121,11 @@ export class Policy {
         rules: [
           // First, so it is the rule that answers for a program running arbitrary code.
           { effect: 'allow' as const, act: 'exec' as const, pattern: '<arbitrary code>*' },
-          ...ACTS.map((act) => ({ effect: 'allow' as const, act, pattern: act === 'net' ? '*' : '**' })),
+          ...ACTS.map((act) => ({
+            effect: 'allow' as const,
+            act,
+            pattern: act === 'net' || act === 'tool' ? '*' : '**',
+          })),
         ],
       },
     ]);
@@ -188,6 +196,17 @@ export class Policy {
   denyNet(pattern: string): Policy {
     return this.#add('deny', 'net', pattern);
   }
+  /** Lets the agents call the embedder's tools whose names match (`*` matches any run of characters). */
+  allowTool(pattern: string): Policy {
+    return this.#add('allow', 'tool', pattern);
+  }
+  denyTool(pattern: string): Policy {
+    return this.#add('deny', 'tool', pattern);
+  }
+  /** Puts each call of a matching tool to the tree's approver first. */
+  askTool(pattern: string): Policy {
+    return this.#add('ask', 'tool', pattern);
+  }
 
   /**
    * Decides one act. Paths are resolved first (against `root`, `..` removed, the real
@@ -197,7 +216,8 @@ export class Policy {
   decide(act: Act, root: string): Decision {
     // No file can be named, and no program run, with a NUL in a path or an argument (the
     // system calls throw): denied here, so no caller's decision can throw on one.
-    const parts = act.kind === 'exec' ? act.argv : act.kind === 'net' ? [act.host] : [act.path];
+    const parts =
+      act.kind === 'exec' ? act.argv : act.kind === 'net' ? [act.host] : act.kind === 'tool' ? [act.name] : [act.path];
     if (parts.some((part) => part.includes('\0'))) {
       const subject = JSON.stringify(parts.join(' ')).slice(1, -1);
       return {
@@ -266,7 +286,7 @@ function checkRule(rule: PolicyRule): PolicyRule {
   }
   if (!ACTS.includes(rule.act)) {
     throw new InvalidArgumentError(
-      `a policy rule's act must be read, write, exec or net, got ${JSON.stringify(rule.act)}.`,
+      `a policy rule's act must be read, write, exec, net or tool, got ${JSON.stringify(rule.act)}.`,
     );
   }
   if (typeof rule.pattern !== 'string' || rule.pattern.trim() === '') {
@@ -307,6 +327,8 @@ export function subjectOf(act: Act, root: string): string {
       return act.argv.join(' ');
     case 'net':
       return `${act.host.toLowerCase()}:${act.port}`;
+    case 'tool':
+      return act.name;
   }
 }
 
@@ -371,6 +393,7 @@ function realOrSelf(path: string): string {
 }
 
 function matches(rule: PolicyRule, act: Act, subject: string): boolean {
+  if (act.kind === 'tool') return wildcard(rule.pattern, subject);
   if (act.kind === 'net') {
     const pattern = rule.pattern.includes(':') ? rule.pattern : `${rule.pattern}:*`;
     return wildcard(pattern.toLowerCase(), subject);

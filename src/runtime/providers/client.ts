@@ -531,8 +531,10 @@ export class HttpProvider implements Provider {
       (part) => {
         if (firstToken === null && (part.type === 'text-delta' || part.type === 'tool-call-start'))
           firstToken = performance.now();
-        if (part.type === 'text-delta') text.push(part.text);
-        else if (part.type === 'tool-call-end') {
+        if (part.type === 'text-delta') {
+          text.push(part.text);
+          hooks?.onText?.(part.text);
+        } else if (part.type === 'tool-call-end') {
           ends.push(part);
           // A call whose arguments could not be decoded is never started early.
           if (!part.invalid) hooks?.onToolCall?.({ id: part.id, name: part.name, args: part.args }, part.index);
@@ -545,6 +547,7 @@ export class HttpProvider implements Provider {
       (delta) => {
         firstToken ??= performance.now();
         text.push(delta);
+        hooks?.onText?.(delta);
       },
       true,
     );

@@ -6,7 +6,7 @@
  */
 import type { VerificationData } from '../contract/contract.js';
 import type { EventData, GateVerdict } from '../events.js';
-import { runCommand } from '../exec/run-command.js';
+import { directExecutor, type Executor } from '../exec/executor.js';
 import { type Completion, loadProvider, type ProviderSpec } from '../provider.js';
 
 /** Accounting rows of a reviewer's calls carry this before the provider's name. */
@@ -34,10 +34,13 @@ export async function evaluateCommandGate(
   root: string,
   signal?: AbortSignal,
   env?: NodeJS.ProcessEnv,
+  executor: Executor = directExecutor,
 ): Promise<GateEvaluation> {
   // The gate often runs code the run wrote (its tests): it gets the environment the run's
   // own commands get, without the variables that hold the tree's keys.
-  const result = await runCommand(gate.argv, {
+  const result = await executor.run({
+    argv: gate.argv,
+    purpose: 'gate',
     cwd: root,
     timeoutMs: gate.timeoutMs,
     outputLimit: gate.outputLimit,

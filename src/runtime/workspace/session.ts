@@ -11,12 +11,13 @@ import { readFileSync, rmSync } from 'node:fs';
 import type { ArgumentSchema } from '../arguments.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
-import { type Job, startJob } from '../exec/jobs.js';
-import { commandEnvironment, describeCommand, processContainment, runCommand } from '../exec/run-command.js';
+import { directExecutor, type Executor } from '../exec/executor.js';
+import type { Job } from '../exec/jobs.js';
+import { commandEnvironment, describeCommand } from '../exec/run-command.js';
 import { type CommandCheck, checkArgv } from '../policy/commands.js';
 import type { Act, Decision, Policy } from '../policy/policy.js';
 import { checkShell, lineShell } from '../policy/shell.js';
-import type { Tool, ToolResult } from '../tools.js';
+import { type Halt, halted, type Tool, type ToolResult } from '../tools.js';
 import {
   describeChange,
   diffStat,
@@ -38,10 +39,10 @@ export interface WorkspaceHost {
   restorePoint(path: string, content: Uint8Array | null): Promise<void>;
   /**
    * Asks the tree's approver about an act the policy marked `ask` (or reads the answer a
-   * person stored while the run was paused). A deferral does not return: the host pauses
-   * the run.
+   * person stored while the run was paused). A deferral, or a cancel while waiting, is a
+   * {@link Halt}: the step stops at this call.
    */
-  ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number): Promise<'approve' | 'deny'>;
+  ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number): Promise<'approve' | 'deny' | Halt>;
   /**
    * Runs an effect the runtime cannot inspect or undo under a journaled intent: one that
    * already ran keeps its recorded result, one interrupted by a crash pauses the run.
@@ -234,6 +235,7 @@ export class WorkspaceSession {
   #nextHandle = 0;
 
   readonly #env: NodeJS.ProcessEnv;
+  readonly #executor: Executor;
   #containmentNoted = false;
 
   /** The environment the run's commands (and its command gate) get: the allow-list, never a key variable. */
@@ -242,7 +244,14 @@ export class WorkspaceSession {
   }
 
   /** `secrets`: environment variables commands must not inherit (the provider specs' key variables). */
-  constructor(contract: ContractData, policy: Policy, host: WorkspaceHost, secrets: readonly string[] = []) {
+  constructor(
+    contract: ContractData,
+    policy: Policy,
+    host: WorkspaceHost,
+    secrets: readonly string[] = [],
+    executor: Executor = directExecutor,
+  ) {
+    this.#executor = executor;
     this.#env = commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []);
     this.#contract = contract;
     this.#policy = policy;
@@ -259,7 +268,7 @@ export class WorkspaceSession {
   noteContainment(): void {
     if (this.#containmentNoted) return;
     this.#containmentNoted = true;
-    const containment = processContainment();
+    const containment = this.#executor.containment();
     this.#host.event({
       type: 'process-containment',
       mechanism: containment.mechanism,
@@ -340,6 +349,7 @@ export class WorkspaceSession {
             subject: asking.map((decision) => decision.subject).join(' | '),
           };
     const answer = await this.#host.ask(act, question, callIndex);
+    if (typeof answer !== 'string') return halted(answer);
     for (const decision of check.decisions) {
       this.#record(decision.subject, act.kind, decision, decision.effect === 'ask' ? answer : undefined);
     }
@@ -362,7 +372,11 @@ export class WorkspaceSession {
 
   async #settle(act: Act, decision: Decision, others: Decision[], callIndex: number): Promise<ToolResult | null> {
     let answer: 'approve' | 'deny' | undefined;
-    if (decision.effect === 'ask') answer = await this.#host.ask(act, decision, callIndex);
+    if (decision.effect === 'ask') {
+      const asked = await this.#host.ask(act, decision, callIndex);
+      if (typeof asked !== 'string') return halted(asked);
+      answer = asked;
+    }
     for (const other of others) this.#record(other.subject, act.kind, other);
     this.#record(decision.subject, act.kind, decision, answer);
     if (decision.effect === 'allow' || answer === 'approve') return null;
@@ -525,7 +539,9 @@ export class WorkspaceSession {
       return null;
     }
     this.noteContainment();
-    const result = await runCommand(argv, {
+    const result = await this.#executor.run({
+      argv,
+      purpose: 'checker',
       cwd: this.#contract.root,
       timeoutMs: 120_000,
       outputLimit: CHECK_OUTPUT_LIMIT,
@@ -554,7 +570,9 @@ export class WorkspaceSession {
     if (refused) return refused;
     return this.#host.intent(callIndex, 'exec', args.argv.join(' '), async () => {
       this.noteContainment();
-      const result = await runCommand(args.argv, {
+      const result = await this.#executor.run({
+        argv: args.argv,
+        purpose: 'exec',
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
         outputLimit: EXEC_OUTPUT_LIMIT,
@@ -580,7 +598,9 @@ export class WorkspaceSession {
       // meaning it does not fully know, and the line runs under the shell it models.
       const argv = [lineShell(), '-c', args.command];
       this.noteContainment();
-      const result = await runCommand(argv, {
+      const result = await this.#executor.run({
+        argv,
+        purpose: 'shell',
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
         outputLimit: EXEC_OUTPUT_LIMIT,
@@ -600,7 +620,13 @@ export class WorkspaceSession {
     return this.#host.intent(callIndex, 'shell_start', args.command, async () => {
       const handle = `sh-${++this.#nextHandle}`;
       this.noteContainment();
-      const job = startJob([lineShell(), '-c', args.command], this.#contract.root, EXEC_OUTPUT_LIMIT, this.#env);
+      const job = this.#executor.start({
+        argv: [lineShell(), '-c', args.command],
+        purpose: 'shell_start',
+        cwd: this.#contract.root,
+        outputLimit: EXEC_OUTPUT_LIMIT,
+        env: this.#env,
+      });
       this.#jobs.set(handle, job);
       return { content: `started ${handle}: ${args.command}`, isError: false };
     });

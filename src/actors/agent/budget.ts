@@ -1,0 +1,251 @@
+/**
+ * The budget checks of a step: the draw the next step would make against every ceiling up
+ * the chain (steps, tokens, cost, the wall clock), and the step's own deadline, which stops
+ * what the step started when the earliest wall-clock ceiling is reached.
+ */
+import type { Clock } from '../../clock.js';
+import { ErrorCode, HarnessError } from '../../errors.js';
+import type { ContractData } from '../../runtime/contract/contract.js';
+import type { DrawAmount, EventData } from '../../runtime/events.js';
+import type { Completion } from '../../runtime/provider.js';
+import type { ToolResult } from '../../runtime/tools.js';
+import type { StoreReads } from '../../store/port.js';
+import type { LedgerAccount, RunRecord } from '../../store/reader.js';
+
+export type Crossing = Extract<EventData, { type: 'budget-exhausted' }>;
+
+/**
+ * How long a call still running when the wall clock runs out is given to stop (its signal
+ * has fired, so a command is being killed) and report what it did, before the step ends
+ * without it.
+ */
+const DEADLINE_GRACE_MS = 2_000;
+
+/** The longest delay a timer takes; a deadline further off than this is not armed (see Budget.arm). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The steps or tokens ceiling of one account a draw would cross, as the event that says so. */
+export function ceilingCrossed(account: LedgerAccount, draw: DrawAmount): Crossing | null {
+  const { steps, tokens } = account.ceilings;
+  if (steps !== null && account.spent.steps + draw.steps > steps) {
+    return {
+      type: 'budget-exhausted',
+      draw,
+      ceiling: 'steps',
+      account: account.runId,
+      spent: account.spent.steps,
+      limit: steps,
+    };
+  }
+  if (tokens !== null && draw.tokens > 0 && account.spent.tokens + draw.tokens > tokens) {
+    return {
+      type: 'budget-exhausted',
+      draw,
+      ceiling: 'tokens',
+      account: account.runId,
+      spent: account.spent.tokens,
+      limit: tokens,
+    };
+  }
+  return null;
+}
+
+/** One run's budget: the chain of accounts it draws on, read from the store. */
+export class Budget {
+  readonly #store: StoreReads;
+  readonly #clock: Clock;
+  readonly #run: RunRecord;
+  readonly #contract: ContractData | null;
+
+  constructor(store: StoreReads, clock: Clock, run: RunRecord, contract: ContractData | null) {
+    this.#store = store;
+    this.#clock = clock;
+    this.#run = run;
+    this.#contract = contract;
+  }
+
+  /** The run and its ancestors, root first: every account a step draws on. */
+  get chain(): string[] {
+    return [...this.#run.ancestry, this.#run.runId];
+  }
+
+  /** The draw the next step would make (one step) against every ceiling up the chain, and the wall clock. */
+  async precheck(): Promise<Crossing | null> {
+    const now = this.#clock.now();
+    const cost = this.#contract?.budget.cost;
+    if (cost) {
+      // Cost is derived from the accounting rows and the embedder's prices, never stored as a number.
+      const report = await this.#store.cost(this.#run.rootId, cost.prices);
+      const spent = report.total;
+      if (report.unpriced.length > 0) {
+        throw new HarnessError(
+          ErrorCode.InvalidArgument,
+          `the cost ceiling cannot be enforced: the price table has no price for ${report.unpriced.join(', ')}. Add ${report.unpriced.length === 1 ? 'that model' : 'those models'} to withBudget({ cost: { prices } }).`,
+        );
+      }
+      if (spent >= cost.limit) {
+        return {
+          type: 'budget-exhausted',
+          draw: { steps: 1, tokens: 0 },
+          ceiling: 'cost',
+          account: this.#run.rootId,
+          spent,
+          limit: cost.limit,
+        };
+      }
+    }
+    for (const id of this.chain) {
+      const account = await this.#store.account(id);
+      if (!account) continue;
+      const crossed = ceilingCrossed(account, { steps: 1, tokens: 0 });
+      if (crossed) return crossed;
+      const wall = await this.#wallEnd(account);
+      if (wall && now >= wall.at) return wallCrossing(id, wall, now);
+    }
+    return null;
+  }
+
+  /** The draw a completion makes (one step, its tokens) against every ceiling up the chain. */
+  async wouldCross(completion: Completion): Promise<Crossing | null> {
+    const draw = { steps: 1, tokens: completion.usage.inputTokens + completion.usage.outputTokens };
+    for (const id of this.chain) {
+      const account = await this.#store.account(id);
+      const crossed = account ? ceilingCrossed(account, draw) : null;
+      if (crossed) return crossed;
+    }
+    return null;
+  }
+
+  /**
+   * The step's deadline: the earliest wall-clock ceiling of the chain (the run's and its
+   * ancestors', as {@link precheck} reads them). `held` false (a replayed step) arms none.
+   */
+  async deadline(base: AbortSignal, held: boolean): Promise<Deadline> {
+    let first: { account: string; wall: WallEnd } | null = null;
+    if (held) {
+      for (const id of this.chain) {
+        const account = await this.#store.account(id);
+        const wall = account ? await this.#wallEnd(account) : null;
+        if (wall && (first === null || wall.at < first.wall.at)) first = { account: id, wall };
+      }
+    }
+    return new Deadline(base, this.#clock, first);
+  }
+
+  /** When an account's wall-clock ceiling is reached: its run's start plus its wallMs. The one definition of the deadline. */
+  async #wallEnd(account: LedgerAccount): Promise<WallEnd | null> {
+    const { wallMs } = account.ceilings;
+    if (wallMs === null) return null;
+    const id = account.runId;
+    const started =
+      id === this.#run.runId ? this.#run.createdAt : ((await this.#store.run(id))?.createdAt ?? this.#clock.now());
+    return { at: started + wallMs, started, limit: wallMs };
+  }
+}
+
+interface WallEnd {
+  at: number;
+  started: number;
+  limit: number;
+}
+
+function wallCrossing(account: string, wall: { started: number; limit: number }, now: number): Crossing {
+  return {
+    type: 'budget-exhausted',
+    draw: { steps: 1, tokens: 0 },
+    ceiling: 'wallMs',
+    account,
+    spent: now - wall.started,
+    limit: wall.limit,
+  };
+}
+
+/**
+ * One step's deadline, armed: at it the step's signal fires, so the model call, a command,
+ * a search or a wait in flight is stopped. With no ceiling (or one further off than a timer
+ * waits) the signal is the base one alone.
+ */
+export class Deadline {
+  /** What the step passes to what it starts: the base signal (a cancel) and the deadline. */
+  readonly signal: AbortSignal;
+  /** The deadline alone, when there is one. */
+  readonly #deadline: AbortSignal | null = null;
+  /** Set when the deadline passed: the ceiling it crossed, as the event that says so. */
+  #overdue: Crossing | null = null;
+  #timer: NodeJS.Timeout | undefined;
+  /** Fires the deadline now if the clock has passed it: a call that ran without yielding kept its timer from firing. */
+  readonly #fireIfDue: () => void = () => undefined;
+
+  constructor(base: AbortSignal, clock: Clock, first: { account: string; wall: WallEnd } | null) {
+    this.signal = base;
+    if (first === null) return;
+    const { account, wall } = first;
+    const delay = Math.max(0, wall.at - clock.now());
+    // A timer cannot wait longer than this (it would fire at once); a step that long is left to the next check.
+    if (delay > MAX_TIMER_MS) return;
+    const deadline = new AbortController();
+    const fire = () => {
+      if (deadline.signal.aborted) return;
+      this.#overdue = wallCrossing(account, wall, clock.now());
+      deadline.abort(new Error(`the wallMs ceiling of run ${account} was reached`));
+    };
+    this.#timer = setTimeout(fire, delay);
+    this.#fireIfDue = () => {
+      if (clock.now() >= wall.at) fire();
+    };
+    this.#deadline = deadline.signal;
+    this.signal = AbortSignal.any([base, deadline.signal]);
+  }
+
+  /** The crossing, once the deadline has passed. */
+  get overdue(): Crossing | null {
+    return this.#overdue;
+  }
+
+  /** Checks the clock now, in case a call that ran without yielding kept the timer from firing. */
+  fireIfDue(): void {
+    this.#fireIfDue();
+  }
+
+  disarm(): void {
+    clearTimeout(this.#timer);
+  }
+
+  /**
+   * A tool call, unless the deadline comes first. At the deadline the call's signal has
+   * fired; it is given a moment to stop and say what it did (a killed command, a write),
+   * and otherwise left behind with an observation saying so. Any tool handler is held to
+   * the deadline this way, whether or not it listens to the signal.
+   */
+  async hold(work: Promise<ToolResult>): Promise<ToolResult> {
+    const deadline = this.#deadline;
+    if (!deadline) return work;
+    const settled = work.then(
+      (result) => ({ result }),
+      (error: unknown) => ({ error }),
+    );
+    const reached = new Promise<'deadline'>((resolve) => {
+      if (deadline.aborted) resolve('deadline');
+      else deadline.addEventListener('abort', () => resolve('deadline'), { once: true });
+    });
+    const first = await Promise.race([settled, reached]);
+    // A call the deadline stopped (an approver's wait, a pause) is stopped, not failed or halted.
+    const stopped = (outcome: { result: ToolResult } | { error: unknown }) =>
+      this.#overdue !== null && ('error' in outcome || outcome.result.halt !== undefined);
+    if (first !== 'deadline' && !stopped(first)) {
+      if ('result' in first) return first.result;
+      throw first.error;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<null>((resolve) => {
+      timer = setTimeout(resolve, DEADLINE_GRACE_MS, null);
+    });
+    const late = await Promise.race([settled, grace]);
+    clearTimeout(timer);
+    const crossing = this.#overdue as Crossing;
+    const note = `the wallMs ceiling of run ${crossing.account} (${crossing.limit} ms) was reached while this call ran, so it was stopped`;
+    if (late && 'result' in late && !late.result.halt)
+      return { ...late.result, content: `${late.result.content}\n(${note}.)`, isError: true };
+    return { content: `stopped: ${note}; what it had done by then stands.`, isError: true };
+  }
+}

@@ -1,0 +1,29 @@
+/** What the parts of an agent's loop (people, tree tools, gates) see of the run in progress. */
+import type { Clock } from '../../clock.js';
+import type { ContractData } from '../../runtime/contract/contract.js';
+import type { PolicyData } from '../../runtime/policy/policy.js';
+import type { StorePort } from '../../store/port.js';
+import type { RunRecord } from '../../store/reader.js';
+import type { Fence } from '../../store/writer.js';
+import type { AgentHost } from './ports.js';
+import type { StepState } from './step.js';
+
+export interface RunContext {
+  readonly store: StorePort;
+  readonly host: AgentHost;
+  readonly clock: Clock;
+  readonly run: RunRecord;
+  /** The lease every write of this run is fenced by. */
+  readonly fence: Fence;
+  /** The step in progress. */
+  readonly seq: number;
+  readonly step: StepState;
+  /** Fires at a cancel and at the step's deadline. */
+  readonly signal: AbortSignal;
+  readonly cancelled: boolean;
+  readonly contract: ContractData | null;
+  /** The run's policy as stored (a child's is its parent's, narrowed). */
+  readonly policyData: PolicyData | null;
+  /** A run opened with a plan gate is planning until a plan is approved. */
+  planning: boolean;
+}

@@ -1,0 +1,146 @@
+/**
+ * The checks on a final answer: the planning phase, the output schema, then the gate (a
+ * command, or a review by another model). Each may send feedback to the model, bounded by
+ * the contract's retries, instead of ending the run.
+ */
+import type { ContractData } from '../../runtime/contract/contract.js';
+import type { RunStatus } from '../../runtime/events.js';
+import type { Executor } from '../../runtime/exec/executor.js';
+import type { Completion, ProviderSpec } from '../../runtime/provider.js';
+import {
+  evaluateCommandGate,
+  evaluateReviewGate,
+  type GateEvaluation,
+  gateEvent,
+  gateFeedback,
+  REVIEW_PREFIX,
+  writingModels,
+} from '../../runtime/verify/gate.js';
+import type { WorkspaceSession } from '../../runtime/workspace/session.js';
+import type { ModelCallRecord, Observation } from '../../store/writer.js';
+import type { RunContext } from './context.js';
+import { answeredCall } from './records.js';
+import { FEEDBACK, type Spent } from './step.js';
+
+export type Verdict =
+  | { final: { status: RunStatus; reply: string | null; reason?: string }; feedback?: undefined }
+  | { feedback: Observation; final?: undefined };
+
+/** What judging needs besides the run: the workspace and the reviewer's provider (with its key). */
+export interface JudgeParts {
+  workspace: WorkspaceSession | null;
+  reviewer: ProviderSpec | undefined;
+  executor: Executor;
+}
+
+/** The final answer, judged. `spent` counts the re-prompts and is updated; `calls` gains the review's call. */
+export async function judge(
+  context: RunContext,
+  parts: JudgeParts,
+  contract: ContractData,
+  completion: Completion,
+  spent: Spent,
+  calls: ModelCallRecord[],
+): Promise<Verdict> {
+  const events = context.step.events;
+  if (context.planning) {
+    // The only way out of the planning phase is an approved plan.
+    if (spent.plan < contract.retries) {
+      spent.plan++;
+      return {
+        feedback: {
+          callId: '',
+          name: FEEDBACK.plan,
+          content: 'This run is in its planning phase: submit an ordered plan with submit_plan before answering.',
+          isError: true,
+        },
+      };
+    }
+    return {
+      final: { status: 'failed', reply: completion.text, reason: 'the run ended its planning phase without a plan' },
+    };
+  }
+  if (contract.outputSchema) {
+    const { checkOutput } = await import('../../runtime/contract/output-check.js');
+    const check = checkOutput(contract.outputSchema.schema, completion.text);
+    if (!check.ok) {
+      const reprompt = spent.schema < contract.retries;
+      events.push({ type: 'schema-invalid', errors: check.errors, reprompted: reprompt });
+      if (reprompt) {
+        spent.schema++;
+        return {
+          feedback: {
+            callId: '',
+            name: FEEDBACK.schema,
+            content: `Your final answer does not satisfy the required output schema:\n${check.errors.join('\n')}\nAnswer again with a single JSON value that does (${contract.retries - spent.schema} ${contract.retries - spent.schema === 1 ? 'retry' : 'retries'} left).`,
+            isError: true,
+          },
+        };
+      }
+      return {
+        final: {
+          status: 'schema-unsatisfied',
+          reply: completion.text,
+          reason: `the final answer does not satisfy the output schema after ${contract.retries} ${contract.retries === 1 ? 'retry' : 'retries'}: ${check.errors.join('; ')}`,
+        },
+      };
+    }
+  }
+  const evaluation = await evaluateGate(context, parts, contract, completion);
+  if (evaluation === null) return { final: { status: 'finished', reply: completion.text } };
+  if (evaluation.reviewCall) {
+    // Marked as a review, so the reviewer's own model is not counted among the writers.
+    const review = answeredCall(evaluation.reviewCall, 'reviewer');
+    calls.push({ ...review, provider: `${REVIEW_PREFIX}${review.provider}` });
+  }
+  events.push(gateEvent(evaluation, false));
+  if (evaluation.output) events.push(evaluation.output);
+  if (evaluation.verdict === 'passed') return { final: { status: 'finished', reply: completion.text } };
+  if (evaluation.verdict === 'failed' && spent.gate < contract.retries) {
+    spent.gate++;
+    return {
+      feedback: {
+        callId: '',
+        name: FEEDBACK.gate,
+        content: gateFeedback(evaluation, contract.retries - spent.gate),
+        isError: true,
+      },
+    };
+  }
+  const reason =
+    evaluation.verdict === 'errored'
+      ? `the gate could not run: ${evaluation.reasons.join('; ')} (retryGate re-runs it against the workspace as left)`
+      : `the gate failed${contract.retries > 0 ? ` after ${contract.retries} ${contract.retries === 1 ? 'retry' : 'retries'}` : ''}: ${evaluation.reasons.join('; ')}`;
+  return { final: { status: 'gate-failed', reply: completion.text, reason } };
+}
+
+async function evaluateGate(
+  context: RunContext,
+  parts: JudgeParts,
+  contract: ContractData,
+  completion: Completion,
+): Promise<GateEvaluation | null> {
+  const gate = contract.verification;
+  if (gate.kind === 'command') {
+    parts.workspace?.noteContainment();
+    return evaluateCommandGate(gate, contract.root, context.signal, parts.workspace?.commandEnv, parts.executor);
+  }
+  if (gate.kind === 'review') {
+    const { run, store, step } = context;
+    const committed = await store.patch(run.runId);
+    const pending = step.changes.map((change) => change.diff).join('');
+    const writers = writingModels(await store.modelCalls({ rootId: run.rootId }));
+    return evaluateReviewGate(
+      gate,
+      parts.reviewer ?? gate.provider,
+      {
+        goal: contract.goal,
+        patch: committed + pending,
+        reply: completion.text,
+        writerModels: [...new Set([completion.model, ...writers])],
+      },
+      context.signal,
+    );
+  }
+  return null;
+}

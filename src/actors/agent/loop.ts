@@ -1,0 +1,641 @@
+/**
+ * The agent loop: observe, reason, act, check, stop. One {@link AgentRun} drives one run
+ * from where the trace leaves it to its end, a pause, or a lost lease, against the ports
+ * it is given (see ./ports.ts): it holds no thread and no module state, so a worker hosts
+ * it and a test runs it in-process alike.
+ */
+import { createHash } from 'node:crypto';
+import { ErrorCode, HarnessError, serializeError } from '../../errors.js';
+import type { ReadArgs, SendArgs, SpawnArgs } from '../../runtime/agent-tools.js';
+import { type ContractData, contractSecrets } from '../../runtime/contract/contract.js';
+import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
+import type { EventData, PlanStep, RunStatus } from '../../runtime/events.js';
+import { directExecutor, type Executor } from '../../runtime/exec/executor.js';
+import { type Act, type Decision, Policy, type PolicyData } from '../../runtime/policy/policy.js';
+import {
+  type CallAttempt,
+  type Completion,
+  type CompletionHooks,
+  loadProvider,
+  type Provider,
+  type ProviderSpec,
+  type ToolCall,
+  type TranscriptEntry,
+} from '../../runtime/provider.js';
+import { ProviderError } from '../../runtime/providers/types.js';
+import type { Halt, ToolRegistry, ToolResult } from '../../runtime/tools.js';
+import { READ_ONLY_TOOLS, WorkspaceSession, type WorkspaceToolName } from '../../runtime/workspace/session.js';
+import type { RunRecord } from '../../store/reader.js';
+import type { ModelCallRecord, Observation, RunSpec } from '../../store/writer.js';
+import type { AgentInput, RunExit } from '../agent.js';
+import { Budget, type Crossing, Deadline } from './budget.js';
+import type { RunContext } from './context.js';
+import { judge } from './gates.js';
+import { authorizeTool, callHostTool } from './host-tools.js';
+import * as people from './people.js';
+import type { AgentPorts } from './ports.js';
+import { answeredCall, appendStep, attemptEvents, failedCall, providerLabel, sameArguments } from './records.js';
+import { type RestoredRun, restoreRun, StepState } from './step.js';
+import { defaultSystem, type Effects, registryFor, workspaceSystem } from './toolset.js';
+import * as tree from './tree-tools.js';
+
+export type AgentStart = Extract<AgentInput, { type: 'start' }>;
+
+/** The stored spec, as this loop reads it: the provider is a spec. */
+type RunSpecData = RunSpec & { provider: ProviderSpec };
+
+/** Drives one run; {@link AgentRun.run} resolves with how it left. */
+export class AgentRun implements RunContext, Effects {
+  readonly #start: AgentStart;
+  readonly #ports: AgentPorts;
+  readonly #abort = new AbortController();
+  readonly #mail = new tree.MailWake();
+  readonly step = new StepState();
+  #run: RunRecord | null = null;
+  #seq = 0;
+  #cancelled = false;
+  #contract: ContractData | null = null;
+  #policyData: PolicyData | null = null;
+  #workspace: WorkspaceSession | null = null;
+  #deadline: Deadline;
+  planning = false;
+
+  constructor(start: AgentStart, ports: AgentPorts) {
+    this.#start = start;
+    this.#ports = ports;
+    this.#deadline = new Deadline(this.#abort.signal, ports.clock, null);
+  }
+
+  get store() {
+    return this.#ports.store;
+  }
+  get #executor(): Executor {
+    return this.#ports.executor ?? directExecutor;
+  }
+  get host() {
+    return this.#ports.host;
+  }
+  get clock() {
+    return this.#ports.clock;
+  }
+  get run(): RunRecord {
+    return this.#run as RunRecord;
+  }
+  get fence() {
+    return { runId: this.#start.runId, generation: this.#start.generation, owner: this.#start.owner };
+  }
+  get seq(): number {
+    return this.#seq;
+  }
+  get signal(): AbortSignal {
+    return this.#deadline.signal;
+  }
+  get cancelled(): boolean {
+    return this.#cancelled;
+  }
+  get contract(): ContractData | null {
+    return this.#contract;
+  }
+  get policyData(): PolicyData | null {
+    return this.#policyData;
+  }
+
+  /** Mail was committed to this agent's address. */
+  wakeMail(): void {
+    this.#mail.wake();
+  }
+
+  /** Stop at the next step boundary (and stop what the step started) and end the run as cancelled. */
+  cancel(): void {
+    this.#cancelled = true;
+    this.#abort.abort();
+    this.#mail.wake();
+  }
+
+  async start(): Promise<RunExit> {
+    try {
+      const status = await this.#loop();
+      return { kind: 'ended', status };
+    } catch (error) {
+      if (HarnessError.isInstance(error) && error.code === ErrorCode.LeaseLost) return { kind: 'lease-lost' };
+      // A failure the run can record ends it as failed; one it cannot (the store is gone) leaves it resumable.
+      // A store that is gone, a lease that moved, or a provider this process cannot build (a key it
+      // does not have) are not the run's doing: the run is left as it was, to resume elsewhere.
+      const leaveResumable =
+        HarnessError.isInstance(error) &&
+        (error.code === ErrorCode.StoreActorExited ||
+          error.code === ErrorCode.Conflict ||
+          error.code === ErrorCode.ProviderLoadFailed);
+      if (!leaveResumable) {
+        try {
+          await this.store.call('endRun', {
+            ...this.fence,
+            status: 'failed',
+            reply: null,
+            reason: error instanceof Error ? error.message : String(error),
+            events: [],
+            now: this.clock.now(),
+          });
+          return { kind: 'ended', status: 'failed' };
+        } catch {
+          // fall through: report the original error
+        }
+      }
+      return { kind: 'error', error: serializeError(error) };
+    } finally {
+      this.#deadline.disarm();
+      // Whatever shell_start began dies with the run.
+      await this.#workspace?.close();
+    }
+  }
+
+  async #loop(): Promise<RunStatus> {
+    const { store, clock } = this;
+    const restored = await restoreRun(store, this.#start.runId);
+    if (!restored) throw new HarnessError(ErrorCode.RunNotFound, `run ${this.#start.runId} is not in the store`);
+    const run = restored.run;
+    this.#run = run;
+    const spec = restored.spec as RunSpecData;
+    this.#seq = restored.seq;
+    const contract = spec.contract ?? null;
+    this.#contract = contract;
+    this.#policyData = spec.policy ?? null;
+    let briefing: string | null = null;
+    if (contract) {
+      const policy = spec.policy ? Policy.from(spec.policy) : Policy.default();
+      const secrets = contractSecrets(contract, this.#start.provider ?? spec.provider);
+      this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost(), secrets, this.#executor);
+      briefing = spec.briefing ?? this.#workspace.briefing();
+    }
+    const registry = registryFor(
+      contract === null ? 'agent' : contract.mode,
+      contract?.planGate === true,
+      this.#start.tools,
+    );
+    // Planning until a plan is approved; a decision is in the trace of a committed step.
+    if (contract?.planGate && run.parentId === null) this.planning = !restored.planApproved;
+    const transcript: TranscriptEntry[] = [
+      { role: 'user', text: this.#opening(run.task, briefing) },
+      ...restored.history,
+    ];
+    const spent = restored.spent;
+    await store.call('recordEvents', {
+      ...this.fence,
+      events: [
+        {
+          type: 'run-start',
+          task: run.task,
+          address: run.address,
+          parentId: run.parentId,
+          resumed: this.#start.resumed,
+        },
+      ],
+      now: clock.now(),
+    });
+    const providerSpec = this.#start.provider ?? spec.provider;
+    const provider = await loadProvider(providerSpec);
+    // Cache affinity: an opaque digest of the tree, never its id or a path.
+    const cacheKey = createHash('sha256')
+      .update(`io-harness session ${spec.session ?? run.rootId}`)
+      .digest('hex')
+      .slice(0, 32);
+    if (run.lastSeq === 0 && !this.#start.resumed) {
+      const refused = await this.#refuseIfPrimaryUnreachable(providerSpec, provider);
+      if (refused) return 'failed';
+    }
+    const system = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
+    const parentAddress = run.parentId === null ? null : ((await store.run(run.parentId))?.address ?? null);
+    // Gates and the answer's shape are the root's business; children report to their parent.
+    const judged = contract !== null && run.parentId === null;
+    const mask = new Set(contract?.toolMask ?? []);
+    const options = {
+      cacheKey,
+      ...(judged && contract.outputSchema ? { responseFormat: contract.outputSchema } : {}),
+    };
+    const budget = new Budget(store, clock, run, contract);
+
+    // A step a crash interrupted after it had written files (and that did not pause) is
+    // re-run from the committed state: put those files back first.
+    if (this.#workspace) {
+      // (A pause clears the images of what its step had done: those calls are not made again.)
+      const images = await store.stepImages(run.runId, this.#seq);
+      if (images.length > 0) {
+        const paths = this.#workspace.rollBack(images);
+        await store.call('clearStepImages', { ...this.fence, seq: this.#seq, paths, now: clock.now() });
+      }
+    }
+
+    // Escalation: once the gate has failed often enough, a stronger model answers. Counted
+    // from the trace like the re-prompts, so a resumed run stays escalated.
+    const escalation = judged ? (contract.escalation ?? null) : null;
+    let stronger: Provider | null = null;
+    let announced = escalation !== null && restored.escalated;
+    let pending: RestoredRun['draft'] = restored.draft;
+
+    for (;;) {
+      if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
+      // A step whose effects had begun (a journaled command, a pause) acts on the completion it had;
+      // it was admitted when it began, so the time it spent paused is not charged.
+      const replay = pending && pending.seq === this.#seq ? pending : null;
+      pending = null;
+      const exhausted = replay ? null : await budget.precheck();
+      if (exhausted) return this.#exhaust(exhausted, [], []);
+      // The wall clock holds inside the step too. A replayed step is not held to it, as it is
+      // not checked against it above; the next step's check is.
+      this.#deadline.disarm();
+      this.#deadline = await budget.deadline(this.#abort.signal, replay === null);
+      let model = provider;
+      let escalated: EventData | null = null;
+      if (escalation && spent.gate >= escalation.afterGateFailures) {
+        // Built only for a call it will make: a replayed step makes none.
+        if (!replay) {
+          stronger ??= await loadProvider(escalation.provider);
+          model = stronger;
+        }
+        if (!announced) {
+          announced = true;
+          escalated = {
+            type: 'model-escalated',
+            from: providerLabel(providerSpec),
+            to: providerLabel(escalation.provider),
+            gateFailures: spent.gate,
+          };
+        }
+      }
+      this.step.early = new Map();
+      const draft = replay?.partial ?? null;
+      let completion: Completion;
+      const live = this.#ports.live;
+      try {
+        if (replay) completion = replay.completion;
+        else {
+          live?.publish({ type: 'model-call-start', seq: this.#seq });
+          completion = await model.complete(
+            {
+              system,
+              transcript,
+              tools: registry.definitions(),
+              options,
+              metadata: {
+                runId: run.runId,
+                rootId: run.rootId,
+                address: run.address,
+                parentAddress,
+                depth: run.depth,
+                seq: this.#seq,
+              },
+            },
+            this.signal,
+            this.#hooks(mask, registry),
+          );
+        }
+      } catch (error) {
+        if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
+        const overdue = this.#deadline.overdue;
+        if (overdue) {
+          // The deadline aborted the call: the step is not committed, as when a call fails; earlier tries are in the trace.
+          const tried =
+            (HarnessError.isInstance(error) ? (error.details.attempts as CallAttempt[] | undefined) : []) ?? [];
+          return this.#exhaust(
+            overdue,
+            [...(escalated ? [escalated] : []), ...attemptEvents(tried, null)],
+            tried.map(failedCall),
+          );
+        }
+        if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ProviderFailed) throw error;
+        // Every try failed: the step is not committed; the tries are the trace of why.
+        const attempts = (error.details.attempts as CallAttempt[] | undefined) ?? [];
+        await store.call('endRun', {
+          ...this.fence,
+          status: 'failed',
+          reply: null,
+          reason: `the model call failed: ${error.message}`,
+          events: [...(escalated ? [escalated] : []), ...attemptEvents(attempts, null)],
+          calls: attempts.map(failedCall),
+          now: clock.now(),
+        });
+        return 'failed';
+      }
+      // Before anything of the step is stored: a call far over its tool's limits keeps only its start.
+      completion = { ...completion, toolCalls: completion.toolCalls.map((call) => registry.screen(call)) };
+      const attempts = replay ? [] : (completion.attempts ?? []);
+      // The draw is known now: a step that cannot be charged runs none of its tools.
+      const over = replay ? null : await budget.wouldCross(completion);
+      if (over) {
+        return this.#exhaust(
+          over,
+          [...(escalated ? [escalated] : []), ...attemptEvents(attempts, completion.provider ?? model.name)],
+          [...attempts.map(failedCall), answeredCall(completion, model.name)],
+        );
+      }
+      this.step.begin(completion, draft, [
+        ...(escalated ? [escalated] : []),
+        ...attemptEvents(attempts, completion.provider ?? model.name),
+      ]);
+      const calls = draft ? [...draft.calls] : [...attempts.map(failedCall), answeredCall(completion, model.name)];
+      const observations: Observation[] = draft ? [...draft.observations] : [];
+      let stopReason: string | null = null;
+      for (const [index, call] of completion.toolCalls.entries()) {
+        // Calls a paused step had already made are not made again.
+        if (index < observations.length) continue;
+        this.#deadline.fireIfDue();
+        if (this.#cancelled || this.#deadline.overdue) break;
+        const mark = this.step.events.length;
+        this.step.events.push({
+          type: 'tool-call',
+          callId: call.id,
+          name: call.name,
+          args: call.args,
+          ...(call.invalid ? { invalid: call.invalid } : {}),
+        });
+        let result: ToolResult;
+        if (mask.has(call.name)) {
+          const reason = `${call.name} is withheld for this run (tool mask); use another tool.`;
+          result = { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
+        } else if (call.invalid) {
+          result = { content: call.invalid.reason, isError: true };
+        } else {
+          const seq = this.#seq;
+          live?.publish({ type: 'tool-call-start', seq, callId: call.id, name: call.name, index });
+          result = await this.#deadline.hold(registry.dispatch(call.name, call.args, this, index));
+          if (!result.halt) {
+            live?.publish({
+              type: 'tool-call-end',
+              seq,
+              callId: call.id,
+              name: call.name,
+              index,
+              isError: result.isError,
+            });
+          }
+        }
+        const halt: Halt | undefined = result.halt;
+        if (halt?.kind === 'pause' && this.#cancelled) {
+          stopReason = 'cancelled by the supervisor';
+          break;
+        }
+        if (halt?.kind === 'pause') {
+          await live?.flush();
+          await store.call('pause', {
+            ...this.fence,
+            seq: this.#seq,
+            completion,
+            partial: this.step.draft(observations, calls, mark),
+            question: halt.question,
+            events: halt.events,
+            now: clock.now(),
+          });
+          return 'paused';
+        }
+        if (halt?.kind === 'stop') {
+          // Ended by a person (a cancel, a cancelled plan, an aborted command): the step commits what it did.
+          stopReason = halt.reason;
+          break;
+        }
+        if (result.refusal) {
+          this.step.events.push({
+            type: 'refusal',
+            callId: call.id,
+            tool: call.name,
+            rule: result.refusal.rule,
+            layer: result.refusal.layer ?? 'runtime',
+            reason: result.refusal.reason,
+          });
+        }
+        observations.push({ callId: call.id, name: call.name, content: result.content, isError: result.isError });
+      }
+      let final: { status: RunStatus; reply: string | null; reason?: string } | null =
+        completion.toolCalls.length === 0 ? { status: 'finished' as const, reply: completion.text } : null;
+      if (final && judged && !this.#cancelled && stopReason === null && !this.#deadline.overdue) {
+        // A gate the deadline stopped (its command killed, its review call aborted) ends the run on the ceiling below.
+        const verdict = await judge(
+          this,
+          { workspace: this.#workspace, reviewer: this.#start.reviewer, executor: this.#executor },
+          contract,
+          completion,
+          spent,
+          calls,
+        ).catch((error: unknown) => {
+          if (this.#deadline.overdue) return null;
+          throw error;
+        });
+        if (verdict?.feedback) {
+          observations.push(verdict.feedback);
+          final = null;
+        } else if (verdict) {
+          final = verdict.final;
+        }
+      }
+      const overdue = this.#cancelled || stopReason !== null ? null : this.#deadline.overdue;
+      if (this.#cancelled || stopReason !== null || overdue) {
+        // A cancel, or the wall clock running out, mid-step commits what the step did (its
+        // writes are in the files, so their diffs belong in the trace); the calls it did not
+        // reach say so.
+        const reason =
+          stopReason ??
+          (overdue
+            ? `the wallMs ceiling of run ${overdue.account} was reached during a step`
+            : 'cancelled by the supervisor');
+        for (const call of completion.toolCalls.slice(observations.filter((o) => !o.name.startsWith('@')).length)) {
+          observations.push({ callId: call.id, name: call.name, content: `not run: ${reason}`, isError: true });
+        }
+        final = { status: overdue ? 'budget-exhausted' : 'cancelled', reply: null, reason };
+        if (overdue) this.step.events.push(overdue);
+      }
+      const step = this.step;
+      // What the step streamed reaches its listeners before the step's committed events do.
+      await live?.flush();
+      const result = await store.call('commitStep', {
+        ...this.fence,
+        seq: this.#seq,
+        completion,
+        observations,
+        usage: completion.usage,
+        consumed: step.consumed,
+        sent: step.sent,
+        spawned: step.spawned,
+        changes: step.changes,
+        events: step.events,
+        calls,
+        final,
+        now: clock.now(),
+      });
+      if (result.status === 'exhausted') return 'budget-exhausted';
+      appendStep(transcript, completion, observations);
+      this.#seq++;
+      if (final) return final.status;
+    }
+  }
+
+  /** What the model call reports as it streams: reads to start early, and text for the live channel. */
+  #hooks(mask: Set<string>, registry: ToolRegistry<Effects>): CompletionHooks | undefined {
+    const live = this.#ports.live;
+    const seq = this.#seq;
+    if (!this.#workspace && !live) return undefined;
+    return {
+      ...(this.#workspace ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) } : {}),
+      ...(live ? { onText: (text) => live.publish({ type: 'text-delta', seq, text }) } : {}),
+    };
+  }
+
+  /** A fallback chain that asks for it refuses to start when its primary cannot be reached. */
+  async #refuseIfPrimaryUnreachable(providerSpec: ProviderSpec, provider: Provider): Promise<boolean> {
+    if (providerSpec.kind !== 'fallback' || !providerSpec.refuseIfPrimaryUnreachable || !provider.probe) return false;
+    const refusal = await provider.probe(this.#abort.signal).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    if (!(refusal instanceof ProviderError) || refusal.kind !== 'connection') return false;
+    const primary = providerSpec.providers[0];
+    const name =
+      primary && primary.kind !== 'module' && primary.kind !== 'fallback'
+        ? (primary.name ?? primary.preset ?? primary.kind)
+        : refusal.provider;
+    const reason = `refused to start: the primary provider ${name} is unreachable (${refusal.message})`;
+    await this.store.call('endRun', {
+      ...this.fence,
+      status: 'failed',
+      reply: null,
+      reason,
+      events: [{ type: 'provider-unreachable', provider: name, message: refusal.message }],
+      now: this.clock.now(),
+    });
+    return true;
+  }
+
+  /** The first user turn: the task, and for a workspace run where it is and what is withheld. */
+  #opening(task: string, briefing: string | null): string {
+    if (!this.#contract || !this.#workspace) return task;
+    const parts = [task, briefing ?? this.#workspace.briefing()];
+    // The mask is stated here, past the cache breakpoint, so the tool definitions never change.
+    if (this.#contract.toolMask.length > 0) {
+      parts.push(
+        `These tools are withheld for this run; a call to one is refused: ${this.#contract.toolMask.join(', ')}.`,
+      );
+    }
+    return parts.join('\n\n');
+  }
+
+  /**
+   * A read-only call the stream has finished, at the head of the completion, allowed
+   * outright: run it now. Its result is used only if the finished completion asks for
+   * the same call with the same arguments; otherwise it is dropped unrecorded.
+   */
+  #startEarly(call: ToolCall, index: number, mask: Set<string>, registry: ToolRegistry<Effects>): void {
+    const workspace = this.#workspace;
+    const early = this.step.early;
+    // A new attempt (a retry, a fallback) starts its calls from index 0: nothing of an earlier attempt is reused.
+    if (index === 0) early.clear();
+    if (!workspace || index !== early.size || !READ_ONLY_TOOLS.has(call.name) || mask.has(call.name)) return;
+    if (!registry.accepts(call.name, call.args) || !workspace.readAllowedOutright(call.args)) return;
+    try {
+      const result = workspace.readNow(call.name as 'read_file', call.args);
+      early.set(index, { call, result });
+    } catch {
+      // A read that throws is simply not started early.
+    }
+  }
+
+  #workspaceHost() {
+    const self = this;
+    return {
+      restorePoint: async (path: string, content: Uint8Array | null) => {
+        await self.store.call('recordRestorePoint', {
+          ...self.fence,
+          seq: self.#seq,
+          workspace: (self.#contract as ContractData).root,
+          path,
+          content,
+          now: self.clock.now(),
+        });
+      },
+      ask: (act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number) =>
+        people.ask(self, act, decision, callIndex),
+      intent: (callIndex: number, kind: string, detail: string, run: () => Promise<ToolResult>) =>
+        people.intent(self, callIndex, kind, detail, run),
+      planning: () => self.planning,
+      event: (event: EventData) => self.step.events.push(event),
+      change: (change: { path: string; diff: string }) => self.step.changes.push(change),
+      callId: (index: number) => self.step.calls[index]?.id ?? `call-${index}`,
+      get signal() {
+        return self.signal;
+      },
+    };
+  }
+
+  /** Ends the run on a ceiling its next step would cross, with what that step had (its model calls, their events). */
+  async #exhaust(crossing: Crossing, events: EventData[], calls: ModelCallRecord[]): Promise<'budget-exhausted'> {
+    await this.store.call('endRun', {
+      ...this.fence,
+      status: 'budget-exhausted',
+      reply: null,
+      reason: `the ${crossing.ceiling} ceiling of run ${crossing.account} would be crossed`,
+      events: [...events, crossing],
+      ...(calls.length > 0 ? { calls } : {}),
+      now: this.clock.now(),
+    });
+    return 'budget-exhausted';
+  }
+
+  async #end(status: RunStatus, reason: string, events: EventData[] = []): Promise<RunStatus> {
+    await this.store.call('endRun', { ...this.fence, status, reply: null, reason, events, now: this.clock.now() });
+    return status;
+  }
+
+  // The tools' effects (see ./toolset.ts).
+
+  submitPlan(args: { steps: PlanStep[] }, callIndex: number): Promise<ToolResult> {
+    return people.submitPlan(this, args, callIndex);
+  }
+
+  askOperator(args: { question: string }, callIndex: number): Promise<ToolResult> {
+    return people.askOperator(this, args, callIndex);
+  }
+
+  spawn(args: SpawnArgs, callIndex: number): Promise<ToolResult> {
+    return tree.spawn(this, args, callIndex);
+  }
+
+  send(args: SendArgs): Promise<ToolResult> {
+    return tree.send(this, args);
+  }
+
+  read(args: ReadArgs): Promise<ToolResult> {
+    return tree.read(this, args, this.#mail);
+  }
+
+  async hostTool(
+    definition: ToolDefinitionData,
+    args: Record<string, unknown>,
+    callIndex: number,
+  ): Promise<ToolResult> {
+    const act = { kind: 'tool' as const, name: definition.name };
+    const refused = this.#workspace
+      ? await this.#workspace.authorize(act, callIndex)
+      : this.#policyData
+        ? await authorizeTool(this, Policy.from(this.#policyData), definition.name, callIndex)
+        : null;
+    if (refused) return refused;
+    return callHostTool(this, definition, args, callIndex);
+  }
+
+  async workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {
+    const workspace = this.#workspace;
+    if (!workspace) return { content: `${name} is not available outside a workspace run.`, isError: true };
+    const early = this.step.early.get(callIndex);
+    if (early && early.call.name === name && sameArguments(early.call.args, args)) {
+      // The same decision the ordinary path records, then the result the early read already has.
+      const located = workspace.locate(args);
+      if (!located.ok) return located.result;
+      const refused = await workspace.authorize({ kind: 'read', path: located.path }, callIndex);
+      return refused ?? early.result;
+    }
+    return workspace.run(name, args, callIndex);
+  }
+}
+
+/** Runs one agent from where its trace leaves it, against the given ports. */
+export function runAgent(start: AgentStart, ports: AgentPorts): { exit: Promise<RunExit>; agent: AgentRun } {
+  const agent = new AgentRun(start, ports);
+  return { agent, exit: agent.start() };
+}

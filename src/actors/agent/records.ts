@@ -1,0 +1,116 @@
+/** How a step's model calls and observations become trace records and transcript turns. */
+import type { EventData } from '../../runtime/events.js';
+import type { CallAttempt, Completion, ProviderSpec, TranscriptEntry } from '../../runtime/provider.js';
+import { MAX_ARGUMENT_DEPTH, nestedDeeperThan } from '../../runtime/tools.js';
+import type { ModelCallRecord, Observation } from '../../store/writer.js';
+
+/** The trace of the tries a model call took: each retry, each fallback, and a final failure. */
+export function attemptEvents(attempts: CallAttempt[], answeredBy: string | null): EventData[] {
+  return attempts.map((attempt, index): EventData => {
+    if (attempt.next === 'retry') {
+      return {
+        type: 'model-retry',
+        provider: attempt.provider,
+        model: attempt.model,
+        kind: attempt.kind,
+        statusCode: attempt.statusCode,
+        delayMs: attempt.delayMs,
+        message: attempt.message,
+      };
+    }
+    if (attempt.next === 'fallback') {
+      return {
+        type: 'model-fallback',
+        from: attempt.provider,
+        to: attempts[index + 1]?.provider ?? answeredBy,
+        kind: attempt.kind,
+        statusCode: attempt.statusCode,
+        message: attempt.message,
+      };
+    }
+    return {
+      type: 'model-failed',
+      provider: attempt.provider,
+      model: attempt.model,
+      kind: attempt.kind,
+      statusCode: attempt.statusCode,
+      message: attempt.message,
+    };
+  });
+}
+
+export function failedCall(attempt: CallAttempt): ModelCallRecord {
+  return {
+    provider: attempt.provider,
+    model: attempt.model,
+    outcome: attempt.kind,
+    statusCode: attempt.statusCode,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+    latencyMs: attempt.latencyMs,
+    ttftMs: null,
+  };
+}
+
+export function answeredCall(completion: Completion, fallbackName: string): ModelCallRecord {
+  return {
+    provider: completion.provider ?? fallbackName,
+    model: completion.model,
+    outcome: 'ok',
+    statusCode: null,
+    inputTokens: completion.usage.inputTokens,
+    outputTokens: completion.usage.outputTokens,
+    cacheReadTokens: completion.usage.cacheReadTokens ?? 0,
+    cacheWriteTokens: completion.usage.cacheWriteTokens ?? 0,
+    reasoningTokens: completion.usage.reasoningTokens ?? 0,
+    latencyMs: completion.latencyMs ?? null,
+    ttftMs: completion.timeToFirstTokenMs ?? null,
+    ...(completion.usageReported === false ? { usageReported: false } : {}),
+  };
+}
+
+export function appendStep(transcript: TranscriptEntry[], completion: Completion, observations: Observation[]): void {
+  transcript.push({ role: 'assistant', text: completion.text, toolCalls: completion.toolCalls });
+  for (const observation of observations) {
+    if (observation.name.startsWith('@')) {
+      transcript.push({ role: 'user', text: observation.content });
+      continue;
+    }
+    transcript.push({
+      role: 'tool',
+      callId: observation.callId,
+      name: observation.name,
+      content: observation.content,
+      isError: observation.isError,
+    });
+  }
+}
+
+/** Arguments compared as JSON with sorted keys. */
+export function sameArguments(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  // Arguments nested past the limit are refused as a call, and never compared by recursion.
+  if (nestedDeeperThan(a, MAX_ARGUMENT_DEPTH) || nestedDeeperThan(b, MAX_ARGUMENT_DEPTH)) return false;
+  return canonical(a) === canonical(b);
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    return `{${Object.keys(record)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonical(record[key])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** A provider spec as the trace names it: kind (or name) and model. */
+export function providerLabel(spec: ProviderSpec): string {
+  if (spec.kind === 'fallback') return spec.providers.map(providerLabel).join(' then ');
+  if (spec.kind === 'module') return spec.module;
+  return `${spec.name ?? spec.preset ?? spec.kind}:${spec.model}`;
+}

@@ -1,0 +1,74 @@
+/** Which tools a run has, and what its system prompt says, by the kind of run. */
+import { type AgentEffects, agentToolRegistry } from '../../runtime/agent-tools.js';
+import type { ArgumentSchema } from '../../runtime/arguments.js';
+import type { ContractData } from '../../runtime/contract/contract.js';
+import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
+import type { Tool, ToolRegistry, ToolResult } from '../../runtime/tools.js';
+import { type PersonEffects, personTools } from '../../runtime/workspace/person-tools.js';
+import { type WorkspaceEffects, workspaceTools } from '../../runtime/workspace/session.js';
+import type { RunRecord } from '../../store/reader.js';
+
+/** The effect of a call to one of the embedder's tools: the main thread runs it. */
+export interface HostToolEffects {
+  hostTool(definition: ToolDefinitionData, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
+}
+
+export type Effects = AgentEffects & WorkspaceEffects & PersonEffects & HostToolEffects;
+
+/**
+ * One registry per kind of run and set of embedder tools, built once per thread and keyed
+ * by the definitions themselves: trees with different tools never share one, and the
+ * definitions a tree sends stay byte-identical run to run.
+ */
+const registries = new Map<string, ToolRegistry<Effects>>();
+
+export function registryFor(
+  mode: 'agent' | 'workspace' | 'file',
+  planGate: boolean,
+  tools: readonly ToolDefinitionData[] = [],
+): ToolRegistry<Effects> {
+  const key = `${mode}${planGate ? '+plan' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
+  let registry = registries.get(key);
+  if (!registry) {
+    registry = agentToolRegistry() as unknown as ToolRegistry<Effects>;
+    if (mode !== 'agent') {
+      for (const tool of workspaceTools(mode)) registry.register(tool);
+      for (const tool of personTools(planGate)) registry.register(tool);
+    }
+    for (const definition of tools) registry.register(hostTool(definition));
+    registries.set(key, registry);
+  }
+  return registry;
+}
+
+/** One of the embedder's tools as the agent declares it: the main thread checks its arguments and runs it. */
+function hostTool(definition: ToolDefinitionData): Tool<Effects> {
+  return {
+    name: definition.name,
+    description: definition.description,
+    parameters: definition.parameters as unknown as ArgumentSchema,
+    checkedBy: 'host',
+    handler: (args, effects, callIndex) => effects.hostTool(definition, args, callIndex),
+  };
+}
+
+export function workspaceSystem(contract: ContractData): string {
+  return (
+    'You are a coding agent working in a repository. Use the tools to read, search, change and run the project. ' +
+    'Change files with edit_file (an exact, unique replacement), patch_file (a unified diff) or write_file. ' +
+    'When something about the intent of the task is unclear, ask with ask_operator rather than guess. ' +
+    'When the work is done, answer without a tool call, saying what you did.' +
+    (contract.planGate
+      ? ' This run starts in a planning phase: read what you need, then submit an ordered plan with submit_plan; changes and commands wait until it is approved.'
+      : '') +
+    (contract.outputSchema ? ' Your final answer must be a single JSON value matching the schema you were given.' : '')
+  );
+}
+
+export function defaultSystem(run: RunRecord): string {
+  return (
+    `You are agent "${run.address}" in a tree of agents. ` +
+    'Use spawn_agent to hand work to sub-agents, send_message and read_messages to talk to agents of this tree by address, ' +
+    'and answer without a tool call when your task is done.'
+  );
+}

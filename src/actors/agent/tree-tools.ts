@@ -1,0 +1,157 @@
+/**
+ * The tree tools every agent has: spawn_agent (a child with this agent's policy, narrowed,
+ * and a budget no larger than what is left), send_message and read_messages (mail inside
+ * the tree, delivered when the step commits and consumed exactly once).
+ */
+import { randomUUID } from 'node:crypto';
+import type { ReadArgs, SendArgs, SpawnArgs } from '../../runtime/agent-tools.js';
+import { Policy, type PolicyData } from '../../runtime/policy/policy.js';
+import type { ToolResult } from '../../runtime/tools.js';
+import type { RunContext } from './context.js';
+
+/** Wakes an inbox wait when mail for this agent is committed, or the run is cancelled. */
+export class MailWake {
+  #waiter: (() => void) | null = null;
+
+  wake(): void {
+    this.#waiter?.();
+  }
+
+  /** Resolves after `ms`, or at the next wake. */
+  wait(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#waiter = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiter = done;
+    });
+  }
+}
+
+export async function spawn(context: RunContext, args: SpawnArgs, callIndex: number): Promise<ToolResult> {
+  const { run, step } = context;
+  if (context.planning) {
+    const reason = 'spawn_agent waits for an approved plan: this run is in its planning phase; call submit_plan.';
+    return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
+  }
+  // Inherit and narrow: a child gets this agent's policy plus deny-only layers, never more.
+  const widened = Object.entries(args.policy?.allow ?? {}).filter(([, list]) => (list ?? []).length > 0);
+  if (widened.length > 0) {
+    const reason = `a child inherits your policy and can only narrow it; the spawn asked to allow ${widened
+      .map(([act, list]) => `${act} ${(list ?? []).join(', ')}`)
+      .join('; ')}, which you cannot grant.`;
+    return {
+      content: `spawn refused (policy.narrow-only): ${reason}`,
+      isError: true,
+      refusal: { rule: 'policy.narrow-only', reason },
+    };
+  }
+  let policy: PolicyData | undefined;
+  const deny = args.policy?.deny;
+  if (deny && Object.values(deny).some((list) => (list ?? []).length > 0)) {
+    let narrowed = (context.policyData ? Policy.from(context.policyData) : Policy.default()).layer(
+      `narrowed for ${args.as ?? 'a child'} by ${run.address}`,
+    );
+    for (const pattern of deny.read ?? []) narrowed = narrowed.denyRead(pattern);
+    for (const pattern of deny.write ?? []) narrowed = narrowed.denyWrite(pattern);
+    for (const pattern of deny.exec ?? []) narrowed = narrowed.denyExec(pattern);
+    for (const pattern of deny.net ?? []) narrowed = narrowed.denyNet(pattern);
+    policy = narrowed.toJSON();
+  }
+  const asked = {
+    steps: args.budget?.steps ?? null,
+    tokens: args.budget?.tokens ?? null,
+    wallMs: args.budget?.wall_secs === undefined ? null : Math.round(args.budget.wall_secs * 1000),
+  };
+  const result = await context.store.call('spawn', {
+    ...context.fence,
+    key: `${run.runId}:${context.seq}:${callIndex}`,
+    task: args.task,
+    as: args.as ?? null,
+    asked,
+    maxWaitSecs: args.max_wait_secs ?? null,
+    newRunId: randomUUID(),
+    queueNow: args.wait !== false,
+    ...(policy ? { policy } : {}),
+    now: context.clock.now(),
+  });
+  if (result.status === 'refused') {
+    return {
+      content: `spawn refused (${result.rule}): ${result.reason}`,
+      isError: true,
+      refusal: { rule: result.rule, reason: result.reason },
+    };
+  }
+  const clampNote =
+    result.clamps.length === 0
+      ? ''
+      : ` Its budget was narrowed to what you have left: ${result.clamps.map((c) => `${c.field} ${c.asked} -> ${c.granted}`).join(', ')}.`;
+  if (args.wait === false) {
+    if (result.childStatus === 'pending') step.spawned.push(result.childId);
+    return {
+      content: `spawned agent ${result.address}; it starts once this step commits and reports to your inbox when it ends.${clampNote}`,
+      isError: false,
+    };
+  }
+  const timeoutMs = args.background_after_secs === undefined ? null : Math.round(args.background_after_secs * 1000);
+  const waited = await context.host.waitChild({ runId: run.runId, childId: result.childId, timeoutMs });
+  if (waited.status === 'background') {
+    return {
+      content: `agent ${result.address} is still working after ${args.background_after_secs}s; it carries on in the background and will report to your inbox.${clampNote}`,
+      isError: false,
+    };
+  }
+  return {
+    content: JSON.stringify({
+      agent: result.address,
+      status: waited.childStatus,
+      reply: waited.reply,
+      reason: waited.childStatus === 'finished' ? undefined : waited.reason,
+      cost: { steps: waited.steps, tokens: waited.tokens },
+      narrowed: result.clamps.length === 0 ? undefined : clampNote.trim(),
+    }),
+    isError: waited.childStatus !== 'finished',
+  };
+}
+
+export async function send(context: RunContext, args: SendArgs): Promise<ToolResult> {
+  if (!(await context.store.hasAddress(context.run.rootId, args.to))) {
+    const reason = `no agent has the address ${JSON.stringify(args.to)} in this tree; an address reaches only inside its own tree.`;
+    return { content: reason, isError: true, refusal: { rule: 'mailbox.tree', reason } };
+  }
+  context.step.sent.push({ to: args.to, body: args.body });
+  return { content: `sent to ${args.to}; it is delivered when this step commits.`, isError: false };
+}
+
+export async function read(context: RunContext, args: ReadArgs, mail: MailWake): Promise<ToolResult> {
+  const { run, step } = context;
+  const account = await context.store.account(run.runId);
+  const cap = account?.maxWaitSecs ?? 30;
+  const asked = args.wait_secs ?? 0;
+  const waitSecs = Math.min(asked, cap);
+  // A wait is real time, whatever the run's clock says.
+  const deadline = Date.now() + waitSecs * 1000;
+  const taken = new Set(step.consumed);
+  for (;;) {
+    const fresh = (await context.store.inbox(run.rootId, run.address))
+      .filter((message) => !taken.has(message.msgId))
+      .slice(0, args.limit ?? Number.POSITIVE_INFINITY);
+    if (fresh.length > 0) {
+      for (const message of fresh) step.consumed.push(message.msgId);
+      return {
+        content: JSON.stringify(
+          fresh.map((message) => ({ id: message.msgId, from: message.fromAddress, body: message.body })),
+        ),
+        isError: false,
+      };
+    }
+    const left = deadline - Date.now();
+    if (left <= 0 || context.cancelled) break;
+    await mail.wait(left);
+  }
+  const capped = asked > cap ? ` (the wait asked for ${asked}s was capped at ${cap}s)` : '';
+  return { content: `no messages${waitSecs > 0 ? ` after waiting ${waitSecs}s` : ''}${capped}.`, isError: false };
+}

@@ -1,0 +1,254 @@
+/**
+ * The embedder's own tools: `tool({ name, description, parameters, execute, effect })`.
+ * A tool runs on the main thread, where it was declared; agents reach it over the host
+ * channel. Its parameters are a zod schema (converted once to JSON Schema for the wire by
+ * zod's own converter) or a JSON Schema; the arguments a model sends are validated here
+ * before `execute` is called, and a bad call, a throw or an oversized result is an
+ * observation the model reads, never an exception in the tree.
+ *
+ * This module is for the main thread only: agent threads never load zod.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { toJSONSchema } from 'zod';
+import { InvalidArgumentError } from '../errors.js';
+import { agentToolRegistry } from './agent-tools.js';
+import { personTools } from './workspace/person-tools.js';
+import { workspaceTools } from './workspace/session.js';
+
+/**
+ * What a tool does, for the policy and for recovery: `reads` only looks (it may start
+ * while the completion still streams, and is safe to call again after a crash); `acts`
+ * changes the world, so it is journaled as an intent before it is called, and a crash
+ * during the call pauses the resumed run for a decision instead of calling it twice.
+ */
+export type ToolEffect = 'reads' | 'acts';
+
+/** What a tool's `execute` is told about the call. */
+export interface ToolCallContext {
+  rootId: string;
+  runId: string;
+  /** The calling agent's address in its tree. */
+  address: string;
+  callId: string;
+  /** Fires when the tree is cancelled or the supervisor closes. */
+  signal: AbortSignal;
+}
+
+/** A zod schema, as far as this module needs one (zod 4). */
+interface ZodLike<Args> {
+  safeParse(value: unknown): { success: true; data: Args } | { success: false; error: { issues: ZodIssue[] } };
+  _zod: unknown;
+}
+interface ZodIssue {
+  path: PropertyKey[];
+  message: string;
+}
+
+export interface ToolDeclaration<Args = Record<string, unknown>> {
+  /** Letters, digits, `_` and `-`, at most 64 characters; not a built-in tool's name. */
+  name: string;
+  /** What the tool does and when to use it, for the model. */
+  description: string;
+  /** A zod object schema, or a JSON Schema of an object. */
+  parameters: ZodLike<Args> | Record<string, unknown>;
+  /** `acts` (the default) or `reads`; see {@link ToolEffect}. */
+  effect?: ToolEffect;
+  /** Runs the tool. A string result is the observation; anything else is sent as JSON. */
+  execute(args: Args, context: ToolCallContext): unknown;
+}
+
+/** A tool as it crosses into an agent's thread: data only. */
+export interface ToolDefinitionData {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  effect: ToolEffect;
+}
+
+/** The most characters of a tool's result an observation keeps; the rest is cut, saying so. */
+export const MAX_TOOL_RESULT_CHARS = 32 * 1024;
+
+const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+let builtIn: ReadonlySet<string> | null = null;
+
+/** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
+export function builtInToolNames(): ReadonlySet<string> {
+  builtIn ??= new Set([
+    ...agentToolRegistry()
+      .definitions()
+      .map((definition) => definition.name),
+    ...workspaceTools('workspace').map((declared) => declared.name),
+    ...personTools(true).map((declared) => declared.name),
+  ]);
+  return builtIn;
+}
+
+let ajv: Ajv | null = null;
+
+/** A declared tool, checked: its wire definition computed once, its validator compiled once. */
+export class Tool<Args = Record<string, unknown>> {
+  readonly definition: ToolDefinitionData;
+  readonly #validate: (args: unknown) => { ok: true; value: Args } | { ok: false; problems: string[] };
+  readonly #execute: (args: Args, context: ToolCallContext) => unknown;
+
+  constructor(declaration: ToolDeclaration<Args>) {
+    if (typeof declaration !== 'object' || declaration === null) {
+      throw new InvalidArgumentError('tool() needs { name, description, parameters, execute }.');
+    }
+    const { name, description, parameters, execute } = declaration;
+    const effect = declaration.effect ?? 'acts';
+    if (typeof name !== 'string' || !NAME.test(name)) {
+      throw new InvalidArgumentError(
+        `tool(): the name must be 1 to 64 letters, digits, _ or -, got ${JSON.stringify(name)}.`,
+      );
+    }
+    if (builtInToolNames().has(name)) {
+      throw new InvalidArgumentError(`tool(): ${name} is the name of a built-in tool; give yours another name.`);
+    }
+    if (typeof description !== 'string' || description.trim() === '') {
+      throw new InvalidArgumentError(`tool(${name}): the description must be a non-empty string; the model reads it.`);
+    }
+    if (typeof execute !== 'function') {
+      throw new InvalidArgumentError(`tool(${name}): execute must be a function.`);
+    }
+    if (effect !== 'reads' && effect !== 'acts') {
+      throw new InvalidArgumentError(`tool(${name}): effect must be 'reads' or 'acts', got ${JSON.stringify(effect)}.`);
+    }
+    if (typeof parameters !== 'object' || parameters === null) {
+      throw new InvalidArgumentError(`tool(${name}): parameters must be a zod object schema or a JSON Schema object.`);
+    }
+    const schema = isZod(parameters)
+      ? zodToWire(name, parameters)
+      : checkJsonSchema(name, parameters as Record<string, unknown>);
+    this.definition = Object.freeze({ name, description, parameters: schema, effect });
+    this.#validate = isZod(parameters) ? zodValidator(parameters) : jsonValidator<Args>(name, schema);
+    this.#execute = execute;
+  }
+
+  get name(): string {
+    return this.definition.name;
+  }
+
+  /**
+   * Calls the tool with what the model sent: validated first, its result bounded. Never
+   * throws: a bad call and a failure are observations.
+   */
+  async call(args: unknown, context: ToolCallContext): Promise<{ content: string; isError: boolean }> {
+    const name = this.definition.name;
+    const checked = this.#validate(args);
+    if (!checked.ok) {
+      return {
+        content: `the arguments to ${name} are not valid: ${checked.problems.join('; ')}. Call it again with arguments that match its parameters.`,
+        isError: true,
+      };
+    }
+    let result: unknown;
+    try {
+      result = await this.#execute(checked.value, context);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return { content: `${name} failed: ${message}`, isError: true };
+    }
+    let text: string;
+    try {
+      text = typeof result === 'string' ? result : result === undefined ? '(no result)' : JSON.stringify(result);
+    } catch (error) {
+      return { content: `${name} returned a value that is not JSON: ${(error as Error).message}`, isError: true };
+    }
+    if (text === undefined) text = String(result);
+    if (text.length > MAX_TOOL_RESULT_CHARS) {
+      const cut = text.length - MAX_TOOL_RESULT_CHARS;
+      text = `${text.slice(0, MAX_TOOL_RESULT_CHARS)}\n(${cut} more characters of ${name}'s result were not kept)`;
+    }
+    return { content: text, isError: false };
+  }
+}
+
+/** Declares a tool of the embedder's own; hand it to `Supervisor.start`, `run`, `runWith` or `resume` as `tools`. */
+export function tool<Args = Record<string, unknown>>(declaration: ToolDeclaration<Args>): Tool<Args> {
+  return new Tool(declaration);
+}
+
+/** Checks a list of tools handed in as `tools`, and that no two share a name. */
+export function checkTools(tools: unknown, where: string): Tool<never>[] {
+  if (tools === undefined) return [];
+  if (!Array.isArray(tools)) throw new InvalidArgumentError(`${where}: tools must be an array of tool(...) values.`);
+  const seen = new Set<string>();
+  for (const item of tools) {
+    if (!(item instanceof Tool)) {
+      throw new InvalidArgumentError(`${where}: every entry of tools must be made with tool({ ... }).`);
+    }
+    if (seen.has(item.name)) throw new InvalidArgumentError(`${where}: two tools are named ${item.name}.`);
+    seen.add(item.name);
+  }
+  return tools as Tool<never>[];
+}
+
+function isZod(value: object): value is ZodLike<never> {
+  return '_zod' in value && typeof (value as { safeParse?: unknown }).safeParse === 'function';
+}
+
+function zodToWire(name: string, schema: ZodLike<unknown>): Record<string, unknown> {
+  let converted: Record<string, unknown>;
+  try {
+    converted = toJSONSchema(schema as never) as Record<string, unknown>;
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `tool(${name}): its zod schema cannot be written as JSON Schema (${(error as Error).message}); use types JSON Schema can say.`,
+    );
+  }
+  const { $schema: _dialect, ...wire } = converted;
+  if (wire.type !== 'object') {
+    throw new InvalidArgumentError(`tool(${name}): parameters must be an object schema (z.object({ ... })).`);
+  }
+  return wire;
+}
+
+function zodValidator<Args>(schema: ZodLike<Args>) {
+  return (args: unknown): { ok: true; value: Args } | { ok: false; problems: string[] } => {
+    const parsed = schema.safeParse(args);
+    if (parsed.success) return { ok: true, value: parsed.data };
+    return {
+      ok: false,
+      problems: parsed.error.issues.map((issue) => {
+        const at = issue.path.length === 0 ? '(the arguments)' : issue.path.map(String).join('.');
+        return `${at}: ${issue.message}`;
+      }),
+    };
+  };
+}
+
+function checkJsonSchema(name: string, schema: Record<string, unknown>): Record<string, unknown> {
+  if (schema.type !== 'object') {
+    throw new InvalidArgumentError(`tool(${name}): a JSON Schema for parameters must have type "object".`);
+  }
+  try {
+    return JSON.parse(JSON.stringify(schema)) as Record<string, unknown>;
+  } catch (error) {
+    throw new InvalidArgumentError(`tool(${name}): parameters is not JSON (${(error as Error).message}).`);
+  }
+}
+
+function jsonValidator<Args>(name: string, schema: Record<string, unknown>) {
+  ajv ??= new Ajv({ allErrors: true, strict: false });
+  let validate: ValidateFunction;
+  try {
+    validate = ajv.compile(schema);
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `tool(${name}): parameters is not a usable JSON Schema: ${(error as Error).message}.`,
+    );
+  }
+  return (args: unknown): { ok: true; value: Args } | { ok: false; problems: string[] } => {
+    if (validate(args)) return { ok: true, value: args as Args };
+    return { ok: false, problems: (validate.errors ?? []).map(ajvProblem) };
+  };
+}
+
+function ajvProblem(error: ErrorObject): string {
+  const missing = error.keyword === 'required' ? (error.params as { missingProperty?: string }).missingProperty : null;
+  const path = error.instancePath.replace(/^\//, '').split('/').filter(Boolean).join('.');
+  const at = missing ? (path ? `${path}.${missing}` : missing) : path || '(the arguments)';
+  return `${at}: ${missing ? 'is required' : error.message}`;
+}

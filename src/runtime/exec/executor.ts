@@ -1,0 +1,51 @@
+/**
+ * The executor: the one way the runtime starts a child process. exec, shell, shell_start,
+ * a command gate and the toolchain's checker each ask it, naming what the command is for;
+ * later, MCP stdio servers will too. The direct executor is the first implementation: the
+ * program looked up on PATH, contained in its own PID namespace where Linux allows it and
+ * its own process group always, killed with everything it started at a timeout or a
+ * cancel, its output bounded (see ./run-command.ts). A sandbox wraps an executor.
+ */
+import { type Job, startJob } from './jobs.js';
+import {
+  type CommandOptions,
+  type CommandResult,
+  type Containment,
+  processContainment,
+  runCommand,
+} from './run-command.js';
+
+/** What a command is started for. */
+export type CommandPurpose = 'exec' | 'shell' | 'shell_start' | 'gate' | 'checker';
+
+/** A command to run to its end. */
+export interface CommandRequest extends CommandOptions {
+  argv: readonly string[];
+  purpose: CommandPurpose;
+}
+
+/** A command to start in the background (shell_start); its output is kept, bounded, until polled. */
+export interface JobRequest {
+  argv: readonly string[];
+  cwd: string;
+  /** Characters of output kept between polls. */
+  outputLimit: number;
+  env: NodeJS.ProcessEnv;
+  purpose: CommandPurpose;
+}
+
+export interface Executor {
+  /** Runs a command to its end; a command that cannot start is a result that says so, never a throw. */
+  run(request: CommandRequest): Promise<CommandResult>;
+  /** Starts a command in the background. */
+  start(request: JobRequest): Job;
+  /** How this executor keeps a command from outliving its end, as the trace records it. */
+  containment(): Containment;
+}
+
+/** Spawns each command directly (see the module's comment). */
+export const directExecutor: Executor = {
+  run: (request) => runCommand(request.argv, request),
+  start: (request) => startJob(request.argv, request.cwd, request.outputLimit, request.env),
+  containment: processContainment,
+};

@@ -1,0 +1,220 @@
+/**
+ * The agent loop with no thread: one run driven in this test's own thread against the
+ * SQLite backend of the store port and a scripted model, through a tool call, a refusal,
+ * a pause on an approval, its resume, and the budget's end.
+ */
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { isMainThread, threadId } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { runAgent } from '../dist/actors/agent/loop.js';
+import type { AgentHost } from '../dist/actors/agent/ports.js';
+import { systemClock } from '../dist/clock.js';
+import { type ModuleProviderSpec, Policy, TaskContract, Verification } from '../dist/index.js';
+import { directExecutor, type Executor } from '../dist/runtime/exec/executor.js';
+import { openLocalStore } from '../dist/store/local.js';
+import { TraceReader } from '../dist/store/reader.js';
+import { tempStorePath } from './support/processes.js';
+import { later, tempWorkspace } from './support/workspace.js';
+
+const SCRIPT = join(import.meta.dirname, 'support', 'scripts', 'turns.mjs');
+
+function claim(owner: string) {
+  return { owner, pid: process.pid, host: hostname(), ttlMs: 60_000, now: Date.now() };
+}
+
+describe('an agent run in-process', () => {
+  it('calls a tool, is refused, pauses on an approval, resumes, and ends on its step ceiling', async () => {
+    const root = tempWorkspace({ 'a.txt': 'alpha\n' });
+    const path = tempStorePath();
+    const store = openLocalStore(path);
+    later(() => store.close());
+    const provider = {
+      kind: 'module' as const,
+      module: SCRIPT,
+      options: {
+        turns: [
+          {
+            text: 'reading',
+            toolCalls: [
+              { name: 'read_file', args: { path: 'a.txt' } },
+              { name: 'read_file', args: { path: '../outside.txt' } },
+            ],
+          },
+          { text: 'running', toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] },
+          { text: 'again', toolCalls: [{ name: 'read_file', args: { path: 'a.txt' } }] },
+          { text: 'never asked', toolCalls: [] },
+        ],
+      },
+    };
+    const contract = TaskContract.workspace('read a.txt and print the node version', root).toJSON();
+    const runId = 'in-process-root';
+    const { generation } = await store.call('createRoot', {
+      runId,
+      task: 'read a.txt and print the node version',
+      spec: { provider, contract, policy: Policy.default().toJSON() },
+      ceilings: { steps: 3, tokens: null, wallMs: null },
+      maxTotalAgents: 1,
+      maxConcurrentAgents: 1,
+      maxWaitSecs: 30,
+      claim: claim('first'),
+    });
+    const asked: string[] = [];
+    const host = (answer: 'defer' | 'approve'): AgentHost => ({
+      approve: async (request) => {
+        asked.push(`${request.act.kind} ${request.subject}`);
+        return answer;
+      },
+      reviewPlan: () => Promise.reject(new Error('no plan gate here')),
+      askOperator: () => Promise.reject(new Error('no operator here')),
+      waitChild: () => Promise.reject(new Error('no children here')),
+      callTool: () => Promise.reject(new Error('no tools here')),
+    });
+
+    expect(isMainThread).toBe(true);
+    const first = runAgent(
+      { type: 'start', runId, generation, owner: 'first', resumed: false, provider },
+      { store, host: host('defer'), clock: systemClock },
+    );
+    expect(await first.exit).toEqual({ kind: 'ended', status: 'paused' });
+    expect(asked).toEqual(['exec node --version']);
+
+    const open = await store.call('answer', {
+      questionId: `approval:${runId}:2:0`,
+      answer: 'approve',
+      by: 'test',
+      now: Date.now(),
+    });
+    expect(open).toEqual({ runId, rootId: runId });
+    const resumed = await store.call('resumePaused', { runId, ...claim('second') });
+    expect(resumed.status).toBe('resumed');
+    const second = runAgent(
+      {
+        type: 'start',
+        runId,
+        generation: (resumed as { generation: number }).generation,
+        owner: 'second',
+        resumed: true,
+        provider,
+      },
+      { store, host: host('approve'), clock: systemClock },
+    );
+    expect(await second.exit).toEqual({ kind: 'ended', status: 'budget-exhausted' });
+    // The stored answer served the resume: the approver was not asked again.
+    expect(asked).toEqual(['exec node --version']);
+
+    const reader = new TraceReader(path);
+    later(() => reader.close());
+    expect(reader.run(runId)?.status).toBe('budget-exhausted');
+    const steps = reader.steps(runId);
+    expect(steps.map((step) => step.observations.map((o) => [o.name, o.isError]))).toEqual([
+      [
+        ['read_file', false],
+        ['read_file', true],
+      ],
+      [['exec', false]],
+      [['read_file', false]],
+    ]);
+    expect(steps[0]?.observations[0]?.content).toContain('alpha');
+    expect(steps[1]?.observations[0]?.content).toContain(process.version);
+    const events = reader.events(runId);
+    expect(events.filter((event) => event.type === 'refusal')).toMatchObject([
+      { tool: 'read_file', rule: expect.any(String), layer: expect.any(String) },
+    ]);
+    expect(events.filter((event) => event.type === 'policy-decision' && event.act === 'exec')).toMatchObject([
+      { effect: 'ask', answer: 'defer' },
+      { effect: 'ask', answer: 'approve' },
+    ]);
+    expect(events.filter((event) => event.type === 'budget-exhausted')).toMatchObject([
+      { ceiling: 'steps', account: runId, limit: 3 },
+    ]);
+    // The loop ran in this test's own thread, with no agent worker behind it.
+    expect(threadId).toBe(0);
+  });
+});
+
+describe('the executor', () => {
+  it('starts every command of a run: exec, shell, shell_start, the checker and the gate', async () => {
+    const root = tempWorkspace({ 'package.json': '{"name":"x","private":true}\n' });
+    const path = tempStorePath();
+    const store = openLocalStore(path);
+    later(() => store.close());
+    const provider: ModuleProviderSpec = {
+      kind: 'module' as const,
+      module: SCRIPT,
+      options: {
+        turns: [
+          {
+            text: 'working',
+            toolCalls: [
+              { name: 'write_file', args: { path: 'b.txt', content: 'beta\n' } },
+              { name: 'exec', args: { argv: ['node', '-e', 'console.log(1)'] } },
+              { name: 'shell', args: { command: 'node -e "console.log(2)"' } },
+              { name: 'shell_start', args: { command: 'node -e "console.log(3)"' } },
+            ],
+          },
+          { text: 'done', toolCalls: [] },
+        ],
+      },
+    };
+    const contract = TaskContract.workspace('run things', root)
+      .withToolchain({ node: { check: ['node', '-e', 'process.exit(0)'] } })
+      .withVerification(Verification.command(['node', '-e', 'process.exit(0)']))
+      .toJSON();
+    const policy = Policy.default().layer('test').allowWrite('**').allowExec('node *');
+    const runId = 'executor-root';
+    const { generation } = await store.call('createRoot', {
+      runId,
+      task: 'run things',
+      spec: { provider, contract, policy: policy.toJSON() },
+      ceilings: { steps: null, tokens: null, wallMs: null },
+      maxTotalAgents: 1,
+      maxConcurrentAgents: 1,
+      maxWaitSecs: 30,
+      claim: claim('only'),
+    });
+    const started: string[] = [];
+    const recording: Executor = {
+      run: (request) => {
+        started.push(`${request.purpose}: ${request.argv.join(' ')}`);
+        return directExecutor.run(request);
+      },
+      start: (request) => {
+        started.push(`${request.purpose}: ${request.argv.join(' ')}`);
+        return directExecutor.start(request);
+      },
+      containment: () => directExecutor.containment(),
+    };
+    const host: AgentHost = {
+      approve: () => Promise.reject(new Error('the policy allows all of it')),
+      reviewPlan: () => Promise.reject(new Error('no plan gate here')),
+      askOperator: () => Promise.reject(new Error('no operator here')),
+      waitChild: () => Promise.reject(new Error('no children here')),
+      callTool: () => Promise.reject(new Error('no tools here')),
+    };
+    const { exit } = runAgent(
+      { type: 'start', runId, generation, owner: 'only', resumed: false, provider },
+      { store, host, clock: systemClock, executor: recording },
+    );
+    expect(await exit).toEqual({ kind: 'ended', status: 'finished' });
+    expect(started.map((line) => line.replace(/ -c /, ' -c ').replace(/^(\w+): \S*sh -c /, '$1: sh -c '))).toEqual([
+      'checker: node -e process.exit(0)',
+      'exec: node -e console.log(1)',
+      'shell: sh -c node -e "console.log(2)"',
+      'shell_start: sh -c node -e "console.log(3)"',
+      'gate: node -e process.exit(0)',
+    ]);
+    const reader = new TraceReader(path);
+    later(() => reader.close());
+    const observations = reader.steps(runId)[0]?.observations ?? [];
+    expect(observations.map((o) => [o.name, o.isError])).toEqual([
+      ['write_file', false],
+      ['exec', false],
+      ['shell', false],
+      ['shell_start', false],
+    ]);
+    expect(reader.events(runId).filter((event) => event.type === 'gate-evaluated')).toMatchObject([
+      { verdict: 'passed' },
+    ]);
+  });
+});

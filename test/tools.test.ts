@@ -1,0 +1,206 @@
+/**
+ * The embedder's own tools: declared with a zod schema on this thread, called by agents on
+ * worker threads over the host channel, governed by the policy, journaled when they act,
+ * and given back on resume.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  answerQuestion,
+  CallbackApprover,
+  OpenAI,
+  Policy,
+  Store,
+  Supervisor,
+  type ToolCallContext,
+  tool,
+} from '../dist/index.js';
+import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
+import { Driver, tempStorePath } from './support/processes.js';
+import { later, tempWorkspace } from './support/workspace.js';
+
+const forecast = (calls: { city: string; days: number; context: ToolCallContext }[]) =>
+  tool({
+    name: 'forecast',
+    description: 'The weather forecast for a city, a number of days ahead.',
+    parameters: z.object({
+      city: z.string().min(1).describe('The city'),
+      days: z.number().int().min(1).max(7),
+    }),
+    effect: 'reads',
+    execute: ({ city, days }, context) => {
+      calls.push({ city, days, context });
+      return { city, days, sky: 'clear' };
+    },
+  });
+
+const broken = tool({
+  name: 'broken',
+  description: 'Always fails.',
+  parameters: { type: 'object', properties: {}, additionalProperties: false },
+  execute: () => {
+    throw new Error('the backend is down');
+  },
+});
+
+/** A model that calls the given tools in its first turn, then answers. */
+async function model(first: { name: string; args: Record<string, unknown> }[]) {
+  const server = await ScriptedModelServer.start((call) =>
+    assistantTurns(call) === 0 ? { text: 'calling', toolCalls: first } : { text: 'all done' },
+  );
+  later(() => server.close());
+  const provider = OpenAI.create({
+    model: 'scripted',
+    baseUrl: `${server.url}/v1`,
+    apiKey: 'k',
+    retry: { baseDelayMs: 5 },
+  });
+  return { server, provider };
+}
+
+let cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.reverse()) await step();
+  cleanup = [];
+});
+
+async function supervisorOn(options: Parameters<typeof Supervisor.start>[1] = {}) {
+  const store = await Store.open(tempStorePath());
+  const supervisor = await Supervisor.start(store, options);
+  cleanup.push(async () => {
+    await supervisor.close();
+    store.close();
+  });
+  return { store, supervisor };
+}
+
+describe("the embedder's tools", () => {
+  it('are offered on the wire as JSON Schema, byte-identical run to run; bad arguments and throws are observations', async () => {
+    const calls: { city: string; days: number; context: ToolCallContext }[] = [];
+    const { store, supervisor } = await supervisorOn({ tools: [forecast(calls)] });
+    const wire: string[] = [];
+    for (let run = 0; run < 2; run++) {
+      const { server, provider } = await model([
+        { name: 'forecast', args: { city: 'Oslo', days: 2 } },
+        { name: 'forecast', args: { city: 'Oslo', days: 'two' } },
+        { name: 'broken', args: {} },
+      ]);
+      const result = await supervisor.run({ task: 'plan a trip', provider, tools: [broken] }).result;
+      expect(result.status).toBe('finished');
+      const body = server.calls[0]?.body as { tools: { function: { name: string; parameters: unknown } }[] };
+      wire.push(JSON.stringify(body.tools));
+      const offered = body.tools.find((item) => item.function.name === 'forecast');
+      expect(offered?.function.parameters).toEqual({
+        type: 'object',
+        properties: {
+          city: { type: 'string', minLength: 1, description: 'The city' },
+          days: { type: 'integer', minimum: 1, maximum: 7 },
+        },
+        required: ['city', 'days'],
+        additionalProperties: false,
+      });
+      const observations = store.steps(result.rootId)[0]?.observations ?? [];
+      expect(observations.map((o) => [o.name, o.isError])).toEqual([
+        ['forecast', false],
+        ['forecast', true],
+        ['broken', true],
+      ]);
+      expect(JSON.parse(observations[0]?.content ?? '')).toEqual({ city: 'Oslo', days: 2, sky: 'clear' });
+      expect(observations[1]?.content).toMatch(/^the arguments to forecast are not valid: days: /);
+      expect(observations[2]?.content).toBe('broken failed: the backend is down');
+    }
+    expect(wire[0]).toBe(wire[1]);
+    // The bad call never reached the tool; the good ones did, told who called.
+    expect(calls.map((call) => [call.city, call.days])).toEqual([
+      ['Oslo', 2],
+      ['Oslo', 2],
+    ]);
+    expect(calls[0]?.context).toMatchObject({ address: 'root', callId: expect.any(String) });
+  });
+
+  it('are governed by the policy: ask reaches the approver, deny is refused naming its rule and layer', async () => {
+    const calls: { city: string; days: number; context: ToolCallContext }[] = [];
+    const { store, supervisor } = await supervisorOn({ tools: [forecast(calls), broken] });
+    const asked: string[] = [];
+    const approver = new CallbackApprover((request) => {
+      asked.push(`${request.act.kind} ${request.subject} (${request.rule}, ${request.layer})`);
+      return 'approve';
+    });
+    const policy = Policy.empty().layer('tools').askTool('forecast').denyTool('brok*');
+    const { provider } = await model([
+      { name: 'forecast', args: { city: 'Bergen', days: 1 } },
+      { name: 'broken', args: {} },
+    ]);
+    const result = await supervisor.run({ task: 'check', provider, policy, approver }).result;
+    expect(result.status).toBe('finished');
+    expect(asked).toEqual(['tool forecast (ask-tool forecast, tools)']);
+    expect(calls.map((call) => call.city)).toEqual(['Bergen']);
+    const events = store.events(result.rootId);
+    expect(events.filter((event) => event.type === 'refusal')).toMatchObject([
+      { tool: 'broken', rule: 'deny-tool brok*', layer: 'tools' },
+    ]);
+    expect(events.filter((event) => event.type === 'policy-decision')).toMatchObject([
+      { act: 'tool', subject: 'forecast', effect: 'ask', answer: 'approve' },
+      { act: 'tool', subject: 'broken', effect: 'deny', rule: 'deny-tool brok*' },
+    ]);
+  });
+
+  it('are refused at the start, naming them, when two share a name or one takes a built-in name', async () => {
+    expect(() => tool({ name: 'read_file', description: 'x', parameters: z.object({}), execute: () => 'x' })).toThrow(
+      /read_file is the name of a built-in tool/,
+    );
+    const { supervisor } = await supervisorOn({ tools: [broken] });
+    const { provider } = await model([]);
+    expect(() => supervisor.run({ task: 't', provider, tools: [broken] })).toThrow(/the tool broken is given twice/);
+  });
+});
+
+describe('an acts tool interrupted by SIGKILL', () => {
+  it('pauses the resumed run on its intent; skip does not call it again; a resume without the tools is refused', {
+    timeout: 120_000,
+  }, async () => {
+    const path = tempStorePath();
+    const log = join(tempWorkspace(), 'deploys.log');
+    const base = { store: path, wireScript: 'tools#deployScript', tools: 'tools#deployTools' };
+    const first = new Driver({ ...base, mode: 'run', toolOptions: { log, holdMs: 60_000 } });
+    // Wait until the tool is running, then kill the whole process.
+    for (let i = 0; i < 600; i++) {
+      let text = '';
+      try {
+        text = readFileSync(log, 'utf8');
+      } catch {}
+      if (text.includes('deploy prod')) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const rootId = first.rootId as string;
+    expect(readFileSync(log, 'utf8')).toBe('deploy prod\n');
+
+    // Without the tools: refused, naming them, and nothing was taken.
+    const bare = new Driver({ store: path, wireScript: 'tools#deployScript', mode: 'resume', rootId });
+    await bare.exited;
+    expect(bare.error).toMatchObject({ code: 'TOOLS_MISSING', details: { missing: ['deploy'] } });
+    expect(bare.error?.message).toContain('deploy');
+
+    // With them: the run pauses on the interrupted call instead of calling it again.
+    const second = new Driver({ ...base, mode: 'resume', rootId, toolOptions: { log } });
+    await second.exited;
+    expect(second.result?.status, second.stderr).toBe('paused');
+    const store = await Store.open(path);
+    later(() => store.close());
+    const open = store.questions({ status: 'open' });
+    expect(open).toMatchObject([{ kind: 'intent', payload: { kind: 'tool', detail: 'deploy {"target":"prod"}' } }]);
+    answerQuestion(store, open[0]?.questionId as string, 'skip', { by: 'operator' });
+
+    const third = new Driver({ ...base, mode: 'resume', rootId, toolOptions: { log } });
+    await third.exited;
+    expect(third.result?.status, third.stderr).toBe('finished');
+    expect(readFileSync(log, 'utf8')).toBe('deploy prod\n');
+    const observation = store.steps(rootId)[0]?.observations[0];
+    expect(observation).toMatchObject({ name: 'deploy', isError: true });
+    expect(observation?.content).toContain('skip');
+  });
+});
