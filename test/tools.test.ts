@@ -3,7 +3,7 @@
  * worker threads over the host channel, governed by the policy, journaled when they act,
  * and given back on resume.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -14,6 +14,7 @@ import {
   Policy,
   Store,
   Supervisor,
+  TaskContract,
   type ToolCallContext,
   tool,
 } from '../dist/index.js';
@@ -154,6 +155,107 @@ describe("the embedder's tools", () => {
     const { supervisor } = await supervisorOn({ tools: [broken] });
     const { provider } = await model([]);
     expect(() => supervisor.run({ task: 't', provider, tools: [broken] })).toThrow(/the tool broken is given twice/);
+  });
+});
+
+describe("the embedder's tools against a hostile model", () => {
+  it('bounds what a call with thousands of bad arguments sends back, and refuses a schema keyword nothing checks', async () => {
+    const tags = tool({
+      name: 'tag',
+      description: 'Tags an item.',
+      parameters: z.object({ tags: z.array(z.string()) }),
+      effect: 'reads',
+      execute: () => 'tagged',
+    });
+    const { store, supervisor } = await supervisorOn({ tools: [tags] });
+    const { provider } = await model([{ name: 'tag', args: { tags: Array.from({ length: 5000 }, (_, i) => i) } }]);
+    const result = await supervisor.run({ task: 't', provider }).result;
+    const observation = store.steps(result.rootId)[0]?.observations[0];
+    expect(observation?.isError).toBe(true);
+    expect(observation?.content).toContain('tags.0: ');
+    expect(observation?.content).toContain('; and 4990 more.');
+    expect(observation?.content.length).toBeLessThan(2_000);
+    expect(() =>
+      tool({
+        name: 'odd',
+        description: 'x',
+        parameters: { type: 'object', properties: { a: { type: 'string', frobnicate: true } } },
+        execute: () => 'x',
+      }),
+    ).toThrow(/tool\(odd\): parameters is not a usable JSON Schema \(2020-12\): .*frobnicate/);
+  });
+
+  it('asks a person only about a call whose arguments are good, and shows them the arguments', async () => {
+    const calls: { city: string; days: number; context: ToolCallContext }[] = [];
+    const { store, supervisor } = await supervisorOn({ tools: [forecast(calls)] });
+    const asked: unknown[] = [];
+    const approver = new CallbackApprover((request) => {
+      asked.push(request.act);
+      return 'approve';
+    });
+    const { provider } = await model([
+      { name: 'forecast', args: { city: '', days: 9 } },
+      { name: 'forecast', args: { city: 'Tromsø', days: 3 } },
+    ]);
+    const policy = Policy.empty().layer('tools').askTool('*');
+    const result = await supervisor.run({ task: 't', provider, policy, approver }).result;
+    expect(asked).toEqual([{ kind: 'tool', name: 'forecast', args: '{"city":"Tromsø","days":3}' }]);
+    const observations = store.steps(result.rootId)[0]?.observations ?? [];
+    expect(observations[0]?.content).toMatch(/^the arguments to forecast are not valid: city: .*; days: /);
+    expect(calls.map((call) => call.city)).toEqual(['Tromsø']);
+  });
+
+  it('lets a cancel end a run whose tool never returns, and fires the tool’s signal', async () => {
+    const aborted: string[] = [];
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const hang = tool({
+      name: 'hang',
+      description: 'Never returns.',
+      parameters: z.object({}),
+      execute: (_args, context) =>
+        new Promise(() => {
+          context.signal.addEventListener('abort', () => aborted.push(context.callId));
+          started();
+        }),
+    });
+    const { store, supervisor } = await supervisorOn({ tools: [hang] });
+    const { provider } = await model([{ name: 'hang', args: {} }]);
+    const handle = supervisor.run({ task: 't', provider });
+    await running;
+    await handle.cancel();
+    const result = await handle.result;
+    expect(result.status).toBe('cancelled');
+    expect(aborted).toHaveLength(1);
+    expect(store.run(result.rootId)?.status).toBe('cancelled');
+  });
+
+  it('refuses an acts tool while a plan gate is planning, and a resume that changes a tool’s effect', async () => {
+    const log = join(tempWorkspace(), 'deploys.log');
+    const root = tempWorkspace({ 'a.txt': 'a\n' });
+    const deploy = (effect: 'acts' | 'reads') =>
+      tool({
+        name: 'deploy',
+        description: 'Deploys.',
+        parameters: z.object({}),
+        effect,
+        execute: () => {
+          writeFileSync(log, 'deployed\n');
+          return 'deployed';
+        },
+      });
+    const { store, supervisor } = await supervisorOn();
+    const { provider } = await model([{ name: 'deploy', args: {} }]);
+    const contract = TaskContract.workspace('deploy it', root).withPlanGate().withRetries(0);
+    const result = await supervisor.run({ contract, provider, tools: [deploy('acts')] }).result;
+    const events = store.events(result.rootId);
+    expect(events.filter((event) => event.type === 'refusal')).toMatchObject([{ tool: 'deploy', rule: 'plan-gate' }]);
+    expect(existsSync(log)).toBe(false);
+    await expect(supervisor.resume(result.rootId, { tools: [deploy('reads')] })).rejects.toThrow(
+      /deploy was started as an 'acts' tool, and is given back with another effect/,
+    );
   });
 });
 

@@ -18,6 +18,8 @@ const METHODS: Record<keyof AgentHost, true> = {
   askOperator: true,
   waitChild: true,
   callTool: true,
+  checkTool: true,
+  abortTool: true,
 };
 
 let installed = false;

@@ -8,7 +8,7 @@
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
 import type { StoreOperation, StoreOperations, StoreRequestBody, StoreWrites } from '../store/port.js';
-import type { Notifications } from '../store/writer.js';
+import type { Notifications } from '../store/records.js';
 import { type Endpoint, RequestClient } from './protocol.js';
 
 export type { StoreOperation, StoreOperations, StoreRequestBody } from '../store/port.js';

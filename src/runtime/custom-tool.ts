@@ -8,7 +8,8 @@
  *
  * This module is for the main thread only: agent threads never load zod.
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { toJSONSchema } from 'zod';
 import { InvalidArgumentError } from '../errors.js';
 import { agentToolRegistry } from './agent-tools.js';
@@ -67,6 +68,8 @@ export interface ToolDefinitionData {
 
 /** The most characters of a tool's result an observation keeps; the rest is cut, saying so. */
 export const MAX_TOOL_RESULT_CHARS = 32 * 1024;
+/** An observation names at most this many problems with a call's arguments. */
+const SHOWN_PROBLEMS = 10;
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -84,12 +87,10 @@ export function builtInToolNames(): ReadonlySet<string> {
   return builtIn;
 }
 
-let ajv: Ajv | null = null;
-
 /** A declared tool, checked: its wire definition computed once, its validator compiled once. */
 export class Tool<Args = Record<string, unknown>> {
   readonly definition: ToolDefinitionData;
-  readonly #validate: (args: unknown) => { ok: true; value: Args } | { ok: false; problems: string[] };
+  readonly #validate: (args: unknown) => { ok: true; value: unknown } | { ok: false; problems: string[] };
   readonly #execute: (args: Args, context: ToolCallContext) => unknown;
 
   constructor(declaration: ToolDeclaration<Args>) {
@@ -122,7 +123,7 @@ export class Tool<Args = Record<string, unknown>> {
       ? zodToWire(name, parameters)
       : checkJsonSchema(name, parameters as Record<string, unknown>);
     this.definition = Object.freeze({ name, description, parameters: schema, effect });
-    this.#validate = isZod(parameters) ? zodValidator(parameters) : jsonValidator<Args>(name, schema);
+    this.#validate = isZod(parameters) ? zodValidator(parameters) : jsonValidator(name, schema);
     this.#execute = execute;
   }
 
@@ -138,31 +139,53 @@ export class Tool<Args = Record<string, unknown>> {
     const name = this.definition.name;
     const checked = this.#validate(args);
     if (!checked.ok) {
+      const problems = shown(checked.problems);
       return {
-        content: `the arguments to ${name} are not valid: ${checked.problems.join('; ')}. Call it again with arguments that match its parameters.`,
+        content: bounded(
+          name,
+          `the arguments to ${name} are not valid: ${problems}. Call it again with arguments that match its parameters.`,
+        ),
         isError: true,
       };
     }
     let result: unknown;
     try {
-      result = await this.#execute(checked.value, context);
+      // zod's parse: its defaults and transforms applied.
+      result = await this.#execute(checked.value as Args, context);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      return { content: `${name} failed: ${message}`, isError: true };
+      return { content: bounded(name, `${name} failed: ${message}`), isError: true };
     }
     let text: string;
     try {
       text = typeof result === 'string' ? result : result === undefined ? '(no result)' : JSON.stringify(result);
     } catch (error) {
-      return { content: `${name} returned a value that is not JSON: ${(error as Error).message}`, isError: true };
+      return {
+        content: bounded(name, `${name} returned a value that is not JSON: ${(error as Error).message}`),
+        isError: true,
+      };
     }
     if (text === undefined) text = String(result);
-    if (text.length > MAX_TOOL_RESULT_CHARS) {
-      const cut = text.length - MAX_TOOL_RESULT_CHARS;
-      text = `${text.slice(0, MAX_TOOL_RESULT_CHARS)}\n(${cut} more characters of ${name}'s result were not kept)`;
-    }
-    return { content: text, isError: false };
+    return { content: bounded(name, text), isError: false };
   }
+
+  /** What is wrong with `args` for this tool (at most ten problems, then how many more), or null. */
+  check(args: unknown): string | null {
+    const checked = this.#validate(args);
+    return checked.ok ? null : shown(checked.problems);
+  }
+}
+
+function shown(problems: string[]): string {
+  const more = problems.length > SHOWN_PROBLEMS ? `; and ${problems.length - SHOWN_PROBLEMS} more` : '';
+  return `${problems.slice(0, SHOWN_PROBLEMS).join('; ')}${more}`;
+}
+
+/** An observation of a tool, cut at {@link MAX_TOOL_RESULT_CHARS}, saying how much was cut. */
+function bounded(name: string, text: string): string {
+  if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
+  const cut = text.length - MAX_TOOL_RESULT_CHARS;
+  return `${text.slice(0, MAX_TOOL_RESULT_CHARS)}\n(${cut} more characters of ${name}'s result were not kept)`;
 }
 
 /** Declares a tool of the embedder's own; hand it to `Supervisor.start`, `run`, `runWith` or `resume` as `tools`. */
@@ -205,8 +228,8 @@ function zodToWire(name: string, schema: ZodLike<unknown>): Record<string, unkno
   return wire;
 }
 
-function zodValidator<Args>(schema: ZodLike<Args>) {
-  return (args: unknown): { ok: true; value: Args } | { ok: false; problems: string[] } => {
+function zodValidator(schema: ZodLike<unknown>) {
+  return (args: unknown): { ok: true; value: unknown } | { ok: false; problems: string[] } => {
     const parsed = schema.safeParse(args);
     if (parsed.success) return { ok: true, value: parsed.data };
     return {
@@ -230,18 +253,21 @@ function checkJsonSchema(name: string, schema: Record<string, unknown>): Record<
   }
 }
 
-function jsonValidator<Args>(name: string, schema: Record<string, unknown>) {
-  ajv ??= new Ajv({ allErrors: true, strict: false });
+function jsonValidator(name: string, schema: Record<string, unknown>) {
+  // JSON Schema 2020-12, the dialect the vendors' tool definitions follow. An unknown
+  // keyword is refused, not ignored: the model would be shown a constraint nothing checks.
+  // One validator per tool, so two tools may use one $id.
+  const ajv = new Ajv2020({ allErrors: true, strictSchema: true, strictTypes: false, strictTuples: false });
   let validate: ValidateFunction;
   try {
     validate = ajv.compile(schema);
   } catch (error) {
     throw new InvalidArgumentError(
-      `tool(${name}): parameters is not a usable JSON Schema: ${(error as Error).message}.`,
+      `tool(${name}): parameters is not a usable JSON Schema (2020-12): ${(error as Error).message}.`,
     );
   }
-  return (args: unknown): { ok: true; value: Args } | { ok: false; problems: string[] } => {
-    if (validate(args)) return { ok: true, value: args as Args };
+  return (args: unknown): { ok: true; value: unknown } | { ok: false; problems: string[] } => {
+    if (validate(args)) return { ok: true, value: args };
     return { ok: false, problems: (validate.errors ?? []).map(ajvProblem) };
   };
 }

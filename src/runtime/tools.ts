@@ -5,7 +5,7 @@
  * because prompt caches key on them.
  */
 
-import type { QuestionInput } from '../store/writer.js';
+import type { QuestionInput } from '../store/records.js';
 import { type ArgumentSchema, checkArguments } from './arguments.js';
 import type { EventData } from './events.js';
 import { keptOfSent, type ToolCall, type ToolDefinition } from './provider.js';

@@ -9,8 +9,9 @@ import type Database from 'better-sqlite3';
 import { ErrorCode, HarnessError } from '../errors.js';
 import { isStoreOperation, type StoreOperation, type StoreOperations, type StorePort, sqliteReads } from './port.js';
 import { TraceReader } from './reader.js';
+import type { Notifications } from './records.js';
 import { openWriter } from './schema.js';
-import { type Notifications, StoreWriter } from './writer.js';
+import { StoreWriter } from './writer.js';
 
 type Handler = (input: never) => unknown;
 

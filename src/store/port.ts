@@ -22,7 +22,7 @@ import type {
   RestorePointInput,
   SpawnInput,
   SpawnResult,
-} from './writer.js';
+} from './records.js';
 
 /** Every write the store serves: its input and its result. */
 export interface StoreOperations {

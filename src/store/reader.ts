@@ -6,9 +6,9 @@
 import type Database from 'better-sqlite3';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
+import type { ModelCallRecord, Observation } from './records.js';
 import { openReader } from './schema.js';
 import { StatementCache } from './statements.js';
-import type { ModelCallRecord, Observation } from './writer.js';
 
 export interface RunRecord {
   runId: string;

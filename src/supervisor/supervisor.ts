@@ -48,8 +48,8 @@ import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
+import type { Notifications } from '../store/records.js';
 import type { Store } from '../store/store.js';
-import type { Notifications } from '../store/writer.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 
 /** The supervisor's lifecycle, state by state. */
@@ -240,6 +240,8 @@ export class Supervisor {
   };
   /** The embedder's tools every tree of this supervisor has. */
   readonly #tools: readonly Tool<never>[];
+  /** Tool calls running on this thread, by run and call id: what `abortTool` stops. */
+  readonly #toolCalls = new Map<string, AbortController>();
   readonly #bus = new EventBus((wanted) => this.#broadcastLive(wanted));
   readonly #trees = new Map<string, Tree>();
   readonly #idle: PooledWorker[] = [];
@@ -527,7 +529,9 @@ export class Supervisor {
             session: options.session,
             ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),
-            ...(tools.length > 0 ? { tools: tree.toolDefinitions.map((item) => item.name) } : {}),
+            ...(tools.length > 0
+              ? { tools: tree.toolDefinitions.map((item) => ({ name: item.name, effect: item.effect })) }
+              : {}),
           },
           ceilings,
           maxTotalAgents: maxTotal,
@@ -567,9 +571,17 @@ export class Supervisor {
     const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, 'resume()');
     const tools = this.#treeTools(options.tools, 'resume()');
     // Tools live in the process, not the store: a tree started with tools needs them all again.
-    const wanted = ((this.store.spec(rootId) as { tools?: string[] } | null)?.tools ?? []).filter(
-      (name) => !tools.some((item) => item.name === name),
+    const stored = (this.store.spec(rootId) as { tools?: { name: string; effect: string }[] } | null)?.tools ?? [];
+    const wanted = stored.map((item) => item.name).filter((name) => !tools.some((item) => item.name === name));
+    // A tool that acted when the tree started is journaled; given back as one that only reads, an interrupted call would run again.
+    const changed = stored.filter((item) =>
+      tools.some((given) => given.name === item.name && given.definition.effect !== item.effect),
     );
+    if (changed.length > 0) {
+      throw new InvalidArgumentError(
+        `resume(): ${changed.map((item) => `${item.name} was started as an '${item.effect}' tool`).join('; ')}, and is given back with another effect; give it back as it was. Nothing was resumed.`,
+      );
+    }
     if (wanted.length > 0) {
       throw new HarnessError(
         ErrorCode.ToolsMissing,
@@ -706,6 +718,15 @@ export class Supervisor {
         askOperator: (question) => this.#askOperator(pooled, question),
         waitChild: (request) => this.#waitChild(pooled, request),
         callTool: (call) => this.#callTool(pooled, call),
+        checkTool: async (request) => {
+          const tool = pooled.slot?.runId === request.runId ? pooled.slot.tree.tools.get(request.name) : undefined;
+          return tool
+            ? tool.check(request.args)
+            : `there is no tool named ${JSON.stringify(request.name)} in this process`;
+        },
+        abortTool: async (request) => {
+          this.#toolCalls.get(`${request.runId}:${request.callId}`)?.abort();
+        },
       },
       hostChannel.port1,
     );
@@ -770,13 +791,21 @@ export class Supervisor {
     if (!tool) {
       return { content: `there is no tool named ${JSON.stringify(call.name)} in this process.`, isError: true };
     }
-    return tool.call(call.args, {
-      rootId: call.rootId,
-      runId: call.runId,
-      address: call.address,
-      callId: call.callId,
-      signal: slot.tree.abort.signal,
-    });
+    // The call's own signal: the tree's end, or the agent saying its step stopped.
+    const key = `${call.runId}:${call.callId}`;
+    const stop = new AbortController();
+    this.#toolCalls.set(key, stop);
+    try {
+      return await tool.call(call.args, {
+        rootId: call.rootId,
+        runId: call.runId,
+        address: call.address,
+        callId: call.callId,
+        signal: AbortSignal.any([slot.tree.abort.signal, stop.signal]),
+      });
+    } finally {
+      this.#toolCalls.delete(key);
+    }
   }
 
   /** Puts an ask to the tree's approver; with no approver the answer is deny. */

@@ -4,7 +4,7 @@ import type { ContractData } from '../../runtime/contract/contract.js';
 import type { PolicyData } from '../../runtime/policy/policy.js';
 import type { StorePort } from '../../store/port.js';
 import type { RunRecord } from '../../store/reader.js';
-import type { Fence } from '../../store/writer.js';
+import type { Fence } from '../../store/records.js';
 import type { AgentHost } from './ports.js';
 import type { StepState } from './step.js';
 

@@ -17,7 +17,7 @@ import {
   writingModels,
 } from '../../runtime/verify/gate.js';
 import type { WorkspaceSession } from '../../runtime/workspace/session.js';
-import type { ModelCallRecord, Observation } from '../../store/writer.js';
+import type { ModelCallRecord, Observation } from '../../store/records.js';
 import type { RunContext } from './context.js';
 import { answeredCall } from './records.js';
 import { FEEDBACK, type Spent } from './step.js';

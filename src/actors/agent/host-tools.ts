@@ -21,9 +21,10 @@ export async function authorizeTool(
   context: RunContext,
   policy: Policy,
   name: string,
+  args: Record<string, unknown>,
   callIndex: number,
 ): Promise<ToolResult | null> {
-  const act: Act = { kind: 'tool', name };
+  const act = toolAct(name, args);
   const decision = policy.decide(act, '/');
   let answer: 'approve' | 'deny' | undefined;
   if (decision.effect === 'ask') {
@@ -50,7 +51,27 @@ export async function authorizeTool(
   return { content: reason, isError: true, refusal: { rule, reason, layer } };
 }
 
-/** Runs the call on the main thread; an `acts` tool under a journaled intent. */
+/** The arguments as an approver reads them: JSON, cut at this many characters. */
+const SHOWN_TO_APPROVER_CHARS = 1_000;
+
+/** A tool act, with its arguments shown (never matched on). */
+export function toolAct(name: string, args: Record<string, unknown>): Act {
+  const shown = JSON.stringify(args);
+  return {
+    kind: 'tool',
+    name,
+    args: shown.length > SHOWN_TO_APPROVER_CHARS ? `${shown.slice(0, SHOWN_TO_APPROVER_CHARS)}…` : shown,
+  };
+}
+
+const CANCELLED: ToolResult = halted({ kind: 'stop', reason: 'cancelled by the supervisor' });
+
+/**
+ * Runs the call on the main thread; an `acts` tool under a journaled intent. When the
+ * step's signal fires (a cancel, the deadline) the main thread is told, so the tool's own
+ * signal fires; a cancel does not wait for the tool to settle (the deadline gives it its
+ * grace, see Deadline.hold).
+ */
 export function callHostTool(
   context: RunContext,
   definition: ToolDefinitionData,
@@ -58,16 +79,27 @@ export function callHostTool(
   callIndex: number,
 ): Promise<ToolResult> {
   const { run } = context;
+  const callId = context.step.calls[callIndex]?.id ?? `call-${callIndex}`;
   const call = async (): Promise<ToolResult> => {
-    const result = await context.host.callTool({
-      rootId: run.rootId,
-      runId: run.runId,
-      address: run.address,
-      callId: context.step.calls[callIndex]?.id ?? `call-${callIndex}`,
-      name: definition.name,
-      args,
+    const signal = context.signal;
+    if (signal.aborted)
+      return context.cancelled ? CANCELLED : { content: 'not run: the step was stopped.', isError: true };
+    let onAbort: () => void = () => undefined;
+    const cancelled = new Promise<ToolResult>((resolve) => {
+      onAbort = () => {
+        context.host.abortTool({ runId: run.runId, callId }).catch(() => undefined);
+        if (context.cancelled) resolve(CANCELLED);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
     });
-    return { content: result.content, isError: result.isError };
+    try {
+      const answer = context.host
+        .callTool({ rootId: run.rootId, runId: run.runId, address: run.address, callId, name: definition.name, args })
+        .then((result): ToolResult => ({ content: result.content, isError: result.isError }));
+      return await Promise.race([answer, cancelled]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
   };
   if (definition.effect === 'reads') return call();
   const shown = JSON.stringify(args);

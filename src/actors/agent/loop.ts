@@ -26,12 +26,12 @@ import { ProviderError } from '../../runtime/providers/types.js';
 import type { Halt, ToolRegistry, ToolResult } from '../../runtime/tools.js';
 import { READ_ONLY_TOOLS, WorkspaceSession, type WorkspaceToolName } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
-import type { ModelCallRecord, Observation, RunSpec } from '../../store/writer.js';
+import type { ModelCallRecord, Observation, RunSpec } from '../../store/records.js';
 import type { AgentInput, RunExit } from '../agent.js';
 import { Budget, type Crossing, Deadline } from './budget.js';
 import type { RunContext } from './context.js';
 import { judge } from './gates.js';
-import { authorizeTool, callHostTool } from './host-tools.js';
+import { authorizeTool, callHostTool, toolAct } from './host-tools.js';
 import * as people from './people.js';
 import type { AgentPorts } from './ports.js';
 import { answeredCall, appendStep, attemptEvents, failedCall, providerLabel, sameArguments } from './records.js';
@@ -305,6 +305,7 @@ export class AgentRun implements RunContext, Effects {
         if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ProviderFailed) throw error;
         // Every try failed: the step is not committed; the tries are the trace of why.
         const attempts = (error.details.attempts as CallAttempt[] | undefined) ?? [];
+        await live?.flush();
         await store.call('endRun', {
           ...this.fence,
           status: 'failed',
@@ -565,6 +566,7 @@ export class AgentRun implements RunContext, Effects {
 
   /** Ends the run on a ceiling its next step would cross, with what that step had (its model calls, their events). */
   async #exhaust(crossing: Crossing, events: EventData[], calls: ModelCallRecord[]): Promise<'budget-exhausted'> {
+    await this.#ports.live?.flush();
     await this.store.call('endRun', {
       ...this.fence,
       status: 'budget-exhausted',
@@ -578,6 +580,7 @@ export class AgentRun implements RunContext, Effects {
   }
 
   async #end(status: RunStatus, reason: string, events: EventData[] = []): Promise<RunStatus> {
+    await this.#ports.live?.flush();
     await this.store.call('endRun', { ...this.fence, status, reply: null, reason, events, now: this.clock.now() });
     return status;
   }
@@ -609,11 +612,26 @@ export class AgentRun implements RunContext, Effects {
     args: Record<string, unknown>,
     callIndex: number,
   ): Promise<ToolResult> {
-    const act = { kind: 'tool' as const, name: definition.name };
+    const name = definition.name;
+    if (this.planning && definition.effect === 'acts') {
+      const reason = `${name} acts on the world, so it waits for an approved plan: this run is in its planning phase; call submit_plan.`;
+      return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
+    }
+    const policy = this.#policyData ? Policy.from(this.#policyData) : null;
+    // A person is asked about a call only once its arguments are known to be good.
+    if (policy?.decide({ kind: 'tool', name }, '/').effect === 'ask') {
+      const problems = await this.host.checkTool({ runId: this.run.runId, name, args });
+      if (problems !== null) {
+        return {
+          content: `the arguments to ${name} are not valid: ${problems}. Call it again with arguments that match its parameters.`,
+          isError: true,
+        };
+      }
+    }
     const refused = this.#workspace
-      ? await this.#workspace.authorize(act, callIndex)
-      : this.#policyData
-        ? await authorizeTool(this, Policy.from(this.#policyData), definition.name, callIndex)
+      ? await this.#workspace.authorize(toolAct(name, args), callIndex)
+      : policy
+        ? await authorizeTool(this, policy, name, args, callIndex)
         : null;
     if (refused) return refused;
     return callHostTool(this, definition, args, callIndex);

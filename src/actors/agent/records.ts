@@ -2,7 +2,7 @@
 import type { EventData } from '../../runtime/events.js';
 import type { CallAttempt, Completion, ProviderSpec, TranscriptEntry } from '../../runtime/provider.js';
 import { MAX_ARGUMENT_DEPTH, nestedDeeperThan } from '../../runtime/tools.js';
-import type { ModelCallRecord, Observation } from '../../store/writer.js';
+import type { ModelCallRecord, Observation } from '../../store/records.js';
 
 /** The trace of the tries a model call took: each retry, each fallback, and a final failure. */
 export function attemptEvents(attempts: CallAttempt[], answeredBy: string | null): EventData[] {

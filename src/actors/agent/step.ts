@@ -8,7 +8,7 @@ import type { Completion, ToolCall, TranscriptEntry } from '../../runtime/provid
 import type { ToolResult } from '../../runtime/tools.js';
 import type { StoreReads } from '../../store/port.js';
 import type { RunRecord } from '../../store/reader.js';
-import type { FileDiff, ModelCallRecord, Observation, SentMessage } from '../../store/writer.js';
+import type { FileDiff, ModelCallRecord, Observation, SentMessage } from '../../store/records.js';
 import { appendStep } from './records.js';
 
 /** Observations that answer no tool call: what the runtime tells the model (a re-prompt), as a user turn. */

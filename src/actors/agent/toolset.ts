@@ -21,6 +21,8 @@ export type Effects = AgentEffects & WorkspaceEffects & PersonEffects & HostTool
  * definitions a tree sends stay byte-identical run to run.
  */
 const registries = new Map<string, ToolRegistry<Effects>>();
+/** Registries kept per thread; past this, the least recently used goes (trees built with fresh tools each time). */
+const KEPT_REGISTRIES = 64;
 
 export function registryFor(
   mode: 'agent' | 'workspace' | 'file',
@@ -29,7 +31,11 @@ export function registryFor(
 ): ToolRegistry<Effects> {
   const key = `${mode}${planGate ? '+plan' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
   let registry = registries.get(key);
-  if (!registry) {
+  if (registry) {
+    // Most recently used last.
+    registries.delete(key);
+    registries.set(key, registry);
+  } else {
     registry = agentToolRegistry() as unknown as ToolRegistry<Effects>;
     if (mode !== 'agent') {
       for (const tool of workspaceTools(mode)) registry.register(tool);
@@ -37,6 +43,7 @@ export function registryFor(
     }
     for (const definition of tools) registry.register(hostTool(definition));
     registries.set(key, registry);
+    if (registries.size > KEPT_REGISTRIES) registries.delete(registries.keys().next().value as string);
   }
   return registry;
 }

@@ -32,8 +32,12 @@ export type Act =
       cwd?: string;
     }
   | { kind: 'net'; host: string; port: number }
-  /** A call to one of the embedder's own tools, by its name. */
-  | { kind: 'tool'; name: string };
+  /**
+   * A call to one of the embedder's own tools, decided by its name. `args` is the call's
+   * arguments as JSON (cut at 1,000 characters), for the approver to read; rules never
+   * match on it.
+   */
+  | { kind: 'tool'; name: string; args?: string };
 
 export interface PolicyRule {
   effect: Effect;

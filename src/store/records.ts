@@ -1,0 +1,183 @@
+/**
+ * The records the store's writes take and give back, beside the port (./port.ts) rather
+ * than inside the SQLite writer: what any backend of the port reads and returns.
+ */
+import type { Ceilings, Clamp } from '../runtime/budget.js';
+import type { ContractData } from '../runtime/contract/contract.js';
+import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
+import type { PolicyData } from '../runtime/policy/policy.js';
+import type { Completion, Usage } from '../runtime/provider.js';
+
+/** What a rebuilt actor needs to run a root again, as stored with it (never a key). */
+export interface RunSpec {
+  /** Serialised provider spec, without keys. */
+  provider: unknown;
+  system?: string;
+  session?: string;
+  /** A workspace run's contract (a review gate's provider without its key). */
+  contract?: ContractData;
+  /** The run's policy; a child's is its parent's, narrowed. */
+  policy?: PolicyData;
+  /** The workspace part of the first turn, computed when the run was created. */
+  briefing?: string;
+  /** The embedder's tools the tree was started with, by name and effect; a resume must give them again. */
+  tools?: { name: string; effect: 'reads' | 'acts' }[];
+}
+
+export interface LeaseClaim {
+  owner: string;
+  pid: number;
+  host: string;
+  ttlMs: number;
+  now: number;
+}
+
+export interface Fence {
+  runId: string;
+  generation: number;
+  owner: string;
+}
+
+export interface CreateRootInput {
+  runId: string;
+  task: string;
+  spec: RunSpec;
+  ceilings: Ceilings;
+  maxTotalAgents: number | null;
+  maxConcurrentAgents: number | null;
+  maxWaitSecs: number;
+  claim: LeaseClaim;
+}
+
+export interface SpawnInput extends Fence {
+  key: string;
+  task: string;
+  as: string | null;
+  asked: Ceilings;
+  maxWaitSecs: number | null;
+  newRunId: string;
+  /**
+   * True when the parent will wait for the child inside this step (`wait`): the child
+   * is queued at once. False reserves it as `pending`; the parent's step commit
+   * releases it to the queue, so a step that never commits never starts a child.
+   */
+  queueNow: boolean;
+  /** The child's policy, when the spawn narrowed the parent's. */
+  policy?: unknown;
+  now: number;
+}
+
+export type SpawnResult =
+  | { status: 'created' | 'existing'; childId: string; address: string; clamps: Clamp[]; childStatus: RunStatus }
+  | { status: 'refused'; rule: string; reason: string };
+
+export interface SentMessage {
+  to: string;
+  body: string;
+}
+
+export interface Observation {
+  callId: string;
+  name: string;
+  content: string;
+  isError: boolean;
+}
+
+/** One model call of a step, for the accounting table. */
+export interface ModelCallRecord {
+  provider: string;
+  model: string;
+  /** `ok`, or why the call failed: http, connection, truncated, stalled, undecodable, aborted, error. */
+  outcome: string;
+  statusCode: number | null;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  latencyMs: number | null;
+  ttftMs: number | null;
+  /** False when the vendor reported no tokens and the counts are the runtime's estimate (Completion.usageReported). Default true. */
+  usageReported?: boolean;
+}
+
+export interface CommitStepInput extends Fence {
+  seq: number;
+  completion: Completion;
+  observations: Observation[];
+  usage: Usage;
+  consumed: string[];
+  sent: SentMessage[];
+  /** Children this step reserved without waiting; the commit queues them. */
+  spawned: string[];
+  /** The model calls the step made, failed tries first. */
+  calls?: ModelCallRecord[];
+  /** The files the step changed, in order, each as a unified diff of the whole file. */
+  changes?: FileDiff[];
+  events: EventData[];
+  final: { status: RunStatus; reply: string | null; reason?: string } | null;
+  now: number;
+}
+
+export type CommitStepResult =
+  | { status: 'committed'; seq: number; treeSpent: DrawAmount }
+  | { status: 'duplicate'; seq: number }
+  | { status: 'exhausted'; runId: string; ceiling: string; spent: number; limit: number };
+
+export interface FileDiff {
+  path: string;
+  diff: string;
+}
+
+export interface RestorePointInput extends Fence {
+  seq: number;
+  workspace: string;
+  path: string;
+  /** What the file held before the run first touched it; null when it did not exist. */
+  content: Uint8Array | null;
+  now: number;
+}
+
+export interface QuestionInput {
+  questionId: string;
+  kind: QuestionKind;
+  payload: unknown;
+  summary: string;
+}
+
+export type IntentBegin =
+  | { status: 'started' }
+  /** It ran to the end before: its recorded result stands, and it is not run again. */
+  | { status: 'done'; result: string }
+  /** It was started and never recorded an end: the process died while it ran. */
+  | { status: 'in-flight'; startedAt: number };
+
+/** A command's intent, journaled before it starts (with the step's completion, for a re-run). */
+export interface IntentInput extends Fence {
+  seq: number;
+  key: string;
+  kind: string;
+  detail: string;
+  completion: Completion;
+  /** A person chose to run an interrupted command again: one more start is allowed. */
+  again?: boolean;
+  now: number;
+}
+
+export interface EndRunInput extends Fence {
+  status: RunStatus;
+  reply: string | null;
+  reason: string;
+  events: EventData[];
+  /** Model calls of the step that could not finish (all failed tries). */
+  calls?: ModelCallRecord[];
+  now: number;
+}
+
+/** What a batch of operations changed, for the supervisor to act on after commit. */
+export interface Notifications {
+  events: HarnessEvent[];
+  mail: { rootId: string; to: string }[];
+  spawned: { rootId: string; childId: string }[];
+  ended: { rootId: string; runId: string; status: RunStatus }[];
+}
