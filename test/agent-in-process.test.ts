@@ -14,6 +14,7 @@ import { type ModuleProviderSpec, Policy, TaskContract, Verification } from '../
 import { directExecutor, type Executor } from '../dist/runtime/exec/executor.js';
 import { openLocalStore } from '../dist/store/local.js';
 import { TraceReader } from '../dist/store/reader.js';
+import { stubHost } from './support/hosts.js';
 import { tempStorePath } from './support/processes.js';
 import { later, tempWorkspace } from './support/workspace.js';
 
@@ -60,16 +61,13 @@ describe('an agent run in-process', () => {
       claim: claim('first'),
     });
     const asked: string[] = [];
-    const host = (answer: 'defer' | 'approve'): AgentHost => ({
-      approve: async (request) => {
-        asked.push(`${request.act.kind} ${request.subject}`);
-        return answer;
-      },
-      reviewPlan: () => Promise.reject(new Error('no plan gate here')),
-      askOperator: () => Promise.reject(new Error('no operator here')),
-      waitChild: () => Promise.reject(new Error('no children here')),
-      callTool: () => Promise.reject(new Error('no tools here')),
-    });
+    const host = (answer: 'defer' | 'approve'): AgentHost =>
+      stubHost({
+        approve: async (request) => {
+          asked.push(`${request.act.kind} ${request.subject}`);
+          return answer;
+        },
+      });
 
     expect(isMainThread).toBe(true);
     const first = runAgent(
@@ -185,13 +183,7 @@ describe('the executor', () => {
       },
       containment: () => directExecutor.containment(),
     };
-    const host: AgentHost = {
-      approve: () => Promise.reject(new Error('the policy allows all of it')),
-      reviewPlan: () => Promise.reject(new Error('no plan gate here')),
-      askOperator: () => Promise.reject(new Error('no operator here')),
-      waitChild: () => Promise.reject(new Error('no children here')),
-      callTool: () => Promise.reject(new Error('no tools here')),
-    };
+    const host = stubHost();
     const { exit } = runAgent(
       { type: 'start', runId, generation, owner: 'only', resumed: false, provider },
       { store, host, clock: systemClock, executor: recording },

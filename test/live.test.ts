@@ -13,6 +13,7 @@ import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
 import type { HarnessEvent, LiveEvent } from '../dist/index.js';
 import { LIVE_CHANNELS } from '../dist/index.js';
 import { type Harness, harness, script } from './support/harness.js';
+import { stubHost } from './support/hosts.js';
 import { tempStorePath } from './support/processes.js';
 
 const TURNS = {
@@ -96,16 +97,7 @@ describe('the live channel', () => {
         const channel = new MessageChannel();
         storeWorker.postMessage({ type: 'attach', port: channel.port1 }, [channel.port1]);
         const hostChannel = new MessageChannel();
-        serveHost(
-          {
-            approve: () => Promise.reject(new Error('nothing asks')),
-            reviewPlan: () => Promise.reject(new Error('no plan gate')),
-            askOperator: () => Promise.reject(new Error('no operator')),
-            waitChild: () => Promise.reject(new Error('no children')),
-            callTool: () => Promise.reject(new Error('no tools')),
-          },
-          hostChannel.port1,
-        );
+        serveHost(stubHost(), hostChannel.port1);
         const worker = startAgentWorker(path, channel.port2, hostChannel.port2);
         let liveMessages = 0;
         const exit = new Promise<unknown>((resolve) => {

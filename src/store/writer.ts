@@ -7,11 +7,9 @@
  */
 import type Database from 'better-sqlite3';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError, LeaseLostError } from '../errors.js';
-import { type Ceilings, type Clamp, clampToParent } from '../runtime/budget.js';
-import type { ContractData } from '../runtime/contract/contract.js';
+import { type Ceilings, clampToParent } from '../runtime/budget.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
-import type { PolicyData } from '../runtime/policy/policy.js';
-import type { Completion, Usage } from '../runtime/provider.js';
+import type { Completion } from '../runtime/provider.js';
 import { processLiveness } from './liveness.js';
 import type {
   CommitStepInput,
