@@ -10,6 +10,7 @@ const benches = [
   ['step-overhead', ['step-overhead.mjs']],
   ['workspace-step', ['workspace-step.mjs']],
   ['tool-roundtrip', ['tool-roundtrip.mjs']],
+  ['memory-runs', ['memory-runs.mjs']],
   ['policy', ['policy.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
