@@ -259,6 +259,53 @@ describe("the embedder's tools against a hostile model", () => {
   });
 });
 
+describe('a reads tool', () => {
+  it('starts while the completion is still streaming, and its result is the observation once', async () => {
+    const started: number[] = [];
+    const lookup = tool({
+      name: 'lookup',
+      description: 'Looks something up.',
+      parameters: z.object({ key: z.string() }),
+      effect: 'reads',
+      execute: ({ key }) => {
+        started.push(Date.now());
+        return `value of ${key}`;
+      },
+    });
+    const { store, supervisor } = await supervisorOn({ tools: [lookup] });
+    // The second call's arguments stream slowly, a fragment per 20 ms, after the first call has ended.
+    const long = 'x'.repeat(400);
+    let firstAnswerEnded = Number.POSITIVE_INFINITY;
+    const server: ScriptedModelServer = await ScriptedModelServer.start(
+      (call) => {
+        if (assistantTurns(call) > 0) return { text: 'done' };
+        setImmediate(() =>
+          server.responseEnd(call.index).then(() => {
+            firstAnswerEnded = Date.now();
+          }),
+        );
+        return {
+          toolCalls: [
+            { name: 'lookup', args: { key: 'a' } },
+            { name: 'lookup', args: { key: long } },
+          ],
+        };
+      },
+      { chunkDelayMs: 20 },
+    );
+    later(() => server.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const result = await supervisor.run({ task: 't', provider }).result;
+    expect(result.status).toBe('finished');
+    const observations = store.steps(result.rootId)[0]?.observations ?? [];
+    expect(observations.map((o) => o.content)).toEqual(['value of a', `value of ${long}`]);
+    // Called once per call; the first while the answer naming it was still streaming.
+    expect(started).toHaveLength(2);
+    expect(started[0]).toBeLessThan(firstAnswerEnded);
+    expect(started[1]).toBeGreaterThanOrEqual(firstAnswerEnded);
+  });
+});
+
 describe('an acts tool interrupted by SIGKILL', () => {
   it('pauses the resumed run on its intent; skip does not call it again; a resume without the tools is refused', {
     timeout: 120_000,

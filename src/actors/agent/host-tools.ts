@@ -77,9 +77,9 @@ export function callHostTool(
   definition: ToolDefinitionData,
   args: Record<string, unknown>,
   callIndex: number,
+  callId: string = context.step.calls[callIndex]?.id ?? `call-${callIndex}`,
 ): Promise<ToolResult> {
   const { run } = context;
-  const callId = context.step.calls[callIndex]?.id ?? `call-${callIndex}`;
   const call = async (): Promise<ToolResult> => {
     const signal = context.signal;
     if (signal.aborted)

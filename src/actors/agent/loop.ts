@@ -472,9 +472,10 @@ export class AgentRun implements RunContext, Effects {
   #hooks(mask: Set<string>, registry: ToolRegistry<Effects>): CompletionHooks | undefined {
     const live = this.#ports.live;
     const seq = this.#seq;
-    if (!this.#workspace && !live) return undefined;
+    const early = this.#workspace !== null || (this.#start.tools ?? []).some((tool) => tool.effect === 'reads');
+    if (!early && !live) return undefined;
     return {
-      ...(this.#workspace ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) } : {}),
+      ...(early ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) } : {}),
       ...(live ? { onText: (text) => live.publish({ type: 'text-delta', seq, text }) } : {}),
     };
   }
@@ -527,7 +528,18 @@ export class AgentRun implements RunContext, Effects {
     const early = this.step.early;
     // A new attempt (a retry, a fallback) starts its calls from index 0: nothing of an earlier attempt is reused.
     if (index === 0) early.clear();
-    if (!workspace || index !== early.size || !READ_ONLY_TOOLS.has(call.name) || mask.has(call.name)) return;
+    if (index !== early.size || mask.has(call.name)) return;
+    const hosted = this.#start.tools?.find((tool) => tool.name === call.name);
+    if (hosted) {
+      // One of the embedder's tools that only reads, allowed outright: called now, its result awaited at dispatch.
+      if (hosted.effect !== 'reads' || this.#toolDecision(call.name) !== 'allow') return;
+      const result = callHostTool(this, hosted, call.args, index, call.id);
+      // Awaited only when the finished completion makes this call; otherwise its outcome is dropped.
+      result.catch(() => undefined);
+      early.set(index, { call, result });
+      return;
+    }
+    if (!workspace || !READ_ONLY_TOOLS.has(call.name)) return;
     if (!registry.accepts(call.name, call.args) || !workspace.readAllowedOutright(call.args)) return;
     try {
       const result = workspace.readNow(call.name as 'read_file', call.args);
@@ -619,7 +631,7 @@ export class AgentRun implements RunContext, Effects {
     }
     const policy = this.#policyData ? Policy.from(this.#policyData) : null;
     // A person is asked about a call only once its arguments are known to be good.
-    if (policy?.decide({ kind: 'tool', name }, '/').effect === 'ask') {
+    if (this.#toolDecision(name) === 'ask') {
       const problems = await this.host.checkTool({ runId: this.run.runId, name, args });
       if (problems !== null) {
         return {
@@ -634,7 +646,16 @@ export class AgentRun implements RunContext, Effects {
         ? await authorizeTool(this, policy, name, args, callIndex)
         : null;
     if (refused) return refused;
+    // Started while the completion streamed, for this very call: its result, after the same decision as ever.
+    const early = this.step.early.get(callIndex);
+    if (early && early.call.name === name && sameArguments(early.call.args, args)) return early.result;
     return callHostTool(this, definition, args, callIndex);
+  }
+
+  /** What the run's policy says about a call to the embedder's tool `name` (allow when it has none). */
+  #toolDecision(name: string): 'allow' | 'deny' | 'ask' {
+    const policy = this.#policyData ? Policy.from(this.#policyData) : null;
+    return policy ? policy.decide({ kind: 'tool', name }, '/').effect : 'allow';
   }
 
   async workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {

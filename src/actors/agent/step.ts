@@ -43,8 +43,8 @@ export class StepState {
   calls: ToolCall[] = [];
   /** The completion the step acts on. */
   completion: Completion | null = null;
-  /** Reads started while the completion streamed, by call index. */
-  early = new Map<number, { call: ToolCall; result: ToolResult }>();
+  /** Reads started while the completion streamed, by call index (an embedder's tool's still running). */
+  early = new Map<number, { call: ToolCall; result: ToolResult | Promise<ToolResult> }>();
 
   /** Starts a step on `completion`, from a draft's effects when it resumes one. */
   begin(completion: Completion, draft: StepDraft | null, events: EventData[]): void {
