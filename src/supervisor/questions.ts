@@ -3,7 +3,9 @@
  * `store.questions({ status: 'open' })` and answers one here, without a supervisor. The
  * write is a compare-and-swap on the question's row, so when two answer, the first wins
  * and the second is refused (ALREADY_ANSWERED) naming the answer that stands. Then
- * `supervisor.resume(rootId)` continues the run from where it paused.
+ * `supervisor.resume(rootId)` continues the run from where it paused. With a supervisor
+ * running in this process, `supervisor.answer(...)` writes the same answer through its
+ * store actor instead, and its observers see the `question-answered` event.
  */
 import { writeOnce } from '../store/local.js';
 import type { Store } from '../store/store.js';
