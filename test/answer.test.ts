@@ -11,8 +11,11 @@ import { later, tempWorkspace } from './support/workspace.js';
 describe('supervisor.answer', () => {
   it('answers through the store actor: observers see it, a second answer is refused, resume goes on', async () => {
     const root = tempWorkspace();
-    const turns = [{ toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] }, { text: 'done' }];
-    const server = await ScriptedModelServer.start((call) => turns[Math.min(assistantTurns(call), 1)] ?? turns[1]);
+    const server = await ScriptedModelServer.start((call) =>
+      assistantTurns(call) === 0
+        ? { toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] }
+        : { text: 'done' },
+    );
     later(() => server.close());
     const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
     const store = await Store.open(tempStorePath());
