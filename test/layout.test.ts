@@ -37,3 +37,35 @@ describe('the store port', () => {
     expect(found).toEqual([]);
   });
 });
+
+describe('the tool declarations', () => {
+  it('say what kind of act each built-in tool is, and the model sees only name, description and parameters', async () => {
+    const { registryFor } = await import('../dist/actors/agent/toolset.js');
+    const registry = registryFor('workspace', true, [
+      { name: 'lookup', description: 'Looks up.', parameters: { type: 'object' }, effect: 'reads' },
+    ]);
+    const kinds = Object.fromEntries(registry.definitions().map((tool) => [tool.name, registry.kind(tool.name)]));
+    expect(kinds).toEqual({
+      ask_operator: 'asks',
+      edit_file: 'acts',
+      exec: 'acts',
+      find: 'reads',
+      grep: 'reads',
+      lookup: 'host',
+      patch_file: 'acts',
+      read_file: 'reads',
+      read_messages: 'reads',
+      send_message: 'acts',
+      shell: 'acts',
+      shell_kill: 'acts',
+      shell_poll: 'reads',
+      shell_start: 'acts',
+      spawn_agent: 'acts',
+      submit_plan: 'asks',
+      write_file: 'acts',
+    });
+    for (const definition of registry.definitions()) {
+      expect(Object.keys(definition).sort()).toEqual(['description', 'name', 'parameters']);
+    }
+  });
+});

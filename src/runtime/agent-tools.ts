@@ -128,18 +128,21 @@ const tools: Tool<AgentEffects>[] = [
     description:
       'Start a sub-agent on a task. It shares this tree\u2019s budget ledger and can only narrow it. Returns its result when waited for.',
     parameters: spawnParameters,
+    kind: 'acts',
     handler: (args, effects, callIndex) => effects.spawn(args as unknown as SpawnArgs, callIndex),
   },
   {
     name: 'send_message',
     description: 'Send a message to another agent of this tree by its address. It is delivered when this step commits.',
     parameters: sendParameters,
+    kind: 'acts',
     handler: (args, effects) => effects.send(args as unknown as SendArgs),
   },
   {
     name: 'read_messages',
     description: 'Read the messages sent to you, oldest first; each is returned exactly once. May wait a bounded time.',
     parameters: readParameters,
+    kind: 'reads',
     handler: (args, effects) => effects.read(args as ReadArgs),
   },
 ];

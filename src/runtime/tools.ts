@@ -50,10 +50,18 @@ export function halted(halt: Halt): ToolResult {
   return { content: '', isError: true, halt };
 }
 
+/**
+ * What kind of act a tool is: `reads` only looks; `acts` changes the world (the
+ * workspace, the tree, a command); `asks` puts something to a person; `host` runs on the
+ * main thread (the embedder's own tools, whose declaration says whether they read or act).
+ */
+export type ToolKind = 'reads' | 'acts' | 'asks' | 'host';
+
 export interface Tool<Context> {
   name: string;
   description: string;
   parameters: ArgumentSchema;
+  kind: ToolKind;
   /**
    * Where the arguments are checked: `here` against `parameters` before the handler runs
    * (the runtime's own tools), or `host` by the main thread that runs the tool (the
@@ -100,6 +108,11 @@ export class ToolRegistry<Context> {
         }));
     }
     return this.#definitions;
+  }
+
+  /** The kind of act the tool `name` is, or null when there is no such tool. */
+  kind(name: string): ToolKind | null {
+    return this.#tools.get(name)?.kind ?? null;
   }
 
   /** True when `name` is a tool here and `args` are valid for it. */

@@ -54,6 +54,7 @@ function hostTool(definition: ToolDefinitionData): Tool<Effects> {
     name: definition.name,
     description: definition.description,
     parameters: definition.parameters as unknown as ArgumentSchema,
+    kind: 'host',
     checkedBy: 'host',
     handler: (args, effects, callIndex) => effects.hostTool(definition, args, callIndex),
   };

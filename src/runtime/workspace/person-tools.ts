@@ -50,6 +50,7 @@ export function personTools(planGate: boolean): Tool<PersonEffects>[] {
       description:
         'Ask the operator a question about the intent of the task when guessing would be worse than waiting. The run may pause until they answer.',
       parameters: QUESTION_PARAMETERS,
+      kind: 'asks',
       handler: (args, effects, callIndex) => effects.askOperator(args as { question: string }, callIndex),
     },
   ];
@@ -59,6 +60,7 @@ export function personTools(planGate: boolean): Tool<PersonEffects>[] {
       description:
         'Submit your ordered plan for review. Until a plan is approved you may only read; the answer approves, corrects or cancels it.',
       parameters: PLAN_PARAMETERS,
+      kind: 'asks',
       handler: (args, effects, callIndex) => effects.submitPlan(args as { steps: PlanStep[] }, callIndex),
     });
   }

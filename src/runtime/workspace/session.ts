@@ -69,36 +69,6 @@ export interface WorkspaceEffects {
   workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
 }
 
-export type WorkspaceToolName =
-  | 'read_file'
-  | 'write_file'
-  | 'edit_file'
-  | 'patch_file'
-  | 'grep'
-  | 'find'
-  | 'exec'
-  | 'shell'
-  | 'shell_start'
-  | 'shell_poll'
-  | 'shell_kill';
-
-/** Tools that change the workspace or run something: refused while a plan gate is still planning. */
-const ACTING_TOOLS: ReadonlySet<string> = new Set([
-  'write_file',
-  'edit_file',
-  'patch_file',
-  'exec',
-  'shell',
-  'shell_start',
-]);
-
-/**
- * The tools a read may start before its completion ends (they change nothing). Not grep
- * or find: their matching runs on the bounded search pool, where a search started for a
- * turn that is then abandoned would hold the pool's one thread.
- */
-export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(['read_file']);
-
 /** The most items an exec argv may have; a real command line has far fewer. */
 export const MAX_ARGV_ITEMS = 4096;
 /** The most characters a shell command line, or one exec argument, may have. */
@@ -171,55 +141,142 @@ const HANDLE_PARAMETERS: ArgumentSchema = {
   additionalProperties: false,
 };
 
-const COMMAND_TOOLS: Record<'exec' | 'shell' | 'shell_start' | 'shell_poll' | 'shell_kill', [string, ArgumentSchema]> =
-  {
-    exec: [
-      'Run a command in the workspace root from a fixed argv (the project\u2019s build, tests, linter). Returns its exit status and both output streams, bounded.',
-      EXEC_PARAMETERS,
-    ],
-    shell: [
-      'Run a command line in the workspace root. Every stage and every redirect is checked before anything starts. Returns the exit status and both streams, bounded.',
-      SHELL_PARAMETERS,
-    ],
-    shell_start: [
-      'Start a long-lived command line in the background (checked like shell); returns a handle for shell_poll and shell_kill. It is killed when the run ends.',
-      SHELL_START_PARAMETERS,
-    ],
-    shell_poll: [
-      'New output of a command started with shell_start, and whether it is still running.',
-      HANDLE_PARAMETERS,
-    ],
-    shell_kill: ['Stop a command started with shell_start, with everything it started.', HANDLE_PARAMETERS],
-  };
+/**
+ * How a workspace tool is declared: one entry of {@link WORKSPACE_TOOLS} is the whole of
+ * a tool (its definition for the model, what kind of act it is, where it is offered, and
+ * what it does with the session's step context).
+ */
+interface WorkspaceToolDeclaration {
+  description: string;
+  parameters: ArgumentSchema;
+  /**
+   * `reads` changes nothing; `acts` changes the workspace or runs something, and is refused
+   * while a plan gate is still planning; `controls` acts only on what the run itself
+   * started (its background commands).
+   */
+  kind: 'reads' | 'acts' | 'controls';
+  /**
+   * May start while its completion still streams. Not grep or find: their matching runs on
+   * the bounded search pool, where a search started for a turn that is then abandoned
+   * would hold the pool's one thread.
+   */
+  early?: true;
+  /** Offered in single-file mode, which reaches one file and nothing else: no search, and no command. */
+  singleFile?: true;
+  run(session: WorkspaceSession, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
+}
 
-/** The tool definitions of a workspace run; single-file mode offers no grep or find. */
+const WORKSPACE_TOOLS = {
+  read_file: {
+    description: FILE_TOOL_DESCRIPTIONS.read_file,
+    parameters: FILE_TOOL_PARAMETERS.read_file,
+    kind: 'reads',
+    early: true,
+    singleFile: true,
+    run: (session, args, callIndex) => session.read('read_file', args, callIndex),
+  },
+  write_file: {
+    description: FILE_TOOL_DESCRIPTIONS.write_file,
+    parameters: FILE_TOOL_PARAMETERS.write_file,
+    kind: 'acts',
+    singleFile: true,
+    run: (session, args, callIndex) =>
+      session.write('write_file', args, callIndex, () =>
+        session.workspace.planWrite(args as { path: string; content: string }),
+      ),
+  },
+  edit_file: {
+    description: FILE_TOOL_DESCRIPTIONS.edit_file,
+    parameters: FILE_TOOL_PARAMETERS.edit_file,
+    kind: 'acts',
+    singleFile: true,
+    run: (session, args, callIndex) =>
+      session.write('edit_file', args, callIndex, () =>
+        session.workspace.planEdit(args as { path: string; old_string: string; new_string: string }),
+      ),
+  },
+  patch_file: {
+    description: FILE_TOOL_DESCRIPTIONS.patch_file,
+    parameters: FILE_TOOL_PARAMETERS.patch_file,
+    kind: 'acts',
+    singleFile: true,
+    run: (session, args, callIndex) =>
+      session.write('patch_file', args, callIndex, () =>
+        session.workspace.planPatch(args as { path: string; patch: string }),
+      ),
+  },
+  grep: {
+    description: FILE_TOOL_DESCRIPTIONS.grep,
+    parameters: FILE_TOOL_PARAMETERS.grep,
+    kind: 'reads',
+    run: (session, args, callIndex) => session.read('grep', args, callIndex),
+  },
+  find: {
+    description: FILE_TOOL_DESCRIPTIONS.find,
+    parameters: FILE_TOOL_PARAMETERS.find,
+    kind: 'reads',
+    run: (session, args, callIndex) => session.read('find', args, callIndex),
+  },
+  exec: {
+    description:
+      'Run a command in the workspace root from a fixed argv (the project\u2019s build, tests, linter). Returns its exit status and both output streams, bounded.',
+    parameters: EXEC_PARAMETERS,
+    kind: 'acts',
+    run: (session, args, callIndex) => session.exec(args as unknown as ExecArgs, callIndex),
+  },
+  shell: {
+    description:
+      'Run a command line in the workspace root. Every stage and every redirect is checked before anything starts. Returns the exit status and both streams, bounded.',
+    parameters: SHELL_PARAMETERS,
+    kind: 'acts',
+    run: (session, args, callIndex) => session.shell(args as { command: string; timeout_secs?: number }, callIndex),
+  },
+  shell_start: {
+    description:
+      'Start a long-lived command line in the background (checked like shell); returns a handle for shell_poll and shell_kill. It is killed when the run ends.',
+    parameters: SHELL_START_PARAMETERS,
+    kind: 'acts',
+    run: (session, args, callIndex) => session.shellStart(args as { command: string }, callIndex),
+  },
+  shell_poll: {
+    description: 'New output of a command started with shell_start, and whether it is still running.',
+    parameters: HANDLE_PARAMETERS,
+    kind: 'reads',
+    run: (session, args) => session.shellPoll(args as { handle: string; wait_secs?: number }),
+  },
+  shell_kill: {
+    description: 'Stop a command started with shell_start, with everything it started.',
+    parameters: HANDLE_PARAMETERS,
+    kind: 'controls',
+    run: (session, args) => session.shellKill(args as { handle: string }),
+  },
+} satisfies Record<string, WorkspaceToolDeclaration>;
+
+export type WorkspaceToolName = keyof typeof WORKSPACE_TOOLS;
+
+function declared(name: string): WorkspaceToolDeclaration | undefined {
+  return Object.hasOwn(WORKSPACE_TOOLS, name) ? WORKSPACE_TOOLS[name as WorkspaceToolName] : undefined;
+}
+
+/** The tools a read may start before its completion ends (see {@link WorkspaceToolDeclaration.early}). */
+export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(
+  Object.entries(WORKSPACE_TOOLS)
+    .filter(([, tool]) => (tool as WorkspaceToolDeclaration).early === true)
+    .map(([name]) => name),
+);
+
+/** The tool definitions of a workspace run; single-file mode offers only the file tools. */
 export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceEffects>[] {
-  const names: WorkspaceToolName[] =
-    // Single-file mode reaches one file and nothing else: no search, and no command that could touch the rest.
-    mode === 'file'
-      ? ['read_file', 'write_file', 'edit_file', 'patch_file']
-      : [
-          'read_file',
-          'write_file',
-          'edit_file',
-          'patch_file',
-          'grep',
-          'find',
-          'exec',
-          'shell',
-          'shell_start',
-          'shell_poll',
-          'shell_kill',
-        ];
-  return names.map((name) => {
-    const command = COMMAND_TOOLS[name as keyof typeof COMMAND_TOOLS];
-    return {
+  return Object.entries(WORKSPACE_TOOLS)
+    .filter(([, tool]) => mode === 'workspace' || (tool as WorkspaceToolDeclaration).singleFile === true)
+    .map(([name, tool]) => ({
       name,
-      description: command ? command[0] : FILE_TOOL_DESCRIPTIONS[name as keyof typeof FILE_TOOL_DESCRIPTIONS],
-      parameters: command ? command[1] : FILE_TOOL_PARAMETERS[name as keyof typeof FILE_TOOL_PARAMETERS],
-      handler: (args, effects, callIndex) => effects.workspaceTool(name, args, callIndex),
-    };
-  });
+      description: tool.description,
+      parameters: tool.parameters,
+      // Stopping what the run itself started acts on the world too.
+      kind: tool.kind === 'reads' ? ('reads' as const) : ('acts' as const),
+      handler: (args, effects, callIndex) => effects.workspaceTool(name as WorkspaceToolName, args, callIndex),
+    }));
 }
 
 const EXEC_OUTPUT_LIMIT = 32 * 1024;
@@ -390,7 +447,7 @@ export class WorkspaceSession {
 
   /** A refusal while a run opened with a plan gate has no approved plan. */
   planningRefusal(name: string): ToolResult | null {
-    if (!ACTING_TOOLS.has(name) || !this.#host.planning()) return null;
+    if (declared(name)?.kind !== 'acts' || !this.#host.planning()) return null;
     const reason = `${name} waits for an approved plan: this run is in its planning phase, so read what you need and call submit_plan.`;
     return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
   }
@@ -398,34 +455,7 @@ export class WorkspaceSession {
   async run(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {
     const planning = this.planningRefusal(name);
     if (planning) return planning;
-    switch (name) {
-      case 'read_file':
-      case 'grep':
-      case 'find':
-        return this.read(name, args, callIndex);
-      case 'write_file':
-        return this.#write(name, args, callIndex, () =>
-          this.workspace.planWrite(args as { path: string; content: string }),
-        );
-      case 'edit_file':
-        return this.#write(name, args, callIndex, () =>
-          this.workspace.planEdit(args as { path: string; old_string: string; new_string: string }),
-        );
-      case 'patch_file':
-        return this.#write(name, args, callIndex, () =>
-          this.workspace.planPatch(args as { path: string; patch: string }),
-        );
-      case 'exec':
-        return this.#exec(args as unknown as ExecArgs, callIndex);
-      case 'shell':
-        return this.#shell(args as { command: string; timeout_secs?: number }, callIndex);
-      case 'shell_start':
-        return this.#shellStart(args as { command: string }, callIndex);
-      case 'shell_poll':
-        return this.#shellPoll(args as { handle: string; wait_secs?: number });
-      case 'shell_kill':
-        return this.#shellKill(args as { handle: string });
-    }
+    return WORKSPACE_TOOLS[name].run(this, args, callIndex);
   }
 
   /** A read-only tool: safe to start early, and to run twice. */
@@ -469,7 +499,7 @@ export class WorkspaceSession {
     );
   }
 
-  async #write(
+  async write(
     tool: string,
     args: Record<string, unknown>,
     callIndex: number,
@@ -560,7 +590,7 @@ export class WorkspaceSession {
     return `check: ${describeCommand(argv, result)}`;
   }
 
-  async #exec(args: ExecArgs, callIndex: number): Promise<ToolResult> {
+  async exec(args: ExecArgs, callIndex: number): Promise<ToolResult> {
     const act: Act = { kind: 'exec', argv: args.argv };
     const refused = await this.authorizeCommand(
       act,
@@ -590,7 +620,7 @@ export class WorkspaceSession {
   }
 
   /** A command line, parsed here and checked stage by stage (and redirect by redirect) before anything starts. */
-  async #shell(args: { command: string; timeout_secs?: number }, callIndex: number): Promise<ToolResult> {
+  async shell(args: { command: string; timeout_secs?: number }, callIndex: number): Promise<ToolResult> {
     const refused = await this.#authorizeLine(args.command, callIndex);
     if (refused) return refused;
     return this.#host.intent(callIndex, 'shell', args.command, async () => {
@@ -614,7 +644,7 @@ export class WorkspaceSession {
     });
   }
 
-  async #shellStart(args: { command: string }, callIndex: number): Promise<ToolResult> {
+  async shellStart(args: { command: string }, callIndex: number): Promise<ToolResult> {
     const refused = await this.#authorizeLine(args.command, callIndex);
     if (refused) return refused;
     return this.#host.intent(callIndex, 'shell_start', args.command, async () => {
@@ -632,14 +662,14 @@ export class WorkspaceSession {
     });
   }
 
-  async #shellPoll(args: { handle: string; wait_secs?: number }): Promise<ToolResult> {
+  async shellPoll(args: { handle: string; wait_secs?: number }): Promise<ToolResult> {
     const job = this.#jobs.get(args.handle);
     if (!job) return unknownHandle(args.handle, [...this.#jobs.keys()]);
     await job.settle(Math.min(args.wait_secs ?? 0, 30) * 1000);
     return { content: job.poll(), isError: false };
   }
 
-  async #shellKill(args: { handle: string }): Promise<ToolResult> {
+  async shellKill(args: { handle: string }): Promise<ToolResult> {
     const job = this.#jobs.get(args.handle);
     if (!job) return unknownHandle(args.handle, [...this.#jobs.keys()]);
     job.kill();
