@@ -63,3 +63,10 @@ export function clampToParent(asked: Ceilings, parentRemaining: Ceilings): { cei
   }
   return { ceilings, clamps };
 }
+
+/**
+ * What the embedder pays, per million tokens, by model id. Cost is derived on read
+ * from this table and the stored token counts, so a price change never leaves a wrong
+ * number in the store. Cache prices default to the input price.
+ */
+export type PriceTable = Record<string, { input: number; output: number; cacheRead?: number; cacheWrite?: number }>;

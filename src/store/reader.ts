@@ -4,6 +4,7 @@
  * tests and command-line tools all read through this.
  */
 import type Database from 'better-sqlite3';
+import type { PriceTable } from '../runtime/budget.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import type { ModelCallRecord, Observation } from './records.js';
@@ -154,12 +155,7 @@ export interface ModelCallRow extends ModelCallRecord {
   at: number;
 }
 
-/**
- * What the embedder pays, per million tokens, by model id. Cost is derived on read
- * from this table and the stored token counts, so a price change never leaves a wrong
- * number in the store. Cache prices default to the input price.
- */
-export type PriceTable = Record<string, { input: number; output: number; cacheRead?: number; cacheWrite?: number }>;
+export type { PriceTable } from '../runtime/budget.js';
 
 export interface CostReport {
   /** Total in the table's currency. */

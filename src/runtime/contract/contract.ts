@@ -10,7 +10,7 @@
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
-import type { PriceTable } from '../../store/reader.js';
+import type { PriceTable } from '../budget.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
