@@ -117,7 +117,7 @@ describe('an agent run in-process', () => {
     expect(steps[1]?.observations[0]?.content).toContain(process.version);
     const events = reader.events(runId);
     expect(events.filter((event) => event.type === 'refusal')).toMatchObject([
-      { tool: 'read_file', rule: expect.any(String), layer: expect.any(String) },
+      { tool: 'read_file', rule: 'workspace.boundary', layer: 'runtime' },
     ]);
     expect(events.filter((event) => event.type === 'policy-decision' && event.act === 'exec')).toMatchObject([
       { effect: 'ask', answer: 'defer' },

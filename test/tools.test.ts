@@ -82,6 +82,7 @@ describe("the embedder's tools", () => {
     const calls: { city: string; days: number; context: ToolCallContext }[] = [];
     const { store, supervisor } = await supervisorOn({ tools: [forecast(calls)] });
     const wire: string[] = [];
+    const roots: string[] = [];
     for (let run = 0; run < 2; run++) {
       const { server, provider } = await model([
         { name: 'forecast', args: { city: 'Oslo', days: 2 } },
@@ -90,6 +91,7 @@ describe("the embedder's tools", () => {
       ]);
       const result = await supervisor.run({ task: 'plan a trip', provider, tools: [broken] }).result;
       expect(result.status).toBe('finished');
+      roots.push(result.rootId);
       const body = server.calls[0]?.body as { tools: { function: { name: string; parameters: unknown } }[] };
       wire.push(JSON.stringify(body.tools));
       const offered = body.tools.find((item) => item.function.name === 'forecast');
@@ -118,7 +120,14 @@ describe("the embedder's tools", () => {
       ['Oslo', 2],
       ['Oslo', 2],
     ]);
-    expect(calls[0]?.context).toMatchObject({ address: 'root', callId: expect.any(String) });
+    // Each call is told who made it, and the id the trace keeps for it.
+    const first = roots[0] as string;
+    expect(calls[0]?.context).toMatchObject({
+      address: 'root',
+      rootId: first,
+      runId: first,
+      callId: store.steps(first)[0]?.observations[0]?.callId,
+    });
   });
 
   it('are governed by the policy: ask reaches the approver, deny is refused naming its rule and layer', async () => {

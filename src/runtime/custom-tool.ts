@@ -138,16 +138,7 @@ export class Tool<Args = Record<string, unknown>> {
   async call(args: unknown, context: ToolCallContext): Promise<{ content: string; isError: boolean }> {
     const name = this.definition.name;
     const checked = this.#validate(args);
-    if (!checked.ok) {
-      const problems = shown(checked.problems);
-      return {
-        content: bounded(
-          name,
-          `the arguments to ${name} are not valid: ${problems}. Call it again with arguments that match its parameters.`,
-        ),
-        isError: true,
-      };
-    }
+    if (!checked.ok) return { content: this.#invalid(checked.problems), isError: true };
     let result: unknown;
     try {
       // zod's parse: its defaults and transforms applied.
@@ -169,16 +160,21 @@ export class Tool<Args = Record<string, unknown>> {
     return { content: bounded(name, text), isError: false };
   }
 
-  /** What is wrong with `args` for this tool (at most ten problems, then how many more), or null. */
+  /** The observation a call with `args` gets when they are not valid for this tool, or null when they are. */
   check(args: unknown): string | null {
     const checked = this.#validate(args);
-    return checked.ok ? null : shown(checked.problems);
+    return checked.ok ? null : this.#invalid(checked.problems);
   }
-}
 
-function shown(problems: string[]): string {
-  const more = problems.length > SHOWN_PROBLEMS ? `; and ${problems.length - SHOWN_PROBLEMS} more` : '';
-  return `${problems.slice(0, SHOWN_PROBLEMS).join('; ')}${more}`;
+  /** What is wrong with a call's arguments: at most ten problems, then how many more. */
+  #invalid(problems: string[]): string {
+    const name = this.definition.name;
+    const more = problems.length > SHOWN_PROBLEMS ? `; and ${problems.length - SHOWN_PROBLEMS} more` : '';
+    return bounded(
+      name,
+      `the arguments to ${name} are not valid: ${problems.slice(0, SHOWN_PROBLEMS).join('; ')}${more}. Call it again with arguments that match its parameters.`,
+    );
+  }
 }
 
 /** An observation of a tool, cut at {@link MAX_TOOL_RESULT_CHARS}, saying how much was cut. */

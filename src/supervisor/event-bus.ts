@@ -59,13 +59,15 @@ export class EventBus {
 
   /** Hands a live event to the observers that asked for them; nothing else sees it. */
   publishLive(event: LiveEvent): void {
-    for (const { filter, observer } of this.#live) {
-      if (!matches(filter, event)) continue;
-      try {
-        observer(event);
-      } catch (error) {
-        if (this.observerErrors.length < 100) this.observerErrors.push(error);
-      }
+    for (const { filter, observer } of this.#live) if (matches(filter, event)) this.#deliver(observer, event);
+  }
+
+  /** Calls one observer; one that throws is kept note of, never let through. */
+  #deliver<E>(observer: (event: E) => void, event: E): void {
+    try {
+      observer(event);
+    } catch (error) {
+      if (this.observerErrors.length < 100) this.observerErrors.push(error);
     }
   }
 
@@ -78,14 +80,7 @@ export class EventBus {
 
   publish(events: readonly HarnessEvent[]): void {
     for (const event of events) {
-      for (const { filter, observer } of this.#observers) {
-        if (!matches(filter, event)) continue;
-        try {
-          observer(event);
-        } catch (error) {
-          if (this.observerErrors.length < 100) this.observerErrors.push(error);
-        }
-      }
+      for (const { filter, observer } of this.#observers) if (matches(filter, event)) this.#deliver(observer, event);
       for (const stream of this.#streams) if (matches(stream.filter, event)) stream.push(event);
     }
   }

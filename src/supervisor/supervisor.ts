@@ -719,10 +719,8 @@ export class Supervisor {
         waitChild: (request) => this.#waitChild(pooled, request),
         callTool: (call) => this.#callTool(pooled, call),
         checkTool: async (request) => {
-          const tool = pooled.slot?.runId === request.runId ? pooled.slot.tree.tools.get(request.name) : undefined;
-          return tool
-            ? tool.check(request.args)
-            : `there is no tool named ${JSON.stringify(request.name)} in this process`;
+          const found = this.#treeTool(pooled, request.runId, request.name);
+          return 'tool' in found ? found.tool.check(request.args) : found.missing;
         },
         abortTool: async (request) => {
           this.#toolCalls.get(`${request.runId}:${request.callId}`)?.abort();
@@ -782,15 +780,25 @@ export class Supervisor {
     }
   }
 
+  /** The tool `name` of the tree whose run `runId` this actor drives, or what the model is told when there is none. */
+  #treeTool(
+    pooled: PooledWorker,
+    runId: string,
+    name: string,
+  ): { tool: Tool<never>; tree: Tree } | { missing: string } {
+    const slot = pooled.slot;
+    if (!slot || slot.runId !== runId) throw new HarnessError(ErrorCode.Internal, 'a tool call from an idle actor');
+    const tool = slot.tree.tools.get(name);
+    return tool
+      ? { tool, tree: slot.tree }
+      : { missing: `there is no tool named ${JSON.stringify(name)} in this process.` };
+  }
+
   /** Runs one of the tree's own tools for an agent: validated, bounded, and never a throw into the tree. */
   async #callTool(pooled: PooledWorker, call: HostToolCall): Promise<{ content: string; isError: boolean }> {
-    const slot = pooled.slot;
-    if (!slot || slot.runId !== call.runId)
-      throw new HarnessError(ErrorCode.Internal, 'a tool call from an idle actor');
-    const tool = slot.tree.tools.get(call.name);
-    if (!tool) {
-      return { content: `there is no tool named ${JSON.stringify(call.name)} in this process.`, isError: true };
-    }
+    const found = this.#treeTool(pooled, call.runId, call.name);
+    if (!('tool' in found)) return { content: found.missing, isError: true };
+    const { tool, tree } = found;
     // The call's own signal: the tree's end, or the agent saying its step stopped.
     const key = `${call.runId}:${call.callId}`;
     const stop = new AbortController();
@@ -801,7 +809,7 @@ export class Supervisor {
         runId: call.runId,
         address: call.address,
         callId: call.callId,
-        signal: AbortSignal.any([slot.tree.abort.signal, stop.signal]),
+        signal: AbortSignal.any([tree.abort.signal, stop.signal]),
       });
     } finally {
       this.#toolCalls.delete(key);

@@ -3,9 +3,10 @@
  * store and it checks fencing, idempotent commits and spawns, draws that cross a ceiling,
  * exactly-once consumption of mail and compare-and-set answers, through the port alone.
  */
-import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { StorePort } from '../../dist/store/port.js';
+import type { CommitStepInput, Fence } from '../../dist/store/records.js';
+import { claimOf, emptyStep } from './writer.js';
 
 /** What a promise rejected with; fails the test when it resolves. */
 async function thrown(promise: Promise<unknown>): Promise<unknown> {
@@ -24,25 +25,13 @@ export interface OpenedPort {
 
 const completion = { text: '', toolCalls: [], usage: { inputTokens: 5, outputTokens: 5 }, model: 'm' };
 
-function claim(owner: string, now = Date.now(), ttlMs = 60_000) {
-  return { owner, pid: process.pid, host: hostname(), ttlMs, now };
+function claim(owner: string, now = Date.now()) {
+  return claimOf({ owner, now });
 }
 
-function step(fence: { runId: string; generation: number; owner: string }, seq: number, extra: object = {}) {
-  return {
-    ...fence,
-    seq,
-    completion,
-    observations: [],
-    usage: completion.usage,
-    consumed: [] as string[],
-    sent: [] as { to: string; body: string }[],
-    spawned: [] as string[],
-    events: [],
-    final: null,
-    now: Date.now(),
-    ...extra,
-  };
+/** A step of five input and five output tokens: ten drawn. */
+function step(fence: Fence, seq: number, extra: Partial<CommitStepInput> = {}) {
+  return emptyStep(fence, seq, { completion, usage: completion.usage, ...extra });
 }
 
 async function root(port: StorePort, runId: string, ceilings = { steps: null, tokens: null, wallMs: null } as object) {

@@ -21,7 +21,7 @@ export type Crossing = Extract<EventData, { type: 'budget-exhausted' }>;
  */
 const DEADLINE_GRACE_MS = 2_000;
 
-/** The longest delay a timer takes; a deadline further off than this is not armed (see Budget.arm). */
+/** The longest delay a timer takes; a deadline further off than this is not armed (see Deadline). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The steps or tokens ceiling of one account a draw would cross, as the event that says so. */
@@ -69,8 +69,12 @@ export class Budget {
     return [...this.#run.ancestry, this.#run.runId];
   }
 
-  /** The draw the next step would make (one step) against every ceiling up the chain, and the wall clock. */
-  async precheck(): Promise<Crossing | null> {
+  /**
+   * The draw the next step would make (one step) against every ceiling up the chain, and
+   * the wall clock (as {@link Deadline} arms it). With no crossing, it also says which wall-clock ceiling comes first:
+   * the one the step's deadline is armed at (read from the same accounts).
+   */
+  async precheck(): Promise<{ crossing: Crossing } | { crossing: null; firstWall: FirstWall | null }> {
     const now = this.#clock.now();
     const cost = this.#contract?.budget.cost;
     if (cost) {
@@ -85,24 +89,28 @@ export class Budget {
       }
       if (spent >= cost.limit) {
         return {
-          type: 'budget-exhausted',
-          draw: { steps: 1, tokens: 0 },
-          ceiling: 'cost',
-          account: this.#run.rootId,
-          spent,
-          limit: cost.limit,
+          crossing: {
+            type: 'budget-exhausted',
+            draw: { steps: 1, tokens: 0 },
+            ceiling: 'cost',
+            account: this.#run.rootId,
+            spent,
+            limit: cost.limit,
+          },
         };
       }
     }
+    let firstWall: FirstWall | null = null;
     for (const id of this.chain) {
       const account = await this.#store.account(id);
       if (!account) continue;
       const crossed = ceilingCrossed(account, { steps: 1, tokens: 0 });
-      if (crossed) return crossed;
+      if (crossed) return { crossing: crossed };
       const wall = await this.#wallEnd(account);
-      if (wall && now >= wall.at) return wallCrossing(id, wall, now);
+      if (wall && now >= wall.at) return { crossing: wallCrossing(id, wall, now) };
+      if (wall && (firstWall === null || wall.at < firstWall.wall.at)) firstWall = { account: id, wall };
     }
-    return null;
+    return { crossing: null, firstWall };
   }
 
   /** The draw a completion makes (one step, its tokens) against every ceiling up the chain. */
@@ -114,22 +122,6 @@ export class Budget {
       if (crossed) return crossed;
     }
     return null;
-  }
-
-  /**
-   * The step's deadline: the earliest wall-clock ceiling of the chain (the run's and its
-   * ancestors', as {@link precheck} reads them). `held` false (a replayed step) arms none.
-   */
-  async deadline(base: AbortSignal, held: boolean): Promise<Deadline> {
-    let first: { account: string; wall: WallEnd } | null = null;
-    if (held) {
-      for (const id of this.chain) {
-        const account = await this.#store.account(id);
-        const wall = account ? await this.#wallEnd(account) : null;
-        if (wall && (first === null || wall.at < first.wall.at)) first = { account: id, wall };
-      }
-    }
-    return new Deadline(base, this.#clock, first);
   }
 
   /** When an account's wall-clock ceiling is reached: its run's start plus its wallMs. The one definition of the deadline. */
@@ -147,6 +139,12 @@ interface WallEnd {
   at: number;
   started: number;
   limit: number;
+}
+
+/** The wall-clock ceiling of the chain that comes first, and whose it is. */
+export interface FirstWall {
+  account: string;
+  wall: WallEnd;
 }
 
 function wallCrossing(account: string, wall: { started: number; limit: number }, now: number): Crossing {
@@ -176,7 +174,7 @@ export class Deadline {
   /** Fires the deadline now if the clock has passed it: a call that ran without yielding kept its timer from firing. */
   readonly #fireIfDue: () => void = () => undefined;
 
-  constructor(base: AbortSignal, clock: Clock, first: { account: string; wall: WallEnd } | null) {
+  constructor(base: AbortSignal, clock: Clock, first: FirstWall | null) {
     this.signal = base;
     if (first === null) return;
     const { account, wall } = first;

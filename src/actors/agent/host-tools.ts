@@ -5,8 +5,10 @@
  * runs it over the host channel.
  */
 import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
+import type { EventData } from '../../runtime/events.js';
 import type { Act, Decision, Policy } from '../../runtime/policy/policy.js';
 import { halted, type ToolResult } from '../../runtime/tools.js';
+import { settleDecision } from '../../runtime/workspace/session.js';
 import type { RunContext } from './context.js';
 import * as people from './people.js';
 
@@ -14,10 +16,10 @@ import * as people from './people.js';
 const SHOWN_ARGUMENT_CHARS = 200;
 
 /**
- * Decides a tool act against a policy, recording the decision; null when it may go on.
- * (A workspace run decides through its session, which records the same way.)
+ * Decides a tool act against a policy, as a workspace run's session decides its acts
+ * (the same settling, asking and recording); null when it may go on.
  */
-export async function authorizeTool(
+export function authorizeTool(
   context: RunContext,
   policy: Policy,
   name: string,
@@ -25,46 +27,27 @@ export async function authorizeTool(
   callIndex: number,
 ): Promise<ToolResult | null> {
   const act = toolAct(name, args);
-  const decision = policy.decide(act, '/');
-  let answer: 'approve' | 'deny' | undefined;
-  if (decision.effect === 'ask') {
-    const asked = await people.ask(context, act, decision as Extract<Decision, { effect: 'ask' }>, callIndex);
-    if (typeof asked !== 'string') return halted(asked);
-    answer = asked;
-  }
-  context.step.events.push({
-    type: 'policy-decision',
-    act: 'tool',
-    subject: decision.subject,
-    effect: decision.effect,
-    rule: decision.rule,
-    layer: decision.layer,
-    ...(answer === undefined ? {} : { answer }),
-  });
-  if (decision.effect === 'allow' || answer === 'approve') return null;
-  const rule = decision.rule ?? 'policy.no-rule';
-  const layer = decision.layer ?? 'policy';
-  const reason =
-    decision.effect === 'deny'
-      ? `tool ${name} is denied: ${decision.reason}${decision.layer ? ` (layer ${decision.layer})` : ''}.`
-      : `tool ${name} needs approval (${decision.rule}, layer ${decision.layer}) and the approver denied it.`;
-  return { content: reason, isError: true, refusal: { rule, reason, layer } };
+  const host = {
+    ask: (asked: Act, decision: Extract<Decision, { effect: 'ask' }>, index: number) =>
+      people.ask(context, asked, decision, index),
+    event: (event: EventData) => context.step.events.push(event),
+  };
+  return settleDecision(host, act, policy.decide(act, '/'), [], callIndex);
 }
 
 /** The arguments as an approver reads them: JSON, cut at this many characters. */
 const SHOWN_TO_APPROVER_CHARS = 1_000;
 
-/** A tool act, with its arguments shown (never matched on). */
-export function toolAct(name: string, args: Record<string, unknown>): Act {
+/** A call's arguments as JSON, cut at `chars` characters. */
+function shownArguments(args: Record<string, unknown>, chars: number): string {
   const shown = JSON.stringify(args);
-  return {
-    kind: 'tool',
-    name,
-    args: shown.length > SHOWN_TO_APPROVER_CHARS ? `${shown.slice(0, SHOWN_TO_APPROVER_CHARS)}…` : shown,
-  };
+  return shown.length > chars ? `${shown.slice(0, chars)}…` : shown;
 }
 
-const CANCELLED: ToolResult = halted({ kind: 'stop', reason: 'cancelled by the supervisor' });
+/** A tool act, with its arguments shown (never matched on). */
+export function toolAct(name: string, args: Record<string, unknown>): Act {
+  return { kind: 'tool', name, args: shownArguments(args, SHOWN_TO_APPROVER_CHARS) };
+}
 
 /**
  * Runs the call on the main thread; an `acts` tool under a journaled intent. When the
@@ -83,12 +66,14 @@ export function callHostTool(
   const call = async (): Promise<ToolResult> => {
     const signal = context.signal;
     if (signal.aborted)
-      return context.cancelled ? CANCELLED : { content: 'not run: the step was stopped.', isError: true };
+      return context.cancelled
+        ? halted(people.CANCELLED)
+        : { content: 'not run: the step was stopped.', isError: true };
     let onAbort: () => void = () => undefined;
     const cancelled = new Promise<ToolResult>((resolve) => {
       onAbort = () => {
         context.host.abortTool({ runId: run.runId, callId }).catch(() => undefined);
-        if (context.cancelled) resolve(CANCELLED);
+        if (context.cancelled) resolve(halted(people.CANCELLED));
       };
       signal.addEventListener('abort', onAbort, { once: true });
     });
@@ -102,7 +87,6 @@ export function callHostTool(
     }
   };
   if (definition.effect === 'reads') return call();
-  const shown = JSON.stringify(args);
-  const detail = `${definition.name} ${shown.length > SHOWN_ARGUMENT_CHARS ? `${shown.slice(0, SHOWN_ARGUMENT_CHARS)}…` : shown}`;
+  const detail = `${definition.name} ${shownArguments(args, SHOWN_ARGUMENT_CHARS)}`;
   return people.intent(context, callIndex, 'tool', detail, call);
 }

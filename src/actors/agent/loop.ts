@@ -56,6 +56,8 @@ export class AgentRun implements RunContext, Effects {
   #cancelled = false;
   #contract: ContractData | null = null;
   #policyData: PolicyData | null = null;
+  /** The run's policy, built once from its data; null when the run has none. */
+  #policy: Policy | null = null;
   #workspace: WorkspaceSession | null = null;
   #deadline: Deadline;
   planning = false;
@@ -160,9 +162,10 @@ export class AgentRun implements RunContext, Effects {
     const contract = spec.contract ?? null;
     this.#contract = contract;
     this.#policyData = spec.policy ?? null;
+    this.#policy = spec.policy ? Policy.from(spec.policy) : null;
     let briefing: string | null = null;
     if (contract) {
-      const policy = spec.policy ? Policy.from(spec.policy) : Policy.default();
+      const policy = this.#policy ?? Policy.default();
       const secrets = contractSecrets(contract, this.#start.provider ?? spec.provider);
       this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost(), secrets, this.#executor);
       briefing = spec.briefing ?? this.#workspace.briefing();
@@ -238,12 +241,12 @@ export class AgentRun implements RunContext, Effects {
       // it was admitted when it began, so the time it spent paused is not charged.
       const replay = pending && pending.seq === this.#seq ? pending : null;
       pending = null;
-      const exhausted = replay ? null : await budget.precheck();
-      if (exhausted) return this.#exhaust(exhausted, [], []);
+      const checked = replay ? null : await budget.precheck();
+      if (checked?.crossing) return this.#exhaust(checked.crossing, [], []);
       // The wall clock holds inside the step too. A replayed step is not held to it, as it is
       // not checked against it above; the next step's check is.
       this.#deadline.disarm();
-      this.#deadline = await budget.deadline(this.#abort.signal, replay === null);
+      this.#deadline = new Deadline(this.#abort.signal, clock, checked ? checked.firstWall : null);
       let model = provider;
       let escalated: EventData | null = null;
       if (escalation && spent.gate >= escalation.afterGateFailures) {
@@ -629,16 +632,11 @@ export class AgentRun implements RunContext, Effects {
       const reason = `${name} acts on the world, so it waits for an approved plan: this run is in its planning phase; call submit_plan.`;
       return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
     }
-    const policy = this.#policyData ? Policy.from(this.#policyData) : null;
+    const policy = this.#policy;
     // A person is asked about a call only once its arguments are known to be good.
     if (this.#toolDecision(name) === 'ask') {
-      const problems = await this.host.checkTool({ runId: this.run.runId, name, args });
-      if (problems !== null) {
-        return {
-          content: `the arguments to ${name} are not valid: ${problems}. Call it again with arguments that match its parameters.`,
-          isError: true,
-        };
-      }
+      const invalid = await this.host.checkTool({ runId: this.run.runId, name, args });
+      if (invalid !== null) return { content: invalid, isError: true };
     }
     const refused = this.#workspace
       ? await this.#workspace.authorize(toolAct(name, args), callIndex)
@@ -654,8 +652,7 @@ export class AgentRun implements RunContext, Effects {
 
   /** What the run's policy says about a call to the embedder's tool `name` (allow when it has none). */
   #toolDecision(name: string): 'allow' | 'deny' | 'ask' {
-    const policy = this.#policyData ? Policy.from(this.#policyData) : null;
-    return policy ? policy.decide({ kind: 'tool', name }, '/').effect : 'allow';
+    return this.#policy ? this.#policy.decide({ kind: 'tool', name }, '/').effect : 'allow';
   }
 
   async workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {

@@ -11,7 +11,8 @@ import type { Completion } from '../../runtime/provider.js';
 import { type Halt, halted, type ToolResult } from '../../runtime/tools.js';
 import type { RunContext } from './context.js';
 
-const CANCELLED: Halt = { kind: 'stop', reason: 'cancelled by the supervisor' };
+/** The halt of a step whose run the supervisor cancelled. */
+export const CANCELLED: Halt = { kind: 'stop', reason: 'cancelled by the supervisor' };
 
 /** Set in place of an answer when the step's signal fired first. */
 function isCancelled(value: unknown): value is typeof CANCELLED {

@@ -28,7 +28,7 @@ export interface AgentHost {
   waitChild(request: { runId: string; childId: string; timeoutMs: number | null }): Promise<WaitChildResult>;
   /** Runs one of the embedder's tools: the main thread checks the arguments, calls it and bounds its result. */
   callTool(request: HostToolCall): Promise<{ content: string; isError: boolean }>;
-  /** What is wrong with a call's arguments, or null: checked before a person is asked about the call. */
+  /** The observation a call with bad arguments gets, or null when they are good: checked before a person is asked. */
   checkTool(request: { runId: string; name: string; args: Record<string, unknown> }): Promise<string | null>;
   /** The call's step was cancelled or ran out of time: the tool's `signal` fires. */
   abortTool(request: { runId: string; callId: string }): Promise<void>;

@@ -873,14 +873,7 @@ class AnthropicDecoder implements WireDecoder {
           // it had, and the new block is a call of its own.
           const open = this.#blocks.get(index);
           const ended = open?.kind === 'tool' ? [this.#toolEnd(open)] : [];
-          const entry: AnthropicBlockState = {
-            kind: 'tool',
-            id: this.#uniqueId(typeof block.id === 'string' && block.id !== '' ? block.id : `toolu_${index}`),
-            name: typeof block.name === 'string' ? block.name : '',
-            args: '',
-            input: block.input,
-            ordinal: this.#tools++,
-          };
+          const entry = this.#toolBlock(block, index, 'tool');
           this.#blocks.set(index, entry);
           return [...ended, { type: 'tool-call-start', index: entry.ordinal, id: entry.id, name: entry.name }];
         }
@@ -948,6 +941,18 @@ class AnthropicDecoder implements WireDecoder {
     }
   }
 
+  /** A `tool_use` block's state: its id (unique in the answer), its name, and any `input` sent whole. */
+  #toolBlock(block: Record<string, unknown>, index: number, kind: 'tool' | 'other'): AnthropicBlockState {
+    return {
+      kind,
+      id: this.#uniqueId(typeof block.id === 'string' && block.id !== '' ? block.id : `toolu_${index}`),
+      name: typeof block.name === 'string' ? block.name : '',
+      args: '',
+      input: block.input,
+      ordinal: this.#tools++,
+    };
+  }
+
   /**
    * A tool block's arguments, by the rule in docs/guides/providers.md: `input` sent whole
    * in content_block_start stands alone when no `input_json_delta` follows (`{}` and
@@ -998,14 +1003,7 @@ class AnthropicDecoder implements WireDecoder {
       if (!isObject(block)) continue;
       if (block.type === 'text' && typeof block.text === 'string') parts.push({ type: 'text-delta', text: block.text });
       if (block.type === 'tool_use') {
-        const entry: AnthropicBlockState = {
-          kind: 'other',
-          id: this.#uniqueId(typeof block.id === 'string' && block.id !== '' ? block.id : `toolu_${position}`),
-          name: typeof block.name === 'string' ? block.name : '',
-          args: '',
-          input: block.input,
-          ordinal: this.#tools++,
-        };
+        const entry = this.#toolBlock(block, position, 'other');
         this.#blocks.set(position, entry);
         parts.push({ type: 'tool-call-start', index: entry.ordinal, id: entry.id, name: entry.name });
         parts.push(this.#toolEnd(entry));

@@ -21,14 +21,17 @@ import { type Halt, halted, type Tool, type ToolResult } from '../tools.js';
 import {
   describeChange,
   diffStat,
+  type EditArgs,
   FILE_TOOL_DESCRIPTIONS,
   FILE_TOOL_PARAMETERS,
   type FileChange,
   type FindArgs,
   type GrepArgs,
+  type PatchArgs,
   type Planned,
   replaceFile,
   Workspace,
+  type WriteArgs,
 } from './files.js';
 import { boundedSearch } from './search-pool.js';
 import { detectToolchain, type Toolchain } from './toolchain.js';
@@ -166,6 +169,20 @@ interface WorkspaceToolDeclaration {
   run(session: WorkspaceSession, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
 }
 
+/** A file tool that writes: the change planned from the arguments, then authorized, kept and made. */
+function fileWrite(
+  name: 'write_file' | 'edit_file' | 'patch_file',
+  plan: (workspace: Workspace, args: Record<string, unknown>) => Planned,
+): WorkspaceToolDeclaration {
+  return {
+    description: FILE_TOOL_DESCRIPTIONS[name],
+    parameters: FILE_TOOL_PARAMETERS[name],
+    kind: 'acts',
+    singleFile: true,
+    run: (session, args, callIndex) => session.write(name, args, callIndex, () => plan(session.workspace, args)),
+  };
+}
+
 const WORKSPACE_TOOLS = {
   read_file: {
     description: FILE_TOOL_DESCRIPTIONS.read_file,
@@ -175,36 +192,9 @@ const WORKSPACE_TOOLS = {
     singleFile: true,
     run: (session, args, callIndex) => session.read('read_file', args, callIndex),
   },
-  write_file: {
-    description: FILE_TOOL_DESCRIPTIONS.write_file,
-    parameters: FILE_TOOL_PARAMETERS.write_file,
-    kind: 'acts',
-    singleFile: true,
-    run: (session, args, callIndex) =>
-      session.write('write_file', args, callIndex, () =>
-        session.workspace.planWrite(args as { path: string; content: string }),
-      ),
-  },
-  edit_file: {
-    description: FILE_TOOL_DESCRIPTIONS.edit_file,
-    parameters: FILE_TOOL_PARAMETERS.edit_file,
-    kind: 'acts',
-    singleFile: true,
-    run: (session, args, callIndex) =>
-      session.write('edit_file', args, callIndex, () =>
-        session.workspace.planEdit(args as { path: string; old_string: string; new_string: string }),
-      ),
-  },
-  patch_file: {
-    description: FILE_TOOL_DESCRIPTIONS.patch_file,
-    parameters: FILE_TOOL_PARAMETERS.patch_file,
-    kind: 'acts',
-    singleFile: true,
-    run: (session, args, callIndex) =>
-      session.write('patch_file', args, callIndex, () =>
-        session.workspace.planPatch(args as { path: string; patch: string }),
-      ),
-  },
+  write_file: fileWrite('write_file', (workspace, args) => workspace.planWrite(args as unknown as WriteArgs)),
+  edit_file: fileWrite('edit_file', (workspace, args) => workspace.planEdit(args as unknown as EditArgs)),
+  patch_file: fileWrite('patch_file', (workspace, args) => workspace.planPatch(args as unknown as PatchArgs)),
   grep: {
     description: FILE_TOOL_DESCRIPTIONS.grep,
     parameters: FILE_TOOL_PARAMETERS.grep,
@@ -281,6 +271,56 @@ export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceEffect
 
 const EXEC_OUTPUT_LIMIT = 32 * 1024;
 const CHECK_OUTPUT_LIMIT = 8 * 1024;
+
+/** What deciding an act needs of the run: a person to ask, and the step's events to record in. */
+export type DecisionHost = Pick<WorkspaceHost, 'ask' | 'event'>;
+
+/** Records a policy decision (with the person's answer, when one was asked) in the step. */
+export function recordDecision(
+  host: DecisionHost,
+  subject: string,
+  act: Act['kind'],
+  decision: Decision,
+  answer?: 'approve' | 'deny',
+): void {
+  host.event({
+    type: 'policy-decision',
+    act,
+    subject,
+    effect: decision.effect,
+    rule: decision.rule,
+    layer: decision.layer,
+    ...(answer === undefined ? {} : { answer }),
+  });
+}
+
+/**
+ * Settles a decision on one act: asks when it says ask, records it (and the `others` the
+ * act also needed), and returns the refusal to give the model, or null when the act may go on.
+ */
+export async function settleDecision(
+  host: DecisionHost,
+  act: Act,
+  decision: Decision,
+  others: Decision[],
+  callIndex: number,
+): Promise<ToolResult | null> {
+  let answer: 'approve' | 'deny' | undefined;
+  if (decision.effect === 'ask') {
+    const asked = await host.ask(act, decision, callIndex);
+    if (typeof asked !== 'string') return halted(asked);
+    answer = asked;
+  }
+  for (const other of others) recordDecision(host, other.subject, act.kind, other);
+  recordDecision(host, decision.subject, act.kind, decision, answer);
+  if (decision.effect === 'allow' || answer === 'approve') return null;
+  const rule = decision.rule ?? 'policy.no-rule';
+  const reason =
+    decision.effect === 'deny'
+      ? `${act.kind} ${decision.subject} is denied: ${decision.reason}${decision.layer ? ` (layer ${decision.layer})` : ''}.`
+      : `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}) and the approver denied it.`;
+  return { content: reason, isError: true, refusal: { rule, reason, layer: decision.layer ?? 'policy' } };
+}
 
 export class WorkspaceSession {
   readonly workspace: Workspace;
@@ -416,33 +456,11 @@ export class WorkspaceSession {
   }
 
   #record(subject: string, act: Act['kind'], decision: Decision, answer?: 'approve' | 'deny'): void {
-    this.#host.event({
-      type: 'policy-decision',
-      act,
-      subject,
-      effect: decision.effect,
-      rule: decision.rule,
-      layer: decision.layer,
-      ...(answer === undefined ? {} : { answer }),
-    });
+    recordDecision(this.#host, subject, act, decision, answer);
   }
 
-  async #settle(act: Act, decision: Decision, others: Decision[], callIndex: number): Promise<ToolResult | null> {
-    let answer: 'approve' | 'deny' | undefined;
-    if (decision.effect === 'ask') {
-      const asked = await this.#host.ask(act, decision, callIndex);
-      if (typeof asked !== 'string') return halted(asked);
-      answer = asked;
-    }
-    for (const other of others) this.#record(other.subject, act.kind, other);
-    this.#record(decision.subject, act.kind, decision, answer);
-    if (decision.effect === 'allow' || answer === 'approve') return null;
-    const rule = decision.rule ?? 'policy.no-rule';
-    const reason =
-      decision.effect === 'deny'
-        ? `${act.kind} ${decision.subject} is denied: ${decision.reason}${decision.layer ? ` (layer ${decision.layer})` : ''}.`
-        : `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}) and the approver denied it.`;
-    return { content: reason, isError: true, refusal: { rule, reason, layer: decision.layer ?? 'policy' } };
+  #settle(act: Act, decision: Decision, others: Decision[], callIndex: number): Promise<ToolResult | null> {
+    return settleDecision(this.#host, act, decision, others, callIndex);
   }
 
   /** A refusal while a run opened with a plan gate has no approved plan. */
