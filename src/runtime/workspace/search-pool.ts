@@ -9,6 +9,7 @@
  * idle worker is unref'd, so the pool never keeps a process alive.
  */
 import type { Piscina } from 'piscina';
+import { poolEntry } from '../pool-entry.js';
 import type { ToolResult } from '../tools.js';
 import type { SearchOutcome, SearchTask } from './search.js';
 
@@ -24,7 +25,7 @@ function searchPool(): Promise<Piscina> {
   pool ??= import('piscina').then(
     ({ Piscina }) =>
       new Piscina({
-        filename: new URL('./search-worker.js', import.meta.url).href,
+        ...poolEntry(new URL('./search-worker.js', import.meta.url)),
         minThreads: 0,
         maxThreads: 1,
         idleTimeout: IDLE_MS,
