@@ -205,6 +205,8 @@ class PlainText {
   readonly #patterns = new Map<string, FastLane>();
   /** The template as bytes for the byte lane: for `head`, its lead and its tail. */
   #bytes: { head: string; lead: Uint8Array; tail: Uint8Array } | null = null;
+  /** Events read by the template so far: the lane's patterns are compiled only for a stream that has many. */
+  #matched = 0;
 
   constructor(marker: string, plain: PlainCheck) {
     this.#marker = marker;
@@ -224,7 +226,10 @@ class PlainText {
       data.slice(end) === suffix
     ) {
       const raw = data.slice(prefix.length, end);
-      if (raw.indexOf('"') < 0 && !hasControl(raw)) return jsonStringText(raw);
+      if (raw.indexOf('"') < 0 && !hasControl(raw)) {
+        this.#matched++;
+        return jsonStringText(raw);
+      }
     }
     return this.#learn(data);
   }
@@ -240,7 +245,9 @@ class PlainText {
    * of each event by its text: no object and no call per event.
    */
   scan(text: string, head: string, onText: (text: string) => void, joined = false): number {
-    if (this.#prefix.length === 0) return 0;
+    // A template carries the completion's id, so its patterns serve one stream: compiling
+    // them costs more than a short answer's few events, read one by one, ever would.
+    if (this.#prefix.length === 0 || this.#matched < LANE_AFTER_EVENTS) return 0;
     let patterns = this.#patterns.get(head);
     if (!patterns) {
       patterns = fastLanePatterns(head + this.#prefix, this.#suffix);
@@ -337,6 +344,9 @@ function hasControl(text: string): boolean {
  * start exactly where the last one ended. `each` is one plain event, capturing its text
  * (global too, so replace walks every event of a run); `run` is any number of them.
  */
+/** The template must have read this many events of a stream before the fast lane's patterns are compiled for it. */
+const LANE_AFTER_EVENTS = 8;
+
 interface FastLane {
   each: RegExp;
   run: RegExp;
