@@ -241,3 +241,14 @@ export function deserializeError(data: SerializedError): HarnessError {
   if (data.stack) error.stack = data.stack;
   return error;
 }
+
+/** A value as an error message shows it: JSON where it can be, and never a throw. */
+export function shownValue(value: unknown): string {
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'function') return 'a function';
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -4,7 +4,7 @@
  * through the one in-process path for when no supervisor runs (src/store/local.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const SRC = join(import.meta.dirname, '..', 'src');
@@ -67,5 +67,44 @@ describe('the tool declarations', () => {
     for (const definition of registry.definitions()) {
       expect(Object.keys(definition).sort()).toEqual(['description', 'name', 'parameters']);
     }
+  });
+});
+
+/** Every module an entry file can load, static or dynamic, followed through the compiled code: relative paths and package names. */
+function reachable(entry: string): { files: string[]; packages: Set<string> } {
+  const files = new Set<string>();
+  const packages = new Set<string>();
+  const queue = [entry];
+  while (queue.length > 0) {
+    const file = queue.pop() as string;
+    if (files.has(file)) continue;
+    files.add(file);
+    const text = readFileSync(file, 'utf8');
+    for (const match of text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"]+)['"]/g)) {
+      const specifier = match[1] as string;
+      if (specifier.startsWith('.')) queue.push(join(dirname(file), specifier));
+      else if (!specifier.startsWith('node:'))
+        packages.add(
+          specifier
+            .split('/')
+            .slice(0, specifier.startsWith('@') ? 2 : 1)
+            .join('/'),
+        );
+    }
+  }
+  return { files: [...files], packages };
+}
+
+describe('the agent threads', () => {
+  it('never load zod: it is for the edges, on the main thread', () => {
+    const DIST = join(import.meta.dirname, '..', 'dist');
+    const agent = reachable(join(DIST, 'actors', 'agent-worker.js'));
+    expect(agent.files.length).toBeGreaterThan(20);
+    // What they do load, so the walk is known to follow imports.
+    expect(agent.packages).toContain('undici');
+    expect(agent.packages).toContain('better-sqlite3');
+    expect(agent.packages).not.toContain('zod');
+    // The main thread's edge does load it.
+    expect(reachable(join(DIST, 'supervisor', 'supervisor.js')).packages).toContain('zod');
   });
 });

@@ -5,9 +5,8 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { hostname } from 'node:os';
-import { MessageChannel } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type AgentOutput, startAgentWorker } from '../dist/actors/agent.js';
+import { ActorPool, type AgentOutput } from '../dist/actors/agent.js';
 import { serveHost } from '../dist/actors/host-channel.js';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
 import type { HarnessEvent, LiveEvent } from '../dist/index.js';
@@ -94,23 +93,21 @@ describe('the live channel', () => {
           maxWaitSecs: 30,
           claim: { owner: 'test', pid: process.pid, host: hostname(), ttlMs: 60_000, now: Date.now() },
         });
-        const channel = new MessageChannel();
-        storeWorker.postMessage({ type: 'attach', port: channel.port1 }, [channel.port1]);
-        const hostChannel = new MessageChannel();
-        serveHost(stubHost(), hostChannel.port1);
-        const worker = startAgentWorker(path, channel.port2, hostChannel.port2);
+        const pool = new ActorPool({ isolation: 'thread' });
+        const actor = pool.host(
+          { type: 'start', runId, generation, owner: 'test', resumed: false, provider, live },
+          path,
+          (port) => storeWorker.postMessage({ type: 'attach', port }, [port]),
+        );
+        serveHost(stubHost(), actor.host);
         let liveMessages = 0;
-        const exit = new Promise<unknown>((resolve) => {
-          worker.on('message', (message: AgentOutput) => {
-            if (message.type === 'live') liveMessages++;
-            if (message.type === 'run-exit') resolve(message.exit);
-          });
+        actor.control.on('message', (message: AgentOutput) => {
+          if (message.type === 'live') liveMessages++;
+          if (message.type === 'live-flush') actor.control.postMessage({ type: 'live-flushed', id: message.id });
         });
-        worker.postMessage({ type: 'start', runId, generation, owner: 'test', resumed: false, provider, live });
-        expect(await exit).toEqual({ kind: 'ended', status: 'finished' });
+        expect(await actor.exit).toEqual({ kind: 'ended', status: 'finished' });
+        await pool.destroy();
         counted[String(live)] = liveMessages;
-        await worker.terminate();
-        hostChannel.port1.close();
       }
     } finally {
       await storeWorker.terminate();

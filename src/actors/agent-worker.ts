@@ -1,86 +1,118 @@
 /**
- * The agent actor's thread: it wires the ports (the store actor's port and a reader
- * connection, the supervisor over the parent port) and dispatches the supervisor's
- * messages to the run it hosts. The loop itself is ./agent/loop.ts; the protocol is ./agent.ts.
+ * An agent thread of the actor pool (see ./agent.ts). Each task is one actor: it wires
+ * the actor's ports (its store port and the thread's read connection, its host channel,
+ * its control port) and dispatches the supervisor's messages to the run it hosts, until
+ * the run leaves. The loop itself is ./agent/loop.ts. Many actors may share this thread:
+ * nothing here is shared between them but the read connection and module caches.
  */
-import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../clock.js';
+import { LeaseLostError } from '../errors.js';
 import type { LivePort } from '../runtime/live.js';
 import { type StorePort, sqliteReads } from '../store/port.js';
 import { TraceReader } from '../store/reader.js';
-import { type AgentRun, runAgent } from './agent/loop.js';
-import type { AgentInput, AgentOutput, AgentWorkerData } from './agent.js';
+import { runAgent } from './agent/loop.js';
+import type { ActorTask, AgentInput, AgentOutput, RunExit, WarmTask } from './agent.js';
 import { connectHost } from './host-channel.js';
 import type { Endpoint } from './protocol.js';
 import { StoreClient } from './store.js';
 
-const data = workerData as AgentWorkerData;
-const main = parentPort as NonNullable<typeof parentPort>;
-// A small page cache: a thread per agent, and each agent reads little.
-const reader = new TraceReader(data.storePath, { cacheKiB: 1024 });
-const writes = new StoreClient(data.storePort as unknown as Endpoint);
-data.storePort.on('close', () => writes.fail('the store actor closed its port'));
-const store: StorePort = { ...sqliteReads(reader), call: (op, input) => writes.call(op, input) };
-const host = connectHost(data.hostPort);
+// The vendors' HTTP client is loaded as the thread starts, not on its first actor's first model call.
+const client = import('../runtime/providers/client.js');
 
-let current: AgentRun | null = null;
-/** Whether the main thread wants live events now. */
-let live = false;
-/** Live events were sent since the last flush. */
-let unflushed = false;
-let nextFlush = 1;
-const flushes = new Map<number, () => void>();
+/** The thread's read connections, one per store file, shared by the actors it hosts. */
+const readers = new Map<string, TraceReader>();
+
+function readerFor(path: string): TraceReader {
+  let reader = readers.get(path);
+  if (!reader) {
+    // A small page cache: each agent reads little, and a thread's actors share it.
+    reader = new TraceReader(path, { cacheKiB: 2048 });
+    readers.set(path, reader);
+  }
+  return reader;
+}
+
 /** The longest a step waits for its live events to be handed on before it commits. */
 const LIVE_FLUSH_BOUND_MS = 1_000;
 
-main.on('message', (message: AgentInput) => {
-  const input = message;
-  if (input.type === 'start') {
-    live = input.live === true;
-    const runId = input.runId;
-    const port: LivePort = {
-      publish: (liveData) => {
-        if (!live) return;
-        unflushed = true;
-        const out: AgentOutput = { type: 'live', runId, data: liveData, at: Date.now() };
-        main.postMessage(out);
-      },
-      flush: () => {
-        if (!unflushed) return Promise.resolve();
-        unflushed = false;
-        // The reply comes back over the same port as the live events, after them. Nothing
-        // durable waits on it for long: past the bound, the step commits regardless.
-        const id = nextFlush++;
-        return new Promise<void>((resolve) => {
-          const timer = setTimeout(done, LIVE_FLUSH_BOUND_MS);
-          function done(): void {
-            clearTimeout(timer);
-            flushes.delete(id);
-            resolve();
-          }
-          flushes.set(id, done);
-          const out: AgentOutput = { type: 'live-flush', id };
-          main.postMessage(out);
-        });
-      },
-    };
-    const { agent, exit } = runAgent(input, { store, host, clock: systemClock, live: port });
-    current = agent;
-    void exit.then((outcome) => {
-      current = null;
-      const out: AgentOutput = { type: 'run-exit', runId: input.runId, exit: outcome };
-      main.postMessage(out);
-    });
-  } else if (input.type === 'mail') {
-    current?.wakeMail();
-  } else if (input.type === 'cancel') {
-    current?.cancel();
-  } else if (input.type === 'live') {
-    live = input.on;
-  } else if (input.type === 'live-flushed') {
-    flushes.get(input.id)?.();
+export default async function hostActor(task: ActorTask | WarmTask): Promise<RunExit | null> {
+  if ('warm' in task) {
+    await warmThread();
+    return null;
   }
-});
+  const { start, controlPort } = task;
+  const writes = new StoreClient(task.storePort as unknown as Endpoint);
+  task.storePort.on('close', () => writes.fail('the store actor closed its port'));
+  /** Set by a halt: nothing more is committed, and the run leaves at once. */
+  let halted = false;
+  const store: StorePort = {
+    ...sqliteReads(readerFor(task.storePath)),
+    call: (op, input) =>
+      halted ? Promise.reject(new LeaseLostError(start.runId, start.generation, null)) : writes.call(op, input),
+  };
+  const host = connectHost(task.hostPort);
+  const post = (out: AgentOutput) => controlPort.postMessage(out);
 
-const ready: AgentOutput = { type: 'ready' };
-main.postMessage(ready);
+  /** Whether the main thread wants live events now. */
+  let live = start.live === true;
+  /** Live events were sent since the last flush. */
+  let unflushed = false;
+  let nextFlush = 1;
+  const flushes = new Map<number, () => void>();
+  const livePort: LivePort = {
+    publish: (data) => {
+      if (!live) return;
+      unflushed = true;
+      post({ type: 'live', runId: start.runId, data, at: Date.now() });
+    },
+    flush: () => {
+      if (!unflushed) return Promise.resolve();
+      unflushed = false;
+      // The reply comes back over the same port as the live events, after them. Nothing
+      // durable waits on it for long: past the bound, the step commits regardless.
+      const id = nextFlush++;
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(done, LIVE_FLUSH_BOUND_MS);
+        function done(): void {
+          clearTimeout(timer);
+          flushes.delete(id);
+          resolve();
+        }
+        flushes.set(id, done);
+        post({ type: 'live-flush', id });
+      });
+    },
+  };
+
+  const { agent, exit } = runAgent(start, { store, host, clock: systemClock, live: livePort });
+  controlPort.on('message', (input: AgentInput) => {
+    if (input.type === 'mail') {
+      agent.wakeMail();
+    } else if (input.type === 'cancel') {
+      agent.cancel();
+    } else if (input.type === 'halt') {
+      halted = true;
+      // Stops what the step started (the model call, a command, a wait on the host), and
+      // the next commit is refused: the run leaves as its last commit left it.
+      agent.cancel();
+      task.hostPort.close();
+    } else if (input.type === 'live') {
+      live = input.on;
+    } else if (input.type === 'live-flushed') {
+      flushes.get(input.id)?.();
+    }
+  });
+  try {
+    return await exit;
+  } finally {
+    for (const done of flushes.values()) done();
+    controlPort.close();
+    task.hostPort.close();
+    task.storePort.close();
+  }
+}
+
+/** Loads what an agent's first run on a thread would: the agent loop (imported above) and the vendors' HTTP client. */
+async function warmThread(): Promise<void> {
+  await client;
+}

@@ -1,38 +1,52 @@
 /**
- * The agent actor: one worker thread per live agent, driving one run at a time
- * through observe, reason, act, check, stop. It talks to the store actor over a
- * port of its own, to the supervisor over its parent port (start, mail, cancel) and its
- * host channel (what it asks of the main thread), and to nothing else.
- * Threads are pooled: when a run ends the thread takes the next one.
+ * The agent actor: one actor per live agent, driving one run through observe, reason,
+ * act, check, stop. Actors are hosted on a piscina pool of worker threads: by default many
+ * actors share a thread (`isolation: 'shared'`, a pool sized to the cores), or each has a
+ * thread of its own (`isolation: 'thread'`). An actor is one task of the pool that holds
+ * its three ports for its life: the store actor's (its writes), its host channel (what it
+ * asks of the main thread) and its control port (mail, cancel, halt and live events). It
+ * talks to nothing else, and it shares no state with the actors beside it but the thread's
+ * read connection and module caches.
  */
-import { type MessagePort, Worker } from 'node:worker_threads';
+import { availableParallelism } from 'node:os';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { Piscina } from 'piscina';
 import type { SerializedError } from '../errors.js';
 import type { ToolDefinitionData } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
 import type { LiveData } from '../runtime/live.js';
+import { poolEntry } from '../runtime/pool-entry.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 
-/** Supervisor to actor. */
+/** What starts a run on an actor. */
+export interface AgentStart {
+  type: 'start';
+  runId: string;
+  generation: number;
+  owner: string;
+  resumed: boolean;
+  /** The tree's provider with its key, when this supervisor has it; the stored spec never carries keys. */
+  provider?: ProviderSpec;
+  /** A review gate's provider with its key, likewise. */
+  reviewer?: ProviderSpec;
+  /** Someone listens to the live channel: publish what the run does as it happens. */
+  live?: boolean;
+  /** The embedder's tools this tree has, as data; the main thread runs them. */
+  tools?: ToolDefinitionData[];
+}
+
+/** Supervisor to actor, over its control port. */
 export type AgentInput =
-  | {
-      type: 'start';
-      runId: string;
-      generation: number;
-      owner: string;
-      resumed: boolean;
-      /** The tree's provider with its key, when this supervisor has it; the stored spec never carries keys. */
-      provider?: ProviderSpec;
-      /** A review gate's provider with its key, likewise. */
-      reviewer?: ProviderSpec;
-      /** Someone listens to the live channel: publish what the run does as it happens. */
-      live?: boolean;
-      /** The embedder's tools this tree has, as data; the main thread runs them. */
-      tools?: ToolDefinitionData[];
-    }
+  | AgentStart
   /** A message was committed to this actor's address. */
   | { type: 'mail' }
   /** Stop at the next step boundary and end the run as cancelled. */
   | { type: 'cancel' }
+  /**
+   * The tree stopped in this process (it failed, or the supervisor is closing): stop now,
+   * commit nothing more, and leave the run as its last commit left it, to be resumed.
+   */
+  | { type: 'halt' }
   /** Whether anyone listens to the live channel now (an observer came or went). */
   | { type: 'live'; on: boolean }
   /** Every live event before the flush with this id has been handed on. */
@@ -55,25 +69,136 @@ export type RunExit =
   | { kind: 'lease-lost' }
   | { kind: 'error'; error: SerializedError };
 
-/** Actor to supervisor, besides requests. */
+/** Actor to supervisor, over its control port. */
 export type AgentOutput =
-  | { type: 'ready' }
-  | { type: 'run-exit'; runId: string; exit: RunExit }
   /** What the run is doing as it happens (see runtime/live.ts): never a committed fact. */
   | { type: 'live'; runId: string; data: LiveData; at: number }
   /** Asks for a `live-flushed` reply once the live events sent before it are handed on. */
   | { type: 'live-flush'; id: number };
 
-export interface AgentWorkerData {
+/** One actor as the pool's task: what it runs and the ports it holds for its life. */
+export interface ActorTask {
+  start: AgentStart;
   storePath: string;
+  /** Its own port to the store actor. */
   storePort: MessagePort;
   /** The actor's end of its host channel (see ./host-channel.ts). */
   hostPort: MessagePort;
+  /** The actor's end of its control port. */
+  controlPort: MessagePort;
+}
+
+/** A pool task that only loads what an agent needs, so the first agent on a thread does not pay for it. */
+export interface WarmTask {
+  warm: true;
 }
 
 export const AGENT_WORKER_URL = new URL('./agent-worker.js', import.meta.url);
 
-export function startAgentWorker(storePath: string, storePort: MessagePort, hostPort: MessagePort): Worker {
-  const data: AgentWorkerData = { storePath, storePort, hostPort };
-  return new Worker(AGENT_WORKER_URL, { workerData: data, transferList: [storePort, hostPort] });
+/** How actors are hosted on threads. */
+export type Isolation = 'shared' | 'thread';
+
+export interface ActorPoolOptions {
+  isolation: Isolation;
+  /** With shared isolation, how many threads host the actors. Default: the cores available. */
+  threads?: number;
+  /** With thread isolation, how long an idle thread is kept for the next actor. */
+  idleThreadMs?: number;
+}
+
+/** An actor as its host sees it: its control port and how its task ended. */
+export interface HostedActor {
+  control: MessagePort;
+  /** The main thread's end of the host channel. */
+  host: MessagePort;
+  /** The run's exit, or a rejection when the thread hosting it died (or the pool was destroyed). */
+  exit: Promise<RunExit>;
+}
+
+/** Threads live while there is work; with thread isolation an idle one waits this long for the next actor. */
+const IDLE_THREAD_MS = 10_000;
+
+/**
+ * The threads actors run on. With shared isolation there are `threads` of them, started on
+ * the first actor, each hosting as many actors as come (admission is the supervisor's
+ * durable queue, not the pool's); with thread isolation each live actor has a thread of its
+ * own and an idle thread waits `idleThreadMs` for the next one.
+ */
+export class ActorPool {
+  readonly isolation: Isolation;
+  readonly threads: number;
+  readonly #idleThreadMs: number;
+  #pool: Piscina | null = null;
+
+  constructor(options: ActorPoolOptions) {
+    this.isolation = options.isolation;
+    this.threads = options.threads ?? Math.max(1, availableParallelism());
+    this.#idleThreadMs = options.idleThreadMs ?? IDLE_THREAD_MS;
+  }
+
+  #piscina(): Piscina {
+    if (this.#pool) return this.#pool;
+    const shared = this.isolation === 'shared';
+    this.#pool = new Piscina({
+      ...poolEntry(AGENT_WORKER_URL),
+      minThreads: shared ? this.threads : 0,
+      // One per live actor with thread isolation: the supervisor's caps bound how many are live.
+      maxThreads: shared ? this.threads : 100_000,
+      concurrentTasksPerWorker: shared ? 1_000_000 : 1,
+      idleTimeout: shared ? Number.POSITIVE_INFINITY : this.#idleThreadMs,
+      // An actor's task awaits I/O for its whole life: a thread must never block between tasks.
+      atomics: 'disabled',
+    });
+    // A thread that fails with no actor on it has nobody to tell; one with actors rejects their tasks.
+    this.#pool.on('error', () => undefined);
+    return this.#pool;
+  }
+
+  /** Starts the pool's threads now, without waiting for them: with shared isolation they boot while the caller goes on. */
+  start(): void {
+    this.#piscina();
+  }
+
+  /** Hosts one actor: its ports are made here, the store's end is handed to `attachStore`. */
+  host(start: AgentStart, storePath: string, attachStore: (port: MessagePort) => void): HostedActor {
+    const store = new MessageChannel();
+    attachStore(store.port1);
+    const host = new MessageChannel();
+    const control = new MessageChannel();
+    const task: ActorTask = {
+      start,
+      storePath,
+      storePort: store.port2,
+      hostPort: host.port2,
+      controlPort: control.port2,
+    };
+    const exit = this.#piscina().run(task, {
+      transferList: [store.port2, host.port2, control.port2],
+    }) as Promise<RunExit>;
+    return { control: control.port1, host: host.port1, exit };
+  }
+
+  /**
+   * Starts threads ahead of need and resolves once each has loaded what an agent loads
+   * on its first run: all of them with shared isolation, `count` with thread isolation.
+   */
+  async warm(count: number): Promise<void> {
+    const pool = this.#piscina();
+    const tasks = this.isolation === 'shared' ? this.threads : count;
+    const warm: WarmTask = { warm: true };
+    // Idle threads take a task first: as many tasks at once as threads reach every thread.
+    await Promise.all(Array.from({ length: tasks }, () => pool.run(warm)));
+  }
+
+  /** The threads started and not yet exited. */
+  get liveThreads(): number {
+    return this.#pool?.threads.length ?? 0;
+  }
+
+  /** Ends every thread; tasks still running reject. */
+  async destroy(): Promise<void> {
+    const pool = this.#pool;
+    this.#pool = null;
+    await pool?.destroy();
+  }
 }

@@ -10,7 +10,7 @@
  */
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { toJSONSchema } from 'zod';
+import { toJSONSchema, z } from 'zod';
 import { InvalidArgumentError } from '../errors.js';
 import { agentToolRegistry } from './agent-tools.js';
 import { personTools } from './workspace/person-tools.js';
@@ -73,6 +73,43 @@ const SHOWN_PROBLEMS = 10;
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** A declaration's shape, checked before its schema is converted; the name's checks come first, so later messages can name it. */
+const declarationSchema = z.strictObject({
+  name: z.custom<string>((value) => typeof value === 'string' && NAME.test(value), {
+    error: (issue) => `the name must be 1 to 64 letters, digits, _ or -, got ${JSON.stringify(issue.input)}`,
+  }),
+  description: z.custom<string>((value) => typeof value === 'string' && value.trim() !== '', {
+    error: 'the description must be a non-empty string; the model reads it',
+  }),
+  parameters: z.custom<object>((value) => typeof value === 'object' && value !== null, {
+    error: 'parameters must be a zod object schema or a JSON Schema object',
+  }),
+  effect: z
+    .custom<ToolEffect>((value) => value === 'reads' || value === 'acts', {
+      error: (issue) => `effect must be 'reads' or 'acts', got ${JSON.stringify(issue.input)}`,
+    })
+    .optional(),
+  execute: z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', {
+    error: 'execute must be a function',
+  }),
+});
+
+function checkDeclaration(declaration: unknown): void {
+  if (typeof declaration !== 'object' || declaration === null) {
+    throw new InvalidArgumentError('tool() needs { name, description, parameters, execute }.');
+  }
+  const parsed = declarationSchema.safeParse(declaration);
+  if (parsed.success) return;
+  const name = (declaration as { name?: unknown }).name;
+  const where = typeof name === 'string' && NAME.test(name) ? `tool(${name})` : 'tool()';
+  const problems = parsed.error.issues.map((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? `a tool has no ${issue.keys.map((key) => JSON.stringify(key)).join(', ')} (it is declared with name, description, parameters, effect and execute${issue.keys.includes('inputSchema') ? '; its schema goes in parameters' : ''})`
+      : issue.message,
+  );
+  throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
+}
+
 let builtIn: ReadonlySet<string> | null = null;
 
 /** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
@@ -94,30 +131,11 @@ export class Tool<Args = Record<string, unknown>> {
   readonly #execute: (args: Args, context: ToolCallContext) => unknown;
 
   constructor(declaration: ToolDeclaration<Args>) {
-    if (typeof declaration !== 'object' || declaration === null) {
-      throw new InvalidArgumentError('tool() needs { name, description, parameters, execute }.');
-    }
+    checkDeclaration(declaration);
     const { name, description, parameters, execute } = declaration;
     const effect = declaration.effect ?? 'acts';
-    if (typeof name !== 'string' || !NAME.test(name)) {
-      throw new InvalidArgumentError(
-        `tool(): the name must be 1 to 64 letters, digits, _ or -, got ${JSON.stringify(name)}.`,
-      );
-    }
     if (builtInToolNames().has(name)) {
       throw new InvalidArgumentError(`tool(): ${name} is the name of a built-in tool; give yours another name.`);
-    }
-    if (typeof description !== 'string' || description.trim() === '') {
-      throw new InvalidArgumentError(`tool(${name}): the description must be a non-empty string; the model reads it.`);
-    }
-    if (typeof execute !== 'function') {
-      throw new InvalidArgumentError(`tool(${name}): execute must be a function.`);
-    }
-    if (effect !== 'reads' && effect !== 'acts') {
-      throw new InvalidArgumentError(`tool(${name}): effect must be 'reads' or 'acts', got ${JSON.stringify(effect)}.`);
-    }
-    if (typeof parameters !== 'object' || parameters === null) {
-      throw new InvalidArgumentError(`tool(${name}): parameters must be a zod object schema or a JSON Schema object.`);
     }
     const schema = isZod(parameters)
       ? zodToWire(name, parameters)

@@ -1,18 +1,20 @@
 /**
  * The supervisor: the part of the runtime that lives on the embedder's main thread.
- * It starts the store actor, spawns one agent actor per live agent on pooled worker
- * threads, admits queued children first in first out under the concurrency cap,
+ * It starts the store actor, hosts one agent actor per live agent on a pool of worker
+ * threads (many actors to a thread, or one each), admits queued children first in first out under the concurrency cap,
  * holds and renews the leases of the runs it drives, fans committed events out to
  * observers, and settles a tree only when no run of it is left running.
  */
 import { randomUUID } from 'node:crypto';
-import { MessageChannel, type Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { HostToolCall } from '../actors/agent/ports.js';
 import {
+  ActorPool,
   type AgentInput,
   type AgentOutput,
+  type HostedActor,
+  type Isolation,
   type RunExit,
-  startAgentWorker,
   type WaitChildResult,
 } from '../actors/agent.js';
 import { serveHost } from '../actors/host-channel.js';
@@ -51,6 +53,15 @@ import { HOST } from '../store/liveness.js';
 import type { Notifications } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
+import {
+  checkOptions,
+  type ResumeOptionsShape,
+  type RunOptionsShape,
+  resumeOptionsSchema,
+  runOptionsSchema,
+  type SupervisorOptionsShape,
+  supervisorOptionsSchema,
+} from './options.js';
 
 /** The supervisor's lifecycle, state by state. */
 export type SupervisorState =
@@ -74,8 +85,18 @@ export interface SupervisorOptions {
   leaseTtlMs?: number;
   /** The clock leases are computed with. */
   clock?: Clock;
-  /** Idle worker threads kept for reuse. Default: maxConcurrentAgents + 1. */
-  maxIdleWorkers?: number;
+  /**
+   * How agent actors are hosted on threads. `'shared'` (the default): on a pool of
+   * `threads` worker threads, many actors to a thread — an agent mostly waits on its
+   * model, and a thread costs ~24 MB and tens of milliseconds to start. `'thread'`: each
+   * live actor on a thread of its own, as isolated as worker threads get (its own heap and
+   * event loop; a thread that dies takes only its actor), at a thread's cost per agent.
+   */
+  isolation?: Isolation;
+  /** With shared isolation, how many threads host the actors. Default: the cores available. */
+  threads?: number;
+  /** With thread isolation, how long an idle thread is kept for the next actor. Default 10 000 ms. */
+  idleThreadMs?: number;
   /** Agent threads to start (and wait for) in `start()`, so the first agents do not pay the thread start. Default 0. */
   warmWorkers?: number;
   /** Test hook: `op:n:phase` SIGKILLs the whole process inside the store actor at that point. */
@@ -170,15 +191,6 @@ export interface RunHandle {
   cancel(): Promise<void>;
 }
 
-interface PooledWorker {
-  worker: Worker;
-  slot: Slot | null;
-  exited: boolean;
-  /** Settles when the thread has loaded and said so (or exited). */
-  ready: Promise<void>;
-  markReady(): void;
-}
-
 interface Slot {
   tree: Tree;
   runId: string;
@@ -188,7 +200,10 @@ interface Slot {
   counted: boolean;
   /** Parked on a child and not holding a slot. */
   parked: boolean;
-  pooled: PooledWorker;
+  /** The actor driving the run: its control port, its host channel, its exit. */
+  actor: HostedActor;
+  /** Halted (its tree stopped here): nothing it says is acted on any more. */
+  halted: boolean;
 }
 
 interface Tree {
@@ -224,6 +239,21 @@ interface Tree {
 
 const DEFAULTS = { maxConcurrentAgents: 16, maxTotalAgents: 1000, leaseTtlMs: 30_000, maxWaitSecs: 30 };
 
+/** How long close() gives halted actors to stop what they started before their threads are ended. */
+const HALT_BOUND_MS = 2_000;
+
+/** Waits for every promise to settle, or for `ms` to pass. */
+async function settledWithin(promises: Promise<unknown>[], ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled(promises),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
 function positiveInteger(value: unknown, name: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
     throw new InvalidArgumentError(`${name} must be a whole number of at least 1, got ${JSON.stringify(value)}.`);
@@ -234,7 +264,7 @@ function positiveInteger(value: unknown, name: string): number {
 export class Supervisor {
   readonly owner: string;
   readonly store: Store;
-  readonly #options: Required<Omit<SupervisorOptions, 'killAt' | 'clock' | 'warmWorkers' | 'tools'>> & {
+  readonly #options: Required<Pick<SupervisorOptions, 'maxConcurrentAgents' | 'maxTotalAgents' | 'leaseTtlMs'>> & {
     clock: Clock;
     killAt: string | null;
   };
@@ -244,8 +274,9 @@ export class Supervisor {
   readonly #toolCalls = new Map<string, AbortController>();
   readonly #bus = new EventBus((wanted) => this.#broadcastLive(wanted));
   readonly #trees = new Map<string, Tree>();
-  readonly #idle: PooledWorker[] = [];
-  readonly #workers = new Set<PooledWorker>();
+  readonly #pool: ActorPool;
+  /** Every actor hosted and not yet exited, halted ones included: what close() waits for. */
+  readonly #actors = new Set<HostedActor>();
   #storeWorker!: Worker;
   #storeClient!: StoreClient;
   #state: SupervisorState = 'starting';
@@ -253,7 +284,8 @@ export class Supervisor {
   #failure: Error | null = null;
   #storeExited!: Promise<void>;
 
-  private constructor(store: Store, options: SupervisorOptions) {
+  private constructor(store: Store, given: SupervisorOptions) {
+    const options = checkOptions(supervisorOptionsSchema, given, 'Supervisor.start') as SupervisorOptions;
     this.store = store;
     this.owner = `supervisor-${randomUUID()}`;
     const maxConcurrentAgents = positiveInteger(
@@ -264,11 +296,15 @@ export class Supervisor {
       maxConcurrentAgents,
       maxTotalAgents: positiveInteger(options.maxTotalAgents ?? DEFAULTS.maxTotalAgents, 'maxTotalAgents'),
       leaseTtlMs: positiveInteger(options.leaseTtlMs ?? DEFAULTS.leaseTtlMs, 'leaseTtlMs'),
-      maxIdleWorkers: options.maxIdleWorkers ?? maxConcurrentAgents + 1,
       clock: options.clock ?? systemClock,
       killAt: options.killAt ?? null,
     };
     this.#tools = checkTools(options.tools, 'Supervisor.start');
+    this.#pool = new ActorPool({
+      isolation: options.isolation ?? 'shared',
+      ...(options.threads === undefined ? {} : { threads: positiveInteger(options.threads, 'threads') }),
+      ...(options.idleThreadMs === undefined ? {} : { idleThreadMs: options.idleThreadMs }),
+    });
   }
 
   /** The tools a tree has: the supervisor's and its own, no two with one name. */
@@ -308,6 +344,8 @@ export class Supervisor {
   }
 
   async #boot(): Promise<void> {
+    // The agent threads boot while the store actor opens the file: the first agent does not wait for either in turn.
+    if (this.#pool.isolation === 'shared') this.#pool.start();
     this.#storeWorker = await startStoreWorker({
       path: this.store.path,
       synchronous: this.store.synchronous,
@@ -326,20 +364,19 @@ export class Supervisor {
   }
 
   /**
-   * Starts agent threads ahead of need and resolves when they are ready, so agents
-   * admitted later do not wait for a thread to boot. Idle threads beyond
-   * `maxIdleWorkers` are not kept.
+   * Starts agent threads ahead of need and resolves when each has loaded what an agent
+   * loads on its first run, so agents admitted later do not wait for it. With shared
+   * isolation every thread of the pool is started (`count` is not needed beyond that);
+   * with thread isolation, `count` threads, kept while idle for `idleThreadMs`.
    */
   async warm(count: number): Promise<void> {
     this.#assertRunning();
-    const wanted = Math.min(positiveInteger(count, 'warm(count)'), this.#options.maxIdleWorkers) - this.#idle.length;
-    const started: Promise<void>[] = [];
-    for (let i = 0; i < wanted; i++) {
-      const pooled = this.#spawnWorker();
-      this.#idle.push(pooled);
-      started.push(pooled.ready);
-    }
-    await Promise.all(started);
+    await this.#pool.warm(positiveInteger(count, 'warm(count)'));
+  }
+
+  /** How actors are hosted, and the agent threads running now. */
+  get threads(): { isolation: Isolation; live: number } {
+    return { isolation: this.#pool.isolation, live: this.#pool.liveThreads };
   }
 
   /**
@@ -421,14 +458,13 @@ export class Supervisor {
 
   /** Tells every actor with a run whether to publish live events. */
   #broadcastLive(on: boolean): void {
-    for (const pooled of this.#workers)
-      if (pooled.slot) this.#post(pooled, { type: 'live', on: on || liveChannelsWanted() });
+    for (const tree of this.#trees.values())
+      for (const slot of tree.slots.values()) this.#post(slot, { type: 'live', on: on || liveChannelsWanted() });
   }
 
   /** A live event from an actor: to the diagnostics channels and the observers that asked. */
-  #onLive(pooled: PooledWorker, message: Extract<AgentOutput, { type: 'live' }>): void {
-    const slot = pooled.slot;
-    if (!slot || slot.runId !== message.runId) return;
+  #onLive(slot: Slot, message: Extract<AgentOutput, { type: 'live' }>): void {
+    if (slot.halted || slot.runId !== message.runId) return;
     const event = {
       ...message.data,
       live: true as const,
@@ -466,8 +502,9 @@ export class Supervisor {
   }
 
   /** Starts a new tree at its root agent. */
-  run(options: RunOptions): RunHandle {
+  run(given: RunOptions): RunHandle {
     this.#assertRunning();
+    const options = checkOptions(runOptionsSchema, given, 'run()') as RunOptions;
     const contract = options?.contract ?? null;
     if (contract !== null && !(contract instanceof TaskContract)) {
       throw new InvalidArgumentError(
@@ -482,9 +519,6 @@ export class Supervisor {
       throw new InvalidArgumentError(
         'run(): policy must be a Policy, e.g. Policy.default().layer("app").allowExec("npm test*").',
       );
-    }
-    if (options.approver !== undefined && typeof options.approver?.decide !== 'function') {
-      throw new InvalidArgumentError('run(): approver must have a decide(request) method, e.g. new ApproveAll().');
     }
     const provider = checkProviderSpec(options.provider, 'run()');
     const data = contract?.toJSON() ?? null;
@@ -503,11 +537,6 @@ export class Supervisor {
     );
     const policy = options.policy ?? (contract ? Policy.default() : null);
     const maxWaitSecs = options.maxWaitSecs ?? DEFAULTS.maxWaitSecs;
-    if (typeof maxWaitSecs !== 'number' || maxWaitSecs < 0) {
-      throw new InvalidArgumentError(
-        `run(): maxWaitSecs must be a number of seconds of at least 0, got ${JSON.stringify(maxWaitSecs)}.`,
-      );
-    }
     const maxConcurrent = positiveInteger(
       options.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
       'maxConcurrentAgents',
@@ -552,8 +581,9 @@ export class Supervisor {
    * committed step. Rejects with a ConflictError, before any step, while a live
    * owner still holds one of its leases.
    */
-  async resume(rootId: string, options: ResumeOptions = {}): Promise<RunHandle> {
+  async resume(rootId: string, given: ResumeOptions = {}): Promise<RunHandle> {
     this.#assertRunning();
+    const options = checkOptions(resumeOptionsSchema, given, 'resume()') as ResumeOptions;
     if (this.#trees.has(rootId)) {
       throw new InvalidArgumentError(
         `tree ${rootId} is already being driven by this supervisor; use the handle run() or resume() returned.`,
@@ -685,54 +715,43 @@ export class Supervisor {
         if (tree.settled) return;
         tree.cancelled = true;
         tree.abort.abort();
-        for (const slot of tree.slots.values()) this.#post(slot.pooled, { type: 'cancel' });
+        for (const slot of tree.slots.values()) this.#post(slot, { type: 'cancel' });
         await this.#cancelQueued(tree);
       },
     };
   }
 
-  #post(pooled: PooledWorker, message: AgentInput): void {
-    if (!pooled.exited) pooled.worker.postMessage(message);
+  #post(slot: Slot, message: AgentInput): void {
+    if (!slot.halted) slot.actor.control.postMessage(message);
   }
 
-  #acquireWorker(): PooledWorker {
-    return this.#idle.pop() ?? this.#spawnWorker();
-  }
-
-  #spawnWorker(): PooledWorker {
-    const channel = new MessageChannel();
-    this.#storeWorker.postMessage({ type: 'attach', port: channel.port1 }, [channel.port1]);
-    const hostChannel = new MessageChannel();
-    const worker = startAgentWorker(this.store.path, channel.port2, hostChannel.port2);
-    let markReady!: () => void;
-    const ready = new Promise<void>((resolve) => {
-      markReady = resolve;
-    });
-    const pooled: PooledWorker = { worker, slot: null, exited: false, ready, markReady };
-    this.#workers.add(pooled);
-    // Everything the actor asks of this thread, over its host channel.
+  /** Serves what an actor asks of this thread over its host channel, and listens to its control port. */
+  #wire(slot: Slot): void {
     serveHost(
       {
-        approve: (request) => this.#approve(pooled, request),
-        reviewPlan: (plan) => this.#reviewPlan(pooled, plan),
-        askOperator: (question) => this.#askOperator(pooled, question),
-        waitChild: (request) => this.#waitChild(pooled, request),
-        callTool: (call) => this.#callTool(pooled, call),
+        approve: (request) => this.#approve(slot, request),
+        reviewPlan: (plan) => this.#reviewPlan(slot, plan),
+        askOperator: (question) => this.#askOperator(slot, question),
+        waitChild: (request) => this.#waitChild(slot, request),
+        callTool: (call) => this.#callTool(slot, call),
         checkTool: async (request) => {
-          const found = this.#treeTool(pooled, request.runId, request.name);
+          const found = this.#treeTool(slot, request.runId, request.name);
           return 'tool' in found ? found.tool.check(request.args) : found.missing;
         },
         abortTool: async (request) => {
           this.#toolCalls.get(`${request.runId}:${request.callId}`)?.abort();
         },
       },
-      hostChannel.port1,
+      slot.actor.host,
     );
-    worker.once('exit', () => hostChannel.port1.close());
-    worker.on('message', (message: AgentOutput) => this.#onAgentMessage(pooled, message));
-    worker.on('error', () => undefined);
-    worker.on('exit', (code) => this.#onAgentExit(pooled, code));
-    return pooled;
+    slot.actor.control.on('message', (message: AgentOutput) => {
+      if (message.type === 'live') {
+        this.#onLive(slot, message);
+      } else if (message.type === 'live-flush') {
+        // Every live event the actor sent before this has been handed on: say so, so its step commits after them.
+        this.#post(slot, { type: 'live-flushed', id: message.id });
+      }
+    });
   }
 
   #startActor(
@@ -743,51 +762,42 @@ export class Supervisor {
     counted: boolean,
     resumed: boolean,
   ): void {
-    if (tree.settled) {
-      // The tree failed while this lease was being taken: give it back at once.
+    if (tree.settled || this.#state !== 'running') {
+      // The tree failed (or the supervisor began closing) while this lease was being taken: give it back at once.
       this.#release(runId, generation);
       return;
     }
-    const pooled = this.#acquireWorker();
-    const slot: Slot = { tree, runId, address, generation, counted, parked: false, pooled };
-    pooled.slot = slot;
+    const actor = this.#pool.host(
+      {
+        type: 'start',
+        runId,
+        generation,
+        owner: this.owner,
+        resumed,
+        ...(tree.provider ? { provider: tree.provider } : {}),
+        ...(tree.reviewer ? { reviewer: tree.reviewer } : {}),
+        live: this.#liveWanted(),
+        ...(tree.toolDefinitions.length > 0 ? { tools: tree.toolDefinitions } : {}),
+      },
+      this.store.path,
+      (port) => this.#storeWorker.postMessage({ type: 'attach', port }, [port]),
+    );
+    const slot: Slot = { tree, runId, address, generation, counted, parked: false, actor, halted: false };
     tree.slots.set(runId, slot);
     tree.byAddress.set(address, slot);
-    this.#post(pooled, {
-      type: 'start',
-      runId,
-      generation,
-      owner: this.owner,
-      resumed,
-      ...(tree.provider ? { provider: tree.provider } : {}),
-      ...(tree.reviewer ? { reviewer: tree.reviewer } : {}),
-      live: this.#liveWanted(),
-      ...(tree.toolDefinitions.length > 0 ? { tools: tree.toolDefinitions } : {}),
-    });
-    if (tree.cancelled) this.#post(pooled, { type: 'cancel' });
-  }
-
-  #onAgentMessage(pooled: PooledWorker, message: AgentOutput): void {
-    if (message.type === 'ready') {
-      pooled.markReady();
-    } else if (message.type === 'run-exit') {
-      this.#onRunExit(pooled, message.runId, message.exit);
-    } else if (message.type === 'live') {
-      this.#onLive(pooled, message);
-    } else if (message.type === 'live-flush') {
-      // Every live event the actor sent before this has been handed on: say so, so its step commits after them.
-      this.#post(pooled, { type: 'live-flushed', id: message.id });
-    }
+    this.#actors.add(actor);
+    this.#wire(slot);
+    actor.exit.then(
+      (exit) => this.#onRunExit(slot, exit),
+      (error: Error) => this.#onActorDied(slot, error),
+    );
+    if (tree.cancelled) this.#post(slot, { type: 'cancel' });
   }
 
   /** The tool `name` of the tree whose run `runId` this actor drives, or what the model is told when there is none. */
-  #treeTool(
-    pooled: PooledWorker,
-    runId: string,
-    name: string,
-  ): { tool: Tool<never>; tree: Tree } | { missing: string } {
-    const slot = pooled.slot;
-    if (!slot || slot.runId !== runId) throw new HarnessError(ErrorCode.Internal, 'a tool call from an idle actor');
+  #treeTool(slot: Slot, runId: string, name: string): { tool: Tool<never>; tree: Tree } | { missing: string } {
+    if (slot.runId !== runId)
+      throw new HarnessError(ErrorCode.Internal, `a tool call for run ${runId} from another run's actor`);
     const tool = slot.tree.tools.get(name);
     return tool
       ? { tool, tree: slot.tree }
@@ -795,8 +805,8 @@ export class Supervisor {
   }
 
   /** Runs one of the tree's own tools for an agent: validated, bounded, and never a throw into the tree. */
-  async #callTool(pooled: PooledWorker, call: HostToolCall): Promise<{ content: string; isError: boolean }> {
-    const found = this.#treeTool(pooled, call.runId, call.name);
+  async #callTool(slot: Slot, call: HostToolCall): Promise<{ content: string; isError: boolean }> {
+    const found = this.#treeTool(slot, call.runId, call.name);
     if (!('tool' in found)) return { content: found.missing, isError: true };
     const { tool, tree } = found;
     // The call's own signal: the tree's end, or the agent saying its step stopped.
@@ -817,8 +827,8 @@ export class Supervisor {
   }
 
   /** Puts an ask to the tree's approver; with no approver the answer is deny. */
-  async #approve(pooled: PooledWorker, request: ApprovalRequest): Promise<ApprovalAnswer> {
-    const approver = pooled.slot?.tree.approver ?? null;
+  async #approve(slot: Slot, request: ApprovalRequest): Promise<ApprovalAnswer> {
+    const approver = slot.tree.approver;
     if (!approver) return 'deny';
     const answer = await approver.decide(request);
     if (answer !== 'approve' && answer !== 'deny' && answer !== 'defer') {
@@ -830,8 +840,8 @@ export class Supervisor {
   }
 
   /** Shows a plan to the tree's plan gate; with none in this process the answer is defer (the plan is stored). */
-  async #reviewPlan(pooled: PooledWorker, plan: PlanReview): Promise<PlanDecision> {
-    const gate = pooled.slot?.tree.planGate ?? null;
+  async #reviewPlan(slot: Slot, plan: PlanReview): Promise<PlanDecision> {
+    const gate = slot.tree.planGate;
     if (!gate) return { decision: 'defer' };
     const decision = await gate.review(plan);
     const kind = (decision as { decision?: unknown })?.decision;
@@ -844,8 +854,8 @@ export class Supervisor {
   }
 
   /** Puts an agent's question to the tree's operator; with none in this process the question is deferred. */
-  async #askOperator(pooled: PooledWorker, question: OperatorQuestion): Promise<string | { defer: true }> {
-    const operator = pooled.slot?.tree.operator ?? null;
+  async #askOperator(slot: Slot, question: OperatorQuestion): Promise<string | { defer: true }> {
+    const operator = slot.tree.operator;
     if (!operator) return { defer: true };
     const answer = await operator.answer(question);
     if (typeof answer !== 'string' && (answer as { defer?: unknown })?.defer !== true) {
@@ -866,11 +876,9 @@ export class Supervisor {
 
   /** A parent waiting on a child gives its slot up while it waits, so waiting never starves the tree of slots. */
   async #waitChild(
-    pooled: PooledWorker,
+    slot: Slot,
     body: { runId: string; childId: string; timeoutMs: number | null },
   ): Promise<WaitChildResult> {
-    const slot = pooled.slot;
-    if (!slot) throw new HarnessError(ErrorCode.Internal, 'wait-child from an idle actor');
     const tree = slot.tree;
     const ended = () => {
       const child = this.store.run(body.childId);
@@ -992,57 +1000,82 @@ export class Supervisor {
     this.#storeClient.call('releaseLease', { runId, generation, owner: this.owner }).catch(() => undefined);
   }
 
-  #onRunExit(pooled: PooledWorker, runId: string, exit: RunExit): void {
-    const slot = pooled.slot;
-    pooled.slot = null;
-    if (slot && slot.runId === runId) {
-      const tree = slot.tree;
-      tree.slots.delete(runId);
-      if (tree.byAddress.get(slot.address) === slot) tree.byAddress.delete(slot.address);
-      if (slot.counted && !slot.parked) tree.active--;
-      if (exit.kind === 'lease-lost') {
-        this.#publishLocal(tree, runId, slot.generation, {
-          type: 'lease-lost',
-          owner: this.owner,
-          generation: slot.generation,
-        });
-        this.#failTree(tree, new LeaseLostError(runId, slot.generation, null));
-      } else if (exit.kind === 'error') {
-        // The run stays resumable (a provider this process could not build, say): its
-        // lease is given back, so a resume need not wait for the lease to lapse.
-        this.#release(runId, slot.generation);
-        this.#failTree(tree, deserializeError(exit.error));
-      } else {
+  #onRunExit(slot: Slot, exit: RunExit): void {
+    this.#actors.delete(slot.actor);
+    // A halted actor's tree has already stopped here: how it left changes nothing.
+    if (slot.halted) return;
+    slot.halted = true;
+    const tree = slot.tree;
+    if (slot.counted && !slot.parked) tree.active--;
+    if (exit.kind === 'ended') {
+      // The run's end was committed before the actor said so, but its events reach this
+      // thread over the store actor's port, and the actor's word over another: the slot is
+      // kept (so the tree cannot settle) until a round trip to the store actor has brought
+      // every notification before it, and observers have seen the run's last events.
+      this.#pump(tree);
+      void this.#storeBarrier().then(() => {
+        this.#dropSlot(slot);
         this.#guard(tree, () => {
           this.#pump(tree);
           this.#checkSettled(tree);
         });
-      }
+      });
+      return;
     }
-    if (!pooled.exited && this.#state === 'running' && this.#idle.length < this.#options.maxIdleWorkers) {
-      this.#idle.push(pooled);
-    } else if (!pooled.exited) {
-      void pooled.worker.terminate();
+    this.#dropSlot(slot);
+    if (exit.kind === 'lease-lost') {
+      this.#publishLocal(tree, slot.runId, slot.generation, {
+        type: 'lease-lost',
+        owner: this.owner,
+        generation: slot.generation,
+      });
+      this.#failTree(tree, new LeaseLostError(slot.runId, slot.generation, null));
+    } else if (exit.kind === 'error') {
+      // The run stays resumable (a provider this process could not build, say): its
+      // lease is given back, so a resume need not wait for the lease to lapse.
+      this.#release(slot.runId, slot.generation);
+      this.#failTree(tree, deserializeError(exit.error));
     }
   }
 
-  #onAgentExit(pooled: PooledWorker, code: number): void {
-    pooled.exited = true;
-    pooled.markReady();
-    this.#workers.delete(pooled);
-    const index = this.#idle.indexOf(pooled);
-    if (index >= 0) this.#idle.splice(index, 1);
-    const slot = pooled.slot;
-    if (slot) {
-      this.#failTree(
-        slot.tree,
-        new ActorExitedError(
-          ErrorCode.ActorExited,
-          `the worker driving run ${slot.runId} (${slot.address}) exited with code ${code} mid-run; ` +
-            `its last committed step is durable and the tree resumes with supervisor.resume("${slot.tree.rootId}").`,
-        ),
-      );
-    }
+  #dropSlot(slot: Slot): void {
+    const tree = slot.tree;
+    if (tree.slots.get(slot.runId) === slot) tree.slots.delete(slot.runId);
+    if (tree.byAddress.get(slot.address) === slot) tree.byAddress.delete(slot.address);
+  }
+
+  /**
+   * Resolves once the store actor has answered a request sent now: its replies and its
+   * notifications share one port, in order, so every notification of an earlier commit has
+   * been handled by then. (An empty lease renewal is the request: it writes nothing.)
+   */
+  #storeBarrier(): Promise<void> {
+    return this.#storeClient.call('renewLeases', { owner: this.owner, leases: [], expiresAt: 0 }).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /** The thread hosting an actor died (or the pool was destroyed): its tree stops here, resumable. */
+  #onActorDied(slot: Slot, error: Error): void {
+    this.#actors.delete(slot.actor);
+    if (slot.halted) return;
+    const shared = this.#pool.isolation === 'shared' ? ', and with it every actor that thread hosted' : '';
+    this.#failTree(
+      slot.tree,
+      new ActorExitedError(
+        ErrorCode.ActorExited,
+        `the thread driving run ${slot.runId} (${slot.address}) ended mid-run (${error.message})${shared}; ` +
+          `its last committed step is durable and the tree resumes with supervisor.resume("${slot.tree.rootId}").`,
+      ),
+    );
+  }
+
+  /** Stops an actor now, committing nothing more; its run stays as its last commit left it. */
+  #halt(slot: Slot): void {
+    if (slot.halted) return;
+    slot.actor.control.postMessage({ type: 'halt' } satisfies AgentInput);
+    slot.halted = true;
   }
 
   /** Stops a tree in this process without ending its runs: what was committed stays, and it can be resumed. */
@@ -1054,12 +1087,7 @@ export class Supervisor {
     const slots = [...tree.slots.values()];
     tree.slots.clear();
     for (const slot of slots) {
-      slot.pooled.slot = null;
-      this.#workers.delete(slot.pooled);
-      if (!slot.pooled.exited) {
-        slot.pooled.exited = true;
-        void slot.pooled.worker.terminate();
-      }
+      this.#halt(slot);
       // Give the lease back so another driver can resume at once; the store ignores a stale one.
       this.#release(slot.runId, slot.generation);
     }
@@ -1094,7 +1122,7 @@ export class Supervisor {
     this.#bus.publish(notes.events);
     for (const mail of notes.mail) {
       const slot = this.#trees.get(mail.rootId)?.byAddress.get(mail.to);
-      if (slot) this.#post(slot.pooled, { type: 'mail' });
+      if (slot) this.#post(slot, { type: 'mail' });
     }
     const touched = new Set<Tree>();
     for (const spawned of notes.spawned) {
@@ -1134,7 +1162,8 @@ export class Supervisor {
     if (this.#state !== 'running') return;
     const leases: { runId: string; generation: number }[] = [];
     for (const tree of this.#trees.values()) {
-      for (const slot of tree.slots.values()) leases.push({ runId: slot.runId, generation: slot.generation });
+      for (const slot of tree.slots.values())
+        if (!slot.halted) leases.push({ runId: slot.runId, generation: slot.generation });
     }
     if (leases.length === 0) return;
     try {
@@ -1169,7 +1198,7 @@ export class Supervisor {
     for (const tree of [...this.#trees.values()]) {
       this.#failTree(tree, new ActorExitedError(ErrorCode.StoreActorExited, reason));
     }
-    for (const pooled of this.#workers) void pooled.worker.terminate();
+    void this.#pool.destroy();
     this.#bus.close();
   }
 
@@ -1192,14 +1221,17 @@ export class Supervisor {
         ),
       );
     }
-    await Promise.all([...this.#workers].map((pooled) => pooled.worker.terminate()));
-    this.#workers.clear();
-    this.#idle.length = 0;
+    // Halted actors stop what they started (a command's process group, a model call) and
+    // leave; one that does not within the bound has its thread ended under it.
+    await settledWithin(
+      [...this.#actors].map((actor) => actor.exit),
+      HALT_BOUND_MS,
+    );
+    await this.#pool.destroy();
+    this.#actors.clear();
     if (!wasFailed) {
       // A request posted now is served before the close request is.
-      await this.#storeClient
-        .call('renewLeases', { owner: this.owner, leases: [], expiresAt: 0 })
-        .catch(() => undefined);
+      await this.#storeBarrier();
       this.#storeWorker.postMessage({ type: 'close' });
       await this.#storeExited;
     }
@@ -1250,3 +1282,12 @@ function checkReviewer(reviewer: ProviderSpec, writer: ProviderSpec): void {
     );
   }
 }
+
+/** The options' names and the schemas' keys agree: a new option is added to both or fails to compile. */
+type SameKeys<A, B> = [keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : never) : never;
+const optionKeysAgree: [
+  SameKeys<SupervisorOptions, SupervisorOptionsShape>,
+  SameKeys<RunOptions, RunOptionsShape>,
+  SameKeys<ResumeOptions, ResumeOptionsShape>,
+] = [true, true, true];
+void optionKeysAgree;

@@ -70,14 +70,16 @@ export class CallCancel implements CancelSignal {
 }
 
 /**
- * One keep-alive pool per thread: every provider of an agent thread shares its sockets.
+ * One keep-alive pool per thread: every provider of every actor on an agent thread shares
+ * its sockets. Up to 512 at once to one origin, so a thread hosting hundreds of actors
+ * does not make them queue for a socket (the supervisor's caps bound how many call at once).
  * undici's own header and body timeouts are off: the provider's idle deadline is the one
  * clock for a silent answer (it counts comments as silence, which undici cannot), so a
  * deadline set longer than undici's default is not cut short by it.
  */
 let sharedAgent: Agent | null = null;
 function agent(): Agent {
-  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 64, headersTimeout: 0, bodyTimeout: 0 });
+  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 512, headersTimeout: 0, bodyTimeout: 0 });
   return sharedAgent;
 }
 

@@ -8,7 +8,7 @@
  * sub-project, and guessing which one the task is about is the caller's call, not ours.
  */
 import { readdirSync } from 'node:fs';
-import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
+import { ErrorCode, HarnessError, InvalidArgumentError, shownValue } from '../../errors.js';
 
 /**
  * The ecosystems the table knows, in the order their markers are tried. The order is part
@@ -399,7 +399,7 @@ export function toolchainTable(): { ecosystem: EcosystemId; markers: string[]; d
 export function detectToolchain(root: string, overrides?: ToolchainOverrides): Toolchain | null {
   if (typeof root !== 'string' || root === '') {
     throw new InvalidArgumentError(
-      `detectToolchain: root must be the path of the workspace directory, got ${describe(root)}.`,
+      `detectToolchain: root must be the path of the workspace directory, got ${shownValue(root)}.`,
     );
   }
   const valid = checkToolchainOverrides(overrides);
@@ -500,7 +500,7 @@ export function checkToolchainOverrides(overrides: unknown, where = 'detectToolc
   if (overrides === undefined || overrides === null) return {};
   if (!isPlainObject(overrides)) {
     throw new InvalidArgumentError(
-      `${where}: overrides must be an object keyed by ecosystem id, like { node: { test: ['npm', 'run', 'test:unit'] } }; got ${describe(overrides)}.`,
+      `${where}: overrides must be an object keyed by ecosystem id, like { node: { test: ['npm', 'run', 'test:unit'] } }; got ${shownValue(overrides)}.`,
     );
   }
   for (const [ecosystem, override] of Object.entries(overrides)) {
@@ -512,7 +512,7 @@ export function checkToolchainOverrides(overrides: unknown, where = 'detectToolc
     if (override === undefined) continue;
     if (!isPlainObject(override)) {
       throw new InvalidArgumentError(
-        `${where}: overrides.${ecosystem} must be an object of commands, like { test: ${describe(example(ecosystem, 'test'))} }; got ${describe(override)}.`,
+        `${where}: overrides.${ecosystem} must be an object of commands, like { test: ${shownValue(example(ecosystem, 'test'))} }; got ${shownValue(override)}.`,
       );
     }
     for (const [key, value] of Object.entries(override)) {
@@ -526,7 +526,7 @@ export function checkToolchainOverrides(overrides: unknown, where = 'detectToolc
       if (key === 'driver') {
         if (typeof value !== 'string' || value === '') {
           throw new InvalidArgumentError(
-            `${at} must be a non-empty string naming the driver or its program, like 'pnpm' or './gradlew'; got ${describe(value)}.`,
+            `${at} must be a non-empty string naming the driver or its program, like 'pnpm' or './gradlew'; got ${shownValue(value)}.`,
           );
         }
         continue;
@@ -539,7 +539,7 @@ export function checkToolchainOverrides(overrides: unknown, where = 'detectToolc
         value[0] === ''
       ) {
         throw new InvalidArgumentError(
-          `${at} must be an argv array of strings with the program first, like ${describe(example(ecosystem, key))}, or null for none; got ${describe(value)}.`,
+          `${at} must be an argv array of strings with the program first, like ${shownValue(example(ecosystem, key))}, or null for none; got ${shownValue(value)}.`,
         );
       }
     }
@@ -558,14 +558,4 @@ function example(ecosystem: string, key: string): Argv | null {
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function describe(value: unknown): string {
-  if (value === undefined) return 'undefined';
-  if (typeof value === 'function') return 'a function';
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
 }

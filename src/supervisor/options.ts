@@ -1,0 +1,131 @@
+/**
+ * What users hand the supervisor, checked at the edge: one zod schema per options object
+ * (Supervisor.start, run, resume), strict about its keys, with messages that say what was
+ * wrong and what to do. The deeper checks (a provider spec, a budget, the tools) stay with
+ * what they check and run after the shape is known to be right. Main thread only: agent
+ * threads never load zod (its start cost was measured at ~40 ms a thread).
+ */
+import { z } from 'zod';
+import { InvalidArgumentError, shownValue } from '../errors.js';
+
+const shown = shownValue;
+
+/** A whole number of at least `min`, with the message every count option has said. */
+const whole = (name: string, min: number) =>
+  z.custom<number>((value) => typeof value === 'number' && Number.isInteger(value) && value >= min, {
+    error: (issue) => `${name} must be a whole number of at least ${min}, got ${shown(issue.input)}.`,
+  });
+
+/** A number of at least 0 (milliseconds or seconds). */
+const atLeastZero = (name: string, unit: string) =>
+  z.custom<number>((value) => typeof value === 'number' && Number.isFinite(value) && value >= 0, {
+    error: (issue) => `${name} must be a number of ${unit} of at least 0, got ${shown(issue.input)}.`,
+  });
+
+/** An object with the named methods (an approver, a plan gate, a clock). */
+const withMethod = <T>(name: string, method: string, example: string) =>
+  z.custom<T>(
+    (value) =>
+      typeof value === 'object' && value !== null && typeof (value as Record<string, unknown>)[method] === 'function',
+    { error: `${name} must have a ${method}(...) method, e.g. ${example}.` },
+  );
+
+const text = (name: string) =>
+  z.custom<string>((value) => typeof value === 'string', {
+    error: (issue) => `${name} must be a string, got ${shown(issue.input)}.`,
+  });
+
+/** Checked for its shape here; checkProviderSpec checks it through. */
+const provider = z.custom<object>((value) => typeof value === 'object' && value !== null, {
+  error: (issue) =>
+    `provider must be a provider spec, e.g. OpenAI.create({ model: 'gpt-4.1' }), got ${shown(issue.input)}.`,
+});
+/** Checked entry by entry by checkTools. */
+const tools = z.custom<unknown[]>((value) => Array.isArray(value), {
+  error: 'tools must be an array of tool({ ... }) values.',
+});
+
+const people = {
+  approver: withMethod('approver', 'decide', 'new ApproveAll()'),
+  planGate: withMethod('planGate', 'review', '{ review: async (plan) => ({ decision: "approve" }) }'),
+  operator: withMethod('operator', 'answer', '{ answer: async (question) => "yes" }'),
+};
+
+export const supervisorOptionsSchema = z.strictObject({
+  maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
+  maxTotalAgents: whole('maxTotalAgents', 1).optional(),
+  leaseTtlMs: whole('leaseTtlMs', 1).optional(),
+  clock: withMethod('clock', 'now', 'systemClock').optional(),
+  isolation: z
+    .custom<'shared' | 'thread'>((value) => value === 'shared' || value === 'thread', {
+      error: (issue) =>
+        `isolation must be 'shared' (many actors to a thread, the default) or 'thread' (a thread each), got ${shown(issue.input)}.`,
+    })
+    .optional(),
+  threads: whole('threads', 1).optional(),
+  idleThreadMs: atLeastZero('idleThreadMs', 'milliseconds').optional(),
+  warmWorkers: whole('warmWorkers', 0).optional(),
+  killAt: z.string().nullable().optional(),
+  tools: tools.optional(),
+});
+
+export const runOptionsSchema = z.strictObject({
+  task: text('task').optional(),
+  provider,
+  system: text('system').optional(),
+  budget: z
+    .custom<object>((value) => typeof value === 'object' && value !== null, {
+      error: 'budget must be an object of ceilings, e.g. { steps: 50, tokens: 200000 }.',
+    })
+    .optional(),
+  session: text('session').optional(),
+  maxWaitSecs: atLeastZero('maxWaitSecs', 'seconds').optional(),
+  maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
+  maxTotalAgents: whole('maxTotalAgents', 1).optional(),
+  contract: z.unknown().optional(),
+  policy: z.unknown().optional(),
+  approver: people.approver.optional(),
+  planGate: people.planGate.optional(),
+  operator: people.operator.optional(),
+  tools: tools.optional(),
+});
+
+export const resumeOptionsSchema = z.strictObject({
+  provider: provider.optional(),
+  approver: people.approver.optional(),
+  reviewer: provider.optional(),
+  planGate: people.planGate.optional(),
+  operator: people.operator.optional(),
+  tools: tools.optional(),
+});
+
+/** The shapes each schema accepts, as zod infers them. */
+export type SupervisorOptionsShape = z.input<typeof supervisorOptionsSchema>;
+export type RunOptionsShape = z.input<typeof runOptionsSchema>;
+export type ResumeOptionsShape = z.input<typeof resumeOptionsSchema>;
+
+/**
+ * Checks `value` against `schema`: the value itself when it fits, else an
+ * InvalidArgumentError naming every problem (an unknown option by name, with the options
+ * there are), prefixed by `where`.
+ */
+export function checkOptions<T extends z.ZodObject>(schema: T, value: unknown, where: string): z.output<T> {
+  if (value === undefined) value = {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError(`${where}: options must be an object, got ${shown(value)}.`);
+  }
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return value as z.output<T>;
+  const known = Object.keys(schema.shape).join(', ');
+  const problems = parsed.error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      const keys = issue.keys.map((key) => JSON.stringify(key)).join(', ');
+      return `${issue.keys.length === 1 ? 'there is no option' : 'there are no options'} ${keys} (the options are ${known})`;
+    }
+    if (issue.code === 'invalid_type' && issue.input === undefined && issue.path.length === 1) {
+      return `${String(issue.path[0])} is required`;
+    }
+    return issue.message;
+  });
+  throw new InvalidArgumentError(`${where}: ${problems.join('; ')}`);
+}
