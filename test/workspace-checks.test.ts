@@ -9,7 +9,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { CallbackApprover, Policy, rewindRun, runWith, TaskContract, Verification } from '../dist/index.js';
+import {
+  CallbackApprover,
+  type HarnessEvent,
+  Policy,
+  rewindRun,
+  runWith,
+  Supervisor,
+  TaskContract,
+  Verification,
+} from '../dist/index.js';
 import { Driver, tempStorePath } from './support/processes.js';
 import { later, openStore, serve, turns } from './support/workspace.js';
 
@@ -177,6 +186,44 @@ describe('rewindRun and the spawn backlog', () => {
     }
     expect(JSON.stringify(store.steps(rootId))).toBe(steps);
     expect(JSON.stringify(store.ledger(rootId))).toBe(ledger);
+  }, 60_000);
+
+  it('goes through the store actor with a supervisor running: its observers see the children end', async () => {
+    const root = project();
+    const path = tempStorePath();
+    const driver = new Driver({
+      store: path,
+      mode: 'run',
+      wireScript: 'workspace-fanout#fanoutScript',
+      workspace: { goal: 'fan out', root },
+      supervisor: { maxConcurrentAgents: 1 },
+    });
+    const store = await openStore(path);
+    await driver.waitFor((line) => line.rootId !== undefined);
+    const rootId = driver.rootId as string;
+    const queued = () => store.queue(rootId).filter((entry) => entry.state === 'queued');
+    for (let i = 0; i < 500 && (store.run(rootId)?.status !== 'finished' || queued().length < 2); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(queued()).toHaveLength(2);
+    driver.child.kill('SIGKILL');
+    await driver.exited;
+    const waiting = queued().map((entry) => entry.childRunId);
+    const supervisor = await Supervisor.start(store);
+    try {
+      const seen: HarnessEvent[] = [];
+      supervisor.observe((event) => seen.push(event));
+      const whole = await supervisor.rewindRun(root, rootId);
+      expect(whole.cancelled.sort()).toEqual(waiting.sort());
+      for (const id of waiting) {
+        expect(store.run(id)?.status).toBe('cancelled');
+        expect(seen.filter((event) => event.runId === id && event.type === 'run-end')).toMatchObject([
+          { status: 'cancelled', reason: 'cancelled by a rewind of its parent' },
+        ]);
+      }
+    } finally {
+      await supervisor.close();
+    }
   }, 60_000);
 });
 

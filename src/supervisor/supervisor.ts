@@ -48,6 +48,7 @@ import { Policy } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
+import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
 import type { Notifications } from '../store/records.js';
@@ -872,6 +873,22 @@ export class Supervisor {
   async answer(questionId: string, answer: unknown, options: { by?: string } = {}): Promise<void> {
     this.#assertRunning();
     await this.#storeClient.call('answer', { questionId, answer, by: options.by ?? this.owner, now: Date.now() });
+  }
+
+  /**
+   * Rewinds a whole run, as the free `rewindRun` does (every file the run and the agents
+   * it started touched goes back to its restore point; the children it left waiting are
+   * cancelled), with the cancellations written through this supervisor's store actor, so
+   * its observers see those children end. Refused, changing nothing, while any of the
+   * runs is held by a live owner (this supervisor included).
+   */
+  async rewindRun(workspace: string, runId: string): Promise<{ files: RewoundFile[]; cancelled: string[] }> {
+    this.#assertRunning();
+    const { files, subtree } = rewindRunFiles(workspace, this.store, runId);
+    const dropped = await Promise.all(
+      subtree.map((member) => this.#storeClient.call('dropBacklog', { runId: member, now: Date.now() })),
+    );
+    return { files, cancelled: dropped.flatMap((result) => result.cancelled) };
   }
 
   /** A parent waiting on a child gives its slot up while it waits, so waiting never starves the tree of slots. */

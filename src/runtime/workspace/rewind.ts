@@ -125,13 +125,33 @@ export function rewind(workspace: string, store: TraceReader, runId: string, pat
 /**
  * Rewinds a whole run: every file it touched goes back to its restore point, and the
  * children it left waiting (reserved or queued, never started) are cancelled. Steps,
- * events and the ledger are not touched.
+ * events and the ledger are not touched. With a supervisor running in this process,
+ * `supervisor.rewindRun(workspace, runId)` does the same through its store actor, and its
+ * observers see the cancelled children end.
  */
 export function rewindRun(
   workspace: string,
   store: TraceReader,
   runId: string,
 ): { files: RewoundFile[]; cancelled: string[] } {
+  const { files, subtree } = rewindRunFiles(workspace, store, runId);
+  // The backlog is a write to the store: one short transaction of its own (see writeTogether).
+  const cancelled = writeTogether(store.path, (write) =>
+    subtree.flatMap((member) => write('dropBacklog', { runId: member, now: Date.now() }).cancelled),
+  );
+  return { files, cancelled };
+}
+
+/**
+ * The file half of {@link rewindRun}: puts back every file the run and the agents it
+ * started touched, and says whose backlog is to be dropped (the run and those agents).
+ * Refuses, changing nothing, while any of them is held by a live owner.
+ */
+export function rewindRunFiles(
+  workspace: string,
+  store: TraceReader,
+  runId: string,
+): { files: RewoundFile[]; subtree: string[] } {
   const root = workspaceRoot(workspace);
   const run = store.run(runId);
   if (!run) {
@@ -156,11 +176,7 @@ export function rewindRun(
   const files = [...earliest.values()]
     .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
     .map((point) => ({ path: point.path, action: putBack(root, point.path, point.existed ? point.content : null) }));
-  // The backlog is a write to the store: one short transaction of its own (see writeTogether).
-  const cancelled = writeTogether(store.path, (write) =>
-    subtree.flatMap((member) => write('dropBacklog', { runId: member.runId, now: Date.now() }).cancelled),
-  );
-  return { files, cancelled };
+  return { files, subtree: subtree.map((member) => member.runId) };
 }
 
 /**
