@@ -8,13 +8,17 @@ import { fileURLToPath } from 'node:url';
 const benches = [
   ['commit-throughput', ['commit-throughput.mjs']],
   ['step-overhead', ['step-overhead.mjs']],
+  ['sequential-steps', ['sequential-steps.mjs']],
   ['workspace-step', ['workspace-step.mjs']],
   ['tool-roundtrip', ['tool-roundtrip.mjs']],
   ['memory-runs', ['memory-runs.mjs']],
+  ['first-agent', ['first-agent.mjs']],
   ['policy', ['policy.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],
+  ['wide-fanout-100', ['wide-fanout.mjs', '100']],
+  ['wide-fanout-1000', ['wide-fanout.mjs', '1000']],
 ];
 const wanted = process.argv.slice(2);
 for (const [name, [file, ...args]] of benches) {
