@@ -20,6 +20,7 @@ export {
 export type { Budget, Ceilings, Clamp } from './runtime/budget.js';
 export type { ContractBudget, ContractData, VerificationData } from './runtime/contract/contract.js';
 export { TaskContract, ToolMask, Verification, WORKSPACE_TOOL_NAMES } from './runtime/contract/contract.js';
+export { contractFromJSON } from './runtime/contract/from-json.js';
 export type { OutputCheck } from './runtime/contract/output-check.js';
 export { checkOutput } from './runtime/contract/output-check.js';
 export type { JsonSchema } from './runtime/contract/output-schema.js';

@@ -149,7 +149,8 @@ export interface ContractData {
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
 }
 
-const DEFAULT_RETRIES = 2;
+/** Re-prompts and gate re-tries a contract allows unless it says otherwise. */
+export const DEFAULT_RETRIES = 2;
 
 function checkGoal(goal: unknown, where: string): string {
   if (typeof goal !== 'string' || goal.trim() === '') {
