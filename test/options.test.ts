@@ -54,6 +54,13 @@ describe('options at the edge', () => {
     );
     expect(await startRefusal({ clock: { time: () => 0 } })).toContain('clock must have a now(...) method');
     expect(await startRefusal('fast')).toBe('Supervisor.start: options must be an object, got "fast".');
+    // Options that belong to the other isolation are refused, saying which goes with which.
+    expect(await startRefusal({ isolation: 'thread', threads: 4 })).toContain(
+      "threads sizes the shared pool, and with isolation: 'thread' each agent has a thread of its own",
+    );
+    expect(await startRefusal({ idleThreadMs: 1000 })).toContain(
+      "idleThreadMs is how long an idle thread of isolation: 'thread' waits",
+    );
     // Several problems are named together.
     const both = await startRefusal({ threads: 0, warmWorkers: -1 });
     expect(both).toContain('threads must be a whole number of at least 1, got 0.');

@@ -301,8 +301,19 @@ export class Supervisor {
       killAt: options.killAt ?? null,
     };
     this.#tools = checkTools(options.tools, 'Supervisor.start');
+    const isolation = options.isolation ?? 'shared';
+    if (isolation === 'thread' && options.threads !== undefined) {
+      throw new InvalidArgumentError(
+        "Supervisor.start: threads sizes the shared pool, and with isolation: 'thread' each agent has a thread of its own; drop threads, or drop isolation: 'thread' to share them.",
+      );
+    }
+    if (isolation === 'shared' && options.idleThreadMs !== undefined) {
+      throw new InvalidArgumentError(
+        "Supervisor.start: idleThreadMs is how long an idle thread of isolation: 'thread' waits for the next agent; the shared pool's threads live as long as the supervisor. Drop it, or set isolation: 'thread'.",
+      );
+    }
     this.#pool = new ActorPool({
-      isolation: options.isolation ?? 'shared',
+      isolation,
       ...(options.threads === undefined ? {} : { threads: positiveInteger(options.threads, 'threads') }),
       ...(options.idleThreadMs === undefined ? {} : { idleThreadMs: options.idleThreadMs }),
     });
