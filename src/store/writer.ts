@@ -641,13 +641,21 @@ export class StoreWriter {
         this.#release(run, generation, seq, child, now);
       }
     }
-    this.#dropPending(run, `${run.run_id}:${seq}:`, now, claimed);
+    // Reserved by this step's key but not claimed: a call of an attempt that did not commit,
+    // or one reserved ahead that the step stopped before (a cancel, the deadline).
+    this.#dropPending(
+      run,
+      `${run.run_id}:${seq}:`,
+      now,
+      claimed,
+      'the call that spawned it is not in the step its parent committed',
+    );
   }
 
   /** Cancels the reserved children of `run` whose spawn key starts with `prefix`, except `keep`. */
-  #dropPending(run: RunRow, prefix: string, now: number, keep: Set<string> = new Set()): void {
+  #dropPending(run: RunRow, prefix: string, now: number, keep: Set<string> = new Set(), reason?: string): void {
     for (const orphan of this.#pendingChildren.all(run.run_id, prefix.length, prefix)) {
-      if (!keep.has(orphan.run_id)) this.#detach(orphan, now);
+      if (!keep.has(orphan.run_id)) this.#detach(orphan, now, reason);
     }
   }
 
@@ -657,13 +665,12 @@ export class StoreWriter {
    * is cancelled and stops counting against the tree's total; one already started (a
    * waited-for spawn is an effect taken ahead of the commit) runs on, under its own id.
    */
-  #detach(child: RunRow, now: number): void {
+  #detach(child: RunRow, now: number, reason = 'the step that spawned it was not committed'): void {
     const suffix = `#dropped-${child.run_id.slice(0, 8)}`;
     if (child.status !== 'pending') {
       this.#statements.get('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?').run(suffix, child.run_id);
       return;
     }
-    const reason = 'the step that spawned it was not committed';
     this.#statements
       .get('UPDATE runs SET spawn_key = spawn_key || ?, address = address || ? WHERE run_id = ?')
       .run(suffix, suffix, child.run_id);

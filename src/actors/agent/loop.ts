@@ -360,6 +360,11 @@ export class AgentRun implements RunContext, Effects {
           result = { content: call.invalid.reason, isError: true };
         } else {
           const seq = this.#seq;
+          // A run of spawns without wait is reserved together, each call taking its own reply.
+          tree.reserveAhead(this, completion.toolCalls, index, (at) => {
+            const next = completion.toolCalls[at] as ToolCall;
+            return !mask.has(next.name) && !next.invalid && registry.accepts(next.name, next.args);
+          });
           live?.publish({ type: 'tool-call-start', seq, callId: call.id, name: call.name, index });
           result = await this.#deadline.hold(registry.dispatch(call.name, call.args, this, index));
           if (!result.halt) {

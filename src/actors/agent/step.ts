@@ -45,11 +45,18 @@ export class StepState {
   completion: Completion | null = null;
   /** Reads started while the completion streamed, by call index (an embedder's tool's still running). */
   early = new Map<number, { call: ToolCall; result: ToolResult | Promise<ToolResult> }>();
+  /**
+   * Spawns without `wait` reserved ahead, by call index: a run of them is sent to the store
+   * together and each call takes its own reply. One the loop never reaches (a cancel, the
+   * deadline) is not in `spawned`, so the step's commit drops it.
+   */
+  reservations = new Map<number, Promise<unknown>>();
 
   /** Starts a step on `completion`, from a draft's effects when it resumes one. */
   begin(completion: Completion, draft: StepDraft | null, events: EventData[]): void {
     this.completion = completion;
     this.calls = completion.toolCalls;
+    this.reservations = new Map();
     this.consumed = draft ? [...draft.consumed] : [];
     this.sent = draft ? [...draft.sent] : [];
     this.spawned = draft ? [...draft.spawned] : [];

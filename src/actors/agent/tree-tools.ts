@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { ReadArgs, SendArgs, SpawnArgs } from '../../runtime/agent-tools.js';
 import { Policy, type PolicyData } from '../../runtime/policy/policy.js';
 import type { ToolResult } from '../../runtime/tools.js';
+import type { StoreOperations } from '../../store/port.js';
 import type { RunContext } from './context.js';
 
 /** Wakes an inbox wait when mail for this agent is committed, or the run is cancelled. */
@@ -31,8 +32,15 @@ export class MailWake {
   }
 }
 
-export async function spawn(context: RunContext, args: SpawnArgs, callIndex: number): Promise<ToolResult> {
-  const { run, step } = context;
+/** What the store answers a spawn. */
+type SpawnReply = StoreOperations['spawn'][1];
+
+/**
+ * A spawn's checks and its reservation: the refusal when a check fails, else the store's
+ * reply to come (the request is sent now).
+ */
+function reserve(context: RunContext, args: SpawnArgs, callIndex: number): ToolResult | Promise<SpawnReply> {
+  const { run } = context;
   if (context.planning) {
     const reason = 'spawn_agent waits for an approved plan: this run is in its planning phase; call submit_plan.';
     return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
@@ -66,7 +74,7 @@ export async function spawn(context: RunContext, args: SpawnArgs, callIndex: num
     tokens: args.budget?.tokens ?? null,
     wallMs: args.budget?.wall_secs === undefined ? null : Math.round(args.budget.wall_secs * 1000),
   };
-  const result = await context.store.call('spawn', {
+  return context.store.call('spawn', {
     ...context.fence,
     key: `${run.runId}:${context.seq}:${callIndex}`,
     task: args.task,
@@ -78,6 +86,41 @@ export async function spawn(context: RunContext, args: SpawnArgs, callIndex: num
     ...(policy ? { policy } : {}),
     now: context.clock.now(),
   });
+}
+
+/**
+ * Reserves ahead the spawns without `wait` among `calls` from `from` on, up to the first
+ * call that is not one (a waited spawn starts its child at once, so it is never reserved
+ * ahead). Their requests reach the store together, in call order, so a root spawning a
+ * thousand agents pays about one round trip, not a thousand.
+ */
+export function reserveAhead(
+  context: RunContext,
+  calls: readonly { name: string; args: Record<string, unknown> }[],
+  from: number,
+  eligible: (index: number) => boolean,
+): void {
+  const reservations = context.step.reservations;
+  for (let index = from; index < calls.length; index++) {
+    const call = calls[index] as { name: string; args: Record<string, unknown> };
+    if (call.name !== 'spawn_agent' || call.args.wait !== false || !eligible(index)) return;
+    if (reservations.has(index)) continue;
+    const reserved = reserve(context, call.args as unknown as SpawnArgs, index);
+    // A refusal needs no reservation: the call itself finds it again.
+    if (!(reserved instanceof Promise)) continue;
+    // Taken by its call, or dropped with the step; a failure is the call's to report.
+    reserved.catch(() => undefined);
+    reservations.set(index, reserved);
+  }
+}
+
+export async function spawn(context: RunContext, args: SpawnArgs, callIndex: number): Promise<ToolResult> {
+  const { run, step } = context;
+  const ahead = step.reservations.get(callIndex) as Promise<SpawnReply> | undefined;
+  step.reservations.delete(callIndex);
+  const reserved = ahead ?? reserve(context, args, callIndex);
+  if (!(reserved instanceof Promise)) return reserved;
+  const result = await reserved;
   if (result.status === 'refused') {
     return {
       content: `spawn refused (${result.rule}): ${result.reason}`,
