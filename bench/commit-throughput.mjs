@@ -1,8 +1,6 @@
 // Step commits per second through the store actor from 1, 16 and 64 concurrent actors
 // (each a worker thread awaiting its own commits), beside raw better-sqlite3: the same
 // rows, one transaction per step, on the main thread, in the same run.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MessageChannel, Worker } from 'node:worker_threads';
@@ -10,9 +8,10 @@ import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
 import { openWriter } from '../dist/store/schema.js';
 import { StoreWriter } from '../dist/store/writer.js';
 import { rootInput, stepInput } from './support/rows.mjs';
+import { tempDir } from './support/temp.mjs';
 
 const TOTAL = Number(process.env.BENCH_COMMITS ?? 12_000);
-const fresh = () => join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db');
+const fresh = () => join(tempDir('io-harness-bench-'), 'runs.db');
 
 function raw() {
   const db = openWriter(fresh());

@@ -3,12 +3,11 @@
 // cold thread pool (every slot's thread starts during the run) and a warm one
 // (supervisor.warm(C) before the run), with peak RSS and RSS per live actor (peak minus
 // the RSS before the run, over C).
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Store, Supervisor } from 'io-harness';
+import { tempDir } from './support/temp.mjs';
 
 const concurrency = Number(process.argv[2] ?? 16);
 const children = Number(process.env.BENCH_AGENTS ?? 1000);
@@ -17,7 +16,7 @@ const latencyMs = Number(process.env.BENCH_LATENCY_MS ?? 200);
 const idealMs = Math.ceil(children / concurrency) * steps * latencyMs;
 
 async function once(warm) {
-  const store = await Store.open(join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db'));
+  const store = await Store.open(join(tempDir('io-harness-bench-'), 'runs.db'));
   const supervisor = await Supervisor.start(store, { maxConcurrentAgents: concurrency, maxTotalAgents: children });
   const before = process.memoryUsage().rss;
   if (warm) await supervisor.warm(concurrency);

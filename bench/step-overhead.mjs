@@ -1,16 +1,15 @@
 // Harness overhead per step with the model's latency excluded: one agent on a scripted
 // model that answers at once, so the gap between two committed steps is all harness
 // (context assembly, dispatch, the commit through the store actor, the event back).
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Store, Supervisor } from 'io-harness';
 import { percentile, stepGaps } from './support/gaps.mjs';
+import { tempDir } from './support/temp.mjs';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 2000);
-const store = await Store.open(join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db'));
+const store = await Store.open(join(tempDir('io-harness-bench-'), 'runs.db'));
 const supervisor = await Supervisor.start(store);
 const marks = [];
 supervisor.observe((event) => {

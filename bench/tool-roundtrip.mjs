@@ -2,17 +2,17 @@
 // host channel) beside a built-in read_file, in the same run: two workspace runs on a
 // model that answers at once, every step one call. The difference of the step gaps is
 // the tool's cost over a read done in the agent's own thread.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Policy, Store, Supervisor, TaskContract, tool } from 'io-harness';
 import { z } from 'zod';
 import { percentile, stepGaps } from './support/gaps.mjs';
+import { tempDir } from './support/temp.mjs';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 1000);
-const root = mkdtempSync(join(tmpdir(), 'io-harness-bench-repo-'));
+const root = tempDir('io-harness-bench-repo-');
 writeFileSync(join(root, 'notes.txt'), 'a short file\n');
 const echo = tool({
   name: 'echo',
@@ -23,7 +23,7 @@ const echo = tool({
 });
 
 async function measure(name, args) {
-  const store = await Store.open(join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db'));
+  const store = await Store.open(join(tempDir('io-harness-bench-'), 'runs.db'));
   const supervisor = await Supervisor.start(store, { tools: [echo] });
   const marks = [];
   supervisor.observe((event) => {

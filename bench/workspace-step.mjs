@@ -2,19 +2,19 @@
 // repository, a model that answers at once, and every step a read_file plus an edit_file
 // (policy decisions, restore point on first touch, whole-file diff, the commit holding
 // it). The baseline is the plain agent loop (one read_messages per step) in the same run.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Policy, Store, Supervisor, TaskContract } from 'io-harness';
 import { percentile, stepGaps } from './support/gaps.mjs';
+import { tempDir } from './support/temp.mjs';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 1000);
 const FILES = 200;
 
 function repository() {
-  const root = mkdtempSync(join(tmpdir(), 'io-harness-bench-repo-'));
+  const root = tempDir('io-harness-bench-repo-');
   mkdirSync(join(root, 'src'));
   for (let i = 0; i < FILES; i++) {
     const lines = [`// module ${i}`, 'export const version = 0;'];
@@ -25,7 +25,7 @@ function repository() {
 }
 
 async function measure(options) {
-  const store = await Store.open(join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db'));
+  const store = await Store.open(join(tempDir('io-harness-bench-'), 'runs.db'));
   const supervisor = await Supervisor.start(store);
   const marks = [];
   supervisor.observe((event) => {

@@ -3,7 +3,6 @@
  * SQLite backend of the store port and a scripted model, through a tool call, a refusal,
  * a pause on an approval, its resume, and the budget's end.
  */
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { isMainThread, threadId } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
@@ -17,12 +16,9 @@ import { TraceReader } from '../dist/store/reader.js';
 import { stubHost } from './support/hosts.js';
 import { tempStorePath } from './support/processes.js';
 import { later, tempWorkspace } from './support/workspace.js';
+import { claimOf } from './support/writer.js';
 
 const SCRIPT = join(import.meta.dirname, 'support', 'scripts', 'turns.mjs');
-
-function claim(owner: string) {
-  return { owner, pid: process.pid, host: hostname(), ttlMs: 60_000, now: Date.now() };
-}
 
 describe('an agent run in-process', () => {
   it('calls a tool, is refused, pauses on an approval, resumes, and ends on its step ceiling', async () => {
@@ -58,7 +54,7 @@ describe('an agent run in-process', () => {
       maxTotalAgents: 1,
       maxConcurrentAgents: 1,
       maxWaitSecs: 30,
-      claim: claim('first'),
+      claim: claimOf({ owner: 'first' }),
     });
     const asked: string[] = [];
     const host = (answer: 'defer' | 'approve'): AgentHost =>
@@ -84,7 +80,7 @@ describe('an agent run in-process', () => {
       now: Date.now(),
     });
     expect(open).toEqual({ runId, rootId: runId });
-    const resumed = await store.call('resumePaused', { runId, ...claim('second') });
+    const resumed = await store.call('resumePaused', { runId, ...claimOf({ owner: 'second' }) });
     expect(resumed.status).toBe('resumed');
     const second = runAgent(
       {
@@ -169,7 +165,7 @@ describe('the executor', () => {
       maxTotalAgents: 1,
       maxConcurrentAgents: 1,
       maxWaitSecs: 30,
-      claim: claim('only'),
+      claim: claimOf({ owner: 'only' }),
     });
     const started: string[] = [];
     const recording: Executor = {

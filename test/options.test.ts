@@ -63,7 +63,7 @@ describe('options at the edge', () => {
     );
     // Several problems are named together.
     const both = await startRefusal({ threads: 0, warmWorkers: -1 });
-    expect(both).toContain('threads must be a whole number of at least 1, got 0.');
+    expect(both).toContain('threads must be a whole number of at least 1, got 0;');
     expect(both).toContain('warmWorkers must be a whole number of at least 0, got -1.');
   });
 

@@ -5,7 +5,6 @@
  * dropped, never started. The agent runs in-process on the SQLite backend behind a store
  * port that counts the spawns in flight and can hold the first one's reply.
  */
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runAgent } from '../dist/actors/agent/loop.js';
@@ -16,13 +15,10 @@ import { TraceReader } from '../dist/store/reader.js';
 import { stubHost } from './support/hosts.js';
 import { tempStorePath } from './support/processes.js';
 import { later } from './support/workspace.js';
+import { claimOf } from './support/writer.js';
 
 const SCRIPT = join(import.meta.dirname, 'support', 'scripts', 'turns.mjs');
 const CHILDREN = 6;
-
-function claim(owner: string) {
-  return { owner, pid: process.pid, host: hostname(), ttlMs: 60_000, now: Date.now() };
-}
 
 /** The store, with the spawns in flight counted, and the first spawn's reply held until `release()`. */
 function watched(store: StorePort, holdFirst: boolean) {
@@ -87,7 +83,7 @@ async function rootWithSpawns(path: string) {
     maxTotalAgents: 100,
     maxConcurrentAgents: 100,
     maxWaitSecs: 30,
-    claim: claim('test'),
+    claim: claimOf({ owner: 'test' }),
   });
   return { store, provider, runId, generation };
 }

@@ -145,29 +145,37 @@ describe('the tool mask on the early-read path', () => {
   });
 });
 
+/**
+ * A driver process whose root has finished with two children queued behind the one slot
+ * (child 0 holds it, its model slow); the driver is still alive, and is SIGKILLed after the test.
+ */
+async function rootWithQueue(root: string) {
+  const path = tempStorePath();
+  const driver = new Driver({
+    store: path,
+    mode: 'run',
+    wireScript: 'workspace-fanout#fanoutScript',
+    workspace: { goal: 'fan out', root },
+    supervisor: { maxConcurrentAgents: 1 },
+  });
+  later(() => {
+    driver.child.kill('SIGKILL');
+  });
+  const store = await openStore(path);
+  await driver.waitFor((line) => line.rootId !== undefined);
+  const rootId = driver.rootId as string;
+  const queued = () => store.queue(rootId).filter((entry) => entry.state === 'queued');
+  for (let i = 0; i < 500 && (store.run(rootId)?.status !== 'finished' || queued().length < 2); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  expect(queued()).toHaveLength(2);
+  return { driver, store, rootId, queued };
+}
+
 describe('rewindRun and the spawn backlog', () => {
   it('after a crash, cancels the children a run left queued, and keeps its steps and ledger', async () => {
     const root = project();
-    const path = tempStorePath();
-    // One slot: child 0 holds it (its model is slow) while the other two wait in the queue.
-    const driver = new Driver({
-      store: path,
-      mode: 'run',
-      wireScript: 'workspace-fanout#fanoutScript',
-      workspace: { goal: 'fan out', root },
-      supervisor: { maxConcurrentAgents: 1 },
-    });
-    later(() => {
-      driver.child.kill('SIGKILL');
-    });
-    const store = await openStore(path);
-    await driver.waitFor((line) => line.rootId !== undefined);
-    const rootId = driver.rootId as string;
-    const queued = () => store.queue(rootId).filter((entry) => entry.state === 'queued');
-    for (let i = 0; i < 500 && (store.run(rootId)?.status !== 'finished' || queued().length < 2); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    expect(queued()).toHaveLength(2);
+    const { driver, store, rootId, queued } = await rootWithQueue(root);
     // While the driver lives, its running child is held by a live owner: no rewind.
     expect(() => rewindRun(root, store, rootId)).toThrow(/held by/);
     driver.child.kill('SIGKILL');
@@ -190,22 +198,7 @@ describe('rewindRun and the spawn backlog', () => {
 
   it('goes through the store actor with a supervisor running: its observers see the children end', async () => {
     const root = project();
-    const path = tempStorePath();
-    const driver = new Driver({
-      store: path,
-      mode: 'run',
-      wireScript: 'workspace-fanout#fanoutScript',
-      workspace: { goal: 'fan out', root },
-      supervisor: { maxConcurrentAgents: 1 },
-    });
-    const store = await openStore(path);
-    await driver.waitFor((line) => line.rootId !== undefined);
-    const rootId = driver.rootId as string;
-    const queued = () => store.queue(rootId).filter((entry) => entry.state === 'queued');
-    for (let i = 0; i < 500 && (store.run(rootId)?.status !== 'finished' || queued().length < 2); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    expect(queued()).toHaveLength(2);
+    const { driver, store, rootId, queued } = await rootWithQueue(root);
     driver.child.kill('SIGKILL');
     await driver.exited;
     const waiting = queued().map((entry) => entry.childRunId);

@@ -37,7 +37,8 @@ const LIVE_FLUSH_BOUND_MS = 1_000;
 
 export default async function hostActor(task: ActorTask | WarmTask): Promise<RunExit | null> {
   if ('warm' in task) {
-    await warmThread();
+    // What an agent's first run on a thread loads: the loop (imported above) and the HTTP client.
+    await client;
     return null;
   }
   const { start, controlPort } = task;
@@ -110,9 +111,4 @@ export default async function hostActor(task: ActorTask | WarmTask): Promise<Run
     task.hostPort.close();
     task.storePort.close();
   }
-}
-
-/** Loads what an agent's first run on a thread would: the agent loop (imported above) and the vendors' HTTP client. */
-async function warmThread(): Promise<void> {
-  await client;
 }

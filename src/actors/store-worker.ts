@@ -2,7 +2,7 @@
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { BatchWriter } from '../store/local.js';
 import { errorReply, okReply, type Reply, type Request } from './protocol.js';
-import type { StoreControl, StoreOutput, StoreRequestBody, StoreWorkerData } from './store.js';
+import type { StoreControl, StoreOutput, StoreRequestBody, StoreSyncBody, StoreWorkerData } from './store.js';
 
 const data = workerData as StoreWorkerData;
 const main = parentPort as NonNullable<typeof parentPort>;
@@ -16,6 +16,8 @@ const store = new BatchWriter(data.path, { synchronous: data.synchronous });
 const killPoint = parseKillPoint(data.killAt);
 const batchesSeen = new Map<string, number>();
 let queue: Queued[] = [];
+/** Syncs waiting for the batch after them to be served (see StoreSyncBody). */
+let syncs: (() => void)[] = [];
 let scheduled = false;
 let closing = false;
 
@@ -39,8 +41,8 @@ function maybeKill(phase: string, armed: boolean): void {
   if (armed && killPoint?.phase === phase) process.kill(process.pid, 'SIGKILL');
 }
 
-function enqueue(item: Queued): void {
-  queue.push(item);
+/** Serves what is queued on the next turn of the event loop. */
+function schedule(): void {
   if (!scheduled) {
     scheduled = true;
     setImmediate(flush);
@@ -51,6 +53,16 @@ function flush(): void {
   scheduled = false;
   const batch = queue;
   queue = [];
+  const synced = syncs;
+  syncs = [];
+  try {
+    serve(batch);
+  } finally {
+    for (const answer of synced) answer();
+  }
+}
+
+function serve(batch: Queued[]): void {
   if (batch.length === 0) return;
   // The test hook costs nothing when no kill point is set.
   const armed = isKillBatch(batch);
@@ -90,9 +102,14 @@ function listen(port: {
   postMessage(m: unknown): void;
 }): void {
   port.on('message', (message: unknown) => {
-    const typed = message as Request<StoreRequestBody> | StoreControl;
-    if (typed.type === 'request') {
-      enqueue({ request: typed, reply: (reply) => port.postMessage(reply) });
+    const typed = message as Request<StoreRequestBody | StoreSyncBody> | StoreControl;
+    if (typed.type === 'request' && typed.body.op === 'sync') {
+      const { id } = typed;
+      syncs.push(() => port.postMessage(okReply(id, undefined)));
+      schedule();
+    } else if (typed.type === 'request') {
+      queue.push({ request: typed as Request<StoreRequestBody>, reply: (reply) => port.postMessage(reply) });
+      schedule();
     } else if (typed.type === 'attach') {
       listen(typed.port as MessagePort);
     } else if (typed.type === 'close' && !closing) {

@@ -13,6 +13,14 @@ import { type Endpoint, RequestClient } from './protocol.js';
 
 export type { StoreOperation, StoreOperations, StoreRequestBody } from '../store/port.js';
 
+/**
+ * A request outside the store port: answered once every request that reached the store
+ * actor before it has been served and what their commits announced has been posted, with
+ * no transaction of its own. Replies and notifications share the port, in order, so when
+ * it resolves every notification of an earlier commit has been handled.
+ */
+export type StoreSyncBody = { op: 'sync' };
+
 /** Messages the main thread sends the store worker besides requests. */
 export type StoreControl = { type: 'attach'; port: MessagePort } | { type: 'close' };
 
@@ -28,10 +36,15 @@ export interface StoreWorkerData {
 
 /** A typed client of the store actor over any endpoint (the worker itself, or a port). */
 export class StoreClient implements StoreWrites {
-  readonly #client: RequestClient<StoreRequestBody>;
+  readonly #client: RequestClient<StoreRequestBody | StoreSyncBody>;
 
   constructor(endpoint: Endpoint, onOther?: (message: { type: string }) => void) {
-    this.#client = new RequestClient<StoreRequestBody>(endpoint, onOther);
+    this.#client = new RequestClient<StoreRequestBody | StoreSyncBody>(endpoint, onOther);
+  }
+
+  /** See {@link StoreSyncBody}. */
+  sync(): Promise<void> {
+    return this.#client.request<undefined>({ op: 'sync' });
   }
 
   call<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): Promise<StoreOperations[K][1]> {

@@ -13,6 +13,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { toJSONSchema, z } from 'zod';
 import { InvalidArgumentError } from '../errors.js';
 import { agentToolRegistry } from './agent-tools.js';
+import { oneOf, problemsOf, quotedKeys } from './edges.js';
 import { personTools } from './workspace/person-tools.js';
 import { workspaceTools } from './workspace/session.js';
 
@@ -84,11 +85,7 @@ const declarationSchema = z.strictObject({
   parameters: z.custom<object>((value) => typeof value === 'object' && value !== null, {
     error: 'parameters must be a zod object schema or a JSON Schema object',
   }),
-  effect: z
-    .custom<ToolEffect>((value) => value === 'reads' || value === 'acts', {
-      error: (issue) => `effect must be 'reads' or 'acts', got ${JSON.stringify(issue.input)}`,
-    })
-    .optional(),
+  effect: oneOf<ToolEffect>('effect', ['reads', 'acts'], "'reads' or 'acts'").optional(),
   execute: z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', {
     error: 'execute must be a function',
   }),
@@ -102,10 +99,10 @@ function checkDeclaration(declaration: unknown): void {
   if (parsed.success) return;
   const name = (declaration as { name?: unknown }).name;
   const where = typeof name === 'string' && NAME.test(name) ? `tool(${name})` : 'tool()';
-  const problems = parsed.error.issues.map((issue) =>
-    issue.code === 'unrecognized_keys'
-      ? `a tool has no ${issue.keys.map((key) => JSON.stringify(key)).join(', ')} (it is declared with name, description, parameters, effect and execute${issue.keys.includes('inputSchema') ? '; its schema goes in parameters' : ''})`
-      : issue.message,
+  const problems = problemsOf(
+    parsed.error,
+    (keys) =>
+      `a tool has no ${quotedKeys(keys)} (it is declared with name, description, parameters, effect and execute${keys.includes('inputSchema') ? '; its schema goes in parameters' : ''})`,
   );
   throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
 }

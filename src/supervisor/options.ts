@@ -7,42 +7,22 @@
  */
 import { z } from 'zod';
 import { InvalidArgumentError, shownValue } from '../errors.js';
-
-const shown = shownValue;
-
-/** A whole number of at least `min`, with the message every count option has said. */
-const whole = (name: string, min: number) =>
-  z.custom<number>((value) => typeof value === 'number' && Number.isInteger(value) && value >= min, {
-    error: (issue) => `${name} must be a whole number of at least ${min}, got ${shown(issue.input)}.`,
-  });
+import { oneOf, problemsOf, quotedKeys, text, wholeNumber as whole, withMethod } from '../runtime/edges.js';
 
 /** A number of at least 0 (milliseconds or seconds). */
 const atLeastZero = (name: string, unit: string) =>
   z.custom<number>((value) => typeof value === 'number' && Number.isFinite(value) && value >= 0, {
-    error: (issue) => `${name} must be a number of ${unit} of at least 0, got ${shown(issue.input)}.`,
-  });
-
-/** An object with the named methods (an approver, a plan gate, a clock). */
-const withMethod = <T>(name: string, method: string, example: string) =>
-  z.custom<T>(
-    (value) =>
-      typeof value === 'object' && value !== null && typeof (value as Record<string, unknown>)[method] === 'function',
-    { error: `${name} must have a ${method}(...) method, e.g. ${example}.` },
-  );
-
-const text = (name: string) =>
-  z.custom<string>((value) => typeof value === 'string', {
-    error: (issue) => `${name} must be a string, got ${shown(issue.input)}.`,
+    error: (issue) => `${name} must be a number of ${unit} of at least 0, got ${shownValue(issue.input)}`,
   });
 
 /** Checked for its shape here; checkProviderSpec checks it through. */
 const provider = z.custom<object>((value) => typeof value === 'object' && value !== null, {
   error: (issue) =>
-    `provider must be a provider spec, e.g. OpenAI.create({ model: 'gpt-4.1' }), got ${shown(issue.input)}.`,
+    `provider must be a provider spec, e.g. OpenAI.create({ model: 'gpt-4.1' }), got ${shownValue(issue.input)}`,
 });
 /** Checked entry by entry by checkTools. */
 const tools = z.custom<unknown[]>((value) => Array.isArray(value), {
-  error: 'tools must be an array of tool({ ... }) values.',
+  error: 'tools must be an array of tool({ ... }) values',
 });
 
 const people = {
@@ -51,23 +31,40 @@ const people = {
   operator: withMethod('operator', 'answer', '{ answer: async (question) => "yes" }'),
 };
 
-export const supervisorOptionsSchema = z.strictObject({
-  maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
-  maxTotalAgents: whole('maxTotalAgents', 1).optional(),
-  leaseTtlMs: whole('leaseTtlMs', 1).optional(),
-  clock: withMethod('clock', 'now', 'systemClock').optional(),
-  isolation: z
-    .custom<'shared' | 'thread'>((value) => value === 'shared' || value === 'thread', {
-      error: (issue) =>
-        `isolation must be 'shared' (many actors to a thread, the default) or 'thread' (a thread each), got ${shown(issue.input)}.`,
-    })
-    .optional(),
-  threads: whole('threads', 1).optional(),
-  idleThreadMs: atLeastZero('idleThreadMs', 'milliseconds').optional(),
-  warmWorkers: whole('warmWorkers', 0).optional(),
-  killAt: z.string().nullable().optional(),
-  tools: tools.optional(),
-});
+export const supervisorOptionsSchema = z
+  .strictObject({
+    maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
+    maxTotalAgents: whole('maxTotalAgents', 1).optional(),
+    leaseTtlMs: whole('leaseTtlMs', 1).optional(),
+    clock: withMethod('clock', 'now', 'systemClock').optional(),
+    isolation: oneOf(
+      'isolation',
+      ['shared', 'thread'],
+      "'shared' (many actors to a thread, the default) or 'thread' (a thread each)",
+    ).optional(),
+    threads: whole('threads', 1).optional(),
+    idleThreadMs: atLeastZero('idleThreadMs', 'milliseconds').optional(),
+    warmWorkers: whole('warmWorkers', 0).optional(),
+    killAt: z.string().nullable().optional(),
+    tools: tools.optional(),
+  })
+  .superRefine((options, context) => {
+    // Each isolation has its own option: given with the other, it would do nothing.
+    if (options.isolation === 'thread' && options.threads !== undefined) {
+      context.addIssue({
+        code: 'custom',
+        message:
+          "threads sizes the shared pool, and with isolation: 'thread' each agent has a thread of its own; drop threads, or drop isolation: 'thread' to share them",
+      });
+    }
+    if (options.isolation !== 'thread' && options.idleThreadMs !== undefined) {
+      context.addIssue({
+        code: 'custom',
+        message:
+          "idleThreadMs is how long an idle thread of isolation: 'thread' waits for the next agent; the shared pool's threads live as long as the supervisor. Drop it, or set isolation: 'thread'",
+      });
+    }
+  });
 
 export const runOptionsSchema = z.strictObject({
   task: text('task').optional(),
@@ -75,7 +72,7 @@ export const runOptionsSchema = z.strictObject({
   system: text('system').optional(),
   budget: z
     .custom<object>((value) => typeof value === 'object' && value !== null, {
-      error: 'budget must be an object of ceilings, e.g. { steps: 50, tokens: 200000 }.',
+      error: 'budget must be an object of ceilings, e.g. { steps: 50, tokens: 200000 }',
     })
     .optional(),
   session: text('session').optional(),
@@ -112,20 +109,15 @@ export type ResumeOptionsShape = z.input<typeof resumeOptionsSchema>;
 export function checkOptions<T extends z.ZodObject>(schema: T, value: unknown, where: string): z.output<T> {
   if (value === undefined) value = {};
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidArgumentError(`${where}: options must be an object, got ${shown(value)}.`);
+    throw new InvalidArgumentError(`${where}: options must be an object, got ${shownValue(value)}.`);
   }
   const parsed = schema.safeParse(value);
   if (parsed.success) return value as z.output<T>;
   const known = Object.keys(schema.shape).join(', ');
-  const problems = parsed.error.issues.map((issue) => {
-    if (issue.code === 'unrecognized_keys') {
-      const keys = issue.keys.map((key) => JSON.stringify(key)).join(', ');
-      return `${issue.keys.length === 1 ? 'there is no option' : 'there are no options'} ${keys} (the options are ${known})`;
-    }
-    if (issue.code === 'invalid_type' && issue.input === undefined && issue.path.length === 1) {
-      return `${String(issue.path[0])} is required`;
-    }
-    return issue.message;
-  });
-  throw new InvalidArgumentError(`${where}: ${problems.join('; ')}`);
+  const problems = problemsOf(
+    parsed.error,
+    (keys) =>
+      `${keys.length === 1 ? 'there is no option' : 'there are no options'} ${quotedKeys(keys)} (the options are ${known})`,
+  );
+  throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
 }

@@ -289,32 +289,18 @@ export class Supervisor {
     const options = checkOptions(supervisorOptionsSchema, given, 'Supervisor.start') as SupervisorOptions;
     this.store = store;
     this.owner = `supervisor-${randomUUID()}`;
-    const maxConcurrentAgents = positiveInteger(
-      options.maxConcurrentAgents ?? DEFAULTS.maxConcurrentAgents,
-      'maxConcurrentAgents',
-    );
+    // Every value was checked against the schema above.
     this.#options = {
-      maxConcurrentAgents,
-      maxTotalAgents: positiveInteger(options.maxTotalAgents ?? DEFAULTS.maxTotalAgents, 'maxTotalAgents'),
-      leaseTtlMs: positiveInteger(options.leaseTtlMs ?? DEFAULTS.leaseTtlMs, 'leaseTtlMs'),
+      maxConcurrentAgents: options.maxConcurrentAgents ?? DEFAULTS.maxConcurrentAgents,
+      maxTotalAgents: options.maxTotalAgents ?? DEFAULTS.maxTotalAgents,
+      leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       clock: options.clock ?? systemClock,
       killAt: options.killAt ?? null,
     };
     this.#tools = checkTools(options.tools, 'Supervisor.start');
-    const isolation = options.isolation ?? 'shared';
-    if (isolation === 'thread' && options.threads !== undefined) {
-      throw new InvalidArgumentError(
-        "Supervisor.start: threads sizes the shared pool, and with isolation: 'thread' each agent has a thread of its own; drop threads, or drop isolation: 'thread' to share them.",
-      );
-    }
-    if (isolation === 'shared' && options.idleThreadMs !== undefined) {
-      throw new InvalidArgumentError(
-        "Supervisor.start: idleThreadMs is how long an idle thread of isolation: 'thread' waits for the next agent; the shared pool's threads live as long as the supervisor. Drop it, or set isolation: 'thread'.",
-      );
-    }
     this.#pool = new ActorPool({
-      isolation,
-      ...(options.threads === undefined ? {} : { threads: positiveInteger(options.threads, 'threads') }),
+      isolation: options.isolation ?? 'shared',
+      ...(options.threads === undefined ? {} : { threads: options.threads }),
       ...(options.idleThreadMs === undefined ? {} : { idleThreadMs: options.idleThreadMs }),
     });
   }
@@ -549,11 +535,8 @@ export class Supervisor {
     );
     const policy = options.policy ?? (contract ? Policy.default() : null);
     const maxWaitSecs = options.maxWaitSecs ?? DEFAULTS.maxWaitSecs;
-    const maxConcurrent = positiveInteger(
-      options.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
-      'maxConcurrentAgents',
-    );
-    const maxTotal = positiveInteger(options.maxTotalAgents ?? this.#options.maxTotalAgents, 'maxTotalAgents');
+    const maxConcurrent = options.maxConcurrentAgents ?? this.#options.maxConcurrentAgents;
+    const maxTotal = options.maxTotalAgents ?? this.#options.maxTotalAgents;
     const rootId = randomUUID();
     const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
     const tools = this.#treeTools(options.tools, 'run()');
@@ -1072,16 +1055,9 @@ export class Supervisor {
     if (tree.byAddress.get(slot.address) === slot) tree.byAddress.delete(slot.address);
   }
 
-  /**
-   * Resolves once the store actor has answered a request sent now: its replies and its
-   * notifications share one port, in order, so every notification of an earlier commit has
-   * been handled by then. (An empty lease renewal is the request: it writes nothing.)
-   */
+  /** Resolves once every notification of a commit made before now has been handled here (see StoreSyncBody). */
   #storeBarrier(): Promise<void> {
-    return this.#storeClient.call('renewLeases', { owner: this.owner, leases: [], expiresAt: 0 }).then(
-      () => undefined,
-      () => undefined,
-    );
+    return this.#storeClient.sync().catch(() => undefined);
   }
 
   /** The thread hosting an actor died (or the pool was destroyed): its tree stops here, resumable. */

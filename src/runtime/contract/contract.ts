@@ -149,8 +149,10 @@ export interface ContractData {
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
 }
 
-/** Re-prompts and gate re-tries a contract allows unless it says otherwise. */
-export const DEFAULT_RETRIES = 2;
+const DEFAULT_RETRIES = 2;
+
+/** A contract's data with only its goal and root required: the rest as the builders default it. */
+export type ContractInput = Pick<ContractData, 'goal' | 'root'> & Partial<Omit<ContractData, 'goal' | 'root'>>;
 
 function checkGoal(goal: unknown, where: string): string {
   if (typeof goal !== 'string' || goal.trim() === '') {
@@ -240,21 +242,26 @@ export class TaskContract {
     };
   }
 
-  /** Rebuilds a contract from its data (as stored with a run), checking it again. */
-  static from(data: ContractData): TaskContract {
+  /**
+   * Rebuilds a contract from its data (as stored with a run), checking it again. What the
+   * data leaves out is what the builders default to.
+   */
+  static from(data: ContractInput): TaskContract {
     let contract =
-      data.mode === 'file' && data.file
+      data.mode !== 'workspace' && data.file
         ? TaskContract.file(data.goal, resolve(data.root, data.file))
         : TaskContract.workspace(data.goal, data.root);
-    if (data.verification.kind !== 'none') contract = contract.#with({ verification: data.verification });
+    if (data.verification && data.verification.kind !== 'none')
+      contract = contract.#with({ verification: data.verification });
     if (data.outputSchema)
       contract = contract.withOutputSchema(OutputSchema.of(data.outputSchema.schema, data.outputSchema.name));
-    if (data.toolMask.length > 0) contract = contract.withToolMask(data.toolMask);
-    contract = contract.withBudget(data.budget).withRetries(data.retries);
-    if (data.leaseTtlMs !== null) contract = contract.withLeaseTtl(data.leaseTtlMs);
+    if (data.toolMask && data.toolMask.length > 0) contract = contract.withToolMask(data.toolMask);
+    if (data.budget) contract = contract.withBudget(data.budget);
+    if (data.retries !== undefined) contract = contract.withRetries(data.retries);
+    if (data.leaseTtlMs !== undefined && data.leaseTtlMs !== null) contract = contract.withLeaseTtl(data.leaseTtlMs);
     if (data.toolchain) contract = contract.withToolchain(data.toolchain);
     if (data.inheritedEnv && data.inheritedEnv.length > 0) contract = contract.withInheritedEnv(data.inheritedEnv);
-    if (data.system !== null) contract = contract.withSystem(data.system);
+    if (data.system !== undefined && data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
     if (data.escalation) {
       contract = contract.withEscalation(data.escalation.provider, {

@@ -6,24 +6,11 @@
  */
 import { z } from 'zod';
 import { InvalidArgumentError, shownValue } from '../../errors.js';
-import { type ContractData, DEFAULT_RETRIES, TaskContract, Verification } from './contract.js';
+import { oneOf, plainObject, problemsOf, quotedKeys, strings, text, wholeNumber } from '../edges.js';
+import type { ProviderSpec } from '../provider.js';
+import { type ContractInput, TaskContract, Verification } from './contract.js';
 
-const count = (name: string, min: number) =>
-  z.custom<number>((value) => typeof value === 'number' && Number.isInteger(value) && value >= min, {
-    error: (issue) => `${name} must be a whole number of at least ${min}, got ${shownValue(issue.input)}`,
-  });
-const text = (name: string) =>
-  z.custom<string>((value) => typeof value === 'string', {
-    error: (issue) => `${name} must be a string, got ${shownValue(issue.input)}`,
-  });
-const strings = (name: string) =>
-  z.custom<string[]>((value) => Array.isArray(value) && value.every((item) => typeof item === 'string'), {
-    error: (issue) => `${name} must be an array of strings, got ${shownValue(issue.input)}`,
-  });
-const object = (name: string, example: string) =>
-  z.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), {
-    error: (issue) => `${name} must be an object, e.g. ${example}, got ${shownValue(issue.input)}`,
-  });
+const count = wholeNumber;
 
 const verification = z.discriminatedUnion(
   'kind',
@@ -38,7 +25,7 @@ const verification = z.discriminatedUnion(
     }),
     z.strictObject({
       kind: z.literal('review'),
-      provider: object('verification.provider', '{ "kind": "openai", "model": "gpt-4.1" }'),
+      provider: plainObject('verification.provider', '{ "kind": "openai", "model": "gpt-4.1" }'),
       rubric: text('verification.rubric'),
     }),
   ],
@@ -47,16 +34,15 @@ const verification = z.discriminatedUnion(
 
 const contractSchema = z.strictObject({
   goal: text('goal'),
-  mode: z
-    .custom<'workspace' | 'file'>((value) => value === 'workspace' || value === 'file', {
-      error: (issue) => `mode must be 'workspace' or 'file', got ${shownValue(issue.input)}`,
-    })
-    .optional(),
+  mode: oneOf('mode', ['workspace', 'file'], "'workspace' or 'file'").optional(),
   root: text('root'),
   file: text('file').nullable().optional(),
   verification: verification.optional(),
   outputSchema: z
-    .strictObject({ name: text('outputSchema.name'), schema: object('outputSchema.schema', '{ "type": "object" }') })
+    .strictObject({
+      name: text('outputSchema.name'),
+      schema: plainObject('outputSchema.schema', '{ "type": "object" }'),
+    })
     .nullable()
     .optional(),
   toolMask: strings('toolMask').optional(),
@@ -73,7 +59,7 @@ const contractSchema = z.strictObject({
     .optional(),
   retries: count('retries', 0).optional(),
   leaseTtlMs: count('leaseTtlMs', 1).nullable().optional(),
-  toolchain: object('toolchain', '{ "node": { "test": ["npm", "test"] } }').nullable().optional(),
+  toolchain: plainObject('toolchain', '{ "node": { "test": ["npm", "test"] } }').nullable().optional(),
   inheritedEnv: strings('inheritedEnv').optional(),
   system: text('system').nullable().optional(),
   planGate: z
@@ -83,7 +69,7 @@ const contractSchema = z.strictObject({
     .optional(),
   escalation: z
     .strictObject({
-      provider: object('escalation.provider', '{ "kind": "openai", "model": "gpt-4.1" }'),
+      provider: plainObject('escalation.provider', '{ "kind": "openai", "model": "gpt-4.1" }'),
       afterGateFailures: count('escalation.afterGateFailures', 1),
     })
     .nullable()
@@ -113,46 +99,32 @@ export function contractFromJSON(json: unknown): TaskContract {
   }
   const parsed = contractSchema.safeParse(value);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => {
-      if (issue.code === 'unrecognized_keys') {
-        const at = issue.path.length > 0 ? `${issue.path.join('.')} has` : 'a contract has';
-        return `${at} no ${issue.keys.map((key) => JSON.stringify(key)).join(', ')}`;
-      }
-      return issue.message;
-    });
+    const problems = problemsOf(
+      parsed.error,
+      (keys, path) => `${path.length > 0 ? `${path.join('.')} has` : 'a contract has'} no ${quotedKeys(keys)}`,
+    );
     throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
   }
   const given = parsed.data;
-  const data: ContractData = {
-    goal: given.goal,
-    mode: given.mode ?? (given.file ? 'file' : 'workspace'),
-    root: given.root,
-    file: given.file ?? null,
-    verification: (given.verification ?? { kind: 'none' }) as ContractData['verification'],
-    outputSchema: given.outputSchema ?? null,
-    toolMask: given.toolMask ?? [],
-    budget: given.budget ?? {},
-    retries: given.retries ?? DEFAULT_RETRIES,
-    leaseTtlMs: given.leaseTtlMs ?? null,
-    toolchain: (given.toolchain ?? null) as ContractData['toolchain'],
-    ...(given.inheritedEnv ? { inheritedEnv: given.inheritedEnv } : {}),
-    system: given.system ?? null,
-    planGate: given.planGate ?? false,
-    ...(given.escalation ? { escalation: given.escalation as unknown as ContractData['escalation'] } : {}),
-  };
-  // The criterion through its own builders, which check what the shape cannot.
-  const gate = data.verification;
-  if (gate.kind === 'command') {
-    data.verification = Verification.command(gate.argv, {
-      expectExit: gate.expectExit,
-      timeoutSecs: gate.timeoutMs / 1000,
-      outputLimitBytes: gate.outputLimit,
-    });
-  } else if (gate.kind === 'review') {
-    data.verification = Verification.review(gate.provider, gate.rubric);
-  }
-  if (data.mode === 'file' && data.file === null) {
+  if (given.mode === 'file' && !given.file) {
     throw new InvalidArgumentError(`${where}: a contract of mode 'file' names its file, e.g. "file": "src/app.js".`);
   }
-  return TaskContract.from(data);
+  // The criterion through its own builders, which check what the shape cannot.
+  const gate = given.verification;
+  const verification =
+    gate?.kind === 'command'
+      ? Verification.command(gate.argv, {
+          expectExit: gate.expectExit,
+          timeoutSecs: gate.timeoutMs / 1000,
+          outputLimitBytes: gate.outputLimit,
+        })
+      : gate?.kind === 'review'
+        ? Verification.review(gate.provider as unknown as ProviderSpec, gate.rubric)
+        : undefined;
+  return TaskContract.from({
+    ...given,
+    ...(verification ? { verification } : {}),
+    toolchain: given.toolchain as ContractInput['toolchain'],
+    escalation: given.escalation as unknown as ContractInput['escalation'],
+  } as ContractInput);
 }
