@@ -11,11 +11,9 @@
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { toJSONSchema, z } from 'zod';
+import { builtInToolNames } from '../actors/agent/toolset.js';
 import { InvalidArgumentError } from '../errors.js';
-import { agentToolRegistry } from './agent-tools.js';
 import { oneOf, problemsOf, quotedKeys } from './edges.js';
-import { personTools } from './workspace/person-tools.js';
-import { workspaceTools } from './workspace/session.js';
 
 /**
  * What a tool does, for the policy and for recovery: `reads` only looks (it may start
@@ -105,20 +103,6 @@ function checkDeclaration(declaration: unknown): void {
       `a tool has no ${quotedKeys(keys)} (it is declared with name, description, parameters, effect and execute${keys.includes('inputSchema') ? '; its schema goes in parameters' : ''})`,
   );
   throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
-}
-
-let builtIn: ReadonlySet<string> | null = null;
-
-/** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
-export function builtInToolNames(): ReadonlySet<string> {
-  builtIn ??= new Set([
-    ...agentToolRegistry()
-      .definitions()
-      .map((definition) => definition.name),
-    ...workspaceTools('workspace').map((declared) => declared.name),
-    ...personTools(true).map((declared) => declared.name),
-  ]);
-  return builtIn;
 }
 
 /** A declared tool, checked: its wire definition computed once, its validator compiled once. */

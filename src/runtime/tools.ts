@@ -8,6 +8,8 @@
 import type { QuestionInput } from '../store/records.js';
 import { type ArgumentSchema, checkArguments } from './arguments.js';
 import type { EventData } from './events.js';
+import type { CommandCheck } from './policy/commands.js';
+import type { Act, Decision } from './policy/policy.js';
 import { keptOfSent, type ToolCall, type ToolDefinition } from './provider.js';
 
 /**
@@ -57,7 +59,56 @@ export function halted(halt: Halt): ToolResult {
  */
 export type ToolKind = 'reads' | 'acts' | 'asks' | 'host';
 
-export interface Tool<Context> {
+/**
+ * What a tool's handler is given for one call: the step it is part of. Everything a tool
+ * may do beyond computing its result goes through here, so a tool declared against it
+ * gets the policy, the approver, the intent journal, restore points and the trace of
+ * every other tool, and nothing else to wire.
+ */
+export interface StepContext {
+  /** Where the call is in its completion, and its id. */
+  readonly callIndex: number;
+  readonly callId: string;
+  /** Fires at a cancel and at the step's deadline: a tool stops what it started. */
+  readonly signal: AbortSignal;
+  /** True while a run opened with a plan gate has no approved plan: it may only read. */
+  readonly planning: boolean;
+  /**
+   * The result this very call (same tool, same arguments) already has from being started
+   * while its completion streamed (see {@link Tool.early}); undefined when it was not.
+   * A handler still authorizes the call first, so the trace records the same decision.
+   */
+  readonly started: ToolResult | Promise<ToolResult> | undefined;
+  /** What the run's policy says about an act, asking nobody and recording nothing. */
+  decide(act: Act): Decision['effect'];
+  /**
+   * Decides an act against the run's policy and records the decision in the step; an
+   * `ask` goes to the tree's approver (a deferral pauses the run at this call). Resolves
+   * null when the act may go on, else the refusal to return to the model.
+   */
+  authorize(act: Act): Promise<ToolResult | null>;
+  /** {@link authorize} for a command already checked as the programs it runs (every stage of a line): one question covers every stage that asks. */
+  authorizeCommand(act: Act, check: CommandCheck): Promise<ToolResult | null>;
+  /**
+   * Runs an effect the runtime can neither inspect nor undo under a journaled intent: one
+   * that already ran keeps its recorded result, one a crash interrupted pauses the run for
+   * a person to retry, skip or abort.
+   */
+  intent(kind: string, detail: string, run: () => Promise<ToolResult>): Promise<ToolResult>;
+  /** Stores (and commits) what a workspace path held before the run first touched it, fenced by the run's lease. */
+  restorePoint(path: string, content: Uint8Array | null): Promise<void>;
+  /** Adds an event to the step in progress: it is committed with the step. */
+  record(event: EventData): void;
+  /** Adds a file's diff to the step in progress. */
+  change(change: { path: string; diff: string }): void;
+}
+
+/**
+ * One tool, whole: what the model sees of it (name, description, parameters), what kind
+ * of act it is, and what it does with a call. `Context` is the step context with what
+ * the tool's family needs besides (a workspace session, the run's tree).
+ */
+export interface Tool<Context extends StepContext = StepContext> {
   name: string;
   description: string;
   parameters: ArgumentSchema;
@@ -68,7 +119,15 @@ export interface Tool<Context> {
    * embedder's, whose schemas may use any of JSON Schema).
    */
   checkedBy?: 'here' | 'host';
-  handler(args: Record<string, unknown>, context: Context, callIndex: number): Promise<ToolResult>;
+  /**
+   * Starts a call while its completion still streams, when that is safe: it only reads
+   * and the policy allows it outright (no person is asked about a turn that may be
+   * abandoned). Returns the started result, or null to wait for the completion. The
+   * result is used only if the finished completion makes the same call; its handler then
+   * finds it in {@link StepContext.started}.
+   */
+  early?(args: Record<string, unknown>, context: Context): ToolResult | Promise<ToolResult> | null;
+  execute(args: Record<string, unknown>, context: Context): Promise<ToolResult>;
 }
 
 /** How deep a call's arguments may nest (objects and arrays); deeper is refused before anything walks them. */
@@ -86,7 +145,7 @@ export function nestedDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
-export class ToolRegistry<Context> {
+export class ToolRegistry<Context extends StepContext = StepContext> {
   readonly #tools = new Map<string, Tool<Context>>();
   #definitions: ToolDefinition[] | null = null;
 
@@ -144,16 +203,22 @@ export class ToolRegistry<Context> {
   }
 
   /** Validates the arguments and runs the tool; an unknown tool or bad arguments is an error observation, not a crash. */
-  async dispatch(
-    name: string,
-    args: Record<string, unknown>,
-    context: Context,
-    callIndex: number,
-  ): Promise<ToolResult> {
+  async dispatch(name: string, args: Record<string, unknown>, context: Context): Promise<ToolResult> {
     const tool = this.#tools.get(name);
     const problems = this.#problems(name, args);
     if (!tool || problems !== null) return { content: problems ?? '', isError: true };
-    return tool.handler(args, context, callIndex);
+    return tool.execute(args, context);
+  }
+
+  /**
+   * Starts a call early (see {@link Tool.early}) when its tool can and its arguments are
+   * good; null when it is not started.
+   */
+  startEarly(name: string, args: Record<string, unknown>, context: Context): ToolResult | Promise<ToolResult> | null {
+    const tool = this.#tools.get(name);
+    if (!tool?.early) return null;
+    if (tool.checkedBy !== 'host' && checkArguments(tool.parameters, args).length > 0) return null;
+    return tool.early(args, context);
   }
 
   /** What is wrong with a call to `name` with `args`, for the model; null when nothing is. */

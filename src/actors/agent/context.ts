@@ -2,11 +2,13 @@
 import type { Clock } from '../../clock.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { PolicyData } from '../../runtime/policy/policy.js';
+import type { WorkspaceCall } from '../../runtime/workspace/session.js';
 import type { StorePort } from '../../store/port.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { Fence } from '../../store/records.js';
 import type { AgentHost } from './ports.js';
 import type { StepState } from './step.js';
+import type { MailWake } from './tree-tools.js';
 
 export interface RunContext {
   readonly store: StorePort;
@@ -26,4 +28,15 @@ export interface RunContext {
   readonly policyData: PolicyData | null;
   /** A run opened with a plan gate is planning until a plan is approved. */
   planning: boolean;
+}
+
+/**
+ * The step context every tool of an agent is called with: the step's own (see
+ * {@link StepContext}), the run's workspace session (null outside a workspace run), and
+ * the run in progress, for the tools that act on the tree.
+ */
+export interface AgentCall extends WorkspaceCall {
+  readonly agent: RunContext;
+  /** Wakes an inbox wait when mail for this agent is committed. */
+  readonly mail: MailWake;
 }

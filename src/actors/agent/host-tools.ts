@@ -4,36 +4,51 @@
  * journaled as an intent before the call, and the main thread checks the arguments and
  * runs it over the host channel.
  */
+
+import type { ArgumentSchema } from '../../runtime/arguments.js';
 import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
-import type { EventData } from '../../runtime/events.js';
-import type { Act, Decision, Policy } from '../../runtime/policy/policy.js';
-import { halted, type ToolResult } from '../../runtime/tools.js';
-import { settleDecision } from '../../runtime/workspace/session.js';
-import type { RunContext } from './context.js';
+import type { Act } from '../../runtime/policy/policy.js';
+import { halted, type Tool, type ToolResult } from '../../runtime/tools.js';
+import type { AgentCall, RunContext } from './context.js';
 import * as people from './people.js';
+
+/**
+ * One of the embedder's tools as the agent declares it: the main thread checks its
+ * arguments and runs it. A call the policy asks about has its arguments checked first (a
+ * person is asked only about a good call); one that reads and is allowed outright may
+ * start while its completion streams.
+ */
+export function hostTool(definition: ToolDefinitionData): Tool<AgentCall> {
+  const { name } = definition;
+  return {
+    name,
+    description: definition.description,
+    parameters: definition.parameters as unknown as ArgumentSchema,
+    kind: 'host',
+    checkedBy: 'host',
+    early: (args, call) =>
+      definition.effect === 'reads' && call.decide({ kind: 'tool', name }) === 'allow'
+        ? callHostTool(call.agent, definition, args, call.callIndex, call.callId)
+        : null,
+    execute: async (args, call) => {
+      if (call.planning && definition.effect === 'acts') {
+        const reason = `${name} acts on the world, so it waits for an approved plan: this run is in its planning phase; call submit_plan.`;
+        return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
+      }
+      if (call.decide({ kind: 'tool', name }) === 'ask') {
+        const invalid = await call.agent.host.checkTool({ runId: call.agent.run.runId, name, args });
+        if (invalid !== null) return { content: invalid, isError: true };
+      }
+      const refused = await call.authorize(toolAct(name, args));
+      if (refused) return refused;
+      // Started while the completion streamed, for this very call: its result, after the same decision as ever.
+      return call.started ?? callHostTool(call.agent, definition, args, call.callIndex, call.callId);
+    },
+  };
+}
 
 /** The longest a tool's arguments are shown in the question an interrupted call asks. */
 const SHOWN_ARGUMENT_CHARS = 200;
-
-/**
- * Decides a tool act against a policy, as a workspace run's session decides its acts
- * (the same settling, asking and recording); null when it may go on.
- */
-export function authorizeTool(
-  context: RunContext,
-  policy: Policy,
-  name: string,
-  args: Record<string, unknown>,
-  callIndex: number,
-): Promise<ToolResult | null> {
-  const act = toolAct(name, args);
-  const host = {
-    ask: (asked: Act, decision: Extract<Decision, { effect: 'ask' }>, index: number) =>
-      people.ask(context, asked, decision, index),
-    event: (event: EventData) => context.step.events.push(event),
-  };
-  return settleDecision(host, act, policy.decide(act, '/'), [], callIndex);
-}
 
 /** The arguments as an approver reads them: JSON, cut at this many characters. */
 const SHOWN_TO_APPROVER_CHARS = 1_000;

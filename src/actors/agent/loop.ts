@@ -6,12 +6,11 @@
  */
 import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError, serializeError } from '../../errors.js';
-import type { ReadArgs, SendArgs, SpawnArgs } from '../../runtime/agent-tools.js';
 import { type ContractData, contractSecrets } from '../../runtime/contract/contract.js';
-import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
-import type { EventData, PlanStep, RunStatus } from '../../runtime/events.js';
+import type { EventData, RunStatus } from '../../runtime/events.js';
 import { directExecutor, type Executor } from '../../runtime/exec/executor.js';
-import { type Act, type Decision, Policy, type PolicyData } from '../../runtime/policy/policy.js';
+import type { CommandCheck } from '../../runtime/policy/commands.js';
+import { type Act, Policy, type PolicyData } from '../../runtime/policy/policy.js';
 import {
   type CallAttempt,
   type Completion,
@@ -24,19 +23,18 @@ import {
 } from '../../runtime/provider.js';
 import { ProviderError } from '../../runtime/providers/types.js';
 import type { Halt, ToolRegistry, ToolResult } from '../../runtime/tools.js';
-import { READ_ONLY_TOOLS, WorkspaceSession, type WorkspaceToolName } from '../../runtime/workspace/session.js';
+import { type DecisionHost, settleCommand, settleDecision, WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { ModelCallRecord, Observation, RunSpec } from '../../store/records.js';
 import type { AgentInput, RunExit } from '../agent.js';
 import { Budget, type Crossing, Deadline } from './budget.js';
-import type { RunContext } from './context.js';
+import type { AgentCall, RunContext } from './context.js';
 import { judge } from './gates.js';
-import { authorizeTool, callHostTool, toolAct } from './host-tools.js';
 import * as people from './people.js';
 import type { AgentPorts } from './ports.js';
 import { answeredCall, appendStep, attemptEvents, failedCall, providerLabel, sameArguments } from './records.js';
 import { type RestoredRun, restoreRun, StepState } from './step.js';
-import { defaultSystem, type Effects, registryFor, workspaceSystem } from './toolset.js';
+import { defaultSystem, registryFor, workspaceSystem } from './toolset.js';
 import * as tree from './tree-tools.js';
 
 export type AgentStart = Extract<AgentInput, { type: 'start' }>;
@@ -45,7 +43,7 @@ export type AgentStart = Extract<AgentInput, { type: 'start' }>;
 type RunSpecData = RunSpec & { provider: ProviderSpec };
 
 /** Drives one run; {@link AgentRun.run} resolves with how it left. */
-export class AgentRun implements RunContext, Effects {
+export class AgentRun implements RunContext {
   readonly #start: AgentStart;
   readonly #ports: AgentPorts;
   readonly #abort = new AbortController();
@@ -56,7 +54,10 @@ export class AgentRun implements RunContext, Effects {
   #cancelled = false;
   #contract: ContractData | null = null;
   #policyData: PolicyData | null = null;
-  /** The run's policy, built once from its data; null when the run has none. */
+  /**
+   * What decides the run's acts, built once from its data: its policy, or for a
+   * workspace run without one the default policy; null (everything allowed) otherwise.
+   */
   #policy: Policy | null = null;
   #workspace: WorkspaceSession | null = null;
   #deadline: Deadline;
@@ -162,12 +163,11 @@ export class AgentRun implements RunContext, Effects {
     const contract = spec.contract ?? null;
     this.#contract = contract;
     this.#policyData = spec.policy ?? null;
-    this.#policy = spec.policy ? Policy.from(spec.policy) : null;
+    this.#policy = spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null;
     let briefing: string | null = null;
     if (contract) {
-      const policy = this.#policy ?? Policy.default();
       const secrets = contractSecrets(contract, this.#start.provider ?? spec.provider);
-      this.#workspace = new WorkspaceSession(contract, policy, this.#workspaceHost(), secrets, this.#executor);
+      this.#workspace = new WorkspaceSession(contract, this.#policy as Policy, secrets, this.#executor);
       briefing = spec.briefing ?? this.#workspace.briefing();
     }
     const registry = registryFor(
@@ -366,7 +366,7 @@ export class AgentRun implements RunContext, Effects {
             return !mask.has(next.name) && !next.invalid && registry.accepts(next.name, next.args);
           });
           live?.publish({ type: 'tool-call-start', seq, callId: call.id, name: call.name, index });
-          result = await this.#deadline.hold(registry.dispatch(call.name, call.args, this, index));
+          result = await this.#deadline.hold(registry.dispatch(call.name, call.args, this.#call(index, call)));
           if (!result.halt) {
             live?.publish({
               type: 'tool-call-end',
@@ -477,7 +477,7 @@ export class AgentRun implements RunContext, Effects {
   }
 
   /** What the model call reports as it streams: reads to start early, and text for the live channel. */
-  #hooks(mask: Set<string>, registry: ToolRegistry<Effects>): CompletionHooks | undefined {
+  #hooks(mask: Set<string>, registry: ToolRegistry<AgentCall>): CompletionHooks | undefined {
     const live = this.#ports.live;
     const seq = this.#seq;
     const early = this.#workspace !== null || (this.#start.tools ?? []).some((tool) => tool.effect === 'reads');
@@ -527,39 +527,63 @@ export class AgentRun implements RunContext, Effects {
   }
 
   /**
-   * A read-only call the stream has finished, at the head of the completion, allowed
-   * outright: run it now. Its result is used only if the finished completion asks for
-   * the same call with the same arguments; otherwise it is dropped unrecorded.
+   * A call the stream has finished, at the head of the completion, that its tool can start
+   * now (it only reads, and the policy allows it outright): started. Its result is used
+   * only if the finished completion asks for the same call with the same arguments;
+   * otherwise it is dropped unrecorded.
    */
-  #startEarly(call: ToolCall, index: number, mask: Set<string>, registry: ToolRegistry<Effects>): void {
-    const workspace = this.#workspace;
+  #startEarly(call: ToolCall, index: number, mask: Set<string>, registry: ToolRegistry<AgentCall>): void {
     const early = this.step.early;
     // A new attempt (a retry, a fallback) starts its calls from index 0: nothing of an earlier attempt is reused.
     if (index === 0) early.clear();
     if (index !== early.size || mask.has(call.name)) return;
-    const hosted = this.#start.tools?.find((tool) => tool.name === call.name);
-    if (hosted) {
-      // One of the embedder's tools that only reads, allowed outright: called now, its result awaited at dispatch.
-      if (hosted.effect !== 'reads' || this.#toolDecision(call.name) !== 'allow') return;
-      const result = callHostTool(this, hosted, call.args, index, call.id);
-      // Awaited only when the finished completion makes this call; otherwise its outcome is dropped.
-      result.catch(() => undefined);
-      early.set(index, { call, result });
+    let result: ToolResult | Promise<ToolResult> | null;
+    try {
+      result = registry.startEarly(call.name, call.args, this.#call(index, call, false));
+    } catch {
+      // A start that throws is simply not started early.
       return;
     }
-    if (!workspace || !READ_ONLY_TOOLS.has(call.name)) return;
-    if (!registry.accepts(call.name, call.args) || !workspace.readAllowedOutright(call.args)) return;
-    try {
-      const result = workspace.readNow(call.name as 'read_file', call.args);
-      early.set(index, { call, result });
-    } catch {
-      // A read that throws is simply not started early.
-    }
+    if (result === null) return;
+    // Awaited only when the finished completion makes this call; otherwise its outcome is dropped.
+    if (result instanceof Promise) result.catch(() => undefined);
+    early.set(index, { call, result });
   }
 
-  #workspaceHost() {
+  /**
+   * The step context of the call at `index`: what its tool may do beyond computing its
+   * result. `dispatched` is false for a call started while its completion streams, which
+   * has no result of its own to pick up.
+   */
+  #call(index: number, call: ToolCall, dispatched = true): AgentCall {
     const self = this;
+    const decisions: DecisionHost = {
+      ask: (act, decision, callIndex) => people.ask(self, act, decision, callIndex),
+      event: (event) => self.step.events.push(event),
+    };
+    const root = this.#contract?.root ?? '/';
+    const early = dispatched ? this.step.early.get(index) : undefined;
+    const started =
+      early && early.call.name === call.name && sameArguments(early.call.args, call.args) ? early.result : undefined;
     return {
+      callIndex: index,
+      callId: call.id,
+      get signal() {
+        return self.signal;
+      },
+      get planning() {
+        return self.planning;
+      },
+      started,
+      agent: self,
+      workspace: this.#workspace,
+      mail: this.#mail,
+      decide: (act: Act) => (self.#policy ? self.#policy.decide(act, root).effect : 'allow'),
+      authorize: async (act: Act) =>
+        self.#policy ? settleDecision(decisions, act, self.#policy.decide(act, root), [], index) : null,
+      authorizeCommand: (act: Act, check: CommandCheck) => settleCommand(decisions, act, check, index),
+      intent: (kind: string, detail: string, run: () => Promise<ToolResult>) =>
+        people.intent(self, index, kind, detail, run),
       restorePoint: async (path: string, content: Uint8Array | null) => {
         await self.store.call('recordRestorePoint', {
           ...self.fence,
@@ -570,17 +594,8 @@ export class AgentRun implements RunContext, Effects {
           now: self.clock.now(),
         });
       },
-      ask: (act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number) =>
-        people.ask(self, act, decision, callIndex),
-      intent: (callIndex: number, kind: string, detail: string, run: () => Promise<ToolResult>) =>
-        people.intent(self, callIndex, kind, detail, run),
-      planning: () => self.planning,
-      event: (event: EventData) => self.step.events.push(event),
+      record: (event: EventData) => self.step.events.push(event),
       change: (change: { path: string; diff: string }) => self.step.changes.push(change),
-      callId: (index: number) => self.step.calls[index]?.id ?? `call-${index}`,
-      get signal() {
-        return self.signal;
-      },
     };
   }
 
@@ -603,75 +618,6 @@ export class AgentRun implements RunContext, Effects {
     await this.#ports.live?.flush();
     await this.store.call('endRun', { ...this.fence, status, reply: null, reason, events, now: this.clock.now() });
     return status;
-  }
-
-  // The tools' effects (see ./toolset.ts).
-
-  submitPlan(args: { steps: PlanStep[] }, callIndex: number): Promise<ToolResult> {
-    return people.submitPlan(this, args, callIndex);
-  }
-
-  askOperator(args: { question: string }, callIndex: number): Promise<ToolResult> {
-    return people.askOperator(this, args, callIndex);
-  }
-
-  spawn(args: SpawnArgs, callIndex: number): Promise<ToolResult> {
-    return tree.spawn(this, args, callIndex);
-  }
-
-  send(args: SendArgs): Promise<ToolResult> {
-    return tree.send(this, args);
-  }
-
-  read(args: ReadArgs): Promise<ToolResult> {
-    return tree.read(this, args, this.#mail);
-  }
-
-  async hostTool(
-    definition: ToolDefinitionData,
-    args: Record<string, unknown>,
-    callIndex: number,
-  ): Promise<ToolResult> {
-    const name = definition.name;
-    if (this.planning && definition.effect === 'acts') {
-      const reason = `${name} acts on the world, so it waits for an approved plan: this run is in its planning phase; call submit_plan.`;
-      return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
-    }
-    const policy = this.#policy;
-    // A person is asked about a call only once its arguments are known to be good.
-    if (this.#toolDecision(name) === 'ask') {
-      const invalid = await this.host.checkTool({ runId: this.run.runId, name, args });
-      if (invalid !== null) return { content: invalid, isError: true };
-    }
-    const refused = this.#workspace
-      ? await this.#workspace.authorize(toolAct(name, args), callIndex)
-      : policy
-        ? await authorizeTool(this, policy, name, args, callIndex)
-        : null;
-    if (refused) return refused;
-    // Started while the completion streamed, for this very call: its result, after the same decision as ever.
-    const early = this.step.early.get(callIndex);
-    if (early && early.call.name === name && sameArguments(early.call.args, args)) return early.result;
-    return callHostTool(this, definition, args, callIndex);
-  }
-
-  /** What the run's policy says about a call to the embedder's tool `name` (allow when it has none). */
-  #toolDecision(name: string): 'allow' | 'deny' | 'ask' {
-    return this.#policy ? this.#policy.decide({ kind: 'tool', name }, '/').effect : 'allow';
-  }
-
-  async workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {
-    const workspace = this.#workspace;
-    if (!workspace) return { content: `${name} is not available outside a workspace run.`, isError: true };
-    const early = this.step.early.get(callIndex);
-    if (early && early.call.name === name && sameArguments(early.call.args, args)) {
-      // The same decision the ordinary path records, then the result the early read already has.
-      const located = workspace.locate(args);
-      if (!located.ok) return located.result;
-      const refused = await workspace.authorize({ kind: 'read', path: located.path }, callIndex);
-      return refused ?? early.result;
-    }
-    return workspace.run(name, args, callIndex);
   }
 }
 

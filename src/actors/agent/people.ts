@@ -4,12 +4,14 @@
  * stored while the run was paused; what cannot go on without a person is returned as a
  * {@link Halt} (a pause, or a stop), never thrown.
  */
+
+import type { ArgumentSchema } from '../../runtime/arguments.js';
 import type { EventData, PlanStep, QuestionKind } from '../../runtime/events.js';
 import type { PlanDecision } from '../../runtime/policy/approval.js';
 import type { Act, Decision } from '../../runtime/policy/policy.js';
 import type { Completion } from '../../runtime/provider.js';
-import { type Halt, halted, type ToolResult } from '../../runtime/tools.js';
-import type { RunContext } from './context.js';
+import { type Halt, halted, type Tool, type ToolResult } from '../../runtime/tools.js';
+import type { AgentCall, RunContext } from './context.js';
 
 /** The halt of a step whose run the supervisor cancelled. */
 export const CANCELLED: Halt = { kind: 'stop', reason: 'cancelled by the supervisor' };
@@ -261,4 +263,64 @@ export async function askOperator(
     });
   }
   return { content: `The operator answered: ${answer}`, isError: false };
+}
+
+const PLAN_PARAMETERS: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    steps: {
+      type: 'array',
+      minItems: 1,
+      description: 'The plan, in order.',
+      items: {
+        type: 'object',
+        properties: {
+          description: { type: 'string', minLength: 1, description: 'What this step does.' },
+          owner: { type: 'string', minLength: 1, description: 'The agent that owns this step (an address), if any.' },
+        },
+        required: ['description'],
+        additionalProperties: false,
+      },
+    },
+  },
+  required: ['steps'],
+  additionalProperties: false,
+};
+
+const QUESTION_PARAMETERS: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    question: { type: 'string', minLength: 1, description: 'What you need the operator to decide about the intent.' },
+  },
+  required: ['question'],
+  additionalProperties: false,
+};
+
+/**
+ * The tools that reach a person: `ask_operator` (a question about intent, rather than a
+ * guess) and, for a run opened with a plan gate, `submit_plan` (it leaves its planning
+ * phase only through an approved plan). Either may pause the run until a person answers.
+ */
+export function personTools(planGate: boolean): Tool<AgentCall>[] {
+  const tools: Tool<AgentCall>[] = [
+    {
+      name: 'ask_operator',
+      description:
+        'Ask the operator a question about the intent of the task when guessing would be worse than waiting. The run may pause until they answer.',
+      parameters: QUESTION_PARAMETERS,
+      kind: 'asks',
+      execute: (args, call) => askOperator(call.agent, args as { question: string }, call.callIndex),
+    },
+  ];
+  if (planGate) {
+    tools.push({
+      name: 'submit_plan',
+      description:
+        'Submit your ordered plan for review. Until a plan is approved you may only read; the answer approves, corrects or cancels it.',
+      parameters: PLAN_PARAMETERS,
+      kind: 'asks',
+      execute: (args, call) => submitPlan(call.agent, args as { steps: PlanStep[] }, call.callIndex),
+    });
+  }
+  return tools;
 }

@@ -1,26 +1,25 @@
-/** Which tools a run has, and what its system prompt says, by the kind of run. */
-import { type AgentEffects, agentToolRegistry } from '../../runtime/agent-tools.js';
-import type { ArgumentSchema } from '../../runtime/arguments.js';
+/**
+ * Which tools a run has, and what its system prompt says, by the kind of run. Every tool
+ * is one declaration (see Tool in runtime/tools.ts) in the file of its family: the tree
+ * tools in ./tree-tools.ts, the person tools in ./people.ts, the workspace tools in
+ * runtime/workspace/session.ts, the embedder's in ./host-tools.ts.
+ */
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
-import type { Tool, ToolRegistry, ToolResult } from '../../runtime/tools.js';
-import { type PersonEffects, personTools } from '../../runtime/workspace/person-tools.js';
-import { type WorkspaceEffects, workspaceTools } from '../../runtime/workspace/session.js';
+import { ToolRegistry } from '../../runtime/tools.js';
+import { workspaceTools } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
-
-/** The effect of a call to one of the embedder's tools: the main thread runs it. */
-export interface HostToolEffects {
-  hostTool(definition: ToolDefinitionData, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
-}
-
-export type Effects = AgentEffects & WorkspaceEffects & PersonEffects & HostToolEffects;
+import type { AgentCall } from './context.js';
+import { hostTool } from './host-tools.js';
+import { personTools } from './people.js';
+import { TREE_TOOLS } from './tree-tools.js';
 
 /**
  * One registry per kind of run and set of embedder tools, built once per thread and keyed
  * by the definitions themselves: trees with different tools never share one, and the
  * definitions a tree sends stay byte-identical run to run.
  */
-const registries = new Map<string, ToolRegistry<Effects>>();
+const registries = new Map<string, ToolRegistry<AgentCall>>();
 /** Registries kept per thread; past this, the least recently used goes (trees built with fresh tools each time). */
 const KEPT_REGISTRIES = 64;
 
@@ -28,7 +27,7 @@ export function registryFor(
   mode: 'agent' | 'workspace' | 'file',
   planGate: boolean,
   tools: readonly ToolDefinitionData[] = [],
-): ToolRegistry<Effects> {
+): ToolRegistry<AgentCall> {
   const key = `${mode}${planGate ? '+plan' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
@@ -36,7 +35,8 @@ export function registryFor(
     registries.delete(key);
     registries.set(key, registry);
   } else {
-    registry = agentToolRegistry() as unknown as ToolRegistry<Effects>;
+    registry = new ToolRegistry<AgentCall>();
+    for (const tool of TREE_TOOLS) registry.register(tool);
     if (mode !== 'agent') {
       for (const tool of workspaceTools(mode)) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);
@@ -48,16 +48,16 @@ export function registryFor(
   return registry;
 }
 
-/** One of the embedder's tools as the agent declares it: the main thread checks its arguments and runs it. */
-function hostTool(definition: ToolDefinitionData): Tool<Effects> {
-  return {
-    name: definition.name,
-    description: definition.description,
-    parameters: definition.parameters as unknown as ArgumentSchema,
-    kind: 'host',
-    checkedBy: 'host',
-    handler: (args, effects, callIndex) => effects.hostTool(definition, args, callIndex),
-  };
+let builtIn: ReadonlySet<string> | null = null;
+
+/** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
+export function builtInToolNames(): ReadonlySet<string> {
+  builtIn ??= new Set(
+    registryFor('workspace', true)
+      .definitions()
+      .map((definition) => definition.name),
+  );
+  return builtIn;
 }
 
 export function workspaceSystem(contract: ContractData): string {

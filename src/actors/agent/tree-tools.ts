@@ -4,11 +4,121 @@
  * the tree, delivered when the step commits and consumed exactly once).
  */
 import { randomUUID } from 'node:crypto';
-import type { ReadArgs, SendArgs, SpawnArgs } from '../../runtime/agent-tools.js';
+import type { ArgumentSchema } from '../../runtime/arguments.js';
 import { Policy, type PolicyData } from '../../runtime/policy/policy.js';
-import type { ToolResult } from '../../runtime/tools.js';
+import type { Tool, ToolResult } from '../../runtime/tools.js';
 import type { StoreOperations } from '../../store/port.js';
-import type { RunContext } from './context.js';
+import type { AgentCall, RunContext } from './context.js';
+
+export interface SpawnArgs {
+  task: string;
+  as?: string;
+  wait?: boolean;
+  background_after_secs?: number;
+  budget?: { steps?: number; tokens?: number; wall_secs?: number };
+  max_wait_secs?: number;
+  policy?: { deny?: RuleLists; allow?: RuleLists };
+}
+
+/** Patterns per act, as a spawn names them. */
+export interface RuleLists {
+  read?: string[];
+  write?: string[];
+  exec?: string[];
+  net?: string[];
+}
+
+const RULE_LISTS: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    read: { type: 'array', items: { type: 'string', minLength: 1 } },
+    write: { type: 'array', items: { type: 'string', minLength: 1 } },
+    exec: { type: 'array', items: { type: 'string', minLength: 1 } },
+    net: { type: 'array', items: { type: 'string', minLength: 1 } },
+  },
+  additionalProperties: false,
+};
+
+export interface SendArgs {
+  to: string;
+  body: string;
+}
+
+export interface ReadArgs {
+  wait_secs?: number;
+  limit?: number;
+}
+
+const spawnParameters: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    task: { type: 'string', minLength: 1, description: 'What the new agent is to do.' },
+    as: {
+      type: 'string',
+      description: 'An address for the new agent, unique within this tree; derived from yours when omitted.',
+    },
+    wait: {
+      type: 'boolean',
+      description: 'Wait for the agent to finish and return its result (default true). False returns at once.',
+    },
+    background_after_secs: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      description: 'With wait, stop waiting after this many seconds; the agent carries on and reports to your inbox.',
+    },
+    budget: {
+      type: 'object',
+      description: 'Ceilings for the new agent; never more than you have left.',
+      properties: {
+        steps: { type: 'integer', minimum: 0 },
+        tokens: { type: 'integer', minimum: 0 },
+        wall_secs: { type: 'number', minimum: 0 },
+      },
+      additionalProperties: false,
+    },
+    max_wait_secs: {
+      type: 'number',
+      minimum: 0,
+      description: 'Lower the longest inbox wait the new agent may ask for.',
+    },
+    policy: {
+      type: 'object',
+      description:
+        'Narrow what the new agent may do: `deny` adds rules (patterns per act) on top of your own policy. A child can never be allowed more than you.',
+      properties: { deny: RULE_LISTS, allow: RULE_LISTS },
+      additionalProperties: false,
+    },
+  },
+  required: ['task'],
+  additionalProperties: false,
+};
+
+const sendParameters: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    to: { type: 'string', minLength: 1, description: 'The address of an agent in this tree.' },
+    body: { type: 'string', description: 'The message.' },
+  },
+  required: ['to', 'body'],
+  additionalProperties: false,
+};
+
+const readParameters: ArgumentSchema = {
+  type: 'object',
+  properties: {
+    wait_secs: {
+      type: 'number',
+      minimum: 0,
+      description: 'If the inbox is empty, wait up to this many seconds for a message (capped by the run).',
+    },
+    limit: {
+      type: 'integer',
+      minimum: 1,
+      description: 'Return at most this many messages; the rest stay for a later read.',
+    },
+  },
+  additionalProperties: false,
+};
 
 /** Wakes an inbox wait when mail for this agent is committed, or the run is cancelled. */
 export class MailWake {
@@ -198,3 +308,29 @@ export async function read(context: RunContext, args: ReadArgs, mail: MailWake):
   const capped = asked > cap ? ` (the wait asked for ${asked}s was capped at ${cap}s)` : '';
   return { content: `no messages${waitSecs > 0 ? ` after waiting ${waitSecs}s` : ''}${capped}.`, isError: false };
 }
+
+/** The tree tools, declared: what the model sees of each, and what a call does. */
+export const TREE_TOOLS: readonly Tool<AgentCall>[] = [
+  {
+    name: 'spawn_agent',
+    description:
+      'Start a sub-agent on a task. It shares this tree\u2019s budget ledger and can only narrow it. Returns its result when waited for.',
+    parameters: spawnParameters,
+    kind: 'acts',
+    execute: (args, call) => spawn(call.agent, args as unknown as SpawnArgs, call.callIndex),
+  },
+  {
+    name: 'send_message',
+    description: 'Send a message to another agent of this tree by its address. It is delivered when this step commits.',
+    parameters: sendParameters,
+    kind: 'acts',
+    execute: (args, call) => send(call.agent, args as unknown as SendArgs),
+  },
+  {
+    name: 'read_messages',
+    description: 'Read the messages sent to you, oldest first; each is returned exactly once. May wait a bounded time.',
+    parameters: readParameters,
+    kind: 'reads',
+    execute: (args, call) => read(call.agent, args as ReadArgs, call.mail),
+  },
+];

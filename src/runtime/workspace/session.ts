@@ -4,8 +4,9 @@
  * before the file changes, records its whole-file diff for the step's commit, and
  * runs the project's cheap checker when the policy allows that command outright.
  *
- * It runs inside the agent's thread; the store and the approver are reached through
- * the {@link WorkspaceHost} the actor supplies.
+ * Each tool is one entry of {@link WORKSPACE_TOOLS}. It runs inside the agent's thread;
+ * the policy's settling, the approver, the intent journal, restore points and the step's
+ * trace are reached through the step context each call is given ({@link WorkspaceCall}).
  */
 import { readFileSync, rmSync } from 'node:fs';
 import type { ArgumentSchema } from '../arguments.js';
@@ -17,7 +18,7 @@ import { commandEnvironment, describeCommand } from '../exec/run-command.js';
 import { type CommandCheck, checkArgv } from '../policy/commands.js';
 import type { Act, Decision, Policy } from '../policy/policy.js';
 import { checkShell, lineShell } from '../policy/shell.js';
-import { type Halt, halted, type Tool, type ToolResult } from '../tools.js';
+import { type Halt, halted, type StepContext, type Tool, type ToolResult } from '../tools.js';
 import {
   describeChange,
   diffStat,
@@ -36,40 +37,18 @@ import {
 import { boundedSearch } from './search-pool.js';
 import { detectToolchain, type Toolchain } from './toolchain.js';
 
-/** What the session needs from the actor that runs it. */
-export interface WorkspaceHost {
-  /** Stores (and commits) what `path` held before the run first touched it. */
-  restorePoint(path: string, content: Uint8Array | null): Promise<void>;
-  /**
-   * Asks the tree's approver about an act the policy marked `ask` (or reads the answer a
-   * person stored while the run was paused). A deferral, or a cancel while waiting, is a
-   * {@link Halt}: the step stops at this call.
-   */
-  ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number): Promise<'approve' | 'deny' | Halt>;
-  /**
-   * Runs an effect the runtime cannot inspect or undo under a journaled intent: one that
-   * already ran keeps its recorded result, one interrupted by a crash pauses the run.
-   */
-  intent(callIndex: number, kind: string, detail: string, run: () => Promise<ToolResult>): Promise<ToolResult>;
-  /** True while a run opened with a plan gate has no approved plan: reads only. */
-  planning(): boolean;
-  /** Adds an event to the step in progress. */
-  event(event: EventData): void;
-  /** Adds a file change to the step in progress. */
-  change(change: { path: string; diff: string }): void;
-  /** The id of the call at `callIndex` of the completion being dispatched. */
-  callId(callIndex: number): string;
-  readonly signal: AbortSignal;
+/**
+ * The step context a workspace tool is called with: the step's own (policy, approver,
+ * intents, restore points, trace) and the run's workspace session, which is null outside
+ * a workspace run.
+ */
+export interface WorkspaceCall extends StepContext {
+  readonly workspace: WorkspaceSession | null;
 }
 
 export interface ExecArgs {
   argv: string[];
   timeout_secs?: number;
-}
-
-/** The tool effects an actor implements for a workspace run. */
-export interface WorkspaceEffects {
-  workspaceTool(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
 }
 
 /** The most items an exec argv may have; a real command line has far fewer. */
@@ -159,14 +138,14 @@ interface WorkspaceToolDeclaration {
    */
   kind: 'reads' | 'acts' | 'controls';
   /**
-   * May start while its completion still streams. Not grep or find: their matching runs on
-   * the bounded search pool, where a search started for a turn that is then abandoned
-   * would hold the pool's one thread.
+   * Starts while its completion still streams (see {@link Tool.early}). Not grep or find:
+   * their matching runs on the bounded search pool, where a search started for a turn that
+   * is then abandoned would hold the pool's one thread.
    */
-  early?: true;
+  early?(session: WorkspaceSession, args: Record<string, unknown>, call: StepContext): ToolResult | null;
   /** Offered in single-file mode, which reaches one file and nothing else: no search, and no command. */
   singleFile?: true;
-  run(session: WorkspaceSession, args: Record<string, unknown>, callIndex: number): Promise<ToolResult>;
+  run(session: WorkspaceSession, args: Record<string, unknown>, call: WorkspaceCall): Promise<ToolResult>;
 }
 
 /** A file tool that writes: the change planned from the arguments, then authorized, kept and made. */
@@ -179,7 +158,7 @@ function fileWrite(
     parameters: FILE_TOOL_PARAMETERS[name],
     kind: 'acts',
     singleFile: true,
-    run: (session, args, callIndex) => session.write(name, args, callIndex, () => plan(session.workspace, args)),
+    run: (session, args, call) => session.write(name, args, call, () => plan(session.workspace, args)),
   };
 }
 
@@ -188,9 +167,12 @@ const WORKSPACE_TOOLS = {
     description: FILE_TOOL_DESCRIPTIONS.read_file,
     parameters: FILE_TOOL_PARAMETERS.read_file,
     kind: 'reads',
-    early: true,
+    early: (session, args, call) => {
+      const located = session.locate(args);
+      return located.ok && call.decide({ kind: 'read', path: located.path }) === 'allow' ? session.readNow(args) : null;
+    },
     singleFile: true,
-    run: (session, args, callIndex) => session.read('read_file', args, callIndex),
+    run: (session, args, call) => session.read('read_file', args, call),
   },
   write_file: fileWrite('write_file', (workspace, args) => workspace.planWrite(args as unknown as WriteArgs)),
   edit_file: fileWrite('edit_file', (workspace, args) => workspace.planEdit(args as unknown as EditArgs)),
@@ -199,34 +181,34 @@ const WORKSPACE_TOOLS = {
     description: FILE_TOOL_DESCRIPTIONS.grep,
     parameters: FILE_TOOL_PARAMETERS.grep,
     kind: 'reads',
-    run: (session, args, callIndex) => session.read('grep', args, callIndex),
+    run: (session, args, call) => session.read('grep', args, call),
   },
   find: {
     description: FILE_TOOL_DESCRIPTIONS.find,
     parameters: FILE_TOOL_PARAMETERS.find,
     kind: 'reads',
-    run: (session, args, callIndex) => session.read('find', args, callIndex),
+    run: (session, args, call) => session.read('find', args, call),
   },
   exec: {
     description:
       'Run a command in the workspace root from a fixed argv (the project\u2019s build, tests, linter). Returns its exit status and both output streams, bounded.',
     parameters: EXEC_PARAMETERS,
     kind: 'acts',
-    run: (session, args, callIndex) => session.exec(args as unknown as ExecArgs, callIndex),
+    run: (session, args, call) => session.exec(args as unknown as ExecArgs, call),
   },
   shell: {
     description:
       'Run a command line in the workspace root. Every stage and every redirect is checked before anything starts. Returns the exit status and both streams, bounded.',
     parameters: SHELL_PARAMETERS,
     kind: 'acts',
-    run: (session, args, callIndex) => session.shell(args as { command: string; timeout_secs?: number }, callIndex),
+    run: (session, args, call) => session.shell(args as { command: string; timeout_secs?: number }, call),
   },
   shell_start: {
     description:
       'Start a long-lived command line in the background (checked like shell); returns a handle for shell_poll and shell_kill. It is killed when the run ends.',
     parameters: SHELL_START_PARAMETERS,
     kind: 'acts',
-    run: (session, args, callIndex) => session.shellStart(args as { command: string }, callIndex),
+    run: (session, args, call) => session.shellStart(args as { command: string }, call),
   },
   shell_poll: {
     description: 'New output of a command started with shell_start, and whether it is still running.',
@@ -244,36 +226,54 @@ const WORKSPACE_TOOLS = {
 
 export type WorkspaceToolName = keyof typeof WORKSPACE_TOOLS;
 
-function declared(name: string): WorkspaceToolDeclaration | undefined {
-  return Object.hasOwn(WORKSPACE_TOOLS, name) ? WORKSPACE_TOOLS[name as WorkspaceToolName] : undefined;
-}
-
-/** The tools a read may start before its completion ends (see {@link WorkspaceToolDeclaration.early}). */
-export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(
-  Object.entries(WORKSPACE_TOOLS)
-    .filter(([, tool]) => (tool as WorkspaceToolDeclaration).early === true)
-    .map(([name]) => name),
-);
-
-/** The tool definitions of a workspace run; single-file mode offers only the file tools. */
-export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceEffects>[] {
-  return Object.entries(WORKSPACE_TOOLS)
-    .filter(([, tool]) => mode === 'workspace' || (tool as WorkspaceToolDeclaration).singleFile === true)
-    .map(([name, tool]) => ({
-      name,
-      description: tool.description,
-      parameters: tool.parameters,
-      // Stopping what the run itself started acts on the world too.
-      kind: tool.kind === 'reads' ? ('reads' as const) : ('acts' as const),
-      handler: (args, effects, callIndex) => effects.workspaceTool(name as WorkspaceToolName, args, callIndex),
-    }));
+/**
+ * The workspace tools, as the registry takes them; single-file mode offers only the file
+ * tools. A tool that acts waits while the run is planning; an early read starts only where
+ * the policy allows it outright.
+ */
+export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceCall>[] {
+  return Object.entries(WORKSPACE_TOOLS as Record<string, WorkspaceToolDeclaration>)
+    .filter(([, tool]) => mode === 'workspace' || tool.singleFile === true)
+    .map(([name, tool]) => {
+      const early = tool.early;
+      return {
+        name,
+        description: tool.description,
+        parameters: tool.parameters,
+        // Stopping what the run itself started acts on the world too.
+        kind: tool.kind === 'reads' ? ('reads' as const) : ('acts' as const),
+        ...(early
+          ? {
+              early: (args: Record<string, unknown>, call: WorkspaceCall) =>
+                call.workspace ? early(call.workspace, args, call) : null,
+            }
+          : {}),
+        execute: async (args: Record<string, unknown>, call: WorkspaceCall) => {
+          const session = call.workspace;
+          if (!session) return { content: `${name} is not available outside a workspace run.`, isError: true };
+          if (tool.kind === 'acts' && call.planning) {
+            const reason = `${name} waits for an approved plan: this run is in its planning phase, so read what you need and call submit_plan.`;
+            return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
+          }
+          return tool.run(session, args, call);
+        },
+      };
+    });
 }
 
 const EXEC_OUTPUT_LIMIT = 32 * 1024;
 const CHECK_OUTPUT_LIMIT = 8 * 1024;
 
-/** What deciding an act needs of the run: a person to ask, and the step's events to record in. */
-export type DecisionHost = Pick<WorkspaceHost, 'ask' | 'event'>;
+/** What settling a decision needs of the run: a person to ask, and the step's events to record in. */
+export interface DecisionHost {
+  /**
+   * Asks the tree's approver about an act the policy marked `ask` (or reads the answer a
+   * person stored while the run was paused). A deferral, or a cancel while waiting, is a
+   * {@link Halt}: the step stops at this call.
+   */
+  ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number): Promise<'approve' | 'deny' | Halt>;
+  event(event: EventData): void;
+}
 
 /** Records a policy decision (with the person's answer, when one was asked) in the step. */
 export function recordDecision(
@@ -322,11 +322,55 @@ export async function settleDecision(
   return { content: reason, isError: true, refusal: { rule, reason, layer: decision.layer ?? 'policy' } };
 }
 
+/**
+ * Settles a command checked as the programs it really runs (wrappers unwrapped, every
+ * stage of a line): a stage the checker refused refuses the whole; the stages that ask
+ * are one question, naming them all, whose answer is for the whole command. Every
+ * decision is recorded. Returns the refusal, or null when the command may run.
+ */
+export async function settleCommand(
+  host: DecisionHost,
+  act: Act,
+  check: CommandCheck,
+  callIndex: number,
+): Promise<ToolResult | null> {
+  if (!check.ok) {
+    for (const decision of check.decisions) recordDecision(host, decision.subject, act.kind, decision);
+    const rule = check.rule;
+    const reason = `${act.kind === 'exec' ? 'the command' : act.kind} is refused: ${check.reason}${check.layer ? ` (layer ${check.layer})` : ''}.`;
+    return { content: reason, isError: true, refusal: { rule, reason, layer: check.layer ?? 'boundary' } };
+  }
+  const asking = check.decisions.filter((decision) => decision.effect === 'ask') as Extract<
+    Decision,
+    { effect: 'ask' }
+  >[];
+  if (asking.length === 0) {
+    for (const decision of check.decisions) recordDecision(host, decision.subject, act.kind, decision);
+    return null;
+  }
+  const question: Extract<Decision, { effect: 'ask' }> =
+    asking.length === 1
+      ? (asking[0] as Extract<Decision, { effect: 'ask' }>)
+      : {
+          effect: 'ask',
+          rule: [...new Set(asking.map((decision) => decision.rule))].join(' + '),
+          layer: [...new Set(asking.map((decision) => decision.layer))].join(' + '),
+          subject: asking.map((decision) => decision.subject).join(' | '),
+        };
+  const answer = await host.ask(act, question, callIndex);
+  if (typeof answer !== 'string') return halted(answer);
+  for (const decision of check.decisions) {
+    recordDecision(host, decision.subject, act.kind, decision, decision.effect === 'ask' ? answer : undefined);
+  }
+  if (answer === 'approve') return null;
+  const reason = `${act.kind} ${question.subject} needs approval (${question.rule}, layer ${question.layer}) and the approver denied it.`;
+  return { content: reason, isError: true, refusal: { rule: question.rule, reason, layer: question.layer } };
+}
+
 export class WorkspaceSession {
   readonly workspace: Workspace;
   readonly #contract: ContractData;
   readonly #policy: Policy;
-  readonly #host: WorkspaceHost;
   #toolchain: Toolchain | null | undefined;
   readonly #jobs = new Map<string, Job>();
   #nextHandle = 0;
@@ -344,7 +388,6 @@ export class WorkspaceSession {
   constructor(
     contract: ContractData,
     policy: Policy,
-    host: WorkspaceHost,
     secrets: readonly string[] = [],
     executor: Executor = directExecutor,
   ) {
@@ -352,7 +395,6 @@ export class WorkspaceSession {
     this.#env = commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []);
     this.#contract = contract;
     this.#policy = policy;
-    this.#host = host;
     this.workspace = new Workspace({
       root: contract.root,
       file: contract.file ?? undefined,
@@ -362,11 +404,11 @@ export class WorkspaceSession {
   }
 
   /** Records, once, how the run's commands are contained; called as a command is about to start. */
-  noteContainment(): void {
+  noteContainment(record: (event: EventData) => void): void {
     if (this.#containmentNoted) return;
     this.#containmentNoted = true;
     const containment = this.#executor.containment();
-    this.#host.event({
+    record({
       type: 'process-containment',
       mechanism: containment.mechanism,
       reason: containment.mechanism === 'process-group' ? containment.reason : null,
@@ -410,91 +452,25 @@ export class WorkspaceSession {
     return lines.join('\n');
   }
 
-  /**
-   * Decides an act; every decision is an event. Resolves null when allowed, or the
-   * refusal to return to the model.
-   */
-  async authorize(act: Act, callIndex: number): Promise<ToolResult | null> {
-    const decision = this.#policy.decide(act, this.#contract.root);
-    return this.#settle(act, decision, [], callIndex);
-  }
-
-  /** Decides a command checked as the program it really runs (wrappers unwrapped, every stage of a line). */
-  async authorizeCommand(act: Act, check: CommandCheck, callIndex: number): Promise<ToolResult | null> {
-    if (!check.ok) {
-      for (const decision of check.decisions) this.#record(decision.subject, act.kind, decision);
-      const rule = check.rule;
-      const reason = `${act.kind === 'exec' ? 'the command' : act.kind} is refused: ${check.reason}${check.layer ? ` (layer ${check.layer})` : ''}.`;
-      return { content: reason, isError: true, refusal: { rule, reason, layer: check.layer ?? 'boundary' } };
-    }
-    const asking = check.decisions.filter((decision) => decision.effect === 'ask') as Extract<
-      Decision,
-      { effect: 'ask' }
-    >[];
-    if (asking.length === 0) {
-      for (const decision of check.decisions) this.#record(decision.subject, act.kind, decision);
-      return null;
-    }
-    // One question covers every stage that asks, and names them all: the answer is for the whole command.
-    const question: Extract<Decision, { effect: 'ask' }> =
-      asking.length === 1
-        ? (asking[0] as Extract<Decision, { effect: 'ask' }>)
-        : {
-            effect: 'ask',
-            rule: [...new Set(asking.map((decision) => decision.rule))].join(' + '),
-            layer: [...new Set(asking.map((decision) => decision.layer))].join(' + '),
-            subject: asking.map((decision) => decision.subject).join(' | '),
-          };
-    const answer = await this.#host.ask(act, question, callIndex);
-    if (typeof answer !== 'string') return halted(answer);
-    for (const decision of check.decisions) {
-      this.#record(decision.subject, act.kind, decision, decision.effect === 'ask' ? answer : undefined);
-    }
-    if (answer === 'approve') return null;
-    const reason = `${act.kind} ${question.subject} needs approval (${question.rule}, layer ${question.layer}) and the approver denied it.`;
-    return { content: reason, isError: true, refusal: { rule: question.rule, reason, layer: question.layer } };
-  }
-
-  #record(subject: string, act: Act['kind'], decision: Decision, answer?: 'approve' | 'deny'): void {
-    recordDecision(this.#host, subject, act, decision, answer);
-  }
-
-  #settle(act: Act, decision: Decision, others: Decision[], callIndex: number): Promise<ToolResult | null> {
-    return settleDecision(this.#host, act, decision, others, callIndex);
-  }
-
-  /** A refusal while a run opened with a plan gate has no approved plan. */
-  planningRefusal(name: string): ToolResult | null {
-    if (declared(name)?.kind !== 'acts' || !this.#host.planning()) return null;
-    const reason = `${name} waits for an approved plan: this run is in its planning phase, so read what you need and call submit_plan.`;
-    return { content: reason, isError: true, refusal: { rule: 'plan-gate', reason } };
-  }
-
-  async run(name: WorkspaceToolName, args: Record<string, unknown>, callIndex: number): Promise<ToolResult> {
-    const planning = this.planningRefusal(name);
-    if (planning) return planning;
-    return WORKSPACE_TOOLS[name].run(this, args, callIndex);
-  }
-
   /** A read-only tool: safe to start early, and to run twice. */
   async read(
     name: 'read_file' | 'grep' | 'find',
     args: Record<string, unknown>,
-    callIndex: number,
+    call: StepContext,
   ): Promise<ToolResult> {
     const located = this.locate(args);
     if (!located.ok) return located.result;
-    const refused = await this.authorize({ kind: 'read', path: located.path }, callIndex);
+    const refused = await call.authorize({ kind: 'read', path: located.path });
     if (refused) return refused;
-    if (name === 'read_file') return this.readNow(name, args);
+    if (name === 'read_file') return call.started ?? this.readNow(args);
     // The model's pattern runs on the search pool, bounded in time and stopped with the run.
     return this.workspace.search(name, args as unknown as GrepArgs | FindArgs, (task) =>
-      boundedSearch(task, this.#host.signal),
+      boundedSearch(task, call.signal),
     );
   }
 
   /** The read itself, with no policy decision: for a read the policy already allows outright. */
-  readNow(_name: 'read_file', args: Record<string, unknown>): ToolResult {
+  readNow(args: Record<string, unknown>): ToolResult {
     return this.workspace.read(args as { path: string; start_line?: number; end_line?: number });
   }
 
@@ -509,43 +485,35 @@ export class WorkspaceSession {
     return resolved.ok ? { ok: true, path: resolved.relative } : resolved;
   }
 
-  /** Whether a read could start early: the policy allows it outright (no approver is asked about a turn that may be abandoned). */
-  readAllowedOutright(args: Record<string, unknown>): boolean {
-    const located = this.locate(args);
-    return (
-      located.ok && this.#policy.decide({ kind: 'read', path: located.path }, this.#contract.root).effect === 'allow'
-    );
-  }
-
   async write(
     tool: string,
     args: Record<string, unknown>,
-    callIndex: number,
+    call: StepContext,
     plan: () => Planned,
   ): Promise<ToolResult> {
     const path = String(args.path ?? '');
-    const refused = await this.authorize({ kind: 'write', path }, callIndex);
+    const refused = await call.authorize({ kind: 'write', path });
     if (refused) return refused;
     const planned = plan();
     if (!planned.ok) return planned.result;
     const change = planned.change;
-    await this.#saveRestorePoint(change);
+    await this.#saveRestorePoint(change, call);
     try {
       this.workspace.apply(change);
     } catch (error) {
       return { content: `could not write ${change.path}: ${(error as Error).message}`, isError: true };
     }
-    this.#host.change({ path: change.path, diff: change.diff });
+    call.change({ path: change.path, diff: change.diff });
     const { added, removed } = diffStat(change.diff);
-    this.#host.event({
+    call.record({
       type: 'file-changed',
-      callId: this.#host.callId(callIndex),
+      callId: call.callId,
       tool,
       path: change.path,
       added,
       removed,
     });
-    const checked = await this.#check(callIndex);
+    const checked = await this.#check(call);
     return { content: checked ? `${describeChange(change)}\n${checked}` : describeChange(change), isError: false };
   }
 
@@ -553,7 +521,7 @@ export class WorkspaceSession {
    * Before every write, a fenced store call: the run's restore point on first touch, the
    * step's own image, and a lease check, so a driver that lost its lease writes nothing.
    */
-  async #saveRestorePoint(change: FileChange): Promise<void> {
+  async #saveRestorePoint(change: FileChange, call: StepContext): Promise<void> {
     // The bytes as they are on disk, not as decoded text: a binary file is put back exactly.
     const resolved = this.workspace.resolve(change.path);
     if (!resolved.ok) throw new Error(`a planned change names a path outside the workspace: ${change.path}`);
@@ -564,19 +532,19 @@ export class WorkspaceSession {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       content = null;
     }
-    await this.#host.restorePoint(change.path, content);
+    await call.restorePoint(change.path, content);
   }
 
   /** After a write: the project's cheap checker, when there is one and the policy allows it outright. */
-  async #check(callIndex: number): Promise<string | null> {
+  async #check(call: StepContext): Promise<string | null> {
     const toolchain = this.toolchain;
     // A run that may not run commands (exec masked) does not run the checker either.
     if (!toolchain?.check || this.#contract.toolMask.includes('exec')) return null;
     const argv = [...toolchain.check];
-    const callId = this.#host.callId(callIndex);
+    const callId = call.callId;
     if (this.#policy.decide({ kind: 'exec', argv }, this.#contract.root).effect !== 'allow') {
       // There is no approver on the path after a write: an ask is a silent skip.
-      this.#host.event({
+      call.record({
         type: 'toolchain-checked',
         callId,
         ecosystem: toolchain.ecosystem,
@@ -586,17 +554,17 @@ export class WorkspaceSession {
       });
       return null;
     }
-    this.noteContainment();
+    this.noteContainment((event) => call.record(event));
     const result = await this.#executor.run({
       argv,
       purpose: 'checker',
       cwd: this.#contract.root,
       timeoutMs: 120_000,
       outputLimit: CHECK_OUTPUT_LIMIT,
-      signal: this.#host.signal,
+      signal: call.signal,
       env: this.#env,
     });
-    this.#host.event({
+    call.record({
       type: 'toolchain-checked',
       callId,
       ecosystem: toolchain.ecosystem,
@@ -608,23 +576,19 @@ export class WorkspaceSession {
     return `check: ${describeCommand(argv, result)}`;
   }
 
-  async exec(args: ExecArgs, callIndex: number): Promise<ToolResult> {
+  async exec(args: ExecArgs, call: StepContext): Promise<ToolResult> {
     const act: Act = { kind: 'exec', argv: args.argv };
-    const refused = await this.authorizeCommand(
-      act,
-      checkArgv(args.argv, this.#policy, this.#contract.root),
-      callIndex,
-    );
+    const refused = await call.authorizeCommand(act, checkArgv(args.argv, this.#policy, this.#contract.root));
     if (refused) return refused;
-    return this.#host.intent(callIndex, 'exec', args.argv.join(' '), async () => {
-      this.noteContainment();
+    return call.intent('exec', args.argv.join(' '), async () => {
+      this.noteContainment((event) => call.record(event));
       const result = await this.#executor.run({
         argv: args.argv,
         purpose: 'exec',
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
         outputLimit: EXEC_OUTPUT_LIMIT,
-        signal: this.#host.signal,
+        signal: call.signal,
         env: this.#env,
       });
       return { content: describeCommand(args.argv, result), isError: !result.started || result.exitStatus !== 0 };
@@ -632,27 +596,27 @@ export class WorkspaceSession {
   }
 
   /** A shell line checked stage by stage (and redirect by redirect): a refusal, or null to go on. */
-  #authorizeLine(command: string, callIndex: number): Promise<ToolResult | null> {
+  #authorizeLine(command: string, call: StepContext): Promise<ToolResult | null> {
     const act: Act = { kind: 'exec', argv: ['sh', '-c', command] };
-    return this.authorizeCommand(act, checkShell(command, this.#policy, this.#contract.root), callIndex);
+    return call.authorizeCommand(act, checkShell(command, this.#policy, this.#contract.root));
   }
 
   /** A command line, parsed here and checked stage by stage (and redirect by redirect) before anything starts. */
-  async shell(args: { command: string; timeout_secs?: number }, callIndex: number): Promise<ToolResult> {
-    const refused = await this.#authorizeLine(args.command, callIndex);
+  async shell(args: { command: string; timeout_secs?: number }, call: StepContext): Promise<ToolResult> {
+    const refused = await this.#authorizeLine(args.command, call);
     if (refused) return refused;
-    return this.#host.intent(callIndex, 'shell', args.command, async () => {
+    return call.intent('shell', args.command, async () => {
       // What runs is exactly what was checked: the parser refuses every construct whose
       // meaning it does not fully know, and the line runs under the shell it models.
       const argv = [lineShell(), '-c', args.command];
-      this.noteContainment();
+      this.noteContainment((event) => call.record(event));
       const result = await this.#executor.run({
         argv,
         purpose: 'shell',
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
         outputLimit: EXEC_OUTPUT_LIMIT,
-        signal: this.#host.signal,
+        signal: call.signal,
         env: this.#env,
       });
       return {
@@ -662,12 +626,12 @@ export class WorkspaceSession {
     });
   }
 
-  async shellStart(args: { command: string }, callIndex: number): Promise<ToolResult> {
-    const refused = await this.#authorizeLine(args.command, callIndex);
+  async shellStart(args: { command: string }, call: StepContext): Promise<ToolResult> {
+    const refused = await this.#authorizeLine(args.command, call);
     if (refused) return refused;
-    return this.#host.intent(callIndex, 'shell_start', args.command, async () => {
+    return call.intent('shell_start', args.command, async () => {
       const handle = `sh-${++this.#nextHandle}`;
-      this.noteContainment();
+      this.noteContainment((event) => call.record(event));
       const job = this.#executor.start({
         argv: [lineShell(), '-c', args.command],
         purpose: 'shell_start',
