@@ -2,7 +2,8 @@
 // over loopback HTTP that answers at once, every step committed; beside a raw loop in the
 // same process making the same 201 calls with fetch, appending to its transcript as the
 // agent does, with one SQLite insert per step (better-sqlite3, WAL, synchronous=NORMAL)
-// and nothing else. Three alternating passes; prints each wall and the ratio of medians.
+// and nothing else. Three alternating passes; prints each wall and the ratio of medians,
+// for a supervisor started for each run (cold threads) and for one kept across runs.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { OpenAI, Policy, Store, Supervisor, TaskContract } from 'io-harness';
+import { registryFor } from '../dist/actors/agent/toolset.js';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 200);
 const PASSES = Number(process.env.BENCH_PASSES ?? 3);
@@ -25,11 +27,16 @@ const url = String(line).trim();
 const root = mkdtempSync(join(tmpdir(), 'io-harness-bench-repo-'));
 writeFileSync(join(root, 'notes.txt'), 'a short file\n');
 
-async function tree() {
-  const dir = mkdtempSync(join(tmpdir(), 'io-harness-bench-'));
-  const store = await Store.open(join(dir, 'runs.db'));
-  const supervisor = await Supervisor.start(store);
-  await supervisor.warm(1);
+/**
+ * One run of the agent on a supervisor: a fresh one started for the run (`cold`: its
+ * threads load their modules and warm their JIT inside the pass), or the one supervisor
+ * every warm pass shares, as an embedder's process keeps one.
+ */
+async function tree(shared) {
+  const dir = shared ? null : mkdtempSync(join(tmpdir(), 'io-harness-bench-'));
+  const store = shared?.store ?? (await Store.open(join(dir, 'runs.db')));
+  const supervisor = shared?.supervisor ?? (await Supervisor.start(store));
+  if (!shared) await supervisor.warm(1);
   const start = performance.now();
   const result = await supervisor.run({
     contract: TaskContract.workspace('read the notes', root),
@@ -37,14 +44,25 @@ async function tree() {
     provider: OpenAI.create({ model: 'scripted', baseUrl: `${url}/v1`, apiKey: 'bench-key' }),
   }).result;
   const wallMs = performance.now() - start;
-  await supervisor.close();
-  store.close();
-  rmSync(dir, { recursive: true, force: true });
+  if (!shared) {
+    await supervisor.close();
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
   if (result.status !== 'finished') throw new Error(`the run ended ${result.status}`);
   return wallMs;
 }
 
-async function raw() {
+/** The tool definitions a workspace agent sends, on the OpenAI wire: for the raw loop that sends what the agent sends. */
+const WORKSPACE_TOOLS = registryFor('workspace', false)
+  .definitions()
+  .map((definition) => ({ type: 'function', function: definition }));
+
+/**
+ * The raw loop: `same` sends the request the agent sends (its tool definitions, a stream
+ * asked for and read to its end) rather than a bare one answered with one JSON body.
+ */
+async function raw(same = false) {
   const dir = mkdtempSync(join(tmpdir(), 'io-harness-bench-'));
   const db = new Database(join(dir, 'raw.db'));
   db.pragma('journal_mode = WAL');
@@ -60,9 +78,13 @@ async function raw() {
     const response = await fetch(`${url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: 'Bearer bench-key' },
-      body: JSON.stringify({ model: 'scripted', messages }),
+      body: JSON.stringify({
+        model: 'scripted',
+        messages,
+        ...(same ? { tools: WORKSPACE_TOOLS, stream: true, stream_options: { include_usage: true } } : {}),
+      }),
     });
-    const message = (await response.json()).choices[0].message;
+    const message = same ? await streamedMessage(response) : (await response.json()).choices[0].message;
     messages.push(message);
     const observations = (message.tool_calls ?? []).map((call) => ({ call: call.id, content: 'a short file\n' }));
     for (const observation of observations) {
@@ -77,16 +99,48 @@ async function raw() {
   return wallMs;
 }
 
+/** A streamed answer read to its end, its text and tool calls put together from the deltas. */
+async function streamedMessage(response) {
+  const text = await response.text();
+  const message = { role: 'assistant', content: '' };
+  const calls = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+    const delta = JSON.parse(line.slice(6)).choices?.[0]?.delta;
+    if (!delta) continue;
+    if (delta.content) message.content += delta.content;
+    for (const call of delta.tool_calls ?? []) {
+      calls[call.index] ??= { id: call.id, type: 'function', function: { name: '', arguments: '' } };
+      if (call.function?.name) calls[call.index].function.name += call.function.name;
+      if (call.function?.arguments) calls[call.index].function.arguments += call.function.arguments;
+    }
+  }
+  if (calls.length > 0) message.tool_calls = calls;
+  return message;
+}
+
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const trees = [];
+const warmTrees = [];
 const raws = [];
+const sameRaws = [];
 // A pass of each first, unmeasured: module loading and the JIT.
 await raw();
+await raw(true);
 await tree();
+const sharedDir = mkdtempSync(join(tmpdir(), 'io-harness-bench-'));
+const sharedStore = await Store.open(join(sharedDir, 'runs.db'));
+const shared = { store: sharedStore, supervisor: await Supervisor.start(sharedStore) };
+await tree(shared);
 for (let i = 0; i < PASSES; i++) {
   raws.push(await raw());
+  sameRaws.push(await raw(true));
   trees.push(await tree());
+  warmTrees.push(await tree(shared));
 }
+await shared.supervisor.close();
+sharedStore.close();
+rmSync(sharedDir, { recursive: true, force: true });
 server.kill('SIGTERM');
 rmSync(root, { recursive: true, force: true });
 console.log(
@@ -94,7 +148,11 @@ console.log(
     bench: 'sequential-steps',
     steps: STEPS,
     rawMs: raws.map(Math.round),
-    treeMs: trees.map(Math.round),
-    ratio: +(median(trees) / median(raws)).toFixed(3),
+    sameRequestRawMs: sameRaws.map(Math.round),
+    coldTreeMs: trees.map(Math.round),
+    warmTreeMs: warmTrees.map(Math.round),
+    coldRatio: +(median(trees) / median(raws)).toFixed(3),
+    warmRatio: +(median(warmTrees) / median(raws)).toFixed(3),
+    warmVsSameRequest: +(median(warmTrees) / median(sameRaws)).toFixed(3),
   }),
 );
