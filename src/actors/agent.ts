@@ -12,11 +12,11 @@ import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { SerializedError } from '../errors.js';
-import type { ToolDefinitionData } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
 import type { LiveData } from '../runtime/live.js';
 import { poolEntry } from '../runtime/pool-entry.js';
 import type { ProviderSpec } from '../runtime/provider.js';
+import type { ToolDefinitionData } from '../runtime/tools.js';
 
 /** What starts a run on an actor. */
 export interface AgentStart {

@@ -14,14 +14,9 @@ import { toJSONSchema, z } from 'zod';
 import { builtInToolNames } from '../actors/agent/toolset.js';
 import { InvalidArgumentError } from '../errors.js';
 import { oneOf, problemsOf, quotedKeys } from './edges.js';
+import type { ToolDefinitionData, ToolEffect } from './tools.js';
 
-/**
- * What a tool does, for the policy and for recovery: `reads` only looks (it may start
- * while the completion still streams, and is safe to call again after a crash); `acts`
- * changes the world, so it is journaled as an intent before it is called, and a crash
- * during the call pauses the resumed run for a decision instead of calling it twice.
- */
-export type ToolEffect = 'reads' | 'acts';
+export type { ToolDefinitionData, ToolEffect } from './tools.js';
 
 /** What a tool's `execute` is told about the call. */
 export interface ToolCallContext {
@@ -55,14 +50,6 @@ export interface ToolDeclaration<Args = Record<string, unknown>> {
   effect?: ToolEffect;
   /** Runs the tool. A string result is the observation; anything else is sent as JSON. */
   execute(args: Args, context: ToolCallContext): unknown;
-}
-
-/** A tool as it crosses into an agent's thread: data only. */
-export interface ToolDefinitionData {
-  name: string;
-  description: string;
-  parameters: Record<string, unknown>;
-  effect: ToolEffect;
 }
 
 /** The most characters of a tool's result an observation keeps; the rest is cut, saying so. */

@@ -53,6 +53,22 @@ export function halted(halt: Halt): ToolResult {
 }
 
 /**
+ * What a tool does, for the policy and for recovery: `reads` only looks (it may start
+ * while the completion still streams, and is safe to call again after a crash); `acts`
+ * changes the world, so it is journaled as an intent before it is called, and a crash
+ * during the call pauses the resumed run for a decision instead of calling it twice.
+ */
+export type ToolEffect = 'reads' | 'acts';
+
+/** A tool as it crosses into an agent's thread: data only. */
+export interface ToolDefinitionData {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  effect: ToolEffect;
+}
+
+/**
  * What kind of act a tool is: `reads` only looks; `acts` changes the world (the
  * workspace, the tree, a command); `asks` puts something to a person; `host` runs on the
  * main thread (the embedder's own tools, whose declaration says whether they read or act).

@@ -8,7 +8,6 @@ import type { RunRecord } from '../../store/reader.js';
 import type { Fence } from '../../store/records.js';
 import type { AgentHost } from './ports.js';
 import type { StepState } from './step.js';
-import type { MailWake } from './tree-tools.js';
 
 export interface RunContext {
   readonly store: StorePort;
@@ -37,6 +36,11 @@ export interface RunContext {
  */
 export interface AgentCall extends WorkspaceCall {
   readonly agent: RunContext;
-  /** Wakes an inbox wait when mail for this agent is committed. */
-  readonly mail: MailWake;
+  /** An inbox wait, woken when mail for this agent is committed. */
+  readonly mail: MailWait;
+}
+
+/** Waits up to `ms` for mail to this agent, or a cancel, whichever is first. */
+export interface MailWait {
+  wait(ms: number): Promise<void>;
 }

@@ -6,9 +6,8 @@
  */
 
 import type { ArgumentSchema } from '../../runtime/arguments.js';
-import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
 import type { Act } from '../../runtime/policy/policy.js';
-import { halted, type Tool, type ToolResult } from '../../runtime/tools.js';
+import { halted, type Tool, type ToolDefinitionData, type ToolResult } from '../../runtime/tools.js';
 import type { AgentCall, RunContext } from './context.js';
 import * as people from './people.js';
 

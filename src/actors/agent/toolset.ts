@@ -5,8 +5,7 @@
  * runtime/workspace/session.ts, the embedder's in ./host-tools.ts.
  */
 import type { ContractData } from '../../runtime/contract/contract.js';
-import type { ToolDefinitionData } from '../../runtime/custom-tool.js';
-import { ToolRegistry } from '../../runtime/tools.js';
+import { type ToolDefinitionData, ToolRegistry } from '../../runtime/tools.js';
 import { workspaceTools } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { AgentCall } from './context.js';

@@ -8,7 +8,7 @@ import type { ArgumentSchema } from '../../runtime/arguments.js';
 import { Policy, type PolicyData } from '../../runtime/policy/policy.js';
 import type { Tool, ToolResult } from '../../runtime/tools.js';
 import type { StoreOperations } from '../../store/port.js';
-import type { AgentCall, RunContext } from './context.js';
+import type { AgentCall, MailWait, RunContext } from './context.js';
 
 export interface SpawnArgs {
   task: string;
@@ -121,7 +121,7 @@ const readParameters: ArgumentSchema = {
 };
 
 /** Wakes an inbox wait when mail for this agent is committed, or the run is cancelled. */
-export class MailWake {
+export class MailWake implements MailWait {
   #waiter: (() => void) | null = null;
 
   wake(): void {
@@ -279,7 +279,7 @@ export async function send(context: RunContext, args: SendArgs): Promise<ToolRes
   return { content: `sent to ${args.to}; it is delivered when this step commits.`, isError: false };
 }
 
-export async function read(context: RunContext, args: ReadArgs, mail: MailWake): Promise<ToolResult> {
+export async function read(context: RunContext, args: ReadArgs, mail: MailWait): Promise<ToolResult> {
   const { run, step } = context;
   const account = await context.store.account(run.runId);
   const cap = account?.maxWaitSecs ?? 30;
