@@ -14,6 +14,7 @@ const benches = [
   ['memory-runs', ['memory-runs.mjs']],
   ['first-agent', ['first-agent.mjs']],
   ['policy', ['policy.mjs']],
+  ['containment', ['containment.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

@@ -31,6 +31,7 @@ export const ErrorCode = {
   QuestionNotFound: 'QUESTION_NOT_FOUND',
   AlreadyAnswered: 'ALREADY_ANSWERED',
   ToolsMissing: 'TOOLS_MISSING',
+  ContainmentUnavailable: 'CONTAINMENT_UNAVAILABLE',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -154,6 +155,18 @@ export class ActorExitedError extends HarnessError {
   }
 }
 
+/**
+ * A run asked for a boundary by name (a rung of containment, or a grant) that this host
+ * cannot give. `rung` names what was asked for and `reason` why it cannot be had. The run
+ * is refused before its first step, never run with less.
+ */
+export class ContainmentUnavailableError extends HarnessError {
+  constructor(message: string, details: { rung: string; reason: string }) {
+    super(ErrorCode.ContainmentUnavailable, message, { details });
+    this.name = 'ContainmentUnavailableError';
+  }
+}
+
 export function serializeError(error: unknown): SerializedError {
   if (HarnessError.isInstance(error)) {
     const fields = typeof error.serializedFields === 'function' ? error.serializedFields() : undefined;
@@ -211,12 +224,19 @@ registerErrorClass(
   (data, details) => new ActorExitedError(data.code as ErrorCode, data.message, { details }),
 );
 
+registerErrorClass(
+  'ContainmentUnavailableError',
+  (data, details) =>
+    new ContainmentUnavailableError(data.message, { rung: String(details.rung), reason: String(details.reason) }),
+);
+
 /** The class a code means when an error was raised as a plain HarnessError with it. */
 const CLASS_OF_CODE: Partial<Record<string, string>> = {
   [ErrorCode.Conflict]: 'ConflictError',
   [ErrorCode.LeaseLost]: 'LeaseLostError',
   [ErrorCode.InvalidArgument]: 'InvalidArgumentError',
   [ErrorCode.OutputSchemaUnsupported]: 'OutputSchemaError',
+  [ErrorCode.ContainmentUnavailable]: 'ContainmentUnavailableError',
   [ErrorCode.StoreNotSqlite]: 'StoreError',
   [ErrorCode.StoreSchemaTooNew]: 'StoreError',
   [ErrorCode.StoreOpenFailed]: 'StoreError',

@@ -11,6 +11,7 @@ export type { LeaseHolder, SerializedError } from './errors.js';
 export {
   ActorExitedError,
   ConflictError,
+  ContainmentUnavailableError,
   ErrorCode,
   HarnessError,
   InvalidArgumentError,
@@ -38,6 +39,10 @@ export type {
   RunStatus,
 } from './runtime/events.js';
 export { isTerminal, TERMINAL_STATUSES } from './runtime/events.js';
+export type { Access, SandboxCaps, SandboxData } from './runtime/exec/containment/boundary.js';
+export type { ContainedReport } from './runtime/exec/containment/contained.js';
+export { selectBackend } from './runtime/exec/containment/contained.js';
+export type { RungName } from './runtime/exec/containment/rungs.js';
 export type { CommandResult } from './runtime/exec/run-command.js';
 export type { LiveData, LiveEvent } from './runtime/live.js';
 export { LIVE_CHANNELS } from './runtime/live.js';

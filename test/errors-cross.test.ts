@@ -9,6 +9,7 @@ import { RequestClient } from '../dist/actors/protocol.js';
 import {
   ActorExitedError,
   ConflictError,
+  ContainmentUnavailableError,
   HarnessError,
   InvalidArgumentError,
   LeaseLostError,
@@ -56,6 +57,11 @@ describe('an error thrown in another thread', () => {
     ['OutputSchemaError', OutputSchemaError, { keyword: '$ref', pointer: '/properties/a' }],
     ['StoreError', StoreError, { code: 'STORE_NOT_SQLITE', message: 'not a SQLite file' }],
     ['ActorExitedError', ActorExitedError, { code: 'ACTOR_EXITED', message: 'the worker exited' }],
+    [
+      'ContainmentUnavailableError',
+      ContainmentUnavailableError,
+      { code: 'CONTAINMENT_UNAVAILABLE', details: { rung: 'bubblewrap', reason: 'not installed' } },
+    ],
   ] as const)('is a %s on this side, with its fields', async (name, cls, fields) => {
     const error = await thrownThere(name);
     expect(error).toBeInstanceOf(cls);
@@ -67,6 +73,7 @@ describe('an error thrown in another thread', () => {
     expect(registeredErrorClasses()).toEqual([
       'ActorExitedError',
       'ConflictError',
+      'ContainmentUnavailableError',
       'InvalidArgumentError',
       'LeaseLostError',
       'OutputSchemaError',

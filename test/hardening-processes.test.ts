@@ -3,16 +3,18 @@
  * group (setsid, setsid -f, setpgid, timeout, a double fork) are gone once the command
  * ends, is timed out, or (shell_start) is killed with the run.
  *
- * Each survivor is `survivor.sh`: it writes its own pid as the host sees it (read from
- * /proc/self/stat, which is the host's /proc, so not the pid inside a PID namespace), then
- * execs `sleep 300` under that same pid. The command that starts it waits until that pid
- * is written, so a pid file proves the survivor ran; after the run, the test checks by
- * that pid that the process is gone.
+ * Each survivor is `survivor.sh`: it writes its own pid (as its PID namespace numbers it),
+ * then execs `sleep 300`. The command that starts it waits until that pid is written, so
+ * a pid file proves the survivor ran. After the run, the test looks through the host's
+ * /proc for any process still working in the test's workspace: a contained command's
+ * /proc is its own, so the pid it wrote is not the host's, but where it works is the same
+ * directory from either side.
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Policy, runWith, TaskContract } from '../dist/index.js';
+import { killUnder, noneLeftUnder } from './support/processes.js';
 import { type Answer, later, openStore, serve, tempWorkspace, turns } from './support/workspace.js';
 
 const SURVIVOR = [
@@ -50,39 +52,22 @@ function workspace(extra: Record<string, string> = {}): string {
   for (const [name, body] of Object.entries(ESCAPES)) files[`${name}.sh`] = script(name, body);
   const root = tempWorkspace(files, 'io-harness-procs-');
   // Whatever the outcome, no survivor this test started is left behind (before the directory goes).
-  later(() => {
-    for (const file of readdirSync(root).filter((name) => name.endsWith('.pid'))) {
-      const pid = Number(readFileSync(join(root, file), 'utf8').trim());
-      if (Number.isInteger(pid) && pid > 1 && isOurSleep(pid)) process.kill(pid, 'SIGKILL');
-    }
-  });
+  later(() => killUnder(root));
   return root;
 }
 
-function hostPid(root: string, name: string): number {
+/** That the survivor `name` ran: it wrote its pid. */
+function ran(root: string, name: string): void {
   const path = join(root, `${name}.pid`);
   expect(existsSync(path), `${name}: the survivor never wrote its pid`).toBe(true);
   const pid = Number(readFileSync(path, 'utf8').trim());
   expect(Number.isInteger(pid) && pid > 1).toBe(true);
-  return pid;
 }
 
-/** Whether `pid` is a live (not zombie) `sleep 300`: a reused pid is not the survivor. */
-function isOurSleep(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    if (state === 'Z' || state === 'X') return false;
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8') === 'sleep\u0000300\u0000';
-  } catch {
-    return false;
-  }
-}
-
-/** Waits a bounded while for SIGKILL to be delivered, then says whether the survivor is gone. */
-async function gone(pid: number): Promise<boolean> {
-  for (let i = 0; i < 100 && isOurSleep(pid); i++) await new Promise((resolve) => setTimeout(resolve, 50));
-  return !isOurSleep(pid);
+/** That the survivor `name` ran, and nothing is left working in the workspace (bounded wait for SIGKILL to land). */
+async function gone(root: string, name: string): Promise<boolean> {
+  ran(root, name);
+  return noneLeftUnder(root);
 }
 
 const exec = (argv: string[], extra: Record<string, unknown> = {}): Answer => ({
@@ -99,7 +84,7 @@ describe('children that leave their group', () => {
     expect(result.outcome.kind).toBe('finished');
     const observation = store.steps(result.runId)[0]?.observations[0];
     expect(observation?.content).toContain(`sh ${name}.sh exited with status 0`);
-    expect(await gone(hostPid(root, name))).toBe(true);
+    expect(await gone(root, name)).toBe(true);
   });
 
   it('are gone when a shell line that started them exits', async () => {
@@ -113,7 +98,7 @@ describe('children that leave their group', () => {
     );
     const result = await runWith(TaskContract.workspace('start it', root), provider, store, Policy.permissive());
     expect(store.steps(result.runId)[0]?.observations[0]?.content).toContain('sh setsid-f.sh exited with status 0');
-    expect(await gone(hostPid(root, 'setsid-f'))).toBe(true);
+    expect(await gone(root, 'setsid-f')).toBe(true);
   });
 
   it('are gone when the command that started them is timed out', async () => {
@@ -122,7 +107,7 @@ describe('children that leave their group', () => {
     const { provider } = await serve(turns([exec(['sh', 'hang.sh'], { timeout_secs: 3 }), { text: 'done' }]));
     const result = await runWith(TaskContract.workspace('start it', root), provider, store, Policy.permissive());
     expect(store.steps(result.runId)[0]?.observations[0]?.content).toContain('sh hang.sh timed out and was killed');
-    expect(await gone(hostPid(root, 'hang'))).toBe(true);
+    expect(await gone(root, 'hang')).toBe(true);
   });
 
   it('are gone when the run that started them with shell_start ends', async () => {
@@ -142,7 +127,7 @@ describe('children that leave their group', () => {
     });
     const result = await runWith(TaskContract.workspace('start it', root), provider, store, Policy.permissive());
     expect(result.outcome.kind).toBe('finished');
-    expect(await gone(hostPid(root, 'serve'))).toBe(true);
+    expect(await gone(root, 'serve')).toBe(true);
   });
 
   it('records once per run how its commands are contained', async () => {
@@ -153,7 +138,7 @@ describe('children that leave their group', () => {
       turns([exec(['cat', 'a.txt']), exec(['sh', 'setsid-f.sh']), exec(['nosuch-program-xyz']), { text: 'done' }]),
     );
     const result = await runWith(TaskContract.workspace('start it', root), provider, store, Policy.permissive());
-    hostPid(root, 'setsid-f');
+    ran(root, 'setsid-f');
     const events = store.events(result.runId).filter((event) => event.type === 'process-containment');
     // This machine runs Linux with util-linux unshare: the stronger mechanism is the one used.
     expect(events).toMatchObject([{ type: 'process-containment', mechanism: 'pid-namespace', reason: null }]);

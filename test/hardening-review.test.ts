@@ -17,10 +17,12 @@ async function drive(
   root: string,
   calls: { name: string; args: Record<string, unknown>; rawArguments?: string }[],
   wallSecs?: number,
+  fullAccess = false,
 ) {
   const store = await openStore();
   const { provider } = await serve(turns([{ text: 'trying', toolCalls: calls }, { text: 'done' }]));
   let contract = TaskContract.workspace('probe', root);
+  if (fullAccess) contract = contract.withFullAccess();
   if (wallSecs !== undefined) contract = contract.withBudget({ wallSecs });
   const result = await runWith(contract, provider, store, Policy.permissive());
   const observations = store.steps(result.runId).flatMap((step) => step.observations);
@@ -41,9 +43,14 @@ describe('a second look at commands and files', () => {
         'os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)',
         'time.sleep(300)',
       ].join('\n');
-      const { observations } = await drive(root, [
-        { name: 'exec', args: { argv: ['python3', '-c', program], timeout_secs: 2 } },
-      ]);
+      // With full access: contained, the command could not change its user at all (no capability is
+      // left it); this is the floor's kill, which must hold where nothing else does.
+      const { observations } = await drive(
+        root,
+        [{ name: 'exec', args: { argv: ['python3', '-c', program], timeout_secs: 2 } }],
+        undefined,
+        true,
+      );
       expect(observations[0]?.content).toContain('timed out and was killed');
       const pid = Number(readFileSync(join(root, 'pid'), 'utf8'));
       expect(pid).toBeGreaterThan(0);

@@ -108,3 +108,14 @@ describe('the agent threads', () => {
     expect(reachable(join(DIST, 'supervisor', 'supervisor.js')).packages).toContain('zod');
   });
 });
+
+describe('the error codes', () => {
+  it('are each listed in docs/ERRORS.md', async () => {
+    const { ErrorCode } = await import('../dist/errors.js');
+    const listed = readFileSync(join(import.meta.dirname, '..', 'docs', 'ERRORS.md'), 'utf8');
+    const missing = Object.values(ErrorCode as Record<string, string>).filter(
+      (code) => !listed.includes(`\`${code}\``),
+    );
+    expect(missing).toEqual([]);
+  });
+});

@@ -4,6 +4,7 @@
  * Names are noun-verb (`step-end`, `message-sent`).
  */
 import type { Clamp } from './budget.js';
+import type { ContainedReport } from './exec/containment/contained.js';
 
 /**
  * A run's state. `pending`: reserved by a parent's step that has not committed yet;
@@ -135,6 +136,21 @@ export type EventData =
       mechanism: 'pid-namespace' | 'process-group';
       reason: string | null;
     }
+  | {
+      /** A command was stopped by one of the contract's sandbox caps (the cap and its limit). */
+      type: 'cap-reached';
+      callId: string;
+      cap: 'cpuSecs' | 'fileBytes' | 'processes' | 'memoryBytes';
+      limit: number;
+    }
+  | ({
+      /**
+       * How the run's commands are contained, recorded when its first command starts:
+       * the rung, what it enforces (writes, protected paths, the network, processes), the
+       * Landlock ABI, and the stronger rungs this host did not offer and why.
+       */
+      type: 'contained';
+    } & ContainedReport)
   | {
       type: 'gate-evaluated';
       criterion: 'command' | 'review';

@@ -1,6 +1,6 @@
 /** Child processes for the crash and lease tests: real processes, real signals. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +19,47 @@ export async function processGone(pid: number): Promise<boolean> {
   };
   for (let i = 0; i < 250 && alive(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
   return !alive();
+}
+
+/**
+ * The host pids of the live processes (zombies aside) working in `root` or under it. A
+ * contained command has a /proc of its own, so the pid it sees is not the host's; where
+ * it works is the same directory from either side, and that is how the host finds it.
+ */
+export function processesUnder(root: string): number[] {
+  const real = realpathSync(root);
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    try {
+      const cwd = readlinkSync(`/proc/${entry}/cwd`);
+      if (cwd !== real && !cwd.startsWith(`${real}/`)) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      if (state !== 'Z' && state !== 'X') found.push(Number(entry));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
+/** Waits a bounded while for every process working under `root` to be gone; true when none is left. */
+export async function noneLeftUnder(root: string): Promise<boolean> {
+  for (let i = 0; i < 150 && processesUnder(root).length > 0; i++)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  return processesUnder(root).length === 0;
+}
+
+/** Kills whatever still works under `root` (a test's cleanup, whatever its outcome). */
+export function killUnder(root: string): void {
+  for (const pid of processesUnder(root)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
 }
 
 /** A store path in a new temp directory, named by the test run so the run's end removes it (global-setup.ts). */

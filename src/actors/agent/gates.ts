@@ -122,7 +122,7 @@ async function evaluateGate(
 ): Promise<GateEvaluation | null> {
   const gate = contract.verification;
   if (gate.kind === 'command') {
-    parts.workspace?.noteContainment((event) => context.step.events.push(event));
+    await parts.workspace?.noteContainment((event) => context.step.events.push(event));
     return evaluateCommandGate(gate, contract.root, context.signal, parts.workspace?.commandEnv, parts.executor);
   }
   if (gate.kind === 'review') {

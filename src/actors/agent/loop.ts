@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError, serializeError } from '../../errors.js';
 import { type ContractData, contractSecrets } from '../../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../../runtime/events.js';
+import { ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
 import { directExecutor, type Executor } from '../../runtime/exec/executor.js';
 import type { CommandCheck } from '../../runtime/policy/commands.js';
 import { type Act, Policy, type PolicyData } from '../../runtime/policy/policy.js';
@@ -72,9 +73,11 @@ export class AgentRun implements RunContext {
   get store() {
     return this.#ports.store;
   }
-  get #executor(): Executor {
-    return this.#ports.executor ?? directExecutor;
-  }
+  /**
+   * What starts the run's commands: the executor the ports give (used as it is: whoever
+   * gives one contains it), else the direct executor inside the run's containment.
+   */
+  #executor: Executor = directExecutor;
   get host() {
     return this.#ports.host;
   }
@@ -166,6 +169,20 @@ export class AgentRun implements RunContext {
     this.#policy = spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null;
     let briefing: string | null = null;
     if (contract) {
+      if (this.#ports.executor) this.#executor = this.#ports.executor;
+      else {
+        try {
+          this.#executor = new ContainedExecutor(directExecutor, {
+            ...(contract.sandbox ? { sandbox: contract.sandbox } : {}),
+            root: contract.root,
+            policy: this.#policy,
+          });
+        } catch (error) {
+          if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
+          // Asked for by name and not to be had: refused before the first step, never run with less.
+          return this.#end('failed', error.message);
+        }
+      }
       const secrets = contractSecrets(contract, this.#start.provider ?? spec.provider);
       this.#workspace = new WorkspaceSession(contract, this.#policy as Policy, secrets, this.#executor);
       briefing = spec.briefing ?? this.#workspace.briefing();
@@ -517,6 +534,8 @@ export class AgentRun implements RunContext {
   #opening(task: string, briefing: string | null): string {
     if (!this.#contract || !this.#workspace) return task;
     const parts = [task, briefing ?? this.#workspace.briefing()];
+    const contained = this.#executor.contained?.();
+    if (contained) parts.push(containmentLine(contained));
     // The mask is stated here, past the cache breakpoint, so the tool definitions never change.
     if (this.#contract.toolMask.length > 0) {
       parts.push(

@@ -11,6 +11,8 @@ import { existsSync, realpathSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { PriceTable } from '../budget.js';
+import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../exec/containment/boundary.js';
+import { RUNGS, type RungName } from '../exec/containment/rungs.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
@@ -147,6 +149,8 @@ export interface ContractData {
   planGate: boolean;
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
+  /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
+  sandbox?: SandboxData;
 }
 
 const DEFAULT_RETRIES = 2;
@@ -267,6 +271,20 @@ export class TaskContract {
       contract = contract.withEscalation(data.escalation.provider, {
         afterGateFailures: data.escalation.afterGateFailures,
       });
+    }
+    if (data.sandbox) {
+      const sandbox = data.sandbox;
+      if (sandbox.access === 'full') contract = contract.withFullAccess();
+      else if (sandbox.access === 'read-only') contract = contract.withReadOnlyAccess();
+      else if (sandbox.access !== undefined && sandbox.access !== 'workspace-write') {
+        throw new InvalidArgumentError(
+          `sandbox.access must be 'read-only', 'workspace-write' or 'full', got ${JSON.stringify(sandbox.access)}.`,
+        );
+      }
+      if (sandbox.writableRoots && sandbox.writableRoots.length > 0)
+        contract = contract.withWritableRoots(sandbox.writableRoots);
+      if ((sandbox.rung ?? null) !== null || (sandbox.caps && Object.keys(sandbox.caps).length > 0))
+        contract = contract.withSandbox({ rung: sandbox.rung ?? undefined, caps: sandbox.caps });
     }
     return contract;
   }
@@ -431,6 +449,92 @@ export class TaskContract {
       );
     }
     return this.#with({ escalation: { provider: spec, afterGateFailures } });
+  }
+
+  get #sandbox(): SandboxData {
+    return this.#data.sandbox ?? DEFAULT_SANDBOX;
+  }
+
+  /**
+   * Lets the run's commands do everything the harness may: no containment but the floor
+   * (each command in a PID namespace of its own, so nothing it starts outlives it). Say so
+   * in your source: it is the one way past the boundary.
+   */
+  withFullAccess(): TaskContract {
+    return this.#with({ sandbox: { ...this.#sandbox, access: 'full' } });
+  }
+
+  /** The run's commands may change nothing but their own temporary directory and home: the workspace is read-only to them. */
+  withReadOnlyAccess(): TaskContract {
+    return this.#with({ sandbox: { ...this.#sandbox, access: 'read-only' } });
+  }
+
+  /**
+   * Directories outside the workspace the run's commands may also write (a build's
+   * output, a shared cache). Absolute paths of directories that exist.
+   */
+  withWritableRoots(paths: readonly string[]): TaskContract {
+    if (!Array.isArray(paths)) {
+      throw new InvalidArgumentError(
+        `withWritableRoots takes an array of absolute directory paths, like ['/srv/build']; got ${JSON.stringify(paths)}.`,
+      );
+    }
+    for (const path of paths) {
+      if (typeof path !== 'string' || !path.startsWith('/')) {
+        throw new InvalidArgumentError(
+          `withWritableRoots: ${JSON.stringify(path)} is not an absolute path; name each directory in full, like '/srv/build'.`,
+        );
+      }
+      if (!existsSync(path) || !statSync(path).isDirectory()) {
+        throw new InvalidArgumentError(
+          `withWritableRoots: ${path} is not a directory; make it first, or leave it out.`,
+        );
+      }
+      if (path === '/' || realpathSync(path) === '/') {
+        throw new InvalidArgumentError(
+          'withWritableRoots: / would grant every write; use withFullAccess() to say that.',
+        );
+      }
+    }
+    return this.#with({ sandbox: { ...this.#sandbox, writableRoots: [...new Set(paths)].sort() } });
+  }
+
+  /**
+   * How the run's commands are contained: `rung` asks for one rung of the chain by name
+   * (`bubblewrap`, `landlock`, `namespaces`, `floor`), and a run on a host that cannot
+   * give it fails before its first step, naming it; without one, the strongest the host
+   * offers is used. `caps` kill a command past them: `memoryBytes`, `cpuSecs`,
+   * `processes`, `fileBytes`.
+   */
+  withSandbox(options: { rung?: RungName; caps?: SandboxCaps }): TaskContract {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidArgumentError('withSandbox takes { rung?, caps? }.');
+    }
+    const unknown = Object.keys(options).filter((key) => key !== 'rung' && key !== 'caps');
+    if (unknown.length > 0) {
+      throw new InvalidArgumentError(`withSandbox: ${unknown.join(', ')} is not an option; it takes rung and caps.`);
+    }
+    const rung = options.rung ?? null;
+    if (rung !== null && !RUNGS.includes(rung)) {
+      throw new InvalidArgumentError(
+        `withSandbox: rung ${JSON.stringify(rung)} is not a rung; the rungs are ${RUNGS.join(', ')}.`,
+      );
+    }
+    const caps: SandboxCaps = {};
+    const capNames = ['memoryBytes', 'cpuSecs', 'processes', 'fileBytes'] as const;
+    for (const [name, value] of Object.entries(options.caps ?? {})) {
+      if (!capNames.includes(name as (typeof capNames)[number])) {
+        throw new InvalidArgumentError(`withSandbox: caps.${name} is not a cap; the caps are ${capNames.join(', ')}.`);
+      }
+      if (value === undefined) continue;
+      if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+        throw new InvalidArgumentError(
+          `withSandbox: caps.${name} must be a whole number above 0, got ${JSON.stringify(value)}.`,
+        );
+      }
+      caps[name as (typeof capNames)[number]] = value;
+    }
+    return this.#with({ sandbox: { ...this.#sandbox, rung, caps } });
   }
 
   /** Replaces the default system prompt. */

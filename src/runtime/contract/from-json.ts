@@ -74,6 +74,38 @@ const contractSchema = z.strictObject({
     })
     .nullable()
     .optional(),
+  sandbox: z
+    .strictObject({
+      access: z
+        .custom<'read-only' | 'workspace-write' | 'full'>(
+          (value) => value === 'read-only' || value === 'workspace-write' || value === 'full',
+          {
+            error: (issue) =>
+              `sandbox.access must be "read-only", "workspace-write" or "full", got ${shownValue(issue.input)}`,
+          },
+        )
+        .optional(),
+      writableRoots: strings('sandbox.writableRoots').optional(),
+      rung: z
+        .custom<'bubblewrap' | 'landlock' | 'namespaces' | 'floor'>(
+          (value) => value === 'bubblewrap' || value === 'landlock' || value === 'namespaces' || value === 'floor',
+          {
+            error: (issue) =>
+              `sandbox.rung must be "bubblewrap", "landlock", "namespaces" or "floor", got ${shownValue(issue.input)}`,
+          },
+        )
+        .nullable()
+        .optional(),
+      caps: z
+        .strictObject({
+          memoryBytes: count('sandbox.caps.memoryBytes', 1).optional(),
+          cpuSecs: count('sandbox.caps.cpuSecs', 1).optional(),
+          processes: count('sandbox.caps.processes', 1).optional(),
+          fileBytes: count('sandbox.caps.fileBytes', 1).optional(),
+        })
+        .optional(),
+    })
+    .optional(),
 });
 
 /**

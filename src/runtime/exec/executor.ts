@@ -6,6 +6,8 @@
  * its own process group always, killed with everything it started at a timeout or a
  * cancel, its output bounded (see ./run-command.ts). A sandbox wraps an executor.
  */
+import type { ContainedReport } from './containment/contained.js';
+import type { ProbeReport } from './containment/probe.js';
 import { type Job, startJob } from './jobs.js';
 import {
   type CommandOptions,
@@ -16,7 +18,7 @@ import {
 } from './run-command.js';
 
 /** What a command is started for. */
-export type CommandPurpose = 'exec' | 'shell' | 'shell_start' | 'gate' | 'checker';
+export type CommandPurpose = 'exec' | 'shell' | 'shell_start' | 'gate' | 'checker' | 'probe';
 
 /** A command to run to its end. */
 export interface CommandRequest extends CommandOptions {
@@ -32,6 +34,8 @@ export interface JobRequest {
   outputLimit: number;
   env: NodeJS.ProcessEnv;
   purpose: CommandPurpose;
+  /** See {@link CommandOptions.bare}. */
+  bare?: boolean;
 }
 
 export interface Executor {
@@ -41,11 +45,17 @@ export interface Executor {
   start(request: JobRequest): Job;
   /** How this executor keeps a command from outliving its end, as the trace records it. */
   containment(): Containment;
+  /** What a containing executor gives the run's commands (see ContainedExecutor); absent for one that does not contain. */
+  contained?(): ContainedReport;
+  /** What a containing executor's canary found on its rung (run once, before the first command). */
+  probe?(): Promise<ProbeReport>;
+  /** Ends what the executor holds for its run (a sandbox's own directories); called when the run's session closes. */
+  close?(): Promise<void>;
 }
 
 /** Spawns each command directly (see the module's comment). */
 export const directExecutor: Executor = {
   run: (request) => runCommand(request.argv, request),
-  start: (request) => startJob(request.argv, request.cwd, request.outputLimit, request.env),
+  start: (request) => startJob(request.argv, request.cwd, request.outputLimit, request.env, request.bare),
   containment: processContainment,
 };

@@ -20,8 +20,9 @@ export function startJob(
   cwd: string,
   limit: number,
   env: NodeJS.ProcessEnv = commandEnvironment(),
+  bare = false,
 ): Job {
-  const spawned = containedSpawn(argv, cwd, env);
+  const spawned = containedSpawn(argv, cwd, env, bare);
   let pending = '';
   let dropped = 0;
   let ended: string | null = null;

@@ -28,6 +28,8 @@ export interface CommandResult {
   /** Bytes each stream printed beyond the limit, dropped. */
   droppedStdout: number;
   droppedStderr: number;
+  /** The sandbox cap that ended the command, when one did (see SandboxCaps). */
+  capReached?: { cap: 'cpuSecs' | 'fileBytes' | 'processes' | 'memoryBytes'; limit: number };
 }
 
 export interface CommandOptions {
@@ -37,6 +39,11 @@ export interface CommandOptions {
   outputLimit: number;
   signal?: AbortSignal;
   env?: NodeJS.ProcessEnv;
+  /**
+   * Spawn argv exactly as given, its program already found: a wrapper (a sandbox rung)
+   * has put its own namespaces around it, so the PID namespace prefix is not added.
+   */
+  bare?: boolean;
 }
 
 /**
@@ -83,7 +90,8 @@ export function commandEnvironment(
 /** The longest a command may be given: timers beyond about 24.8 days overflow to 1 ms. */
 export const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
 
-function notStarted(error: string): CommandResult {
+/** The result of a command that could not be started, saying why. */
+export function notStarted(error: string): CommandResult {
   return {
     started: false,
     error,
@@ -150,8 +158,10 @@ export function containedSpawn(
   argv: readonly string[],
   cwd: string,
   env: NodeJS.ProcessEnv,
+  bare = false,
 ): { ok: true; file: string; args: string[]; containment: Containment } | { ok: false; error: string } {
   const [program, ...args] = argv as [string, ...string[]];
+  if (bare) return { ok: true, file: program, args, containment: { mechanism: 'pid-namespace', prefix: [] } };
   const containment = processContainment();
   if (containment.mechanism === 'process-group') return { ok: true, file: program, args, containment };
   const located = findProgram(program, env.PATH, cwd);
@@ -239,7 +249,7 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
     const env = options.env ?? commandEnvironment();
     let spawned: ReturnType<typeof containedSpawn>;
     try {
-      spawned = containedSpawn(argv, options.cwd, env);
+      spawned = containedSpawn(argv, options.cwd, env, options.bare);
       if (!spawned.ok) {
         resolve(notStarted(spawned.error));
         return;
@@ -250,7 +260,7 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
       resolve(notStarted(`the command cannot be started: ${(error as Error).message}`));
       return;
     }
-    const contained = spawned.containment.mechanism === 'pid-namespace';
+    const contained = spawned.containment.mechanism === 'pid-namespace' && !options.bare;
     const killGroup = () => killCommand(child.pid);
     const timer = setTimeout(
       () => {
@@ -330,9 +340,11 @@ export function describeCommand(argv: readonly string[], result: CommandResult):
   if (!result.started) return `could not run ${argv.join(' ')}: ${result.error}`;
   const status = result.timedOut
     ? 'timed out and was killed'
-    : result.signal
-      ? `was killed by ${result.signal}`
-      : `exited with status ${result.exitStatus}`;
+    : result.capReached
+      ? `was stopped by its ${result.capReached.cap} cap (${result.capReached.limit})${result.capReached.cap === 'cpuSecs' ? ': SIGXCPU' : result.capReached.cap === 'fileBytes' ? ': SIGXFSZ' : ''}`
+      : result.signal
+        ? `was killed by ${result.signal}`
+        : `exited with status ${result.exitStatus}`;
   const parts = [`${argv.join(' ')} ${status}`];
   parts.push(section('stdout', result.stdout, result.droppedStdout));
   parts.push(section('stderr', result.stderr, result.droppedStderr));

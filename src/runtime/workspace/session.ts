@@ -404,7 +404,7 @@ export class WorkspaceSession {
   }
 
   /** Records, once, how the run's commands are contained; called as a command is about to start. */
-  noteContainment(record: (event: EventData) => void): void {
+  async noteContainment(record: (event: EventData) => void): Promise<void> {
     if (this.#containmentNoted) return;
     this.#containmentNoted = true;
     const containment = this.#executor.containment();
@@ -413,6 +413,11 @@ export class WorkspaceSession {
       mechanism: containment.mechanism,
       reason: containment.mechanism === 'process-group' ? containment.reason : null,
     });
+    const contained = this.#executor.contained?.();
+    if (contained) {
+      const probe = await this.#executor.probe?.();
+      record({ type: 'contained', ...contained, ...(probe ? { probe } : {}) });
+    }
   }
 
   get toolchain(): Toolchain | null {
@@ -554,7 +559,7 @@ export class WorkspaceSession {
       });
       return null;
     }
-    this.noteContainment((event) => call.record(event));
+    await this.noteContainment((event) => call.record(event));
     const result = await this.#executor.run({
       argv,
       purpose: 'checker',
@@ -580,8 +585,9 @@ export class WorkspaceSession {
     const act: Act = { kind: 'exec', argv: args.argv };
     const refused = await call.authorizeCommand(act, checkArgv(args.argv, this.#policy, this.#contract.root));
     if (refused) return refused;
+    // How the run's commands are contained is recorded (and probed) before the intent: the probe is no effect of the call.
+    await this.noteContainment((event) => call.record(event));
     return call.intent('exec', args.argv.join(' '), async () => {
-      this.noteContainment((event) => call.record(event));
       const result = await this.#executor.run({
         argv: args.argv,
         purpose: 'exec',
@@ -591,6 +597,7 @@ export class WorkspaceSession {
         signal: call.signal,
         env: this.#env,
       });
+      if (result.capReached) call.record({ type: 'cap-reached', callId: call.callId, ...result.capReached });
       return { content: describeCommand(args.argv, result), isError: !result.started || result.exitStatus !== 0 };
     });
   }
@@ -605,11 +612,12 @@ export class WorkspaceSession {
   async shell(args: { command: string; timeout_secs?: number }, call: StepContext): Promise<ToolResult> {
     const refused = await this.#authorizeLine(args.command, call);
     if (refused) return refused;
+    // How the run's commands are contained is recorded (and probed) before the intent: the probe is no effect of the call.
+    await this.noteContainment((event) => call.record(event));
     return call.intent('shell', args.command, async () => {
       // What runs is exactly what was checked: the parser refuses every construct whose
       // meaning it does not fully know, and the line runs under the shell it models.
       const argv = [lineShell(), '-c', args.command];
-      this.noteContainment((event) => call.record(event));
       const result = await this.#executor.run({
         argv,
         purpose: 'shell',
@@ -619,6 +627,7 @@ export class WorkspaceSession {
         signal: call.signal,
         env: this.#env,
       });
+      if (result.capReached) call.record({ type: 'cap-reached', callId: call.callId, ...result.capReached });
       return {
         content: describeCommand([args.command], result),
         isError: !result.started || result.exitStatus !== 0,
@@ -629,9 +638,10 @@ export class WorkspaceSession {
   async shellStart(args: { command: string }, call: StepContext): Promise<ToolResult> {
     const refused = await this.#authorizeLine(args.command, call);
     if (refused) return refused;
+    // How the run's commands are contained is recorded (and probed) before the intent: the probe is no effect of the call.
+    await this.noteContainment((event) => call.record(event));
     return call.intent('shell_start', args.command, async () => {
       const handle = `sh-${++this.#nextHandle}`;
-      this.noteContainment((event) => call.record(event));
       const job = this.#executor.start({
         argv: [lineShell(), '-c', args.command],
         purpose: 'shell_start',
@@ -665,6 +675,7 @@ export class WorkspaceSession {
     for (const job of this.#jobs.values()) job.kill();
     await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));
     this.#jobs.clear();
+    await this.#executor.close?.();
   }
 }
 

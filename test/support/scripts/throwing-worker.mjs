@@ -5,6 +5,7 @@ import { errorReply } from '../../../dist/actors/protocol.js';
 import {
   ActorExitedError,
   ConflictError,
+  ContainmentUnavailableError,
   HarnessError,
   InvalidArgumentError,
   LeaseLostError,
@@ -33,6 +34,11 @@ const samples = {
   OutputSchemaError: () => new OutputSchemaError('$ref', '/properties/a', 'the schema uses $ref'),
   StoreError: () => new StoreError('STORE_NOT_SQLITE', 'not a SQLite file'),
   ActorExitedError: () => new ActorExitedError('ACTOR_EXITED', 'the worker exited'),
+  ContainmentUnavailableError: () =>
+    new ContainmentUnavailableError('the bubblewrap rung cannot be had', {
+      rung: 'bubblewrap',
+      reason: 'not installed',
+    }),
   HarnessError: () => new HarnessError('RUN_NOT_FOUND', 'run x is not in the store', { details: { runId: 'x' } }),
 };
 

@@ -1,0 +1,322 @@
+/*
+ * landlock-exec: confines itself with Landlock, then becomes the command.
+ *
+ *   landlock-exec [--read PATH]... [--write PATH]... [--protect PATH]... [--connect-port N]...
+ *                 [--net] [--cgroup DIR]... [--cpu-secs N] [--file-bytes N] [--memory-bytes N]
+ *                 [--processes N] [--report] [--join-only] -- PROGRAM [ARG]...
+ *
+ * Reads are allowed beneath each --read path, reads and writes beneath each --write
+ * path, and nothing else. Without --net, TCP connect is allowed only to the
+ * --connect-port ports and TCP bind to none (Landlock ABI 4 and later); abstract UNIX
+ * sockets and signals are scoped to the sandbox (ABI 6 and later). Every descriptor above
+ * 2 is closed, no-new-privs is set, the limits are set, and the command is executed.
+ * Each --protect path (inside a --write one) is first bind-mounted read-only over itself,
+ * which needs a mount namespace of the helper's own (unshare --mount); a Landlock domain
+ * cannot mount, so the command cannot undo it. Each --cgroup directory (cgroup v1 or v2)
+ * is joined before anything else, so its limits hold for everything the command starts.
+ *
+ * With --join-only, the helper joins the --cgroup directories, sets the limits and
+ * executes the command, with no Landlock: it goes in front of bubblewrap, whose /sys is
+ * read-only, so that bubblewrap and all it starts are in the cgroups.
+ *
+ * With --report, the helper applies all of it and then, instead of executing anything,
+ * prints what it applied as one JSON line on standard output and exits 0. Errors go to
+ * standard error as one line starting "landlock-exec:" and exit with 125; a command that
+ * cannot be executed exits 127.
+ *
+ * The constants are written out here: older system headers lack the newer ABIs'.
+ * io-harness builds this file with the system C compiler on first use (no node-gyp) and
+ * caches the binary by the hash of this source.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#endif
+#ifndef __NR_landlock_add_rule
+#define __NR_landlock_add_rule 445
+#endif
+#ifndef __NR_landlock_restrict_self
+#define __NR_landlock_restrict_self 446
+#endif
+#ifndef __NR_close_range
+#define __NR_close_range 436
+#endif
+
+#define CREATE_RULESET_VERSION (1U << 0)
+#define RULE_PATH_BENEATH 1
+#define RULE_NET_PORT 2
+
+#define FS_EXECUTE (1ULL << 0)
+#define FS_WRITE_FILE (1ULL << 1)
+#define FS_READ_FILE (1ULL << 2)
+#define FS_READ_DIR (1ULL << 3)
+#define FS_REMOVE_DIR (1ULL << 4)
+#define FS_REMOVE_FILE (1ULL << 5)
+#define FS_MAKE_CHAR (1ULL << 6)
+#define FS_MAKE_DIR (1ULL << 7)
+#define FS_MAKE_REG (1ULL << 8)
+#define FS_MAKE_SOCK (1ULL << 9)
+#define FS_MAKE_FIFO (1ULL << 10)
+#define FS_MAKE_BLOCK (1ULL << 11)
+#define FS_MAKE_SYM (1ULL << 12)
+#define FS_REFER (1ULL << 13)
+#define FS_TRUNCATE (1ULL << 14)
+#define FS_IOCTL_DEV (1ULL << 15)
+
+#define NET_BIND_TCP (1ULL << 0)
+#define NET_CONNECT_TCP (1ULL << 1)
+
+#define SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define SCOPE_SIGNAL (1ULL << 1)
+
+/* The newest ABI this file knows; a newer kernel is used at this one. */
+#define KNOWN_ABI 7
+
+struct ruleset_attr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net;
+  uint64_t scoped;
+};
+
+struct path_beneath_attr {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+} __attribute__((packed));
+
+struct net_port_attr {
+  uint64_t allowed_access;
+  uint64_t port;
+};
+
+#define MAX_ITEMS 4096
+
+static void fail(const char *what) {
+  fprintf(stderr, "landlock-exec: %s: %s\n", what, strerror(errno));
+  exit(125);
+}
+
+static void usage(const char *what) {
+  fprintf(stderr, "landlock-exec: %s\n", what);
+  exit(125);
+}
+
+static unsigned long long number(const char *text, const char *flag) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long value = strtoull(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') {
+    fprintf(stderr, "landlock-exec: %s needs a whole number, not %s\n", flag, text);
+    exit(125);
+  }
+  return value;
+}
+
+static uint64_t fs_rights(int abi) {
+  uint64_t rights = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_READ_DIR | FS_REMOVE_DIR | FS_REMOVE_FILE |
+                    FS_MAKE_CHAR | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK | FS_MAKE_FIFO | FS_MAKE_BLOCK |
+                    FS_MAKE_SYM;
+  if (abi >= 2) rights |= FS_REFER;
+  if (abi >= 3) rights |= FS_TRUNCATE;
+  if (abi >= 5) rights |= FS_IOCTL_DEV;
+  return rights;
+}
+
+/* The rights that make sense on a file (not a directory): the others are refused with EINVAL. */
+static const uint64_t FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV;
+
+static void add_path(int ruleset, const char *path, uint64_t rights) {
+  int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0) {
+    /* A grant on a path that does not exist grants nothing. */
+    if (errno == ENOENT) return;
+    fail(path);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) fail(path);
+  struct path_beneath_attr attr = {.allowed_access = S_ISDIR(st.st_mode) ? rights : (rights & FILE_RIGHTS),
+                                   .parent_fd = fd};
+  if (syscall(__NR_landlock_add_rule, ruleset, RULE_PATH_BENEATH, &attr, 0) != 0) fail(path);
+  close(fd);
+}
+
+static void protect(const char *path) {
+  if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0) {
+    if (errno == ENOENT) return;
+    fail(path);
+  }
+  if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) fail(path);
+}
+
+static void join_cgroup(const char *dir) {
+  char file[4096];
+  if (snprintf(file, sizeof file, "%s/cgroup.procs", dir) >= (int)sizeof file) usage("a --cgroup path is too long");
+  int fd = open(file, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) fail(file);
+  char pid[32];
+  int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+  if (write(fd, pid, (size_t)n) != n) fail(file);
+  close(fd);
+}
+
+static void limit(int resource, unsigned long long value, const char *name) {
+  /* CPU time: SIGXCPU at the cap, which ends the command and names the cap; SIGKILL a second later if it is caught. */
+  struct rlimit rl = {.rlim_cur = value, .rlim_max = resource == RLIMIT_CPU ? value + 1 : value};
+  if (setrlimit(resource, &rl) != 0) fail(name);
+}
+
+static void json_string(const char *text) {
+  putchar('"');
+  for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+    if (*c == '"' || *c == '\\')
+      printf("\\%c", *c);
+    else if (*c < 0x20)
+      printf("\\u%04x", *c);
+    else
+      putchar(*c);
+  }
+  putchar('"');
+}
+
+static void json_list(const char *name, const char **items, int count) {
+  printf(",\"%s\":[", name);
+  for (int i = 0; i < count; i++) {
+    if (i > 0) putchar(',');
+    json_string(items[i]);
+  }
+  putchar(']');
+}
+
+int main(int argc, char **argv) {
+  const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *protects[MAX_ITEMS], *cgroups[MAX_ITEMS];
+  unsigned long long ports[MAX_ITEMS];
+  int nreads = 0, nwrites = 0, nprotects = 0, ncgroups = 0, nports = 0, net = 0, report = 0, join_only = 0;
+  long long cpu = -1, fsize = -1, memory = -1, processes = -1;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--") == 0) {
+      i++;
+      break;
+    }
+    if (strcmp(arg, "--net") == 0) {
+      net = 1;
+      continue;
+    }
+    if (strcmp(arg, "--report") == 0) {
+      report = 1;
+      continue;
+    }
+    if (strcmp(arg, "--join-only") == 0) {
+      join_only = 1;
+      continue;
+    }
+    if (i + 1 >= argc) usage("an option needs a value");
+    const char *value = argv[++i];
+    if (strcmp(arg, "--read") == 0) {
+      if (nreads == MAX_ITEMS) usage("too many --read paths");
+      reads[nreads++] = value;
+    } else if (strcmp(arg, "--write") == 0) {
+      if (nwrites == MAX_ITEMS) usage("too many --write paths");
+      writes[nwrites++] = value;
+    } else if (strcmp(arg, "--protect") == 0) {
+      if (nprotects == MAX_ITEMS) usage("too many --protect paths");
+      protects[nprotects++] = value;
+    } else if (strcmp(arg, "--cgroup") == 0) {
+      if (ncgroups == MAX_ITEMS) usage("too many --cgroup directories");
+      cgroups[ncgroups++] = value;
+    } else if (strcmp(arg, "--connect-port") == 0) {
+      if (nports == MAX_ITEMS) usage("too many --connect-port ports");
+      ports[nports++] = number(value, arg);
+    } else if (strcmp(arg, "--cpu-secs") == 0) {
+      cpu = (long long)number(value, arg);
+    } else if (strcmp(arg, "--file-bytes") == 0) {
+      fsize = (long long)number(value, arg);
+    } else if (strcmp(arg, "--memory-bytes") == 0) {
+      memory = (long long)number(value, arg);
+    } else if (strcmp(arg, "--processes") == 0) {
+      processes = (long long)number(value, arg);
+    } else {
+      fprintf(stderr, "landlock-exec: unknown option %s\n", arg);
+      return 125;
+    }
+  }
+  if (!report && i >= argc) usage("no command after --");
+
+  if (join_only) {
+    for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
+    if (cpu >= 0) limit(RLIMIT_CPU, (unsigned long long)cpu, "RLIMIT_CPU");
+    if (fsize >= 0) limit(RLIMIT_FSIZE, (unsigned long long)fsize, "RLIMIT_FSIZE");
+    if (memory >= 0) limit(RLIMIT_AS, (unsigned long long)memory, "RLIMIT_AS");
+    if (processes >= 0) limit(RLIMIT_NPROC, (unsigned long long)processes, "RLIMIT_NPROC");
+    execvp(argv[i], &argv[i]);
+    fprintf(stderr, "landlock-exec: cannot execute %s: %s\n", argv[i], strerror(errno));
+    return 127;
+  }
+
+  int abi = (int)syscall(__NR_landlock_create_ruleset, NULL, 0, CREATE_RULESET_VERSION);
+  if (abi < 1) fail("Landlock is not available");
+  if (abi > KNOWN_ABI) abi = KNOWN_ABI;
+
+  for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
+  for (int k = 0; k < nprotects; k++) protect(protects[k]);
+  if (cpu >= 0) limit(RLIMIT_CPU, (unsigned long long)cpu, "RLIMIT_CPU");
+  if (fsize >= 0) limit(RLIMIT_FSIZE, (unsigned long long)fsize, "RLIMIT_FSIZE");
+  if (memory >= 0) limit(RLIMIT_AS, (unsigned long long)memory, "RLIMIT_AS");
+  if (processes >= 0) limit(RLIMIT_NPROC, (unsigned long long)processes, "RLIMIT_NPROC");
+
+  struct ruleset_attr attr = {.handled_access_fs = fs_rights(abi), .handled_access_net = 0, .scoped = 0};
+  if (abi >= 4 && !net) attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP;
+  if (abi >= 6) attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL;
+  size_t size = abi >= 6 ? sizeof(attr) : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
+  int ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, size, 0);
+  if (ruleset < 0) fail("landlock_create_ruleset");
+
+  const uint64_t read_rights = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR;
+  for (int k = 0; k < nreads; k++) add_path(ruleset, reads[k], read_rights);
+  for (int k = 0; k < nwrites; k++) add_path(ruleset, writes[k], fs_rights(abi));
+  if (attr.handled_access_net) {
+    for (int k = 0; k < nports; k++) {
+      struct net_port_attr port = {.allowed_access = NET_CONNECT_TCP, .port = ports[k]};
+      if (syscall(__NR_landlock_add_rule, ruleset, RULE_NET_PORT, &port, 0) != 0) fail("a TCP port rule");
+    }
+  }
+
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("PR_SET_NO_NEW_PRIVS");
+  if (syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) fail("landlock_restrict_self");
+  close(ruleset);
+
+  if (report) {
+    printf("{\"abi\":%d,\"fs\":true,\"tcp\":%s,\"scoped\":%s", abi,
+           attr.handled_access_net ? "true" : "false", attr.scoped ? "true" : "false");
+    json_list("read", reads, nreads);
+    json_list("write", writes, nwrites);
+    json_list("protect", protects, nprotects);
+    json_list("cgroups", cgroups, ncgroups);
+    printf(",\"connectPorts\":[");
+    for (int k = 0; k < nports; k++) printf("%s%llu", k ? "," : "", ports[k]);
+    printf("],\"limits\":{\"cpuSecs\":%lld,\"fileBytes\":%lld,\"memoryBytes\":%lld,\"processes\":%lld}}\n", cpu,
+           fsize, memory, processes);
+    return 0;
+  }
+
+  /* Nothing the harness held open reaches the command. */
+  if (syscall(__NR_close_range, 3U, ~0U, 0) != 0) {
+    for (int fd = 3; fd < 1024; fd++) close(fd);
+  }
+  execvp(argv[i], &argv[i]);
+  fprintf(stderr, "landlock-exec: cannot execute %s: %s\n", argv[i], strerror(errno));
+  return 127;
+}

@@ -1,0 +1,366 @@
+/**
+ * What a run's commands are granted, and how a rung enforces it. A run is granted reads
+ * of the file system, writes to its workspace (unless read-only), to a temporary
+ * directory and a home of its own (never the shared ones), to the detected toolchain's
+ * caches and to the roots its contract declares, and nothing else; the protected paths
+ * inside the workspace stay read-only even where they do not exist yet; a run whose
+ * policy names no host has no network at all.
+ */
+import { type Dirent, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, symlinkSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import type { Policy } from '../../policy/policy.js';
+import { bwrapPrefix, type HostRungs, type RungName, SETPRIV_FLAGS, unsharePrefix } from './rungs.js';
+
+/**
+ * How much of the file system a run's commands may change: `read-only` (only their own
+ * temporary directory and home), `workspace-write` (the default: the workspace too, and
+ * the declared roots), `full` (everything the harness may: no containment but the floor).
+ */
+export type Access = 'read-only' | 'workspace-write' | 'full';
+
+/** Limits a contained command is killed at (never throttled). */
+export interface SandboxCaps {
+  /** Address space, in bytes (RLIMIT_AS). */
+  memoryBytes?: number;
+  /** CPU time, in seconds (RLIMIT_CPU: SIGKILL past it). */
+  cpuSecs?: number;
+  /** Processes the command may have at once (a pids cgroup where this host delegates one, else RLIMIT_NPROC). */
+  processes?: number;
+  /** The largest file the command may write, in bytes (RLIMIT_FSIZE: SIGXFSZ past it). */
+  fileBytes?: number;
+}
+
+/** The contract's sandbox, as stored. */
+export interface SandboxData {
+  access: Access;
+  /** Absolute directories outside the workspace the commands may also write. */
+  writableRoots: string[];
+  /** A rung asked for by name: the run fails before its first step where it cannot be had. */
+  rung: RungName | null;
+  caps: SandboxCaps;
+}
+
+export const DEFAULT_SANDBOX: SandboxData = { access: 'workspace-write', writableRoots: [], rung: null, caps: {} };
+
+/**
+ * Paths inside the workspace no command may change, whatever the grants: `dir` for a
+ * directory (kept read-only even before it exists: an empty one is mounted in its place),
+ * else a file (kept read-only where it exists).
+ */
+export const PROTECTED_PATHS: readonly { path: string; dir: boolean }[] = [
+  { path: '.git/hooks', dir: true },
+  { path: '.git/config', dir: false },
+  { path: '.io-harness', dir: true },
+  { path: 'io.toml', dir: false },
+  { path: 'io.local.toml', dir: false },
+];
+
+/** Toolchain installations under the home directory, linked into a run's home (read). */
+const TOOLCHAIN_HOMES: readonly string[] = [
+  '.pyenv',
+  '.rustup',
+  '.cargo/bin',
+  '.nvm',
+  '.volta',
+  '.bun/bin',
+  '.deno/bin',
+  '.local/bin',
+  '.sdkman',
+  '.rbenv',
+  '.asdf',
+  '.dotnet',
+  'go/bin',
+];
+
+/** Caches under the home directory the toolchains fill, linked into a run's home and writable. */
+const TOOLCHAIN_CACHES: readonly string[] = [
+  '.npm',
+  '.cache/node-gyp',
+  '.cache/yarn',
+  '.cache/pnpm',
+  '.local/share/pnpm',
+  '.bun/install/cache',
+  '.cache/deno',
+  '.cache/pip',
+  '.cache/uv',
+  '.cache/pypoetry',
+  '.cargo/registry',
+  '.cargo/git',
+  'go/pkg/mod',
+  '.cache/go-build',
+  '.gradle',
+  '.m2',
+];
+
+/** What one run's commands are granted, resolved to absolute paths. */
+export interface Boundary {
+  access: Access;
+  root: string;
+  /** Directories the commands may write (real paths). */
+  writable: string[];
+  /** Paths inside the workspace kept read-only (see {@link PROTECTED_PATHS}). */
+  protectedPaths: { path: string; dir: boolean }[];
+  /** An empty directory of the run's own, mounted read-only where a protected directory does not exist yet. */
+  empty: string;
+  /**
+   * Files in the workspace with another name somewhere (a hard link made before the run):
+   * kept read-only, so a write through one cannot reach a file outside. `complete` is false
+   * when the workspace was too large to look through whole.
+   */
+  hardLinks: { paths: string[]; complete: boolean };
+  /** `none`: no network namespace route out at all. `open`: the host's network. */
+  network: 'none' | 'open';
+  /** The run's own directories: its commands' TMPDIR and HOME. */
+  tmp: string;
+  home: string;
+  caps: SandboxCaps;
+}
+
+/** Whether a policy lets any host be dialled (allowed or asked about); a policy that names none denies egress. */
+export function policyAllowsEgress(policy: Policy | null): boolean {
+  if (!policy) return true;
+  return policy.layers.some((layer) => layer.rules.some((rule) => rule.act === 'net' && rule.effect !== 'deny'));
+}
+
+/** The real path of `path`, or `path` itself where it does not exist. */
+function real(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+/**
+ * The run's home: the toolchains' installations and caches of the harness's home linked
+ * in (the caches writable), nothing else of it (no dotfiles, no credentials by their usual
+ * names). Returns the caches granted.
+ */
+export function furnishHome(home: string, realHome: string = homedir()): string[] {
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const caches: string[] = [];
+  const link = (entry: string): boolean => {
+    const target = join(realHome, entry);
+    if (!realHome || !existsSync(target)) return false;
+    const at = join(home, entry);
+    try {
+      lstatSync(at);
+      return true;
+    } catch {
+      // not linked yet
+    }
+    mkdirSync(dirname(at), { recursive: true, mode: 0o700 });
+    symlinkSync(target, at);
+    return true;
+  };
+  for (const entry of TOOLCHAIN_HOMES) link(entry);
+  for (const entry of TOOLCHAIN_CACHES) if (link(entry)) caches.push(real(join(realHome, entry)));
+  return caches;
+}
+
+export function boundaryFor(options: {
+  sandbox: SandboxData;
+  root: string;
+  policy: Policy | null;
+  tmp: string;
+  home: string;
+  empty: string;
+  caches: string[];
+}): Boundary {
+  const { sandbox, root, tmp, home } = options;
+  const realRoot = real(root);
+  const writable = [
+    ...(sandbox.access === 'read-only' ? [] : [realRoot]),
+    real(tmp),
+    real(home),
+    ...options.caches,
+    ...sandbox.writableRoots.map(real),
+  ];
+  return {
+    access: sandbox.access,
+    root: realRoot,
+    writable: [...new Set(writable)],
+    protectedPaths: PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
+    empty: options.empty,
+    hardLinks: sandbox.access === 'read-only' ? { paths: [], complete: true } : linkedFiles(realRoot),
+    network: sandbox.access === 'full' || policyAllowsEgress(options.policy) ? 'open' : 'none',
+    tmp: real(tmp),
+    home: real(home),
+    caps: sandbox.caps,
+  };
+}
+
+/** The most entries looked at for hard links, and the most kept read-only. */
+const LINK_WALK_LIMIT = 100_000;
+const MAX_LINKED_FILES = 2_000;
+
+/**
+ * The regular files under `root` that have more than one name, found by a walk that
+ * follows no link and stops at {@link LINK_WALK_LIMIT} entries. Inside the boundary no
+ * command can link a file from outside in (the rest of the tree is another, read-only
+ * mount, and Landlock refuses the reference), so the links that matter are the ones that
+ * were there when the run began.
+ */
+export function linkedFiles(root: string): { paths: string[]; complete: boolean } {
+  const paths: string[] = [];
+  const stack = [root];
+  let seen = 0;
+  while (stack.length > 0) {
+    const dir = stack.pop() as string;
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      if (++seen > LINK_WALK_LIMIT) return { paths, complete: false };
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) stack.push(path);
+      else if (entry.isFile()) {
+        try {
+          if (lstatSync(path).nlink > 1) {
+            if (paths.length === MAX_LINKED_FILES) return { paths, complete: false };
+            paths.push(path);
+          }
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
+  }
+  return { paths, complete: true };
+}
+
+/**
+ * What keeps the protected paths read-only, walked component by component from the root:
+ * an existing file or directory is bound read-only over itself; a file in the way of a
+ * deeper path (a worktree's `.git` file) is bound so and the walk stops; a symbolic link
+ * stops the walk (what it names is outside the grants or bound on its own); the first
+ * missing component of a protected directory gets an empty read-only directory mounted in
+ * its place (bubblewrap makes the mount point, an empty directory, removed after the
+ * run); a missing protected file gets /dev/null in its place (an empty file as the mount
+ * point, removed after the run while it is still empty). `existingOnly` keeps to what
+ * exists.
+ */
+export function protectedMounts(
+  boundary: Boundary,
+  existingOnly: boolean,
+): { bind: string[]; empty: string[]; null: string[] } {
+  const bind = new Set<string>();
+  const empty = new Set<string>();
+  const nothing = new Set<string>();
+  for (const entry of boundary.protectedPaths) {
+    const parts = relative(boundary.root, entry.path).split('/');
+    let at = boundary.root;
+    for (const [index, part] of parts.entries()) {
+      at = join(at, part);
+      const last = index === parts.length - 1;
+      let stat: ReturnType<typeof lstatSync> | null = null;
+      try {
+        stat = lstatSync(at);
+      } catch {
+        stat = null;
+      }
+      if (stat === null) {
+        if (!existingOnly) (entry.dir || !last ? empty : nothing).add(at);
+        break;
+      }
+      if (stat.isSymbolicLink()) break;
+      if (last || !stat.isDirectory()) {
+        bind.add(at);
+        break;
+      }
+    }
+  }
+  // A path already covered by a mount above it needs none of its own.
+  const covered = (path: string) =>
+    [...bind, ...empty, ...nothing].some((other) => other !== path && path.startsWith(`${other}/`));
+  return {
+    bind: [...bind].filter((path) => !covered(path)),
+    empty: [...empty].filter((path) => !covered(path)),
+    null: [...nothing].filter((path) => !covered(path)),
+  };
+}
+
+function helperArgs(boundary: Boundary, extra: { protect: boolean; pidsCgroup: boolean }): string[] {
+  const args = ['--read', '/'];
+  for (const path of boundary.writable) args.push('--write', path);
+  if (extra.protect) {
+    for (const path of protectedMounts(boundary, true).bind) args.push('--protect', path);
+    for (const path of boundary.hardLinks.paths) args.push('--protect', path);
+  }
+  if (boundary.network === 'open') args.push('--net');
+  const caps = boundary.caps;
+  if (caps.cpuSecs !== undefined) args.push('--cpu-secs', String(caps.cpuSecs));
+  if (caps.fileBytes !== undefined) args.push('--file-bytes', String(caps.fileBytes));
+  if (caps.memoryBytes !== undefined) args.push('--memory-bytes', String(caps.memoryBytes));
+  // The processes cap is a pids cgroup where the host has one (joined in front of the rung); else RLIMIT_NPROC.
+  if (caps.processes !== undefined && !extra.pidsCgroup) args.push('--processes', String(caps.processes));
+  return args;
+}
+
+/** A command wrapped for its rung: what to spawn, and the mount points bubblewrap made that are to go after it. */
+export interface Wrapped {
+  argv: string[];
+  /** Empty directories and files bubblewrap makes to mount over protected paths that did not exist; removed after the run. */
+  madeMountPoints: string[];
+}
+
+/**
+ * `program` (a path, already found) and its arguments, wrapped for `rung`. The floor and
+ * full access are not wrapped here: the direct executor's own containment applies.
+ */
+export function wrapForRung(
+  rung: RungName,
+  host: HostRungs,
+  boundary: Boundary,
+  cwd: string,
+  argv: readonly string[],
+  pidsCgroup = false,
+): Wrapped {
+  const helper = host.helper.ok ? host.helper.path : '';
+  if (rung === 'bubblewrap') {
+    const args = bwrapPrefix(host.bubblewrap.ok ? host.bubblewrap.argv0 : 'bwrap', boundary.network === 'open');
+    // The shared /tmp stays read-only: the run's own directory is its TMPDIR.
+    for (const path of boundary.writable) args.push('--bind', path, path);
+    // Files with another name outside: read-only, so no write reaches that other name.
+    for (const path of boundary.hardLinks.paths) args.push('--ro-bind', path, path);
+    let madeMountPoints: string[] = [];
+    if (boundary.access !== 'read-only') {
+      const mounts = protectedMounts(boundary, false);
+      for (const path of mounts.bind) args.push('--ro-bind', path, path);
+      // Nothing there yet: an empty, read-only directory takes its place, so nothing can be made in it.
+      for (const path of mounts.empty) args.push('--ro-bind', boundary.empty, path);
+      for (const path of mounts.null) args.push('--ro-bind', '/dev/null', path);
+      madeMountPoints = [...mounts.empty, ...mounts.null];
+    }
+    args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, pidsCgroup }));
+    // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
+    args.push('--write', '/dev', '--', ...argv);
+    return { argv: args, madeMountPoints };
+  }
+  const unshare = host.unshare ?? ['unshare'];
+  const namespaces = unsharePrefix(unshare, boundary.network === 'open');
+  if (rung === 'landlock') {
+    // The helper mounts them itself, in the mount namespace unshare gave it (bubblewrap's are its own).
+    const protect = true;
+    return {
+      argv: [
+        ...namespaces,
+        helper,
+        ...helperArgs(boundary, { protect, pidsCgroup }),
+        '--write',
+        '/dev/null',
+        '--',
+        ...argv,
+      ],
+      madeMountPoints: [],
+    };
+  }
+  if (rung === 'namespaces') {
+    return { argv: [...namespaces, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv], madeMountPoints: [] };
+  }
+  return { argv: [...argv], madeMountPoints: [] };
+}

@@ -1,0 +1,153 @@
+/**
+ * The rungs of containment this host offers, strongest first, each found by a real spawn
+ * once per process:
+ *
+ * - `bubblewrap`: user, pid, ipc, uts and (for a run without egress) net namespaces, a
+ *   fresh /proc, every capability dropped, nested user namespaces disabled, die-with-parent,
+ *   a new session; the root read-only but for the grants; the Landlock helper inside it.
+ * - `landlock`: the Landlock helper under `unshare` (mount, pid with a private /proc, and
+ *   net for a run without egress); protected paths bind-mounted read-only by the helper.
+ * - `namespaces`: mount, pid and net namespaces under `unshare`, capabilities dropped with
+ *   `setpriv`; the file system is not confined.
+ * - `floor`: the command's own PID namespace or process group; nothing else is confined.
+ */
+import { spawnSync } from 'node:child_process';
+import { findProgram } from '../find-program.js';
+import { type Helper, landlockHelper } from './helper.js';
+
+export type RungName = 'bubblewrap' | 'landlock' | 'namespaces' | 'floor';
+
+/** The rungs, strongest first. */
+export const RUNGS: readonly RungName[] = ['bubblewrap', 'landlock', 'namespaces', 'floor'];
+
+export type RungProbe = { ok: true; argv0: string } | { ok: false; reason: string };
+
+export interface HostRungs {
+  bubblewrap: RungProbe;
+  landlock: RungProbe;
+  namespaces: RungProbe;
+  helper: Helper;
+  /** `unshare` with the user namespace flags this process needs (none as root). */
+  unshare: string[] | null;
+  setpriv: string | null;
+}
+
+/** The flags bubblewrap is always given: everything it can take away, but the network and the binds. */
+export const BWRAP_FLAGS: readonly string[] = [
+  '--unshare-user',
+  '--unshare-pid',
+  '--unshare-ipc',
+  '--unshare-uts',
+  '--unshare-cgroup-try',
+  '--die-with-parent',
+  '--new-session',
+  '--disable-userns',
+  '--cap-drop',
+  'ALL',
+];
+
+/** What setpriv is given on the namespaces rung: no capabilities, ever again, and no new privileges. */
+export const SETPRIV_FLAGS: readonly string[] = [
+  '--bounding-set=-all',
+  '--inh-caps=-all',
+  '--securebits=+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked',
+  '--no-new-privs',
+];
+
+/** bubblewrap's argv up to its command: the flags, no network when `net` is false, the root read-only with a fresh /dev and /proc. */
+export function bwrapPrefix(bwrap: string, net: boolean): string[] {
+  return [
+    bwrap,
+    ...BWRAP_FLAGS,
+    ...(net ? [] : ['--unshare-net']),
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--proc',
+    '/proc',
+  ];
+}
+
+/** `unshare`'s argv up to its command: mount and pid namespaces (a private /proc), and no network when `net` is false. */
+export function unsharePrefix(unshare: readonly string[], net: boolean): string[] {
+  return [...unshare, '--mount', '--pid', '--fork', '--kill-child', '--mount-proc', ...(net ? [] : ['--net']), '--'];
+}
+
+let found: HostRungs | undefined;
+
+/** What this host offers, found once. */
+export function hostRungs(): HostRungs {
+  found ??= probe();
+  return found;
+}
+
+function said(result: ReturnType<typeof spawnSync>): string {
+  const text = (result.stderr?.toString() || result.error?.message || `exit status ${result.status}`).trim();
+  return text.split('\n')[0] ?? text;
+}
+
+function probe(): HostRungs {
+  const none = (reason: string): RungProbe => ({ ok: false, reason });
+  if (process.platform !== 'linux') {
+    const reason = `${process.platform} is not Linux: only the floor is built there`;
+    return {
+      bubblewrap: none(reason),
+      landlock: none(reason),
+      namespaces: none(reason),
+      helper: { ok: false, reason },
+      unshare: null,
+      setpriv: null,
+    };
+  }
+  const path = process.env.PATH;
+  const helper = landlockHelper();
+  const bwrap = findProgram('bwrap', path, '/');
+  let bubblewrap: RungProbe;
+  if (bwrap.kind !== 'found') bubblewrap = none('bubblewrap (bwrap) is not installed');
+  else if (!helper.ok) bubblewrap = none(`the Landlock helper is not available: ${helper.reason}`);
+  else {
+    const [file, ...args] = [...bwrapPrefix(bwrap.path, false), '--', helper.path, '--read', '/', '--report'];
+    const result = spawnSync(file as string, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 });
+    bubblewrap =
+      result.status === 0 ? { ok: true, argv0: bwrap.path } : none(`bubblewrap cannot start: ${said(result)}`);
+  }
+  const unshareFound = findProgram('unshare', path, '/');
+  let unshare: string[] | null = null;
+  let unshareReason = 'util-linux unshare is not on PATH';
+  if (unshareFound.kind === 'found') {
+    const variants: string[][] = [['--user', '--map-root-user']];
+    if (process.getuid?.() === 0) variants.unshift([]);
+    for (const variant of variants) {
+      const argv = [...variant, '--mount', '--pid', '--fork', '--kill-child', '--mount-proc', '--net', '--', 'true'];
+      const result = spawnSync(unshareFound.path, argv, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000 });
+      if (result.status === 0) {
+        unshare = [unshareFound.path, ...variant];
+        break;
+      }
+      unshareReason = `mount, pid and net namespaces are not available: ${said(result)}`;
+    }
+  }
+  let landlock: RungProbe;
+  if (!helper.ok) landlock = none(`the Landlock helper is not available: ${helper.reason}`);
+  else if (!unshare) landlock = none(unshareReason);
+  else {
+    const [file, ...args] = [...unsharePrefix(unshare, false), helper.path, '--read', '/', '--report'];
+    const result = spawnSync(file as string, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 });
+    landlock =
+      result.status === 0 ? { ok: true, argv0: helper.path } : none(`the helper cannot start: ${said(result)}`);
+  }
+  const setprivFound = findProgram('setpriv', path, '/');
+  const setpriv = setprivFound.kind === 'found' ? setprivFound.path : null;
+  let namespaces: RungProbe;
+  if (!unshare) namespaces = none(unshareReason);
+  else if (!setpriv) namespaces = none('util-linux setpriv is not on PATH');
+  else {
+    const [file, ...args] = [...unsharePrefix(unshare, false), setpriv, ...SETPRIV_FLAGS, '--', 'true'];
+    const result = spawnSync(file as string, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000 });
+    namespaces =
+      result.status === 0 ? { ok: true, argv0: setpriv } : none(`setpriv cannot drop capabilities: ${said(result)}`);
+  }
+  return { bubblewrap, landlock, namespaces, helper, unshare, setpriv };
+}
