@@ -8,9 +8,10 @@ import { existsSync, linkSync, mkdirSync, readFileSync, statSync, symlinkSync, w
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Policy, runWith, TaskContract } from '../dist/index.js';
+import { answerQuestion, Policy, runWith, TaskContract } from '../dist/index.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
-import { type Answer, later, openStore, serve, tempWorkspace, turns } from './support/workspace.js';
+import { Driver, noneLeftUnder, tempStorePath } from './support/processes.js';
+import { type Answer, drive, later, openStore, serve, tempWorkspace, turns } from './support/workspace.js';
 
 const rungs = hostRungs();
 
@@ -222,6 +223,51 @@ describe('containment', () => {
       expect.arrayContaining(['cpuSecs', 'fileBytes']),
     );
   });
+
+  it('chooses and records the rung again when a run killed mid-command is resumed in a new process', async () => {
+    const outside = tempWorkspace();
+    const root = tempWorkspace();
+    const path = tempStorePath();
+    // Says it started, tries to write outside, then waits: the driver is killed while it waits.
+    const argv = [
+      'node',
+      '-e',
+      `const fs = require('fs'); fs.appendFileSync('starts.txt', 'x'); try { fs.writeFileSync(${JSON.stringify(join(outside, 'escaped.txt'))}, 'x'); } catch {} setTimeout(() => {}, 4000)`,
+    ];
+    const base = {
+      store: path,
+      wireScript: 'workspace-command#commandScript',
+      options: { argv },
+      workspace: { goal: 'run it', root },
+    };
+    const store = await openStore(path);
+    const starts = () =>
+      existsSync(join(root, 'starts.txt')) ? readFileSync(join(root, 'starts.txt'), 'utf8').length : 0;
+    const killOnStart = async (config: ConstructorParameters<typeof Driver>[0], count: number) => {
+      const driver = new Driver(config);
+      later(() => {
+        driver.child.kill('SIGKILL');
+      });
+      for (let i = 0; i < 500 && starts() < count; i++) await new Promise((r) => setTimeout(r, 20));
+      driver.child.kill('SIGKILL');
+      await driver.exited;
+      return driver;
+    };
+    const first = await killOnStart({ ...base, mode: 'run' }, 1);
+    const rootId = first.rootId as string;
+    expect((await drive({ ...base, mode: 'resume', rootId })).result?.status).toBe('paused');
+    const [asked] = store.questions({ status: 'open' });
+    answerQuestion(store, asked?.questionId as string, 'retry');
+    expect((await drive({ ...base, mode: 'resume', rootId })).result?.status).toBe('finished');
+    expect(starts()).toBe(2);
+    // The killed process's step never committed, so its record went with it; the process that
+    // retried the command chose the rung again and recorded it in the step it committed.
+    const contained = store.events(rootId).filter((event) => event.type === 'contained');
+    expect(contained).toHaveLength(1);
+    for (const event of contained) expect(event).toMatchObject({ rung: 'bubblewrap', filesystem: 'enforced' });
+    expect(existsSync(join(outside, 'escaped.txt'))).toBe(false);
+    expect(await noneLeftUnder(root)).toBe(true);
+  }, 60_000);
 
   it('runs commands with full access only when the contract says so', async () => {
     const outside = tempWorkspace();
