@@ -1,7 +1,7 @@
 /*
  * landlock-exec: confines itself with Landlock, then becomes the command.
  *
- *   landlock-exec [--read PATH]... [--write PATH]... [--protect PATH]... [--connect-port N]...
+ *   landlock-exec [--read PATH]... [--write PATH]... [--pin PATH]... [--protect PATH]... [--connect-port N]...
  *                 [--net] [--cgroup DIR]... [--cpu-secs N] [--file-bytes N] [--memory-bytes N]
  *                 [--processes N] [--report] [--join-only] -- PROGRAM [ARG]...
  *
@@ -10,7 +10,9 @@
  * --connect-port ports and TCP bind to none (Landlock ABI 4 and later); abstract UNIX
  * sockets and signals are scoped to the sandbox (ABI 6 and later). Every descriptor above
  * 2 is closed, no-new-privs is set, the limits are set, and the command is executed.
- * Each --protect path (inside a --write one) is first bind-mounted read-only over itself,
+ * Each --pin directory is bind-mounted over itself, writable, so that it cannot be
+ * renamed or removed (a mount point cannot); then each --protect path (inside a --write
+ * one) is bind-mounted read-only over itself,
  * which needs a mount namespace of the helper's own (unshare --mount); a Landlock domain
  * cannot mount, so the command cannot undo it. Each --cgroup directory (cgroup v1 or v2)
  * is joined before anything else, so its limits hold for everything the command starts.
@@ -160,6 +162,10 @@ static void protect(const char *path) {
   if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) fail(path);
 }
 
+static void pin(const char *path) {
+  if (mount(path, path, NULL, MS_BIND, NULL) != 0 && errno != ENOENT) fail(path);
+}
+
 static void join_cgroup(const char *dir) {
   char file[4096];
   if (snprintf(file, sizeof file, "%s/cgroup.procs", dir) >= (int)sizeof file) usage("a --cgroup path is too long");
@@ -200,9 +206,9 @@ static void json_list(const char *name, const char **items, int count) {
 }
 
 int main(int argc, char **argv) {
-  const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *protects[MAX_ITEMS], *cgroups[MAX_ITEMS];
+  const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *pins[MAX_ITEMS], *protects[MAX_ITEMS], *cgroups[MAX_ITEMS];
   unsigned long long ports[MAX_ITEMS];
-  int nreads = 0, nwrites = 0, nprotects = 0, ncgroups = 0, nports = 0, net = 0, report = 0, join_only = 0;
+  int nreads = 0, nwrites = 0, npins = 0, nprotects = 0, ncgroups = 0, nports = 0, net = 0, report = 0, join_only = 0;
   long long cpu = -1, fsize = -1, memory = -1, processes = -1;
   int i = 1;
   for (; i < argc; i++) {
@@ -231,6 +237,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(arg, "--write") == 0) {
       if (nwrites == MAX_ITEMS) usage("too many --write paths");
       writes[nwrites++] = value;
+    } else if (strcmp(arg, "--pin") == 0) {
+      if (npins == MAX_ITEMS) usage("too many --pin paths");
+      pins[npins++] = value;
     } else if (strcmp(arg, "--protect") == 0) {
       if (nprotects == MAX_ITEMS) usage("too many --protect paths");
       protects[nprotects++] = value;
@@ -271,6 +280,7 @@ int main(int argc, char **argv) {
   if (abi > KNOWN_ABI) abi = KNOWN_ABI;
 
   for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
+  for (int k = 0; k < npins; k++) pin(pins[k]);
   for (int k = 0; k < nprotects; k++) protect(protects[k]);
   if (cpu >= 0) limit(RLIMIT_CPU, (unsigned long long)cpu, "RLIMIT_CPU");
   if (fsize >= 0) limit(RLIMIT_FSIZE, (unsigned long long)fsize, "RLIMIT_FSIZE");

@@ -65,6 +65,8 @@ describe('containment', () => {
       `ln -s ${outside} late-link && echo x > late-link/via-late.txt; echo x > /proc/self/root${outside}/via-proc.txt; echo status=$?`,
       `mv a.txt ${outside}/moved.txt; echo x >> hard.txt; echo status=$?`,
       'echo x > .git/hooks/pre-commit; echo y >> .git/config; echo status=$?',
+      // Moved aside with its parent and made again: the parent is a mount point, which cannot be moved or removed.
+      'mv .git .git-old; rm -rf .git; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit; mv .git/hooks .git/h; echo status=$?',
       'mount -o remount,rw / ; umount /proc; echo status=$?',
     ]);
     expect(contained[0]).toMatchObject({ rung: 'bubblewrap', filesystem: 'enforced', network: 'none' });
@@ -83,6 +85,8 @@ describe('containment', () => {
     expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('outside\n');
     expect(existsSync(join(root, '.git', 'hooks', 'pre-commit'))).toBe(false);
     expect(readFileSync(join(root, '.git', 'config'), 'utf8')).toBe('[core]\n');
+    expect(existsSync(join(root, '.git-old'))).toBe(false);
+    expect(existsSync(join(root, '.git', 'h'))).toBe(false);
     expect(existsSync(join(root, 'a.txt'))).toBe(true);
   });
 
@@ -99,6 +103,7 @@ describe('containment', () => {
         'echo in > inside.txt && cat inside.txt',
         `echo x > ${outside}/abs.txt; echo x > early-link/via-early.txt; echo x > /proc/self/root${outside}/via-proc.txt`,
         `echo x >> hard.txt; echo x > .git/hooks/pre-commit; umount .git/hooks; echo x > .git/hooks/pre-commit`,
+        'mv .git .git-old; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit',
       ],
       contract,
     );
@@ -113,6 +118,7 @@ describe('containment', () => {
       expect(existsSync(join(outside, name)), name).toBe(false);
     expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('outside\n');
     expect(existsSync(join(root, '.git', 'hooks', 'pre-commit'))).toBe(false);
+    expect(existsSync(join(root, '.git-old'))).toBe(false);
   });
 
   it('protects .git/hooks, .git/config and .io-harness that do not exist yet, leaving nothing behind', async () => {

@@ -235,19 +235,22 @@ export function linkedFiles(root: string): { paths: string[]; complete: boolean 
 
 /**
  * What keeps the protected paths read-only, walked component by component from the root:
- * an existing file or directory is bound read-only over itself; a file in the way of a
- * deeper path (a worktree's `.git` file) is bound so and the walk stops; a symbolic link
- * stops the walk (what it names is outside the grants or bound on its own); the first
- * missing component of a protected directory gets an empty read-only directory mounted in
- * its place (bubblewrap makes the mount point, an empty directory, removed after the
- * run); a missing protected file gets /dev/null in its place (an empty file as the mount
- * point, removed after the run while it is still empty). `existingOnly` keeps to what
- * exists.
+ * - every directory on the way (`.git` for `.git/hooks`) is bound over itself, writable:
+ *   a mount point cannot be renamed or removed, so the protected path cannot be moved
+ *   aside with its parent and made again (`mv .git old; mkdir -p .git/hooks`);
+ * - an existing protected file or directory is bound read-only over itself; a file in the
+ *   way of a deeper path (a worktree's `.git` file) is bound so and the walk stops;
+ * - a symbolic link stops the walk (what it names is outside the grants or bound itself);
+ * - the first missing component of a protected directory gets an empty read-only
+ *   directory mounted in its place, and a missing protected file gets /dev/null (the
+ *   mount points, empty, are removed after the run).
+ * `existingOnly` keeps to what exists.
  */
 export function protectedMounts(
   boundary: Boundary,
   existingOnly: boolean,
-): { bind: string[]; empty: string[]; null: string[] } {
+): { pin: string[]; bind: string[]; empty: string[]; null: string[] } {
+  const pin = new Set<string>();
   const bind = new Set<string>();
   const empty = new Set<string>();
   const nothing = new Set<string>();
@@ -272,12 +275,15 @@ export function protectedMounts(
         bind.add(at);
         break;
       }
+      pin.add(at);
     }
   }
   // A path already covered by a mount above it needs none of its own.
   const covered = (path: string) =>
     [...bind, ...empty, ...nothing].some((other) => other !== path && path.startsWith(`${other}/`));
   return {
+    // Shallowest first: a mount inside a pinned directory goes on top of it.
+    pin: [...pin].filter((path) => !bind.has(path)).sort((a, b) => a.length - b.length),
     bind: [...bind].filter((path) => !covered(path)),
     empty: [...empty].filter((path) => !covered(path)),
     null: [...nothing].filter((path) => !covered(path)),
@@ -288,7 +294,9 @@ function helperArgs(boundary: Boundary, extra: { protect: boolean; pidsCgroup: b
   const args = ['--read', '/'];
   for (const path of boundary.writable) args.push('--write', path);
   if (extra.protect) {
-    for (const path of protectedMounts(boundary, true).bind) args.push('--protect', path);
+    const mounts = protectedMounts(boundary, true);
+    for (const path of mounts.pin) args.push('--pin', path);
+    for (const path of mounts.bind) args.push('--protect', path);
     for (const path of boundary.hardLinks.paths) args.push('--protect', path);
   }
   if (boundary.network === 'open') args.push('--net');
@@ -330,6 +338,7 @@ export function wrapForRung(
     let madeMountPoints: string[] = [];
     if (boundary.access !== 'read-only') {
       const mounts = protectedMounts(boundary, false);
+      for (const path of mounts.pin) args.push('--bind', path, path);
       for (const path of mounts.bind) args.push('--ro-bind', path, path);
       // Nothing there yet: an empty, read-only directory takes its place, so nothing can be made in it.
       for (const path of mounts.empty) args.push('--ro-bind', boundary.empty, path);
