@@ -3,7 +3,8 @@
  *
  *   landlock-exec [--read PATH]... [--write PATH]... [--pin PATH]... [--protect PATH]... [--connect-port N]...
  *                 [--net] [--cgroup DIR]... [--cpu-secs N] [--file-bytes N] [--memory-bytes N]
- *                 [--processes N] [--report] [--join-only] -- PROGRAM [ARG]...
+ *                 [--processes N] [--relay-port N --relay-socket PATH] [--report] [--join-only]
+ *                 -- PROGRAM [ARG]...
  *
  * Reads are allowed beneath each --read path, reads and writes beneath each --write
  * path, and nothing else. Without --net, TCP connect is allowed only to the
@@ -21,6 +22,13 @@
  * executes the command, with no Landlock: it goes in front of bubblewrap, whose /sys is
  * read-only, so that bubblewrap and all it starts are in the cgroups.
  *
+ * With --relay-port and --relay-socket, the helper first brings up the loopback interface
+ * of its network namespace (a fresh one has it down), listens on 127.0.0.1 at that port,
+ * and forks a relay that carries each connection made there to the UNIX socket at PATH:
+ * the harness's egress proxy, the only way out of a namespace with no network. The relay
+ * is forked before anything confines the helper, holds no descriptor of the command's,
+ * and dies with the command (PR_SET_PDEATHSIG, and the pid namespace's end).
+ *
  * With --report, the helper applies all of it and then, instead of executing anything,
  * prints what it applied as one JSON line on standard output and exits 0. Errors go to
  * standard error as one line starting "landlock-exec:" and exit with 125; a command that
@@ -37,7 +45,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -205,11 +220,128 @@ static void json_list(const char *name, const char **items, int count) {
   putchar(']');
 }
 
+/* Brings up the loopback interface of this network namespace (unshare --net leaves it down). */
+static void loopback_up(void) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail("a socket to configure the loopback interface");
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) fail("reading the loopback interface's flags");
+  if (!(ifr.ifr_flags & IFF_UP)) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) fail("bringing up the loopback interface");
+  }
+  close(fd);
+}
+
+/* Copies what one side sends to the other until both have finished; either failing ends both. */
+static void relay_pipe(int client, const char *path) {
+  int upstream = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un address;
+  memset(&address, 0, sizeof address);
+  address.sun_family = AF_UNIX;
+  strncpy(address.sun_path, path, sizeof address.sun_path - 1);
+  if (upstream < 0 || connect(upstream, (struct sockaddr *)&address, sizeof address) != 0) return;
+  static char buffer[65536];
+  int fds[2] = {client, upstream};
+  int open_in[2] = {1, 1};
+  while (open_in[0] || open_in[1]) {
+    struct pollfd polls[2];
+    int count = 0, which[2];
+    for (int k = 0; k < 2; k++) {
+      if (!open_in[k]) continue;
+      polls[count].fd = fds[k];
+      polls[count].events = POLLIN;
+      which[count++] = k;
+    }
+    if (poll(polls, (nfds_t)count, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    for (int p = 0; p < count; p++) {
+      if (!(polls[p].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      int from = which[p], to = 1 - from;
+      ssize_t n = read(fds[from], buffer, sizeof buffer);
+      if (n <= 0) {
+        open_in[from] = 0;
+        shutdown(fds[to], SHUT_WR);
+        if (n < 0) return;
+        continue;
+      }
+      for (ssize_t sent = 0; sent < n;) {
+        ssize_t m = write(fds[to], buffer + sent, (size_t)(n - sent));
+        if (m <= 0) {
+          if (m < 0 && errno == EINTR) continue;
+          return;
+        }
+        sent += m;
+      }
+    }
+  }
+}
+
+/* Listens on 127.0.0.1:port and forks the relay; the helper goes on to become the command. */
+static void start_relay(unsigned long long port, const char *path) {
+  if (port == 0 || port > 65535) usage("--relay-port needs a port from 1 to 65535");
+  if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) usage("the --relay-socket path is too long");
+  loopback_up();
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) fail("the relay's socket");
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in address;
+  memset(&address, 0, sizeof address);
+  address.sin_family = AF_INET;
+  address.sin_port = htons((uint16_t)port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(listener, (struct sockaddr *)&address, sizeof address) != 0) fail("the relay's port");
+  if (listen(listener, 128) != 0) fail("listening on the relay's port");
+  pid_t parent = getpid();
+  pid_t relay = fork();
+  if (relay < 0) fail("forking the relay");
+  if (relay > 0) {
+    close(listener);
+    return;
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid() != parent) _exit(0);
+  /* Nothing of the command's: its output pipes closed, only the listener kept. */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+  }
+  if (dup2(listener, 3) < 0) _exit(1);
+  listener = 3;
+  if (syscall(__NR_close_range, 4U, ~0U, 0) != 0) {
+    for (int fd = 4; fd < 1024; fd++) close(fd);
+  }
+  signal(SIGCHLD, SIG_IGN);
+  for (;;) {
+    int client = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (client < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
+      _exit(0);
+    }
+    pid_t child = fork();
+    if (child == 0) {
+      close(listener);
+      relay_pipe(client, path);
+      _exit(0);
+    }
+    close(client);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *pins[MAX_ITEMS], *protects[MAX_ITEMS], *cgroups[MAX_ITEMS];
   unsigned long long ports[MAX_ITEMS];
   int nreads = 0, nwrites = 0, npins = 0, nprotects = 0, ncgroups = 0, nports = 0, net = 0, report = 0, join_only = 0;
   long long cpu = -1, fsize = -1, memory = -1, processes = -1;
+  unsigned long long relay_port = 0;
+  const char *relay_socket = NULL;
   int i = 1;
   for (; i < argc; i++) {
     const char *arg = argv[i];
@@ -249,6 +381,10 @@ int main(int argc, char **argv) {
     } else if (strcmp(arg, "--connect-port") == 0) {
       if (nports == MAX_ITEMS) usage("too many --connect-port ports");
       ports[nports++] = number(value, arg);
+    } else if (strcmp(arg, "--relay-port") == 0) {
+      relay_port = number(value, arg);
+    } else if (strcmp(arg, "--relay-socket") == 0) {
+      relay_socket = value;
     } else if (strcmp(arg, "--cpu-secs") == 0) {
       cpu = (long long)number(value, arg);
     } else if (strcmp(arg, "--file-bytes") == 0) {
@@ -263,9 +399,11 @@ int main(int argc, char **argv) {
     }
   }
   if (!report && i >= argc) usage("no command after --");
+  if ((relay_port != 0) != (relay_socket != NULL)) usage("--relay-port and --relay-socket go together");
 
   if (join_only) {
     for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
+    if (relay_socket) start_relay(relay_port, relay_socket);
     if (cpu >= 0) limit(RLIMIT_CPU, (unsigned long long)cpu, "RLIMIT_CPU");
     if (fsize >= 0) limit(RLIMIT_FSIZE, (unsigned long long)fsize, "RLIMIT_FSIZE");
     if (memory >= 0) limit(RLIMIT_AS, (unsigned long long)memory, "RLIMIT_AS");
@@ -282,6 +420,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
   for (int k = 0; k < npins; k++) pin(pins[k]);
   for (int k = 0; k < nprotects; k++) protect(protects[k]);
+  if (relay_socket && !report) start_relay(relay_port, relay_socket);
   if (cpu >= 0) limit(RLIMIT_CPU, (unsigned long long)cpu, "RLIMIT_CPU");
   if (fsize >= 0) limit(RLIMIT_FSIZE, (unsigned long long)fsize, "RLIMIT_FSIZE");
   if (memory >= 0) limit(RLIMIT_AS, (unsigned long long)memory, "RLIMIT_AS");
