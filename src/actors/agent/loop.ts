@@ -30,6 +30,7 @@ import type { ModelCallRecord, Observation, RunSpec } from '../../store/records.
 import type { AgentInput, RunExit } from '../agent.js';
 import { Budget, type Crossing, Deadline } from './budget.js';
 import type { AgentCall, RunContext } from './context.js';
+import { egressGate } from './egress.js';
 import { judge } from './gates.js';
 import * as people from './people.js';
 import type { AgentPorts } from './ports.js';
@@ -176,6 +177,12 @@ export class AgentRun implements RunContext {
             ...(contract.sandbox ? { sandbox: contract.sandbox } : {}),
             root: contract.root,
             policy: this.#policy,
+            egress: egressGate(
+              this,
+              () => this.#policy,
+              contract.root,
+              (event) => this.step.events.push(event),
+            ),
           });
         } catch (error) {
           if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;

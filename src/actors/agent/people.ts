@@ -61,19 +61,7 @@ export async function ask(
   const id = questionId(context, 'approval', callIndex);
   const stored = await answered(context, id);
   if (stored === 'approve' || stored === 'deny') return stored;
-  const { run } = context;
-  const answer = await unlessCancelled(
-    context.signal,
-    context.host.approve({
-      rootId: run.rootId,
-      runId: run.runId,
-      address: run.address,
-      act,
-      subject: decision.subject,
-      rule: decision.rule,
-      layer: decision.layer,
-    }),
-  );
+  const answer = await putToApprover(context, act, decision);
   if (isCancelled(answer)) return CANCELLED;
   if (answer !== 'defer') return answer;
   return {
@@ -323,4 +311,39 @@ export function personTools(planGate: boolean): Tool<AgentCall>[] {
     });
   }
   return tools;
+}
+
+/**
+ * The approver's answer about a connection a command is making now, through the egress
+ * proxy: asked there and then, since a command cannot pause mid-connection. A deferral or
+ * a cancel is a refusal.
+ */
+export async function approveNow(
+  context: RunContext,
+  act: Act,
+  decision: Extract<Decision, { effect: 'ask' }>,
+): Promise<'approve' | 'deny' | 'defer'> {
+  const answer = await putToApprover(context, act, decision);
+  return isCancelled(answer) ? 'deny' : answer;
+}
+
+/** The tree's approver asked about `act`, unless the run is cancelled first. */
+function putToApprover(
+  context: RunContext,
+  act: Act,
+  decision: Extract<Decision, { effect: 'ask' }>,
+): Promise<'approve' | 'deny' | 'defer' | typeof CANCELLED> {
+  const { run } = context;
+  return unlessCancelled(
+    context.signal,
+    context.host.approve({
+      rootId: run.rootId,
+      runId: run.runId,
+      address: run.address,
+      act,
+      subject: decision.subject,
+      rule: decision.rule,
+      layer: decision.layer,
+    }),
+  );
 }

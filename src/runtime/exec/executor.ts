@@ -8,6 +8,7 @@
  */
 import type { ContainedReport } from './containment/contained.js';
 import type { ProbeReport } from './containment/probe.js';
+import type { CommandOrigin } from './containment/proxy.js';
 import { type Job, startJob } from './jobs.js';
 import {
   type CommandOptions,
@@ -24,6 +25,8 @@ export type CommandPurpose = 'exec' | 'shell' | 'shell_start' | 'gate' | 'checke
 export interface CommandRequest extends CommandOptions {
   argv: readonly string[];
   purpose: CommandPurpose;
+  /** The tool call the command runs for: its connections through the egress proxy are recorded against it. */
+  origin?: CommandOrigin;
 }
 
 /** A command to start in the background (shell_start); its output is kept, bounded, until polled. */
@@ -36,6 +39,8 @@ export interface JobRequest {
   purpose: CommandPurpose;
   /** See {@link CommandOptions.bare}. */
   bare?: boolean;
+  /** See {@link CommandRequest.origin}. */
+  origin?: CommandOrigin;
 }
 
 export interface Executor {

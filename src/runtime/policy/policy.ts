@@ -200,6 +200,14 @@ export class Policy {
   denyNet(pattern: string): Policy {
     return this.#add('deny', 'net', pattern);
   }
+  /**
+   * Puts each connection to a matching host (`host` or `host:port`, `*` any run of
+   * characters) to the tree's approver, at the moment a command's connection reaches the
+   * egress proxy; one question per host and port for the run.
+   */
+  askNet(pattern: string): Policy {
+    return this.#add('ask', 'net', pattern);
+  }
   /** Lets the agents call the embedder's tools whose names match (`*` matches any run of characters). */
   allowTool(pattern: string): Policy {
     return this.#add('allow', 'tool', pattern);

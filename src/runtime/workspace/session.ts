@@ -591,6 +591,7 @@ export class WorkspaceSession {
       const result = await this.#executor.run({
         argv: args.argv,
         purpose: 'exec',
+        origin: { callId: call.callId, tool: 'exec' },
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
         outputLimit: EXEC_OUTPUT_LIMIT,
@@ -621,6 +622,7 @@ export class WorkspaceSession {
       const result = await this.#executor.run({
         argv,
         purpose: 'shell',
+        origin: { callId: call.callId, tool: 'shell' },
         cwd: this.#contract.root,
         timeoutMs: Math.round((args.timeout_secs ?? 120) * 1000),
         outputLimit: EXEC_OUTPUT_LIMIT,
@@ -645,6 +647,7 @@ export class WorkspaceSession {
       const job = this.#executor.start({
         argv: [lineShell(), '-c', args.command],
         purpose: 'shell_start',
+        origin: { callId: call.callId, tool: 'shell_start' },
         cwd: this.#contract.root,
         outputLimit: EXEC_OUTPUT_LIMIT,
         env: this.#env,

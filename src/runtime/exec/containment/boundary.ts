@@ -109,8 +109,12 @@ export interface Boundary {
    * when the workspace was too large to look through whole.
    */
   hardLinks: { paths: string[]; complete: boolean };
-  /** `none`: no network namespace route out at all. `open`: the host's network. */
-  network: 'none' | 'open';
+  /**
+   * `none`: a network namespace with no route out at all. `proxy`: the same, with the
+   * run's egress proxy reached through the helper's relay on 127.0.0.1 (the policy's `net`
+   * rules enforced there). `open`: the host's network.
+   */
+  network: 'none' | 'proxy' | 'open';
   /** The run's own directories: its commands' TMPDIR and HOME. */
   tmp: string;
   home: string;
@@ -167,6 +171,8 @@ export function boundaryFor(options: {
   home: string;
   empty: string;
   caches: string[];
+  /** Whether the rung can carry the egress proxy into its network namespace (the helper's relay). */
+  proxy?: boolean;
 }): Boundary {
   const { sandbox, root, tmp, home } = options;
   const realRoot = real(root);
@@ -184,7 +190,14 @@ export function boundaryFor(options: {
     protectedPaths: PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
     empty: options.empty,
     hardLinks: sandbox.access === 'read-only' ? { paths: [], complete: true } : linkedFiles(realRoot),
-    network: sandbox.access === 'full' || policyAllowsEgress(options.policy) ? 'open' : 'none',
+    network:
+      sandbox.access === 'full'
+        ? 'open'
+        : !policyAllowsEgress(options.policy)
+          ? 'none'
+          : options.proxy
+            ? 'proxy'
+            : 'open',
     tmp: real(tmp),
     home: real(home),
     caps: sandbox.caps,
@@ -290,7 +303,21 @@ export function protectedMounts(
   };
 }
 
-function helperArgs(boundary: Boundary, extra: { protect: boolean; pidsCgroup: boolean }): string[] {
+/** Where a command reaches the run's egress proxy: the relay's port inside its namespace, the proxy's socket outside. */
+export interface Relay {
+  port: number;
+  socket: string;
+}
+
+/** The helper's options that carry the egress proxy into the command's network namespace. */
+function relayArgs(relay: Relay | null): string[] {
+  return relay ? ['--relay-port', String(relay.port), '--relay-socket', relay.socket] : [];
+}
+
+function helperArgs(
+  boundary: Boundary,
+  extra: { protect: boolean; pidsCgroup: boolean; relay: Relay | null },
+): string[] {
   const args = ['--read', '/'];
   for (const path of boundary.writable) args.push('--write', path);
   if (extra.protect) {
@@ -300,6 +327,9 @@ function helperArgs(boundary: Boundary, extra: { protect: boolean; pidsCgroup: b
     for (const path of boundary.hardLinks.paths) args.push('--protect', path);
   }
   if (boundary.network === 'open') args.push('--net');
+  // Through the proxy: TCP connects only to the relay's port (Landlock ABI 4 and later), the relay forked before Landlock.
+  if (boundary.network === 'proxy' && extra.relay)
+    args.push('--connect-port', String(extra.relay.port), ...relayArgs(extra.relay));
   const caps = boundary.caps;
   if (caps.cpuSecs !== undefined) args.push('--cpu-secs', String(caps.cpuSecs));
   if (caps.fileBytes !== undefined) args.push('--file-bytes', String(caps.fileBytes));
@@ -327,6 +357,7 @@ export function wrapForRung(
   cwd: string,
   argv: readonly string[],
   pidsCgroup = false,
+  relay: Relay | null = null,
 ): Wrapped {
   const helper = host.helper.ok ? host.helper.path : '';
   if (rung === 'bubblewrap') {
@@ -345,7 +376,7 @@ export function wrapForRung(
       for (const path of mounts.null) args.push('--ro-bind', '/dev/null', path);
       madeMountPoints = [...mounts.empty, ...mounts.null];
     }
-    args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, pidsCgroup }));
+    args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, pidsCgroup, relay }));
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
     return { argv: args, madeMountPoints };
@@ -359,7 +390,7 @@ export function wrapForRung(
       argv: [
         ...namespaces,
         helper,
-        ...helperArgs(boundary, { protect, pidsCgroup }),
+        ...helperArgs(boundary, { protect, pidsCgroup, relay }),
         '--write',
         '/dev/null',
         '--',
@@ -369,7 +400,13 @@ export function wrapForRung(
     };
   }
   if (rung === 'namespaces') {
-    return { argv: [...namespaces, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv], madeMountPoints: [] };
+    // The helper, where it was built but Landlock is not to be had, still carries the relay (no Landlock: --join-only).
+    const relayed =
+      boundary.network === 'proxy' && relay && helper ? [helper, '--join-only', ...relayArgs(relay), '--'] : [];
+    return {
+      argv: [...namespaces, ...relayed, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv],
+      madeMountPoints: [],
+    };
   }
   return { argv: [...argv], madeMountPoints: [] };
 }

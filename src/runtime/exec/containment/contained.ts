@@ -20,11 +20,32 @@ import {
   DEFAULT_SANDBOX,
   furnishHome,
   policyAllowsEgress,
+  type Relay,
   type SandboxCaps,
   type SandboxData,
   wrapForRung,
 } from './boundary.js';
+
+/** The port the egress proxy is reached at from inside a command's network namespace (its own loopback). */
+export const RELAY_PORT = 3128;
+
+/** What a command's environment gets to send its requests to the egress proxy. */
+function proxyEnvironment(port: number): NodeJS.ProcessEnv {
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    ALL_PROXY: url,
+    all_proxy: url,
+    // Node's own fetch reads the variables only when asked to.
+    NODE_USE_ENV_PROXY: '1',
+  };
+}
+
 import { type ProbeReport, probeContainment } from './probe.js';
+import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, policyGate } from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
 
 /** What a run's commands got, as the trace, the result and the agent's prompt say it. */
@@ -38,10 +59,13 @@ export type ContainedReport = {
   filesystem: 'enforced' | 'not established';
   /** The protected paths: all of them, only those that exist, or none. */
   protectedPaths: 'enforced' | 'existing only' | 'not established';
-  /** The network the commands have: none at all, or the host's. */
-  network: 'none' | 'host';
-  /** Whether the policy's egress rules hold for commands: `denied` with no network, else `not established` (no egress proxy yet). */
-  egress: 'denied' | 'not established';
+  /** The network the commands have: none at all, only the run's egress proxy, or the host's. */
+  network: 'none' | 'proxy' | 'host';
+  /**
+   * Whether the policy's `net` rules hold for commands: `denied` with no network,
+   * `proxy` when the egress proxy is their only route out, `not established` on the host's network.
+   */
+  egress: 'denied' | 'proxy' | 'not established';
   /** What keeps everything a command started from outliving it. */
   processes: 'pid-namespace' | 'process-group';
   landlockAbi: number | null;
@@ -85,7 +109,8 @@ export function describeContainment(
   const { rung, passedOver } = selectRung(sandbox, host);
   const noEgress = !policyAllowsEgress(policy) && sandbox.access !== 'full';
   const namespaced = rung === 'bubblewrap' || rung === 'landlock' || rung === 'namespaces';
-  const network = namespaced && noEgress ? 'none' : 'host';
+  const network =
+    namespaced && noEgress ? 'none' : namespaced && sandbox.access !== 'full' && host.helper.ok ? 'proxy' : 'host';
   return {
     rung,
     requested: sandbox.rung,
@@ -100,7 +125,7 @@ export function describeContainment(
             ? 'existing only'
             : 'not established',
     network,
-    egress: network === 'none' ? 'denied' : 'not established',
+    egress: network === 'none' ? 'denied' : network === 'proxy' ? 'proxy' : 'not established',
     processes: namespaced ? 'pid-namespace' : processContainment().mechanism,
     landlockAbi: (rung === 'bubblewrap' || rung === 'landlock') && host.helper.ok ? host.helper.report.abi : null,
     passedOver,
@@ -226,7 +251,12 @@ export function containmentLine(report: ContainedReport): string {
         ? 'they may write only their own TMPDIR and HOME'
         : 'they may write the workspace, their own TMPDIR and HOME, and the toolchain caches, and nothing else'
       : 'what they write is not confined';
-  const network = report.network === 'none' ? 'they have no network' : 'they share the host network';
+  const network =
+    report.network === 'none'
+      ? 'they have no network'
+      : report.network === 'proxy'
+        ? "they reach the network only through the run's egress proxy (HTTP_PROXY and HTTPS_PROXY are set), which lets through only the hosts the policy allows"
+        : 'they share the host network';
   return `Commands run contained (${report.rung}): ${writes}; ${network}; the workspace's .git/hooks and .git/config are read-only.`;
 }
 
@@ -266,13 +296,27 @@ export class ContainedExecutor implements Executor {
   readonly #sandbox: SandboxData;
   readonly #root: string;
   readonly #policy: Policy | null;
+  readonly #gate: EgressGate;
   #boundary: Boundary | null = null;
   #dir: string | null = null;
+  #proxy: EgressProxy | null = null;
+  #sockets = 0;
 
-  /** Throws {@link ContainmentUnavailableError} when the sandbox asks for a rung this host cannot give. */
+  /**
+   * Throws {@link ContainmentUnavailableError} when the sandbox asks for a rung this host
+   * cannot give. `egress` decides the connections the run's commands ask the egress proxy
+   * for (the policy alone, asks refused, when not given).
+   */
   constructor(
     base: Executor,
-    options: { sandbox?: SandboxData; root: string; policy: Policy | null; host?: HostRungs },
+    options: {
+      sandbox?: SandboxData;
+      root: string;
+      policy: Policy | null;
+      host?: HostRungs;
+      egress?: EgressGate;
+      lookup?: LookupAll;
+    },
   ) {
     this.#base = base;
     this.#host = options.host ?? hostRungs();
@@ -280,6 +324,39 @@ export class ContainedExecutor implements Executor {
     this.#root = options.root;
     this.#policy = options.policy;
     this.#report = describeContainment(this.#sandbox, this.#policy, this.#host);
+    const policy = this.#policy;
+    this.#gate =
+      options.egress ??
+      policyGate((target) => {
+        if (!policy) return { effect: 'allow', rule: 'no-policy', layer: 'runtime' };
+        const decision = policy.decide({ kind: 'net', host: target.host, port: target.port }, this.#root);
+        return decision.effect === 'deny'
+          ? { effect: 'deny', rule: decision.rule, layer: decision.layer, reason: decision.reason }
+          : decision;
+      });
+    this.#lookup = options.lookup;
+  }
+
+  readonly #lookup: LookupAll | undefined;
+
+  /**
+   * A listener of the run's egress proxy for one command, where its commands go through
+   * one: the relay the helper is to run, and the listener's end. Null on the other rungs.
+   */
+  #relay(origin: CommandOrigin | null): { relay: Relay; close(): Promise<void> } | null {
+    if (this.#report.network !== 'proxy') return null;
+    const boundary = this.boundary();
+    this.#proxy ??= new EgressProxy({
+      gate: this.#gate,
+      ownPorts: [RELAY_PORT],
+      ...(this.#lookup ? { lookup: this.#lookup } : {}),
+    });
+    const socket = join(this.#dir ?? boundary.tmp, `net-${++this.#sockets}.sock`);
+    const listening = this.#proxy.listen(socket, origin);
+    return {
+      relay: { port: RELAY_PORT, socket },
+      close: async () => (await listening).close(),
+    };
   }
 
   /** What the run's commands get. */
@@ -325,6 +402,7 @@ export class ContainedExecutor implements Executor {
       home,
       empty,
       caches,
+      proxy: this.#report.network === 'proxy',
     });
     return this.#boundary;
   }
@@ -334,22 +412,28 @@ export class ContainedExecutor implements Executor {
     return rung === 'full-access' || rung === 'floor' ? null : rung;
   }
 
-  /** The run's environment, with its own HOME and TMPDIR. */
-  #env(env: NodeJS.ProcessEnv | undefined): NodeJS.ProcessEnv {
+  /** The run's environment, with its own HOME and TMPDIR, and the egress proxy's address where there is one. */
+  #env(env: NodeJS.ProcessEnv | undefined, relay: Relay | null = null): NodeJS.ProcessEnv {
     const boundary = this.boundary();
-    return { ...(env ?? {}), HOME: boundary.home, TMPDIR: boundary.tmp };
+    const base: NodeJS.ProcessEnv = { ...(env ?? {}), HOME: boundary.home, TMPDIR: boundary.tmp };
+    if (!relay) return base;
+    // No exception list: every host goes to the proxy, which decides.
+    for (const name of ['NO_PROXY', 'no_proxy']) delete base[name];
+    return { ...base, ...proxyEnvironment(relay.port) };
   }
 
   async run(request: CommandRequest): Promise<CommandResult> {
     const rung = this.#rung;
     if (rung === null) return this.#base.run(request);
-    const env = this.#env(request.env);
     const [program, ...args] = request.argv as [string, ...string[]];
-    const located = findProgram(program, env.PATH, request.cwd);
+    const located = findProgram(program, this.#env(request.env).PATH, request.cwd);
     if (located.kind === 'missing')
       return notStarted(`the program ${JSON.stringify(program)} was not found (is it installed and on PATH?)`);
     if (located.kind === 'not-executable') return notStarted(`spawn ${program} EACCES`);
     const caps = this.#sandbox.caps;
+    const listener = this.#relay(request.origin ?? null);
+    const relay = listener?.relay ?? null;
+    const env = this.#env(request.env, relay);
     const cgroup = caps.processes !== undefined ? commandCgroup(caps.processes) : null;
     const wrapped = wrapForRung(
       rung,
@@ -358,6 +442,7 @@ export class ContainedExecutor implements Executor {
       request.cwd,
       [located.path, ...args],
       cgroup !== null,
+      relay,
     );
     this.#madeMountPoints.push(...wrapped.madeMountPoints);
     const argv = cgroup ? this.#joining(cgroup, wrapped.argv) : wrapped.argv;
@@ -368,6 +453,7 @@ export class ContainedExecutor implements Executor {
       const reached = capReached(result, caps, cgroup);
       return reached ? { ...result, capReached: reached } : result;
     } finally {
+      await listener?.close();
       if (cgroup) await removeCgroup(cgroup);
     }
   }
@@ -381,13 +467,24 @@ export class ContainedExecutor implements Executor {
   start(request: JobRequest): Job {
     const rung = this.#rung;
     if (rung === null) return this.#base.start(request);
-    const env = this.#env(request.env);
     const [program, ...args] = request.argv as [string, ...string[]];
-    const located = findProgram(program, env.PATH, request.cwd);
+    const located = findProgram(program, this.#env(request.env).PATH, request.cwd);
     const path = located.kind === 'found' ? located.path : program;
     const caps = this.#sandbox.caps;
+    // A background command's listener lives as long as the run: ended when the run's session closes.
+    const listener = this.#relay(request.origin ?? null);
+    const relay = listener?.relay ?? null;
+    const env = this.#env(request.env, relay);
     const cgroup = caps.processes !== undefined ? commandCgroup(caps.processes) : null;
-    const wrapped = wrapForRung(rung, this.#host, this.boundary(), request.cwd, [path, ...args], cgroup !== null);
+    const wrapped = wrapForRung(
+      rung,
+      this.#host,
+      this.boundary(),
+      request.cwd,
+      [path, ...args],
+      cgroup !== null,
+      relay,
+    );
     this.#madeMountPoints.push(...wrapped.madeMountPoints);
     if (cgroup) this.#cgroups.push(cgroup);
     const argv = cgroup ? this.#joining(cgroup, wrapped.argv) : wrapped.argv;
@@ -411,6 +508,8 @@ export class ContainedExecutor implements Executor {
   async close(): Promise<void> {
     removeMountPoints(this.#madeMountPoints.splice(0));
     await Promise.all(this.#cgroups.splice(0).map(removeCgroup));
+    await this.#proxy?.close();
+    this.#proxy = null;
     if (this.#dir) rmSync(this.#dir, { recursive: true, force: true });
     this.#dir = null;
     this.#boundary = null;

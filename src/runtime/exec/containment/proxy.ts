@@ -1,0 +1,421 @@
+/**
+ * The egress proxy: a run's commands' only route out on the namespace rungs. It listens
+ * on a UNIX socket of the run's own, one per command, which the helper's relay reaches
+ * from 127.0.0.1 inside the command's network namespace (HTTP_PROXY points there). It
+ * takes CONNECT and absolute-URI HTTP requests and, for each, in this order:
+ *
+ * 1. reads the target strictly (a host of letters, digits, dots and hyphens, or an
+ *    address literal; a port from 1 to 65535), so the host checked is the host dialled;
+ * 2. checks the host against the address floor (./address-floor.ts): an address literal
+ *    in any spelling, the metadata names, localhost — before any person is asked;
+ * 3. asks the run's gate: the policy's `net` rules, an `ask` put to the approver there
+ *    and then, every decision recorded;
+ * 4. resolves the name once, checks every address it resolved to against the floor, and
+ *    dials the first of them, the address it checked — never the name again.
+ *
+ * It follows no redirect (a 3xx goes back to the client as it came, and the client's next
+ * request is decided afresh) and refuses a target that is itself. A refusal is a 403
+ * whose body says what was refused, by which rule of which layer.
+ */
+import { lookup as dnsLookup } from 'node:dns';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { connect, isIP, type Socket } from 'node:net';
+import { addressOf, checkAddress, checkHost, type FloorVerdict, floorLifted, normalHost } from './address-floor.js';
+
+/** A host and port a command asked the proxy for. */
+export interface NetTarget {
+  host: string;
+  port: number;
+}
+
+/** The tool call a command belongs to, for the trace. */
+export interface CommandOrigin {
+  callId: string;
+  tool: string;
+}
+
+export type EgressVerdict = { ok: true } | { ok: false; rule: string; layer: string; reason: string };
+
+/** What decides a run's connections, and records what the proxy refused on its own. */
+export interface EgressGate {
+  /** The policy's decision (an ask settled by the approver), recorded. */
+  decide(target: NetTarget, origin: CommandOrigin | null): Promise<EgressVerdict>;
+  /** A refusal the proxy made itself (the floor, a malformed target), to record. */
+  refused(target: NetTarget, verdict: Extract<EgressVerdict, { ok: false }>, origin: CommandOrigin | null): void;
+}
+
+/** Resolves a name to every address it has. */
+export type LookupAll = (host: string) => Promise<{ address: string; family: number }[]>;
+
+const systemLookup: LookupAll = (host) =>
+  new Promise((resolve, reject) =>
+    dnsLookup(host, { all: true, verbatim: true }, (error, addresses) => (error ? reject(error) : resolve(addresses))),
+  );
+
+/** The most a target's host may be: a DNS name's limit. */
+const MAX_HOST = 253;
+
+/** A host the proxy will look at: a DNS name's characters only, or an IPv6 literal in brackets. */
+function readHost(text: string): string | null {
+  let host = text;
+  if (host.startsWith('[') && host.endsWith(']')) {
+    host = host.slice(1, -1);
+    return isIP(host) === 6 ? host.toLowerCase() : null;
+  }
+  host = normalHost(host);
+  if (host.length === 0 || host.length > MAX_HOST || !/^[a-z0-9.-]+$/.test(host) || host.includes('..')) return null;
+  return host;
+}
+
+function readPort(text: string): number | null {
+  if (!/^[0-9]{1,5}$/.test(text)) return null;
+  const port = Number(text);
+  return port >= 1 && port <= 65535 ? port : null;
+}
+
+/** A CONNECT's authority-form target, `host:port` or `[v6]:port`; no user part, nothing else. */
+export function readAuthority(authority: string): NetTarget | null {
+  const colon = authority.lastIndexOf(':');
+  if (colon <= 0 || authority.includes('@')) return null;
+  const host = readHost(authority.slice(0, colon));
+  const port = readPort(authority.slice(colon + 1));
+  return host && port ? { host, port } : null;
+}
+
+/** An absolute-URI request's target: `http://host[:port]/...` only (HTTPS goes by CONNECT). */
+function readAbsolute(url: string): { target: NetTarget; path: string } | null {
+  if (!/^http:\/\//i.test(url)) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return null;
+  }
+  // A user part in the URL is refused, not stripped: what is checked is exactly what is dialled.
+  if (parsed.username || parsed.password) return null;
+  const host = readHost(parsed.hostname);
+  const port = parsed.port === '' ? 80 : readPort(parsed.port);
+  if (!host || !port) return null;
+  return { target: { host, port }, path: `${parsed.pathname}${parsed.search}` };
+}
+
+/** Headers only the hop between a client and its proxy means; never forwarded. */
+const HOP_HEADERS = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+interface Listener {
+  server: Server;
+  path: string;
+  origin: CommandOrigin | null;
+  /** One decision per host and port per command: the approver is asked once, the trace says it once. */
+  decided: Map<string, Promise<EgressVerdict>>;
+  sockets: Set<Socket>;
+}
+
+export interface ProxyOptions {
+  gate: EgressGate;
+  /** How names are resolved (the system's resolver unless given). */
+  lookup?: LookupAll;
+  /** Loopback ports that are the proxy itself (the relay's), refused as targets whatever the floor says. */
+  ownPorts?: readonly number[];
+  /** How long a dial may take. */
+  connectTimeoutMs?: number;
+}
+
+/** The proxy of one run (see the module's comment). */
+export class EgressProxy {
+  readonly #options: ProxyOptions;
+  readonly #lookup: LookupAll;
+  readonly #listeners = new Set<Listener>();
+
+  constructor(options: ProxyOptions) {
+    this.#options = options;
+    this.#lookup = options.lookup ?? systemLookup;
+  }
+
+  /** Listens at `path` (a UNIX socket) for one command; `close` ends it and every connection it carries. */
+  async listen(path: string, origin: CommandOrigin | null): Promise<{ close(): Promise<void> }> {
+    const listener: Listener = {
+      server: createServer(),
+      path,
+      origin,
+      decided: new Map(),
+      sockets: new Set(),
+    };
+    const { server } = listener;
+    server.on('connection', (socket: Socket) => {
+      listener.sockets.add(socket);
+      socket.on('close', () => listener.sockets.delete(socket));
+    });
+    server.on('connect', (request: IncomingMessage, socket: Socket, head: Buffer) =>
+      this.#connect(listener, request, socket, head),
+    );
+    server.on('request', (request: IncomingMessage, response: ServerResponse) =>
+      this.#forward(listener, request, response),
+    );
+    server.on('clientError', (_error, socket: Socket) => socket.destroy());
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(path, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.#listeners.add(listener);
+    return { close: () => this.#close(listener) };
+  }
+
+  async #close(listener: Listener): Promise<void> {
+    if (!this.#listeners.delete(listener)) return;
+    for (const socket of listener.sockets) socket.destroy();
+    await new Promise<void>((resolve) => listener.server.close(() => resolve()));
+  }
+
+  /** Ends every listener and connection. */
+  async close(): Promise<void> {
+    await Promise.all([...this.#listeners].map((listener) => this.#close(listener)));
+  }
+
+  /**
+   * Whether `target` may be dialled, and where: the floor on the host as written, the
+   * gate, then the floor on every address the name resolves to. Returns the address to dial.
+   */
+  async #admit(
+    listener: Listener,
+    target: NetTarget,
+  ): Promise<{ ok: true; address: string } | { ok: false; rule: string; layer: string; reason: string }> {
+    const refuse = (verdict: { rule: string; layer: string; reason: string }) => {
+      const refusal = { ok: false as const, ...verdict };
+      this.#options.gate.refused(target, refusal, listener.origin);
+      return refusal;
+    };
+    const lifted = floorLifted();
+    const literal = addressOf(target.host);
+    if (!lifted) {
+      const floor = checkHost(target.host);
+      if (!floor.ok) return refuse({ rule: floor.rule, layer: 'address-floor', reason: floor.reason });
+    }
+    const key = `${target.host}:${target.port}`;
+    let decided = listener.decided.get(key);
+    if (!decided) {
+      decided = this.#options.gate.decide(target, listener.origin);
+      listener.decided.set(key, decided);
+    }
+    const verdict = await decided;
+    if (!verdict.ok) return verdict;
+    let addresses: { address: string; family: number }[];
+    if (literal)
+      addresses = [{ address: literal.version === 6 ? target.host : literal.bytes.join('.'), family: literal.version }];
+    else {
+      try {
+        addresses = await this.#lookup(target.host);
+      } catch (error) {
+        return refuse({
+          rule: 'proxy.unresolved',
+          layer: 'egress-proxy',
+          reason: `${target.host} does not resolve (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+        });
+      }
+    }
+    if (addresses.length === 0)
+      return refuse({ rule: 'proxy.unresolved', layer: 'egress-proxy', reason: `${target.host} resolves to nothing` });
+    if (!lifted) {
+      // Every address the name has is checked: a name that also resolves below the floor is refused whole.
+      for (const { address } of addresses) {
+        const parsed = addressOf(address);
+        const floor: FloorVerdict = parsed
+          ? checkAddress(parsed)
+          : { ok: false, rule: 'floor.unreadable', reason: `${address} is no address` };
+        if (!floor.ok)
+          return refuse({
+            rule: floor.rule,
+            layer: 'address-floor',
+            reason: `${target.host} resolves to ${address}: ${floor.reason}`,
+          });
+      }
+    }
+    const first = addresses[0] as { address: string };
+    if ((this.#options.ownPorts ?? []).includes(target.port) && isLoopback(first.address))
+      return refuse({ rule: 'proxy.self', layer: 'egress-proxy', reason: `${key} is the proxy itself` });
+    return { ok: true, address: first.address };
+  }
+
+  #connect(listener: Listener, request: IncomingMessage, socket: Socket, head: Buffer): void {
+    const target = readAuthority(request.url ?? '');
+    socket.on('error', () => socket.destroy());
+    if (!target) {
+      const reason = `the CONNECT target ${JSON.stringify((request.url ?? '').slice(0, 200))} is not host:port`;
+      this.#options.gate.refused(
+        { host: (request.url ?? '').slice(0, 200), port: 0 },
+        { ok: false, rule: 'proxy.malformed', layer: 'egress-proxy', reason },
+        listener.origin,
+      );
+      socket.end(refusalResponse(400, { rule: 'proxy.malformed', layer: 'egress-proxy', reason }));
+      return;
+    }
+    void this.#admit(listener, target).then((admitted) => {
+      if (!admitted.ok) {
+        socket.end(refusalResponse(403, admitted));
+        return;
+      }
+      const upstream = connect({ host: admitted.address, port: target.port });
+      upstream.setTimeout(this.#options.connectTimeoutMs ?? 30_000, () =>
+        upstream.destroy(new Error('the connection timed out')),
+      );
+      upstream.once('connect', () => {
+        upstream.setTimeout(0);
+        socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        if (head.length > 0) upstream.write(head);
+        upstream.pipe(socket);
+        socket.pipe(upstream);
+      });
+      upstream.on('error', (error) => {
+        if (!socket.writable) return socket.destroy();
+        if (upstream.connecting || !upstream.readable) socket.end(gatewayError(target, error));
+        else socket.destroy();
+      });
+      socket.on('close', () => upstream.destroy());
+      upstream.on('close', () => socket.end());
+    });
+  }
+
+  #forward(listener: Listener, request: IncomingMessage, response: ServerResponse): void {
+    const read = readAbsolute(request.url ?? '');
+    if (!read) {
+      const reason = `the request target ${JSON.stringify((request.url ?? '').slice(0, 200))} is no http:// URL this proxy takes (HTTPS goes by CONNECT; a user part is refused)`;
+      this.#options.gate.refused(
+        { host: (request.url ?? '').slice(0, 200), port: 0 },
+        { ok: false, rule: 'proxy.malformed', layer: 'egress-proxy', reason },
+        listener.origin,
+      );
+      writeRefusal(response, 400, { rule: 'proxy.malformed', layer: 'egress-proxy', reason });
+      request.resume();
+      return;
+    }
+    const { target, path } = read;
+    void this.#admit(listener, target).then((admitted) => {
+      if (!admitted.ok) {
+        writeRefusal(response, 403, admitted);
+        request.resume();
+        return;
+      }
+      const headers: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(request.headers)) {
+        if (value === undefined || HOP_HEADERS.has(name)) continue;
+        headers[name] = value;
+      }
+      // The Host the server sees is the one that was checked.
+      headers.host = target.port === 80 ? target.host : `${target.host}:${target.port}`;
+      const upstream = httpRequest({
+        host: admitted.address,
+        port: target.port,
+        method: request.method,
+        path,
+        headers,
+        agent: false,
+        timeout: this.#options.connectTimeoutMs ?? 30_000,
+      });
+      upstream.on('response', (answer) => {
+        const out: Record<string, string | string[]> = {};
+        for (const [name, value] of Object.entries(answer.headers)) {
+          if (value === undefined || HOP_HEADERS.has(name)) continue;
+          out[name] = value;
+        }
+        // A redirect goes back as it came: the client's next request is decided afresh.
+        response.writeHead(answer.statusCode ?? 502, out);
+        answer.pipe(response);
+      });
+      upstream.on('timeout', () => upstream.destroy(new Error('the connection timed out')));
+      upstream.on('error', (error) => {
+        if (!response.headersSent) {
+          response.writeHead(502, { 'content-type': 'text/plain' });
+          response.end(`${gatewayMessage(target, error)}\n`);
+        } else response.destroy();
+      });
+      request.pipe(upstream);
+    });
+  }
+}
+
+/** Whether an address, in any spelling or embedding, is loopback. */
+function isLoopback(address: string): boolean {
+  const parsed = addressOf(address);
+  if (!parsed) return false;
+  const verdict = checkAddress(parsed);
+  return !verdict.ok && verdict.rule === 'floor.loopback';
+}
+
+function refusalMessage(verdict: { rule: string; layer: string; reason: string }): string {
+  return `io-harness egress proxy: refused: ${verdict.reason} (rule ${verdict.rule}, layer ${verdict.layer})`;
+}
+
+function refusalResponse(status: 400 | 403, verdict: { rule: string; layer: string; reason: string }): string {
+  const body = `${refusalMessage(verdict)}\n`;
+  return `HTTP/1.1 ${status} ${status === 400 ? 'Bad Request' : 'Forbidden'}\r\ncontent-type: text/plain\r\nx-io-harness-rule: ${verdict.rule}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
+function writeRefusal(
+  response: ServerResponse,
+  status: 400 | 403,
+  verdict: { rule: string; layer: string; reason: string },
+): void {
+  const body = `${refusalMessage(verdict)}\n`;
+  response.writeHead(status, {
+    'content-type': 'text/plain',
+    'content-length': Buffer.byteLength(body),
+    'x-io-harness-rule': verdict.rule,
+    connection: 'close',
+  });
+  response.end(body);
+}
+
+function gatewayMessage(target: NetTarget, error: Error): string {
+  return `io-harness egress proxy: ${target.host}:${target.port} could not be reached: ${(error as NodeJS.ErrnoException).code ?? error.message}`;
+}
+
+function gatewayError(target: NetTarget, error: Error): string {
+  const body = `${gatewayMessage(target, error)}\n`;
+  return `HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
+/** A gate from a policy alone (no approver: an ask is refused), for commands no tool call started. */
+export function policyGate(
+  decide: (target: NetTarget) => {
+    effect: 'allow' | 'deny' | 'ask';
+    rule: string | null;
+    layer: string | null;
+    reason?: string;
+  },
+): EgressGate {
+  return {
+    decide: async (target) => {
+      const decision = decide(target);
+      if (decision.effect === 'allow') return { ok: true };
+      return {
+        ok: false,
+        rule: decision.rule ?? 'policy.no-rule',
+        layer: decision.layer ?? 'policy',
+        reason:
+          decision.effect === 'ask'
+            ? `net ${target.host}:${target.port} needs approval, and no approver is at hand for this command`
+            : (decision.reason ?? `net ${target.host}:${target.port} is denied`),
+      };
+    },
+    refused: () => undefined,
+  };
+}
