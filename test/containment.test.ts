@@ -133,7 +133,7 @@ describe('containment', () => {
     expect(existsSync(join(root, '.io-harness'))).toBe(false);
   });
 
-  it('gives a run whose policy names no host no network at all, and a run that allows one the host network', async () => {
+  it('gives a run whose policy names no host no network at all, and a run that allows one only the egress proxy', async () => {
     const listener = createServer((socket) => socket.end('reached\n'));
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
     later(() => new Promise<void>((resolve) => listener.close(() => resolve())));
@@ -148,9 +148,10 @@ describe('containment', () => {
     expect(denied.observations[1]).toMatch(/udp E[A-Z]+/);
     expect(dialled).toBe(0);
     const allowed = await observe(tempWorkspace(), [dial], undefined, COMMANDS_ONLY.allowNet('127.0.0.1'));
-    expect(allowed.contained[0]).toMatchObject({ network: 'host', probe: { network: 'not established' } });
-    expect(allowed.observations[0]).toContain('reached');
-    expect(dialled).toBe(1);
+    // A direct dial, the host allowed or not, reaches nothing: the proxy is the only way out (see egress.test.ts).
+    expect(allowed.contained[0]).toMatchObject({ network: 'proxy', egress: 'proxy', probe: { network: 'enforced' } });
+    expect(allowed.observations[0]).toContain('refused');
+    expect(dialled).toBe(0);
   });
 
   it("gives commands a HOME and a TMPDIR of the run's own, and none of the harness's secrets", async () => {
