@@ -15,6 +15,7 @@ const benches = [
   ['first-agent', ['first-agent.mjs']],
   ['policy', ['policy.mjs']],
   ['containment', ['containment.mjs']],
+  ['proxy', ['proxy.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],
