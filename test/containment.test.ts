@@ -76,6 +76,7 @@ describe('containment', () => {
       network: 'enforced',
       signals: 'enforced',
       environment: 'enforced',
+      proxy: 'no proxy',
       note: null,
     });
     expect(observations[0]).toContain('in');
@@ -111,7 +112,13 @@ describe('containment', () => {
       rung: 'landlock',
       requested: 'landlock',
       filesystem: 'enforced',
-      probe: { filesystem: 'enforced', network: 'enforced', signals: 'enforced', environment: 'enforced' },
+      probe: {
+        filesystem: 'enforced',
+        network: 'enforced',
+        signals: 'enforced',
+        environment: 'enforced',
+        proxy: 'no proxy',
+      },
     });
     expect(observations[0]).toContain('--- stdout:\nin\n');
     for (const name of ['abs.txt', 'via-early.txt', 'via-proc.txt'])
@@ -149,7 +156,11 @@ describe('containment', () => {
     expect(dialled).toBe(0);
     const allowed = await observe(tempWorkspace(), [dial], undefined, COMMANDS_ONLY.allowNet('127.0.0.1'));
     // A direct dial, the host allowed or not, reaches nothing: the proxy is the only way out (see egress.test.ts).
-    expect(allowed.contained[0]).toMatchObject({ network: 'proxy', egress: 'proxy', probe: { network: 'enforced' } });
+    expect(allowed.contained[0]).toMatchObject({
+      network: 'proxy',
+      egress: 'proxy',
+      probe: { network: 'enforced', proxy: 'enforced' },
+    });
     expect(allowed.observations[0]).toContain('refused');
     expect(dialled).toBe(0);
   });

@@ -288,7 +288,12 @@ describe('egress in a run', () => {
       expect(observations[0]).toContain('reached /asked');
       expect(observations[1]).toMatch(/refused: net localhost:\d+ needs approval and the approver denied it/);
       const events = store.events(result.runId);
-      expect(events.find((event) => event.type === 'contained')).toMatchObject({ network: 'proxy', egress: 'proxy' });
+      expect(events.find((event) => event.type === 'contained')).toMatchObject({
+        network: 'proxy',
+        egress: 'proxy',
+        // The canary's CONNECT through the proxy was answered, not dialled, and is not in the trace as a decision.
+        probe: { proxy: 'enforced' },
+      });
       const decided = events.flatMap((event) =>
         event.type === 'policy-decision' && event.act === 'net' ? [event] : [],
       );

@@ -45,7 +45,7 @@ function proxyEnvironment(port: number): NodeJS.ProcessEnv {
 }
 
 import { type ProbeReport, probeContainment } from './probe.js';
-import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, policyGate } from './proxy.js';
+import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
 
 /** What a run's commands got, as the trace, the result and the agent's prompt say it. */
@@ -376,7 +376,15 @@ export class ContainedExecutor implements Executor {
       );
       return probeContainment(
         (argv, env) =>
-          this.run({ argv, env, purpose: 'probe', cwd: boundary.root, timeoutMs: 10_000, outputLimit: 16 * 1024 }),
+          this.run({
+            argv,
+            env,
+            purpose: 'probe',
+            origin: { callId: '', tool: PROBE_TOOL },
+            cwd: boundary.root,
+            timeoutMs: 10_000,
+            outputLimit: 16 * 1024,
+          }),
         inside,
       );
     })();

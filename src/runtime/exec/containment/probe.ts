@@ -26,6 +26,12 @@ export interface ProbeReport {
   signals: Arm;
   /** A variable of the harness's environment in neither the child's nor /proc/<harness>/environ. */
   environment: Arm;
+  /**
+   * Where the run's commands go out through the egress proxy: a CONNECT through it to the
+   * harness's TCP listener answered with a refusal (the address floor) and the listener not
+   * reached. `no proxy` for a run without one.
+   */
+  proxy: Arm | 'no proxy';
   /** What could not be probed, and why (the canary did not start, say). */
   note: string | null;
 }
@@ -40,12 +46,21 @@ try { fs.writeFileSync(inside, 'x'); } catch (e) { seen.inside = e.code; }
 try { process.kill(Number(pid), 0); seen.signal = 'sent'; } catch (e) { seen.signal = e.code; }
 seen.env = name in process.env;
 try { seen.procEnviron = fs.readFileSync('/proc/' + pid + '/environ').length > 0; } catch (e) { seen.procEnviron = false; }
-let pending = 2;
+let pending = 3;
 const done = () => { if (--pending === 0) { console.log(JSON.stringify(seen)); process.exit(0); } };
 const socket = require('net').connect(Number(tcp), '127.0.0.1');
 socket.on('connect', () => { socket.end(); done(); }).on('error', () => done());
 const dgram = require('dgram').createSocket('udp4');
 dgram.send('x', Number(udp), '127.0.0.1', () => { dgram.close(); done(); });
+const proxy = process.env.HTTP_PROXY;
+if (!proxy) { seen.proxy = 'none'; done(); } else {
+  const url = new URL(proxy);
+  const tunnel = require('net').connect(Number(url.port), url.hostname);
+  let head = '';
+  tunnel.on('connect', () => tunnel.write('CONNECT 127.0.0.1:' + tcp + ' HTTP/1.1\\r\\nHost: probe\\r\\n\\r\\n'));
+  tunnel.on('data', (d) => { head += d; if (head.includes('\\r\\n')) { seen.proxy = head.split(' ')[1]; tunnel.destroy(); done(); } });
+  tunnel.on('error', (e) => { seen.proxy = 'error ' + e.code; done(); });
+}
 setTimeout(() => { console.log(JSON.stringify(seen)); process.exit(0); }, 2000);
 `;
 
@@ -86,7 +101,7 @@ export async function probeContainment(
     // Datagrams on loopback arrive at once, but give them the event loop a turn.
     await new Promise((resolve) => setTimeout(resolve, 50));
     const line = result.stdout.trim().split('\n').pop() ?? '';
-    let seen: { inside?: string; signal?: string; env?: boolean; procEnviron?: boolean } | null = null;
+    let seen: { inside?: string; signal?: string; env?: boolean; procEnviron?: boolean; proxy?: string } | null = null;
     try {
       seen = JSON.parse(line);
     } catch {
@@ -101,6 +116,7 @@ export async function probeContainment(
         network: 'not established',
         signals: 'not established',
         environment: 'not established',
+        proxy: 'not established',
         note: `the probe did not run: ${why}`,
       };
     }
@@ -110,6 +126,15 @@ export async function probeContainment(
       network: arm((tcpSeen === 0 ? 1 : 0) + (udpSeen === 0 ? 1 : 0), 2),
       signals: seen.signal === 'sent' ? 'not established' : 'enforced',
       environment: arm((seen.env ? 0 : 1) + (seen.procEnviron ? 0 : 1), 2),
+      // The floor refuses the harness's loopback listener (403); lifted, the proxy would reach it.
+      proxy:
+        seen.proxy === 'none' || seen.proxy === undefined
+          ? 'no proxy'
+          : tcpSeen > 0
+            ? 'not established'
+            : seen.proxy === '403'
+              ? 'enforced'
+              : 'partial',
       note: insideMade ? null : `the canary could not write inside the grants (${seen.inside ?? 'unknown'})`,
     };
   } finally {

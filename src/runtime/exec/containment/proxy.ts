@@ -50,6 +50,9 @@ export interface EgressGate {
   refused(target: NetTarget, verdict: Extract<EgressVerdict, { ok: false }>, origin: CommandOrigin | null): void;
 }
 
+/** The origin the containment probe's canary runs under (see ./probe.ts). */
+export const PROBE_TOOL = 'containment-probe';
+
 /** Resolves a name to every address it has. */
 export type LookupAll = (host: string) => Promise<{ address: string; family: number }[]>;
 
@@ -199,9 +202,11 @@ export class EgressProxy {
     listener: Listener,
     target: NetTarget,
   ): Promise<{ ok: true; address: string } | { ok: false; rule: string; layer: string; reason: string }> {
+    // The containment probe's canary: answered by the floor, or refused after it, never put to the gate nor recorded.
+    const probing = listener.origin?.tool === PROBE_TOOL;
     const refuse = (verdict: { rule: string; layer: string; reason: string }) => {
       const refusal = { ok: false as const, ...verdict };
-      this.#options.gate.refused(target, refusal, listener.origin);
+      if (!probing) this.#options.gate.refused(target, refusal, listener.origin);
       return refusal;
     };
     const lifted = floorLifted();
@@ -210,6 +215,8 @@ export class EgressProxy {
       const floor = checkHost(target.host);
       if (!floor.ok) return refuse({ rule: floor.rule, layer: 'address-floor', reason: floor.reason });
     }
+    if (probing)
+      return refuse({ rule: 'proxy.probe', layer: 'egress-proxy', reason: 'the probe is answered, never dialled' });
     const key = `${target.host}:${target.port}`;
     let decided = listener.decided.get(key);
     if (!decided) {
