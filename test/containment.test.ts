@@ -4,7 +4,7 @@
  * the test looks at what they could and could not do on the host itself: files written
  * outside, protected paths made, the network dialled, the environment read.
  */
-import { existsSync, linkSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -303,5 +303,33 @@ describe('containment', () => {
     });
     expect(observations[0]).toContain('wrote');
     expect(existsSync(join(outside, 'full.txt'))).toBe(true);
+  });
+});
+
+describe('run directories', () => {
+  it("removes the run directories a killed process left, and keeps a live one's", async () => {
+    const { spawnSync } = await import('node:child_process');
+    const { tmpdir } = await import('node:os');
+    // A pid that is no longer anyone's: a child that has exited.
+    const dead = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' });
+    const deadPid = Number(dead.stdout.trim());
+    const stale = join(tmpdir(), `io-harness-run-${deadPid}-stale`);
+    const live = join(tmpdir(), `io-harness-run-${process.pid}-live`);
+    for (const dir of [stale, live]) mkdirSync(join(dir, 'home'), { recursive: true });
+    later(() => rmSync(live, { recursive: true, force: true }));
+    later(() => rmSync(stale, { recursive: true, force: true }));
+    const script = `
+      const { ContainedExecutor } = await import(${JSON.stringify(new URL('../dist/runtime/exec/containment/contained.js', import.meta.url).href)});
+      const { directExecutor } = await import(${JSON.stringify(new URL('../dist/runtime/exec/executor.js', import.meta.url).href)});
+      const executor = new ContainedExecutor(directExecutor, { root: process.cwd(), policy: null });
+      executor.boundary();
+      await executor.close();`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      cwd: tmpdir(),
+    });
+    expect(child.status, child.stderr).toBe(0);
+    expect(existsSync(stale)).toBe(false);
+    expect(existsSync(live)).toBe(true);
   });
 });

@@ -4,7 +4,17 @@
  * ./boundary.ts), its environment given the run's own HOME and TMPDIR, and what applied
  * is reported once, as the run's `contained` event.
  */
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContainmentUnavailableError } from '../../../errors.js';
@@ -394,7 +404,8 @@ export class ContainedExecutor implements Executor {
   /** The grants, with the run's own directories made on first use. */
   boundary(): Boundary {
     if (this.#boundary) return this.#boundary;
-    const dir = mkdtempSync(join(tmpdir(), 'io-harness-run-'));
+    sweepRunDirs();
+    const dir = mkdtempSync(join(tmpdir(), `${RUN_DIR_PREFIX}${process.pid}-`));
     this.#dir = dir;
     const home = join(dir, 'home');
     const tmp = join(dir, 'tmp');
@@ -522,6 +533,38 @@ export class ContainedExecutor implements Executor {
     this.#dir = null;
     this.#boundary = null;
     await this.#base.close?.();
+  }
+}
+
+/** The run directories' names: the prefix, the owning process's pid, a dash. */
+const RUN_DIR_PREFIX = 'io-harness-run-';
+let swept = false;
+
+/**
+ * Removes, once per process, the run directories a process that no longer exists left in
+ * the temporary directory (one killed outright cannot remove its own): a run that crashed
+ * leaves nothing behind past the next one's start. A directory whose pid is alive, or
+ * whose name has none, is left.
+ */
+function sweepRunDirs(): void {
+  if (swept) return;
+  swept = true;
+  let names: string[];
+  try {
+    names = readdirSync(tmpdir());
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const match = /^io-harness-run-([0-9]+)-/.exec(name);
+    if (!match || Number(match[1]) === process.pid) continue;
+    try {
+      process.kill(Number(match[1]), 0);
+      continue;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') continue;
+    }
+    rmSync(join(tmpdir(), name), { recursive: true, force: true });
   }
 }
 
