@@ -5,14 +5,19 @@
  * in the step under way, against the tool call whose command made it.
  */
 import type { EventData } from '../../runtime/events.js';
-import type { CommandOrigin, EgressGate, EgressVerdict } from '../../runtime/exec/containment/proxy.js';
+import {
+  type CommandOrigin,
+  type EgressGate,
+  type EgressVerdict,
+  netVerdict,
+} from '../../runtime/exec/containment/proxy.js';
 import type { Act, Policy } from '../../runtime/policy/policy.js';
 import type { RunContext } from './context.js';
 import { approveNow } from './people.js';
 
 export function egressGate(
   context: RunContext,
-  policy: () => Policy | null,
+  policy: Policy | null,
   root: string,
   record: (event: EventData) => void,
 ): EgressGate {
@@ -29,10 +34,9 @@ export function egressGate(
   };
   return {
     async decide(target, origin) {
-      const current = policy();
-      if (!current) return { ok: true };
+      if (!policy) return { ok: true };
       const act: Act = { kind: 'net', host: target.host, port: target.port };
-      const decision = current.decide(act, root);
+      const decision = policy.decide(act, root);
       let answer: 'approve' | 'deny' | 'defer' | undefined;
       if (decision.effect === 'ask') {
         let pending = answers.get(decision.subject);
@@ -51,21 +55,8 @@ export function egressGate(
         layer: decision.layer,
         ...(answer === undefined ? {} : { answer }),
       });
-      if (decision.effect === 'allow' || answer === 'approve') return { ok: true };
-      const verdict: Extract<EgressVerdict, { ok: false }> =
-        decision.effect === 'deny'
-          ? {
-              ok: false,
-              rule: decision.rule ?? 'policy.no-rule',
-              layer: decision.layer ?? 'policy',
-              reason: `net ${decision.subject} is denied: ${decision.reason}`,
-            }
-          : {
-              ok: false,
-              rule: decision.rule,
-              layer: decision.layer,
-              reason: `net ${decision.subject} needs approval and the approver ${answer === 'defer' ? 'deferred (a connection cannot wait for a person)' : 'denied it'}`,
-            };
+      const verdict = netVerdict(decision, answer);
+      if (verdict.ok) return verdict;
       refusal(verdict, origin);
       return verdict;
     },

@@ -177,12 +177,7 @@ export class AgentRun implements RunContext {
             ...(contract.sandbox ? { sandbox: contract.sandbox } : {}),
             root: contract.root,
             policy: this.#policy,
-            egress: egressGate(
-              this,
-              () => this.#policy,
-              contract.root,
-              (event) => this.step.events.push(event),
-            ),
+            egress: egressGate(this, this.#policy, contract.root, (event) => this.step.events.push(event)),
           });
         } catch (error) {
           if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;

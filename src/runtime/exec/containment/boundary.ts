@@ -166,13 +166,12 @@ export function furnishHome(home: string, realHome: string = homedir()): string[
 export function boundaryFor(options: {
   sandbox: SandboxData;
   root: string;
-  policy: Policy | null;
   tmp: string;
   home: string;
   empty: string;
   caches: string[];
-  /** Whether the rung can carry the egress proxy into its network namespace (the helper's relay). */
-  proxy?: boolean;
+  /** The network the run's rung gives its commands (see {@link Boundary.network}). */
+  network: Boundary['network'];
 }): Boundary {
   const { sandbox, root, tmp, home } = options;
   const realRoot = real(root);
@@ -190,14 +189,7 @@ export function boundaryFor(options: {
     protectedPaths: PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
     empty: options.empty,
     hardLinks: sandbox.access === 'read-only' ? { paths: [], complete: true } : linkedFiles(realRoot),
-    network:
-      sandbox.access === 'full'
-        ? 'open'
-        : !policyAllowsEgress(options.policy)
-          ? 'none'
-          : options.proxy
-            ? 'proxy'
-            : 'open',
+    network: options.network,
     tmp: real(tmp),
     home: real(home),
     caps: sandbox.caps,

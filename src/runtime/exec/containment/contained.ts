@@ -36,6 +36,10 @@ import {
   wrapForRung,
 } from './boundary.js';
 
+import { type ProbeReport, probeContainment } from './probe.js';
+import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
+import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
+
 /** The port the egress proxy is reached at from inside a command's network namespace (its own loopback). */
 export const RELAY_PORT = 3128;
 
@@ -53,10 +57,6 @@ function proxyEnvironment(port: number): NodeJS.ProcessEnv {
     NODE_USE_ENV_PROXY: '1',
   };
 }
-
-import { type ProbeReport, probeContainment } from './probe.js';
-import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
-import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
 
 /** What a run's commands got, as the trace, the result and the agent's prompt say it. */
 export type ContainedReport = {
@@ -334,16 +334,7 @@ export class ContainedExecutor implements Executor {
     this.#root = options.root;
     this.#policy = options.policy;
     this.#report = describeContainment(this.#sandbox, this.#policy, this.#host);
-    const policy = this.#policy;
-    this.#gate =
-      options.egress ??
-      policyGate((target) => {
-        if (!policy) return { effect: 'allow', rule: 'no-policy', layer: 'runtime' };
-        const decision = policy.decide({ kind: 'net', host: target.host, port: target.port }, this.#root);
-        return decision.effect === 'deny'
-          ? { effect: 'deny', rule: decision.rule, layer: decision.layer, reason: decision.reason }
-          : decision;
-      });
+    this.#gate = options.egress ?? policyGate(this.#policy, this.#root);
     this.#lookup = options.lookup;
   }
 
@@ -355,13 +346,13 @@ export class ContainedExecutor implements Executor {
    */
   #relay(origin: CommandOrigin | null): { relay: Relay; close(): Promise<void> } | null {
     if (this.#report.network !== 'proxy') return null;
-    const boundary = this.boundary();
+    this.boundary();
     this.#proxy ??= new EgressProxy({
       gate: this.#gate,
       ownPorts: [RELAY_PORT],
       ...(this.#lookup ? { lookup: this.#lookup } : {}),
     });
-    const socket = join(this.#dir ?? boundary.tmp, `net-${++this.#sockets}.sock`);
+    const socket = join(this.#dir as string, `net-${++this.#sockets}.sock`);
     const listening = this.#proxy.listen(socket, origin);
     return {
       relay: { port: RELAY_PORT, socket },
@@ -416,12 +407,11 @@ export class ContainedExecutor implements Executor {
     this.#boundary = boundaryFor({
       sandbox: this.#sandbox,
       root: this.#root,
-      policy: this.#policy,
       tmp,
       home,
       empty,
       caches,
-      proxy: this.#report.network === 'proxy',
+      network: this.#report.network === 'host' ? 'open' : this.#report.network,
     });
     return this.#boundary;
   }
@@ -445,36 +435,44 @@ export class ContainedExecutor implements Executor {
     const rung = this.#rung;
     if (rung === null) return this.#base.run(request);
     const [program, ...args] = request.argv as [string, ...string[]];
-    const located = findProgram(program, this.#env(request.env).PATH, request.cwd);
+    const located = findProgram(program, request.env?.PATH, request.cwd);
     if (located.kind === 'missing')
       return notStarted(`the program ${JSON.stringify(program)} was not found (is it installed and on PATH?)`);
     if (located.kind === 'not-executable') return notStarted(`spawn ${program} EACCES`);
-    const caps = this.#sandbox.caps;
-    const listener = this.#relay(request.origin ?? null);
-    const relay = listener?.relay ?? null;
-    const env = this.#env(request.env, relay);
-    const cgroup = caps.processes !== undefined ? commandCgroup(caps.processes) : null;
-    const wrapped = wrapForRung(
-      rung,
-      this.#host,
-      this.boundary(),
-      request.cwd,
-      [located.path, ...args],
-      cgroup !== null,
-      relay,
-    );
-    this.#madeMountPoints.push(...wrapped.madeMountPoints);
-    const argv = cgroup ? this.#joining(cgroup, wrapped.argv) : wrapped.argv;
+    const { argv, env, cgroup, listener } = this.#wrap(rung, request, [located.path, ...args]);
     try {
       const result = await this.#base.run({ ...request, argv, env, bare: true });
       const failed = setupFailure(rung, result);
       if (failed) return notStarted(`the ${rung} sandbox could not start the command: ${failed}`);
-      const reached = capReached(result, caps, cgroup);
+      const reached = capReached(result, this.#sandbox.caps, cgroup);
       return reached ? { ...result, capReached: reached } : result;
     } finally {
       await listener?.close();
       if (cgroup) await removeCgroup(cgroup);
     }
+  }
+
+  /**
+   * A command (its program found) wrapped for `rung`: what to spawn and with what
+   * environment, the cgroup its processes cap made, and its listener of the egress proxy.
+   */
+  #wrap(
+    rung: RungName,
+    request: { cwd: string; env?: NodeJS.ProcessEnv | undefined; origin?: CommandOrigin | undefined },
+    argv: string[],
+  ) {
+    const caps = this.#sandbox.caps;
+    const listener = this.#relay(request.origin ?? null);
+    const relay = listener?.relay ?? null;
+    const cgroup = caps.processes !== undefined ? commandCgroup(caps.processes) : null;
+    const wrapped = wrapForRung(rung, this.#host, this.boundary(), request.cwd, argv, cgroup !== null, relay);
+    this.#madeMountPoints.push(...wrapped.madeMountPoints);
+    return {
+      argv: cgroup ? this.#joining(cgroup, wrapped.argv) : wrapped.argv,
+      env: this.#env(request.env, relay),
+      cgroup,
+      listener,
+    };
   }
 
   /** `argv` started inside `cgroup`: the helper joins it, then executes the wrapper, so everything the command starts is in it. */
@@ -487,26 +485,11 @@ export class ContainedExecutor implements Executor {
     const rung = this.#rung;
     if (rung === null) return this.#base.start(request);
     const [program, ...args] = request.argv as [string, ...string[]];
-    const located = findProgram(program, this.#env(request.env).PATH, request.cwd);
+    const located = findProgram(program, request.env?.PATH, request.cwd);
     const path = located.kind === 'found' ? located.path : program;
-    const caps = this.#sandbox.caps;
     // A background command's listener lives as long as the run: ended when the run's session closes.
-    const listener = this.#relay(request.origin ?? null);
-    const relay = listener?.relay ?? null;
-    const env = this.#env(request.env, relay);
-    const cgroup = caps.processes !== undefined ? commandCgroup(caps.processes) : null;
-    const wrapped = wrapForRung(
-      rung,
-      this.#host,
-      this.boundary(),
-      request.cwd,
-      [path, ...args],
-      cgroup !== null,
-      relay,
-    );
-    this.#madeMountPoints.push(...wrapped.madeMountPoints);
+    const { argv, env, cgroup } = this.#wrap(rung, request, [path, ...args]);
     if (cgroup) this.#cgroups.push(cgroup);
-    const argv = cgroup ? this.#joining(cgroup, wrapped.argv) : wrapped.argv;
     return this.#base.start({ ...request, argv, env, bare: true });
   }
 
@@ -556,10 +539,10 @@ function sweepRunDirs(): void {
     return;
   }
   for (const name of names) {
-    const match = /^io-harness-run-([0-9]+)-/.exec(name);
-    if (!match || Number(match[1]) === process.pid) continue;
+    const pid = name.startsWith(RUN_DIR_PREFIX) ? Number.parseInt(name.slice(RUN_DIR_PREFIX.length), 10) : Number.NaN;
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) continue;
     try {
-      process.kill(Number(match[1]), 0);
+      process.kill(pid, 0);
       continue;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ESRCH') continue;

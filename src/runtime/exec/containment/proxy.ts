@@ -26,6 +26,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { connect, isIP, type Socket } from 'node:net';
+import type { Decision, Policy } from '../../policy/policy.js';
 import { addressOf, checkAddress, checkHost, type FloorVerdict, floorLifted, normalHost } from './address-floor.js';
 
 /** A host and port a command asked the proxy for. */
@@ -262,17 +263,24 @@ export class EgressProxy {
     return { ok: true, address: first.address };
   }
 
+  /** A target the proxy cannot read, refused and recorded as such. */
+  #malformed(listener: Listener, request: IncomingMessage, why: string): Extract<EgressVerdict, { ok: false }> {
+    const url = (request.url ?? '').slice(0, 200);
+    const verdict = {
+      ok: false as const,
+      rule: 'proxy.malformed',
+      layer: 'egress-proxy',
+      reason: `the ${request.method === 'CONNECT' ? 'CONNECT' : 'request'} target ${JSON.stringify(url)} ${why}`,
+    };
+    this.#options.gate.refused({ host: url, port: 0 }, verdict, listener.origin);
+    return verdict;
+  }
+
   #connect(listener: Listener, request: IncomingMessage, socket: Socket, head: Buffer): void {
     const target = readAuthority(request.url ?? '');
     socket.on('error', () => socket.destroy());
     if (!target) {
-      const reason = `the CONNECT target ${JSON.stringify((request.url ?? '').slice(0, 200))} is not host:port`;
-      this.#options.gate.refused(
-        { host: (request.url ?? '').slice(0, 200), port: 0 },
-        { ok: false, rule: 'proxy.malformed', layer: 'egress-proxy', reason },
-        listener.origin,
-      );
-      socket.end(refusalResponse(400, { rule: 'proxy.malformed', layer: 'egress-proxy', reason }));
+      socket.end(refusalResponse(400, this.#malformed(listener, request, 'is not host:port')));
       return;
     }
     void this.#admit(listener, target).then((admitted) => {
@@ -304,13 +312,8 @@ export class EgressProxy {
   #forward(listener: Listener, request: IncomingMessage, response: ServerResponse): void {
     const read = readAbsolute(request.url ?? '');
     if (!read) {
-      const reason = `the request target ${JSON.stringify((request.url ?? '').slice(0, 200))} is no http:// URL this proxy takes (HTTPS goes by CONNECT; a user part is refused)`;
-      this.#options.gate.refused(
-        { host: (request.url ?? '').slice(0, 200), port: 0 },
-        { ok: false, rule: 'proxy.malformed', layer: 'egress-proxy', reason },
-        listener.origin,
-      );
-      writeRefusal(response, 400, { rule: 'proxy.malformed', layer: 'egress-proxy', reason });
+      const why = 'is no http:// URL this proxy takes (HTTPS goes by CONNECT; a user part is refused)';
+      writeRefusal(response, 400, this.#malformed(listener, request, why));
       request.resume();
       return;
     }
@@ -400,29 +403,39 @@ function gatewayError(target: NetTarget, error: Error): string {
   return `HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
 }
 
-/** A gate from a policy alone (no approver: an ask is refused), for commands no tool call started. */
-export function policyGate(
-  decide: (target: NetTarget) => {
-    effect: 'allow' | 'deny' | 'ask';
-    rule: string | null;
-    layer: string | null;
-    reason?: string;
-  },
-): EgressGate {
+/**
+ * What a policy's decision on a connection means for it: through, or refused with the
+ * decision's rule and layer. `answer` is the approver's, for an ask; an ask with none (no
+ * approver at hand) is refused.
+ */
+export function netVerdict(decision: Decision, answer?: 'approve' | 'deny' | 'defer'): EgressVerdict {
+  if (decision.effect === 'allow' || answer === 'approve') return { ok: true };
+  if (decision.effect === 'deny')
+    return {
+      ok: false,
+      rule: decision.rule ?? 'policy.no-rule',
+      layer: decision.layer ?? 'policy',
+      reason: `net ${decision.subject} is denied: ${decision.reason}`,
+    };
+  const why =
+    answer === undefined
+      ? 'no approver is at hand for this command'
+      : answer === 'defer'
+        ? 'the approver deferred (a connection cannot wait for a person)'
+        : 'the approver denied it';
   return {
-    decide: async (target) => {
-      const decision = decide(target);
-      if (decision.effect === 'allow') return { ok: true };
-      return {
-        ok: false,
-        rule: decision.rule ?? 'policy.no-rule',
-        layer: decision.layer ?? 'policy',
-        reason:
-          decision.effect === 'ask'
-            ? `net ${target.host}:${target.port} needs approval, and no approver is at hand for this command`
-            : (decision.reason ?? `net ${target.host}:${target.port} is denied`),
-      };
-    },
+    ok: false,
+    rule: decision.rule,
+    layer: decision.layer,
+    reason: `net ${decision.subject} needs approval and ${why}`,
+  };
+}
+
+/** A gate from a policy alone (no approver: an ask is refused; no policy: everything through), recording nothing. */
+export function policyGate(policy: Policy | null, root: string): EgressGate {
+  return {
+    decide: async (target) =>
+      policy ? netVerdict(policy.decide({ kind: 'net', host: target.host, port: target.port }, root)) : { ok: true },
     refused: () => undefined,
   };
 }
