@@ -10,11 +10,13 @@
 import { createSocket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallbackApprover, Policy, runWith, TaskContract } from '../dist/index.js';
 import { ContainedExecutor, selectBackend } from '../dist/runtime/exec/containment/contained.js';
+import { probeContainment } from '../dist/runtime/exec/containment/probe.js';
 import { readAuthority } from '../dist/runtime/exec/containment/proxy.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
 import { directExecutor } from '../dist/runtime/exec/executor.js';
@@ -319,6 +321,32 @@ describe('egress in a run', () => {
     expect(selectBackend(contract, Policy.default())).toMatchObject({
       egress: report.rung === 'floor' ? 'not established' : 'denied',
     });
+  });
+
+  it('probes a proxy that never answers as partial, not as no proxy', async () => {
+    // A listener that takes the canary's CONNECT and says nothing.
+    const silent = createNetServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as { port: number }).port;
+    const inside = join(mkdtempSync(join(tmpdir(), 'io-harness-probe-')), 'inside');
+    try {
+      const report = await probeContainment(
+        (argv, env) =>
+          directExecutor.run({
+            argv,
+            env: { ...env, HTTP_PROXY: `http://127.0.0.1:${port}` },
+            cwd: tmpdir(),
+            timeoutMs: 10_000,
+            outputLimit: 16 * 1024,
+            purpose: 'probe',
+          }),
+        inside,
+      );
+      expect(report.proxy).toBe('partial');
+    } finally {
+      silent.close();
+      rmSync(dirname(inside), { recursive: true, force: true });
+    }
   });
 
   it('reads a CONNECT target strictly', () => {

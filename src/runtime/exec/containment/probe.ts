@@ -28,8 +28,9 @@ export interface ProbeReport {
   environment: Arm;
   /**
    * Where the run's commands go out through the egress proxy: a CONNECT through it to the
-   * harness's TCP listener answered with a refusal (the address floor) and the listener not
-   * reached. `no proxy` for a run without one.
+   * harness's TCP listener: `enforced` when the proxy refused it (the address floor), `not
+   * established` when it opened the tunnel, `partial` when it did not answer in time; `no
+   * proxy` for a run without one.
    */
   proxy: Arm | 'no proxy';
   /** What could not be probed, and why (the canary did not start, say). */
@@ -126,14 +127,15 @@ export async function probeContainment(
       network: arm((tcpSeen === 0 ? 1 : 0) + (udpSeen === 0 ? 1 : 0), 2),
       signals: seen.signal === 'sent' ? 'not established' : 'enforced',
       environment: arm((seen.env ? 0 : 1) + (seen.procEnviron ? 0 : 1), 2),
-      // The floor refuses the harness's loopback listener (403); lifted, the proxy would reach it.
+      // The proxy's own answer decides (the listener also counts the canary's direct dial):
+      // a refusal (403) holds, a tunnel (200) does not, no answer in time is neither.
       proxy:
-        seen.proxy === 'none' || seen.proxy === undefined
+        seen.proxy === 'none'
           ? 'no proxy'
-          : tcpSeen > 0
-            ? 'not established'
-            : seen.proxy === '403'
-              ? 'enforced'
+          : seen.proxy === '403'
+            ? 'enforced'
+            : seen.proxy === '200'
+              ? 'not established'
               : 'partial',
       note: insideMade ? null : `the canary could not write inside the grants (${seen.inside ?? 'unknown'})`,
     };
