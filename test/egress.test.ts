@@ -66,7 +66,7 @@ const s = require('net').connect(3128, '127.0.0.1');
 let got = '';
 const show = () => { console.log(got.split('\\r\\n')[0] + ' | ' + got.split('\\r\\n\\r\\n').slice(1).join('')); process.exit(0); };
 s.on('connect', () => s.write(line + '\\r\\nHost: x\\r\\n\\r\\n'));
-s.on('data', (d) => { got += d; });
+s.on('data', (d) => { got += d; if (/^HTTP\\/1\\.1 200 Connection Established\\r\\n\\r\\n/.test(got)) show(); });
 s.on('end', show);
 s.on('error', (e) => { console.log('error ' + e.code); process.exit(0); });
 setTimeout(show, 3000);
@@ -90,7 +90,8 @@ describe.each(RUNGS)('egress through the proxy on the %s rung', (rung) => {
     .allowExec('*')
     .allowNet('allowed.test')
     .allowNet('*.allowed.test')
-    .allowNet('127.0.0.1');
+    .allowNet('127.0.0.1')
+    .denyNet('[::ffff:127.0.0.3]');
 
   beforeAll(async () => {
     target = await counting();
@@ -166,6 +167,9 @@ describe.each(RUNGS)('egress through the proxy on the %s rung', (rung) => {
       '168.63.129.16:80',
       'metadata.google.internal:80',
       `localhost:${target.port}`,
+      // Site-local, and local-use NAT64, which can carry an IPv4 address in bytes other than the last four.
+      '[fec0::1]:80',
+      '[64:ff9b:1:7f00:0:100:808:808]:80',
       // An allowed name that resolves to 10.x.
       `intranet.allowed.test:${target.port}`,
     ];
@@ -176,7 +180,15 @@ describe.each(RUNGS)('egress through the proxy on the %s rung', (rung) => {
     expect(target.hits.length).toBe(before);
     const floorRules = refusals.filter((refusal) => refusal.layer === 'address-floor').map((refusal) => refusal.rule);
     expect(new Set(floorRules)).toEqual(
-      new Set(['floor.loopback', 'floor.link-local', 'floor.metadata', 'floor.unique-local', 'floor.private']),
+      new Set([
+        'floor.loopback',
+        'floor.link-local',
+        'floor.metadata',
+        'floor.unique-local',
+        'floor.site-local',
+        'floor.nat64-local',
+        'floor.private',
+      ]),
     );
     expect(refusals.every((refusal) => refusal.callId === 'call-1')).toBe(true);
   });
@@ -207,6 +219,46 @@ describe.each(RUNGS)('egress through the proxy on the %s rung', (rung) => {
       expect(userPart.stdout).toMatch(/^HTTP\/1\.1 400 .*rule proxy\.malformed/);
     });
     expect(target.hits.length).toBe(before);
+  });
+
+  it('decides a rule on an address by the address, however the command spells it', async () => {
+    await lifted(async () => {
+      // 127.0.0.3, denied by a rule written as an IPv4-mapped IPv6 address.
+      for (const spelling of ['127.0.0.3', '0x7f000003', '2130706435', '127.3', '0177.0.0.3', '[::ffff:7f00:3]']) {
+        const answer = await raw(`CONNECT ${spelling}:${target.port} HTTP/1.1`);
+        expect(answer.stdout, spelling).toMatch(
+          new RegExp(`^HTTP/1\\.1 403 .*net 127\\.0\\.0\\.3:${target.port} is denied`),
+        );
+      }
+      // 127.0.0.1, allowed: every spelling reaches the same server (the proxy answers 200 once it is connected).
+      let connections = 0;
+      const count = () => connections++;
+      target.server.on('connection', count);
+      for (const spelling of ['0x7f.1', '2130706433', '[::ffff:127.0.0.1]']) {
+        const answer = await raw(`CONNECT ${spelling}:${target.port} HTTP/1.1`);
+        expect(answer.stdout, spelling).toMatch(/^HTTP\/1\.1 200 /);
+      }
+      target.server.off('connection', count);
+      expect(connections).toBe(3);
+    });
+  });
+
+  it('frames a request body again for the server, so that it cannot be read as a second request', async () => {
+    const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: internal.example\r\n\r\n';
+    const chunk = `${Buffer.byteLength(smuggled).toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    const script = `
+      const s = require('net').connect(3128, '127.0.0.1');
+      let got = '';
+      s.on('connect', () => s.write(${JSON.stringify(`GET http://allowed.test:${target.port}/te HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n${chunk}`)}));
+      s.on('data', (d) => { got += d; if (got.includes('reached')) { console.log(got.split('\\r\\n')[0]); process.exit(0); } });
+      setTimeout(() => { console.log('no answer: ' + got); process.exit(0); }, 3000);`;
+    await lifted(async () => {
+      const answer = await run([process.execPath, '-e', script]);
+      expect(answer.stdout).toMatch(/^HTTP\/1\.1 200/);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(target.hits).toContain(`allowed.test:${target.port}/te`);
+    expect(target.hits.some((hit) => hit.includes('smuggled'))).toBe(false);
   });
 
   it('does not follow a redirect from an allowed host to a denied one', async () => {
@@ -364,5 +416,37 @@ describe('egress in a run', () => {
     ]) {
       expect(readAuthority(bad), bad).toBeNull();
     }
+  });
+});
+
+describe('net rules on addresses', () => {
+  const policy = Policy.default()
+    .layer('test')
+    .allowNet('*')
+    .denyNet('127.0.0.2')
+    .denyNet('[2001:db8::1]')
+    .denyNet('[2001:db8::5]:443');
+  const decide = (host: string, port = 443) => policy.decide({ kind: 'net', host, port }, '/').effect;
+
+  it('matches an IPv4 rule in every spelling of its address, and an IPv6 rule however the address is written', () => {
+    for (const host of [
+      '127.0.0.2',
+      '0x7f000002',
+      '2130706434',
+      '127.2',
+      '::ffff:127.0.0.2',
+      '::ffff:7f00:2',
+      '::ffff:127.0.0.2%lo',
+    ])
+      expect(decide(host), host).toBe('deny');
+    for (const host of ['2001:db8::1', '2001:0db8:0:0:0:0:0:1', '[2001:DB8::0:1]'])
+      expect(decide(host), host).toBe('deny');
+    expect(decide('2001:db8::5', 443)).toBe('deny');
+    expect(decide('2001:db8::5', 80)).toBe('allow');
+    expect(decide('127.0.0.4')).toBe('allow');
+  });
+
+  it('refuses an IPv6 pattern written without brackets where it cannot be read as one address', () => {
+    expect(() => Policy.default().denyNet('2001:db8::*')).toThrow(/an IPv6 address in a net rule goes in brackets/);
   });
 });

@@ -15,6 +15,7 @@
 import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
 import { InvalidArgumentError } from '../../errors.js';
+import { addressOf, canonicalAddress } from '../exec/containment/address-floor.js';
 import { findProgram } from '../exec/find-program.js';
 import { compileGlob, MAX_GLOB_CHARS } from './globs.js';
 
@@ -314,6 +315,14 @@ function checkRule(rule: PolicyRule): PolicyRule {
       `the rule ${name} cannot be used: its pattern is ${checked.pattern.length} characters long, above the limit of ${MAX_GLOB_CHARS}; write a shorter pattern (or several rules).`,
     );
   }
+  if (checked.act === 'net') {
+    const bare = checked.pattern.trim();
+    if (!bare.startsWith('[') && (bare.match(/:/g) ?? []).length > 1 && !addressOf(bare)) {
+      throw new InvalidArgumentError(
+        `the rule ${name} cannot be used: an IPv6 address in a net rule goes in brackets, with the port after them: [2001:db8::1] or [2001:db8::1]:443.`,
+      );
+    }
+  }
   if (checked.act === 'read' || checked.act === 'write') {
     try {
       glob(checked.pattern, checked.effect === 'deny');
@@ -322,6 +331,52 @@ function checkRule(rule: PolicyRule): PolicyRule {
     }
   }
   return checked;
+}
+
+/**
+ * A host as net rules see it: lower case, no trailing dot, and an address in its one
+ * canonical spelling (IPv4 as four decimal bytes, an IPv4-mapped IPv6 address as its
+ * IPv4, other IPv6 in brackets as RFC 5952 writes it), so that `0x7f000002`, `127.2` and
+ * `[::ffff:127.0.0.2]` are all the `127.0.0.2` a rule names.
+ */
+export function netHost(host: string): string {
+  let name = host.trim().toLowerCase();
+  while (name.endsWith('.')) name = name.slice(0, -1);
+  const address = addressOf(name);
+  if (!address) return name;
+  const canonical = canonicalAddress(address);
+  return canonical.includes(':') ? `[${canonical}]` : canonical;
+}
+
+const netPatterns = new Map<string, string>();
+
+/**
+ * A net rule's pattern as it is matched: `host:port`, the port `*` when none is given, the
+ * host in {@link netHost}'s spelling where it is an address. An IPv6 address goes in
+ * brackets (`[2001:db8::1]`, `[2001:db8::1]:443`); one written bare is read as an address
+ * with no port.
+ */
+export function netPattern(pattern: string): string {
+  const known = netPatterns.get(pattern);
+  if (known !== undefined) return known;
+  const text = pattern.trim().toLowerCase();
+  let host = text;
+  let port = '*';
+  const bracketed = /^(\[[^\]]*\])(?::(.*))?$/.exec(text);
+  if (bracketed) {
+    host = bracketed[1] as string;
+    port = bracketed[2] ?? '*';
+  } else if (!addressOf(text) || !text.includes(':')) {
+    const colon = text.lastIndexOf(':');
+    if (colon >= 0) {
+      host = text.slice(0, colon);
+      port = text.slice(colon + 1);
+    }
+  }
+  const literal = /[*?]/.test(host) ? host : netHost(host);
+  const result = `${literal}:${port}`;
+  if (netPatterns.size < 10_000) netPatterns.set(pattern, result);
+  return result;
 }
 
 /** A pattern as an error message shows it: whole when short, its start when long. */
@@ -338,7 +393,7 @@ export function subjectOf(act: Act, root: string): string {
     case 'exec':
       return act.argv.join(' ');
     case 'net':
-      return `${act.host.toLowerCase()}:${act.port}`;
+      return `${netHost(act.host)}:${act.port}`;
     case 'tool':
       return act.name;
   }
@@ -406,10 +461,7 @@ function realOrSelf(path: string): string {
 
 function matches(rule: PolicyRule, act: Act, subject: string): boolean {
   if (act.kind === 'tool') return wildcard(rule.pattern, subject);
-  if (act.kind === 'net') {
-    const pattern = rule.pattern.includes(':') ? rule.pattern : `${rule.pattern}:*`;
-    return wildcard(pattern.toLowerCase(), subject);
-  }
+  if (act.kind === 'net') return wildcard(netPattern(rule.pattern), subject);
   // A path outside the workspace is matched only by a rule written as an absolute path:
   // `**` means everything in the workspace, not everything on the machine.
   if (subject.startsWith('/') && !rule.pattern.startsWith('/')) return false;

@@ -78,6 +78,32 @@ export function parseIPv6(text: string): number[] | null {
   return bytes;
 }
 
+/**
+ * The one spelling of an address that policy rules are matched against: IPv4 as four
+ * decimal bytes; IPv4-mapped IPv6 (`::ffff:a.b.c.d`, however written) as that IPv4; other
+ * IPv6 as RFC 5952 writes it (lower case, no leading zeros, the longest run of zero
+ * groups as `::`), without brackets or a zone.
+ */
+export function canonicalAddress(address: { version: 4 | 6; bytes: number[] }): string {
+  const bytes = address.bytes;
+  if (address.version === 4) return bytes.join('.');
+  if (bytes.slice(0, 10).every((byte) => byte === 0) && bytes[10] === 0xff && bytes[11] === 0xff)
+    return bytes.slice(12).join('.');
+  const groups: number[] = [];
+  for (let index = 0; index < 16; index += 2)
+    groups.push(((bytes[index] as number) << 8) | (bytes[index + 1] as number));
+  let best = { at: -1, length: 0 };
+  for (let at = 0; at < 8; ) {
+    let end = at;
+    while (end < 8 && groups[end] === 0) end++;
+    if (end - at > best.length) best = { at, length: end - at };
+    at = end > at ? end : at + 1;
+  }
+  const hex = (list: number[]) => list.map((group) => group.toString(16)).join(':');
+  if (best.length < 2) return hex(groups);
+  return `${hex(groups.slice(0, best.at))}::${hex(groups.slice(best.at + best.length))}`;
+}
+
 /** An address literal in any spelling: its version and bytes, or null for a name. */
 export function addressOf(host: string): { version: 4 | 6; bytes: number[] } | null {
   const v6 = parseIPv6(host);
@@ -121,7 +147,14 @@ const V6_FLOOR: readonly { net: number[]; bits: number; rule: string; what: stri
     rule: 'floor.unique-local',
     what: 'a unique-local address (fc00::/7, fd00:ec2::254 among them)',
   },
+  { net: [0xfe, 0xc0], bits: 10, rule: 'floor.site-local', what: 'a site-local address (fec0::/10, deprecated)' },
   { net: [0xff], bits: 8, rule: 'floor.multicast', what: 'a multicast address (ff00::/8)' },
+  {
+    net: [0, 0x64, 0xff, 0x9b, 0, 1],
+    bits: 48,
+    rule: 'floor.nat64-local',
+    what: 'a local-use NAT64 address (64:ff9b:1::/48, which may carry any IPv4 address in any of its bytes)',
+  },
 ];
 
 function within(bytes: number[], net: number[], bits: number): boolean {
@@ -143,7 +176,7 @@ export function embeddedIPv4(bytes: number[]): number[][] {
   if (zeros(0, 8) && bytes[8] === 0xff && bytes[9] === 0xff && zeros(10, 12)) found.push(last4);
   // ::a.b.c.d (compatible, deprecated but still routed by some stacks)
   if (zeros(0, 12)) found.push(last4);
-  // 64:ff9b::/96 (NAT64) and 64:ff9b:1::/48 (local-use NAT64)
+  // 64:ff9b::/96 (NAT64); local-use 64:ff9b:1::/48 is below the floor whole (see V6_FLOOR)
   if (within(bytes, [0, 0x64, 0xff, 0x9b], 32)) found.push(last4);
   // 2002:AABB:CCDD::/16 (6to4)
   if (bytes[0] === 0x20 && bytes[1] === 0x02) found.push(bytes.slice(2, 6));

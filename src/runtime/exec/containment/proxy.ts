@@ -27,7 +27,15 @@ import {
 } from 'node:http';
 import { connect, isIP, type Socket } from 'node:net';
 import type { Decision, Policy } from '../../policy/policy.js';
-import { addressOf, checkAddress, checkHost, type FloorVerdict, floorLifted, normalHost } from './address-floor.js';
+import {
+  addressOf,
+  canonicalAddress,
+  checkAddress,
+  checkHost,
+  type FloorVerdict,
+  floorLifted,
+  normalHost,
+} from './address-floor.js';
 
 /** A host and port a command asked the proxy for. */
 export interface NetTarget {
@@ -201,8 +209,9 @@ export class EgressProxy {
    */
   async #admit(
     listener: Listener,
-    target: NetTarget,
-  ): Promise<{ ok: true; address: string } | { ok: false; rule: string; layer: string; reason: string }> {
+    written: NetTarget,
+  ): Promise<{ ok: true; address: string; host: string } | { ok: false; rule: string; layer: string; reason: string }> {
+    let target = written;
     // The containment probe's canary: answered by the floor, or refused after it, never put to the gate nor recorded.
     const probing = listener.origin?.tool === PROBE_TOOL;
     const refuse = (verdict: { rule: string; layer: string; reason: string }) => {
@@ -212,6 +221,9 @@ export class EgressProxy {
     };
     const lifted = floorLifted();
     const literal = addressOf(target.host);
+    // An address is decided, remembered and dialled in one spelling, whichever the command wrote
+    // (`0x7f000002`, `127.2`, `[::ffff:7f00:2%lo]` are all 127.0.0.2 to the policy).
+    if (literal) target = { ...target, host: canonicalAddress(literal) };
     if (!lifted) {
       const floor = checkHost(target.host);
       if (!floor.ok) return refuse({ rule: floor.rule, layer: 'address-floor', reason: floor.reason });
@@ -227,8 +239,7 @@ export class EgressProxy {
     const verdict = await decided;
     if (!verdict.ok) return verdict;
     let addresses: { address: string; family: number }[];
-    if (literal)
-      addresses = [{ address: literal.version === 6 ? target.host : literal.bytes.join('.'), family: literal.version }];
+    if (literal) addresses = [{ address: target.host, family: target.host.includes(':') ? 6 : 4 }];
     else {
       try {
         addresses = await this.#lookup(target.host);
@@ -260,7 +271,7 @@ export class EgressProxy {
     const first = addresses[0] as { address: string };
     if ((this.#options.ownPorts ?? []).includes(target.port) && isLoopback(first.address))
       return refuse({ rule: 'proxy.self', layer: 'egress-proxy', reason: `${key} is the proxy itself` });
-    return { ok: true, address: first.address };
+    return { ok: true, address: first.address, host: target.host };
   }
 
   /** A target the proxy cannot read, refused and recorded as such. */
@@ -329,8 +340,15 @@ export class EgressProxy {
         if (value === undefined || HOP_HEADERS.has(name)) continue;
         headers[name] = value;
       }
-      // The Host the server sees is the one that was checked.
-      headers.host = target.port === 80 ? target.host : `${target.host}:${target.port}`;
+      // The Host the server sees is the one that was checked (an IPv6 address in brackets).
+      const host = admitted.host.includes(':') ? `[${admitted.host}]` : admitted.host;
+      headers.host = target.port === 80 ? host : `${host}:${target.port}`;
+      // A body is framed again for the server, whatever the method: Node's http client sends a
+      // GET's body unframed, which the server would read as the next request.
+      if (request.headers['transfer-encoding'] !== undefined) {
+        delete headers['content-length'];
+        headers['transfer-encoding'] = 'chunked';
+      }
       const upstream = httpRequest({
         host: admitted.address,
         port: target.port,
