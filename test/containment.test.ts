@@ -4,16 +4,39 @@
  * the test looks at what they could and could not do on the host itself: files written
  * outside, protected paths made, the network dialled, the environment read.
  */
-import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { answerQuestion, Policy, runWith, TaskContract } from '../dist/index.js';
+import { answerQuestion, CallbackApprover, Policy, runWith, TaskContract } from '../dist/index.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
 import { Driver, noneLeftUnder, tempStorePath } from './support/processes.js';
-import { type Answer, drive, later, openStore, serve, tempWorkspace, turns } from './support/workspace.js';
+import { type Answer, drive, later, openStore, serve, setEnv, tempWorkspace, turns } from './support/workspace.js';
 
 const rungs = hostRungs();
+
+/** The rungs that confine the file system, each asked for by name in the cases run on every one. */
+const CONFINING = ['bubblewrap', 'landlock', 'namespaces'] as const;
+
+/** Whether `rung` can be tried here; a rung the host lacks is named in the output, never passed over in silence. */
+function available(rung: (typeof CONFINING)[number]): boolean {
+  const probe = rungs[rung];
+  if (probe.ok && (rung !== 'namespaces' || rungs.mounts)) return true;
+  console.log(
+    `containment rung ${rung}: not available here (${probe.ok ? 'the helper cannot make its grants with mounts' : probe.reason}); this case is not run`,
+  );
+  return false;
+}
 
 /** A call that runs a script the model wrote: the policy sees `sh NAME`, not what the script does. */
 function script(name: string): Answer {
@@ -23,20 +46,22 @@ function script(name: string): Answer {
 /** Every command allowed, and no host: a policy that denies egress. */
 const COMMANDS_ONLY = Policy.default().layer('test').allowExec('<arbitrary code>*').allowExec('*');
 
-/** Runs each script (written into the workspace as sN.sh) in a step of its own; the observations, in order. */
+/** Runs each script (written into the workspace as sN.sh), or answer, in a step of its own; the observations, in order. */
 async function observe(
   root: string,
-  scripts: string[],
+  scripts: (string | Answer)[],
   contract = TaskContract.workspace('try it', root),
   policy = COMMANDS_ONLY,
+  approver?: CallbackApprover,
 ) {
-  const names = scripts.map((body, index) => {
+  const answers = scripts.map((body, index) => {
+    if (typeof body !== 'string') return body;
     writeFileSync(join(root, `s${index}.sh`), `${body}\n`);
-    return `s${index}.sh`;
+    return script(`s${index}.sh`);
   });
   const store = await openStore();
-  const { provider } = await serve(turns([...names.map(script), { text: 'done' }]));
-  const result = await runWith(contract, provider, store, policy);
+  const { provider } = await serve(turns([...answers, { text: 'done' }]));
+  const result = await runWith(contract, provider, store, policy, approver);
   const observations = store.steps(result.runId).flatMap((step) => step.observations.map((o) => o.content));
   const contained = store.events(result.runId).filter((event) => event.type === 'contained');
   return { result, observations, contained, store };
@@ -52,93 +77,92 @@ describe('containment', () => {
     expect(rungs.bubblewrap.ok || rungs.landlock.ok || rungs.namespaces.ok || process.platform !== 'linux').toBe(true);
   });
 
-  it('keeps writes inside the workspace on bubblewrap', async () => {
-    const outside = tempWorkspace({ 'target.txt': 'outside\n' });
-    const root = tempWorkspace({ 'a.txt': 'a\n' });
-    mkdirSync(join(root, '.git', 'hooks'), { recursive: true });
-    writeFileSync(join(root, '.git', 'config'), '[core]\n');
-    symlinkSync(outside, join(root, 'early-link'));
-    linkSync(join(outside, 'target.txt'), join(root, 'hard.txt'));
-    const { observations, contained } = await observe(root, [
-      'echo in > inside.txt && cat inside.txt',
-      `echo x > ${outside}/abs.txt; echo x > ../$(basename ${outside})/rel.txt; echo x > early-link/via-early.txt; echo status=$?`,
-      `ln -s ${outside} late-link && echo x > late-link/via-late.txt; echo x > /proc/self/root${outside}/via-proc.txt; echo status=$?`,
-      `mv a.txt ${outside}/moved.txt; echo x >> hard.txt; echo status=$?`,
-      'echo x > .git/hooks/pre-commit; echo y >> .git/config; echo status=$?',
-      // Moved aside with its parent and made again: the parent is a mount point, which cannot be moved or removed.
-      'mv .git .git-old; rm -rf .git; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit; mv .git/hooks .git/h; echo status=$?',
-      'mount -o remount,rw / ; umount /proc; echo status=$?',
-    ]);
-    expect(contained[0]).toMatchObject({ rung: 'bubblewrap', filesystem: 'enforced', network: 'none' });
-    // The canary found what the commands below find.
-    expect(contained[0]?.probe).toEqual({
-      filesystem: 'enforced',
-      network: 'enforced',
-      signals: 'enforced',
-      environment: 'enforced',
-      proxy: 'no proxy',
-      note: null,
-    });
-    expect(observations[0]).toContain('in');
-    for (const name of ['abs.txt', 'rel.txt', 'via-early.txt', 'via-late.txt', 'via-proc.txt', 'moved.txt']) {
-      expect(existsSync(join(outside, name)), name).toBe(false);
-    }
-    expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('outside\n');
-    expect(existsSync(join(root, '.git', 'hooks', 'pre-commit'))).toBe(false);
-    expect(readFileSync(join(root, '.git', 'config'), 'utf8')).toBe('[core]\n');
-    expect(existsSync(join(root, '.git-old'))).toBe(false);
-    expect(existsSync(join(root, '.git', 'h'))).toBe(false);
-    expect(existsSync(join(root, 'a.txt'))).toBe(true);
-  });
-
-  it('keeps writes inside the workspace with the Landlock helper alone, asked for by name', async () => {
-    const outside = tempWorkspace({ 'target.txt': 'outside\n' });
-    const root = tempWorkspace();
-    mkdirSync(join(root, '.git', 'hooks'), { recursive: true });
-    symlinkSync(outside, join(root, 'early-link'));
-    linkSync(join(outside, 'target.txt'), join(root, 'hard.txt'));
-    const contract = TaskContract.workspace('try it', root).withSandbox({ rung: 'landlock' });
-    const { observations, contained } = await observe(
-      root,
-      [
-        'echo in > inside.txt && cat inside.txt',
-        `echo x > ${outside}/abs.txt; echo x > early-link/via-early.txt; echo x > /proc/self/root${outside}/via-proc.txt`,
-        `echo x >> hard.txt; echo x > .git/hooks/pre-commit; umount .git/hooks; echo x > .git/hooks/pre-commit`,
-        'mv .git .git-old; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit',
-      ],
-      contract,
-    );
-    expect(contained[0]).toMatchObject({
-      rung: 'landlock',
-      requested: 'landlock',
-      filesystem: 'enforced',
-      probe: {
+  for (const rung of CONFINING) {
+    it(`keeps writes inside the workspace on the ${rung} rung`, async () => {
+      if (!available(rung)) return;
+      const outside = tempWorkspace({ 'target.txt': 'outside\n' });
+      const root = tempWorkspace({ 'a.txt': 'a\n' });
+      mkdirSync(join(root, '.git', 'hooks'), { recursive: true });
+      writeFileSync(join(root, '.git', 'config'), '[core]\n');
+      mkdirSync(join(root, 'vendor', 'lib', '.git'), { recursive: true });
+      writeFileSync(join(root, 'vendor', 'lib', '.git', 'config'), '[core]\n');
+      symlinkSync(outside, join(root, 'early-link'));
+      linkSync(join(outside, 'target.txt'), join(root, 'hard.txt'));
+      // A UNIX socket of the host's (a daemon's, another run's proxy): read-only mounts do not stop a connect.
+      const socketPath = join(outside, 'host.sock');
+      let reached = 0;
+      const host = createServer(() => reached++);
+      await new Promise<void>((resolve) => host.listen(socketPath, resolve));
+      later(() => new Promise<void>((resolve) => host.close(() => resolve())));
+      const { observations, contained } = await observe(
+        root,
+        [
+          'echo in > inside.txt && cat inside.txt',
+          `echo x > ${outside}/abs.txt; echo x > ../$(basename ${outside})/rel.txt; echo x > early-link/via-early.txt; echo status=$?`,
+          `ln -s ${outside} late-link && echo x > late-link/via-late.txt; echo x > /proc/self/root${outside}/via-proc.txt; echo status=$?`,
+          `mv a.txt ${outside}/moved.txt; echo x >> hard.txt; echo status=$?`,
+          'echo x > .git/hooks/pre-commit; echo y >> .git/config; echo status=$?',
+          // Moved aside with its parent and made again: the parent is a mount point, which cannot be moved or removed.
+          'mv .git .git-old; rm -rf .git; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit; mv .git/hooks .git/h; echo status=$?',
+          'mount -o remount,rw / ; umount /proc; umount .git/hooks; echo x > .git/hooks/pre-commit; echo status=$?',
+          // A user namespace of the command's own gets it no capability over the mounts it was given.
+          'unshare -Urm sh -c "umount .git/hooks; mount -o remount,rw /; echo x > .git/hooks/pre-commit"; echo status=$?',
+          // git runs what a repository points it to from anywhere in .git, and in a nested repository too.
+          'echo ../evil > .git/commondir; mkdir .git/worktrees; echo "[core] fsmonitor = x" >> vendor/lib/.git/config; echo status=$?',
+          // No capability of the host's (a file handle, the host name), and no UNIX socket to connect with.
+          `grep CapEff /proc/self/status; hostname contained-test || echo hostname-refused; node -e "require('net').connect('${socketPath}').on('connect', () => console.log('unix connected')).on('error', (e) => console.log('unix', e.code))"`,
+        ],
+        TaskContract.workspace('try it', root).withSandbox({ rung }),
+      );
+      expect(contained[0]).toMatchObject({ rung, filesystem: 'enforced', protectedPaths: 'enforced', network: 'none' });
+      // The canary found what the commands below find.
+      expect(contained[0]?.probe).toEqual({
         filesystem: 'enforced',
         network: 'enforced',
         signals: 'enforced',
         environment: 'enforced',
         proxy: 'no proxy',
-      },
+        note: null,
+      });
+      expect(observations[0]).toContain('--- stdout:\nin\n');
+      for (const name of ['abs.txt', 'rel.txt', 'via-early.txt', 'via-late.txt', 'via-proc.txt', 'moved.txt']) {
+        expect(existsSync(join(outside, name)), name).toBe(false);
+      }
+      expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('outside\n');
+      expect(existsSync(join(root, '.git', 'hooks', 'pre-commit'))).toBe(false);
+      expect(readFileSync(join(root, '.git', 'config'), 'utf8')).toBe('[core]\n');
+      expect(existsSync(join(root, '.git-old'))).toBe(false);
+      expect(existsSync(join(root, '.git', 'h'))).toBe(false);
+      expect(existsSync(join(root, 'a.txt'))).toBe(true);
+      expect(existsSync(join(root, '.git', 'commondir'))).toBe(false);
+      expect(existsSync(join(root, '.git', 'worktrees'))).toBe(false);
+      expect(readFileSync(join(root, 'vendor', 'lib', '.git', 'config'), 'utf8')).toBe('[core]\n');
+      expect(observations[9]).toContain('CapEff:\t0000000000000000');
+      expect(observations[9]).toContain('hostname-refused');
+      expect(observations[9]).toContain('unix EACCES');
+      expect(reached).toBe(0);
     });
-    expect(observations[0]).toContain('--- stdout:\nin\n');
-    for (const name of ['abs.txt', 'via-early.txt', 'via-proc.txt'])
-      expect(existsSync(join(outside, name)), name).toBe(false);
-    expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('outside\n');
-    expect(existsSync(join(root, '.git', 'hooks', 'pre-commit'))).toBe(false);
-    expect(existsSync(join(root, '.git-old'))).toBe(false);
-  });
 
-  it('protects .git/hooks, .git/config and .io-harness that do not exist yet, leaving nothing behind', async () => {
-    const root = tempWorkspace();
-    mkdirSync(join(root, '.git'));
-    const { observations } = await observe(root, [
-      'mkdir -p .git/hooks; echo x > .git/hooks/pre-commit; echo x > .git/config; mkdir .io-harness; echo x > .io-harness/state; echo done',
-    ]);
-    expect(observations[0]).toContain('done');
-    expect(existsSync(join(root, '.git', 'hooks'))).toBe(false);
-    expect(existsSync(join(root, '.git', 'config'))).toBe(false);
-    expect(existsSync(join(root, '.io-harness'))).toBe(false);
-  });
+    it(`protects .git, .io-harness and io.toml that do not exist yet on the ${rung} rung, leaving nothing behind`, async () => {
+      if (!available(rung)) return;
+      const root = tempWorkspace();
+      const { observations } = await observe(
+        root,
+        [
+          'mkdir -p .git/hooks; echo x > .git/hooks/pre-commit; echo x > .git/config; mkdir .io-harness; echo x > .io-harness/state; echo x > io.toml; echo done',
+          // The mount points the first command left are still read-only to the next: no repository can be made there.
+          'git init -q . || echo init-refused; rmdir .git .io-harness; mv .io-harness elsewhere; rm -f io.toml; mkdir -p .io-harness/x .git/hooks && echo made; echo done',
+        ],
+        TaskContract.workspace('try it', root).withSandbox({ rung }),
+      );
+      expect(observations[0]).toContain('done');
+      expect(observations[1]).toContain('init-refused');
+      expect(observations[1]).not.toContain('made');
+      expect(existsSync(join(root, 'elsewhere'))).toBe(false);
+      // The mount points were made empty and read-only for the run, and went with it.
+      for (const path of ['.git', '.io-harness', 'io.toml']) expect(existsSync(join(root, path)), path).toBe(false);
+    });
+  }
 
   it('gives a run whose policy names no host no network at all, and a run that allows one only the egress proxy', async () => {
     const listener = createServer((socket) => socket.end('reached\n'));
@@ -165,20 +189,63 @@ describe('containment', () => {
     expect(dialled).toBe(0);
   });
 
-  it("gives commands a HOME and a TMPDIR of the run's own, and none of the harness's secrets", async () => {
-    process.env.IO_HARNESS_TEST_SECRET = 'canary-value-1';
-    later(() => {
-      delete process.env.IO_HARNESS_TEST_SECRET;
+  for (const rung of CONFINING) {
+    it(`gives commands on the ${rung} rung a HOME and a TMPDIR of their own, none of the harness's secrets, and none of the loader's variables the model hands them`, async () => {
+      if (!available(rung)) return;
+      setEnv({ IO_HARNESS_TEST_SECRET: 'canary-value-1', IO_HARNESS_TEST_KEPT: 'kept-value-2' });
+      const handed = [
+        'LD_PRELOAD=/nonexistent/preload.so',
+        'NODE_OPTIONS=--require /nonexistent/hook.js',
+        'BASH_FUNC_x%%=() { echo injected; }',
+        'npm_config_script_shell=/nonexistent/shell',
+        'MODEL_SET=visible-3',
+      ];
+      const root = tempWorkspace();
+      const contract = TaskContract.workspace('try it', root)
+        .withSandbox({ rung })
+        .withInheritedEnv(['IO_HARNESS_TEST_KEPT']);
+      const { observations } = await observe(
+        root,
+        [
+          `echo "home=$HOME tmp=$TMPDIR"; printenv | grep -c canary-value-1; cat /proc/1/environ | tr "\\0" "\\n" | grep -c canary-value-1; cat /proc/${process.pid}/environ | grep -c canary-value-1; echo x > "$TMPDIR/t" && echo tmp-writable; echo x > /tmp/shared-$$ || echo shared-tmp-refused`,
+          { text: 'env', toolCalls: [{ name: 'exec', args: { argv: ['env', ...handed, 'printenv'] } }] },
+          // Inside a wrapper, and a shell that would import the function: it is not there to call.
+          {
+            text: 'env',
+            toolCalls: [
+              { name: 'exec', args: { argv: ['timeout', '5', 'env', ...handed, 'bash', '-c', 'x; printenv'] } },
+            ],
+          },
+        ],
+        contract,
+        COMMANDS_ONLY,
+        // A person approves the variables (the policy asks about each): they are dropped all the same.
+        new CallbackApprover(() => 'approve'),
+      );
+      expect(observations[0]).toMatch(/home=\S*io-harness-run-\S*\/home tmp=\S*io-harness-run-\S*\/tmp/);
+      expect(observations[0]).toContain('tmp-writable');
+      expect(observations[0]).toContain('shared-tmp-refused');
+      expect(observations[0]).not.toContain('canary-value-1\n');
+      // No line of /proc/1's environment holds it, and the harness's own /proc entry is not there to read.
+      expect(observations[0]).toMatch(/--- stdout:\nhome=\S+ tmp=\S+\n0\n0\n0\n/);
+      // What the commands printed (the observation's first line repeats the argv the model wrote).
+      for (const printed of observations.slice(1, 3).map((text) => text.slice(text.indexOf('--- stdout:')))) {
+        expect(printed).toContain('MODEL_SET=visible-3');
+        expect(printed).toContain('IO_HARNESS_TEST_KEPT=kept-value-2');
+        for (const name of [
+          'LD_PRELOAD',
+          'NODE_OPTIONS',
+          'BASH_FUNC_x',
+          'npm_config_script_shell',
+          'IO_HARNESS_TEST_SECRET',
+        ])
+          expect(printed, name).not.toContain(name);
+        expect(printed).not.toContain('preload.so');
+      }
+      expect(observations[2]).toContain('x: command not found');
+      expect(observations[2]).not.toContain('\ninjected');
     });
-    const { observations } = await observe(tempWorkspace(), [
-      'echo "home=$HOME tmp=$TMPDIR"; printenv | grep -c canary-value-1; cat /proc/1/environ | tr "\\0" "\\n" | grep -c canary-value-1; echo x > "$TMPDIR/t" && echo tmp-writable; echo x > /tmp/shared-$$ || echo shared-tmp-refused',
-    ]);
-    expect(observations[0]).toMatch(/home=\S*io-harness-run-\S*\/home tmp=\S*io-harness-run-\S*\/tmp/);
-    expect(observations[0]).toContain('tmp-writable');
-    expect(observations[0]).toContain('shared-tmp-refused');
-    expect(observations[0]).not.toContain('canary-value-1\n');
-    expect(observations[0]).toMatch(/\n0\n0\n/);
-  });
+  }
 
   it('refuses, before its first step, a run that asks for a rung this host cannot give, naming it', async () => {
     // A cache the helper cannot be built into (a file, not a directory): this process's agent threads
@@ -204,43 +271,54 @@ describe('containment', () => {
     expect(existsSync(marker)).toBe(false);
   });
 
-  it('stops a busy loop, a huge file, a memory balloon and a fork bomb at their caps; the run goes on', async () => {
-    const root = tempWorkspace();
-    const contract = TaskContract.workspace('try it', root).withSandbox({
-      caps: { cpuSecs: 1, fileBytes: 1_000_000, memoryBytes: 512 * 1024 * 1024, processes: 20 },
+  for (const rung of CONFINING) {
+    it(`stops a busy loop, a huge file, a memory balloon and a fork bomb at their caps on the ${rung} rung; the run goes on`, async () => {
+      if (!available(rung)) return;
+      const root = tempWorkspace();
+      const contract = TaskContract.workspace('try it', root).withSandbox({
+        rung,
+        caps: { cpuSecs: 3, fileBytes: 1_000_000, memoryBytes: 256 * 1024 * 1024, processes: 20 },
+      });
+      const { result, observations, contained, store } = await observe(
+        root,
+        [
+          'while :; do :; done',
+          'head -c 5000000 /dev/zero > big.bin',
+          `node -e "const keep = []; for (;;) keep.push(Buffer.alloc(32 * 1024 * 1024, 1))"`,
+          // A fork bomb that is not allowed to take the host down: each child waits, so they pile up.
+          'for i in $(seq 1 200); do sleep 30 & done; wait',
+          'echo still-here',
+        ],
+        contract,
+      );
+      expect(result.outcome.kind).toBe('finished');
+      const caps = contained[0]?.caps ?? {};
+      expect(caps).toMatchObject({ cpuSecs: expect.stringContaining('RLIMIT_CPU') });
+      expect(observations[0]).toContain('was stopped by its cpuSecs cap (3): SIGXCPU');
+      expect(observations[1]).toContain('was stopped by its fileBytes cap (1000000): SIGXFSZ');
+      expect(statSync(join(root, 'big.bin')).size).toBeLessThanOrEqual(1_000_000);
+      // The balloon never ends by itself: ended, and not by the timeout, it was the cap.
+      expect(observations[2]).toMatch(/^sh s2\.sh (exited with status [1-9]|was stopped)/);
+      expect(observations[2]).not.toContain('timed out');
+      const reached = store.events(result.runId).filter((event) => event.type === 'cap-reached');
+      const named = reached.map((event) => (event as { cap: string }).cap);
+      expect(named).toEqual(expect.arrayContaining(['cpuSecs', 'fileBytes']));
+      console.log(`containment on ${rung}: memoryBytes by ${caps.memoryBytes}; processes by ${caps.processes}`);
+      if (String(caps.memoryBytes).startsWith('a memory cgroup')) {
+        // Killed by the kernel at the cgroup's limit, and the event says it was the memory cap.
+        expect(observations[2]).toContain('was stopped by its memoryBytes cap (268435456)');
+        expect(named).toContain('memoryBytes');
+      } else {
+        // Node aborts when an allocation past RLIMIT_AS fails.
+        expect(caps.memoryBytes).toContain('RLIMIT_AS');
+      }
+      if (String(caps.processes).startsWith('a pids cgroup')) {
+        expect(observations[3]).toContain('was stopped by its processes cap (20)');
+        expect(named).toContain('processes');
+      }
+      expect(observations[4]).toContain('still-here');
     });
-    const { result, observations, contained, store } = await observe(
-      root,
-      [
-        'while :; do :; done',
-        'head -c 5000000 /dev/zero > big.bin',
-        `node -e "const keep = []; for (;;) keep.push(Buffer.alloc(64 * 1024 * 1024, 1))"`,
-        // A fork bomb that is not allowed to take the host down: each child waits, so they pile up.
-        'for i in $(seq 1 200); do sleep 30 & done; wait',
-        'echo still-here',
-      ],
-      contract,
-    );
-    expect(result.outcome.kind).toBe('finished');
-    expect(contained[0]?.caps).toMatchObject({ cpuSecs: expect.stringContaining('RLIMIT_CPU') });
-    expect(observations[0]).toContain('was stopped by its cpuSecs cap (1): SIGXCPU');
-    expect(observations[1]).toContain('was stopped by its fileBytes cap (1000000): SIGXFSZ');
-    expect(statSync(join(root, 'big.bin')).size).toBeLessThanOrEqual(1_000_000);
-    // The balloon never ends by itself: ended, and not by the timeout, it was the cap (Node aborts when an allocation fails).
-    expect(observations[2]).toMatch(/^sh s2\.sh exited with status [1-9]/);
-    expect(observations[2]).not.toContain('timed out');
-    expect(contained[0]?.caps).toMatchObject({ memoryBytes: expect.stringContaining('RLIMIT_AS') });
-    if (String(contained[0]?.caps?.processes).startsWith('a pids cgroup')) {
-      expect(observations[3]).toContain('was stopped by its processes cap (20)');
-    } else {
-      console.log(`containment: the processes cap is ${contained[0]?.caps?.processes} on this host`);
-    }
-    expect(observations[4]).toContain('still-here');
-    const reached = store.events(result.runId).filter((event) => event.type === 'cap-reached');
-    expect(reached.map((event) => (event as { cap: string }).cap)).toEqual(
-      expect.arrayContaining(['cpuSecs', 'fileBytes']),
-    );
-  });
+  }
 
   it('chooses and records the rung again when a run killed mid-command is resumed in a new process', async () => {
     const outside = tempWorkspace();
@@ -307,6 +385,25 @@ describe('containment', () => {
 });
 
 describe('run directories', () => {
+  it("links the toolchains into a run's home, and the host's caches only when the contract shares them", async () => {
+    const { furnishHome } = await import('../dist/runtime/exec/containment/boundary.js');
+    const realHome = tempWorkspace();
+    for (const dir of ['.rustup', '.npm/_cacache', '.m2/repository', '.gradle/init.d'])
+      mkdirSync(join(realHome, dir), { recursive: true });
+    const own = join(tempWorkspace(), 'home');
+    // A cache a command could leave a settings.xml or an init script in, for the next build on the host to run.
+    expect(furnishHome(own, false, realHome)).toEqual([]);
+    expect(existsSync(join(own, '.rustup'))).toBe(true);
+    for (const cache of ['.npm', '.m2', '.gradle']) expect(existsSync(join(own, cache)), cache).toBe(false);
+    const shared = join(tempWorkspace(), 'home');
+    expect(furnishHome(shared, true, realHome).sort()).toEqual(
+      ['.gradle', '.m2', '.npm'].map((cache) => join(realpathSync(realHome), cache)),
+    );
+    expect(() => TaskContract.workspace('x', realHome).withSandbox({ sharedCaches: 'yes' as never })).toThrow(
+      /sharedCaches must be true or false/,
+    );
+  });
+
   it("removes the run directories a killed process left, and keeps a live one's", async () => {
     const { spawnSync } = await import('node:child_process');
     const { tmpdir } = await import('node:os');

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, Policy, retryGate, runWith, TaskContract, Verification } from '../dist/index.js';
 import { tempStorePath } from './support/processes.js';
-import { later, openStore, serve, tempWorkspace, thrown, turns } from './support/workspace.js';
+import { openStore, serve, setEnv, tempWorkspace, thrown, turns } from './support/workspace.js';
 
 /** Variables of the harness that no command may see, under names no deny-list would catch. */
 const HELD = {
@@ -19,17 +19,6 @@ const HELD = {
   IO_HARNESS_TEST_TREE_AUTH: 'sk-tree-c0ffee77',
 };
 const DECLARED = { IO_HARNESS_TEST_DECLARED: 'declared-visible-5521' };
-
-function setEnv(values: Record<string, string>): void {
-  for (const [name, value] of Object.entries(values)) {
-    const before = process.env[name];
-    process.env[name] = value;
-    later(() => {
-      if (before === undefined) delete process.env[name];
-      else process.env[name] = before;
-    });
-  }
-}
 
 function storeBytes(path: string): string {
   return [path, `${path}-wal`]

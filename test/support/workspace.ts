@@ -24,6 +24,18 @@ afterEach(async () => {
 });
 
 /** A temp directory holding `files`, removed after the test. */
+/** Sets variables of this process's environment for the test, put back as they were after it. */
+export function setEnv(values: Record<string, string>): void {
+  for (const [name, value] of Object.entries(values)) {
+    const before = process.env[name];
+    process.env[name] = value;
+    later(() => {
+      if (before === undefined) delete process.env[name];
+      else process.env[name] = before;
+    });
+  }
+}
+
 export function tempWorkspace(files: Record<string, string> = {}, prefix = 'io-harness-ws-'): string {
   const root = mkdtempSync(join(tmpdir(), prefix));
   later(() => rmSync(root, { recursive: true, force: true }));

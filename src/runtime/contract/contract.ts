@@ -283,8 +283,16 @@ export class TaskContract {
       }
       if (sandbox.writableRoots && sandbox.writableRoots.length > 0)
         contract = contract.withWritableRoots(sandbox.writableRoots);
-      if ((sandbox.rung ?? null) !== null || (sandbox.caps && Object.keys(sandbox.caps).length > 0))
-        contract = contract.withSandbox({ rung: sandbox.rung ?? undefined, caps: sandbox.caps });
+      if (
+        (sandbox.rung ?? null) !== null ||
+        (sandbox.caps && Object.keys(sandbox.caps).length > 0) ||
+        sandbox.sharedCaches === true
+      )
+        contract = contract.withSandbox({
+          rung: sandbox.rung ?? undefined,
+          caps: sandbox.caps,
+          sharedCaches: sandbox.sharedCaches === true,
+        });
     }
     return contract;
   }
@@ -504,16 +512,27 @@ export class TaskContract {
    * (`bubblewrap`, `landlock`, `namespaces`, `floor`), and a run on a host that cannot
    * give it fails before its first step, naming it; without one, the strongest the host
    * offers is used. `caps` kill a command past them: `memoryBytes`, `cpuSecs`,
-   * `processes`, `fileBytes`.
+   * `processes`, `fileBytes`. `sharedCaches: true` lets the commands write the
+   * toolchains' caches in the harness's home (`~/.npm`, `~/.cargo/registry`, `~/.m2`, …)
+   * instead of caches of the run's own: faster installs, but what a command leaves there
+   * is what the next build on this machine reads and may run.
    */
-  withSandbox(options: { rung?: RungName; caps?: SandboxCaps }): TaskContract {
+  withSandbox(options: { rung?: RungName; caps?: SandboxCaps; sharedCaches?: boolean }): TaskContract {
     if (options === null || typeof options !== 'object') {
-      throw new InvalidArgumentError('withSandbox takes { rung?, caps? }.');
+      throw new InvalidArgumentError('withSandbox takes { rung?, caps?, sharedCaches? }.');
     }
-    const unknown = Object.keys(options).filter((key) => key !== 'rung' && key !== 'caps');
+    const unknown = Object.keys(options).filter((key) => !['rung', 'caps', 'sharedCaches'].includes(key));
     if (unknown.length > 0) {
-      throw new InvalidArgumentError(`withSandbox: ${unknown.join(', ')} is not an option; it takes rung and caps.`);
+      throw new InvalidArgumentError(
+        `withSandbox: ${unknown.join(', ')} is not an option; it takes rung, caps and sharedCaches.`,
+      );
     }
+    if (options.sharedCaches !== undefined && typeof options.sharedCaches !== 'boolean') {
+      throw new InvalidArgumentError(
+        `withSandbox: sharedCaches must be true or false, got ${JSON.stringify(options.sharedCaches)}.`,
+      );
+    }
+    const sharedCaches = options.sharedCaches ?? this.#sandbox.sharedCaches ?? false;
     const rung = options.rung ?? null;
     if (rung !== null && !RUNGS.includes(rung)) {
       throw new InvalidArgumentError(
@@ -534,7 +553,7 @@ export class TaskContract {
       }
       caps[name as (typeof capNames)[number]] = value;
     }
-    return this.#with({ sandbox: { ...this.#sandbox, rung, caps } });
+    return this.#with({ sandbox: { ...this.#sandbox, rung, caps, sharedCaches } });
   }
 
   /** Replaces the default system prompt. */

@@ -63,6 +63,31 @@ export const BASE_ENVIRONMENT: readonly string[] = [
   'SHELL',
 ];
 
+/**
+ * Variables no contained command is handed, by the harness or by the model on an argv
+ * (`env LD_PRELOAD=... cmd`): the loader's and the shells' code-loading ones, the
+ * interpreters' startup hooks, git's configuration injection, npm's configuration and the
+ * proxy settings (the run's own are set after).
+ */
+const WITHHELD: readonly RegExp[] = [
+  /^(LD_|DYLD_)/,
+  /^BASH_FUNC_/,
+  /^(BASH_ENV|ENV|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND)$/,
+  /^NODE_(OPTIONS|PATH|REPL_EXTERNAL_MODULE)$/,
+  /^PYTHON(PATH|STARTUP|HOME|USERBASE|EXECUTABLE|INSPECT)$/,
+  /^PERL(5OPT|5LIB|LIB|5DB)$/,
+  /^RUBY(OPT|LIB)$/,
+  /^GIT_/i,
+  /^npm_config_/i,
+  /^(JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|GCONV_PATH)$/,
+  /^(https?|all|ftp|no|socks)_proxy$/i,
+];
+
+/** Whether a contained command may not be handed the variable `name` (see {@link WITHHELD}). */
+export function isWithheldVariable(name: string): boolean {
+  return WITHHELD.some((pattern) => pattern.test(name));
+}
+
 /** A variable name a run may declare: letters, digits and underscores, not starting with a digit. */
 export const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

@@ -2211,6 +2211,48 @@ function refusedVariable(pair: string): string {
   return `setting ${name}: git's variables move where it reads configuration and code and where it writes; set nothing of git's from a command`;
 }
 
+/** The wrappers whose inner command the assignments are taken out of too (`timeout 5 env LD_PRELOAD=x cmd`). */
+const ENV_WRAPPERS = new Set(['env', 'timeout', 'nice', 'nohup', 'stdbuf', 'setsid', 'time', 'command', 'exec']);
+
+/**
+ * `argv` with the assignments `withheld` names taken out of every `env` it runs, at the
+ * head or inside the wrappers the check reads, as they parse it: a command the model
+ * wrote gets the variables its contained environment would not have given it no more
+ * than one handed down from the harness. What cannot be read is returned as it is (the
+ * check has already asked or refused about it).
+ */
+export function dropWithheldAssignments(argv: readonly string[], withheld: (name: string) => boolean): string[] {
+  const [program, ...args] = argv;
+  if (program === undefined || !ENV_WRAPPERS.has(basename(program))) return [...argv];
+  const tail = (inner: readonly string[]): number | null => {
+    const at = args.length - inner.length;
+    return at >= 0 && inner.every((word, index) => args[at + index] === word) ? at : null;
+  };
+  if (basename(program) === 'env') {
+    const parsed = parseOptions('env', args, ENV_OPTIONS);
+    if (!parsed.ok || hasOption(parsed, 'S')) return [...argv];
+    const at = tail(parsed.operands);
+    if (at === null) return [...argv];
+    let rest = parsed.operands;
+    const lead = rest[0] === '-' ? ['-'] : [];
+    rest = rest.slice(lead.length);
+    const kept: string[] = [];
+    while (rest[0]?.includes('=')) {
+      const pair = rest[0];
+      if (!withheld(pair.slice(0, pair.indexOf('=')))) kept.push(pair);
+      rest = rest.slice(1);
+    }
+    return [program, ...args.slice(0, at), ...lead, ...kept, ...dropWithheldAssignments(rest, withheld)];
+  }
+  const handler = handlerOf(basename(program));
+  const context = { policy: null as unknown as Policy, root: '/', cwds: ['/'], depth: 0 };
+  const inner = handler?.([...args], context).find((effect) => effect.kind === 'inner');
+  if (inner?.kind !== 'inner') return [...argv];
+  const at = tail(inner.argv);
+  if (at === null) return [...argv];
+  return [program, ...args.slice(0, at), ...dropWithheldAssignments(inner.argv, withheld)];
+}
+
 // ---------------------------------------------------------------------------------------
 // The table
 

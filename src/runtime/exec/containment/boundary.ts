@@ -6,7 +6,18 @@
  * inside the workspace stay read-only even where they do not exist yet; a run whose
  * policy names no host has no network at all.
  */
-import { type Dirent, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, symlinkSync } from 'node:fs';
+import {
+  type Dirent,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  realpathSync,
+  rmdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import type { Policy } from '../../policy/policy.js';
@@ -21,7 +32,11 @@ export type Access = 'read-only' | 'workspace-write' | 'full';
 
 /** Limits a contained command is killed at (never throttled). */
 export interface SandboxCaps {
-  /** Address space, in bytes (RLIMIT_AS). */
+  /**
+   * Memory, in bytes: the limit of a memory cgroup where this host has one the harness may
+   * make (the command killed past it, the whole tree counted), else the address space of
+   * each process (RLIMIT_AS: allocations past it fail).
+   */
   memoryBytes?: number;
   /** CPU time, in seconds (RLIMIT_CPU: SIGKILL past it). */
   cpuSecs?: number;
@@ -39,18 +54,33 @@ export interface SandboxData {
   /** A rung asked for by name: the run fails before its first step where it cannot be had. */
   rung: RungName | null;
   caps: SandboxCaps;
+  /**
+   * Whether the commands write the toolchains' caches of the harness's home (true) or
+   * caches of the run's own, gone with it (false, the default): a shared cache is a place
+   * a command can leave what a later build on the host reads and runs.
+   */
+  sharedCaches?: boolean;
 }
 
-export const DEFAULT_SANDBOX: SandboxData = { access: 'workspace-write', writableRoots: [], rung: null, caps: {} };
+export const DEFAULT_SANDBOX: SandboxData = {
+  access: 'workspace-write',
+  writableRoots: [],
+  rung: null,
+  caps: {},
+  sharedCaches: false,
+};
 
 /**
  * Paths inside the workspace no command may change, whatever the grants: `dir` for a
- * directory (kept read-only even before it exists: an empty one is mounted in its place),
- * else a file (kept read-only where it exists).
+ * directory, else a file; each kept read-only even before it exists (an empty directory
+ * or file is mounted in its place). All of `.git`, not only its hooks and config: git
+ * reads code to run from many places in it (`commondir`, `worktrees/`, `modules/`,
+ * `config.worktree`, `info/`), and a repository is the user's history, not a scratch
+ * space. The `.git` of every repository nested in the workspace when the run starts is
+ * kept so too (see {@link scanWorkspace}).
  */
 export const PROTECTED_PATHS: readonly { path: string; dir: boolean }[] = [
-  { path: '.git/hooks', dir: true },
-  { path: '.git/config', dir: false },
+  { path: '.git', dir: true },
   { path: '.io-harness', dir: true },
   { path: 'io.toml', dir: false },
   { path: 'io.local.toml', dir: false },
@@ -137,11 +167,12 @@ function real(path: string): string {
 }
 
 /**
- * The run's home: the toolchains' installations and caches of the harness's home linked
- * in (the caches writable), nothing else of it (no dotfiles, no credentials by their usual
- * names). Returns the caches granted.
+ * The run's home: the toolchains' installations of the harness's home linked in (read),
+ * and with `shared` its caches too (writable); nothing else of it (no dotfiles, no
+ * credentials by their usual names). Without `shared` the toolchains make their caches
+ * in the run's home, and they go with it. Returns the caches granted.
  */
-export function furnishHome(home: string, realHome: string = homedir()): string[] {
+export function furnishHome(home: string, shared: boolean, realHome: string = homedir()): string[] {
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const caches: string[] = [];
   const link = (entry: string): boolean => {
@@ -159,7 +190,7 @@ export function furnishHome(home: string, realHome: string = homedir()): string[
     return true;
   };
   for (const entry of TOOLCHAIN_HOMES) link(entry);
-  for (const entry of TOOLCHAIN_CACHES) if (link(entry)) caches.push(real(join(realHome, entry)));
+  if (shared) for (const entry of TOOLCHAIN_CACHES) if (link(entry)) caches.push(real(join(realHome, entry)));
   return caches;
 }
 
@@ -175,6 +206,8 @@ export function boundaryFor(options: {
 }): Boundary {
   const { sandbox, root, tmp, home } = options;
   const realRoot = real(root);
+  const scan: WorkspaceScan =
+    sandbox.access === 'read-only' ? { hardLinks: [], repositories: [], complete: true } : scanWorkspace(realRoot);
   const writable = [
     ...(sandbox.access === 'read-only' ? [] : [realRoot]),
     real(tmp),
@@ -186,9 +219,12 @@ export function boundaryFor(options: {
     access: sandbox.access,
     root: realRoot,
     writable: [...new Set(writable)],
-    protectedPaths: PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
+    protectedPaths: [
+      ...PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
+      ...scan.repositories.map((path) => ({ path, dir: true })),
+    ],
     empty: options.empty,
-    hardLinks: sandbox.access === 'read-only' ? { paths: [], complete: true } : linkedFiles(realRoot),
+    hardLinks: { paths: scan.hardLinks, complete: scan.complete },
     network: options.network,
     tmp: real(tmp),
     home: real(home),
@@ -196,19 +232,29 @@ export function boundaryFor(options: {
   };
 }
 
-/** The most entries looked at for hard links, and the most kept read-only. */
-const LINK_WALK_LIMIT = 100_000;
-const MAX_LINKED_FILES = 2_000;
+/** The most entries looked at, and the most files and repositories kept read-only. */
+const WALK_LIMIT = 100_000;
+const MAX_KEPT = 2_000;
+
+/** What a walk of the workspace found that a command must not change. */
+export interface WorkspaceScan {
+  /** Regular files with more than one name (a hard link made before the run). */
+  hardLinks: string[];
+  /** The `.git` of each repository nested below the workspace's root (a directory or a gitfile). */
+  repositories: string[];
+  /** False when the workspace was too large to look through whole. */
+  complete: boolean;
+}
 
 /**
- * The regular files under `root` that have more than one name, found by a walk that
- * follows no link and stops at {@link LINK_WALK_LIMIT} entries. Inside the boundary no
- * command can link a file from outside in (the rest of the tree is another, read-only
- * mount, and Landlock refuses the reference), so the links that matter are the ones that
- * were there when the run began.
+ * Walks `root`, following no link, not into any `.git`, and stopping at
+ * {@link WALK_LIMIT} entries: the files with another name, and the nested repositories.
+ * Inside the boundary no command can link a file from outside in (the rest of the tree
+ * is another, read-only mount, and Landlock refuses the reference), so the links that
+ * matter are the ones that were there when the run began.
  */
-export function linkedFiles(root: string): { paths: string[]; complete: boolean } {
-  const paths: string[] = [];
+export function scanWorkspace(root: string): WorkspaceScan {
+  const scan: WorkspaceScan = { hardLinks: [], repositories: [], complete: true };
   const stack = [root];
   let seen = 0;
   while (stack.length > 0) {
@@ -220,14 +266,17 @@ export function linkedFiles(root: string): { paths: string[]; complete: boolean 
       continue;
     }
     for (const entry of entries) {
-      if (++seen > LINK_WALK_LIMIT) return { paths, complete: false };
+      if (++seen > WALK_LIMIT) return { ...scan, complete: false };
       const path = join(dir, entry.name);
-      if (entry.isDirectory()) stack.push(path);
+      if (entry.name === '.git') {
+        if (dir !== root && (entry.isDirectory() || entry.isFile())) scan.repositories.push(path);
+        if (scan.repositories.length > MAX_KEPT) return { ...scan, complete: false };
+      } else if (entry.isDirectory()) stack.push(path);
       else if (entry.isFile()) {
         try {
           if (lstatSync(path).nlink > 1) {
-            if (paths.length === MAX_LINKED_FILES) return { paths, complete: false };
-            paths.push(path);
+            if (scan.hardLinks.length === MAX_KEPT) return { ...scan, complete: false };
+            scan.hardLinks.push(path);
           }
         } catch {
           // gone meanwhile
@@ -235,7 +284,7 @@ export function linkedFiles(root: string): { paths: string[]; complete: boolean 
       }
     }
   }
-  return { paths, complete: true };
+  return scan;
 }
 
 /**
@@ -306,9 +355,15 @@ function relayArgs(relay: Relay | null): string[] {
   return relay ? ['--relay-port', String(relay.port), '--relay-socket', relay.socket] : [];
 }
 
+/** Which of a command's caps a cgroup it joins already holds (the helper then sets no rlimit for them). */
+export interface JoinedCgroups {
+  pids: boolean;
+  memory: boolean;
+}
+
 function helperArgs(
   boundary: Boundary,
-  extra: { protect: boolean; pidsCgroup: boolean; relay: Relay | null },
+  extra: { protect: boolean; cgroups: JoinedCgroups; relay: Relay | null },
 ): string[] {
   const args = ['--read', '/'];
   for (const path of boundary.writable) args.push('--write', path);
@@ -325,16 +380,57 @@ function helperArgs(
   const caps = boundary.caps;
   if (caps.cpuSecs !== undefined) args.push('--cpu-secs', String(caps.cpuSecs));
   if (caps.fileBytes !== undefined) args.push('--file-bytes', String(caps.fileBytes));
-  if (caps.memoryBytes !== undefined) args.push('--memory-bytes', String(caps.memoryBytes));
-  // The processes cap is a pids cgroup where the host has one (joined in front of the rung); else RLIMIT_NPROC.
-  if (caps.processes !== undefined && !extra.pidsCgroup) args.push('--processes', String(caps.processes));
+  // Memory and processes: a cgroup where the host has one (joined in front of the rung); else RLIMIT_AS and RLIMIT_NPROC.
+  if (caps.memoryBytes !== undefined && !extra.cgroups.memory) args.push('--memory-bytes', String(caps.memoryBytes));
+  if (caps.processes !== undefined && !extra.cgroups.pids) args.push('--processes', String(caps.processes));
   return args;
+}
+
+/**
+ * Makes, in the workspace itself, the mount points for protected paths that do not exist
+ * yet: an empty directory, or an empty file (as bubblewrap does for its own binds), so that
+ * the helper can bind them read-only. The paths made, to go when the run's session closes.
+ */
+function makeMountPoints(mounts: ReturnType<typeof protectedMounts>): string[] {
+  const made: string[] = [];
+  for (const [paths, dir] of [
+    [mounts.empty, true],
+    [mounts.null, false],
+  ] as const) {
+    for (const path of paths) {
+      try {
+        if (dir) mkdirSync(path);
+        else writeFileSync(path, '', { flag: 'wx' });
+        made.push(path);
+      } catch {
+        // made by a command of another run, or the parent went: the helper binds what is there
+      }
+    }
+  }
+  return made;
+}
+
+/**
+ * Removes the empty directories and files made to mount over protected paths that did not
+ * exist, newest first; one that is no longer empty stays. Left by a crash, they are empty
+ * and harmless (an empty `.git` is no repository to git, an empty `.git/config` a valid one).
+ */
+export function removeMountPoints(paths: string[]): void {
+  for (const path of [...new Set(paths)].reverse()) {
+    try {
+      const stat = lstatSync(path);
+      if (stat.isDirectory()) rmdirSync(path);
+      else if (stat.isFile() && stat.size === 0) rmSync(path);
+    } catch {
+      // not empty, busy, or gone
+    }
+  }
 }
 
 /** A command wrapped for its rung: what to spawn, and the mount points bubblewrap made that are to go after it. */
 export interface Wrapped {
   argv: string[];
-  /** Empty directories and files bubblewrap makes to mount over protected paths that did not exist; removed after the run. */
+  /** Empty directories and files made to mount over protected paths that did not exist; removed after the run. */
   madeMountPoints: string[];
 }
 
@@ -348,7 +444,7 @@ export function wrapForRung(
   boundary: Boundary,
   cwd: string,
   argv: readonly string[],
-  pidsCgroup = false,
+  cgroups: JoinedCgroups = { pids: false, memory: false },
   relay: Relay | null = null,
 ): Wrapped {
   const helper = host.helper.ok ? host.helper.path : '';
@@ -368,37 +464,30 @@ export function wrapForRung(
       for (const path of mounts.null) args.push('--ro-bind', '/dev/null', path);
       madeMountPoints = [...mounts.empty, ...mounts.null];
     }
-    args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, pidsCgroup, relay }));
+    args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay }));
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
     return { argv: args, madeMountPoints };
   }
   const unshare = host.unshare ?? ['unshare'];
   const namespaces = unsharePrefix(unshare, boundary.network === 'open');
+  // The helper mounts them itself, in the mount namespace unshare gave it (bubblewrap's are its own),
+  // over mount points made here first for the protected paths not there yet.
+  const mountPoints = () => (boundary.access !== 'read-only' ? makeMountPoints(protectedMounts(boundary, false)) : []);
   if (rung === 'landlock') {
-    // The helper mounts them itself, in the mount namespace unshare gave it (bubblewrap's are its own).
-    const protect = true;
-    return {
-      argv: [
-        ...namespaces,
-        helper,
-        ...helperArgs(boundary, { protect, pidsCgroup, relay }),
-        '--write',
-        '/dev/null',
-        '--',
-        ...argv,
-      ],
-      madeMountPoints: [],
-    };
+    const madeMountPoints = mountPoints();
+    const args = helperArgs(boundary, { protect: true, cgroups, relay });
+    return { argv: [...namespaces, helper, ...args, '--write', '/dev/null', '--', ...argv], madeMountPoints };
   }
   if (rung === 'namespaces') {
-    // The helper, where it was built but Landlock is not to be had, still carries the relay (no Landlock: --join-only).
-    const relayed =
-      boundary.network === 'proxy' && relay && helper ? [helper, '--join-only', ...relayArgs(relay), '--'] : [];
-    return {
-      argv: [...namespaces, ...relayed, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv],
-      madeMountPoints: [],
-    };
+    // No helper: only the namespaces, and setpriv to drop the capabilities. Else the helper
+    // makes the grants with mounts, carries the relay, sets the limits, drops them itself.
+    if (!host.mounts || !host.binary) {
+      return { argv: [...namespaces, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv], madeMountPoints: [] };
+    }
+    const madeMountPoints = mountPoints();
+    const args = helperArgs(boundary, { protect: true, cgroups, relay });
+    return { argv: [...namespaces, host.binary, '--mounts-only', ...args, '--', ...argv], madeMountPoints };
   }
   return { argv: [...argv], madeMountPoints: [] };
 }

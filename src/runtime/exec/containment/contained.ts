@@ -6,7 +6,6 @@
  */
 import {
   existsSync,
-  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -18,11 +17,18 @@ import {
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContainmentUnavailableError } from '../../../errors.js';
+import { dropWithheldAssignments } from '../../policy/commands.js';
 import type { Policy } from '../../policy/policy.js';
 import type { CommandRequest, Executor, JobRequest } from '../executor.js';
 import { findProgram } from '../find-program.js';
 import type { Job } from '../jobs.js';
-import { type CommandResult, type Containment, notStarted, processContainment } from '../run-command.js';
+import {
+  type CommandResult,
+  type Containment,
+  isWithheldVariable,
+  notStarted,
+  processContainment,
+} from '../run-command.js';
 import {
   type Access,
   type Boundary,
@@ -31,11 +37,11 @@ import {
   furnishHome,
   policyAllowsEgress,
   type Relay,
+  removeMountPoints,
   type SandboxCaps,
   type SandboxData,
   wrapForRung,
 } from './boundary.js';
-
 import { type ProbeReport, probeContainment } from './probe.js';
 import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
@@ -67,8 +73,8 @@ export type ContainedReport = {
   access: Access;
   /** Writes outside the grants: refused by the kernel (`enforced`), or not (`not established`). */
   filesystem: 'enforced' | 'not established';
-  /** The protected paths: all of them, only those that exist, or none. */
-  protectedPaths: 'enforced' | 'existing only' | 'not established';
+  /** The protected paths, those that do not exist yet too: read-only to commands (`enforced`), or not. */
+  protectedPaths: 'enforced' | 'not established';
   /** The network the commands have: none at all, only the run's egress proxy, or the host's. */
   network: 'none' | 'proxy' | 'host';
   /**
@@ -119,39 +125,42 @@ export function describeContainment(
   const { rung, passedOver } = selectRung(sandbox, host);
   const noEgress = !policyAllowsEgress(policy) && sandbox.access !== 'full';
   const namespaced = rung === 'bubblewrap' || rung === 'landlock' || rung === 'namespaces';
+  // The namespaces rung confines the file system where the helper makes its grants with mounts.
+  const confined = rung === 'bubblewrap' || rung === 'landlock' || (rung === 'namespaces' && host.mounts);
+  // The relay into the namespace is the helper's: Landlock's on the first two rungs, the mounts' on the third.
+  const relayed = rung === 'namespaces' ? host.mounts : host.helper.ok;
   const network =
-    namespaced && noEgress ? 'none' : namespaced && sandbox.access !== 'full' && host.helper.ok ? 'proxy' : 'host';
+    namespaced && noEgress ? 'none' : namespaced && sandbox.access !== 'full' && relayed ? 'proxy' : 'host';
   return {
     rung,
     requested: sandbox.rung,
     access: sandbox.access,
-    filesystem: rung === 'bubblewrap' || rung === 'landlock' ? 'enforced' : 'not established',
-    protectedPaths:
-      sandbox.access === 'read-only' && (rung === 'bubblewrap' || rung === 'landlock')
-        ? 'enforced'
-        : rung === 'bubblewrap'
-          ? 'enforced'
-          : rung === 'landlock'
-            ? 'existing only'
-            : 'not established',
+    filesystem: confined ? 'enforced' : 'not established',
+    protectedPaths: confined ? 'enforced' : 'not established',
     network,
     egress: network === 'none' ? 'denied' : network === 'proxy' ? 'proxy' : 'not established',
     processes: namespaced ? 'pid-namespace' : processContainment().mechanism,
     landlockAbi: (rung === 'bubblewrap' || rung === 'landlock') && host.helper.ok ? host.helper.report.abi : null,
     passedOver,
-    caps: capsApplied(sandbox.caps, rung),
+    caps: capsApplied(sandbox.caps, rung, host),
   };
 }
 
 /** How each cap is applied on `rung`: by the helper's rlimits, the processes by a pids cgroup where one can be made. */
-function capsApplied(caps: SandboxCaps, rung: RungName | 'full-access'): Partial<Record<keyof SandboxCaps, string>> {
+function capsApplied(
+  caps: SandboxCaps,
+  rung: RungName | 'full-access',
+  host: HostRungs,
+): Partial<Record<keyof SandboxCaps, string>> {
   const applied: Partial<Record<keyof SandboxCaps, string>> = {};
-  const helped = rung === 'bubblewrap' || rung === 'landlock';
+  const helped = rung === 'bubblewrap' || rung === 'landlock' || (rung === 'namespaces' && host.mounts);
   const how: Record<keyof SandboxCaps, string> = {
     cpuSecs: 'RLIMIT_CPU (SIGXCPU at the cap)',
     fileBytes: 'RLIMIT_FSIZE (SIGXFSZ past it)',
-    memoryBytes: 'RLIMIT_AS (allocations past it fail)',
-    processes: pidsCgroupRoot()
+    memoryBytes: cgroupRoot('memory')
+      ? `a memory cgroup (${cgroupRoot('memory')?.file}: killed past it)`
+      : 'RLIMIT_AS (allocations past it fail)',
+    processes: cgroupRoot('pids')
       ? 'a pids cgroup (pids.max)'
       : process.getuid?.() === 0
         ? 'RLIMIT_NPROC, which the kernel does not enforce for root: not established'
@@ -163,23 +172,30 @@ function capsApplied(caps: SandboxCaps, rung: RungName | 'full-access'): Partial
   return applied;
 }
 
-let pidsRoot: string | null | undefined;
+/** The controllers a command's caps use, and the file that sets each one's limit on cgroup v1 and v2. */
+type Controller = 'pids' | 'memory';
+const LIMIT_FILES: Record<Controller, readonly string[]> = {
+  pids: ['pids.max'],
+  memory: ['memory.limit_in_bytes', 'memory.max'],
+};
+const cgroupRoots: Partial<Record<Controller, { dir: string; file: string } | null>> = {};
 
 /**
- * A cgroup directory this process may make children in with a pids controller: the v1
- * pids hierarchy, or the v2 one where the process's own cgroup is delegated to it. Found
- * once, by making and removing a directory there.
+ * A cgroup directory this process may make children in with `controller`: its v1
+ * hierarchy, or the v2 one where the process's own cgroup is delegated to it; with the
+ * file that sets the limit there. Found once, by making and removing a directory there.
  */
-export function pidsCgroupRoot(): string | null {
-  if (pidsRoot !== undefined) return pidsRoot;
-  pidsRoot = null;
-  if (process.platform !== 'linux') return pidsRoot;
-  const candidates: string[] = ['/sys/fs/cgroup/pids'];
+export function cgroupRoot(controller: Controller): { dir: string; file: string } | null {
+  const known = cgroupRoots[controller];
+  if (known !== undefined) return known;
+  cgroupRoots[controller] = null;
+  if (process.platform !== 'linux') return null;
+  const candidates: string[] = [`/sys/fs/cgroup/${controller}`];
   try {
     const own = readFileSync('/proc/self/cgroup', 'utf8')
       .split('\n')
       .find((line) => line.startsWith('0::'));
-    if (own && readFileSync('/sys/fs/cgroup/cgroup.controllers', 'utf8').includes('pids'))
+    if (own && readFileSync('/sys/fs/cgroup/cgroup.controllers', 'utf8').split(/\s+/).includes(controller))
       candidates.push(join('/sys/fs/cgroup', own.slice(3)));
   } catch {
     // no v2 hierarchy here
@@ -188,33 +204,64 @@ export function pidsCgroupRoot(): string | null {
     const probe = join(candidate, `io-harness-probe-${process.pid}`);
     try {
       mkdirSync(probe);
-      const usable = existsSync(join(probe, 'pids.max'));
+      const file = LIMIT_FILES[controller].find((name) => existsSync(join(probe, name)));
       rmdirSync(probe);
-      if (usable) {
-        pidsRoot = candidate;
+      if (file) {
+        cgroupRoots[controller] = { dir: candidate, file };
         break;
       }
     } catch {
       // not ours to make cgroups in
     }
   }
-  return pidsRoot;
+  return cgroupRoots[controller] ?? null;
 }
 
 let cgroupCount = 0;
 
-/** A pids cgroup for one command, capped at `max` processes; null where none can be made. */
-function commandCgroup(max: number): string | null {
-  const root = pidsCgroupRoot();
+/** The cgroups one command joins for its caps (pids for `processes`, memory for `memoryBytes`), where this host has them. */
+interface CommandCgroups {
+  dirs: string[];
+  pids: string | null;
+  memory: string | null;
+}
+
+/** Makes a cgroup under `controller`'s root with its limit set; null where none can be made. */
+function makeCgroup(controller: Controller, limit: number): string | null {
+  const root = cgroupRoot(controller);
   if (!root) return null;
-  const dir = join(root, `io-harness-${process.pid}-${++cgroupCount}`);
+  const dir = join(root.dir, `io-harness-${process.pid}-${++cgroupCount}`);
   try {
     mkdirSync(dir);
-    writeFileSync(join(dir, 'pids.max'), String(max));
+    writeFileSync(join(dir, root.file), String(limit));
+    if (controller === 'memory') {
+      // No swap past the cap (v1 counts it with memory.memsw, v2 apart), and on v2 the whole group killed at once.
+      for (const [file, value] of [
+        ['memory.memsw.limit_in_bytes', String(limit)],
+        ['memory.swap.max', '0'],
+        ['memory.oom.group', '1'],
+      ] as const) {
+        if (existsSync(join(dir, file))) writeFileSync(join(dir, file), value);
+      }
+    }
     return dir;
   } catch {
+    try {
+      rmdirSync(dir);
+    } catch {
+      // never made
+    }
     return null;
   }
+}
+
+/** The cgroups for a command's caps; none where the host has no helper to join them or no controller to make them in. */
+function commandCgroups(caps: SandboxCaps, helper: string | null): CommandCgroups {
+  const none: CommandCgroups = { dirs: [], pids: null, memory: null };
+  if (!helper) return none;
+  const pids = caps.processes !== undefined ? makeCgroup('pids', caps.processes) : null;
+  const memory = caps.memoryBytes !== undefined ? makeCgroup('memory', caps.memoryBytes) : null;
+  return { dirs: [pids, memory].filter((dir): dir is string => dir !== null), pids, memory };
 }
 
 /** Removes a command's cgroup once its processes are gone (the kernel refuses while any is left). */
@@ -229,8 +276,21 @@ async function removeCgroup(dir: string): Promise<void> {
   }
 }
 
-/** The cap a command's end shows it reached: the signal the cap sends, or a fork the pids cgroup refused. */
-function capReached(result: CommandResult, caps: SandboxCaps, cgroup: string | null): CommandResult['capReached'] {
+/** Whether a cgroup's events file counts one of `key` (`max` for pids, `oom_kill` for memory). */
+function counted(dir: string | null, files: readonly string[], key: string): boolean {
+  if (!dir) return false;
+  for (const file of files) {
+    try {
+      if (new RegExp(`^${key} [1-9]`, 'm').test(readFileSync(join(dir, file), 'utf8'))) return true;
+    } catch {
+      // not on this kernel
+    }
+  }
+  return false;
+}
+
+/** The cap a command's end shows it reached: the signal the cap sends, a kill by the memory cgroup, or a fork the pids cgroup refused. */
+function capReached(result: CommandResult, caps: SandboxCaps, cgroups: CommandCgroups): CommandResult['capReached'] {
   if (result.timedOut) return undefined;
   // A rung's first process reports its command's death by a signal as 128 + the signal's number.
   const signal =
@@ -241,14 +301,11 @@ function capReached(result: CommandResult, caps: SandboxCaps, cgroup: string | n
       : null);
   if (signal === 'SIGXCPU' && caps.cpuSecs !== undefined) return { cap: 'cpuSecs', limit: caps.cpuSecs };
   if (signal === 'SIGXFSZ' && caps.fileBytes !== undefined) return { cap: 'fileBytes', limit: caps.fileBytes };
-  if (cgroup && caps.processes !== undefined) {
-    try {
-      const events = readFileSync(join(cgroup, 'pids.events'), 'utf8');
-      if (/^max [1-9]/m.test(events)) return { cap: 'processes', limit: caps.processes };
-    } catch {
-      // no events file on this kernel
-    }
-  }
+  // v1 keeps the count in memory.oom_control, v2 in memory.events.
+  if (caps.memoryBytes !== undefined && counted(cgroups.memory, ['memory.oom_control', 'memory.events'], 'oom_kill'))
+    return { cap: 'memoryBytes', limit: caps.memoryBytes };
+  if (caps.processes !== undefined && counted(cgroups.pids, ['pids.events'], 'max'))
+    return { cap: 'processes', limit: caps.processes };
   return undefined;
 }
 
@@ -291,6 +348,8 @@ export function selectBackend(
 function setupFailure(rung: RungName, result: CommandResult): string | null {
   if (!result.started || result.exitStatus === null) return null;
   const first = result.stderr.split('\n')[0] ?? '';
+  // util-linux's unshare says this, and exits 1, when its command was killed by a signal: the command ran.
+  if (first.startsWith('unshare: sigprocmask unblock failed')) return null;
   const prefixes =
     rung === 'bubblewrap' ? ['bwrap: ', 'landlock-exec: '] : ['unshare: ', 'landlock-exec: ', 'setpriv: '];
   return [1, 125, 127].includes(result.exitStatus) && prefixes.some((prefix) => first.startsWith(prefix))
@@ -401,7 +460,7 @@ export class ContainedExecutor implements Executor {
     const home = join(dir, 'home');
     const tmp = join(dir, 'tmp');
     const empty = join(dir, 'empty');
-    const caches = furnishHome(home);
+    const caches = furnishHome(home, this.#sandbox.sharedCaches === true);
     mkdirSync(tmp, { mode: 0o700 });
     mkdirSync(empty, { mode: 0o500 });
     this.#boundary = boundaryFor({
@@ -439,22 +498,22 @@ export class ContainedExecutor implements Executor {
     if (located.kind === 'missing')
       return notStarted(`the program ${JSON.stringify(program)} was not found (is it installed and on PATH?)`);
     if (located.kind === 'not-executable') return notStarted(`spawn ${program} EACCES`);
-    const { argv, env, cgroup, listener } = this.#wrap(rung, request, [located.path, ...args]);
+    const { argv, env, cgroups, listener } = this.#wrap(rung, request, [located.path, ...args]);
     try {
       const result = await this.#base.run({ ...request, argv, env, bare: true });
       const failed = setupFailure(rung, result);
       if (failed) return notStarted(`the ${rung} sandbox could not start the command: ${failed}`);
-      const reached = capReached(result, this.#sandbox.caps, cgroup);
+      const reached = capReached(result, this.#sandbox.caps, cgroups);
       return reached ? { ...result, capReached: reached } : result;
     } finally {
       await listener?.close();
-      if (cgroup) await removeCgroup(cgroup);
+      await Promise.all(cgroups.dirs.map(removeCgroup));
     }
   }
 
   /**
    * A command (its program found) wrapped for `rung`: what to spawn and with what
-   * environment, the cgroup its processes cap made, and its listener of the egress proxy.
+   * environment, the cgroups its caps made, and its listener of the egress proxy.
    */
   #wrap(
     rung: RungName,
@@ -464,21 +523,24 @@ export class ContainedExecutor implements Executor {
     const caps = this.#sandbox.caps;
     const listener = this.#relay(request.origin ?? null);
     const relay = listener?.relay ?? null;
-    const cgroup = caps.processes !== undefined ? commandCgroup(caps.processes) : null;
-    const wrapped = wrapForRung(rung, this.#host, this.boundary(), request.cwd, argv, cgroup !== null, relay);
+    const cgroups = commandCgroups(caps, this.#host.binary);
+    const joined = { pids: cgroups.pids !== null, memory: cgroups.memory !== null };
+    // What the model hands an `env` on the argv is held to the same rules as what the harness hands down.
+    const command = dropWithheldAssignments(argv, isWithheldVariable);
+    const wrapped = wrapForRung(rung, this.#host, this.boundary(), request.cwd, command, joined, relay);
     this.#madeMountPoints.push(...wrapped.madeMountPoints);
     return {
-      argv: cgroup ? this.#joining(cgroup, wrapped.argv) : wrapped.argv,
+      argv: this.#joining(cgroups.dirs, wrapped.argv),
       env: this.#env(request.env, relay),
-      cgroup,
+      cgroups,
       listener,
     };
   }
 
-  /** `argv` started inside `cgroup`: the helper joins it, then executes the wrapper, so everything the command starts is in it. */
-  #joining(cgroup: string, argv: string[]): string[] {
-    if (!this.#host.helper.ok) return argv;
-    return [this.#host.helper.path, '--join-only', '--cgroup', cgroup, '--', ...argv];
+  /** `argv` started inside `dirs`: the helper joins them, then executes the wrapper, so everything the command starts is in them. */
+  #joining(dirs: string[], argv: string[]): string[] {
+    if (!this.#host.binary || dirs.length === 0) return argv;
+    return [this.#host.binary, '--join-only', ...dirs.flatMap((dir) => ['--cgroup', dir]), '--', ...argv];
   }
 
   start(request: JobRequest): Job {
@@ -488,13 +550,13 @@ export class ContainedExecutor implements Executor {
     const located = findProgram(program, request.env?.PATH, request.cwd);
     const path = located.kind === 'found' ? located.path : program;
     // A background command's listener lives as long as the run: ended when the run's session closes.
-    const { argv, env, cgroup } = this.#wrap(rung, request, [path, ...args]);
-    if (cgroup) this.#cgroups.push(cgroup);
+    const { argv, env, cgroups } = this.#wrap(rung, request, [path, ...args]);
+    this.#cgroups.push(...cgroups.dirs);
     return this.#base.start({ ...request, argv, env, bare: true });
   }
 
   /**
-   * The mount points bubblewrap made for the run's commands, removed only when the run's
+   * The mount points made for the run's commands, removed only when the run's
    * session closes: removing one while another command of the run still mounts on it
    * would detach that command's protection.
    */
@@ -548,23 +610,5 @@ function sweepRunDirs(): void {
       if ((error as NodeJS.ErrnoException).code !== 'ESRCH') continue;
     }
     rmSync(join(tmpdir(), name), { recursive: true, force: true });
-  }
-}
-
-/**
- * Removes the empty directories and files bubblewrap made to mount over protected paths
- * that did not exist, newest first; one that is no longer empty stays. Left by a crash,
- * they are empty and harmless (an empty `.git` is no repository to git, an empty
- * `.git/config` a valid one).
- */
-function removeMountPoints(paths: string[]): void {
-  for (const path of [...new Set(paths)].reverse()) {
-    try {
-      const stat = lstatSync(path);
-      if (stat.isDirectory()) rmdirSync(path);
-      else if (stat.isFile() && stat.size === 0) rmSync(path);
-    } catch {
-      // not empty, busy, or gone
-    }
   }
 }

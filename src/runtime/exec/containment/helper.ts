@@ -20,7 +20,13 @@ export interface LandlockReport {
   scoped: boolean;
 }
 
-export type Helper = { ok: true; path: string; report: LandlockReport } | { ok: false; reason: string };
+/**
+ * The helper, Landlock verified; or why not, with the binary where it was built and runs
+ * but the kernel has no Landlock (it can still make grants with mounts, join cgroups, relay).
+ */
+export type Helper =
+  | { ok: true; path: string; report: LandlockReport }
+  | { ok: false; reason: string; binary?: string };
 
 /** The helper's source, shipped with the package beside dist/. */
 const SOURCE = fileURLToPath(new URL('../../../../native/landlock-exec.c', import.meta.url));
@@ -94,7 +100,8 @@ function build(): Helper {
   const probe = spawnSync(binary, ['--read', '/', '--report'], { encoding: 'utf8', timeout: 10_000 });
   if (probe.status !== 0) {
     const said = (probe.stderr || probe.error?.message || `exit status ${probe.status}`).trim();
-    return { ok: false, reason: said.replace(/^landlock-exec: /, '') };
+    // It ran and said why (status 125): built, only the kernel lacks what Landlock needs.
+    return { ok: false, reason: said.replace(/^landlock-exec: /, ''), ...(probe.status === 125 ? { binary } : {}) };
   }
   try {
     const report = JSON.parse(probe.stdout) as LandlockReport;

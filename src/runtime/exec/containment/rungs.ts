@@ -6,9 +6,12 @@
  *   fresh /proc, every capability dropped, nested user namespaces disabled, die-with-parent,
  *   a new session; the root read-only but for the grants; the Landlock helper inside it.
  * - `landlock`: the Landlock helper under `unshare` (mount, pid with a private /proc, and
- *   net for a run without egress); protected paths bind-mounted read-only by the helper.
+ *   net for a run without egress); protected paths bind-mounted read-only by the helper
+ *   (those that do not exist yet made empty first, as bubblewrap does, and removed after).
  * - `namespaces`: mount, pid and net namespaces under `unshare`, capabilities dropped with
- *   `setpriv`; the file system is not confined.
+ *   `setpriv`; where the helper was built (Landlock or not), it makes the same grants with
+ *   mounts (the tree read-only but for the writable roots); without it the file system is
+ *   not confined.
  * - `floor`: the command's own PID namespace or process group; nothing else is confined.
  */
 import { spawnSync } from 'node:child_process';
@@ -27,7 +30,15 @@ export interface HostRungs {
   landlock: RungProbe;
   namespaces: RungProbe;
   helper: Helper;
-  /** `unshare` with the user namespace flags this process needs (none as root). */
+  /**
+   * Whether the helper can make the namespaces rung's grants with mounts (the tree
+   * read-only but for the writable roots, the protected paths bound read-only): true
+   * where it was built and mount_setattr works, even with no Landlock to be had.
+   */
+  mounts: boolean;
+  /** The helper's binary where it was built and runs, Landlock or not (for mounts, cgroups and the relay). */
+  binary: string | null;
+  /** `unshare` with its user namespace flags. */
   unshare: string[] | null;
   setpriv: string | null;
 }
@@ -70,9 +81,13 @@ export function bwrapPrefix(bwrap: string, net: boolean): string[] {
   ];
 }
 
-/** `unshare`'s argv up to its command: mount and pid namespaces (a private /proc), and no network when `net` is false. */
+/**
+ * `unshare`'s argv up to its command: user, mount, pid (a private /proc), uts and ipc
+ * namespaces, and no network when `net` is false.
+ */
 export function unsharePrefix(unshare: readonly string[], net: boolean): string[] {
-  return [...unshare, '--mount', '--pid', '--fork', '--kill-child', '--mount-proc', ...(net ? [] : ['--net']), '--'];
+  const namespaces = ['--mount', '--pid', '--fork', '--kill-child', '--mount-proc', '--uts', '--ipc'];
+  return [...unshare, ...namespaces, ...(net ? [] : ['--net']), '--'];
 }
 
 let found: HostRungs | undefined;
@@ -97,6 +112,8 @@ function probe(): HostRungs {
       landlock: none(reason),
       namespaces: none(reason),
       helper: { ok: false, reason },
+      mounts: false,
+      binary: null,
       unshare: null,
       setpriv: null,
     };
@@ -117,10 +134,22 @@ function probe(): HostRungs {
   let unshare: string[] | null = null;
   let unshareReason = 'util-linux unshare is not on PATH';
   if (unshareFound.kind === 'found') {
+    // A user namespace even as root: capabilities there hold over nothing of the host's
+    // (open_by_handle_at, sethostname and the like need the host's own).
     const variants: string[][] = [['--user', '--map-root-user']];
-    if (process.getuid?.() === 0) variants.unshift([]);
     for (const variant of variants) {
-      const argv = [...variant, '--mount', '--pid', '--fork', '--kill-child', '--mount-proc', '--net', '--', 'true'];
+      const argv = [
+        ...variant,
+        '--mount',
+        '--pid',
+        '--fork',
+        '--kill-child',
+        '--mount-proc',
+        '--uts',
+        '--ipc',
+        '--net',
+      ];
+      argv.push('--', 'true');
       const result = spawnSync(unshareFound.path, argv, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000 });
       if (result.status === 0) {
         unshare = [unshareFound.path, ...variant];
@@ -149,5 +178,11 @@ function probe(): HostRungs {
     namespaces =
       result.status === 0 ? { ok: true, argv0: setpriv } : none(`setpriv cannot drop capabilities: ${said(result)}`);
   }
-  return { bubblewrap, landlock, namespaces, helper, unshare, setpriv };
+  const binary = helper.ok ? helper.path : (helper.binary ?? null);
+  let mounts = false;
+  if (binary && unshare && namespaces.ok) {
+    const [file, ...args] = [...unsharePrefix(unshare, false), binary, '--mounts-only', '--report'];
+    mounts = spawnSync(file as string, args, { stdio: 'ignore', timeout: 10_000 }).status === 0;
+  }
+  return { bubblewrap, landlock, namespaces, helper, mounts, binary, unshare, setpriv };
 }
