@@ -324,12 +324,26 @@ describe('containment', () => {
     const outside = tempWorkspace();
     const root = tempWorkspace();
     const path = tempStorePath();
-    // Says it started, tries to write outside, then waits: the driver is killed while it waits.
-    const argv = [
-      'node',
-      '-e',
-      `const fs = require('fs'); fs.appendFileSync('starts.txt', 'x'); try { fs.writeFileSync(${JSON.stringify(join(outside, 'escaped.txt'))}, 'x'); } catch {} setTimeout(() => {}, 4000)`,
+    mkdirSync(join(root, '.git'));
+    // The drivers are processes of their own: they take this environment when they start.
+    setEnv({ IO_HARNESS_TEST_SECRET: 'canary-value-4' });
+    const socketPath = join(outside, 'host.sock');
+    let reached = 0;
+    const host = createServer(() => reached++);
+    await new Promise<void>((resolve) => host.listen(socketPath, resolve));
+    later(() => new Promise<void>((resolve) => host.close(() => resolve())));
+    // Says it started; tries to write outside and into .git, to reach a host socket, and notes whether it
+    // sees the secret; leaves a detached process behind; then waits: the driver is killed while it waits.
+    const attempts = [
+      "const fs = require('fs'); fs.appendFileSync('starts.txt', 'x');",
+      `try { fs.writeFileSync(${JSON.stringify(join(outside, 'escaped.txt'))}, 'x'); } catch {}`,
+      "try { fs.writeFileSync('.git/hooks-planted', 'x'); } catch {}",
+      `require('net').connect(${JSON.stringify(socketPath)}).on('error', () => {});`,
+      "fs.appendFileSync('seen.txt', String(process.env.IO_HARNESS_TEST_SECRET) + '\\n');",
+      "require('child_process').spawn('setsid', ['sleep', '100000'], { detached: true, stdio: 'ignore' }).unref();",
+      'setTimeout(() => {}, 4000);',
     ];
+    const argv = ['node', '-e', attempts.join(' ')];
     const base = {
       store: path,
       wireScript: 'workspace-command#commandScript',
@@ -362,6 +376,11 @@ describe('containment', () => {
     expect(contained).toHaveLength(1);
     for (const event of contained) expect(event).toMatchObject({ rung: 'bubblewrap', filesystem: 'enforced' });
     expect(existsSync(join(outside, 'escaped.txt'))).toBe(false);
+    expect(existsSync(join(root, '.git', 'hooks-planted'))).toBe(false);
+    expect(reached).toBe(0);
+    // Both attempts, the killed one and the retried one, saw no secret.
+    expect(readFileSync(join(root, 'seen.txt'), 'utf8')).toBe('undefined\nundefined\n');
+    // Nothing either of them started is left: not the killed driver's detached sleep, not the finished one's.
     expect(await noneLeftUnder(root)).toBe(true);
   }, 60_000);
 
