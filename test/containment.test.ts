@@ -18,7 +18,7 @@ import {
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { answerQuestion, CallbackApprover, Policy, runWith, TaskContract } from '../dist/index.js';
+import { answerQuestion, CallbackApprover, contractFromJSON, Policy, runWith, TaskContract } from '../dist/index.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
 import { Driver, noneLeftUnder, tempStorePath } from './support/processes.js';
 import { type Answer, drive, later, openStore, serve, setEnv, tempWorkspace, turns } from './support/workspace.js';
@@ -320,6 +320,30 @@ describe('containment', () => {
     });
   }
 
+  for (const rung of [...CONFINING, 'floor'] as const) {
+    it(`stops unbounded output and a command past its wall clock at their caps on the ${rung} rung`, async () => {
+      if (rung !== 'floor' && !available(rung)) return;
+      const root = tempWorkspace();
+      const contract = TaskContract.workspace('try it', root).withSandbox({
+        rung,
+        caps: { outputBytes: 1_000_000, wallSecs: 2 },
+      });
+      const { result, observations, store } = await observe(
+        root,
+        ['yes', 'sleep 30 & sleep 30; echo never', 'echo fine'],
+        contract,
+      );
+      expect(result.outcome.kind).toBe('finished');
+      expect(observations[0]).toContain('was stopped by its outputBytes cap (1000000)');
+      expect(observations[1]).toContain('was stopped by its wallSecs cap (2)');
+      expect(observations[1]).not.toContain('never');
+      expect(observations[2]).toContain('fine');
+      const reached = store.events(result.runId).filter((event) => event.type === 'cap-reached');
+      expect(reached.map((event) => (event as { cap: string }).cap)).toEqual(['outputBytes', 'wallSecs']);
+      expect(await noneLeftUnder(root)).toBe(true);
+    });
+  }
+
   it('chooses and records the rung again when a run killed mid-command is resumed in a new process', async () => {
     const outside = tempWorkspace();
     const root = tempWorkspace();
@@ -420,6 +444,15 @@ describe('run directories', () => {
     );
     expect(() => TaskContract.workspace('x', realHome).withSandbox({ sharedCaches: 'yes' as never })).toThrow(
       /sharedCaches must be true or false/,
+    );
+    // Kept with the contract as stored, so a resumed run shares them too (or not).
+    const sharing = TaskContract.workspace('x', realHome).withSandbox({ sharedCaches: true, caps: { wallSecs: 5 } });
+    expect(contractFromJSON(JSON.parse(JSON.stringify(sharing.toJSON()))).toJSON().sandbox).toMatchObject({
+      sharedCaches: true,
+      caps: { wallSecs: 5 },
+    });
+    expect(() => contractFromJSON({ ...sharing.toJSON(), sandbox: { sharedCaches: 'yes' } })).toThrow(
+      /sandbox\.sharedCaches must be true or false, got "yes"/,
     );
   });
 

@@ -512,7 +512,7 @@ export class TaskContract {
    * (`bubblewrap`, `landlock`, `namespaces`, `floor`), and a run on a host that cannot
    * give it fails before its first step, naming it; without one, the strongest the host
    * offers is used. `caps` kill a command past them: `memoryBytes`, `cpuSecs`,
-   * `processes`, `fileBytes`. `sharedCaches: true` lets the commands write the
+   * `processes`, `fileBytes`, `outputBytes`, `wallSecs`. `sharedCaches: true` lets the commands write the
    * toolchains' caches in the harness's home (`~/.npm`, `~/.cargo/registry`, `~/.m2`, …)
    * instead of caches of the run's own: faster installs, but what a command leaves there
    * is what the next build on this machine reads and may run.
@@ -540,7 +540,7 @@ export class TaskContract {
       );
     }
     const caps: SandboxCaps = {};
-    const capNames = ['memoryBytes', 'cpuSecs', 'processes', 'fileBytes'] as const;
+    const capNames = ['memoryBytes', 'cpuSecs', 'processes', 'fileBytes', 'outputBytes', 'wallSecs'] as const;
     for (const [name, value] of Object.entries(options.caps ?? {})) {
       if (!capNames.includes(name as (typeof capNames)[number])) {
         throw new InvalidArgumentError(`withSandbox: caps.${name} is not a cap; the caps are ${capNames.join(', ')}.`);

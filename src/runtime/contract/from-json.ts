@@ -86,6 +86,9 @@ const contractSchema = z.strictObject({
         )
         .optional(),
       writableRoots: strings('sandbox.writableRoots').optional(),
+      sharedCaches: z
+        .boolean({ error: (issue) => `sandbox.sharedCaches must be true or false, got ${shownValue(issue.input)}` })
+        .optional(),
       rung: z
         .custom<'bubblewrap' | 'landlock' | 'namespaces' | 'floor'>(
           (value) => value === 'bubblewrap' || value === 'landlock' || value === 'namespaces' || value === 'floor',
@@ -102,6 +105,8 @@ const contractSchema = z.strictObject({
           cpuSecs: count('sandbox.caps.cpuSecs', 1).optional(),
           processes: count('sandbox.caps.processes', 1).optional(),
           fileBytes: count('sandbox.caps.fileBytes', 1).optional(),
+          outputBytes: count('sandbox.caps.outputBytes', 1).optional(),
+          wallSecs: count('sandbox.caps.wallSecs', 1).optional(),
         })
         .optional(),
     })

@@ -29,7 +29,12 @@ export interface CommandResult {
   droppedStdout: number;
   droppedStderr: number;
   /** The sandbox cap that ended the command, when one did (see SandboxCaps). */
-  capReached?: { cap: 'cpuSecs' | 'fileBytes' | 'processes' | 'memoryBytes'; limit: number };
+  capReached?: {
+    cap: 'cpuSecs' | 'fileBytes' | 'processes' | 'memoryBytes' | 'outputBytes' | 'wallSecs';
+    limit: number;
+  };
+  /** True when the command was killed for printing more than `killAfterOutputBytes`. */
+  outputKilled?: boolean;
 }
 
 export interface CommandOptions {
@@ -37,6 +42,8 @@ export interface CommandOptions {
   timeoutMs: number;
   /** Bytes kept per stream. */
   outputLimit: number;
+  /** Kills the command (and all it started) once it has printed more than this many bytes on both streams together. */
+  killAfterOutputBytes?: number;
   signal?: AbortSignal;
   env?: NodeJS.ProcessEnv;
   /**
@@ -269,6 +276,8 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
     const out = new Bounded(options.outputLimit);
     const err = new Bounded(options.outputLimit);
     let timedOut = false;
+    let outputKilled = false;
+    let printed = 0;
     let settled = false;
     let child: ReturnType<typeof spawn>;
     const env = options.env ?? commandEnvironment();
@@ -296,8 +305,22 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
     );
     const onAbort = () => killGroup();
     options.signal?.addEventListener('abort', onAbort, { once: true });
-    child.stdout?.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => err.push(chunk));
+    const counted = (chunk: Buffer) => {
+      printed += chunk.length;
+      const cap = options.killAfterOutputBytes;
+      if (cap !== undefined && printed > cap && !outputKilled) {
+        outputKilled = true;
+        killGroup();
+      }
+    };
+    child.stdout?.on('data', (chunk: Buffer) => {
+      counted(chunk);
+      out.push(chunk);
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      counted(chunk);
+      err.push(chunk);
+    });
     const finish = (result: Omit<CommandResult, 'stdout' | 'stderr' | 'droppedStdout' | 'droppedStderr'>) => {
       if (settled) return;
       settled = true;
@@ -327,7 +350,14 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
         finish({ started: false, error: failed[0], exitStatus: null, signal: null, timedOut: false });
         return;
       }
-      finish({ started: true, error: null, exitStatus: code, signal, timedOut });
+      finish({
+        started: true,
+        error: null,
+        exitStatus: code,
+        signal,
+        timedOut,
+        ...(outputKilled ? { outputKilled } : {}),
+      });
     });
   });
 }
@@ -363,10 +393,10 @@ class Bounded {
 /** A command's result as an observation a model can read; truncation stated. */
 export function describeCommand(argv: readonly string[], result: CommandResult): string {
   if (!result.started) return `could not run ${argv.join(' ')}: ${result.error}`;
-  const status = result.timedOut
-    ? 'timed out and was killed'
-    : result.capReached
-      ? `was stopped by its ${result.capReached.cap} cap (${result.capReached.limit})${result.capReached.cap === 'cpuSecs' ? ': SIGXCPU' : result.capReached.cap === 'fileBytes' ? ': SIGXFSZ' : ''}`
+  const status = result.capReached
+    ? `was stopped by its ${result.capReached.cap} cap (${result.capReached.limit})${result.capReached.cap === 'cpuSecs' ? ': SIGXCPU' : result.capReached.cap === 'fileBytes' ? ': SIGXFSZ' : ''}`
+    : result.timedOut
+      ? 'timed out and was killed'
       : result.signal
         ? `was killed by ${result.signal}`
         : `exited with status ${result.exitStatus}`;

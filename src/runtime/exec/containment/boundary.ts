@@ -44,6 +44,10 @@ export interface SandboxCaps {
   processes?: number;
   /** The largest file the command may write, in bytes (RLIMIT_FSIZE: SIGXFSZ past it). */
   fileBytes?: number;
+  /** What the command may print, both streams together, in bytes: killed, with all it started, past it. */
+  outputBytes?: number;
+  /** The command's wall clock, in seconds (the tool call's own timeout still applies when shorter): killed at it. */
+  wallSecs?: number;
 }
 
 /** The contract's sandbox, as stored. */

@@ -160,6 +160,8 @@ function capsApplied(
     memoryBytes: cgroupRoot('memory')
       ? `a memory cgroup (${cgroupRoot('memory')?.file}: killed past it)`
       : 'RLIMIT_AS (allocations past it fail)',
+    outputBytes: "counted by the harness on both streams; the command's namespace killed past it",
+    wallSecs: "the harness's timer; the command's namespace killed at it",
     processes: cgroupRoot('pids')
       ? 'a pids cgroup (pids.max)'
       : process.getuid?.() === 0
@@ -167,7 +169,8 @@ function capsApplied(
         : 'RLIMIT_NPROC',
   };
   for (const name of Object.keys(caps) as (keyof SandboxCaps)[]) {
-    applied[name] = helped ? how[name] : `not established: the ${rung} rung has no helper to apply it`;
+    const harness = name === 'outputBytes' || name === 'wallSecs';
+    applied[name] = helped || harness ? how[name] : `not established: the ${rung} rung has no helper to apply it`;
   }
   return applied;
 }
@@ -255,10 +258,11 @@ function makeCgroup(controller: Controller, limit: number): string | null {
   }
 }
 
+const NO_CGROUPS: CommandCgroups = { dirs: [], pids: null, memory: null };
+
 /** The cgroups for a command's caps; none where the host has no helper to join them or no controller to make them in. */
 function commandCgroups(caps: SandboxCaps, helper: string | null): CommandCgroups {
-  const none: CommandCgroups = { dirs: [], pids: null, memory: null };
-  if (!helper) return none;
+  if (!helper) return NO_CGROUPS;
   const pids = caps.processes !== undefined ? makeCgroup('pids', caps.processes) : null;
   const memory = caps.memoryBytes !== undefined ? makeCgroup('memory', caps.memoryBytes) : null;
   return { dirs: [pids, memory].filter((dir): dir is string => dir !== null), pids, memory };
@@ -290,8 +294,15 @@ function counted(dir: string | null, files: readonly string[], key: string): boo
 }
 
 /** The cap a command's end shows it reached: the signal the cap sends, a kill by the memory cgroup, or a fork the pids cgroup refused. */
-function capReached(result: CommandResult, caps: SandboxCaps, cgroups: CommandCgroups): CommandResult['capReached'] {
-  if (result.timedOut) return undefined;
+function capReached(
+  result: CommandResult,
+  caps: SandboxCaps,
+  cgroups: CommandCgroups,
+  walled: boolean,
+): CommandResult['capReached'] {
+  if (result.timedOut)
+    return walled && caps.wallSecs !== undefined ? { cap: 'wallSecs', limit: caps.wallSecs } : undefined;
+  if (result.outputKilled && caps.outputBytes !== undefined) return { cap: 'outputBytes', limit: caps.outputBytes };
   // A rung's first process reports its command's death by a signal as 128 + the signal's number.
   const signal =
     result.signal ??
@@ -490,9 +501,22 @@ export class ContainedExecutor implements Executor {
     return { ...base, ...proxyEnvironment(relay.port) };
   }
 
-  async run(request: CommandRequest): Promise<CommandResult> {
+  async run(original: CommandRequest): Promise<CommandResult> {
+    const caps = this.#sandbox.caps;
+    // The harness's own caps, on every rung: the wall clock (the call's timeout where it is
+    // the shorter) and the output, past which the command is killed.
+    const walled = caps.wallSecs !== undefined && caps.wallSecs * 1000 < original.timeoutMs;
+    const request: CommandRequest = {
+      ...original,
+      ...(walled ? { timeoutMs: (caps.wallSecs as number) * 1000 } : {}),
+      ...(caps.outputBytes !== undefined ? { killAfterOutputBytes: caps.outputBytes } : {}),
+    };
     const rung = this.#rung;
-    if (rung === null) return this.#base.run(request);
+    if (rung === null) {
+      const result = await this.#base.run(request);
+      const reached = capReached(result, caps, NO_CGROUPS, walled);
+      return reached ? { ...result, capReached: reached } : result;
+    }
     const [program, ...args] = request.argv as [string, ...string[]];
     const located = findProgram(program, request.env?.PATH, request.cwd);
     if (located.kind === 'missing')
@@ -503,7 +527,7 @@ export class ContainedExecutor implements Executor {
       const result = await this.#base.run({ ...request, argv, env, bare: true });
       const failed = setupFailure(rung, result);
       if (failed) return notStarted(`the ${rung} sandbox could not start the command: ${failed}`);
-      const reached = capReached(result, this.#sandbox.caps, cgroups);
+      const reached = capReached(result, caps, cgroups, walled);
       return reached ? { ...result, capReached: reached } : result;
     } finally {
       await listener?.close();
