@@ -24,11 +24,12 @@
  * executes the command, with no Landlock: it goes in front of bubblewrap, whose /sys is
  * read-only, so that bubblewrap and all it starts are in the cgroups.
  *
- * With --mounts-only (a mount namespace of the helper's own, no Landlock to be had), the
- * same grants are made with mounts instead: the whole tree is made read-only
- * (mount_setattr, recursively), each --write path is bound over itself and made writable
- * again, and the --pin and --protect paths are bound as above; the command is then
- * executed (by setpriv, which drops every capability, so it cannot mount anything back).
+ * With --confine-mounts (in a mount namespace of the helper's own), the grants are also
+ * made with mounts, before Landlock: the whole tree read-only and without device nodes
+ * (mount_setattr, recursively), each --write path bound over itself and writable again,
+ * /dev/null and a few other devices bound back. With --mounts-only (no Landlock to be
+ * had), they are made with mounts alone, and every capability is dropped, so nothing
+ * can be mounted back.
  *
  * With --relay-port and --relay-socket, the helper first brings up the loopback interface
  * of its network namespace (a fresh one has it down), listens on 127.0.0.1 at that port,
@@ -140,6 +141,7 @@ struct path_beneath_attr {
 /* mount_setattr(2): its flags, and the attributes it sets and clears. */
 #define SETATTR_RECURSIVE 0x8000
 #define MOUNT_RDONLY 0x00000001ULL
+#define MOUNT_NODEV 0x00000004ULL
 
 struct mount_setattr_attr {
   uint64_t attr_set;
@@ -205,10 +207,14 @@ static void add_path(int ruleset, const char *path, uint64_t rights) {
 }
 
 /* Read-only, or writable again, `path` and (with `recursive`) every mount beneath it; nothing else about them changes. */
-static void set_read_only(const char *path, int read_only, int recursive) {
-  struct mount_setattr_attr attr = {.attr_set = read_only ? MOUNT_RDONLY : 0, .attr_clr = read_only ? 0 : MOUNT_RDONLY};
+static void set_attributes(const char *path, uint64_t set, uint64_t clear, int recursive) {
+  struct mount_setattr_attr attr = {.attr_set = set, .attr_clr = clear};
   if (syscall(__NR_mount_setattr, AT_FDCWD, path, recursive ? SETATTR_RECURSIVE : 0, &attr, sizeof attr) != 0)
     fail(path);
+}
+
+static void set_read_only(const char *path, int read_only, int recursive) {
+  set_attributes(path, read_only ? MOUNT_RDONLY : 0, read_only ? 0 : MOUNT_RDONLY, recursive);
 }
 
 static void protect(const char *path) {
@@ -231,6 +237,28 @@ static void writable(const char *path) {
     fail(path);
   }
   set_read_only(path, 0, 0);
+}
+
+/* The device nodes a command may open: each bound over itself with devices allowed again. */
+static const char *const DEVICES[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+
+/*
+ * The grants made with mounts: the whole tree read-only and without devices (a read-only
+ * mount refuses chmod, utimes, xattrs and every change of a file, but not a write to a
+ * device node: the raw disk, /dev/kmsg), each --write path bound over itself and
+ * writable again, and the few devices a program needs bound back. Under Landlock this is
+ * a second wall; on the namespaces rung it is the only one.
+ */
+static void confine_tree(const char **writes, int nwrites) {
+  set_attributes("/", MOUNT_RDONLY | MOUNT_NODEV, 0, 1);
+  for (int k = 0; k < nwrites; k++) writable(writes[k]);
+  for (size_t k = 0; k < sizeof DEVICES / sizeof DEVICES[0]; k++) {
+    if (mount(DEVICES[k], DEVICES[k], NULL, MS_BIND, NULL) != 0) {
+      if (errno == ENOENT) continue;
+      fail(DEVICES[k]);
+    }
+    set_attributes(DEVICES[k], 0, MOUNT_NODEV, 0);
+  }
 }
 
 static void join_cgroup(const char *dir) {
@@ -422,11 +450,13 @@ static void drop_capabilities(void) {
 #endif
 
 /*
- * A seccomp filter: no UNIX-domain socket can be made (a pathname one would reach any
- * socket on the host the uid may connect to, the read-only mounts notwithstanding: the
- * host's daemons, another run's egress proxy), and no io_uring (whose operations are not
- * seen by seccomp). A system call of another ABI (i386, x32) fails with ENOSYS. Pairs made
- * by socketpair(2), which have no name, still work.
+ * A seccomp filter: sockets of IPv4, IPv6 and netlink only. No UNIX-domain socket can be
+ * made (a pathname one would reach any socket on the host the uid may connect to, the
+ * read-only mounts notwithstanding: the host's daemons, another run's egress proxy), nor a
+ * vsock (not namespaced: a way out of the VM's network past the proxy), nor any other
+ * family; a UNIX socketpair(2) only of streams or seqpackets (a datagram pair could be
+ * pointed at a path by sendto or connect). No io_uring (whose operations seccomp does not
+ * see). A system call of another ABI (i386, x32) fails with ENOSYS.
  */
 static int deny_unix_sockets(void) {
 #ifdef NATIVE_ARCH
@@ -441,9 +471,24 @@ static int deny_unix_sockets(void) {
 #endif
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 3),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 2, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 7, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    /* socket(2): IPv4, IPv6 and netlink (which the C library asks about interfaces), nothing else. */
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 3, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 2, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_NETLINK, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    /* socketpair(2) of the UNIX domain: stream and seqpacket, which cannot be pointed elsewhere; no datagrams. */
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 2, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 1, 0),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
@@ -479,6 +524,8 @@ static int run(char **command) {
     fprintf(stderr, "landlock-exec: cannot execute %s: %s\n", command[0], strerror(errno));
     return 127;
   }
+  /* The command (another process now) cannot trace its init, nor read its memory and environment. */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   for (;;) {
     int status;
     pid_t pid = waitpid(-1, &status, 0);
@@ -516,7 +563,7 @@ int main(int argc, char **argv) {
   const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *pins[MAX_ITEMS], *protects[MAX_ITEMS], *cgroups[MAX_ITEMS];
   unsigned long long ports[MAX_ITEMS];
   int nreads = 0, nwrites = 0, npins = 0, nprotects = 0, ncgroups = 0, nports = 0, net = 0, report = 0, join_only = 0,
-      mounts_only = 0;
+      mounts_only = 0, confine_mounts = 0;
   long long cpu = -1, fsize = -1, memory = -1, processes = -1;
   unsigned long long relay_port = 0;
   const char *relay_socket = NULL;
@@ -541,6 +588,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(arg, "--mounts-only") == 0) {
       mounts_only = 1;
+      continue;
+    }
+    if (strcmp(arg, "--confine-mounts") == 0) {
+      confine_mounts = 1;
       continue;
     }
     if (i + 1 >= argc) usage("an option needs a value");
@@ -594,8 +645,7 @@ int main(int argc, char **argv) {
   if (mounts_only) {
     for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
     /* No --read but "/" is known here: the tree stays readable, and read-only but for the --write paths. */
-    set_read_only("/", 1, 1);
-    for (int k = 0; k < nwrites; k++) writable(writes[k]);
+    confine_tree(writes, nwrites);
     bind_and_relay(pins, npins, protects, nprotects, report ? NULL : relay_socket, relay_port);
     limits(cpu, fsize, memory, processes);
     drop_capabilities();
@@ -618,6 +668,7 @@ int main(int argc, char **argv) {
   if (abi > KNOWN_ABI) abi = KNOWN_ABI;
 
   for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
+  if (confine_mounts) confine_tree(writes, nwrites);
   bind_and_relay(pins, npins, protects, nprotects, report ? NULL : relay_socket, relay_port);
   limits(cpu, fsize, memory, processes);
 

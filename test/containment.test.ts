@@ -4,7 +4,9 @@
  * the test looks at what they could and could not do on the host itself: files written
  * outside, protected paths made, the network dialled, the environment read.
  */
+import { spawnSync } from 'node:child_process';
 import {
+  chmodSync,
   existsSync,
   linkSync,
   mkdirSync,
@@ -17,9 +19,13 @@ import {
 } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { answerQuestion, CallbackApprover, contractFromJSON, Policy, runWith, TaskContract } from '../dist/index.js';
+import { ContainedExecutor } from '../dist/runtime/exec/containment/contained.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
+import { directExecutor } from '../dist/runtime/exec/executor.js';
+import { commandEnvironment } from '../dist/runtime/exec/run-command.js';
 import { Driver, noneLeftUnder, tempStorePath } from './support/processes.js';
 import { type Answer, drive, later, openStore, serve, setEnv, tempWorkspace, turns } from './support/workspace.js';
 
@@ -27,6 +33,15 @@ const rungs = hostRungs();
 
 /** The rungs that confine the file system, each asked for by name in the cases run on every one. */
 const CONFINING = ['bubblewrap', 'landlock', 'namespaces'] as const;
+
+/** The escape probe (test/fixtures/escape-probe.c), built with the system C compiler into a directory the test removes. */
+function probeBinary(): string {
+  const binary = join(tempWorkspace(), 'escape-probe');
+  const source = fileURLToPath(new URL('./fixtures/escape-probe.c', import.meta.url));
+  const built = spawnSync('cc', ['-O0', '-o', binary, source], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`the escape probe did not compile: ${built.stderr}`);
+  return binary;
+}
 
 /** Whether `rung` can be tried here; a rung the host lacks is named in the output, never passed over in silence. */
 function available(rung: (typeof CONFINING)[number]): boolean {
@@ -164,6 +179,98 @@ describe('containment', () => {
     });
   }
 
+  for (const rung of CONFINING) {
+    it(`refuses on the ${rung} rung what a read-only mount alone does not: devices, modes and times outside, socket families, datagram pairs, tracing its init`, async () => {
+      if (!available(rung)) return;
+      const outside = tempWorkspace({ 'victim.txt': 'victim\n' });
+      const victim = join(outside, 'victim.txt');
+      chmodSync(victim, 0o644);
+      const before = statSync(victim);
+      // A pair's sendto would name a datagram socket of the host's (a log daemon's): the pair is not made.
+      const { observations } = await observe(tempWorkspace(), [
+        `${probeBinary()} ${victim} ${join(outside, 'log.sock')}`,
+      ]);
+      const out = observations[0] ?? '';
+      for (const line of [
+        'unix-socket EACCES',
+        'vsock EACCES',
+        'unix-stream-pair ok',
+        'unix-dgram-pair EACCES',
+        'dev-null ok',
+        'chmod-outside EROFS',
+        'utimes-outside EROFS',
+      ])
+        expect(out, line).toContain(line);
+      // No /dev/kmsg at all on bubblewrap (its /dev is its own); elsewhere no device opens past the few bound back.
+      expect(out).toMatch(/dev-kmsg (EACCES|ENOENT|EPERM)/);
+      expect(out).toMatch(/ptrace-init (EPERM|EACCES)/);
+      const after = statSync(victim);
+      expect(after.mode).toBe(before.mode);
+      expect(after.mtimeMs).toBe(before.mtimeMs);
+    });
+  }
+
+  for (const rung of CONFINING) {
+    it(`protects what a protected name leads to on the ${rung} rung: a linked .git or io.toml, a gitfile's gitdir, an uninitialised submodule`, async () => {
+      if (!available(rung)) return;
+      const root = tempWorkspace({
+        '.store/root.git/config': '[core]\n',
+        '.store/sep.git/config': '[core]\n',
+        'conf/io.toml': '[policy]\n',
+        'vendor/.git': 'gitdir: ../.store/sep.git\n',
+        '.gitmodules': '[submodule "sub"]\n\tpath = sub\n\turl = ../sub.git\n',
+        'sub/.keep': '',
+      });
+      symlinkSync('.store/root.git', join(root, '.git'));
+      symlinkSync('conf/io.toml', join(root, 'io.toml'));
+      const { observations } = await observe(
+        root,
+        [
+          'echo "[core] fsmonitor = x" >> .git/config; echo "[core] fsmonitor = x" >> vendor/.git/config; echo "[evil]" >> io.toml; echo status=$?',
+          'mkdir sub/.git 2>/dev/null || echo sub-refused; git init -q sub 2>/dev/null || echo init-refused',
+        ],
+        TaskContract.workspace('try it', root).withSandbox({ rung }),
+      );
+      expect(readFileSync(join(root, '.store', 'root.git', 'config'), 'utf8')).toBe('[core]\n');
+      expect(readFileSync(join(root, '.store', 'sep.git', 'config'), 'utf8')).toBe('[core]\n');
+      expect(readFileSync(join(root, 'conf', 'io.toml'), 'utf8')).toBe('[policy]\n');
+      expect(observations[1]).toContain('sub-refused');
+      expect(observations[1]).toContain('init-refused');
+      expect(existsSync(join(root, 'sub', '.git'))).toBe(false);
+    });
+  }
+
+  it("keeps a run's protected paths read-only while another run on the same workspace closes", async () => {
+    const root = tempWorkspace();
+    const make = () =>
+      new ContainedExecutor(directExecutor, {
+        root,
+        policy: COMMANDS_ONLY,
+        sandbox: { access: 'workspace-write', writableRoots: [], rung: null, caps: {} },
+      });
+    const first = make();
+    const second = make();
+    const run = (executor: ContainedExecutor, line: string) =>
+      executor.run({
+        argv: ['sh', '-c', line],
+        purpose: 'exec',
+        cwd: root,
+        timeoutMs: 20_000,
+        outputLimit: 64 * 1024,
+        env: commandEnvironment(),
+      });
+    // The first run's command makes the mount points for .io-harness and io.toml, which do not exist.
+    await run(first, 'true');
+    // The second's command is running when the first run closes, then tries again.
+    const late = run(second, 'sleep 2; mkdir -p .io-harness/x; echo "[policy]" > io.toml; echo done');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await first.close();
+    expect((await late).stdout).toContain('done');
+    await second.close();
+    expect(existsSync(join(root, '.io-harness', 'x'))).toBe(false);
+    expect(existsSync(join(root, 'io.toml'))).toBe(false);
+  });
+
   it('gives a run whose policy names no host no network at all, and a run that allows one only the egress proxy', async () => {
     const listener = createServer((socket) => socket.end('reached\n'));
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
@@ -216,6 +323,17 @@ describe('containment', () => {
               { name: 'exec', args: { argv: ['timeout', '5', 'env', ...handed, 'bash', '-c', 'x; printenv'] } },
             ],
           },
+          // Inside the programs that run a command of their own: xargs, find -exec.
+          { text: 'env', toolCalls: [{ name: 'exec', args: { argv: ['xargs', '-r', 'env', ...handed, 'printenv'] } }] },
+          {
+            text: 'env',
+            toolCalls: [
+              {
+                name: 'exec',
+                args: { argv: ['find', '.', '-maxdepth', '0', '-exec', 'env', ...handed, 'printenv', ';'] },
+              },
+            ],
+          },
         ],
         contract,
         COMMANDS_ONLY,
@@ -229,7 +347,9 @@ describe('containment', () => {
       // No line of /proc/1's environment holds it, and the harness's own /proc entry is not there to read.
       expect(observations[0]).toMatch(/--- stdout:\nhome=\S+ tmp=\S+\n0\n0\n0\n/);
       // What the commands printed (the observation's first line repeats the argv the model wrote).
-      for (const printed of observations.slice(1, 3).map((text) => text.slice(text.indexOf('--- stdout:')))) {
+      for (const printed of [1, 2, 4].map((index) =>
+        (observations[index] ?? '').slice((observations[index] ?? '').indexOf('--- stdout:')),
+      )) {
         expect(printed).toContain('MODEL_SET=visible-3');
         expect(printed).toContain('IO_HARNESS_TEST_KEPT=kept-value-2');
         for (const name of [

@@ -3,9 +3,9 @@
  * stores, the scripted model server answering turn by turn, a driver process run to its
  * end, and catching an error to look at its code.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterEach } from 'vitest';
 import { type HarnessError, type HttpProviderSpec, Store } from '../../dist/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../../dist/testing/index.js';
@@ -39,7 +39,10 @@ export function setEnv(values: Record<string, string>): void {
 export function tempWorkspace(files: Record<string, string> = {}, prefix = 'io-harness-ws-'): string {
   const root = mkdtempSync(join(tmpdir(), prefix));
   later(() => rmSync(root, { recursive: true, force: true }));
-  for (const [name, content] of Object.entries(files)) writeFileSync(join(root, name), content);
+  for (const [name, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, name)), { recursive: true });
+    writeFileSync(join(root, name), content);
+  }
   return root;
 }
 

@@ -6,20 +6,25 @@
  * inside the workspace stay read-only even where they do not exist yet; a run whose
  * policy names no host has no network at all.
  */
+
+import { createHash } from 'node:crypto';
 import {
   type Dirent,
   existsSync,
   lstatSync,
   mkdirSync,
   readdirSync,
+  readFileSync,
+  readlinkSync,
   realpathSync,
   rmdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { homedir, tmpdir } from 'node:os';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import type { Policy } from '../../policy/policy.js';
 import { bwrapPrefix, type HostRungs, type RungName, SETPRIV_FLAGS, unsharePrefix } from './rungs.js';
 
@@ -223,10 +228,14 @@ export function boundaryFor(options: {
     access: sandbox.access,
     root: realRoot,
     writable: [...new Set(writable)],
-    protectedPaths: [
-      ...PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
-      ...scan.repositories.map((path) => ({ path, dir: true })),
-    ],
+    protectedPaths: resolveProtected(
+      [
+        ...PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
+        ...scan.repositories.map((path) => ({ path, dir: true })),
+        ...submodulePaths(realRoot).map((path) => ({ path: join(path, '.git'), dir: true })),
+      ],
+      [...new Set(writable)],
+    ),
     empty: options.empty,
     hardLinks: { paths: scan.hardLinks, complete: scan.complete },
     network: options.network,
@@ -234,6 +243,92 @@ export function boundaryFor(options: {
     home: real(home),
     caps: sandbox.caps,
   };
+}
+
+/** The directories `.gitmodules` names for submodules (inside the workspace): each one's `.git`, made or not, is protected. */
+function submodulePaths(root: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(join(root, '.gitmodules'), 'utf8');
+  } catch {
+    return [];
+  }
+  const paths: string[] = [];
+  for (const match of text.matchAll(/^\s*path\s*=\s*(.+?)\s*$/gm)) {
+    const path = resolve(root, match[1] as string);
+    if (path.startsWith(`${root}/`) && paths.length < MAX_KEPT) paths.push(path);
+  }
+  return paths;
+}
+
+/** The directory within `roots` that holds `path`, the deepest; null when none does. */
+function holder(path: string, roots: readonly string[]): string | null {
+  let best: string | null = null;
+  for (const root of roots)
+    if ((path === root || path.startsWith(`${root}/`)) && (best === null || root.length > best.length)) best = root;
+  return best;
+}
+
+/**
+ * The protected paths with what they lead to, where that is writable too: the target of a
+ * protected path that is a symbolic link (`.git -> .store/root.git`, `io.toml ->
+ * conf/io.toml`), the gitdir a `.git` file names (`gitdir: …`, a worktree's or a
+ * separate git dir), and the common directory a repository's `commondir` names; each
+ * followed again, a few levels deep. A protection attached to a name would otherwise leave
+ * what git reads through it open.
+ */
+function resolveProtected(
+  paths: { path: string; dir: boolean }[],
+  writable: readonly string[],
+): { path: string; dir: boolean }[] {
+  const out = new Map<string, { path: string; dir: boolean }>();
+  const queue = paths.map((entry) => ({ ...entry, depth: 0 }));
+  const follow = (from: string, named: string, depth: number) => {
+    let target: string;
+    try {
+      target = realpathSync(resolve(from, named.trim()));
+    } catch {
+      return;
+    }
+    if (holder(target, writable) === null) return;
+    let dir = true;
+    try {
+      dir = statSync(target).isDirectory();
+    } catch {
+      return;
+    }
+    queue.push({ path: target, dir, depth: depth + 1 });
+  };
+  while (queue.length > 0) {
+    const entry = queue.shift() as { path: string; dir: boolean; depth: number };
+    if (out.has(entry.path) || out.size >= MAX_KEPT) continue;
+    out.set(entry.path, { path: entry.path, dir: entry.dir });
+    if (entry.depth >= 4) continue;
+    let stat: ReturnType<typeof lstatSync>;
+    try {
+      stat = lstatSync(entry.path);
+    } catch {
+      continue;
+    }
+    if (stat.isSymbolicLink()) follow(dirname(entry.path), readlinkSync(entry.path), entry.depth);
+    else if (stat.isFile() && basename(entry.path) === '.git') {
+      const gitdir = /^gitdir:\s*(.+)$/m.exec(readSmall(entry.path))?.[1];
+      if (gitdir) follow(dirname(entry.path), gitdir, entry.depth);
+    } else if (stat.isDirectory()) {
+      const common = readSmall(join(entry.path, 'commondir'));
+      if (common.trim() !== '') follow(entry.path, common.split('\n')[0] as string, entry.depth);
+    }
+  }
+  return [...out.values()];
+}
+
+/** A small file's text ('' where it cannot be read). */
+function readSmall(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').slice(0, 4096);
+  } catch {
+    return '';
+  }
 }
 
 /** The most entries looked at, and the most files and repositories kept read-only. */
@@ -273,7 +368,8 @@ export function scanWorkspace(root: string): WorkspaceScan {
       if (++seen > WALK_LIMIT) return { ...scan, complete: false };
       const path = join(dir, entry.name);
       if (entry.name === '.git') {
-        if (dir !== root && (entry.isDirectory() || entry.isFile())) scan.repositories.push(path);
+        if (dir !== root && (entry.isDirectory() || entry.isFile() || entry.isSymbolicLink()))
+          scan.repositories.push(path);
         if (scan.repositories.length > MAX_KEPT) return { ...scan, complete: false };
       } else if (entry.isDirectory()) stack.push(path);
       else if (entry.isFile()) {
@@ -298,7 +394,8 @@ export function scanWorkspace(root: string): WorkspaceScan {
  *   aside with its parent and made again (`mv .git old; mkdir -p .git/hooks`);
  * - an existing protected file or directory is bound read-only over itself; a file in the
  *   way of a deeper path (a worktree's `.git` file) is bound so and the walk stops;
- * - a symbolic link stops the walk (what it names is outside the grants or bound itself);
+ * - a symbolic link stops the walk (what it names, where that is writable, is a protected
+ *   path of its own: see resolveProtected);
  * - the first missing component of a protected directory gets an empty read-only
  *   directory mounted in its place, and a missing protected file gets /dev/null (the
  *   mount points, empty, are removed after the run).
@@ -313,8 +410,11 @@ export function protectedMounts(
   const empty = new Set<string>();
   const nothing = new Set<string>();
   for (const entry of boundary.protectedPaths) {
-    const parts = relative(boundary.root, entry.path).split('/');
-    let at = boundary.root;
+    // Walked from the writable root that holds it (the workspace, or a declared root a gitdir is in).
+    const base = holder(entry.path, [boundary.root, ...boundary.writable]);
+    if (base === null || base === entry.path) continue;
+    const parts = relative(base, entry.path).split('/');
+    let at = base;
     for (const [index, part] of parts.entries()) {
       at = join(at, part);
       const last = index === parts.length - 1;
@@ -396,7 +496,8 @@ function helperArgs(
  * the helper can bind them read-only. The paths made, to go when the run's session closes.
  */
 function makeMountPoints(mounts: ReturnType<typeof protectedMounts>): string[] {
-  const made: string[] = [];
+  // Those another run made and this one binds too: removed by whichever of them closes last.
+  const made: string[] = mounts.bind.filter((path) => existsSync(registryEntry(path)));
   for (const [paths, dir] of [
     [mounts.empty, true],
     [mounts.null, false],
@@ -405,13 +506,30 @@ function makeMountPoints(mounts: ReturnType<typeof protectedMounts>): string[] {
       try {
         if (dir) mkdirSync(path);
         else writeFileSync(path, '', { flag: 'wx' });
+        registerMountPoint(path);
         made.push(path);
       } catch {
-        // made by a command of another run, or the parent went: the helper binds what is there
+        // Made by another run meanwhile (this run removes it too, if it is the last to close), or the parent went.
+        if (existsSync(registryEntry(path))) made.push(path);
       }
     }
   }
   return made;
+}
+
+/**
+ * Where the harness notes the mount points it made, by the hash of their path, so that
+ * whichever run closes last removes one another run made (and a crashed run's, the next
+ * run on that workspace): an empty file of the user's own is never taken for one.
+ */
+function registryEntry(path: string): string {
+  return join(tmpdir(), 'io-harness-mount-points', createHash('sha256').update(path).digest('hex').slice(0, 32));
+}
+
+function registerMountPoint(path: string): void {
+  const entry = registryEntry(path);
+  mkdirSync(dirname(entry), { recursive: true, mode: 0o700 });
+  writeFileSync(entry, path);
 }
 
 /**
@@ -420,7 +538,13 @@ function makeMountPoints(mounts: ReturnType<typeof protectedMounts>): string[] {
  * and harmless (an empty `.git` is no repository to git, an empty `.git/config` a valid one).
  */
 export function removeMountPoints(paths: string[]): void {
+  if (paths.length === 0) return;
+  const inUse = mountedElsewhere();
   for (const path of [...new Set(paths)].reverse()) {
+    // Another run's command still mounts on it (the same workspace, in another run): removing
+    // it would detach that command's protection, and the path could be made there. Left for
+    // the last run to close.
+    if (inUse.has(path)) continue;
     try {
       const stat = lstatSync(path);
       if (stat.isDirectory()) rmdirSync(path);
@@ -428,7 +552,47 @@ export function removeMountPoints(paths: string[]): void {
     } catch {
       // not empty, busy, or gone
     }
+    if (!existsSync(path)) rmSync(registryEntry(path), { force: true });
   }
+}
+
+/**
+ * The mount points of every mount namespace but this process's own, read from
+ * /proc/<pid>/mountinfo once per namespace (the paths as the kernel escapes them: a space
+ * is \\040). Where /proc cannot be read, nothing is known to be in use.
+ */
+function mountedElsewhere(): Set<string> {
+  const points = new Set<string>();
+  let own = '';
+  try {
+    own = readlinkSync('/proc/self/ns/mnt');
+  } catch {
+    return points;
+  }
+  const seen = new Set<string>([own]);
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^[0-9]+$/.test(name));
+  } catch {
+    return points;
+  }
+  for (const pid of pids) {
+    try {
+      const namespace = readlinkSync(`/proc/${pid}/ns/mnt`);
+      if (seen.has(namespace)) continue;
+      seen.add(namespace);
+      for (const line of readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n')) {
+        const point = line.split(' ')[4];
+        if (point)
+          points.add(
+            point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))),
+          );
+      }
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return points;
 }
 
 /** A command wrapped for its rung: what to spawn, and the mount points bubblewrap made that are to go after it. */
@@ -460,13 +624,15 @@ export function wrapForRung(
     for (const path of boundary.hardLinks.paths) args.push('--ro-bind', path, path);
     let madeMountPoints: string[] = [];
     if (boundary.access !== 'read-only') {
+      // Nothing there yet: an empty directory or file is made in its place and bound read-only, so nothing can be made in it.
+      madeMountPoints = makeMountPoints(protectedMounts(boundary, false));
       const mounts = protectedMounts(boundary, false);
       for (const path of mounts.pin) args.push('--bind', path, path);
       for (const path of mounts.bind) args.push('--ro-bind', path, path);
-      // Nothing there yet: an empty, read-only directory takes its place, so nothing can be made in it.
+      // Made and gone again meanwhile (another run closed): bubblewrap makes its own.
       for (const path of mounts.empty) args.push('--ro-bind', boundary.empty, path);
       for (const path of mounts.null) args.push('--ro-bind', '/dev/null', path);
-      madeMountPoints = [...mounts.empty, ...mounts.null];
+      madeMountPoints.push(...mounts.empty, ...mounts.null);
     }
     args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay }));
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
@@ -480,7 +646,9 @@ export function wrapForRung(
   const mountPoints = () => (boundary.access !== 'read-only' ? makeMountPoints(protectedMounts(boundary, false)) : []);
   if (rung === 'landlock') {
     const madeMountPoints = mountPoints();
-    const args = helperArgs(boundary, { protect: true, cgroups, relay });
+    // The grants with mounts as well as Landlock: a read-only mount refuses what Landlock has no right for
+    // (chmod, utimes, xattrs of a file outside), and no device node outside /dev/null and its kind opens.
+    const args = ['--confine-mounts', ...helperArgs(boundary, { protect: true, cgroups, relay })];
     return { argv: [...namespaces, helper, ...args, '--write', '/dev/null', '--', ...argv], madeMountPoints };
   }
   if (rung === 'namespaces') {
