@@ -32,6 +32,8 @@ export const ErrorCode = {
   AlreadyAnswered: 'ALREADY_ANSWERED',
   ToolsMissing: 'TOOLS_MISSING',
   ContainmentUnavailable: 'CONTAINMENT_UNAVAILABLE',
+  SessionNotFound: 'SESSION_NOT_FOUND',
+  TurnNotFound: 'TURN_NOT_FOUND',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

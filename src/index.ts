@@ -130,8 +130,10 @@ export type {
   QueueRecord,
   RestorePoint,
   RunRecord,
+  SessionRecord,
   StepRecord,
   TreeLedger,
+  TurnRecord,
 } from './store/reader.js';
 export { TraceReader } from './store/reader.js';
 export type { ModelCallRecord } from './store/records.js';
@@ -142,6 +144,8 @@ export type { EventFilter, LiveObserver, Observer } from './supervisor/event-bus
 export { answerQuestion } from './supervisor/questions.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';
+export type { TurnEvent, TurnOptions, TurnResult } from './supervisor/session.js';
+export { Session, TurnConflictError, TurnHandle } from './supervisor/session.js';
 export type {
   ResumeOptions,
   RetriedGate,

@@ -43,6 +43,14 @@ describe('the README and the demo', () => {
     expect(out).toContain('finished: Order A-1001 has shipped and arrives on 2026-12-04.');
   });
 
+  it("runs the sessions guide's example: a streamed turn, a turn that reads the first, a resume by id", () => {
+    const out = run('sessions/main.mjs', tempStorePath());
+    expect(out).toContain('turn 1 streamed: It names release 2.4.1, owned by ada.');
+    expect(out).toContain('turn 2: The owner is ada.');
+    expect(out).toContain('turns: What does NOTES.md say? -> finished | Who owns it? -> finished');
+    expect(out).toContain('head is turn 2: true');
+  });
+
   it('runs the demo: a root, eight workers messaging each other, the ledger and the trace', () => {
     const out = run('demo.mjs');
     expect(out).toMatch(/outcome: finished — All 8 workers reported/);

@@ -64,12 +64,25 @@ export interface StoreOperations {
     { runId: string; events: EventData[]; passed: boolean; reply: string | null; now: number },
     { status: RunStatus },
   ];
+  openSession: [{ sessionId: string; root: string; now: number }, undefined];
+  beginTurn: [{ sessionId: string; turnId: string; parent: string | null; text: string; now: number }, { seq: number }];
+  startedTurn: [{ turnId: string; runId: string }, undefined];
+  endTurn: [
+    { turnId: string; status: string; reply: string | null; now: number; advance?: boolean },
+    { advanced: true } | { advanced: false; head: string | null },
+  ];
+  moveHead: [{ sessionId: string; turnId: string }, undefined];
 }
 export type StoreOperation = keyof StoreOperations;
 /** One write as a message: the operation's name and its input. */
 export type StoreRequestBody = { [K in StoreOperation]: { op: K; input: StoreOperations[K][0] } }[StoreOperation];
 
 const OPERATIONS: Record<StoreOperation, true> = {
+  openSession: true,
+  beginTurn: true,
+  startedTurn: true,
+  endTurn: true,
+  moveHead: true,
   createRoot: true,
   acquireLease: true,
   renewLeases: true,

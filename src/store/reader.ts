@@ -236,6 +236,59 @@ function toMessage(row: Row): MessageRecord {
   };
 }
 
+/** A conversation: its workspace and the turn the next one follows. */
+export interface SessionRecord {
+  sessionId: string;
+  root: string;
+  /** The turn the next one follows (the head of its current branch); null before the first. */
+  head: string | null;
+  createdAt: number;
+}
+
+/** One turn of a session: what the user said, the run that answered, and its reply. */
+export interface TurnRecord {
+  turnId: string;
+  sessionId: string;
+  /** The turn it followed on its branch; null for a first turn. */
+  parent: string | null;
+  seq: number;
+  runId: string | null;
+  text: string;
+  reply: string | null;
+  /** `running`, the run's outcome (`finished`, `failed`, …), or `conflicted` when another turn took the head first. */
+  status: string;
+  createdAt: number;
+  endedAt: number | null;
+}
+
+interface TurnRow {
+  turn_id: string;
+  session_id: string;
+  parent: string | null;
+  seq: number;
+  run_id: string | null;
+  user_text: string;
+  reply: string | null;
+  status: string;
+  created_at: number;
+  ended_at: number | null;
+}
+
+function toTurn(row: TurnRow): TurnRecord {
+  return {
+    turnId: row.turn_id,
+    sessionId: row.session_id,
+    parent: row.parent,
+    seq: row.seq,
+    runId: row.run_id,
+    text: row.user_text,
+    reply: row.reply,
+    status: row.status,
+    createdAt: row.created_at,
+    endedAt: row.ended_at,
+  };
+}
+
 export class TraceReader {
   readonly path: string;
   readonly #db: Database.Database;
@@ -570,6 +623,41 @@ export class TraceReader {
   }
 
   /** The spec a run was started with (provider and system prompt). */
+  /** A session's row, or null where the store has none by that id. */
+  session(sessionId: string): SessionRecord | null {
+    const row = this.#statements
+      .get('SELECT session_id, root, head, created_at FROM sessions WHERE session_id = ?')
+      .get(sessionId) as { session_id: string; root: string; head: string | null; created_at: number } | undefined;
+    return row ? { sessionId: row.session_id, root: row.root, head: row.head, createdAt: row.created_at } : null;
+  }
+
+  /** Every session, oldest first. */
+  sessions(): SessionRecord[] {
+    const rows = this.#statements
+      .get('SELECT session_id, root, head, created_at FROM sessions ORDER BY created_at, rowid')
+      .all() as { session_id: string; root: string; head: string | null; created_at: number }[];
+    return rows.map((row) => ({
+      sessionId: row.session_id,
+      root: row.root,
+      head: row.head,
+      createdAt: row.created_at,
+    }));
+  }
+
+  /** A session's turns in the order they began, every branch's, the conflicted ones too. */
+  turns(sessionId: string): TurnRecord[] {
+    const rows = this.#statements
+      .get('SELECT * FROM turns WHERE session_id = ? ORDER BY seq')
+      .all(sessionId) as TurnRow[];
+    return rows.map(toTurn);
+  }
+
+  /** One turn, or null. */
+  turn(turnId: string): TurnRecord | null {
+    const row = this.#statements.get('SELECT * FROM turns WHERE turn_id = ?').get(turnId) as TurnRow | undefined;
+    return row ? toTurn(row) : null;
+  }
+
   spec(runId: string): unknown {
     const row = this.#statements.get('SELECT spec FROM runs WHERE run_id = ?').get(runId) as
       | { spec: string }

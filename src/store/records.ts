@@ -6,7 +6,7 @@ import type { Ceilings, Clamp } from '../runtime/budget.js';
 import type { ContractData } from '../runtime/contract/contract.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { PolicyData } from '../runtime/policy/policy.js';
-import type { Completion, Usage } from '../runtime/provider.js';
+import type { Completion, TranscriptEntry, Usage } from '../runtime/provider.js';
 
 /** What a rebuilt actor needs to run a root again, as stored with it (never a key). */
 export interface RunSpec {
@@ -20,6 +20,8 @@ export interface RunSpec {
   policy?: PolicyData;
   /** The workspace part of the first turn, computed when the run was created. */
   briefing?: string;
+  /** Turns of a conversation the run's transcript begins with, before its own opening turn (a session's earlier turns). */
+  history?: TranscriptEntry[];
   /** The embedder's tools the tree was started with, by name and effect; a resume must give them again. */
   tools?: { name: string; effect: 'reads' | 'acts' }[];
 }

@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ErrorCode, StoreError } from '../errors.js';
 
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 /** Forward migrations; index i takes a file from version i to i + 1. */
 export const MIGRATIONS: readonly string[] = [
@@ -230,6 +230,28 @@ export const MIGRATIONS: readonly string[] = [
   // 5: whether the vendor reported a call's tokens, or the counts are the runtime's estimate.
   `
   ALTER TABLE model_calls ADD COLUMN usage_reported INTEGER NOT NULL DEFAULT 1;
+  `,
+  // 6: sessions, and their turns: each turn a run, its parent the turn it follows on its branch.
+  `
+  CREATE TABLE sessions (
+    session_id  TEXT PRIMARY KEY,
+    root        TEXT NOT NULL,                 -- the workspace the turns work in
+    head        TEXT,                          -- the turn the next one follows; null before the first
+    created_at  INTEGER NOT NULL
+  );
+  CREATE TABLE turns (
+    turn_id     TEXT PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions(session_id),
+    parent      TEXT,                          -- the turn it followed (its branch), null for a first turn
+    seq         INTEGER NOT NULL,              -- order of starting, within the session
+    run_id      TEXT,                          -- the run that answered it, once started
+    user_text   TEXT NOT NULL,
+    reply       TEXT,
+    status      TEXT NOT NULL,                 -- running | the run's outcome | conflicted
+    created_at  INTEGER NOT NULL,
+    ended_at    INTEGER
+  );
+  CREATE INDEX turns_by_session ON turns(session_id, seq);
   `,
 ];
 

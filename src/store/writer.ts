@@ -1000,6 +1000,79 @@ export class StoreWriter {
     return { status: run.status };
   }
 
+  /** Makes a session's row; opening one that exists is refused (its id is the embedder's to choose once). */
+  openSession(input: { sessionId: string; root: string; now: number }): void {
+    const known = this.#statements.get('SELECT 1 AS one FROM sessions WHERE session_id = ?').get(input.sessionId);
+    if (known) {
+      throw new InvalidArgumentError(
+        `a session ${input.sessionId} is already in this store; resume it with Session.resume(store, id), or open one with another id.`,
+      );
+    }
+    this.#statements
+      .get('INSERT INTO sessions (session_id, root, head, created_at) VALUES (?, ?, NULL, ?)')
+      .run(input.sessionId, input.root, input.now);
+  }
+
+  /** Records a turn as begun, following `parent` (the head the caller read); the head moves only when it ends. */
+  beginTurn(input: { sessionId: string; turnId: string; parent: string | null; text: string; now: number }): {
+    seq: number;
+  } {
+    const row = this.#statements
+      .get('SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM turns WHERE session_id = ?')
+      .get(input.sessionId) as { seq: number };
+    this.#statements
+      .get(
+        `INSERT INTO turns (turn_id, session_id, parent, seq, run_id, user_text, reply, status, created_at, ended_at)
+         VALUES (?, ?, ?, ?, NULL, ?, NULL, 'running', ?, NULL)`,
+      )
+      .run(input.turnId, input.sessionId, input.parent, row.seq, input.text, input.now);
+    return { seq: row.seq };
+  }
+
+  /** Records the run that answers a turn. */
+  startedTurn(input: { turnId: string; runId: string }): void {
+    this.#statements.get('UPDATE turns SET run_id = ? WHERE turn_id = ?').run(input.runId, input.turnId);
+  }
+
+  /**
+   * Ends a turn and moves its session's head to it by compare-and-swap: only if the head
+   * is still the turn's parent. A turn that lost the race is kept, as `conflicted`.
+   */
+  endTurn(input: {
+    turnId: string;
+    status: string;
+    reply: string | null;
+    now: number;
+    /** False: the turn's row ends, and the head stays (a turn whose run never started). */
+    advance?: boolean;
+  }): { advanced: true } | { advanced: false; head: string | null } {
+    const turn = this.#statements.get('SELECT session_id, parent FROM turns WHERE turn_id = ?').get(input.turnId) as
+      | { session_id: string; parent: string | null }
+      | undefined;
+    if (!turn) throw new InvalidArgumentError(`no turn ${input.turnId} in this store.`);
+    const moved =
+      input.advance === false
+        ? { changes: 0 }
+        : this.#statements
+            .get('UPDATE sessions SET head = ? WHERE session_id = ? AND head IS ?')
+            .run(input.turnId, turn.session_id, turn.parent);
+    const advanced = moved.changes === 1;
+    const status = advanced || input.advance === false ? input.status : 'conflicted';
+    this.#statements
+      .get('UPDATE turns SET status = ?, reply = ?, ended_at = ? WHERE turn_id = ?')
+      .run(status, input.reply, input.now, input.turnId);
+    if (advanced) return { advanced: true };
+    const head = this.#statements.get('SELECT head FROM sessions WHERE session_id = ?').get(turn.session_id) as {
+      head: string | null;
+    };
+    return { advanced: false, head: head.head };
+  }
+
+  /** Moves a session's head to one of its turns (a branch). */
+  moveHead(input: { sessionId: string; turnId: string }): void {
+    this.#statements.get('UPDATE sessions SET head = ? WHERE session_id = ?').run(input.turnId, input.sessionId);
+  }
+
   /** Cancels every child of a tree still waiting in the queue; no lease is needed for a run that never started. */
   cancelQueued(input: { rootId: string; now: number }): { cancelled: string[] } {
     const rows = this.#statements

@@ -76,6 +76,13 @@ export const runOptionsSchema = z.strictObject({
     })
     .optional(),
   session: text('session').optional(),
+  history: z
+    .array(
+      z.custom<object>((value) => typeof value === 'object' && value !== null, {
+        error: 'history entries are transcript turns ({ role, text })',
+      }),
+    )
+    .optional(),
   maxWaitSecs: atLeastZero('maxWaitSecs', 'seconds').optional(),
   maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
   maxTotalAgents: whole('maxTotalAgents', 1).optional(),

@@ -11,7 +11,7 @@ import type { Tool } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
-import type { ProviderSpec } from '../runtime/provider.js';
+import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
 import type { TraceReader } from '../store/reader.js';
 import type { Store } from '../store/store.js';
 import { type RetriedGate, type RunOptions, Supervisor, type SupervisorOptions } from './supervisor.js';
@@ -46,6 +46,8 @@ export interface RunResult {
 export interface RunWithOptions {
   /** Names the session for the vendors' prompt caches (see RunOptions.session). */
   session?: string;
+  /** Turns the root's transcript begins with (a session's earlier turns; see {@link Session}). */
+  history?: TranscriptEntry[];
   /** Options for the supervisor runWith starts (a contract's lease ttl wins over `leaseTtlMs`). */
   supervisor?: SupervisorOptions;
   /** Reviews the plan of a contract opened with a plan gate; without one the plan is stored and the run pauses. */
@@ -151,6 +153,7 @@ export async function runWith(
       policy,
       ...(approver ? { approver } : {}),
       ...(options.session ? { session: options.session } : {}),
+      ...(options.history ? { history: options.history } : {}),
       ...(options.planGate ? { planGate: options.planGate } : {}),
       ...(options.operator ? { operator: options.operator } : {}),
       ...(options.tools ? { tools: options.tools } : {}),

@@ -45,7 +45,7 @@ import type {
   PlanReview,
 } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
-import { keyVariables, type ProviderSpec, redactSpec } from '../runtime/provider.js';
+import { keyVariables, type ProviderSpec, redactSpec, type TranscriptEntry } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
@@ -142,6 +142,8 @@ export interface RunOptions {
    * `x-session-affinity`) is a digest of it, never the name itself. Default: the tree's id.
    */
   session?: string;
+  /** Turns the root's transcript begins with, before its opening turn: a session's earlier turns (see Session). */
+  history?: TranscriptEntry[];
   /** The longest inbox wait any agent of the tree may ask for. Default 30. */
   maxWaitSecs?: number;
   /** Overrides the supervisor's caps for this tree. */
@@ -551,6 +553,7 @@ export class Supervisor {
             provider: redactSpec(provider),
             system: options.system ?? data?.system ?? undefined,
             session: options.session,
+            ...(options.history && options.history.length > 0 ? { history: options.history } : {}),
             ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),
             ...(tools.length > 0

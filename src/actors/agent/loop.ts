@@ -197,6 +197,8 @@ export class AgentRun implements RunContext {
     // Planning until a plan is approved; a decision is in the trace of a committed step.
     if (contract?.planGate && run.parentId === null) this.planning = !restored.planApproved;
     const transcript: TranscriptEntry[] = [
+      // A session's earlier turns on this branch, then this run's own opening and steps.
+      ...(run.parentId === null ? (spec.history ?? []) : []),
       { role: 'user', text: this.#opening(run.task, briefing) },
       ...restored.history,
     ];

@@ -327,7 +327,7 @@ export function containmentLine(report: ContainedReport): string {
     report.filesystem === 'enforced'
       ? report.access === 'read-only'
         ? 'they may write only their own TMPDIR and HOME'
-        : 'they may write the workspace, their own TMPDIR and HOME, and the toolchain caches, and nothing else'
+        : 'they may write the workspace and their own TMPDIR and HOME (the toolchain caches are there), and nothing else'
       : 'what they write is not confined';
   const network =
     report.network === 'none'
@@ -335,7 +335,11 @@ export function containmentLine(report: ContainedReport): string {
       : report.network === 'proxy'
         ? "they reach the network only through the run's egress proxy (HTTP_PROXY and HTTPS_PROXY are set), which lets through only the hosts the policy allows"
         : 'they share the host network';
-  return `Commands run contained (${report.rung}): ${writes}; ${network}; the workspace's .git/hooks and .git/config are read-only.`;
+  const protectedPaths =
+    report.protectedPaths === 'enforced'
+      ? "; the workspace's .git is read-only to them (git log, diff and status work; add, commit and init do not)"
+      : '';
+  return `Commands run contained (${report.rung}): ${writes}; ${network}${protectedPaths}.`;
 }
 
 /**

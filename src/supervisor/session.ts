@@ -1,0 +1,268 @@
+/**
+ * Sessions: a conversation with an agent over one workspace, durable in the store. Each
+ * turn is a run of its own (budgeted, policy-bounded, checkpointed, leased, resumable)
+ * whose transcript begins with the turns before it on its branch: what the user said,
+ * what the agent did and found (its steps' calls and their results), and its reply. The
+ * session's head is the turn the next one follows; a turn moves it when it ends, by
+ * compare-and-swap, so two processes racing a turn on one head cannot both win. A branch
+ * moves the head back to any earlier turn.
+ */
+import { randomUUID } from 'node:crypto';
+import { resolve } from 'node:path';
+import { appendStep } from '../actors/agent/records.js';
+import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
+import { TaskContract } from '../runtime/contract/contract.js';
+import type { Tool } from '../runtime/custom-tool.js';
+import type { Approver } from '../runtime/policy/approval.js';
+import type { Policy } from '../runtime/policy/policy.js';
+import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
+import { writeOnce } from '../store/local.js';
+import type { SessionRecord, TurnRecord } from '../store/reader.js';
+import type { Store } from '../store/store.js';
+import type { LiveObserver } from './event-bus.js';
+import { type RunResult, runWith } from './run-with.js';
+
+/** What a turn is run with: the model, and the run's policy, approver and tools. */
+export interface TurnOptions {
+  provider: ProviderSpec;
+  policy?: Policy;
+  approver?: Approver;
+  tools?: readonly Tool<never>[];
+  /** The turn as a contract of its own (verification, budget, plan gate, output schema); its goal is the turn's. */
+  contract?: TaskContract;
+  /** Hears every event of the turn's tree, committed and live (text deltas, model and tool calls). */
+  observer?: LiveObserver;
+}
+
+/** A turn's end: its row, and the run that answered it. */
+export interface TurnResult extends RunResult {
+  turnId: string;
+}
+
+/** What a turn's answering agent does as it happens: its text as the model streams it, and its tool calls. */
+export type TurnEvent =
+  | { type: 'text'; text: string }
+  | { type: 'tool-call-start'; callId: string; name: string }
+  | { type: 'tool-call-end'; callId: string; name: string; isError: boolean };
+
+/**
+ * A turn under way: await it for its result, or iterate it for its text and tool calls as
+ * they happen (every event from the turn's start, in order, however late the iteration
+ * begins). Stopping the iteration stops nothing but the iteration.
+ */
+export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEvent> {
+  readonly result: Promise<TurnResult>;
+  readonly #events: TurnEvent[] = [];
+  readonly #waiting = new Set<() => void>();
+  #done = false;
+
+  /** @internal */
+  constructor(run: (push: (event: TurnEvent) => void) => Promise<TurnResult>) {
+    const wake = () => {
+      for (const resolve of this.#waiting) resolve();
+      this.#waiting.clear();
+    };
+    this.result = run((event) => {
+      this.#events.push(event);
+      wake();
+    }).finally(() => {
+      this.#done = true;
+      wake();
+    });
+    // Awaited or not, a failed turn is the caller's to see through `result`, never an unhandled rejection.
+    this.result.catch(() => undefined);
+  }
+
+  // biome-ignore lint/suspicious/noThenProperty: a turn is awaited like the promise of its result.
+  then<A = TurnResult, B = never>(
+    onFulfilled?: ((value: TurnResult) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    return this.result.then(onFulfilled, onRejected);
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<TurnEvent> {
+    let at = 0;
+    for (;;) {
+      while (at < this.#events.length) yield this.#events[at++] as TurnEvent;
+      if (this.#done) return;
+      await new Promise<void>((resolve) => this.#waiting.add(resolve));
+    }
+  }
+}
+
+/** Another turn took the session's head first; this turn's row is kept, as `conflicted`. */
+export class TurnConflictError extends ConflictError {
+  constructor(sessionId: string, turnId: string, head: string | null) {
+    super(turnId, { owner: `turn ${head ?? '(none)'}`, pid: null, host: null, expiresAt: 0 });
+    this.message =
+      `session ${sessionId}: turn ${turnId} ended after another turn moved the head (now ${head ?? 'none'}); ` +
+      'its row is kept as conflicted and readable with session.turns(). Branch from the turn you want to follow and ask again.';
+    Object.assign(this.details, { sessionId, turnId, head });
+  }
+}
+
+export class Session {
+  readonly id: string;
+  readonly root: string;
+  readonly #store: Store;
+
+  private constructor(store: Store, record: SessionRecord) {
+    this.#store = store;
+    this.id = record.sessionId;
+    this.root = record.root;
+  }
+
+  /**
+   * Opens a new session over the workspace at `root`.
+   *
+   * @example
+   * const session = await Session.open(store, repoDir);
+   * const first = await session.turn('the test suite is failing; why?', { provider });
+   */
+  static async open(store: Store, root: string, options: { id?: string } = {}): Promise<Session> {
+    if (typeof root !== 'string' || root === '')
+      throw new InvalidArgumentError('Session.open needs the workspace directory the turns work in.');
+    const sessionId = options.id ?? randomUUID();
+    if (typeof sessionId !== 'string' || sessionId.trim() === '')
+      throw new InvalidArgumentError('Session.open: id must be a non-empty string when given.');
+    const absolute = resolve(root);
+    writeOnce(store.path, 'openSession', { sessionId, root: absolute, now: Date.now() });
+    return new Session(store, { sessionId, root: absolute, head: null, createdAt: Date.now() });
+  }
+
+  /** The session `sessionId` in `store`, from any process. */
+  static async resume(store: Store, sessionId: string): Promise<Session> {
+    const record = store.session(sessionId);
+    if (!record) {
+      throw new HarnessError(
+        ErrorCode.SessionNotFound,
+        `no session ${sessionId} in ${store.path}; list them with store.sessions(), or open one with Session.open(store, root).`,
+        { details: { sessionId } },
+      );
+    }
+    return new Session(store, record);
+  }
+
+  /** The turn the next one follows (null before the first). */
+  get head(): string | null {
+    return this.#store.session(this.id)?.head ?? null;
+  }
+
+  /** Every turn of the session, every branch's, in the order they began. */
+  turns(): TurnRecord[] {
+    return this.#store.turns(this.id);
+  }
+
+  /** Makes `fromTurnId` the head: the next turn follows it, and sees it and the turns before it, no later ones. */
+  branch(fromTurnId: string): void {
+    const turn = this.#turn(fromTurnId);
+    if (turn.status === 'running')
+      throw new InvalidArgumentError(`turn ${fromTurnId} has not ended; branch from a turn that has.`);
+    writeOnce(this.#store.path, 'moveHead', { sessionId: this.id, turnId: fromTurnId });
+  }
+
+  /**
+   * Runs one turn: `text` is what the user says; its run begins with the turns before it on
+   * this branch. Await the handle for the result, or iterate it for the text as it streams.
+   */
+  turn(text: string, options: TurnOptions): TurnHandle {
+    return new TurnHandle((push) => this.#run(text, options, push));
+  }
+
+  async #run(text: string, options: TurnOptions, push: (event: TurnEvent) => void): Promise<TurnResult> {
+    if (typeof text !== 'string' || text.trim() === '')
+      throw new InvalidArgumentError('session.turn needs what the user says, a non-empty string.');
+    if (!options || typeof options !== 'object' || !options.provider)
+      throw new InvalidArgumentError(
+        'session.turn needs { provider } (and optionally policy, approver, tools, contract).',
+      );
+    const contract = options.contract ?? TaskContract.workspace(text, this.root);
+    if (!(contract instanceof TaskContract))
+      throw new InvalidArgumentError('session.turn: contract must be a TaskContract.');
+    const parent = this.head;
+    const history = this.#history(parent);
+    const turnId = randomUUID();
+    writeOnce(this.#store.path, 'beginTurn', { sessionId: this.id, turnId, parent, text, now: Date.now() });
+    let result: RunResult;
+    try {
+      result = await runWith(contract, options.provider, this.#store, options.policy, options.approver, {
+        history,
+        session: this.id,
+        ...(options.tools ? { tools: options.tools } : {}),
+        onStart: (supervisor, rootId) => {
+          writeOnce(this.#store.path, 'startedTurn', { turnId, runId: rootId });
+          supervisor.observe(
+            (event) => {
+              options.observer?.(event);
+              if (!('live' in event) || event.runId !== rootId) return;
+              if (event.type === 'text-delta') push({ type: 'text', text: event.text });
+              else if (event.type === 'tool-call-start')
+                push({ type: 'tool-call-start', callId: event.callId, name: event.name });
+              else if (event.type === 'tool-call-end')
+                push({ type: 'tool-call-end', callId: event.callId, name: event.name, isError: event.isError });
+            },
+            { rootId, live: true },
+          );
+        },
+      });
+    } catch (error) {
+      // No run to follow: the turn is kept as failed, and the head stays where it was.
+      writeOnce(this.#store.path, 'endTurn', {
+        turnId,
+        status: 'failed',
+        reply: null,
+        now: Date.now(),
+        advance: false,
+      });
+      throw error;
+    }
+    const ended = writeOnce(this.#store.path, 'endTurn', {
+      turnId,
+      status: result.outcome.kind,
+      reply: result.reply,
+      now: Date.now(),
+    });
+    if (!ended.advanced) throw new TurnConflictError(this.id, turnId, ended.head);
+    return { ...result, turnId };
+  }
+
+  #turn(turnId: string): TurnRecord {
+    const turn = typeof turnId === 'string' ? this.#store.turn(turnId) : null;
+    if (!turn) {
+      throw new HarnessError(
+        ErrorCode.TurnNotFound,
+        `no turn ${String(turnId)} in ${this.#store.path}; list this session's with session.turns().`,
+        { details: { turnId } },
+      );
+    }
+    if (turn.sessionId !== this.id) {
+      throw new InvalidArgumentError(
+        `turn ${turnId} belongs to session ${turn.sessionId}, not ${this.id}; branch from one of this session's turns.`,
+      );
+    }
+    return turn;
+  }
+
+  /** The transcript of the branch that ends at `head`, oldest turn first. */
+  #history(head: string | null): TranscriptEntry[] {
+    const chain: TurnRecord[] = [];
+    for (let at = head; at !== null; ) {
+      const turn = this.#store.turn(at);
+      if (!turn) break;
+      chain.unshift(turn);
+      at = turn.parent;
+    }
+    const history: TranscriptEntry[] = [];
+    for (const turn of chain) {
+      history.push({ role: 'user', text: turn.text });
+      const before = history.length;
+      if (turn.runId)
+        for (const step of this.#store.steps(turn.runId)) appendStep(history, step.completion, step.observations);
+      const last = history.length > before ? history[history.length - 1] : undefined;
+      if (turn.reply && !(last?.role === 'assistant' && last.text === turn.reply && last.toolCalls.length === 0))
+        history.push({ role: 'assistant', text: turn.reply, toolCalls: [] });
+    }
+    return history;
+  }
+}
