@@ -45,9 +45,11 @@ describe('the store file', () => {
       'questions',
       'restore_points',
       'runs',
+      'sessions',
       'spawn_queue',
       'step_images',
       'steps',
+      'turns',
     ]);
     db.close();
     (await Store.open(path)).close();

@@ -4,9 +4,12 @@
  * and brings the schema up to date; the handle then reads through its own read-only
  * connection. Writes happen only in the store actor a {@link Supervisor} starts.
  */
+import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { InvalidArgumentError } from '../errors.js';
+import type Database from 'better-sqlite3';
+import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { TraceReader } from './reader.js';
+import { archiveSessionRows, countSessionRows, deleteSessionRows, resumableRuns, sessionBytes } from './retention.js';
 import { openWriter } from './schema.js';
 
 export interface StoreOptions {
@@ -41,5 +44,102 @@ export class Store extends TraceReader {
     const absolute = resolve(path);
     openWriter(absolute, options).close();
     return new Store(absolute, options);
+  }
+
+  /** Runs `body` in one immediate transaction on a connection of its own, closed after. */
+  #write<T>(body: (db: Database.Database) => T): T {
+    const db = openWriter(this.path, { synchronous: this.synchronous });
+    try {
+      return db.transaction(() => body(db)).immediate();
+    } finally {
+      db.close();
+    }
+  }
+
+  /** The bytes the store's files take on disk (the database and its write-ahead log). */
+  size(): { bytes: number } {
+    const file = (path: string) => (existsSync(path) ? statSync(path).size : 0);
+    return { bytes: file(this.path) + file(`${this.path}-wal`) };
+  }
+
+  /** How many rows of each table a session has (its turns' runs and every run they spawned), and the bytes of their words and data. */
+  sessionSize(sessionId: string): { rows: Record<string, number>; bytes: number } {
+    this.#known(sessionId);
+    return this.#write((db) => ({ rows: countSessionRows(db, sessionId), bytes: sessionBytes(db, sessionId) }));
+  }
+
+  /**
+   * Deletes a session whole: its turns, the runs they drove and every run those spawned,
+   * with every row of theirs in every table, in one transaction. Returns the rows removed
+   * by table. The file keeps its size until {@link compact}.
+   */
+  deleteSession(sessionId: string): { removed: Record<string, number> } {
+    this.#known(sessionId);
+    return this.#write((db) => ({ removed: deleteSessionRows(db, sessionId) }));
+  }
+
+  /**
+   * Deletes, in one transaction, every session created before `before`. Refuses the whole
+   * sweep, deleting nothing and naming them, if any of those sessions holds a run that can
+   * still be resumed (end or cancel it first, or sweep with an earlier date).
+   */
+  sweepSessions(options: { before: Date | number }): { deleted: string[]; removed: Record<string, number> } {
+    const before = options?.before instanceof Date ? options.before.getTime() : options?.before;
+    if (typeof before !== 'number' || !Number.isFinite(before))
+      throw new InvalidArgumentError('sweepSessions needs { before: a Date or milliseconds since the epoch }.');
+    return this.#write((db) => {
+      const ids = (
+        db.prepare('SELECT session_id FROM sessions WHERE created_at < ? ORDER BY created_at').all(before) as {
+          session_id: string;
+        }[]
+      ).map((row) => row.session_id);
+      const live = ids.flatMap((id) => resumableRuns(db, id).map((run) => ({ sessionId: id, ...run })));
+      if (live.length > 0) {
+        const named = live.map((run) => `session ${run.sessionId} (run ${run.runId} is ${run.status})`).join(', ');
+        throw new HarnessError(
+          ErrorCode.RunStillLive,
+          `sweepSessions deleted nothing: ${named} can still be resumed. End or cancel those runs, or sweep with an earlier date.`,
+          { details: { live } },
+        );
+      }
+      const removed: Record<string, number> = {};
+      for (const id of ids)
+        for (const [table, count] of Object.entries(deleteSessionRows(db, id)))
+          removed[table] = (removed[table] ?? 0) + count;
+      return { deleted: ids, removed };
+    });
+  }
+
+  /**
+   * Keeps every row and every number of a session (costs, token counts, durations, which
+   * files were touched) and empties every column that holds words: prompts, replies, tool
+   * arguments and output, diffs, messages, file contents. JSON columns keep their shape
+   * with every string in them emptied.
+   */
+  archiveSession(sessionId: string): void {
+    this.#known(sessionId);
+    this.#write((db) => archiveSessionRows(db, sessionId));
+  }
+
+  /** Gives the pages freed by deletions back to the filesystem (VACUUM, then the log truncated). Returns the size after. */
+  compact(): { bytes: number } {
+    const db = openWriter(this.path, { synchronous: this.synchronous });
+    try {
+      db.exec('VACUUM');
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    } finally {
+      db.close();
+    }
+    return this.size();
+  }
+
+  #known(sessionId: string): void {
+    if (typeof sessionId !== 'string' || !this.session(sessionId)) {
+      throw new HarnessError(
+        ErrorCode.SessionNotFound,
+        `no session ${String(sessionId)} in ${this.path}; list them with store.sessions().`,
+        { details: { sessionId } },
+      );
+    }
   }
 }

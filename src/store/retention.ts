@@ -1,0 +1,214 @@
+/**
+ * Retention: what a store keeps of its sessions, decided by the embedder and never by a
+ * model. A session is deleted whole (its turns, the runs they drove, every run those
+ * spawned, every row of theirs in every table) in one transaction; old sessions are swept
+ * the same way, refusing any that still holds a run that can be resumed; a session is
+ * archived by keeping every row and every number and emptying every column that holds
+ * words; the file gives its freed pages back to the filesystem when compacted. Nothing
+ * expires on its own.
+ */
+import type Database from 'better-sqlite3';
+import { ErrorCode, HarnessError } from '../errors.js';
+import { isTerminal } from '../runtime/events.js';
+
+/** The tables a run's rows are in, by the column that names the tree (`root_id`) or the run (`run_id`). */
+const BY_ROOT = [
+  'ledger',
+  'draws',
+  'events',
+  'mailbox',
+  'spawn_queue',
+  'model_calls',
+  'restore_points',
+  'file_changes',
+  'questions',
+] as const;
+const BY_RUN = ['steps', 'checkpoints', 'intents', 'drafts', 'step_images'] as const;
+
+/** Every table a session's rows are in, for counting. */
+export const SESSION_TABLES = ['sessions', 'turns', 'runs', ...BY_ROOT, ...BY_RUN] as const;
+
+/**
+ * Columns that hold words (prompts, replies, tool arguments and output, diffs, messages,
+ * file contents) and how an archive empties them: `text` to '', `null` to NULL, `json`
+ * to the same JSON with every string in it emptied (its shape, numbers and flags kept,
+ * so readers still parse it).
+ */
+const WORDS: Record<string, Record<string, 'text' | 'null' | 'json'>> = {
+  turns: { user_text: 'text', reply: 'null' },
+  runs: { task: 'text', spec: 'json', outcome: 'json', reply: 'null' },
+  steps: { completion: 'json', observations: 'json' },
+  checkpoints: { state: 'json' },
+  events: { data: 'json' },
+  mailbox: { body: 'text' },
+  intents: { detail: 'text', result: 'null' },
+  restore_points: { content: 'null' },
+  file_changes: { diff: 'text' },
+  questions: { payload: 'json', answer: 'json' },
+  drafts: { completion: 'json', partial: 'json' },
+  step_images: { content: 'null' },
+};
+
+/** How a row is found again for its update: the primary key of a table without a rowid, else the rowid. */
+const KEYS: Record<string, readonly string[]> = {
+  steps: ['run_id', 'seq'],
+  restore_points: ['run_id', 'path'],
+  file_changes: ['run_id', 'seq', 'ordinal'],
+  step_images: ['run_id', 'seq', 'path'],
+};
+
+/** The roots of a session's turns. */
+function rootsOf(db: Database.Database, sessionId: string): string[] {
+  const rows = db
+    .prepare('SELECT DISTINCT run_id FROM turns WHERE session_id = ? AND run_id IS NOT NULL')
+    .all(sessionId) as { run_id: string }[];
+  return rows.map((row) => row.run_id);
+}
+
+function requireSession(db: Database.Database, sessionId: string): void {
+  if (!db.prepare('SELECT 1 FROM sessions WHERE session_id = ?').get(sessionId)) {
+    throw new HarnessError(
+      ErrorCode.SessionNotFound,
+      `no session ${sessionId} in this store; list them with store.sessions().`,
+      {
+        details: { sessionId },
+      },
+    );
+  }
+}
+
+/** A temporary table of the given roots, for the statements below to join on. */
+function withRoots<T>(db: Database.Database, roots: readonly string[], body: () => T): T {
+  db.exec('CREATE TEMP TABLE IF NOT EXISTS retention_roots (root_id TEXT PRIMARY KEY)');
+  db.exec('DELETE FROM retention_roots');
+  const insert = db.prepare('INSERT OR IGNORE INTO retention_roots (root_id) VALUES (?)');
+  for (const root of roots) insert.run(root);
+  try {
+    return body();
+  } finally {
+    db.exec('DELETE FROM retention_roots');
+  }
+}
+
+/** How many rows of each table a session has (every run of its trees included). */
+export function countSessionRows(db: Database.Database, sessionId: string): Record<string, number> {
+  return withRoots(db, rootsOf(db, sessionId), () => {
+    const counts: Record<string, number> = {};
+    const count = (sql: string, ...args: unknown[]) => (db.prepare(sql).get(...args) as { n: number }).n;
+    counts.sessions = count('SELECT COUNT(*) AS n FROM sessions WHERE session_id = ?', sessionId);
+    counts.turns = count('SELECT COUNT(*) AS n FROM turns WHERE session_id = ?', sessionId);
+    counts.runs = count('SELECT COUNT(*) AS n FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots)');
+    for (const table of BY_ROOT)
+      counts[table] = count(
+        `SELECT COUNT(*) AS n FROM ${table} WHERE root_id IN (SELECT root_id FROM retention_roots)`,
+      );
+    for (const table of BY_RUN)
+      counts[table] = count(
+        `SELECT COUNT(*) AS n FROM ${table} WHERE run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))`,
+      );
+    return counts;
+  });
+}
+
+/** The bytes a session's rows hold in their columns of words and data (an estimate of what deleting it frees). */
+export function sessionBytes(db: Database.Database, sessionId: string): number {
+  return withRoots(db, rootsOf(db, sessionId), () => {
+    let bytes = 0;
+    const sum = (sql: string, ...args: unknown[]) => (db.prepare(sql).get(...args) as { n: number | null }).n ?? 0;
+    for (const [table, columns] of Object.entries(WORDS)) {
+      const total = Object.keys(columns)
+        .map((column) => `COALESCE(LENGTH(${column}), 0)`)
+        .join(' + ');
+      const where =
+        table === 'turns'
+          ? 'session_id = ?'
+          : (BY_ROOT as readonly string[]).includes(table) || table === 'runs'
+            ? 'root_id IN (SELECT root_id FROM retention_roots)'
+            : 'run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))';
+      bytes += sum(`SELECT SUM(${total}) AS n FROM ${table} WHERE ${where}`, ...(table === 'turns' ? [sessionId] : []));
+    }
+    return bytes;
+  });
+}
+
+/** Deletes a session whole, in the caller's transaction. Returns how many rows of each table went. */
+export function deleteSessionRows(db: Database.Database, sessionId: string): Record<string, number> {
+  requireSession(db, sessionId);
+  return withRoots(db, rootsOf(db, sessionId), () => {
+    const removed: Record<string, number> = {};
+    const trees = 'SELECT root_id FROM retention_roots';
+    for (const table of BY_RUN)
+      removed[table] = db
+        .prepare(`DELETE FROM ${table} WHERE run_id IN (SELECT run_id FROM runs WHERE root_id IN (${trees}))`)
+        .run().changes;
+    for (const table of BY_ROOT)
+      removed[table] = db.prepare(`DELETE FROM ${table} WHERE root_id IN (${trees})`).run().changes;
+    removed.runs = db.prepare(`DELETE FROM runs WHERE root_id IN (${trees})`).run().changes;
+    removed.turns = db.prepare('DELETE FROM turns WHERE session_id = ?').run(sessionId).changes;
+    removed.sessions = db.prepare('DELETE FROM sessions WHERE session_id = ?').run(sessionId).changes;
+    return removed;
+  });
+}
+
+/** The runs of a session that can still be resumed (not ended), for a sweep to refuse it by. */
+export function resumableRuns(db: Database.Database, sessionId: string): { runId: string; status: string }[] {
+  return withRoots(db, rootsOf(db, sessionId), () =>
+    (
+      db
+        .prepare(
+          'SELECT run_id, status FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots) ORDER BY created_at',
+        )
+        .all() as { run_id: string; status: string }[]
+    )
+      .filter((row) => !isTerminal(row.status))
+      .map((row) => ({ runId: row.run_id, status: row.status })),
+  );
+}
+
+/** Every string in a JSON value emptied; its keys, numbers, flags and shape kept. */
+function emptied(value: unknown): unknown {
+  if (typeof value === 'string') return '';
+  if (Array.isArray(value)) return value.map(emptied);
+  if (value !== null && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, emptied(item)]));
+  return value;
+}
+
+/** Empties every column of words of a session's rows, in the caller's transaction; every row and number stays. */
+export function archiveSessionRows(db: Database.Database, sessionId: string): void {
+  requireSession(db, sessionId);
+  withRoots(db, rootsOf(db, sessionId), () => {
+    for (const [table, columns] of Object.entries(WORDS)) {
+      const where =
+        table === 'turns'
+          ? 'session_id = ?'
+          : (BY_ROOT as readonly string[]).includes(table) || table === 'runs'
+            ? 'root_id IN (SELECT root_id FROM retention_roots)'
+            : 'run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))';
+      const args = table === 'turns' ? [sessionId] : [];
+      const keys = KEYS[table] ?? ['rowid'];
+      const picked = [...keys.map((key, index) => `${key} AS key${index}`), ...Object.keys(columns)];
+      const rows = db.prepare(`SELECT ${picked.join(', ')} FROM ${table} WHERE ${where}`).all(...args) as Record<
+        string,
+        unknown
+      >[];
+      const sets = Object.keys(columns).map((column) => `${column} = ?`);
+      const match = keys.map((key) => `${key} = ?`).join(' AND ');
+      const update = db.prepare(`UPDATE ${table} SET ${sets.join(', ')} WHERE ${match}`);
+      for (const row of rows) {
+        const values = Object.entries(columns).map(([column, how]) => {
+          const value = row[column];
+          if (value === null || value === undefined) return null;
+          if (how === 'null') return null;
+          if (how === 'text') return '';
+          try {
+            return JSON.stringify(emptied(JSON.parse(String(value))));
+          } catch {
+            return '';
+          }
+        });
+        update.run(...values, ...keys.map((_, index) => row[`key${index}`]));
+      }
+    }
+  });
+}

@@ -1,0 +1,217 @@
+/**
+ * Retention over real sessions in a real SQLite file: a session deleted whole (its turns,
+ * their runs and the child one spawned, every row of theirs, counted table by table),
+ * another left as it was; a sweep refused, by name, for a session whose run can still be
+ * resumed; an archive that keeps every row and number and leaves no word behind, column
+ * by column; and a compaction that gives the freed pages back.
+ */
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { CallbackApprover, ErrorCode, HarnessError, Policy, Session } from '../dist/index.js';
+import type { ModelScript } from '../dist/testing/index.js';
+import { tempStorePath } from './support/processes.js';
+import { openStore, serve, tempWorkspace } from './support/workspace.js';
+
+const TABLES = [
+  'sessions',
+  'turns',
+  'runs',
+  'ledger',
+  'draws',
+  'steps',
+  'checkpoints',
+  'events',
+  'mailbox',
+  'spawn_queue',
+  'intents',
+  'model_calls',
+  'restore_points',
+  'file_changes',
+  'questions',
+  'drafts',
+  'step_images',
+];
+
+type Message = { role: string; content?: unknown };
+
+/** `rewrite notes.txt` overwrites the file; `spawn a helper` spawns a child that answers; a child says done. */
+const script: ModelScript = (call) => {
+  const messages = (call.body as { messages: Message[] }).messages;
+  const users = messages.filter((message) => message.role === 'user');
+  const opening = String(users.at(-1)?.content ?? '');
+  const first = String(users[0]?.content ?? '');
+  const acted = messages.at(-1)?.role === 'tool';
+  if (first.startsWith('child work PELICAN')) return { text: 'child done PELICAN' };
+  if (acted) return { text: `done with ${opening.split('\n')[0]} PELICAN` };
+  if (opening.startsWith('rewrite notes.txt'))
+    return { toolCalls: [{ name: 'write_file', args: { path: 'notes.txt', content: 'PELICAN new words\n' } }] };
+  if (opening.startsWith('spawn a helper'))
+    return { toolCalls: [{ name: 'spawn_agent', args: { task: 'child work PELICAN', wait: true } }] };
+  return { text: `reply PELICAN to ${opening.split('\n')[0]}` };
+};
+
+const policy = Policy.default().layer('test').allowRead('**').allowWrite('**');
+
+function counts(path: string): Record<string, number> {
+  const db = new Database(path, { readonly: true });
+  try {
+    return Object.fromEntries(
+      TABLES.map((table) => [table, (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n]),
+    );
+  } finally {
+    db.close();
+  }
+}
+
+/** A session of two turns (one rewrites a large file, one spawns a child), in `store`. */
+async function conversation(store: Awaited<ReturnType<typeof openStore>>, provider: never) {
+  const root = tempWorkspace({ 'notes.txt': `${'old words PELICAN '.repeat(60_000)}\n` });
+  const session = await Session.open(store, root);
+  const one = await session.turn('rewrite notes.txt PELICAN', { provider, policy });
+  const two = await session.turn('spawn a helper PELICAN', { provider, policy });
+  expect([one.outcome.kind, two.outcome.kind]).toEqual(['finished', 'finished']);
+  return session;
+}
+
+function refusal(action: () => unknown): { code: string; message: string } {
+  try {
+    action();
+  } catch (error) {
+    expect(HarnessError.isInstance(error)).toBe(true);
+    return { code: (error as HarnessError).code, message: (error as Error).message };
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('retention', () => {
+  it('deletes a session whole, every table counted, leaves the other session as it was, and compacts the file', async () => {
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const { provider } = await serve(script);
+    const doomed = await conversation(store, provider as never);
+    const kept = await conversation(store, provider as never);
+    const before = counts(path);
+    const size = store.sessionSize(doomed.id);
+    // Two turns' runs and the child one spawned; every table a run writes has rows of it.
+    expect(size.rows.runs).toBe(3);
+    for (const table of [
+      'turns',
+      'ledger',
+      'draws',
+      'steps',
+      'events',
+      'mailbox',
+      'model_calls',
+      'restore_points',
+      'file_changes',
+    ])
+      expect(size.rows[table], table).toBeGreaterThan(0);
+    expect(size.bytes).toBeGreaterThan(1_000_000);
+    const keptBefore = store.sessionSize(kept.id);
+    const { removed } = store.deleteSession(doomed.id);
+    expect(removed).toEqual(size.rows);
+    const after = counts(path);
+    for (const table of TABLES) expect(after[table], table).toBe((before[table] as number) - (size.rows[table] ?? 0));
+    expect(store.session(doomed.id)).toBeNull();
+    expect(store.sessionSize(kept.id)).toEqual(keptBefore);
+    const grown = store.size().bytes;
+    const compacted = store.compact().bytes;
+    expect(compacted).toBeLessThan(grown);
+    expect(refusal(() => store.deleteSession(doomed.id))).toMatchObject({ code: ErrorCode.SessionNotFound });
+  });
+
+  it('refuses a sweep, deleting nothing and naming the session, while one of its runs can be resumed', async () => {
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const { provider } = await serve(script);
+    const done = await conversation(store, provider as never);
+    // A turn paused on an approval nobody gave: its run can be resumed.
+    const waiting = await Session.open(store, tempWorkspace({ 'notes.txt': 'x\n' }));
+    const paused = await waiting.turn('rewrite notes.txt', {
+      provider,
+      policy: Policy.default().layer('test').allowRead('**').askWrite('**'),
+      approver: new CallbackApprover(() => 'defer'),
+    });
+    expect(paused.outcome.kind).toBe('paused');
+    const before = counts(path);
+    const refused = refusal(() => store.sweepSessions({ before: new Date(Date.now() + 60_000) }));
+    expect(refused.code).toBe(ErrorCode.RunStillLive);
+    expect(refused.message).toContain(`session ${waiting.id} (run ${paused.runId} is paused)`);
+    expect(refused.message).not.toContain(done.id);
+    expect(counts(path)).toEqual(before);
+    // Swept up to before the waiting session began: the finished one goes, the waiting one stays.
+    const turnAt = waiting.turns()[0]?.createdAt as number;
+    const sweptBefore = store.session(waiting.id)?.createdAt as number;
+    expect(turnAt).toBeGreaterThanOrEqual(sweptBefore);
+    const swept = store.sweepSessions({ before: sweptBefore });
+    expect(swept.deleted).toEqual([done.id]);
+    expect(store.session(waiting.id)).not.toBeNull();
+    expect(refusal(() => store.sweepSessions({ before: 'yesterday' as never })).code).toBe(ErrorCode.InvalidArgument);
+  });
+
+  it('archives a session: every row and number kept, no word left in any column', async () => {
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const { provider } = await serve(script);
+    const session = await conversation(store, provider as never);
+    const other = await conversation(store, provider as never);
+    const numbers = (db: Database.Database) =>
+      db
+        .prepare(
+          `SELECT (SELECT SUM(tokens_spent) FROM ledger) AS tokens, (SELECT SUM(steps_spent) FROM ledger) AS steps,
+                  (SELECT SUM(input_tokens + output_tokens) FROM model_calls) AS calls, (SELECT COUNT(*) FROM file_changes) AS changes`,
+        )
+        .get();
+    const read = new Database(path, { readonly: true });
+    const numbersBefore = numbers(read);
+    const before = counts(path);
+    const paths = read.prepare('SELECT path FROM file_changes ORDER BY path').all();
+    read.close();
+    store.archiveSession(session.id);
+    expect(counts(path)).toEqual(before);
+    const db = new Database(path, { readonly: true });
+    try {
+      expect(numbers(db)).toEqual(numbersBefore);
+      expect(db.prepare('SELECT path FROM file_changes ORDER BY path').all()).toEqual(paths);
+      const roots = session.turns().map((turn) => turn.runId);
+      const runs = (
+        db.prepare(`SELECT run_id FROM runs WHERE root_id IN (${roots.map(() => '?').join(', ')})`).all(...roots) as {
+          run_id: string;
+        }[]
+      ).map((row) => row.run_id);
+      expect(runs).toHaveLength(3);
+      // Column by column, every row of the archived session: not one word of it is left.
+      for (const table of TABLES) {
+        const columns = (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name);
+        const [scope, args] = columns.includes('run_id')
+          ? [`run_id IN (${runs.map(() => '?').join(', ')})`, runs]
+          : columns.includes('root_id')
+            ? [`root_id IN (${roots.map(() => '?').join(', ')})`, roots]
+            : columns.includes('session_id')
+              ? ['session_id = ?', [session.id]]
+              : [null, []];
+        if (scope === null) continue;
+        for (const row of db.prepare(`SELECT * FROM ${table} WHERE ${scope}`).all(...args) as Record<
+          string,
+          unknown
+        >[]) {
+          for (const [column, value] of Object.entries(row)) {
+            const text = Buffer.isBuffer(value) ? value.toString('latin1') : String(value ?? '');
+            expect(text.includes('PELICAN'), `${table}.${column}`).toBe(false);
+          }
+        }
+      }
+      // The other session keeps its words.
+      const otherRoot = other.turns()[0]?.runId as string;
+      expect(JSON.stringify(db.prepare('SELECT completion FROM steps WHERE run_id = ?').all(otherRoot))).toContain(
+        'PELICAN',
+      );
+    } finally {
+      db.close();
+    }
+    // What is left still reads: the turns and steps parse.
+    expect(store.steps(session.turns()[0]?.runId as string).length).toBeGreaterThan(0);
+    expect(session.turns().map((turn) => turn.text)).toEqual(['', '']);
+    expect(refusal(() => store.archiveSession('no-such-session')).code).toBe(ErrorCode.SessionNotFound);
+  });
+});
