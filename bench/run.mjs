@@ -16,6 +16,7 @@ const benches = [
   ['policy', ['policy.mjs']],
   ['containment', ['containment.mjs']],
   ['proxy', ['proxy.mjs']],
+  ['retention', ['retention.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

@@ -131,23 +131,38 @@ export function sessionBytes(db: Database.Database, sessionId: string): number {
   });
 }
 
-/** Deletes a session whole, in the caller's transaction. Returns how many rows of each table went. */
-export function deleteSessionRows(db: Database.Database, sessionId: string): Record<string, number> {
-  requireSession(db, sessionId);
-  return withRoots(db, rootsOf(db, sessionId), () => {
-    const removed: Record<string, number> = {};
-    const trees = 'SELECT root_id FROM retention_roots';
-    for (const table of BY_RUN)
-      removed[table] = db
-        .prepare(`DELETE FROM ${table} WHERE run_id IN (SELECT run_id FROM runs WHERE root_id IN (${trees}))`)
-        .run().changes;
-    for (const table of BY_ROOT)
-      removed[table] = db.prepare(`DELETE FROM ${table} WHERE root_id IN (${trees})`).run().changes;
-    removed.runs = db.prepare(`DELETE FROM runs WHERE root_id IN (${trees})`).run().changes;
-    removed.turns = db.prepare('DELETE FROM turns WHERE session_id = ?').run(sessionId).changes;
-    removed.sessions = db.prepare('DELETE FROM sessions WHERE session_id = ?').run(sessionId).changes;
-    return removed;
-  });
+/**
+ * Deletes sessions whole, in the caller's transaction, all of them by the same set-based
+ * statements (a sweep deletes its sessions together). Returns how many rows of each table went.
+ */
+export function deleteSessionRows(
+  db: Database.Database,
+  sessionIds: string | readonly string[],
+): Record<string, number> {
+  const ids = typeof sessionIds === 'string' ? [sessionIds] : sessionIds;
+  for (const id of ids) requireSession(db, id);
+  return withRoots(
+    db,
+    ids.flatMap((id) => rootsOf(db, id)),
+    () => {
+      const removed: Record<string, number> = {};
+      const trees = 'SELECT root_id FROM retention_roots';
+      for (const table of BY_RUN)
+        removed[table] = db
+          .prepare(`DELETE FROM ${table} WHERE run_id IN (SELECT run_id FROM runs WHERE root_id IN (${trees}))`)
+          .run().changes;
+      for (const table of BY_ROOT)
+        removed[table] = db.prepare(`DELETE FROM ${table} WHERE root_id IN (${trees})`).run().changes;
+      removed.runs = db.prepare(`DELETE FROM runs WHERE root_id IN (${trees})`).run().changes;
+      removed.turns = 0;
+      removed.sessions = 0;
+      for (const id of ids) {
+        removed.turns += db.prepare('DELETE FROM turns WHERE session_id = ?').run(id).changes;
+        removed.sessions += db.prepare('DELETE FROM sessions WHERE session_id = ?').run(id).changes;
+      }
+      return removed;
+    },
+  );
 }
 
 /** The runs of a session that can still be resumed (not ended), for a sweep to refuse it by. */
