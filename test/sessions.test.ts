@@ -57,7 +57,12 @@ const script: ModelScript = async (call) => {
 const policy = Policy.default().layer('test').allowRead('**');
 
 /** Runs `body` (an async function's body, given `Session`, `store` and `provider`) in a node process of its own. */
-async function inProcess(storePath: string, provider: unknown, body: string): Promise<string> {
+async function inProcess(
+  storePath: string,
+  provider: unknown,
+  body: string,
+  started: (pid: number) => void = () => undefined,
+): Promise<string> {
   const dist = new URL('../dist/index.js', import.meta.url).href;
   const code = `
     const { Session, Store, Policy } = await import(${JSON.stringify(dist)});
@@ -70,6 +75,7 @@ async function inProcess(storePath: string, provider: unknown, body: string): Pr
   const file = join(tempWorkspace(), 'turn.mjs');
   writeFileSync(file, code);
   const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  started(child.pid as number);
   let out = '';
   child.stdout.on('data', (chunk) => {
     out += chunk;
@@ -179,6 +185,53 @@ describe('sessions', () => {
     // Kept and readable, reply and all, but not on the head's branch.
     expect(slow).toMatchObject({ status: 'conflicted', reply: 'slowly answered', parent: turns[0]?.turnId });
     expect(session.head).toBe(fast.turnId);
+  });
+
+  it('completes a turn whose process was killed mid-turn: no committed step again, and the head on it', async () => {
+    const root = tempWorkspace({ 'notes.txt': 'codeword: osprey\n' });
+    const path = tempStorePath();
+    const store = await openStore(path);
+    // The first request after the file was read never comes back in time: the process is killed while it waits.
+    let stalled = false;
+    const { server, provider } = await serve(async (call) => {
+      const answer = await script(call);
+      const read = ownTurn(messagesOf(call)).after.some((message) => message.role === 'tool');
+      if (read && !stalled) {
+        stalled = true;
+        return { ...answer, latencyMs: 60_000 };
+      }
+      return answer;
+    });
+    const session = await Session.open(store, root);
+    let killer = 0;
+    const child = inProcess(
+      path,
+      provider,
+      `const session = await Session.resume(store, ${JSON.stringify(session.id)});
+       await session.turn('read notes.txt', { provider, policy });
+       console.log('ended by itself');`,
+      (pid) => {
+        killer = pid;
+      },
+    );
+    for (let i = 0; i < 1000 && !stalled; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(stalled).toBe(true);
+    process.kill(killer, 'SIGKILL');
+    expect(await child).not.toContain('ended by itself');
+    const [killed] = session.turns();
+    expect(killed).toMatchObject({ status: 'running', text: 'read notes.txt' });
+    const steps = store.steps(killed?.runId as string);
+    expect(steps).toHaveLength(1);
+    const before = server.calls.length;
+    const resumed = await session.resumeTurn(undefined, { provider });
+    expect(resumed).toMatchObject({ turnId: killed?.turnId, reply: 'I read notes.txt.' });
+    expect(resumed.outcome.kind).toBe('finished');
+    // The read committed before the kill was not run again: one more request, for the answer only.
+    expect(server.calls.length).toBe(before + 1);
+    expect(store.events(killed?.runId as string).filter((event) => event.type === 'tool-call')).toHaveLength(1);
+    expect(session.turns()).toMatchObject([{ turnId: killed?.turnId, status: 'finished', reply: 'I read notes.txt.' }]);
+    expect(session.head).toBe(killed?.turnId);
+    await expect(session.resumeTurn()).rejects.toMatchObject({ code: ErrorCode.TurnNotFound });
   });
 
   it('branches from an earlier turn: the next request holds that turn and none after it', async () => {

@@ -20,10 +20,12 @@ import { writeOnce } from '../store/local.js';
 import type { SessionRecord, TurnRecord } from '../store/reader.js';
 import type { Store } from '../store/store.js';
 import type { LiveObserver } from './event-bus.js';
-import { type RunResult, runWith } from './run-with.js';
+import { outcomeOf, type RunResult, runWith } from './run-with.js';
+import { Supervisor } from './supervisor.js';
 
 /** What a turn is run with: the model, and the run's policy, approver and tools. */
 export interface TurnOptions {
+  /** The model (for resumeTurn, optional: without it the stored spec is used, its key read from the variable it names). */
   provider: ProviderSpec;
   policy?: Policy;
   approver?: Approver;
@@ -225,6 +227,56 @@ export class Session {
     });
     if (!ended.advanced) throw new TurnConflictError(this.id, turnId, ended.head);
     return { ...result, turnId };
+  }
+
+  /**
+   * Completes a turn whose process ended before it did (killed mid-turn): its run is
+   * resumed from its last committed step (no committed step runs again), and the turn
+   * ends as it would have, moving the head by the same compare-and-swap. Without an id,
+   * the session's latest turn still marked running.
+   */
+  async resumeTurn(
+    turnId?: string,
+    options: Partial<Pick<TurnOptions, 'provider' | 'approver' | 'tools'>> = {},
+  ): Promise<TurnResult> {
+    const turn =
+      turnId === undefined
+        ? this.turns()
+            .filter((item) => item.status === 'running')
+            .at(-1)
+        : this.#turn(turnId);
+    if (!turn) {
+      throw new HarnessError(ErrorCode.TurnNotFound, `session ${this.id} has no turn still running to resume.`, {
+        details: { sessionId: this.id },
+      });
+    }
+    if (turn.status !== 'running')
+      throw new InvalidArgumentError(`turn ${turn.turnId} has ended (${turn.status}); there is nothing to resume.`);
+    if (!turn.runId)
+      throw new InvalidArgumentError(
+        `turn ${turn.turnId} never started its run; ask again with session.turn(). Its row is kept as it is.`,
+      );
+    const supervisor = await Supervisor.start(this.#store);
+    let result: RunResult;
+    try {
+      const handle = await supervisor.resume(turn.runId, {
+        ...(options.provider ? { provider: options.provider } : {}),
+        ...(options.approver ? { approver: options.approver } : {}),
+        ...(options.tools ? { tools: options.tools } : {}),
+      });
+      await handle.result;
+      result = outcomeOf(this.#store, turn.runId);
+    } finally {
+      await supervisor.close();
+    }
+    const ended = writeOnce(this.#store.path, 'endTurn', {
+      turnId: turn.turnId,
+      status: result.outcome.kind,
+      reply: result.reply,
+      now: Date.now(),
+    });
+    if (!ended.advanced) throw new TurnConflictError(this.id, turn.turnId, ended.head);
+    return { ...result, turnId: turn.turnId };
   }
 
   #turn(turnId: string): TurnRecord {
