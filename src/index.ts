@@ -140,6 +140,7 @@ export type { ModelCallRecord } from './store/records.js';
 export { SCHEMA_VERSION } from './store/schema.js';
 export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';
+export { Attach } from './supervisor/attach.js';
 export type { EventFilter, LiveObserver, Observer } from './supervisor/event-bus.js';
 export { answerQuestion } from './supervisor/questions.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';

@@ -7,10 +7,18 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, HarnessError, Policy, Session, TurnConflictError } from '../dist/index.js';
+import {
+  Attach,
+  CallbackApprover,
+  ErrorCode,
+  HarnessError,
+  Policy,
+  Session,
+  TurnConflictError,
+} from '../dist/index.js';
 import type { ModelScript } from '../dist/testing/index.js';
 import { tempStorePath } from './support/processes.js';
 import { openStore, serve, tempWorkspace } from './support/workspace.js';
@@ -232,6 +240,68 @@ describe('sessions', () => {
     expect(session.turns()).toMatchObject([{ turnId: killed?.turnId, status: 'finished', reply: 'I read notes.txt.' }]);
     expect(session.head).toBe(killed?.turnId);
     await expect(session.resumeTurn()).rejects.toMatchObject({ code: ErrorCode.TurnNotFound });
+  });
+
+  it('is followed from a second process: every event once and in order, a deferred approval answered there, the turn resumed', async () => {
+    const root = tempWorkspace({ 'notes.txt': 'old\n' });
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const { provider } = await serve(async (call) => {
+      const { opening, after } = ownTurn(messagesOf(call));
+      if (!opening.startsWith('rewrite notes.txt')) return script(call);
+      if (after.some((message) => message.role === 'tool')) return { text: 'rewritten' };
+      return { toolCalls: [{ name: 'write_file', args: { path: 'notes.txt', content: 'new\n' } }] };
+    });
+    const session = await Session.open(store, root);
+    const attach = Attach.open(store, session.id);
+    const seen: number[] = [];
+    const following = (async () => {
+      for await (const event of attach.events({ pollMs: 10 })) seen.push(event.eventId);
+    })();
+    // The owner: a turn whose write needs an approval, deferred by its approver, so the turn pauses.
+    const owner = await inProcess(
+      path,
+      provider,
+      `const { CallbackApprover } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
+       const session = await Session.resume(store, ${JSON.stringify(session.id)});
+       const turn = await session.turn('rewrite notes.txt', {
+         provider,
+         policy: Policy.default().layer('test').allowRead('**').askWrite('**'),
+         approver: new CallbackApprover(() => 'defer'),
+       });
+       console.log('owner ' + turn.outcome.kind);`,
+    );
+    expect(owner).toContain('owner paused');
+    const [parked] = attach.parked();
+    expect(parked).toMatchObject({ kind: 'approval', status: 'open' });
+    attach.answer(parked?.questionId as string, 'approve', { by: 'attacher' });
+    let lost: unknown = null;
+    try {
+      attach.answer(parked?.questionId as string, 'deny', { by: 'late' });
+    } catch (error) {
+      lost = error;
+    }
+    expect(lost).toMatchObject({
+      code: ErrorCode.AlreadyAnswered,
+      message: expect.stringContaining('answered by attacher'),
+    });
+    expect(readFileSync(join(root, 'notes.txt'), 'utf8')).toBe('old\n');
+    // The owner's side picks the turn up again (here, this process): the approved write happens, the turn ends.
+    const resumed = await session.resumeTurn(undefined, {
+      provider,
+      approver: new CallbackApprover(() => 'deny'),
+    });
+    expect(resumed.outcome.kind).toBe('finished');
+    expect(readFileSync(join(root, 'notes.txt'), 'utf8')).toBe('new\n');
+    expect(session.head).toBe(resumed.turnId);
+    for (let i = 0; i < 100 && seen.length < attach.read().length; i++) await new Promise((r) => setTimeout(r, 10));
+    attach.close();
+    await following;
+    // Every committed event of the turn, once each, in commit order.
+    expect(seen).toEqual(attach.read().map((event) => event.eventId));
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen.length).toBeGreaterThan(5);
+    expect(() => Attach.open(store, 'nothing-by-this-id')).toThrow(/no run and no session nothing-by-this-id/);
   });
 
   it('branches from an earlier turn: the next request holds that turn and none after it', async () => {

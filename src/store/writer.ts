@@ -1054,8 +1054,9 @@ export class StoreWriter {
       input.advance === false
         ? { changes: 0 }
         : this.#statements
-            .get('UPDATE sessions SET head = ? WHERE session_id = ? AND head IS ?')
-            .run(input.turnId, turn.session_id, turn.parent);
+            // Still on the turn's parent, or already on the turn (a paused turn that ends after its resume).
+            .get('UPDATE sessions SET head = ? WHERE session_id = ? AND (head IS ? OR head = ?)')
+            .run(input.turnId, turn.session_id, turn.parent, input.turnId);
     const advanced = moved.changes === 1;
     const status = advanced || input.advance === false ? input.status : 'conflicted';
     this.#statements

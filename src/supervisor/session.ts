@@ -104,6 +104,9 @@ export class TurnConflictError extends ConflictError {
   }
 }
 
+/** The turn statuses a turn can be resumed from: its process was killed, or it paused for a person. */
+const RESUMABLE: ReadonlySet<string> = new Set(['running', 'paused']);
+
 export class Session {
   readonly id: string;
   readonly root: string;
@@ -230,10 +233,11 @@ export class Session {
   }
 
   /**
-   * Completes a turn whose process ended before it did (killed mid-turn): its run is
-   * resumed from its last committed step (no committed step runs again), and the turn
-   * ends as it would have, moving the head by the same compare-and-swap. Without an id,
-   * the session's latest turn still marked running.
+   * Completes a turn whose process ended before it did (killed mid-turn), or one that
+   * paused for a person once the question is answered: its run is resumed from its last
+   * committed step (no committed step runs again), and the turn ends as it would have,
+   * moving the head by the same compare-and-swap. Without an id, the session's latest
+   * turn still running or paused.
    */
   async resumeTurn(
     turnId?: string,
@@ -242,15 +246,15 @@ export class Session {
     const turn =
       turnId === undefined
         ? this.turns()
-            .filter((item) => item.status === 'running')
+            .filter((item) => RESUMABLE.has(item.status))
             .at(-1)
         : this.#turn(turnId);
     if (!turn) {
-      throw new HarnessError(ErrorCode.TurnNotFound, `session ${this.id} has no turn still running to resume.`, {
+      throw new HarnessError(ErrorCode.TurnNotFound, `session ${this.id} has no turn running or paused to resume.`, {
         details: { sessionId: this.id },
       });
     }
-    if (turn.status !== 'running')
+    if (!RESUMABLE.has(turn.status))
       throw new InvalidArgumentError(`turn ${turn.turnId} has ended (${turn.status}); there is nothing to resume.`);
     if (!turn.runId)
       throw new InvalidArgumentError(
