@@ -38,11 +38,21 @@ export type Write = <K extends StoreOperation>(op: K, input: StoreOperations[K][
  * SQLite's lock orders it against a store actor writing the same file.
  */
 export function writeTogether<T>(path: string, body: (write: Write) => T): T {
-  const db = openWriter(path);
-  try {
+  return inTransaction(path, (db) => {
     const writer = new StoreWriter(db);
-    const write = ((op: string, input: unknown) => applyWrite(writer, op, input)) as Write;
-    return db.transaction(() => body(write)).immediate();
+    return body(((op: string, input: unknown) => applyWrite(writer, op, input)) as Write);
+  });
+}
+
+/** `body` in one immediate transaction on a connection to `path` opened for it and closed after. */
+export function inTransaction<T>(
+  path: string,
+  body: (db: Database.Database) => T,
+  options: { synchronous?: 'NORMAL' | 'FULL' } = {},
+): T {
+  const db = openWriter(path, options);
+  try {
+    return db.transaction(() => body(db)).immediate();
   } finally {
     db.close();
   }

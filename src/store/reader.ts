@@ -261,6 +261,17 @@ export interface TurnRecord {
   endedAt: number | null;
 }
 
+interface SessionRow {
+  session_id: string;
+  root: string;
+  head: string | null;
+  created_at: number;
+}
+
+function toSession(row: SessionRow): SessionRecord {
+  return { sessionId: row.session_id, root: row.root, head: row.head, createdAt: row.created_at };
+}
+
 interface TurnRow {
   turn_id: string;
   session_id: string;
@@ -625,23 +636,16 @@ export class TraceReader {
   /** The spec a run was started with (provider and system prompt). */
   /** A session's row, or null where the store has none by that id. */
   session(sessionId: string): SessionRecord | null {
-    const row = this.#statements
-      .get('SELECT session_id, root, head, created_at FROM sessions WHERE session_id = ?')
-      .get(sessionId) as { session_id: string; root: string; head: string | null; created_at: number } | undefined;
-    return row ? { sessionId: row.session_id, root: row.root, head: row.head, createdAt: row.created_at } : null;
+    const row = this.#statements.get('SELECT * FROM sessions WHERE session_id = ?').get(sessionId) as
+      | SessionRow
+      | undefined;
+    return row ? toSession(row) : null;
   }
 
   /** Every session, oldest first. */
   sessions(): SessionRecord[] {
-    const rows = this.#statements
-      .get('SELECT session_id, root, head, created_at FROM sessions ORDER BY created_at, rowid')
-      .all() as { session_id: string; root: string; head: string | null; created_at: number }[];
-    return rows.map((row) => ({
-      sessionId: row.session_id,
-      root: row.root,
-      head: row.head,
-      createdAt: row.created_at,
-    }));
+    const rows = this.#statements.get('SELECT * FROM sessions ORDER BY created_at, rowid').all() as SessionRow[];
+    return rows.map(toSession);
   }
 
   /** A session's turns in the order they began, every branch's, the conflicted ones too. */

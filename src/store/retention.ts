@@ -57,6 +57,17 @@ const KEYS: Record<string, readonly string[]> = {
   step_images: ['run_id', 'seq', 'path'],
 };
 
+/**
+ * Which rows of `table` belong to the trees in `retention_roots`: by `root_id`, or for the
+ * tables that have none, by the runs of those trees; a session's turns by its id (`?`).
+ */
+function scope(table: string): string {
+  if (table === 'turns') return 'session_id = ?';
+  if (table === 'runs' || (BY_ROOT as readonly string[]).includes(table))
+    return 'root_id IN (SELECT root_id FROM retention_roots)';
+  return 'run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))';
+}
+
 /** The roots of a session's turns. */
 function rootsOf(db: Database.Database, sessionId: string): string[] {
   const rows = db
@@ -97,15 +108,8 @@ export function countSessionRows(db: Database.Database, sessionId: string): Reco
     const count = (sql: string, ...args: unknown[]) => (db.prepare(sql).get(...args) as { n: number }).n;
     counts.sessions = count('SELECT COUNT(*) AS n FROM sessions WHERE session_id = ?', sessionId);
     counts.turns = count('SELECT COUNT(*) AS n FROM turns WHERE session_id = ?', sessionId);
-    counts.runs = count('SELECT COUNT(*) AS n FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots)');
-    for (const table of BY_ROOT)
-      counts[table] = count(
-        `SELECT COUNT(*) AS n FROM ${table} WHERE root_id IN (SELECT root_id FROM retention_roots)`,
-      );
-    for (const table of BY_RUN)
-      counts[table] = count(
-        `SELECT COUNT(*) AS n FROM ${table} WHERE run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))`,
-      );
+    for (const table of ['runs', ...BY_ROOT, ...BY_RUN])
+      counts[table] = count(`SELECT COUNT(*) AS n FROM ${table} WHERE ${scope(table)}`);
     return counts;
   });
 }
@@ -119,12 +123,7 @@ export function sessionBytes(db: Database.Database, sessionId: string): number {
       const total = Object.keys(columns)
         .map((column) => `COALESCE(LENGTH(${column}), 0)`)
         .join(' + ');
-      const where =
-        table === 'turns'
-          ? 'session_id = ?'
-          : (BY_ROOT as readonly string[]).includes(table) || table === 'runs'
-            ? 'root_id IN (SELECT root_id FROM retention_roots)'
-            : 'run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))';
+      const where = scope(table);
       bytes += sum(`SELECT SUM(${total}) AS n FROM ${table} WHERE ${where}`, ...(table === 'turns' ? [sessionId] : []));
     }
     return bytes;
@@ -146,14 +145,9 @@ export function deleteSessionRows(
     ids.flatMap((id) => rootsOf(db, id)),
     () => {
       const removed: Record<string, number> = {};
-      const trees = 'SELECT root_id FROM retention_roots';
-      for (const table of BY_RUN)
-        removed[table] = db
-          .prepare(`DELETE FROM ${table} WHERE run_id IN (SELECT run_id FROM runs WHERE root_id IN (${trees}))`)
-          .run().changes;
-      for (const table of BY_ROOT)
-        removed[table] = db.prepare(`DELETE FROM ${table} WHERE root_id IN (${trees})`).run().changes;
-      removed.runs = db.prepare(`DELETE FROM runs WHERE root_id IN (${trees})`).run().changes;
+      // The tables found through the runs first, the runs last.
+      for (const table of [...BY_RUN, ...BY_ROOT, 'runs'])
+        removed[table] = db.prepare(`DELETE FROM ${table} WHERE ${scope(table)}`).run().changes;
       removed.turns = 0;
       removed.sessions = 0;
       for (const id of ids) {
@@ -194,12 +188,7 @@ export function archiveSessionRows(db: Database.Database, sessionId: string): vo
   requireSession(db, sessionId);
   withRoots(db, rootsOf(db, sessionId), () => {
     for (const [table, columns] of Object.entries(WORDS)) {
-      const where =
-        table === 'turns'
-          ? 'session_id = ?'
-          : (BY_ROOT as readonly string[]).includes(table) || table === 'runs'
-            ? 'root_id IN (SELECT root_id FROM retention_roots)'
-            : 'run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))';
+      const where = scope(table);
       const args = table === 'turns' ? [sessionId] : [];
       const keys = KEYS[table] ?? ['rowid'];
       const picked = [...keys.map((key, index) => `${key} AS key${index}`), ...Object.keys(columns)];

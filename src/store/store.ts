@@ -8,6 +8,7 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
+import { inTransaction } from './local.js';
 import { TraceReader } from './reader.js';
 import { archiveSessionRows, countSessionRows, deleteSessionRows, resumableRuns, sessionBytes } from './retention.js';
 import { openWriter } from './schema.js';
@@ -48,12 +49,7 @@ export class Store extends TraceReader {
 
   /** Runs `body` in one immediate transaction on a connection of its own, closed after. */
   #write<T>(body: (db: Database.Database) => T): T {
-    const db = openWriter(this.path, { synchronous: this.synchronous });
-    try {
-      return db.transaction(() => body(db)).immediate();
-    } finally {
-      db.close();
-    }
+    return inTransaction(this.path, body, { synchronous: this.synchronous });
   }
 
   /** The bytes the store's files take on disk (the database and its write-ahead log). */

@@ -8,7 +8,7 @@
  * resume.
  */
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
-import type { HarnessEvent } from '../runtime/events.js';
+import { type HarnessEvent, isTerminal } from '../runtime/events.js';
 import type { QuestionRecord } from '../store/reader.js';
 import type { Store } from '../store/store.js';
 import { answerQuestion } from './questions.js';
@@ -105,8 +105,9 @@ export class Attach {
     this.#closed = true;
   }
 
+  /** Whether the tree's root has ended for good (a paused one may still be resumed and write more). */
   #ended(rootId: string): boolean {
     const status = this.#store.run(rootId)?.status;
-    return status !== undefined && !['pending', 'queued', 'running'].includes(status);
+    return status !== undefined && isTerminal(status);
   }
 }

@@ -222,6 +222,11 @@ export class Session {
       });
       throw error;
     }
+    return this.#end(turnId, result);
+  }
+
+  /** Ends a turn as its run ended, moving the head to it by compare-and-swap; a turn that lost the race is a conflict. */
+  #end(turnId: string, result: RunResult): TurnResult {
     const ended = writeOnce(this.#store.path, 'endTurn', {
       turnId,
       status: result.outcome.kind,
@@ -273,14 +278,7 @@ export class Session {
     } finally {
       await supervisor.close();
     }
-    const ended = writeOnce(this.#store.path, 'endTurn', {
-      turnId: turn.turnId,
-      status: result.outcome.kind,
-      reply: result.reply,
-      now: Date.now(),
-    });
-    if (!ended.advanced) throw new TurnConflictError(this.id, turn.turnId, ended.head);
-    return { ...result, turnId: turn.turnId };
+    return this.#end(turn.turnId, result);
   }
 
   #turn(turnId: string): TurnRecord {

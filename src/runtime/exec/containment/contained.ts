@@ -154,12 +154,11 @@ function capsApplied(
 ): Partial<Record<keyof SandboxCaps, string>> {
   const applied: Partial<Record<keyof SandboxCaps, string>> = {};
   const helped = rung === 'bubblewrap' || rung === 'landlock' || (rung === 'namespaces' && host.mounts);
+  const memory = cgroupRoot('memory');
   const how: Record<keyof SandboxCaps, string> = {
     cpuSecs: 'RLIMIT_CPU (SIGXCPU at the cap)',
     fileBytes: 'RLIMIT_FSIZE (SIGXFSZ past it)',
-    memoryBytes: cgroupRoot('memory')
-      ? `a memory cgroup (${cgroupRoot('memory')?.file}: killed past it)`
-      : 'RLIMIT_AS (allocations past it fail)',
+    memoryBytes: memory ? `a memory cgroup (${memory.file}: killed past it)` : 'RLIMIT_AS (allocations past it fail)',
     outputBytes: "counted by the harness on both streams; the command's namespace killed past it",
     wallSecs: "the harness's timer; the command's namespace killed at it",
     processes: cgroupRoot('pids')
