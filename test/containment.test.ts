@@ -476,15 +476,17 @@ describe('containment', () => {
     const host = createServer(() => reached++);
     await new Promise<void>((resolve) => host.listen(socketPath, resolve));
     later(() => new Promise<void>((resolve) => host.close(() => resolve())));
-    // Says it started; tries to write outside and into .git, to reach a host socket, and notes whether it
+    // Tries to write outside and into .git, to reach a host socket, and notes whether it
     // sees the secret; leaves a detached process behind; then waits: the driver is killed while it waits.
+    // It notes that it started last, once everything else is done, so the kill never cuts an attempt short.
     const attempts = [
-      "const fs = require('fs'); fs.appendFileSync('starts.txt', 'x');",
+      "const fs = require('fs');",
       `try { fs.writeFileSync(${JSON.stringify(join(outside, 'escaped.txt'))}, 'x'); } catch {}`,
       "try { fs.writeFileSync('.git/hooks-planted', 'x'); } catch {}",
       `require('net').connect(${JSON.stringify(socketPath)}).on('error', () => {});`,
       "fs.appendFileSync('seen.txt', String(process.env.IO_HARNESS_TEST_SECRET) + '\\n');",
       "require('child_process').spawn('setsid', ['sleep', '100000'], { detached: true, stdio: 'ignore' }).unref();",
+      "fs.appendFileSync('starts.txt', 'x');",
       'setTimeout(() => {}, 4000);',
     ];
     const argv = ['node', '-e', attempts.join(' ')];
