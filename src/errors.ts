@@ -34,6 +34,7 @@ export const ErrorCode = {
   ContainmentUnavailable: 'CONTAINMENT_UNAVAILABLE',
   SessionNotFound: 'SESSION_NOT_FOUND',
   TurnNotFound: 'TURN_NOT_FOUND',
+  TurnEnded: 'TURN_ENDED',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -30,6 +30,7 @@ const TABLES = [
   'questions',
   'drafts',
   'step_images',
+  'steers',
 ];
 
 type Message = { role: string; content?: unknown };
@@ -63,12 +64,15 @@ function counts(path: string): Record<string, number> {
   }
 }
 
-/** A session of two turns (one rewrites a large file, one spawns a child), in `store`. */
+/** A session of two turns (one rewrites a large file and is steered, one spawns a child), in `store`. */
 async function conversation(store: Awaited<ReturnType<typeof openStore>>, provider: never) {
   const root = tempWorkspace({ 'notes.txt': `${'old words PELICAN '.repeat(60_000)}\n` });
   const session = await Session.open(store, root);
-  const one = await session.turn('rewrite notes.txt PELICAN', { provider, policy });
-  const two = await session.turn('spawn a helper PELICAN', { provider, policy });
+  const first = session.turn('rewrite notes.txt PELICAN', { provider, policy });
+  // A correction, taken before the first step: its words are the session's too.
+  first.steer('rewrite notes.txt as asked PELICAN');
+  const one = await first;
+  const two = await session.turn('spawn a helper PELICAN', { provider, policy, contained: { maxTotalAgents: 2 } });
   expect([one.outcome.kind, two.outcome.kind]).toEqual(['finished', 'finished']);
   return session;
 }

@@ -32,8 +32,9 @@ function messagesOf(call: Parameters<ModelScript>[0]): Message[] {
 /** The user message the request's own turn opened with, and what came after it. */
 function ownTurn(messages: Message[]): { opening: string; after: Message[] } {
   let at = messages.length - 1;
-  while (at >= 0 && messages[at]?.role !== 'user') at--;
-  // A tool result is sent as a tool message; the opening is the last user message before the turn's steps.
+  // A tool result is sent as a tool message; the opening is the last user message before the turn's steps
+  // (a correction sent mid-turn comes after a tool result, and opens nothing).
+  while (at >= 0 && (messages[at]?.role !== 'user' || messages[at - 1]?.role === 'tool')) at--;
   return { opening: String(messages[at]?.content ?? ''), after: messages.slice(at + 1) };
 }
 
@@ -224,6 +225,8 @@ describe('sessions', () => {
     );
     for (let i = 0; i < 1000 && !stalled; i++) await new Promise((r) => setTimeout(r, 10));
     expect(stalled).toBe(true);
+    // A correction sent while the turn's process is stalled outlives the kill: the resumed run takes it.
+    session.steer(session.turns()[0]?.turnId as string, 'keep it short STEER-AFTER-KILL');
     process.kill(killer, 'SIGKILL');
     expect(await child).not.toContain('ended by itself');
     const [killed] = session.turns();
@@ -236,6 +239,14 @@ describe('sessions', () => {
     expect(resumed.outcome.kind).toBe('finished');
     // The read committed before the kill was not run again: one more request, for the answer only.
     expect(server.calls.length).toBe(before + 1);
+    const last = messagesOf(server.calls.at(-1) as Parameters<ModelScript>[0]);
+    expect(last.slice(-2)).toMatchObject([
+      { role: 'tool' },
+      { role: 'user', content: 'keep it short STEER-AFTER-KILL' },
+    ]);
+    expect(store.events(killed?.runId as string).filter((event) => event.type === 'steered')).toMatchObject([
+      { text: 'keep it short STEER-AFTER-KILL', before: 2 },
+    ]);
     expect(store.events(killed?.runId as string).filter((event) => event.type === 'tool-call')).toHaveLength(1);
     expect(session.turns()).toMatchObject([{ turnId: killed?.turnId, status: 'finished', reply: 'I read notes.txt.' }]);
     expect(session.head).toBe(killed?.turnId);

@@ -47,6 +47,7 @@ describe('the store file', () => {
       'runs',
       'sessions',
       'spawn_queue',
+      'steers',
       'step_images',
       'steps',
       'turns',

@@ -22,7 +22,9 @@ export type RunStatus =
   | 'schema-unsatisfied'
   | 'budget-exhausted'
   | 'failed'
-  | 'cancelled';
+  | 'cancelled'
+  /** A person interrupted the turn: it ended at a step boundary, its committed steps kept. */
+  | 'interrupted';
 
 export const TERMINAL_STATUSES: readonly RunStatus[] = [
   'finished',
@@ -31,6 +33,7 @@ export const TERMINAL_STATUSES: readonly RunStatus[] = [
   'budget-exhausted',
   'failed',
   'cancelled',
+  'interrupted',
 ];
 
 /** What a paused run waits on. */
@@ -99,6 +102,8 @@ export type EventData =
     }
   | { type: 'refusal'; callId: string; tool: string; rule: string; layer: string; reason: string }
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }
+  /** A person's correction, given to the root as the user's words before step `before`. */
+  | { type: 'steered'; text: string; before: number; by: string }
   | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }
   | {
       type: 'budget-exhausted';

@@ -18,6 +18,7 @@ import type {
   IntentBegin,
   IntentInput,
   LeaseClaim,
+  ModelCallRecord,
   QuestionInput,
   RestorePointInput,
   SpawnInput,
@@ -72,6 +73,15 @@ export interface StoreOperations {
     { advanced: true } | { advanced: false; head: string | null },
   ];
   moveHead: [{ sessionId: string; turnId: string }, undefined];
+  steer: [
+    { runId: string; kind: 'steer' | 'interrupt'; text: string | null; by: string; now: number },
+    { steerId: number },
+  ];
+  takeSteers: [Fence & { now: number }, { steers: string[]; interrupt: boolean }];
+  endReply: [
+    Fence & { completion: Completion; calls: ModelCallRecord[]; events: EventData[]; now: number },
+    { status: 'finished' | 'exhausted' },
+  ];
 }
 export type StoreOperation = keyof StoreOperations;
 /** One write as a message: the operation's name and its input. */
@@ -83,6 +93,9 @@ const OPERATIONS: Record<StoreOperation, true> = {
   startedTurn: true,
   endTurn: true,
   moveHead: true,
+  steer: true,
+  takeSteers: true,
+  endReply: true,
   createRoot: true,
   acquireLease: true,
   renewLeases: true,

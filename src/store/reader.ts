@@ -255,8 +255,10 @@ export interface TurnRecord {
   runId: string | null;
   text: string;
   reply: string | null;
-  /** `running`, the run's outcome (`finished`, `failed`, …), or `conflicted` when another turn took the head first. */
+  /** `running`, the run's outcome (`finished`, `interrupted`, `failed`, …), or `conflicted` when another turn took the head first. */
   status: string;
+  /** What the turn was, once it ended: `reply` (its first completion stopped on text, no step), else `work`. */
+  kind: 'reply' | 'work' | null;
   createdAt: number;
   endedAt: number | null;
 }
@@ -272,6 +274,10 @@ function toSession(row: SessionRow): SessionRecord {
   return { sessionId: row.session_id, root: row.root, head: row.head, createdAt: row.created_at };
 }
 
+/** A turn's row, and how many steps its run committed (none for a reply). */
+const TURN_SELECT =
+  'SELECT turns.*, (SELECT COUNT(*) FROM steps WHERE steps.run_id = turns.run_id) AS steps FROM turns';
+
 interface TurnRow {
   turn_id: string;
   session_id: string;
@@ -283,6 +289,7 @@ interface TurnRow {
   status: string;
   created_at: number;
   ended_at: number | null;
+  steps: number;
 }
 
 function toTurn(row: TurnRow): TurnRecord {
@@ -295,6 +302,12 @@ function toTurn(row: TurnRow): TurnRecord {
     text: row.user_text,
     reply: row.reply,
     status: row.status,
+    kind:
+      row.status === 'running' || row.status === 'paused'
+        ? null
+        : row.status === 'finished' && row.steps === 0
+          ? 'reply'
+          : 'work',
     createdAt: row.created_at,
     endedAt: row.ended_at,
   };
@@ -650,16 +663,32 @@ export class TraceReader {
 
   /** A session's turns in the order they began, every branch's, the conflicted ones too. */
   turns(sessionId: string): TurnRecord[] {
-    const rows = this.#statements
-      .get('SELECT * FROM turns WHERE session_id = ? ORDER BY seq')
-      .all(sessionId) as TurnRow[];
+    const rows = this.#statements.get(`${TURN_SELECT} WHERE session_id = ? ORDER BY seq`).all(sessionId) as TurnRow[];
     return rows.map(toTurn);
   }
 
   /** One turn, or null. */
   turn(turnId: string): TurnRecord | null {
-    const row = this.#statements.get('SELECT * FROM turns WHERE turn_id = ?').get(turnId) as TurnRow | undefined;
+    const row = this.#statements.get(`${TURN_SELECT} WHERE turn_id = ?`).get(turnId) as TurnRow | undefined;
     return row ? toTurn(row) : null;
+  }
+
+  /** The corrections a run took, each with the step it came before, oldest first. */
+  takenSteers(runId: string): { before: number; text: string }[] {
+    const rows = this.#statements
+      .get(
+        `SELECT taken_seq, body FROM steers WHERE run_id = ? AND kind = 'steer' AND taken_seq IS NOT NULL ORDER BY steer_id`,
+      )
+      .all(runId) as { taken_seq: number; body: string | null }[];
+    return rows.map((row) => ({ before: row.taken_seq, text: row.body ?? '' }));
+  }
+
+  /** The corrections sent to a run that it ended before taking, oldest first. */
+  undeliveredSteers(runId: string): string[] {
+    const rows = this.#statements
+      .get(`SELECT body FROM steers WHERE run_id = ? AND kind = 'steer' AND taken_seq IS NULL ORDER BY steer_id`)
+      .all(runId) as { body: string | null }[];
+    return rows.map((row) => row.body ?? '');
   }
 
   spec(runId: string): unknown {

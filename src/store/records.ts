@@ -22,6 +22,10 @@ export interface RunSpec {
   briefing?: string;
   /** Turns of a conversation the run's transcript begins with, before its own opening turn (a session's earlier turns). */
   history?: TranscriptEntry[];
+  /** False: the tree's agents are not offered spawn_agent (a session's turn that was not asked to fan out). */
+  spawn?: boolean;
+  /** A session turn's root: a first completion that stops on text ends the run as a reply, with no step. */
+  reply?: boolean;
   /** The embedder's tools the tree was started with, by name and effect; a resume must give them again. */
   tools?: { name: string; effect: 'reads' | 'acts' }[];
 }
@@ -122,7 +126,10 @@ export interface CommitStepInput extends Fence {
 }
 
 export type CommitStepResult =
-  | { status: 'committed'; seq: number; treeSpent: DrawAmount }
+  /** `steers`: corrections a person sent while the step ran, the user's words before the next step. */
+  | { status: 'committed'; seq: number; treeSpent: DrawAmount; steers?: string[] }
+  /** The step committed, and an interrupt waiting for the run ended it there. */
+  | { status: 'interrupted'; seq: number; treeSpent: DrawAmount }
   | { status: 'duplicate'; seq: number }
   | { status: 'exhausted'; runId: string; ceiling: string; spent: number; limit: number };
 

@@ -23,7 +23,7 @@ const BY_ROOT = [
   'file_changes',
   'questions',
 ] as const;
-const BY_RUN = ['steps', 'checkpoints', 'intents', 'drafts', 'step_images'] as const;
+const BY_RUN = ['steps', 'checkpoints', 'intents', 'drafts', 'step_images', 'steers'] as const;
 
 /** Every table a session's rows are in, for counting. */
 export const SESSION_TABLES = ['sessions', 'turns', 'runs', ...BY_ROOT, ...BY_RUN] as const;
@@ -47,6 +47,7 @@ const WORDS: Record<string, Record<string, 'text' | 'null' | 'json'>> = {
   questions: { payload: 'json', answer: 'json' },
   drafts: { completion: 'json', partial: 'json' },
   step_images: { content: 'null' },
+  steers: { body: 'null' },
 };
 
 /** How a row is found again for its update: the primary key of a table without a rowid, else the rowid. */

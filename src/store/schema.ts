@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ErrorCode, StoreError } from '../errors.js';
 
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 /** Forward migrations; index i takes a file from version i to i + 1. */
 export const MIGRATIONS: readonly string[] = [
@@ -252,6 +252,19 @@ export const MIGRATIONS: readonly string[] = [
     ended_at    INTEGER
   );
   CREATE INDEX turns_by_session ON turns(session_id, seq);
+  `,
+  // 7: what a person sends a running turn: a correction (steer) or an interrupt, taken at a step boundary.
+  `
+  CREATE TABLE steers (
+    steer_id    INTEGER PRIMARY KEY,
+    run_id      TEXT NOT NULL,                 -- the turn's root run; never a child
+    kind        TEXT NOT NULL,                 -- steer | interrupt
+    body        TEXT,                          -- the correction's words; null for an interrupt
+    by_whom     TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    taken_seq   INTEGER                        -- the step it came before; null while it waits
+  );
+  CREATE INDEX steers_waiting ON steers(run_id, taken_seq);
   `,
 ];
 

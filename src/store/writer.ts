@@ -8,7 +8,14 @@
 import type Database from 'better-sqlite3';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError, LeaseLostError } from '../errors.js';
 import { type Ceilings, clampToParent } from '../runtime/budget.js';
-import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
+import {
+  type DrawAmount,
+  type EventData,
+  type HarnessEvent,
+  isTerminal,
+  type QuestionKind,
+  type RunStatus,
+} from '../runtime/events.js';
 import type { Completion } from '../runtime/provider.js';
 import { processLiveness } from './liveness.js';
 import type {
@@ -615,7 +622,7 @@ export class StoreWriter {
     this.#statements.get('DELETE FROM drafts WHERE run_id = ?').run(run.run_id);
     this.#statements.get('DELETE FROM step_images WHERE run_id = ? AND seq <= ?').run(run.run_id, input.seq);
     this.#upsertCheckpoint.run(run.run_id, input.seq, gen, JSON.stringify({ seq: input.seq }), input.now);
-    if (input.final)
+    if (input.final) {
       this.#finish(
         run,
         gen,
@@ -626,7 +633,162 @@ export class StoreWriter {
         input.now,
         [],
       );
-    return { status: 'committed', seq: input.seq, treeSpent };
+      return { status: 'committed', seq: input.seq, treeSpent };
+    }
+    // What a person sent the run while this step ran is taken at its end, the boundary.
+    const taken = run.parent_id === null ? this.#takeSteers(run, gen, input.seq, input.now) : null;
+    if (taken?.interrupt) return { status: 'interrupted', seq: input.seq, treeSpent };
+    return {
+      status: 'committed',
+      seq: input.seq,
+      treeSpent,
+      ...(taken?.steers.length ? { steers: taken.steers } : {}),
+    };
+  }
+
+  /**
+   * Takes what is waiting for a root run at the boundary after step `after` (0: before its
+   * first): corrections, which come before the next step as the user's words, each recorded
+   * as `steered`; and an interrupt, which ends the run as `interrupted` here, its committed
+   * steps kept.
+   */
+  #takeSteers(run: RunRow, generation: number, after: number, now: number): { steers: string[]; interrupt: boolean } {
+    const waiting = this.#statements
+      .get('SELECT steer_id, kind, body, by_whom FROM steers WHERE run_id = ? AND taken_seq IS NULL ORDER BY steer_id')
+      .all(run.run_id) as { steer_id: number; kind: string; body: string | null; by_whom: string }[];
+    const taken = { steers: [] as string[], interrupt: false };
+    if (waiting.length === 0) return taken;
+    const before = after + 1;
+    const seq = after === 0 ? null : after;
+    const interrupt = waiting.find((item) => item.kind === 'interrupt');
+    if (interrupt) {
+      // The run ends here: corrections sent with the interrupt are left untaken, reported as undelivered.
+      this.#statements
+        .get(`UPDATE steers SET taken_seq = ? WHERE run_id = ? AND kind = 'interrupt' AND taken_seq IS NULL`)
+        .run(before, run.run_id);
+      this.#finish(run, generation, after, 'interrupted', null, `interrupted by ${interrupt.by_whom}`, now, []);
+      return { steers: [], interrupt: true };
+    }
+    this.#statements
+      .get('UPDATE steers SET taken_seq = ? WHERE run_id = ? AND taken_seq IS NULL')
+      .run(before, run.run_id);
+    for (const item of waiting) {
+      const text = item.body ?? '';
+      taken.steers.push(text);
+      this.#event(run, seq, generation, { type: 'steered', text, before, by: item.by_whom }, now);
+    }
+    return taken;
+  }
+
+  /** Takes what waits for a root run as it starts (sent before its first step, or while it was paused or down). */
+  takeSteers(input: Fence & { now: number }): { steers: string[]; interrupt: boolean } {
+    const run = this.#fence(input);
+    if (run.parent_id !== null) return { steers: [], interrupt: false };
+    return this.#takeSteers(run, input.generation, run.last_seq, input.now);
+  }
+
+  /**
+   * Sends a running root run a correction (`steer`, with its words) or an `interrupt`,
+   * taken at its next step boundary. Refused, writing nothing, for a child (only the
+   * root is steered) and for a run that has ended.
+   */
+  steer(input: { runId: string; kind: 'steer' | 'interrupt'; text: string | null; by: string; now: number }): {
+    steerId: number;
+  } {
+    const run = this.#runById.get(input.runId) as RunRow | undefined;
+    // A turn's run being made (the turn names it before its row is written) is steered all the same.
+    const starting =
+      !run &&
+      this.#statements.get(`SELECT 1 AS one FROM turns WHERE run_id = ? AND status = 'running'`).get(input.runId);
+    if (!run && !starting)
+      throw new HarnessError(ErrorCode.RunNotFound, `no run ${input.runId} in this store to steer.`);
+    if (run && run.parent_id !== null) {
+      throw new InvalidArgumentError(
+        `run ${input.runId} is a child of ${run.parent_id}; only the root of a turn is steered. Steer ${run.root_id}.`,
+      );
+    }
+    if (run && isTerminal(run.status)) {
+      throw new HarnessError(
+        ErrorCode.TurnEnded,
+        `run ${input.runId} has ended (${run.status}); there is nothing to ${input.kind === 'steer' ? 'steer' : 'interrupt'}. Say it in a new turn.`,
+        { details: { runId: input.runId, status: run.status } },
+      );
+    }
+    const row = this.#statements
+      .get('INSERT INTO steers (run_id, kind, body, by_whom, created_at, taken_seq) VALUES (?, ?, ?, ?, ?, NULL)')
+      .run(input.runId, input.kind, input.text, input.by, input.now);
+    return { steerId: Number(row.lastInsertRowid) };
+  }
+
+  /**
+   * Ends a root run on its first completion when that completion is a reply (text, no tool
+   * call): its tokens drawn on the tree's ledger (no step), its model call recorded, no
+   * step row and no checkpoint. A draw that would cross a ceiling ends it as
+   * budget-exhausted instead.
+   */
+  endReply(input: Fence & { completion: Completion; calls: ModelCallRecord[]; events: EventData[]; now: number }): {
+    status: 'finished' | 'exhausted';
+  } {
+    const run = this.#fence(input);
+    const usage = input.completion.usage;
+    const draw: DrawAmount = { steps: 0, tokens: usage.inputTokens + usage.outputTokens };
+    const seq = run.last_seq + 1;
+    const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
+    this.#savepoint.run();
+    for (const id of chain) {
+      if (this.#draw.run({ run_id: id, steps: 0, tokens: draw.tokens }).changes !== 1) {
+        this.#rollbackToSavepoint.run();
+        this.#releaseSavepoint.run();
+        const ledger = this.#ledgerById.get(id) as LedgerRow;
+        this.#calls(run, seq, input.generation, input.calls, input.now);
+        this.#finish(
+          run,
+          input.generation,
+          run.last_seq,
+          'budget-exhausted',
+          null,
+          `the tokens ceiling of run ${id} would be crossed`,
+          input.now,
+          [
+            ...input.events,
+            {
+              type: 'budget-exhausted',
+              draw,
+              ceiling: 'tokens',
+              account: id,
+              spent: ledger.tokens_spent,
+              limit: ledger.max_tokens as number,
+            },
+          ],
+        );
+        return { status: 'exhausted' };
+      }
+    }
+    this.#releaseSavepoint.run();
+    this.#insertDraw.run(
+      `${run.run_id}:${seq}`,
+      run.root_id,
+      run.run_id,
+      seq,
+      input.generation,
+      0,
+      draw.tokens,
+      input.now,
+    );
+    this.#calls(run, seq, input.generation, input.calls, input.now);
+    const root = this.#ledgerById.get(run.root_id) as LedgerRow;
+    const treeSpent = { steps: root.steps_spent, tokens: root.tokens_spent };
+    this.#finish(
+      run,
+      input.generation,
+      run.last_seq,
+      'finished',
+      input.completion.text,
+      'the model replied',
+      input.now,
+      [...input.events, { type: 'spend', draw, treeSpent }],
+    );
+    return { status: 'finished' };
   }
 
   /**

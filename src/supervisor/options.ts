@@ -86,6 +86,8 @@ export const runOptionsSchema = z.strictObject({
   maxWaitSecs: atLeastZero('maxWaitSecs', 'seconds').optional(),
   maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
   maxTotalAgents: whole('maxTotalAgents', 1).optional(),
+  spawn: z.boolean({ error: 'spawn must be true or false' }).optional(),
+  reply: z.boolean({ error: 'reply must be true or false' }).optional(),
   contract: z.unknown().optional(),
   policy: z.unknown().optional(),
   approver: people.approver.optional(),

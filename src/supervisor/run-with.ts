@@ -25,6 +25,8 @@ export type Outcome =
   /** Waiting on a person: `questions` are the ids to answer (answerQuestion), then resume. */
   | { kind: 'paused'; reason: string; questions: string[] }
   | { kind: 'cancelled'; reason: string }
+  /** A person interrupted it (a session turn): it ended at a step boundary, its committed steps kept. */
+  | { kind: 'interrupted'; reason: string }
   | { kind: 'failed'; reason: string };
 
 export interface RunResult {
@@ -48,6 +50,13 @@ export interface RunWithOptions {
   session?: string;
   /** Turns the root's transcript begins with (a session's earlier turns; see {@link Session}). */
   history?: TranscriptEntry[];
+  /** The tree's own caps on its agents (see RunOptions). */
+  maxTotalAgents?: number;
+  maxConcurrentAgents?: number;
+  /** False: no agent of the tree is offered spawn_agent (see RunOptions.spawn). */
+  spawn?: boolean;
+  /** True: a first completion that stops on text ends the run as a reply, with no step (see RunOptions.reply). */
+  reply?: boolean;
   /** Options for the supervisor runWith starts (a contract's lease ttl wins over `leaseTtlMs`). */
   supervisor?: SupervisorOptions;
   /** Reviews the plan of a contract opened with a plan gate; without one the plan is stored and the run pauses. */
@@ -85,6 +94,9 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
       break;
     case 'cancelled':
       outcome = { kind: 'cancelled', reason };
+      break;
+    case 'interrupted':
+      outcome = { kind: 'interrupted', reason };
       break;
     case 'failed':
       outcome = { kind: 'failed', reason };
@@ -157,6 +169,10 @@ export async function runWith(
       ...(options.planGate ? { planGate: options.planGate } : {}),
       ...(options.operator ? { operator: options.operator } : {}),
       ...(options.tools ? { tools: options.tools } : {}),
+      ...(options.maxTotalAgents === undefined ? {} : { maxTotalAgents: options.maxTotalAgents }),
+      ...(options.maxConcurrentAgents === undefined ? {} : { maxConcurrentAgents: options.maxConcurrentAgents }),
+      ...(options.spawn === undefined ? {} : { spawn: options.spawn }),
+      ...(options.reply === undefined ? {} : { reply: options.reply }),
     };
     const handle = supervisor.run(runOptions);
     options.onStart?.(supervisor, handle.rootId);

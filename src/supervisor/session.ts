@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { appendStep } from '../actors/agent/records.js';
+import { steerTurn } from '../actors/agent/step.js';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { TaskContract } from '../runtime/contract/contract.js';
 import type { Tool } from '../runtime/custom-tool.js';
@@ -34,12 +35,31 @@ export interface TurnOptions {
   contract?: TaskContract;
   /** Hears every event of the turn's tree, committed and live (text deltas, model and tool calls). */
   observer?: LiveObserver;
+  /**
+   * Lets the answering agent hand parts of the work to sub-agents: it is offered
+   * spawn_agent, its children run under the turn's policy (narrowed only) and draw from
+   * the turn's one ledger, and the whole fan-out is one turn. Without it, a turn's agent
+   * works alone and is not offered spawn_agent.
+   */
+  contained?: Containment;
+}
+
+/** How far a turn may fan out: the most agents in its tree (root included), and how many run at once. */
+export interface Containment {
+  maxTotalAgents: number;
+  maxConcurrentAgents?: number;
 }
 
 /** A turn's end: its row, and the run that answered it. */
 export interface TurnResult extends RunResult {
   turnId: string;
+  /** `reply`: the first completion stopped on text and the turn ended there, with no step; `work` otherwise. */
+  kind: TurnKind;
+  /** Corrections sent while the turn ran that it ended before taking, in the order they were sent. */
+  undelivered: string[];
 }
+
+export type TurnKind = NonNullable<TurnRecord['kind']>;
 
 /** What a turn's answering agent does as it happens: its text as the model streams it, and its tool calls. */
 export type TurnEvent =
@@ -58,16 +78,35 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
   readonly #waiting = new Set<() => void>();
   #done = false;
 
+  /** The turn's id, known from the start (a second process steers it by this id through Session.steer). */
+  readonly turnId: string;
+  readonly #session: Session;
+  #runId: string | null = null;
+  readonly #before: { kind: 'steer' | 'interrupt'; text: string | null }[] = [];
+
   /** @internal */
-  constructor(run: (push: (event: TurnEvent) => void) => Promise<TurnResult>) {
+  constructor(
+    session: Session,
+    turnId: string,
+    run: (push: (event: TurnEvent) => void, started: (runId: string) => void) => Promise<TurnResult>,
+  ) {
+    this.#session = session;
+    this.turnId = turnId;
     const wake = () => {
       for (const resolve of this.#waiting) resolve();
       this.#waiting.clear();
     };
-    this.result = run((event) => {
-      this.#events.push(event);
-      wake();
-    }).finally(() => {
+    this.result = run(
+      (event) => {
+        this.#events.push(event);
+        wake();
+      },
+      (runId) => {
+        // What was sent before the run existed goes to it now, in order, before its first step.
+        this.#runId = runId;
+        for (const item of this.#before.splice(0)) this.#session.send(runId, item.kind, item.text);
+      },
+    ).finally(() => {
       this.#done = true;
       wake();
     });
@@ -81,6 +120,28 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
     onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
   ): Promise<A | B> {
     return this.result.then(onFulfilled, onRejected);
+  }
+
+  /**
+   * Corrects the turn while it runs: `text` reaches the answering agent (the root, never a
+   * child) at its next step boundary, as the user's words. Throws TURN_ENDED, writing
+   * nothing, once the turn has ended.
+   */
+  steer(text: string): void {
+    if (typeof text !== 'string' || text.trim() === '')
+      throw new InvalidArgumentError('turn.steer needs the correction, a non-empty string.');
+    this.#send('steer', text);
+  }
+
+  /** Ends the turn at its next step boundary as `interrupted`, its committed steps kept. Throws TURN_ENDED once it has ended. */
+  interrupt(): void {
+    this.#send('interrupt', null);
+  }
+
+  #send(kind: 'steer' | 'interrupt', text: string | null): void {
+    if (this.#done) this.#session.ended(kind);
+    if (this.#runId === null) this.#before.push({ kind, text });
+    else this.#session.send(this.#runId, kind, text);
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<TurnEvent> {
@@ -172,10 +233,57 @@ export class Session {
    * this branch. Await the handle for the result, or iterate it for the text as it streams.
    */
   turn(text: string, options: TurnOptions): TurnHandle {
-    return new TurnHandle((push) => this.#run(text, options, push));
+    const turnId = randomUUID();
+    return new TurnHandle(this, turnId, (push, started) => this.#run(turnId, text, options, push, started));
   }
 
-  async #run(text: string, options: TurnOptions, push: (event: TurnEvent) => void): Promise<TurnResult> {
+  /**
+   * Corrects a running turn from any process (see TurnHandle.steer): the words reach its
+   * root at its next step boundary. TURN_ENDED, writing nothing, for a turn that has ended.
+   */
+  steer(turnId: string, text: string): void {
+    if (typeof text !== 'string' || text.trim() === '')
+      throw new InvalidArgumentError('session.steer needs the correction, a non-empty string.');
+    this.send(this.#running(turnId, 'steer'), 'steer', text);
+  }
+
+  /** Interrupts a running turn from any process (see TurnHandle.interrupt). */
+  interrupt(turnId: string): void {
+    this.send(this.#running(turnId, 'interrupt'), 'interrupt', null);
+  }
+
+  /** @internal Writes a steer or an interrupt for a turn's root run. */
+  send(runId: string, kind: 'steer' | 'interrupt', text: string | null): void {
+    writeOnce(this.#store.path, 'steer', { runId, kind, text, by: 'the user', now: Date.now() });
+  }
+
+  /** @internal The error for steering or interrupting a turn that has ended. */
+  ended(kind: 'steer' | 'interrupt', turnId?: string, status?: string): never {
+    throw new HarnessError(
+      ErrorCode.TurnEnded,
+      `${turnId ? `turn ${turnId}` : 'the turn'} has ended${status ? ` (${status})` : ''}; there is nothing to ${kind}. Say it in a new turn.`,
+      { details: { ...(turnId ? { turnId } : {}), ...(status ? { status } : {}) } },
+    );
+  }
+
+  /** The root run of a turn that can still be steered. */
+  #running(turnId: string, kind: 'steer' | 'interrupt'): string {
+    const turn = this.#turn(turnId);
+    if (!RESUMABLE.has(turn.status)) this.ended(kind, turnId, turn.status);
+    if (!turn.runId)
+      throw new InvalidArgumentError(
+        `turn ${turnId} has not started its run yet; steer it through the handle session.turn() gave, which holds it until then.`,
+      );
+    return turn.runId;
+  }
+
+  async #run(
+    turnId: string,
+    text: string,
+    options: TurnOptions,
+    push: (event: TurnEvent) => void,
+    started: (runId: string) => void,
+  ): Promise<TurnResult> {
     if (typeof text !== 'string' || text.trim() === '')
       throw new InvalidArgumentError('session.turn needs what the user says, a non-empty string.');
     if (!options || typeof options !== 'object' || !options.provider)
@@ -185,18 +293,31 @@ export class Session {
     const contract = options.contract ?? TaskContract.workspace(text, this.root);
     if (!(contract instanceof TaskContract))
       throw new InvalidArgumentError('session.turn: contract must be a TaskContract.');
+    const contained = checkContainment(options.contained);
+    // A turn whose contract judges its answer (a gate, a plan gate, an answer's shape) is work from the start.
+    const data = contract.toJSON();
+    const judged = data.verification.kind !== 'none' || data.planGate || data.outputSchema !== null;
     const parent = this.head;
     const history = this.#history(parent);
-    const turnId = randomUUID();
     writeOnce(this.#store.path, 'beginTurn', { sessionId: this.id, turnId, parent, text, now: Date.now() });
     let result: RunResult;
     try {
       result = await runWith(contract, options.provider, this.#store, options.policy, options.approver, {
         history,
         session: this.id,
+        reply: !judged,
+        ...(contained
+          ? {
+              maxTotalAgents: contained.maxTotalAgents,
+              ...(contained.maxConcurrentAgents === undefined
+                ? {}
+                : { maxConcurrentAgents: contained.maxConcurrentAgents }),
+            }
+          : { spawn: false }),
         ...(options.tools ? { tools: options.tools } : {}),
         onStart: (supervisor, rootId) => {
           writeOnce(this.#store.path, 'startedTurn', { turnId, runId: rootId });
+          started(rootId);
           supervisor.observe(
             (event) => {
               options.observer?.(event);
@@ -234,7 +355,12 @@ export class Session {
       now: Date.now(),
     });
     if (!ended.advanced) throw new TurnConflictError(this.id, turnId, ended.head);
-    return { ...result, turnId };
+    return {
+      ...result,
+      turnId,
+      kind: this.#store.turn(turnId)?.kind ?? 'work',
+      undelivered: this.#store.undeliveredSteers(result.runId),
+    };
   }
 
   /**
@@ -311,12 +437,47 @@ export class Session {
     for (const turn of chain) {
       history.push({ role: 'user', text: turn.text });
       const before = history.length;
-      if (turn.runId)
-        for (const step of this.#store.steps(turn.runId)) appendStep(history, step.completion, step.observations);
+      if (turn.runId) {
+        const steers = this.#store.takenSteers(turn.runId);
+        const steered = (before: number) => {
+          for (const item of steers) if (item.before === before) history.push(steerTurn(item.text));
+        };
+        let next = 1;
+        for (const step of this.#store.steps(turn.runId)) {
+          steered(step.seq);
+          appendStep(history, step.completion, step.observations);
+          next = step.seq + 1;
+        }
+        steered(next);
+      }
       const last = history.length > before ? history[history.length - 1] : undefined;
       if (turn.reply && !(last?.role === 'assistant' && last.text === turn.reply && last.toolCalls.length === 0))
         history.push({ role: 'assistant', text: turn.reply, toolCalls: [] });
     }
     return history;
   }
+}
+
+/** The `contained` option checked: whole numbers of at least one, or a clear error naming what was wrong. */
+function checkContainment(value: unknown): Containment | null {
+  if (value === undefined) return null;
+  const shape = 'contained takes { maxTotalAgents, maxConcurrentAgents? }, whole numbers of at least 1';
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new InvalidArgumentError(`session.turn: ${shape}.`);
+  const { maxTotalAgents, maxConcurrentAgents, ...rest } = value as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0)
+    throw new InvalidArgumentError(
+      `session.turn: ${shape}; there is no ${unknown.map((key) => `"${key}"`).join(', ')}.`,
+    );
+  const whole = (name: string, item: unknown, optional: boolean) => {
+    if (item === undefined && optional) return;
+    if (typeof item !== 'number' || !Number.isInteger(item) || item < 1)
+      throw new InvalidArgumentError(
+        `session.turn: contained.${name} must be a whole number of at least 1, got ${String(item)}.`,
+      );
+  };
+  whole('maxTotalAgents', maxTotalAgents, false);
+  whole('maxConcurrentAgents', maxConcurrentAgents, true);
+  return value as Containment;
 }

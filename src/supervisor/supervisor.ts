@@ -144,6 +144,15 @@ export interface RunOptions {
   session?: string;
   /** Turns the root's transcript begins with, before its opening turn: a session's earlier turns (see Session). */
   history?: TranscriptEntry[];
+  /** False: the tree's agents are not offered spawn_agent, so the root works alone. Default true. */
+  spawn?: boolean;
+  /**
+   * True: the root's first completion decides what the run is. One that stops on text ends
+   * the run there as a reply, with no step row, no gate and no checkpoint (its tokens drawn,
+   * its call recorded); one with a tool call goes on from that same completion. What a
+   * session's turns do; no gate is skipped for a contract that has one (see Session).
+   */
+  reply?: boolean;
   /** The longest inbox wait any agent of the tree may ask for. Default 30. */
   maxWaitSecs?: number;
   /** Overrides the supervisor's caps for this tree. */
@@ -554,6 +563,8 @@ export class Supervisor {
             system: options.system ?? data?.system ?? undefined,
             session: options.session,
             ...(options.history && options.history.length > 0 ? { history: options.history } : {}),
+            ...(options.spawn === false ? { spawn: false } : {}),
+            ...(options.reply === true ? { reply: true } : {}),
             ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),
             ...(tools.length > 0
@@ -1144,6 +1155,11 @@ export class Supervisor {
         tree.waiters.delete(ended.runId);
         for (const waiter of waiters) waiter();
       }
+      // An interrupted root takes its tree with it: its children stop at their next boundary.
+      if (ended.runId === tree.rootId && ended.status === 'interrupted' && !tree.cancelled)
+        void this.#handle(tree)
+          .cancel()
+          .catch(() => undefined);
       touched.add(tree);
     }
     for (const tree of touched) {

@@ -186,5 +186,74 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
         const resumed = await port.call('resumePaused', { runId: 'asked', ...claim('owner-b') });
         expect(resumed.status).toBe('resumed');
       }));
+
+    it('gives a root what it was sent at the boundary after a step, ends it on an interrupt, and steers no child', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'steered');
+        const send = (kind: 'steer' | 'interrupt', text: string | null, runId = 'steered') =>
+          port.call('steer', { runId, kind, text, by: 'alice', now: Date.now() });
+        await send('steer', 'first');
+        // Waiting before the first step: taken as the run starts.
+        expect(await port.call('takeSteers', { ...fence, now: Date.now() })).toEqual({
+          steers: ['first'],
+          interrupt: false,
+        });
+        await send('steer', 'second');
+        await send('steer', 'third');
+        expect(await port.call('commitStep', step(fence, 1))).toMatchObject({
+          status: 'committed',
+          steers: ['second', 'third'],
+        });
+        // Taken once: the next step gets none of them again.
+        expect(await port.call('commitStep', step(fence, 2))).not.toHaveProperty('steers');
+        const steered = (await port.events('steered')).filter((event) => event.type === 'steered');
+        expect(steered).toMatchObject([
+          { text: 'first', before: 1, by: 'alice' },
+          { text: 'second', before: 2 },
+          { text: 'third', before: 2 },
+        ]);
+        const child = await port.call('spawn', spawnInput(fence, 'steered:3:0', 'steered-child'));
+        expect(child).toMatchObject({ status: 'created' });
+        expect(await thrown(send('steer', 'x', 'steered-child'))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+        expect(await thrown(send('steer', 'x', 'nobody'))).toMatchObject({ code: 'RUN_NOT_FOUND' });
+        await send('steer', 'left untaken');
+        await send('interrupt', null);
+        expect(await port.call('commitStep', step(fence, 3))).toMatchObject({ status: 'interrupted', seq: 3 });
+        expect(await port.run('steered')).toMatchObject({ status: 'interrupted', lastSeq: 3 });
+        expect((await port.steps('steered')).map((s) => s.seq)).toEqual([1, 2, 3]);
+        expect(await thrown(send('steer', 'too late'))).toMatchObject({ code: 'TURN_ENDED' });
+      }));
+
+    it('ends a root on a reply with no step: its tokens drawn, its call recorded, a crossing one exhausted', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'replied');
+        const call = {
+          provider: 'p',
+          model: 'm',
+          outcome: 'ok',
+          statusCode: 200,
+          inputTokens: 5,
+          outputTokens: 5,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          reasoningTokens: 0,
+          latencyMs: 1,
+          ttftMs: null,
+        };
+        const reply = { ...completion, text: 'hello' };
+        expect(
+          await port.call('endReply', { ...fence, completion: reply, calls: [call], events: [], now: Date.now() }),
+        ).toEqual({ status: 'finished' });
+        expect(await port.run('replied')).toMatchObject({ status: 'finished', reply: 'hello', lastSeq: 0 });
+        expect(await port.steps('replied')).toEqual([]);
+        expect(await port.account('replied')).toMatchObject({ spent: { steps: 0, tokens: 10 } });
+        expect(await port.modelCalls({ rootId: 'replied' })).toHaveLength(1);
+        const capped = await root(port, 'reply-capped', { tokens: 5 });
+        expect(
+          await port.call('endReply', { ...capped, completion: reply, calls: [call], events: [], now: Date.now() }),
+        ).toEqual({ status: 'exhausted' });
+        expect(await port.run('reply-capped')).toMatchObject({ status: 'budget-exhausted', reply: null });
+        expect(await port.account('reply-capped')).toMatchObject({ spent: { steps: 0, tokens: 0 } });
+      }));
   });
 }

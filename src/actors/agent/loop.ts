@@ -35,7 +35,7 @@ import { judge } from './gates.js';
 import * as people from './people.js';
 import type { AgentPorts } from './ports.js';
 import { answeredCall, appendStep, attemptEvents, failedCall, providerLabel, sameArguments } from './records.js';
-import { type RestoredRun, restoreRun, StepState } from './step.js';
+import { type RestoredRun, restoreRun, StepState, steerTurn } from './step.js';
 import { defaultSystem, registryFor, workspaceSystem } from './toolset.js';
 import * as tree from './tree-tools.js';
 
@@ -193,6 +193,7 @@ export class AgentRun implements RunContext {
       contract === null ? 'agent' : contract.mode,
       contract?.planGate === true,
       this.#start.tools,
+      spec.spawn !== false,
     );
     // Planning until a plan is approved; a decision is in the trace of a committed step.
     if (contract?.planGate && run.parentId === null) this.planning = !restored.planApproved;
@@ -216,6 +217,14 @@ export class AgentRun implements RunContext {
       ],
       now: clock.now(),
     });
+    // A turn's root takes what a person sent it before it started (or while it was down): a
+    // run resuming a paused step takes it once that step is committed, so the words come after it.
+    const steered = run.parentId === null && spec.session !== undefined && restored.draft === null;
+    if (steered) {
+      const waiting = await store.call('takeSteers', { ...this.fence, now: clock.now() });
+      if (waiting.interrupt) return 'interrupted';
+      for (const text of waiting.steers) transcript.push(steerTurn(text));
+    }
     const providerSpec = this.#start.provider ?? spec.provider;
     const provider = await loadProvider(providerSpec);
     // Cache affinity: an opaque digest of the tree, never its id or a path.
@@ -352,6 +361,27 @@ export class AgentRun implements RunContext {
           [...(escalated ? [escalated] : []), ...attemptEvents(attempts, completion.provider ?? model.name)],
           [...attempts.map(failedCall), answeredCall(completion, model.name)],
         );
+      }
+      // A turn's first completion decides what the turn is: stopped on text, it is a reply, and
+      // ends here with no step (its tokens drawn, its call recorded); a tool call makes it work.
+      if (
+        spec.reply === true &&
+        run.parentId === null &&
+        this.#seq === 1 &&
+        !replay &&
+        !this.#cancelled &&
+        !this.#deadline.overdue &&
+        completion.toolCalls.length === 0
+      ) {
+        await live?.flush();
+        const ended = await store.call('endReply', {
+          ...this.fence,
+          completion,
+          calls: [...attempts.map(failedCall), answeredCall(completion, model.name)],
+          events: [...(escalated ? [escalated] : []), ...attemptEvents(attempts, completion.provider ?? model.name)],
+          now: clock.now(),
+        });
+        return ended.status === 'finished' ? 'finished' : 'budget-exhausted';
       }
       this.step.begin(completion, draft, [
         ...(escalated ? [escalated] : []),
@@ -491,7 +521,9 @@ export class AgentRun implements RunContext {
         now: clock.now(),
       });
       if (result.status === 'exhausted') return 'budget-exhausted';
+      if (result.status === 'interrupted') return 'interrupted';
       appendStep(transcript, completion, observations);
+      if (result.status === 'committed') for (const text of result.steers ?? []) transcript.push(steerTurn(text));
       this.#seq++;
       if (final) return final.status;
     }

@@ -14,6 +14,11 @@ import { appendStep } from './records.js';
 /** Observations that answer no tool call: what the runtime tells the model (a re-prompt), as a user turn. */
 export const FEEDBACK = { schema: '@schema', gate: '@gate', plan: '@plan' } as const;
 
+/** A person's correction of a running turn, as the transcript gives it to the model: the user's own words. */
+export function steerTurn(text: string): TranscriptEntry {
+  return { role: 'user', text };
+}
+
 /** Re-prompts spent, by kind. */
 export interface Spent {
   schema: number;
@@ -110,7 +115,17 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
   const history: TranscriptEntry[] = [];
   // Re-prompts already spent, counted from the trace so a resumed run keeps its count.
   const spent: Spent = { schema: 0, gate: 0, plan: 0 };
+  // Corrections a person sent, by the step they came before.
+  const steers = new Map<number, string[]>();
+  for (const event of events) {
+    if (event.type !== 'steered') continue;
+    steers.set(event.before, [...(steers.get(event.before) ?? []), event.text]);
+  }
+  const steered = (before: number) => {
+    for (const text of steers.get(before) ?? []) history.push(steerTurn(text));
+  };
   for (const step of steps) {
+    steered(step.seq);
     appendStep(history, step.completion, step.observations);
     for (const observation of step.observations) {
       if (observation.name === FEEDBACK.schema) spent.schema++;
@@ -118,6 +133,7 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
       else if (observation.name === FEEDBACK.plan) spent.plan++;
     }
   }
+  steered(seq);
   return {
     run,
     spec,

@@ -26,8 +26,9 @@ export function registryFor(
   mode: 'agent' | 'workspace' | 'file',
   planGate: boolean,
   tools: readonly ToolDefinitionData[] = [],
+  spawn = true,
 ): ToolRegistry<AgentCall> {
-  const key = `${mode}${planGate ? '+plan' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -35,7 +36,7 @@ export function registryFor(
     registries.set(key, registry);
   } else {
     registry = new ToolRegistry<AgentCall>();
-    for (const tool of TREE_TOOLS) registry.register(tool);
+    for (const tool of TREE_TOOLS) if (spawn || tool.name !== 'spawn_agent') registry.register(tool);
     if (mode !== 'agent') {
       for (const tool of workspaceTools(mode)) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);

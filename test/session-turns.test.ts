@@ -1,0 +1,330 @@
+/**
+ * What a turn is and how a person reaches it while it runs, over the scripted model
+ * server: a reply turn (one completion, no step) beside a work turn that goes on from its
+ * first completion; a correction sent mid-turn (from this process and from another) that
+ * the next request carries; an interrupt that ends the turn at the next boundary with its
+ * steps kept; a contained turn that fans out to five children on one ledger, steered at
+ * its root only; and the bad input around them refused with nothing written.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { ErrorCode, HarnessError, Policy, Session } from '../dist/index.js';
+import type { ModelScript } from '../dist/testing/index.js';
+import { tempStorePath } from './support/processes.js';
+import { openStore, serve, tempWorkspace } from './support/workspace.js';
+
+type Message = { role: string; content?: unknown; tool_calls?: unknown[] };
+type Request = { messages: Message[]; tools: string[] };
+
+const policy = Policy.default().layer('test').allowRead('**');
+
+/** The scripted server's requests as this test reads them: the messages, and the names of the tools offered. */
+function requestOf(call: Parameters<ModelScript>[0]): Request {
+  const body = call.body as { messages: Message[]; tools?: { function: { name: string } }[] };
+  return { messages: body.messages, tools: (body.tools ?? []).map((tool) => tool.function.name) };
+}
+
+/** The first user message (the task of a child, the first turn of a root), and whether a tool result came last. */
+function firstUser(messages: Message[]): string {
+  return String(messages.find((message) => message.role === 'user')?.content ?? '');
+}
+
+function users(messages: Message[]): string[] {
+  return messages.filter((message) => message.role === 'user').map((message) => String(message.content));
+}
+
+function rows(path: string, sql: string, ...args: unknown[]): Record<string, unknown>[] {
+  const db = new Database(path, { readonly: true });
+  try {
+    return db.prepare(sql).all(...args) as Record<string, unknown>[];
+  } finally {
+    db.close();
+  }
+}
+
+function thrown(action: () => unknown): HarnessError {
+  try {
+    action();
+  } catch (error) {
+    if (HarnessError.isInstance(error)) return error;
+    throw error;
+  }
+  throw new Error('expected the call to throw');
+}
+
+/** Runs `body` in a node process of its own, with `Session` and `store` (the store at `path`) in scope. */
+async function inProcess(path: string, body: string): Promise<string> {
+  const dist = new URL('../dist/index.js', import.meta.url).href;
+  const file = join(tempWorkspace(), 'steer.mjs');
+  writeFileSync(
+    file,
+    `const { Session, Store } = await import(${JSON.stringify(dist)});
+     const store = await Store.open(${JSON.stringify(path)});
+     try { ${body} } catch (error) { console.log('error ' + error.code + ' ' + error.message); }
+     store.close();`,
+  );
+  const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (chunk) => {
+    out += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    out += chunk;
+  });
+  await once(child, 'exit');
+  return out;
+}
+
+describe('session turns', () => {
+  it('answers a greeting with one completion and no step; a request with work runs from that same completion', async () => {
+    const root = tempWorkspace({ 'notes.txt': 'codeword: heron\n' });
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const requests: Request[] = [];
+    const { provider } = await serve((call) => {
+      const request = requestOf(call);
+      requests.push(request);
+      const last = request.messages.at(-1);
+      if (last?.role === 'tool') return { text: 'The notes say heron.' };
+      if (String(last?.content).startsWith('hi, what do the notes say?'))
+        return { text: 'Let me look.', toolCalls: [{ name: 'read_file', args: { path: 'notes.txt' } }] };
+      return { text: 'Hello! What shall we work on?' };
+    });
+    const session = await Session.open(store, root);
+    const greeting = await session.turn('hi', { provider, policy });
+    expect(greeting.kind).toBe('reply');
+    expect(greeting.reply).toBe('Hello! What shall we work on?');
+    expect(requests).toHaveLength(1);
+    // No step, no checkpoint; the one call recorded and its tokens drawn on the turn's ledger.
+    expect(store.steps(greeting.runId)).toEqual([]);
+    expect(rows(path, 'SELECT * FROM checkpoints WHERE run_id = ?', greeting.runId)).toEqual([]);
+    expect(store.modelCalls({ rootId: greeting.runId })).toHaveLength(1);
+    expect(greeting.usage.steps).toBe(0);
+    expect(greeting.usage.tokens).toBeGreaterThan(0);
+    expect(store.account(greeting.runId)?.spent.tokens).toBe(greeting.usage.tokens);
+    expect(store.events(greeting.runId).map((event) => event.type)).toEqual([
+      'lease-taken',
+      'run-start',
+      'spend',
+      'run-end',
+    ]);
+    expect(session.turns()[0]).toMatchObject({ kind: 'reply', status: 'finished', reply: greeting.reply });
+
+    const work = await session.turn('hi, what do the notes say?', { provider, policy });
+    expect(work.kind).toBe('work');
+    expect(work.reply).toBe('The notes say heron.');
+    // Two requests in all: the first completion's tool call was acted on, not asked for again.
+    expect(requests).toHaveLength(3);
+    expect(requests[1]?.messages.at(-1)?.role).toBe('user');
+    expect(requests[2]?.messages.at(-1)?.role).toBe('tool');
+    const steps = store.steps(work.runId);
+    expect(steps.map((step) => step.completion.toolCalls.map((call) => call.name))).toEqual([['read_file'], []]);
+    expect(steps[0]?.completion.text).toBe('Let me look.');
+    // The reply turn is in the next turn's transcript like any other.
+    expect(users(requests[1]?.messages ?? []).slice(0, 1)).toEqual(['hi']);
+    expect(requests[1]?.messages[2]).toMatchObject({ role: 'assistant', content: 'Hello! What shall we work on?' });
+  });
+
+  it('does not close a turn whose contract has a gate as a reply: the gate still judges a text-only answer', async () => {
+    const root = tempWorkspace();
+    const store = await openStore(tempStorePath());
+    const { provider } = await serve(() => ({ text: 'nothing to do' }));
+    const session = await Session.open(store, root);
+    const { TaskContract, Verification } = await import('../dist/index.js');
+    const contract = TaskContract.workspace('check it', root).withVerification(
+      Verification.command(['node', '-e', 'process.exit(1)']),
+    );
+    const turn = await session.turn('check it', { provider, policy, contract });
+    expect(turn.kind).toBe('work');
+    expect(turn.outcome.kind).toBe('gate-failed');
+    expect(store.gateEvaluations(turn.runId).length).toBeGreaterThan(0);
+  });
+
+  it('carries a correction sent mid-turn, from this process or another, into the next request and the trace', async () => {
+    const root = tempWorkspace({ 'a.txt': 'alpha\n', 'b.txt': 'beta\n' });
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const requests: Request[] = [];
+    let steered: Promise<string> | null = null;
+    let turn: ReturnType<Session['turn']> | null = null;
+    const { provider } = await serve(async (call) => {
+      const request = requestOf(call);
+      requests.push(request);
+      const tools = request.messages.filter((message) => message.role === 'tool').length;
+      if (tools === 0) {
+        // While the first completion is on its way: one correction from here, one from another process.
+        turn?.steer('mention FLAMINGO too');
+        steered = inProcess(
+          path,
+          `const session = await Session.resume(store, ${JSON.stringify(session.id)});
+           const [running] = session.turns().filter((t) => t.status === 'running');
+           session.steer(running.turnId, 'and PUFFIN');
+           console.log('steered');`,
+        );
+        await steered;
+        return { toolCalls: [{ name: 'read_file', args: { path: 'a.txt' } }] };
+      }
+      if (tools === 1) return { toolCalls: [{ name: 'read_file', args: { path: 'b.txt' } }] };
+      return { text: 'done' };
+    });
+    const session = await Session.open(store, root);
+    turn = session.turn('read the files', { provider, policy });
+    const result = await turn;
+    expect(await (steered as unknown as Promise<string>)).toContain('steered');
+    expect(result.outcome.kind).toBe('finished');
+    expect(result.undelivered).toEqual([]);
+    expect(requests).toHaveLength(3);
+    // The first request had neither; the second carried both, as the user's words after the first step's result.
+    expect(JSON.stringify(requests[0]?.messages)).not.toMatch(/FLAMINGO|PUFFIN/);
+    const second = requests[1]?.messages ?? [];
+    expect(second.slice(-3)).toMatchObject([
+      { role: 'tool' },
+      { role: 'user', content: 'mention FLAMINGO too' },
+      { role: 'user', content: 'and PUFFIN' },
+    ]);
+    // The third still has them, where they were given.
+    expect(users(requests[2]?.messages ?? []).slice(1)).toEqual(['mention FLAMINGO too', 'and PUFFIN']);
+    const events = store.events(result.runId).filter((event) => event.type === 'steered');
+    expect(events).toMatchObject([
+      { type: 'steered', text: 'mention FLAMINGO too', before: 2, seq: 1 },
+      { type: 'steered', text: 'and PUFFIN', before: 2, seq: 1 },
+    ]);
+    // The next turn's transcript keeps the corrections where they came.
+    requests.length = 0;
+    await session.turn('thanks', { provider, policy });
+    expect(users(requests[0]?.messages ?? []).slice(1, 3)).toEqual(['mention FLAMINGO too', 'and PUFFIN']);
+  });
+
+  it('ends an interrupted turn at the next boundary, its steps kept; steering or interrupting it after is refused', async () => {
+    const root = tempWorkspace({ 'a.txt': 'alpha\n' });
+    const path = tempStorePath();
+    const store = await openStore(path);
+    let requests = 0;
+    let turn: ReturnType<Session['turn']> | null = null;
+    const { provider } = await serve(() => {
+      requests++;
+      // Interrupted while its second completion is on its way: that step commits, and the turn ends after it.
+      if (requests === 2) turn?.interrupt();
+      return { toolCalls: [{ name: 'read_file', args: { path: 'a.txt' } }] };
+    });
+    const session = await Session.open(store, root);
+    turn = session.turn('read a.txt forever', { provider, policy });
+    const result = await turn;
+    expect(result.outcome).toMatchObject({ kind: 'interrupted', reason: 'interrupted by the user' });
+    expect(requests).toBe(2);
+    expect(store.steps(result.runId)).toHaveLength(2);
+    expect(store.run(result.runId)?.status).toBe('interrupted');
+    expect(store.events(result.runId).at(-1)).toMatchObject({ type: 'run-end', status: 'interrupted' });
+    expect(session.turns()[0]).toMatchObject({ status: 'interrupted', kind: 'work' });
+    expect(session.head).toBe(result.turnId);
+    // Too late now, from the handle or by id: a clear error, and no row written.
+    const before = rows(path, 'SELECT COUNT(*) AS n FROM steers');
+    expect(thrown(() => turn?.steer('and more')).code).toBe(ErrorCode.TurnEnded);
+    expect(thrown(() => turn?.interrupt()).code).toBe(ErrorCode.TurnEnded);
+    const byId = thrown(() => session.steer(result.turnId, 'and more'));
+    expect(byId.code).toBe(ErrorCode.TurnEnded);
+    expect(byId.message).toContain('has ended (interrupted)');
+    expect(thrown(() => session.interrupt(result.turnId)).code).toBe(ErrorCode.TurnEnded);
+    expect(thrown(() => session.steer('no-such-turn', 'x')).code).toBe(ErrorCode.TurnNotFound);
+    expect(thrown(() => turn?.steer('')).code).toBe(ErrorCode.InvalidArgument);
+    expect(rows(path, 'SELECT COUNT(*) AS n FROM steers')).toEqual(before);
+  });
+
+  it('fans a contained turn out to five children on its one ledger, steered at the root only; a plain turn has no spawn', async () => {
+    const root = tempWorkspace();
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const requests: Request[] = [];
+    let turn: ReturnType<Session['turn']> | null = null;
+    const { provider } = await serve((call) => {
+      const request = requestOf(call);
+      requests.push(request);
+      const task = firstUser(request.messages);
+      if (task.startsWith('part ')) {
+        // The first child to be asked is when the root is corrected.
+        if (task.startsWith('part 1')) turn?.steer('say OSPREY at the end');
+        return { text: `${task.split('\n')[0]} done` };
+      }
+      const last = request.messages.at(-1);
+      // After the children: the correction, if it came, is the last message, after their results.
+      if (request.messages.some((message) => message.role === 'tool'))
+        return { text: `all five done${JSON.stringify(request.messages).includes('OSPREY') ? ', OSPREY' : ''}` };
+      if (String(last?.content).startsWith('split the work'))
+        return {
+          toolCalls: [1, 2, 3, 4, 5].map((n) => ({ name: 'spawn_agent', args: { task: `part ${n}`, wait: true } })),
+        };
+      return { text: 'plain' };
+    });
+    const session = await Session.open(store, root);
+    const seen: { runId: string; type: string }[] = [];
+    turn = session.turn('split the work', {
+      provider,
+      policy,
+      contained: { maxTotalAgents: 6, maxConcurrentAgents: 2 },
+      observer: (event) => seen.push({ runId: event.runId, type: event.type }),
+    });
+    const result = await turn;
+    expect(result.outcome.kind).toBe('finished');
+    expect(result.reply).toBe('all five done, OSPREY');
+    const runs = store.runs(result.runId);
+    expect(runs).toHaveLength(6);
+    const children = runs.filter((run) => run.parentId === result.runId);
+    expect(children).toHaveLength(5);
+    expect(children.every((run) => run.status === 'finished')).toBe(true);
+    // One ledger: every draw of the tree is on the turn's root, and it holds them all.
+    const draws = rows(
+      path,
+      'SELECT DISTINCT root_id FROM draws WHERE run_id IN (SELECT run_id FROM runs WHERE root_id = ?)',
+      result.runId,
+    );
+    expect(draws).toEqual([{ root_id: result.runId }]);
+    const steps = runs.reduce((sum, run) => sum + store.steps(run.runId).length, 0);
+    expect(result.usage.steps).toBe(steps);
+    expect(store.account(result.runId)?.spent.steps).toBe(steps);
+    // The caller's observer heard the children too.
+    for (const child of children) expect(seen).toContainEqual({ runId: child.runId, type: 'run-start' });
+    // The correction reached the root and no child.
+    const childRequests = requests.filter((request) => firstUser(request.messages).startsWith('part '));
+    expect(childRequests).toHaveLength(5);
+    for (const request of childRequests) expect(JSON.stringify(request.messages)).not.toContain('OSPREY');
+    expect(store.events(result.runId).filter((event) => event.type === 'steered')).toHaveLength(1);
+    for (const child of children)
+      expect(store.events(child.runId).filter((event) => event.type === 'steered')).toEqual([]);
+    // A child is not steered by id either.
+    const childId = children[0]?.runId as string;
+    expect(() => session.send(childId, 'steer', 'x')).toThrow(/only the root of a turn is steered/);
+    // The contained turn was offered spawn_agent; a plain turn is not.
+    expect(requests[0]?.tools).toContain('spawn_agent');
+    requests.length = 0;
+    await session.turn('and now?', { provider, policy });
+    expect(requests[0]?.tools).not.toContain('spawn_agent');
+    expect(requests[0]?.tools).toContain('read_file');
+  });
+
+  it('refuses a contained option that is not whole numbers of at least one, writing nothing', async () => {
+    const root = tempWorkspace();
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const { provider } = await serve(() => ({ text: 'x' }));
+    const session = await Session.open(store, root);
+    for (const contained of [
+      { maxTotalAgents: 0 },
+      { maxTotalAgents: 2.5 },
+      { maxConcurrentAgents: 2 },
+      { maxTotalAgents: 3, wide: 1 },
+      'many',
+    ]) {
+      const error = await session.turn('go', { provider, policy, contained: contained as never }).then(
+        () => null,
+        (caught: unknown) => caught as HarnessError,
+      );
+      expect(error?.code).toBe(ErrorCode.InvalidArgument);
+      expect(error?.message).toMatch(/contained/);
+    }
+    expect(session.turns()).toEqual([]);
+  });
+});
