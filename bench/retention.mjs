@@ -2,9 +2,11 @@
 // each one turn whose run has 1,000 committed steps (with their draws, events and model
 // calls), written as the store writes them. On a fresh copy of that file each time:
 // store.deleteSession of one session, a raw DELETE of the same rows by hand-written
-// statements in one transaction (the floor), ten deleteSession calls, and one
-// sweepSessions of the same ten. Seven rounds after one unmeasured; p50 of each, and the
-// ratios against the raw DELETE and against ten deletions, from the same run.
+// statements in one transaction (the floor), ten deleteSession calls, one
+// sweepSessions of the same ten, and the floor of each of those two: ten raw deletions
+// one transaction each, and one raw deletion of all ten together. Seven rounds after one
+// unmeasured; p50 of each, and the ratios against the raw DELETE and against ten
+// deletions, from the same run.
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,14 +75,19 @@ db.transaction(() => {
 })();
 db.close();
 
-/** The rows of one session deleted by hand-written statements: what any code deleting them must at least do. */
-function rawDelete(path, index) {
+/**
+ * The rows of the sessions `indexes` deleted by hand-written statements in one
+ * transaction on one connection: what any code deleting them must at least do.
+ */
+function rawDelete(path, indexes) {
   const raw = new Database(path);
-  const run = `run-${index}`;
+  const runs = indexes.map((index) => `run-${index}`);
+  const sessions = indexes.map((index) => `session-${index}`);
+  const list = indexes.map(() => '?').join(', ');
   raw
     .transaction(() => {
-      for (const table of ['steps', 'checkpoints', 'intents', 'drafts', 'step_images'])
-        raw.prepare(`DELETE FROM ${table} WHERE run_id = ?`).run(run);
+      for (const table of ['steps', 'checkpoints', 'intents', 'drafts', 'step_images', 'steers'])
+        raw.prepare(`DELETE FROM ${table} WHERE run_id IN (${list})`).run(...runs);
       for (const table of [
         'ledger',
         'draws',
@@ -92,10 +99,10 @@ function rawDelete(path, index) {
         'file_changes',
         'questions',
       ])
-        raw.prepare(`DELETE FROM ${table} WHERE root_id = ?`).run(run);
-      raw.prepare('DELETE FROM runs WHERE root_id = ?').run(run);
-      raw.prepare('DELETE FROM turns WHERE session_id = ?').run(`session-${index}`);
-      raw.prepare('DELETE FROM sessions WHERE session_id = ?').run(`session-${index}`);
+        raw.prepare(`DELETE FROM ${table} WHERE root_id IN (${list})`).run(...runs);
+      raw.prepare(`DELETE FROM runs WHERE root_id IN (${list})`).run(...runs);
+      raw.prepare(`DELETE FROM turns WHERE session_id IN (${list})`).run(...sessions);
+      raw.prepare(`DELETE FROM sessions WHERE session_id IN (${list})`).run(...sessions);
     })
     .immediate();
   raw.close();
@@ -114,8 +121,13 @@ async function timed(body) {
   return ms;
 }
 
+const TEN = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
 const cases = {
-  raw: (_store, path) => rawDelete(path, 0),
+  raw: (_store, path) => rawDelete(path, [0]),
+  rawTen: (_store, path) => {
+    for (const index of TEN) rawDelete(path, [index]);
+  },
+  rawSweep: (_store, path) => rawDelete(path, TEN),
   deleteSession: (store) => store.deleteSession('session-0'),
   tenDeletes: (store) => {
     for (let s = 0; s < 10; s++) store.deleteSession(`session-${s}`);
@@ -138,6 +150,8 @@ console.log(
     p50Ms: figures,
     deleteOverRaw: Number((figures.deleteSession / figures.raw).toFixed(2)),
     tenDeletesOverSweep: Number((figures.tenDeletes / figures.sweepOfTen).toFixed(2)),
+    rawTenOverRawSweep: Number((figures.rawTen / figures.rawSweep).toFixed(2)),
+    sweepOverRawSweep: Number((figures.sweepOfTen / figures.rawSweep).toFixed(2)),
   }),
 );
 rmSync(dir, { recursive: true, force: true });

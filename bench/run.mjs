@@ -17,6 +17,7 @@ const benches = [
   ['containment', ['containment.mjs']],
   ['proxy', ['proxy.mjs']],
   ['retention', ['retention.mjs']],
+  ['sessions', ['sessions.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

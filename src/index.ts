@@ -145,7 +145,14 @@ export type { EventFilter, LiveObserver, Observer } from './supervisor/event-bus
 export { answerQuestion } from './supervisor/questions.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';
-export type { TurnEvent, TurnOptions, TurnResult } from './supervisor/session.js';
+export type {
+  Containment,
+  SessionOptions,
+  TurnEvent,
+  TurnKind,
+  TurnOptions,
+  TurnResult,
+} from './supervisor/session.js';
 export { Session, TurnConflictError, TurnHandle } from './supervisor/session.js';
 export type {
   ResumeOptions,

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -43,12 +43,18 @@ describe('the README and the demo', () => {
     expect(out).toContain('finished: Order A-1001 has shipped and arrives on 2026-12-04.');
   });
 
-  it("runs the sessions guide's example: a streamed turn, a turn that reads the first, a resume by id", () => {
+  it("runs the sessions guide's example: a streamed turn, a reply that reads the first, a steered turn, a resume by id", () => {
     const out = run('sessions/main.mjs', tempStorePath());
     expect(out).toContain('turn 1 streamed: It names release 2.4.1, owned by ada.');
-    expect(out).toContain('turn 2: The owner is ada.');
-    expect(out).toContain('turns: What does NOTES.md say? -> finished | Who owns it? -> finished');
-    expect(out).toContain('head is turn 2: true');
+    expect(out).toContain('turn 2 (reply): The owner is ada.');
+    expect(out).toContain('turn 3 (work): Only NOTES.md, as you asked.');
+    expect(out).toContain(
+      'turns: What does NOTES.md say? -> finished | Who owns it? -> finished | List the files -> finished',
+    );
+    expect(out).toContain('head is turn 3: true');
+    // The README shows this program as it is.
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    expect(readme).toContain(readFileSync(new URL('../examples/sessions/main.mjs', import.meta.url), 'utf8'));
   });
 
   it('runs the demo: a root, eight workers messaging each other, the ledger and the trace', () => {

@@ -12,7 +12,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, HarnessError, Policy, Session } from '../dist/index.js';
+import { ErrorCode, HarnessError, Policy, Session, Supervisor } from '../dist/index.js';
 import type { ModelScript } from '../dist/testing/index.js';
 import { tempStorePath } from './support/processes.js';
 import { openStore, serve, tempWorkspace } from './support/workspace.js';
@@ -303,6 +303,34 @@ describe('session turns', () => {
     await session.turn('and now?', { provider, policy });
     expect(requests[0]?.tools).not.toContain('spawn_agent');
     expect(requests[0]?.tools).toContain('read_file');
+  });
+
+  it('runs every turn on a supervisor the embedder keeps, leaves it running, and refuses one on another store', async () => {
+    const root = tempWorkspace();
+    const store = await openStore(tempStorePath());
+    const { provider } = await serve(() => ({ text: 'hello' }));
+    const supervisor = await Supervisor.start(store);
+    const heard = new Set<string>();
+    supervisor.observe((event) => heard.add(event.runId));
+    const session = await Session.open(store, root, { supervisor });
+    const first = await session.turn('hi', { provider, policy });
+    const second = await session.turn('hi again', { provider, policy });
+    expect([first.kind, second.kind]).toEqual(['reply', 'reply']);
+    expect(heard).toEqual(new Set([first.runId, second.runId]));
+    // Still the embedder's: it runs the next tree, and a resumed session uses it too.
+    const again = await Session.resume(store, session.id, { supervisor });
+    expect((await again.turn('and again', { provider, policy })).kind).toBe('reply');
+    expect(heard.size).toBe(3);
+    const other = await openStore(tempStorePath());
+    await expect(Session.open(other, root, { supervisor })).rejects.toMatchObject({
+      code: ErrorCode.InvalidArgument,
+      message: expect.stringContaining('start it on the same store'),
+    });
+    await expect(Session.open(store, root, { supervisor: {} as never })).rejects.toMatchObject({
+      code: ErrorCode.InvalidArgument,
+    });
+    expect(other.sessions()).toEqual([]);
+    await supervisor.close();
   });
 
   it('refuses a contained option that is not whole numbers of at least one, writing nothing', async () => {

@@ -58,15 +58,6 @@ export function inTransaction<T>(
   }
 }
 
-/** One write, as {@link writeTogether} makes it. */
-export function writeOnce<K extends StoreOperation>(
-  path: string,
-  op: K,
-  input: StoreOperations[K][0],
-): StoreOperations[K][1] {
-  return writeTogether(path, (write) => write(op, input));
-}
-
 /**
  * A turn's writes as one transaction, each in a savepoint of its own so it stays
  * all-or-nothing by itself: what the store actor runs for each batch it gathers. A write

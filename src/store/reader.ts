@@ -673,14 +673,56 @@ export class TraceReader {
     return row ? toTurn(row) : null;
   }
 
-  /** The corrections a run took, each with the step it came before, oldest first. */
-  takenSteers(runId: string): { before: number; text: string }[] {
-    const rows = this.#statements
+  /**
+   * The branch that ends at `turnId`, oldest turn first, with what its transcript is made
+   * of: each turn's words and reply, its run's committed steps, and the corrections it took
+   * (each with the step it came before). Three statements, however long the branch.
+   */
+  branch(turnId: string): {
+    turn: TurnRecord;
+    steps: Pick<StepRecord, 'seq' | 'completion' | 'observations'>[];
+    steers: { before: number; text: string }[];
+  }[] {
+    const chain = `WITH RECURSIVE chain(turn_id, depth) AS (
+        SELECT ?, 0
+        UNION ALL
+        SELECT turns.parent, chain.depth + 1 FROM turns JOIN chain ON turns.turn_id = chain.turn_id
+        WHERE turns.parent IS NOT NULL
+      )`;
+    const turns = this.#statements
       .get(
-        `SELECT taken_seq, body FROM steers WHERE run_id = ? AND kind = 'steer' AND taken_seq IS NOT NULL ORDER BY steer_id`,
+        `${chain} SELECT turns.*, (SELECT COUNT(*) FROM steps WHERE steps.run_id = turns.run_id) AS steps FROM chain JOIN turns ON turns.turn_id = chain.turn_id ORDER BY chain.depth DESC`,
       )
-      .all(runId) as { taken_seq: number; body: string | null }[];
-    return rows.map((row) => ({ before: row.taken_seq, text: row.body ?? '' }));
+      .all(turnId) as TurnRow[];
+    const runs = `SELECT turns.run_id FROM chain JOIN turns ON turns.turn_id = chain.turn_id WHERE turns.run_id IS NOT NULL`;
+    const steps = new Map<string, Pick<StepRecord, 'seq' | 'completion' | 'observations'>[]>();
+    for (const row of this.#statements
+      .get(
+        `${chain} SELECT run_id, seq, completion, observations FROM steps WHERE run_id IN (${runs}) ORDER BY run_id, seq`,
+      )
+      .all(turnId) as { run_id: string; seq: number; completion: string; observations: string }[]) {
+      const list = steps.get(row.run_id) ?? [];
+      list.push({ seq: row.seq, completion: JSON.parse(row.completion), observations: JSON.parse(row.observations) });
+      steps.set(row.run_id, list);
+    }
+    const steers = new Map<string, { before: number; text: string }[]>();
+    for (const row of this.#statements
+      .get(
+        `${chain} SELECT run_id, taken_seq, body FROM steers WHERE run_id IN (${runs}) AND kind = 'steer' AND taken_seq IS NOT NULL ORDER BY steer_id`,
+      )
+      .all(turnId) as { run_id: string; taken_seq: number; body: string | null }[]) {
+      const list = steers.get(row.run_id) ?? [];
+      list.push({ before: row.taken_seq, text: row.body ?? '' });
+      steers.set(row.run_id, list);
+    }
+    return turns.map((row) => {
+      const turn = toTurn(row);
+      return {
+        turn,
+        steps: turn.runId ? (steps.get(turn.runId) ?? []) : [],
+        steers: turn.runId ? (steers.get(turn.runId) ?? []) : [],
+      };
+    });
   }
 
   /** The corrections sent to a run that it ended before taking, oldest first. */

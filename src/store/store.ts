@@ -2,16 +2,19 @@
  * The embedder's handle on a store file. Opening checks the file (a file that is not
  * SQLite, or whose schema is newer than this code, is refused with nothing written)
  * and brings the schema up to date; the handle then reads through its own read-only
- * connection. Writes happen only in the store actor a {@link Supervisor} starts.
+ * connection. A run's writes happen in the store actor a {@link Supervisor} starts; the
+ * handle's own (retention, a session's turn rows) on one writer connection it keeps.
  */
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
-import { inTransaction } from './local.js';
+import { applyWrite } from './local.js';
+import type { StoreOperation, StoreOperations } from './port.js';
 import { TraceReader } from './reader.js';
 import { archiveSessionRows, countSessionRows, deleteSessionRows, resumableRuns, sessionBytes } from './retention.js';
 import { openWriter } from './schema.js';
+import { StoreWriter } from './writer.js';
 
 export interface StoreOptions {
   /** `NORMAL` (default) survives a process crash; `FULL` also survives power loss, at about a third of the commit rate. */
@@ -47,9 +50,39 @@ export class Store extends TraceReader {
     return new Store(absolute, options);
   }
 
-  /** Runs `body` in one immediate transaction on a connection of its own, closed after. */
+  /** This handle's writer connection, opened on its first write and kept until close(). */
+  #db: Database.Database | null = null;
+  #writer: StoreWriter | null = null;
+
+  /** Runs `body` in one immediate transaction on this handle's writer connection. */
   #write<T>(body: (db: Database.Database) => T): T {
-    return inTransaction(this.path, body, { synchronous: this.synchronous });
+    this.#db ??= openWriter(this.path, { synchronous: this.synchronous });
+    const db = this.#db;
+    return db.transaction(() => body(db)).immediate();
+  }
+
+  /**
+   * @internal One of the store's writes, by name, in a transaction of its own on this
+   * handle's connection (what a session writes from the embedder's thread). SQLite's lock
+   * orders it against a store actor writing the same file.
+   */
+  write<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): StoreOperations[K][1] {
+    return this.#write((db) => {
+      this.#writer ??= new StoreWriter(db);
+      try {
+        return applyWrite(this.#writer, op, input) as StoreOperations[K][1];
+      } finally {
+        // Nobody here acts on what the write announced: the supervisors reading the file do.
+        this.#writer.takeNotifications();
+      }
+    });
+  }
+
+  override close(): void {
+    this.#db?.close();
+    this.#db = null;
+    this.#writer = null;
+    super.close();
   }
 
   /** The bytes the store's files take on disk (the database and its write-ahead log). */

@@ -7,7 +7,6 @@
  * running in this process, `supervisor.answer(...)` writes the same answer through its
  * store actor instead, and its observers see the `question-answered` event.
  */
-import { writeOnce } from '../store/local.js';
 import type { Store } from '../store/store.js';
 
 /**
@@ -22,7 +21,7 @@ export function answerQuestion(
   answer: unknown,
   options: { by?: string } = {},
 ): { runId: string; rootId: string } {
-  return writeOnce(store.path, 'answer', {
+  return store.write('answer', {
     questionId,
     answer,
     by: options.by ?? `pid ${process.pid}`,

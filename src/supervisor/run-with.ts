@@ -159,28 +159,40 @@ export async function runWith(
     ...(data.leaseTtlMs === null ? {} : { leaseTtlMs: data.leaseTtlMs }),
   });
   try {
-    const runOptions: RunOptions = {
-      contract,
-      provider,
-      policy,
-      ...(approver ? { approver } : {}),
-      ...(options.session ? { session: options.session } : {}),
-      ...(options.history ? { history: options.history } : {}),
-      ...(options.planGate ? { planGate: options.planGate } : {}),
-      ...(options.operator ? { operator: options.operator } : {}),
-      ...(options.tools ? { tools: options.tools } : {}),
-      ...(options.maxTotalAgents === undefined ? {} : { maxTotalAgents: options.maxTotalAgents }),
-      ...(options.maxConcurrentAgents === undefined ? {} : { maxConcurrentAgents: options.maxConcurrentAgents }),
-      ...(options.spawn === undefined ? {} : { spawn: options.spawn }),
-      ...(options.reply === undefined ? {} : { reply: options.reply }),
-    };
-    const handle = supervisor.run(runOptions);
-    options.onStart?.(supervisor, handle.rootId);
-    await handle.result;
-    return outcomeOf(store, handle.rootId);
+    return await runOn(supervisor, contract, provider, policy, approver, options);
   } finally {
     await supervisor.close();
   }
+}
+
+/** runWith on a supervisor already running (a session given one): the run's tree, to its outcome; the supervisor stays up. */
+export async function runOn(
+  supervisor: Supervisor,
+  contract: TaskContract,
+  provider: ProviderSpec,
+  policy: Policy,
+  approver: Approver | undefined,
+  options: RunWithOptions,
+): Promise<RunResult> {
+  const runOptions: RunOptions = {
+    contract,
+    provider,
+    policy,
+    ...(approver ? { approver } : {}),
+    ...(options.session ? { session: options.session } : {}),
+    ...(options.history ? { history: options.history } : {}),
+    ...(options.planGate ? { planGate: options.planGate } : {}),
+    ...(options.operator ? { operator: options.operator } : {}),
+    ...(options.tools ? { tools: options.tools } : {}),
+    ...(options.maxTotalAgents === undefined ? {} : { maxTotalAgents: options.maxTotalAgents }),
+    ...(options.maxConcurrentAgents === undefined ? {} : { maxConcurrentAgents: options.maxConcurrentAgents }),
+    ...(options.spawn === undefined ? {} : { spawn: options.spawn }),
+    ...(options.reply === undefined ? {} : { reply: options.reply }),
+  };
+  const handle = supervisor.run(runOptions);
+  options.onStart?.(supervisor, handle.rootId);
+  await handle.result;
+  return outcomeOf(supervisor.store, handle.rootId);
 }
 
 /**

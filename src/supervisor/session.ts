@@ -15,13 +15,12 @@ import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '..
 import { TaskContract } from '../runtime/contract/contract.js';
 import type { Tool } from '../runtime/custom-tool.js';
 import type { Approver } from '../runtime/policy/approval.js';
-import type { Policy } from '../runtime/policy/policy.js';
+import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
-import { writeOnce } from '../store/local.js';
 import type { SessionRecord, TurnRecord } from '../store/reader.js';
 import type { Store } from '../store/store.js';
 import type { LiveObserver } from './event-bus.js';
-import { outcomeOf, type RunResult, runWith } from './run-with.js';
+import { outcomeOf, type RunResult, type RunWithOptions, runOn, runWith } from './run-with.js';
 import { Supervisor } from './supervisor.js';
 
 /** What a turn is run with: the model, and the run's policy, approver and tools. */
@@ -42,6 +41,16 @@ export interface TurnOptions {
    * works alone and is not offered spawn_agent.
    */
   contained?: Containment;
+}
+
+/** How a session runs its turns. */
+export interface SessionOptions {
+  /**
+   * A supervisor you started on the same store, and close yourself: every turn runs on it,
+   * so a turn pays for no thread start-up (without it, each turn starts and closes a
+   * supervisor of its own). A contract's leaseTtlMs does not apply to a supervisor given.
+   */
+  supervisor?: Supervisor;
 }
 
 /** How far a turn may fan out: the most agents in its tree (root included), and how many run at once. */
@@ -172,9 +181,12 @@ export class Session {
   readonly id: string;
   readonly root: string;
   readonly #store: Store;
+  /** The embedder's running supervisor the turns run on; without one, each turn starts and closes its own. */
+  readonly #supervisor: Supervisor | null;
 
-  private constructor(store: Store, record: SessionRecord) {
+  private constructor(store: Store, record: SessionRecord, supervisor: Supervisor | null) {
     this.#store = store;
+    this.#supervisor = supervisor;
     this.id = record.sessionId;
     this.root = record.root;
   }
@@ -186,19 +198,21 @@ export class Session {
    * const session = await Session.open(store, repoDir);
    * const first = await session.turn('the test suite is failing; why?', { provider });
    */
-  static async open(store: Store, root: string, options: { id?: string } = {}): Promise<Session> {
+  static async open(store: Store, root: string, options: SessionOptions & { id?: string } = {}): Promise<Session> {
     if (typeof root !== 'string' || root === '')
       throw new InvalidArgumentError('Session.open needs the workspace directory the turns work in.');
+    const supervisor = checkSupervisor(store, options.supervisor, 'Session.open');
     const sessionId = options.id ?? randomUUID();
     if (typeof sessionId !== 'string' || sessionId.trim() === '')
       throw new InvalidArgumentError('Session.open: id must be a non-empty string when given.');
     const absolute = resolve(root);
-    writeOnce(store.path, 'openSession', { sessionId, root: absolute, now: Date.now() });
-    return new Session(store, { sessionId, root: absolute, head: null, createdAt: Date.now() });
+    store.write('openSession', { sessionId, root: absolute, now: Date.now() });
+    return new Session(store, { sessionId, root: absolute, head: null, createdAt: Date.now() }, supervisor);
   }
 
   /** The session `sessionId` in `store`, from any process. */
-  static async resume(store: Store, sessionId: string): Promise<Session> {
+  static async resume(store: Store, sessionId: string, options: SessionOptions = {}): Promise<Session> {
+    const supervisor = checkSupervisor(store, options.supervisor, 'Session.resume');
     const record = store.session(sessionId);
     if (!record) {
       throw new HarnessError(
@@ -207,7 +221,7 @@ export class Session {
         { details: { sessionId } },
       );
     }
-    return new Session(store, record);
+    return new Session(store, record, supervisor);
   }
 
   /** The turn the next one follows (null before the first). */
@@ -225,7 +239,7 @@ export class Session {
     const turn = this.#turn(fromTurnId);
     if (turn.status === 'running')
       throw new InvalidArgumentError(`turn ${fromTurnId} has not ended; branch from a turn that has.`);
-    writeOnce(this.#store.path, 'moveHead', { sessionId: this.id, turnId: fromTurnId });
+    this.#store.write('moveHead', { sessionId: this.id, turnId: fromTurnId });
   }
 
   /**
@@ -254,7 +268,7 @@ export class Session {
 
   /** @internal Writes a steer or an interrupt for a turn's root run. */
   send(runId: string, kind: 'steer' | 'interrupt', text: string | null): void {
-    writeOnce(this.#store.path, 'steer', { runId, kind, text, by: 'the user', now: Date.now() });
+    this.#store.write('steer', { runId, kind, text, by: 'the user', now: Date.now() });
   }
 
   /** @internal The error for steering or interrupting a turn that has ended. */
@@ -299,10 +313,11 @@ export class Session {
     const judged = data.verification.kind !== 'none' || data.planGate || data.outputSchema !== null;
     const parent = this.head;
     const history = this.#history(parent);
-    writeOnce(this.#store.path, 'beginTurn', { sessionId: this.id, turnId, parent, text, now: Date.now() });
+    this.#store.write('beginTurn', { sessionId: this.id, turnId, parent, text, now: Date.now() });
     let result: RunResult;
+    let unsubscribe: () => void = () => undefined;
     try {
-      result = await runWith(contract, options.provider, this.#store, options.policy, options.approver, {
+      const turnOptions: RunWithOptions = {
         history,
         session: this.id,
         reply: !judged,
@@ -316,9 +331,9 @@ export class Session {
           : { spawn: false }),
         ...(options.tools ? { tools: options.tools } : {}),
         onStart: (supervisor, rootId) => {
-          writeOnce(this.#store.path, 'startedTurn', { turnId, runId: rootId });
+          this.#store.write('startedTurn', { turnId, runId: rootId });
           started(rootId);
-          supervisor.observe(
+          unsubscribe = supervisor.observe(
             (event) => {
               options.observer?.(event);
               if (!('live' in event) || event.runId !== rootId) return;
@@ -331,10 +346,20 @@ export class Session {
             { rootId, live: true },
           );
         },
-      });
+      };
+      result = this.#supervisor
+        ? await runOn(
+            this.#supervisor,
+            contract,
+            options.provider,
+            options.policy ?? Policy.default(),
+            options.approver,
+            turnOptions,
+          )
+        : await runWith(contract, options.provider, this.#store, options.policy, options.approver, turnOptions);
     } catch (error) {
       // No run to follow: the turn is kept as failed, and the head stays where it was.
-      writeOnce(this.#store.path, 'endTurn', {
+      this.#store.write('endTurn', {
         turnId,
         status: 'failed',
         reply: null,
@@ -342,13 +367,15 @@ export class Session {
         advance: false,
       });
       throw error;
+    } finally {
+      unsubscribe();
     }
     return this.#end(turnId, result);
   }
 
   /** Ends a turn as its run ended, moving the head to it by compare-and-swap; a turn that lost the race is a conflict. */
   #end(turnId: string, result: RunResult): TurnResult {
-    const ended = writeOnce(this.#store.path, 'endTurn', {
+    const ended = this.#store.write('endTurn', {
       turnId,
       status: result.outcome.kind,
       reply: result.reply,
@@ -391,7 +418,7 @@ export class Session {
       throw new InvalidArgumentError(
         `turn ${turn.turnId} never started its run; ask again with session.turn(). Its row is kept as it is.`,
       );
-    const supervisor = await Supervisor.start(this.#store);
+    const supervisor = this.#supervisor ?? (await Supervisor.start(this.#store));
     let result: RunResult;
     try {
       const handle = await supervisor.resume(turn.runId, {
@@ -402,7 +429,7 @@ export class Session {
       await handle.result;
       result = outcomeOf(this.#store, turn.runId);
     } finally {
-      await supervisor.close();
+      if (supervisor !== this.#supervisor) await supervisor.close();
     }
     return this.#end(turn.turnId, result);
   }
@@ -424,32 +451,31 @@ export class Session {
     return turn;
   }
 
+  /**
+   * What the next turn's transcript begins with: the branch that ends at `turnId` (the
+   * head by default), oldest turn first, each turn's words, its steps' calls and results,
+   * the corrections it took, and its reply.
+   */
+  history(turnId: string | null = this.head): TranscriptEntry[] {
+    if (turnId !== null) this.#turn(turnId);
+    return this.#history(turnId);
+  }
+
   /** The transcript of the branch that ends at `head`, oldest turn first. */
   #history(head: string | null): TranscriptEntry[] {
-    const chain: TurnRecord[] = [];
-    for (let at = head; at !== null; ) {
-      const turn = this.#store.turn(at);
-      if (!turn) break;
-      chain.unshift(turn);
-      at = turn.parent;
-    }
     const history: TranscriptEntry[] = [];
-    for (const turn of chain) {
+    if (head === null) return history;
+    for (const { turn, steps, steers } of this.#store.branch(head)) {
       history.push({ role: 'user', text: turn.text });
       const before = history.length;
-      if (turn.runId) {
-        const steers = this.#store.takenSteers(turn.runId);
-        const steered = (before: number) => {
-          for (const item of steers) if (item.before === before) history.push(steerTurn(item.text));
-        };
-        let next = 1;
-        for (const step of this.#store.steps(turn.runId)) {
-          steered(step.seq);
-          appendStep(history, step.completion, step.observations);
-          next = step.seq + 1;
-        }
-        steered(next);
+      const steered = (seq: number) => {
+        for (const item of steers) if (item.before === seq) history.push(steerTurn(item.text));
+      };
+      for (const step of steps) {
+        steered(step.seq);
+        appendStep(history, step.completion, step.observations);
       }
+      steered((steps.at(-1)?.seq ?? 0) + 1);
       const last = history.length > before ? history[history.length - 1] : undefined;
       if (turn.reply && !(last?.role === 'assistant' && last.text === turn.reply && last.toolCalls.length === 0))
         history.push({ role: 'assistant', text: turn.reply, toolCalls: [] });
@@ -480,4 +506,16 @@ function checkContainment(value: unknown): Containment | null {
   whole('maxTotalAgents', maxTotalAgents, false);
   whole('maxConcurrentAgents', maxConcurrentAgents, true);
   return value as Containment;
+}
+
+/** A supervisor given to a session: one of this library's, on the session's store file. */
+function checkSupervisor(store: Store, supervisor: unknown, where: string): Supervisor | null {
+  if (supervisor === undefined) return null;
+  if (!(supervisor instanceof Supervisor))
+    throw new InvalidArgumentError(`${where}: supervisor must be a Supervisor (await Supervisor.start(store)).`);
+  if (resolve(supervisor.store.path) !== resolve(store.path))
+    throw new InvalidArgumentError(
+      `${where}: the supervisor runs on ${supervisor.store.path}, not the session's store ${store.path}; start it on the same store.`,
+    );
+  return supervisor;
 }
