@@ -142,6 +142,37 @@ describe('session turns', () => {
     expect(turn.kind).toBe('work');
     expect(turn.outcome.kind).toBe('gate-failed');
     expect(store.gateEvaluations(turn.runId).length).toBeGreaterThan(0);
+    // Asking for replies on a gated run by hand skips no gate either.
+    const supervisor = await Supervisor.start(store);
+    const run = await supervisor.run({ contract, provider, policy, reply: true }).result;
+    await supervisor.close();
+    expect(run.status).toBe('gate-failed');
+    expect(store.steps(run.rootId).length).toBeGreaterThan(0);
+  });
+
+  it('interrupts a turn paused on a person at once: it ends as interrupted and nothing of it is left to resume', async () => {
+    const { CallbackApprover } = await import('../dist/index.js');
+    const root = tempWorkspace({ 'notes.txt': 'old\n' });
+    const path = tempStorePath();
+    const store = await openStore(path);
+    const { provider } = await serve(() => ({
+      toolCalls: [{ name: 'write_file', args: { path: 'notes.txt', content: 'new\n' } }],
+    }));
+    const session = await Session.open(store, root);
+    const turn = session.turn('rewrite notes.txt', {
+      provider,
+      policy: Policy.default().layer('test').allowRead('**').askWrite('**'),
+      approver: new CallbackApprover(() => 'defer'),
+    });
+    const paused = await turn;
+    expect(paused.outcome.kind).toBe('paused');
+    expect(paused.undelivered).toEqual([]);
+    // The handle's result is in, but the turn has not ended: it can still be interrupted.
+    turn.interrupt();
+    expect(store.run(paused.runId)?.status).toBe('interrupted');
+    expect(session.turns()[0]).toMatchObject({ status: 'interrupted' });
+    await expect(session.resumeTurn(paused.turnId)).rejects.toMatchObject({ code: ErrorCode.InvalidArgument });
+    expect(thrown(() => turn.steer('and more')).code).toBe(ErrorCode.TurnEnded);
   });
 
   it('carries a correction sent mid-turn, from this process or another, into the next request and the trace', async () => {
@@ -296,7 +327,9 @@ describe('session turns', () => {
       expect(store.events(child.runId).filter((event) => event.type === 'steered')).toEqual([]);
     // A child is not steered by id either.
     const childId = children[0]?.runId as string;
-    expect(() => session.send(childId, 'steer', 'x')).toThrow(/only the root of a turn is steered/);
+    expect(() => store.write('steer', { runId: childId, kind: 'steer', text: 'x', by: 'x', now: 1 })).toThrow(
+      /only the root of a turn is steered/,
+    );
     // The contained turn was offered spawn_agent; a plain turn is not.
     expect(requests[0]?.tools).toContain('spawn_agent');
     requests.length = 0;

@@ -683,15 +683,16 @@ export class TraceReader {
     steps: Pick<StepRecord, 'seq' | 'completion' | 'observations'>[];
     steers: { before: number; text: string }[];
   }[] {
-    const chain = `WITH RECURSIVE chain(turn_id, depth) AS (
-        SELECT ?, 0
-        UNION ALL
-        SELECT turns.parent, chain.depth + 1 FROM turns JOIN chain ON turns.turn_id = chain.turn_id
+    // UNION, not UNION ALL: a turn met twice (a damaged file's cycle) ends the walk.
+    const chain = `WITH RECURSIVE chain(turn_id) AS (
+        SELECT ?
+        UNION
+        SELECT turns.parent FROM turns JOIN chain ON turns.turn_id = chain.turn_id
         WHERE turns.parent IS NOT NULL
       )`;
     const turns = this.#statements
       .get(
-        `${chain} SELECT turns.*, (SELECT COUNT(*) FROM steps WHERE steps.run_id = turns.run_id) AS steps FROM chain JOIN turns ON turns.turn_id = chain.turn_id ORDER BY chain.depth DESC`,
+        `${chain} SELECT turns.*, (SELECT COUNT(*) FROM steps WHERE steps.run_id = turns.run_id) AS steps FROM chain JOIN turns ON turns.turn_id = chain.turn_id ORDER BY turns.seq`,
       )
       .all(turnId) as TurnRow[];
     const runs = `SELECT turns.run_id FROM chain JOIN turns ON turns.turn_id = chain.turn_id WHERE turns.run_id IS NOT NULL`;

@@ -64,6 +64,8 @@ const KEYS: Record<string, readonly string[]> = {
  */
 function scope(table: string): string {
   if (table === 'turns') return 'session_id = ?';
+  // Only a turn's root is steered, and a turn may name its run before the run's row is written.
+  if (table === 'steers') return 'run_id IN (SELECT root_id FROM retention_roots)';
   if (table === 'runs' || (BY_ROOT as readonly string[]).includes(table))
     return 'root_id IN (SELECT root_id FROM retention_roots)';
   return 'run_id IN (SELECT run_id FROM runs WHERE root_id IN (SELECT root_id FROM retention_roots))';

@@ -53,9 +53,12 @@ export class Store extends TraceReader {
   /** This handle's writer connection, opened on its first write and kept until close(). */
   #db: Database.Database | null = null;
   #writer: StoreWriter | null = null;
+  #closed = false;
 
   /** Runs `body` in one immediate transaction on this handle's writer connection. */
   #write<T>(body: (db: Database.Database) => T): T {
+    if (this.#closed)
+      throw new InvalidArgumentError(`the store handle for ${this.path} is closed; open it again with Store.open().`);
     this.#db ??= openWriter(this.path, { synchronous: this.synchronous });
     const db = this.#db;
     return db.transaction(() => body(db)).immediate();
@@ -79,6 +82,7 @@ export class Store extends TraceReader {
   }
 
   override close(): void {
+    this.#closed = true;
     this.#db?.close();
     this.#db = null;
     this.#writer = null;

@@ -696,27 +696,46 @@ export class StoreWriter {
     steerId: number;
   } {
     const run = this.#runById.get(input.runId) as RunRow | undefined;
-    // A turn's run being made (the turn names it before its row is written) is steered all the same.
-    const starting =
-      !run &&
-      this.#statements.get(`SELECT 1 AS one FROM turns WHERE run_id = ? AND status = 'running'`).get(input.runId);
-    if (!run && !starting)
-      throw new HarnessError(ErrorCode.RunNotFound, `no run ${input.runId} in this store to steer.`);
     if (run && run.parent_id !== null) {
       throw new InvalidArgumentError(
         `run ${input.runId} is a child of ${run.parent_id}; only the root of a turn is steered. Steer ${run.root_id}.`,
       );
     }
+    const what = input.kind === 'steer' ? 'steer' : 'interrupt';
     if (run && isTerminal(run.status)) {
       throw new HarnessError(
         ErrorCode.TurnEnded,
-        `run ${input.runId} has ended (${run.status}); there is nothing to ${input.kind === 'steer' ? 'steer' : 'interrupt'}. Say it in a new turn.`,
+        `run ${input.runId} has ended (${run.status}); there is nothing to ${what}. Say it in a new turn.`,
         { details: { runId: input.runId, status: run.status } },
+      );
+    }
+    // Only a session's turn is steered: a turn running or paused names the run (before its
+    // row is written, too: the turn names it first).
+    const turn = this.#statements
+      .get(`SELECT turn_id FROM turns WHERE run_id = ? AND status IN ('running', 'paused')`)
+      .get(input.runId) as { turn_id: string } | undefined;
+    if (!turn) {
+      throw new HarnessError(
+        ErrorCode.RunNotFound,
+        `no turn of a session runs ${input.runId} in this store; only a session's running turn is steered.`,
+        { details: { runId: input.runId } },
       );
     }
     const row = this.#statements
       .get('INSERT INTO steers (run_id, kind, body, by_whom, created_at, taken_seq) VALUES (?, ?, ?, ?, ?, NULL)')
       .run(input.runId, input.kind, input.text, input.by, input.now);
+    // A root paused on a person takes no step until it is resumed: an interrupt ends it now,
+    // and what of its tree waits (paused or queued) with it.
+    if (run && input.kind === 'interrupt' && run.status === 'paused') {
+      this.#statements
+        .get(`UPDATE steers SET taken_seq = ? WHERE run_id = ? AND kind = 'interrupt' AND taken_seq IS NULL`)
+        .run(run.last_seq + 1, run.run_id);
+      this.#finish(run, run.generation, run.last_seq, 'interrupted', null, `interrupted by ${input.by}`, input.now, []);
+      this.cancelQueued({ rootId: run.root_id, now: input.now });
+      this.#statements
+        .get(`UPDATE turns SET status = 'interrupted', ended_at = ? WHERE turn_id = ?`)
+        .run(input.now, turn.turn_id);
+    }
     return { steerId: Number(row.lastInsertRowid) };
   }
 
@@ -1233,7 +1252,15 @@ export class StoreWriter {
 
   /** Moves a session's head to one of its turns (a branch). */
   moveHead(input: { sessionId: string; turnId: string }): void {
-    this.#statements.get('UPDATE sessions SET head = ? WHERE session_id = ?').run(input.turnId, input.sessionId);
+    const moved = this.#statements
+      .get(
+        'UPDATE sessions SET head = ? WHERE session_id = ? AND EXISTS (SELECT 1 FROM turns WHERE turn_id = ? AND session_id = ?)',
+      )
+      .run(input.turnId, input.sessionId, input.turnId, input.sessionId);
+    if (moved.changes !== 1)
+      throw new InvalidArgumentError(
+        `turn ${input.turnId} is not a turn of session ${input.sessionId}; nothing was moved.`,
+      );
   }
 
   /** Cancels every child of a tree still waiting in the queue; no lease is needed for a run that never started. */

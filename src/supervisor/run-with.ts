@@ -190,7 +190,14 @@ export async function runOn(
     ...(options.reply === undefined ? {} : { reply: options.reply }),
   };
   const handle = supervisor.run(runOptions);
-  options.onStart?.(supervisor, handle.rootId);
+  try {
+    options.onStart?.(supervisor, handle.rootId);
+  } catch (error) {
+    // Nothing the caller set up holds the tree: it does not run on unowned.
+    await handle.cancel().catch(() => undefined);
+    await handle.result.catch(() => undefined);
+    throw error;
+  }
   await handle.result;
   return outcomeOf(supervisor.store, handle.rootId);
 }

@@ -89,17 +89,22 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
 
   /** The turn's id, known from the start (a second process steers it by this id through Session.steer). */
   readonly turnId: string;
-  readonly #session: Session;
+  readonly #deliver: Deliver;
+  readonly #byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => void;
   #runId: string | null = null;
   readonly #before: { kind: 'steer' | 'interrupt'; text: string | null }[] = [];
+  /** Corrections held before the run existed that could not be written when it did. */
+  readonly #lost: string[] = [];
 
   /** @internal */
   constructor(
-    session: Session,
     turnId: string,
+    deliver: Deliver,
+    byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => void,
     run: (push: (event: TurnEvent) => void, started: (runId: string) => void) => Promise<TurnResult>,
   ) {
-    this.#session = session;
+    this.#deliver = deliver;
+    this.#byTurn = byTurn;
     this.turnId = turnId;
     const wake = () => {
       for (const resolve of this.#waiting) resolve();
@@ -113,12 +118,23 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
       (runId) => {
         // What was sent before the run existed goes to it now, in order, before its first step.
         this.#runId = runId;
-        for (const item of this.#before.splice(0)) this.#session.send(runId, item.kind, item.text);
+        for (const item of this.#before.splice(0)) {
+          try {
+            this.#deliver(runId, item.kind, item.text);
+          } catch {
+            // Reported with the result, as a correction the turn never took.
+            if (item.text !== null) this.#lost.push(item.text);
+          }
+        }
       },
-    ).finally(() => {
-      this.#done = true;
-      wake();
-    });
+    )
+      .then((result) =>
+        this.#lost.length > 0 ? { ...result, undelivered: [...this.#lost, ...result.undelivered] } : result,
+      )
+      .finally(() => {
+        this.#done = true;
+        wake();
+      });
     // Awaited or not, a failed turn is the caller's to see through `result`, never an unhandled rejection.
     this.result.catch(() => undefined);
   }
@@ -148,9 +164,10 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
   }
 
   #send(kind: 'steer' | 'interrupt', text: string | null): void {
-    if (this.#done) this.#session.ended(kind);
-    if (this.#runId === null) this.#before.push({ kind, text });
-    else this.#session.send(this.#runId, kind, text);
+    // Once the handle's result is in, the turn is reached by its id: a paused turn still can be.
+    if (this.#done) this.#byTurn(this.turnId, kind, text);
+    else if (this.#runId === null) this.#before.push({ kind, text });
+    else this.#deliver(this.#runId, kind, text);
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<TurnEvent> {
@@ -161,6 +178,18 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
       await new Promise<void>((resolve) => this.#waiting.add(resolve));
     }
   }
+}
+
+/** Writes a steer or an interrupt for a turn's root run. */
+type Deliver = (runId: string, kind: 'steer' | 'interrupt', text: string | null) => void;
+
+/** The error for steering or interrupting a turn that has ended. */
+function turnEnded(kind: 'steer' | 'interrupt', turnId?: string, status?: string): never {
+  throw new HarnessError(
+    ErrorCode.TurnEnded,
+    `${turnId ? `turn ${turnId}` : 'the turn'} has ended${status ? ` (${status})` : ''}; there is nothing to ${kind}. Say it in a new turn.`,
+    { details: { ...(turnId ? { turnId } : {}), ...(status ? { status } : {}) } },
+  );
 }
 
 /** Another turn took the session's head first; this turn's row is kept, as `conflicted`. */
@@ -248,7 +277,12 @@ export class Session {
    */
   turn(text: string, options: TurnOptions): TurnHandle {
     const turnId = randomUUID();
-    return new TurnHandle(this, turnId, (push, started) => this.#run(turnId, text, options, push, started));
+    return new TurnHandle(
+      turnId,
+      (runId, kind, text) => this.#send(runId, kind, text),
+      (id, kind, text) => this.#send(this.#running(id, kind), kind, text),
+      (push, started) => this.#run(turnId, text, options, push, started),
+    );
   }
 
   /**
@@ -258,32 +292,23 @@ export class Session {
   steer(turnId: string, text: string): void {
     if (typeof text !== 'string' || text.trim() === '')
       throw new InvalidArgumentError('session.steer needs the correction, a non-empty string.');
-    this.send(this.#running(turnId, 'steer'), 'steer', text);
+    this.#send(this.#running(turnId, 'steer'), 'steer', text);
   }
 
   /** Interrupts a running turn from any process (see TurnHandle.interrupt). */
   interrupt(turnId: string): void {
-    this.send(this.#running(turnId, 'interrupt'), 'interrupt', null);
+    this.#send(this.#running(turnId, 'interrupt'), 'interrupt', null);
   }
 
-  /** @internal Writes a steer or an interrupt for a turn's root run. */
-  send(runId: string, kind: 'steer' | 'interrupt', text: string | null): void {
+  /** Writes a steer or an interrupt for a turn's root run. */
+  #send(runId: string, kind: 'steer' | 'interrupt', text: string | null): void {
     this.#store.write('steer', { runId, kind, text, by: 'the user', now: Date.now() });
-  }
-
-  /** @internal The error for steering or interrupting a turn that has ended. */
-  ended(kind: 'steer' | 'interrupt', turnId?: string, status?: string): never {
-    throw new HarnessError(
-      ErrorCode.TurnEnded,
-      `${turnId ? `turn ${turnId}` : 'the turn'} has ended${status ? ` (${status})` : ''}; there is nothing to ${kind}. Say it in a new turn.`,
-      { details: { ...(turnId ? { turnId } : {}), ...(status ? { status } : {}) } },
-    );
   }
 
   /** The root run of a turn that can still be steered. */
   #running(turnId: string, kind: 'steer' | 'interrupt'): string {
     const turn = this.#turn(turnId);
-    if (!RESUMABLE.has(turn.status)) this.ended(kind, turnId, turn.status);
+    if (!RESUMABLE.has(turn.status)) turnEnded(kind, turnId, turn.status);
     if (!turn.runId)
       throw new InvalidArgumentError(
         `turn ${turnId} has not started its run yet; steer it through the handle session.turn() gave, which holds it until then.`,
@@ -386,7 +411,8 @@ export class Session {
       ...result,
       turnId,
       kind: this.#store.turn(turnId)?.kind ?? 'work',
-      undelivered: this.#store.undeliveredSteers(result.runId),
+      // A paused turn takes what waits for it when it is resumed: nothing is undelivered yet.
+      undelivered: result.outcome.kind === 'paused' ? [] : this.#store.undeliveredSteers(result.runId),
     };
   }
 

@@ -190,6 +190,13 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
     it('gives a root what it was sent at the boundary after a step, ends it on an interrupt, and steers no child', () =>
       withPort(async (port) => {
         const fence = await root(port, 'steered');
+        // Only a session's turn is steered: before it names the run, the run is refused.
+        expect(
+          await thrown(port.call('steer', { runId: 'steered', kind: 'steer', text: 'x', by: 'a', now: 1 })),
+        ).toMatchObject({ code: 'RUN_NOT_FOUND' });
+        await port.call('openSession', { sessionId: 's', root: '/tmp', now: 1 });
+        await port.call('beginTurn', { sessionId: 's', turnId: 't', parent: null, text: 'go', now: 1 });
+        await port.call('startedTurn', { turnId: 't', runId: 'steered' });
         const send = (kind: 'steer' | 'interrupt', text: string | null, runId = 'steered') =>
           port.call('steer', { runId, kind, text, by: 'alice', now: Date.now() });
         await send('steer', 'first');

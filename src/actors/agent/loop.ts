@@ -367,6 +367,9 @@ export class AgentRun implements RunContext {
       if (
         spec.reply === true &&
         run.parentId === null &&
+        // A contract that judges the answer (a gate, a plan gate, a shape) is never skipped by a reply.
+        (contract === null ||
+          (contract.verification.kind === 'none' && !contract.planGate && contract.outputSchema === null)) &&
         this.#seq === 1 &&
         !replay &&
         !this.#cancelled &&
