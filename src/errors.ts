@@ -35,6 +35,7 @@ export const ErrorCode = {
   SessionNotFound: 'SESSION_NOT_FOUND',
   TurnNotFound: 'TURN_NOT_FOUND',
   TurnEnded: 'TURN_ENDED',
+  McpServerFailed: 'MCP_SERVER_FAILED',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

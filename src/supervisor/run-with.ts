@@ -6,6 +6,7 @@
  */
 
 import { InvalidArgumentError } from '../errors.js';
+import type { McpServerSpec } from '../mcp/client.js';
 import { TaskContract } from '../runtime/contract/contract.js';
 import type { Tool } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
@@ -67,6 +68,12 @@ export interface RunWithOptions {
   onStart?: (supervisor: Supervisor, rootId: string) => void;
   /** The embedder's own tools for the run (made with `tool()`). */
   tools?: readonly Tool<never>[];
+  /**
+   * MCP servers for this run: started (stdio) or dialled (HTTP) before it, their tools
+   * added to `tools` as `<server>__<tool>`, stopped when it ends (see io-harness/mcp).
+   * A resume needs them again: connect with McpServers and pass its tools().
+   */
+  mcp?: McpServerSpec[];
 }
 
 /** The outcome of a run in a store, whoever drove it. */
@@ -174,6 +181,20 @@ export async function runOn(
   approver: Approver | undefined,
   options: RunWithOptions,
 ): Promise<RunResult> {
+  if (options.mcp !== undefined) {
+    // Loaded only by a run that uses MCP: the protocol's SDK stays out of every other program.
+    const { McpServers } = await import('../mcp/client.js');
+    const servers = await McpServers.connect(options.mcp);
+    try {
+      const { mcp: _servers, ...rest } = options;
+      return await runOn(supervisor, contract, provider, policy, approver, {
+        ...rest,
+        tools: [...(options.tools ?? []), ...servers.tools()],
+      });
+    } finally {
+      await servers.close();
+    }
+  }
   const runOptions: RunOptions = {
     contract,
     provider,

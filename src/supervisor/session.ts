@@ -12,6 +12,7 @@ import { resolve } from 'node:path';
 import { appendStep } from '../actors/agent/records.js';
 import { steerTurn } from '../actors/agent/step.js';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
+import type { McpServerSpec } from '../mcp/client.js';
 import { TaskContract } from '../runtime/contract/contract.js';
 import type { Tool } from '../runtime/custom-tool.js';
 import type { Approver } from '../runtime/policy/approval.js';
@@ -30,6 +31,8 @@ export interface TurnOptions {
   policy?: Policy;
   approver?: Approver;
   tools?: readonly Tool<never>[];
+  /** MCP servers for the turn, started before it and stopped after (see RunWithOptions.mcp). */
+  mcp?: McpServerSpec[];
   /** The turn as a contract of its own (verification, budget, plan gate, output schema); its goal is the turn's. */
   contract?: TaskContract;
   /** Hears every event of the turn's tree, committed and live (text deltas, model and tool calls). */
@@ -355,6 +358,7 @@ export class Session {
             }
           : { spawn: false }),
         ...(options.tools ? { tools: options.tools } : {}),
+        ...(options.mcp ? { mcp: options.mcp } : {}),
         onStart: (supervisor, rootId) => {
           this.#store.write('startedTurn', { turnId, runId: rootId });
           started(rootId);

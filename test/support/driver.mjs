@@ -6,7 +6,7 @@
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
 // With `workspace: { goal, root, policy? }` the tree is a workspace run (policy 'permissive',
 // the default, or 'default'); `approver: 'defer' | 'approve'` answers the policy's asks.
-// With `tools: 'file#export'` the tree gets the tools that export of scripts/<file>.mjs makes
+// With `tools: 'file#export'` the tree gets the tools that export of scripts/<file>.mjs makes (or resolves to)
 // (called with `toolOptions`), on run and on resume alike.
 import { fileURLToPath } from 'node:url';
 import { CallbackApprover, OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
@@ -39,10 +39,11 @@ if (config.wireScript) {
   };
 }
 const people = config.approver ? { approver: new CallbackApprover(() => config.approver) } : {};
+let toolsModule = null;
 if (config.tools) {
   const [file, name] = config.tools.split('#');
-  const mod = await import(new URL(`./scripts/${file}.mjs`, import.meta.url).href);
-  people.tools = mod[name](config.toolOptions ?? {});
+  toolsModule = await import(new URL(`./scripts/${file}.mjs`, import.meta.url).href);
+  people.tools = await toolsModule[name](config.toolOptions ?? {});
 }
 try {
   let handle;
@@ -66,4 +67,6 @@ try {
 }
 await supervisor.close();
 await server?.close();
+// What the tools' module holds open (an MCP server it started) ends with the process.
+await toolsModule?.close?.();
 store.close();

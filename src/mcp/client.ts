@@ -1,0 +1,344 @@
+/**
+ * MCP servers' tools as the embedder's own: each server is started (stdio) or dialled
+ * (streamable HTTP) with the official SDK, and each of its tools becomes a {@link Tool}
+ * named `<server>__<tool>`, its JSON Schema passed through. From there a call goes the way
+ * every tool of the embedder's does: the policy decides it as an act of kind `tool` by
+ * that name (allow, deny, or ask the approver), it is journaled as an intent before it is
+ * sent (an MCP call is an effect the runtime cannot undo or know the outcome of), its
+ * arguments are checked against the schema, and its result is bounded and in the trace.
+ * A server that dies is started again once; a second death leaves its tools answering
+ * that they are gone, and the tree goes on.
+ *
+ * This module is for the main thread only: the servers live where the tools are called.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
+import { type Tool, tool } from '../runtime/custom-tool.js';
+
+/** A server started as a child process, spoken to over its stdin and stdout. */
+export interface McpStdioServer {
+  /** Letters, digits, `_` and `-` (no `__`), at most 30: the prefix of its tools' names. */
+  name: string;
+  /** The program and its arguments. */
+  command: string[];
+  /** Its environment: only what you give here, beside PATH, HOME and the like (no provider key of yours). */
+  env?: Record<string, string>;
+  cwd?: string;
+}
+
+/** A server dialled over streamable HTTP. */
+export interface McpHttpServer {
+  name: string;
+  url: string;
+  headers?: Record<string, string>;
+}
+
+export type McpServerSpec = McpStdioServer | McpHttpServer;
+
+export interface McpConnectOptions {
+  /** How long connecting to a server (and listing its tools) may take. Default 10,000. */
+  connectTimeoutMs?: number;
+  /** How long one call may take before it is an observation that says so. Default 60,000. */
+  callTimeoutMs?: number;
+}
+
+/** A tool a server listed that cannot be offered (a name that does not fit, a schema that is not valid), and why. */
+export interface McpSkippedTool {
+  server: string;
+  tool: string;
+  reason: string;
+}
+
+/** An MCP server could not be started, reached or spoken to. `details.server` names it. */
+export class McpServerError extends HarnessError {
+  constructor(server: string, message: string, cause?: unknown) {
+    super(ErrorCode.McpServerFailed, `MCP server ${server}: ${message}`, {
+      details: { server },
+      ...(cause === undefined ? {} : { cause }),
+    });
+    this.name = 'McpServerError';
+  }
+}
+
+const SERVER_NAME = /^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$/;
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const DEFAULTS = { connectTimeoutMs: 10_000, callTimeoutMs: 60_000 };
+/** What the harness calls itself to the servers it connects to. */
+const CLIENT = { name: 'io-harness', version: '0.1.0' };
+
+/** One server: its client, how often it died, and the tools it listed. */
+class Connection {
+  readonly spec: McpServerSpec;
+  readonly #options: Required<McpConnectOptions>;
+  #client: Client | null = null;
+  #closed = false;
+  /** How many times the server stopped under us. */
+  deaths = 0;
+  listed: { name: string; description?: string; inputSchema: Record<string, unknown> }[] = [];
+
+  constructor(spec: McpServerSpec, options: Required<McpConnectOptions>) {
+    this.spec = spec;
+    this.#options = options;
+  }
+
+  get gone(): boolean {
+    return this.deaths >= 2;
+  }
+
+  async open(): Promise<void> {
+    const client = new Client(CLIENT);
+    const transport = this.#transport();
+    let died = false;
+    client.onclose = () => {
+      died = true;
+      if (this.#client === client) this.#client = null;
+    };
+    try {
+      await client.connect(transport, { timeout: this.#options.connectTimeoutMs });
+      const { tools } = await client.listTools(undefined, { timeout: this.#options.connectTimeoutMs });
+      this.listed = tools as typeof this.listed;
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      throw new McpServerError(this.spec.name, this.#why(error, died), error);
+    }
+    this.#client = client;
+  }
+
+  #transport(): Transport {
+    const spec = this.spec;
+    if ('url' in spec) {
+      return new StreamableHTTPClientTransport(new URL(spec.url), {
+        ...(spec.headers ? { requestInit: { headers: spec.headers } } : {}),
+      });
+    }
+    const [command, ...args] = spec.command as [string, ...string[]];
+    return new StdioClientTransport({
+      command,
+      args,
+      ...(spec.env ? { env: spec.env } : {}),
+      ...(spec.cwd ? { cwd: spec.cwd } : {}),
+      stderr: 'ignore',
+    });
+  }
+
+  /** What went wrong connecting, said so that it names what to check. */
+  #why(error: unknown, died: boolean): string {
+    const message = error instanceof Error ? error.message : String(error);
+    const code = (error as { code?: unknown })?.code;
+    const spec = this.spec;
+    if ('url' in spec)
+      return `did not answer as an MCP server at ${spec.url}: ${message}. Check that it is up and serves MCP there.`;
+    const where = `started as ${JSON.stringify(spec.command.join(' '))}`;
+    if (code === 'ENOENT') return `could not be started: ${JSON.stringify(spec.command[0])} was not found (${where}).`;
+    if (died) return `stopped before it answered (${where}): ${message}. Check that it speaks MCP on its stdout.`;
+    return `did not answer as an MCP server (${where}): ${message}.`;
+  }
+
+  /** Calls one of its tools; a server that died during the call is started again once, and the call not sent again. */
+  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<string> {
+    const name = this.spec.name;
+    if (this.gone)
+      throw new Error(`MCP server ${name} stopped twice and is not started again; its tools are unavailable.`);
+    if (!this.#client) await this.#restart(`it had stopped`);
+    const client = this.#client as Client;
+    let result: Awaited<ReturnType<Client['callTool']>>;
+    try {
+      result = await client.callTool({ name: tool, arguments: args }, undefined, {
+        signal,
+        timeout: this.#options.callTimeoutMs,
+      });
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (this.#client !== client && !this.#closed) {
+        // The server went away with the call in flight: whether it acted is not known, so the call is not sent again.
+        await this.#restart(message).catch(() => undefined);
+        throw new Error(
+          `MCP server ${name} stopped during the call (${message}); whether ${tool} acted is not known. ` +
+            (this.gone ? 'It stopped again as it was restarted; its tools are unavailable.' : 'It was started again.'),
+        );
+      }
+      throw new Error(`MCP server ${name} answered ${tool} with an error: ${message}`);
+    }
+    const text = render(result);
+    if (result.isError === true) throw new Error(text === '' ? `${tool} reported an error.` : text);
+    return text;
+  }
+
+  async #restart(reason: string): Promise<void> {
+    this.deaths++;
+    if (this.gone) throw new Error(`MCP server ${this.spec.name} stopped again (${reason}).`);
+    try {
+      await this.open();
+    } catch (error) {
+      this.deaths = 2;
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const client = this.#client;
+    this.#client = null;
+    await client?.close().catch(() => undefined);
+  }
+}
+
+/** A call's result as the observation the model reads: its text, a line for each image, audio or resource, or its structured content. */
+function render(result: Awaited<ReturnType<Client['callTool']>>): string {
+  const parts: string[] = [];
+  for (const item of (result.content ?? []) as Record<string, unknown>[]) {
+    if (item.type === 'text') parts.push(String(item.text ?? ''));
+    else if (item.type === 'image' || item.type === 'audio')
+      parts.push(
+        `[${item.type} ${String(item.mimeType)}, ${String(item.data ?? '').length} base64 characters, not shown]`,
+      );
+    else if (item.type === 'resource_link') parts.push(`[resource ${String(item.uri)}]`);
+    else if (item.type === 'resource') {
+      const resource = (item.resource ?? {}) as Record<string, unknown>;
+      parts.push(
+        typeof resource.text === 'string' ? resource.text : `[resource ${String(resource.uri)}, binary, not shown]`,
+      );
+    }
+  }
+  if (parts.length === 0 && result.structuredContent !== undefined) return JSON.stringify(result.structuredContent);
+  return parts.join('\n');
+}
+
+/**
+ * A tool schema without its `$schema`: servers name draft-07 (the SDK's own converter
+ * does) for schemas whose keywords mean the same under 2020-12, which the tools are
+ * checked by; one that uses a keyword only draft-07 reads is refused there, and skipped.
+ */
+function withoutDialect(schema: Record<string, unknown>): Record<string, unknown> {
+  const { $schema: _dialect, ...rest } = schema;
+  return rest;
+}
+
+/** The specs checked: each a stdio or HTTP server with a name of its own, or a clear error naming what is wrong. */
+function checkSpecs(specs: unknown): McpServerSpec[] {
+  if (!Array.isArray(specs))
+    throw new InvalidArgumentError(
+      'McpServers.connect needs an array of servers: { name, command: [...] } or { name, url }.',
+    );
+  const seen = new Set<string>();
+  return specs.map((spec, index) => {
+    const where = `MCP server ${index}`;
+    if (typeof spec !== 'object' || spec === null)
+      throw new InvalidArgumentError(`${where}: must be { name, command: [...] } or { name, url }.`);
+    const { name, command, url } = spec as Record<string, unknown>;
+    if (typeof name !== 'string' || name.length > 30 || !SERVER_NAME.test(name))
+      throw new InvalidArgumentError(
+        `${where}: name must be 1 to 30 letters, digits, - or single _ (its tools are named <name>__<tool>), got ${JSON.stringify(name)}.`,
+      );
+    if (seen.has(name)) throw new InvalidArgumentError(`${where}: two servers are named ${name}.`);
+    seen.add(name);
+    if ((command === undefined) === (url === undefined))
+      throw new InvalidArgumentError(`MCP server ${name}: give either command (a stdio server) or url (an HTTP one).`);
+    if (command !== undefined) {
+      if (
+        !Array.isArray(command) ||
+        command.length === 0 ||
+        command.some((part) => typeof part !== 'string' || part === '')
+      )
+        throw new InvalidArgumentError(
+          `MCP server ${name}: command must be a non-empty array of strings, e.g. ["node", "server.mjs"].`,
+        );
+    } else {
+      let parsed: URL | null = null;
+      try {
+        parsed = new URL(String(url));
+      } catch {
+        parsed = null;
+      }
+      if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:'))
+        throw new InvalidArgumentError(
+          `MCP server ${name}: url must be an http or https URL, got ${JSON.stringify(url)}.`,
+        );
+    }
+    return spec as McpServerSpec;
+  });
+}
+
+/**
+ * Connected MCP servers and their tools.
+ *
+ * @example
+ * const mcp = await McpServers.connect([{ name: 'files', command: ['node', 'server.mjs'] }]);
+ * const result = await runWith(contract, provider, store, policy, approver, { tools: mcp.tools() });
+ * await mcp.close();
+ */
+export class McpServers {
+  readonly #connections: Connection[];
+  readonly #tools: Tool<never>[];
+  /** Tools a server listed that are not offered, and why. */
+  readonly skipped: readonly McpSkippedTool[];
+
+  private constructor(connections: Connection[]) {
+    this.#connections = connections;
+    const tools: Tool<never>[] = [];
+    const skipped: McpSkippedTool[] = [];
+    for (const connection of connections) {
+      const server = connection.spec.name;
+      for (const listed of connection.listed) {
+        const name = `${server}__${listed.name}`;
+        if (!TOOL_NAME.test(name)) {
+          skipped.push({
+            server,
+            tool: listed.name,
+            reason: `${JSON.stringify(name)} is not 1 to 64 letters, digits, _ or -`,
+          });
+          continue;
+        }
+        try {
+          tools.push(
+            tool({
+              name,
+              description: listed.description?.trim() || `${listed.name}, a tool of the MCP server ${server}.`,
+              parameters: withoutDialect(listed.inputSchema ?? { type: 'object' }),
+              // Whatever the server's hints say: a call is an effect, journaled before it is sent.
+              effect: 'acts',
+              execute: (args, context) => connection.call(listed.name, args as Record<string, unknown>, context.signal),
+            }) as unknown as Tool<never>,
+          );
+        } catch (error) {
+          skipped.push({ server, tool: listed.name, reason: (error as Error).message });
+        }
+      }
+    }
+    // Sorted, so the tool definitions a tree sends are the same bytes whatever order the servers listed them in.
+    tools.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    this.#tools = tools;
+    this.skipped = Object.freeze(skipped);
+  }
+
+  /** Starts or dials every server and lists its tools; one that cannot be reached is an {@link McpServerError}, and none is left running. */
+  static async connect(specs: McpServerSpec[], options: McpConnectOptions = {}): Promise<McpServers> {
+    const checked = checkSpecs(specs);
+    const settings = { ...DEFAULTS, ...options };
+    const connections = checked.map((spec) => new Connection(spec, settings));
+    const opened = await Promise.allSettled(connections.map((connection) => connection.open()));
+    const failed = opened.find((outcome) => outcome.status === 'rejected');
+    if (failed) {
+      await Promise.all(connections.map((connection) => connection.close()));
+      throw (failed as PromiseRejectedResult).reason;
+    }
+    return new McpServers(connections);
+  }
+
+  /** The servers' tools, named `<server>__<tool>`, sorted by name: hand them to a run as `tools`. */
+  tools(): Tool<never>[] {
+    return [...this.#tools];
+  }
+
+  /** Stops the stdio servers and hangs up on the HTTP ones. */
+  async close(): Promise<void> {
+    await Promise.all(this.#connections.map((connection) => connection.close()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
