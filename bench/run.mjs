@@ -18,6 +18,7 @@ const benches = [
   ['proxy', ['proxy.mjs']],
   ['retention', ['retention.mjs']],
   ['sessions', ['sessions.mjs']],
+  ['mcp', ['mcp.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

@@ -194,6 +194,27 @@ describe("the embedder's tools against a hostile model", () => {
     ).toThrow(/tool\(odd\): parameters is not a usable JSON Schema \(2020-12\): .*frobnicate/);
   });
 
+  it('checks many JSON Schema tools side by side: two with one $id, and the same schema twice, each by its own', async () => {
+    const context = { rootId: 'r', runId: 'r', address: 'root', callId: 'c', signal: new AbortController().signal };
+    const schema = (type: string) => ({
+      $id: 'https://example.com/args',
+      type: 'object',
+      properties: { v: { type } },
+      required: ['v'],
+    });
+    const numbers = tool({ name: 'numbers', description: 'x', parameters: schema('number'), execute: () => 'n' });
+    const words = tool({ name: 'words', description: 'x', parameters: schema('string'), execute: () => 'w' });
+    expect(await numbers.call({ v: 1 }, context)).toEqual({ content: 'n', isError: false });
+    expect((await numbers.call({ v: 'one' }, context)).isError).toBe(true);
+    expect(await words.call({ v: 'one' }, context)).toEqual({ content: 'w', isError: false });
+    expect((await words.call({ v: 1 }, context)).isError).toBe(true);
+    const plain = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
+    const first = tool({ name: 'first', description: 'x', parameters: plain, execute: () => 'a' });
+    const second = tool({ name: 'second', description: 'x', parameters: plain, execute: () => 'b' });
+    expect(await first.call({ n: 2 }, context)).toEqual({ content: 'a', isError: false });
+    expect((await second.call({ n: 'two' }, context)).isError).toBe(true);
+  });
+
   it('asks a person only about a call whose arguments are good, and shows them the arguments', async () => {
     const calls: { city: string; days: number; context: ToolCallContext }[] = [];
     const { store, supervisor } = await supervisorOn({ tools: [forecast(calls)] });

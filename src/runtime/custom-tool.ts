@@ -235,11 +235,20 @@ function checkJsonSchema(name: string, schema: Record<string, unknown>): Record<
   }
 }
 
+let sharedAjv: Ajv2020 | null = null;
+
+function newAjv(): Ajv2020 {
+  return new Ajv2020({ allErrors: true, strictSchema: true, strictTypes: false, strictTuples: false });
+}
+
 function jsonValidator(name: string, schema: Record<string, unknown>) {
   // JSON Schema 2020-12, the dialect the vendors' tool definitions follow. An unknown
   // keyword is refused, not ignored: the model would be shown a constraint nothing checks.
-  // One validator per tool, so two tools may use one $id.
-  const ajv = new Ajv2020({ allErrors: true, strictSchema: true, strictTypes: false, strictTuples: false });
+  // One shared instance (building one costs milliseconds: a catalogue of 200 MCP tools paid
+  // seconds), forgetting each schema once compiled; a schema with an $id gets one of its
+  // own, so two tools may use one $id.
+  sharedAjv ??= newAjv();
+  const ajv = JSON.stringify(schema).includes('"$id"') ? newAjv() : sharedAjv;
   let validate: ValidateFunction;
   try {
     validate = ajv.compile(schema);
@@ -247,6 +256,8 @@ function jsonValidator(name: string, schema: Record<string, unknown>) {
     throw new InvalidArgumentError(
       `tool(${name}): parameters is not a usable JSON Schema (2020-12): ${(error as Error).message}.`,
     );
+  } finally {
+    if (ajv === sharedAjv) ajv.removeSchema(schema);
   }
   return (args: unknown): { ok: true; value: unknown } | { ok: false; problems: string[] } => {
     if (validate(args)) return { ok: true, value: args };
