@@ -187,9 +187,22 @@ describe('MCP servers', () => {
       { name: 'notes__pid', args: {} },
       { name: 'notes__note_read', args: { path: 'a.txt' } },
     ]);
-    const policy = Policy.default().layer('mcp').allowTool('notes__*');
+    // Starting the server is an exec the run's policy decides, like any command.
+    const refused = Policy.default().layer('mcp').allowTool('notes__*').denyExec('node *');
+    const servers = [{ name: 'notes', command: ['node', FIXTURE], cwd: dir }];
+    const denied = await runWith(TaskContract.workspace('use the notes', dir), provider, store, refused, undefined, {
+      mcp: servers,
+    }).then(
+      () => null,
+      (error: unknown) => error as McpServerError,
+    );
+    expect(denied).toBeInstanceOf(McpServerError);
+    expect(denied?.message).toMatch(/^MCP server notes: starting node .* is refused by the policy/);
+    expect(denied?.details).toMatchObject({ server: 'notes', rule: 'deny-exec node *', layer: 'mcp' });
+    expect(store.runs()).toEqual([]);
+    const policy = Policy.default().layer('mcp').allowTool('notes__*').allowExec('node *');
     const result = await runWith(TaskContract.workspace('use the notes', dir), provider, store, policy, undefined, {
-      mcp: [{ name: 'notes', command: ['node', FIXTURE], cwd: dir }],
+      mcp: servers,
     });
     expect(result.outcome.kind).toBe('finished');
     const [pid, read] = store.steps(result.runId).flatMap((step) => step.observations);
@@ -298,6 +311,31 @@ describe('MCP servers', () => {
     expect(missing?.code).toBe(ErrorCode.McpServerFailed);
     expect(missing?.message).toMatch(/^MCP server ghost: /);
     expect(missing?.details).toMatchObject({ server: 'ghost' });
+    // Dialling is a net act: refused by the policy before any request is made; asked, it goes to the approver.
+    const web = await httpServer();
+    const denyWeb = Policy.empty().layer('mcp').denyNet('127.0.0.1');
+    await expect(McpServers.connect([{ name: 'web', url: web.url }], { policy: denyWeb })).rejects.toMatchObject({
+      code: ErrorCode.McpServerFailed,
+      message: expect.stringMatching(/^MCP server web: dialling 127\.0\.0\.1:\d+ is refused by the policy/),
+      details: { rule: 'deny-net 127.0.0.1', layer: 'mcp' },
+    });
+    const askWeb = Policy.empty().layer('mcp').askNet('127.0.0.1');
+    await expect(McpServers.connect([{ name: 'web', url: web.url }], { policy: askWeb })).rejects.toMatchObject({
+      message: expect.stringContaining('no approver was given'),
+    });
+    const approved: string[] = [];
+    const dialled = await connect({ name: 'web', url: web.url });
+    await dialled.close();
+    const viaApprover = await McpServers.connect([{ name: 'web', url: web.url }], {
+      policy: askWeb,
+      approver: new CallbackApprover((request) => {
+        approved.push(`${request.act.kind} ${request.subject}`);
+        return 'approve';
+      }),
+    });
+    await viaApprover.close();
+    expect(approved).toEqual([expect.stringMatching(/^net 127\.0\.0\.1:\d+$/)]);
+    expect(web.calls).toEqual([]);
     // A port nobody listens on.
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));

@@ -11,12 +11,16 @@
  *
  * This module is for the main thread only: the servers live where the tools are called.
  */
+
+import { resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { type Tool, tool } from '../runtime/custom-tool.js';
+import type { Approver } from '../runtime/policy/approval.js';
+import type { Act, Policy } from '../runtime/policy/policy.js';
 
 /** A server started as a child process, spoken to over its stdin and stdout. */
 export interface McpStdioServer {
@@ -39,6 +43,16 @@ export interface McpHttpServer {
 export type McpServerSpec = McpStdioServer | McpHttpServer;
 
 export interface McpConnectOptions {
+  /**
+   * Decides each server before it is started or dialled: a stdio server's command as an
+   * `exec` act (run from `cwd`, else `root`), an HTTP server's host and port as a `net`
+   * act. A denial is an McpServerError naming the rule and layer; an ask goes to
+   * `approver`, and without one is refused. Without a policy, nothing is checked.
+   */
+  policy?: Policy;
+  /** The workspace the policy's paths are relative to (a run's root). Default: the current directory. */
+  root?: string;
+  approver?: Approver;
   /** How long connecting to a server (and listing its tools) may take. Default 10,000. */
   connectTimeoutMs?: number;
   /** How long one call may take before it is an observation that says so. Default 60,000. */
@@ -54,9 +68,9 @@ export interface McpSkippedTool {
 
 /** An MCP server could not be started, reached or spoken to. `details.server` names it. */
 export class McpServerError extends HarnessError {
-  constructor(server: string, message: string, cause?: unknown) {
+  constructor(server: string, message: string, cause?: unknown, details: Record<string, unknown> = {}) {
     super(ErrorCode.McpServerFailed, `MCP server ${server}: ${message}`, {
-      details: { server },
+      details: { server, ...details },
       ...(cause === undefined ? {} : { cause }),
     });
     this.name = 'McpServerError';
@@ -72,20 +86,65 @@ const CLIENT = { name: 'io-harness', version: '0.1.0' };
 /** One server: its client, how often it died, and the tools it listed. */
 class Connection {
   readonly spec: McpServerSpec;
-  readonly #options: Required<McpConnectOptions>;
+  readonly #options: typeof DEFAULTS;
   #client: Client | null = null;
   #closed = false;
   /** How many times the server stopped under us. */
   deaths = 0;
   listed: { name: string; description?: string; inputSchema: Record<string, unknown> }[] = [];
 
-  constructor(spec: McpServerSpec, options: Required<McpConnectOptions>) {
+  constructor(spec: McpServerSpec, options: typeof DEFAULTS) {
     this.spec = spec;
     this.#options = options;
   }
 
   get gone(): boolean {
     return this.deaths >= 2;
+  }
+
+  /** What the policy says about starting or dialling this server; refused with the rule and layer that said no. */
+  async authorize(policy: Policy, root: string, approver: Approver | undefined): Promise<void> {
+    const spec = this.spec;
+    let act: Act;
+    if ('url' in spec) {
+      const url = new URL(spec.url);
+      act = {
+        kind: 'net',
+        host: url.hostname.replace(/^\[|\]$/g, ''),
+        port: url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port),
+      };
+    } else {
+      act = { kind: 'exec', argv: spec.command, cwd: resolve(root, spec.cwd ?? '.') };
+    }
+    const decision = policy.decide(act, root);
+    if (decision.effect === 'allow') return;
+    const what = 'url' in spec ? `dialling ${decision.subject}` : `starting ${decision.subject}`;
+    if (decision.effect === 'ask') {
+      const answer = approver
+        ? await approver.decide({
+            rootId: '',
+            runId: '',
+            address: `mcp:${spec.name}`,
+            act,
+            subject: decision.subject,
+            rule: decision.rule,
+            layer: decision.layer,
+          })
+        : null;
+      if (answer === 'approve') return;
+      throw new McpServerError(
+        spec.name,
+        `${what} was not approved (the policy asks: ${decision.rule}, layer ${decision.layer}${approver ? '' : '; no approver was given'}).`,
+        undefined,
+        { rule: decision.rule, layer: decision.layer },
+      );
+    }
+    throw new McpServerError(
+      spec.name,
+      `${what} is refused by the policy: ${decision.reason}${decision.rule ? ` (${decision.rule}, layer ${decision.layer})` : ''}.`,
+      undefined,
+      { rule: decision.rule, layer: decision.layer },
+    );
   }
 
   async open(): Promise<void> {
@@ -317,8 +376,12 @@ export class McpServers {
   /** Starts or dials every server and lists its tools; one that cannot be reached is an {@link McpServerError}, and none is left running. */
   static async connect(specs: McpServerSpec[], options: McpConnectOptions = {}): Promise<McpServers> {
     const checked = checkSpecs(specs);
-    const settings = { ...DEFAULTS, ...options };
+    const { policy, root, approver, ...timeouts } = options;
+    const settings = { ...DEFAULTS, ...timeouts };
     const connections = checked.map((spec) => new Connection(spec, settings));
+    // Every server decided before any is started: a refusal starts none.
+    if (policy)
+      for (const connection of connections) await connection.authorize(policy, resolve(root ?? '.'), approver);
     const opened = await Promise.allSettled(connections.map((connection) => connection.open()));
     const failed = opened.find((outcome) => outcome.status === 'rejected');
     if (failed) {

@@ -184,7 +184,12 @@ export async function runOn(
   if (options.mcp !== undefined) {
     // Loaded only by a run that uses MCP: the protocol's SDK stays out of every other program.
     const { McpServers } = await import('../mcp/client.js');
-    const servers = await McpServers.connect(options.mcp);
+    // Each server decided by the run's policy first: its command as an exec, its host as a dial.
+    const servers = await McpServers.connect(options.mcp, {
+      policy,
+      root: contract.toJSON().root,
+      ...(approver ? { approver } : {}),
+    });
     try {
       const { mcp: _servers, ...rest } = options;
       return await runOn(supervisor, contract, provider, policy, approver, {
