@@ -107,6 +107,10 @@ describe('MCP servers', () => {
       'notes__note_read',
       'notes__note_write',
       'notes__pid',
+      'notes__prompt',
+      'notes__prompts',
+      'notes__resource',
+      'notes__resources',
       'notes__slow',
       'web__echo',
     ]);
@@ -250,6 +254,51 @@ describe('MCP servers', () => {
     // Called once, by the killed process; never again.
     expect(calls()).toBe('x');
     expect(store.steps(rootId)[0]?.observations[0]).toMatchObject({ name: 'notes__slow', isError: true });
+  });
+
+  it("offers a server's resources and prompts as tools that read, decided by the policy by their names", async () => {
+    const mcp = await connect({ name: 'notes', command: ['node', FIXTURE], cwd: tempWorkspace() });
+    const { store, supervisor: running } = await supervisor();
+    const { provider } = await model([
+      { name: 'notes__resources', args: {} },
+      { name: 'notes__resource', args: { uri: 'notes://readme' } },
+      { name: 'notes__prompts', args: {} },
+      { name: 'notes__prompt', args: { name: 'summarize', arguments: { topic: 'birds' } } },
+      { name: 'notes__resource', args: { uri: 'notes://nothing-here' } },
+    ]);
+    const policy = Policy.empty()
+      .layer('mcp')
+      .allowTool('notes__resource*')
+      .allowTool('notes__prompts')
+      .denyTool('notes__prompt');
+    const result = await running.run({ task: 'read', provider, policy, tools: mcp.tools() }).result;
+    expect(result.status).toBe('finished');
+    const observations = store.steps(result.rootId).flatMap((step) => step.observations);
+    expect(JSON.parse(observations[0]?.content ?? '')).toEqual([
+      { uri: 'notes://readme', name: 'readme', description: 'What the notes are.', mimeType: 'text/plain' },
+    ]);
+    expect(observations[1]?.content).toBe('The notes are kept here.');
+    expect(JSON.parse(observations[2]?.content ?? '')).toMatchObject([
+      { name: 'summarize', description: 'Asks for a summary.', arguments: [{ name: 'topic', required: true }] },
+    ]);
+    // Not allowed: refused by name, like any tool.
+    expect(observations[3]).toMatchObject({ isError: true });
+    expect(store.events(result.rootId).filter((event) => event.type === 'refusal')).toMatchObject([
+      { tool: 'notes__prompt', rule: 'deny-tool notes__prompt', layer: 'mcp' },
+    ]);
+    expect(observations[4]).toMatchObject({
+      isError: true,
+      content: expect.stringContaining('MCP server notes answered'),
+    });
+    // Reads change nothing: none is journaled.
+    expect(store.events(result.rootId).filter((event) => event.type === 'intent-started')).toEqual([]);
+    // Allowed, the prompt comes back filled in.
+    const prompt = mcp.tools().find((item) => item.name === 'notes__prompt');
+    const context = { rootId: 'r', runId: 'r', address: 'root', callId: 'c', signal: new AbortController().signal };
+    expect(await prompt?.call({ name: 'summarize', arguments: { topic: 'birds' } }, context)).toEqual({
+      content: 'user: Summarize the notes on birds.',
+      isError: false,
+    });
   });
 
   it('starts a stdio server without the harness environment: no provider key reaches it', async () => {

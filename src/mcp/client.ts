@@ -92,6 +92,9 @@ class Connection {
   /** How many times the server stopped under us. */
   deaths = 0;
   listed: { name: string; description?: string; inputSchema: Record<string, unknown> }[] = [];
+  /** Whether it serves resources, and prompts: each offered as two tools that read. */
+  resources = false;
+  prompts = false;
 
   constructor(spec: McpServerSpec, options: typeof DEFAULTS) {
     this.spec = spec;
@@ -157,8 +160,13 @@ class Connection {
     };
     try {
       await client.connect(transport, { timeout: this.#options.connectTimeoutMs });
-      const { tools } = await client.listTools(undefined, { timeout: this.#options.connectTimeoutMs });
+      const capabilities = client.getServerCapabilities() ?? {};
+      const { tools } = capabilities.tools
+        ? await client.listTools(undefined, { timeout: this.#options.connectTimeoutMs })
+        : { tools: [] };
       this.listed = tools as typeof this.listed;
+      this.resources = capabilities.resources !== undefined;
+      this.prompts = capabilities.prompts !== undefined;
     } catch (error) {
       await client.close().catch(() => undefined);
       throw new McpServerError(this.spec.name, this.#why(error, died), error);
@@ -198,32 +206,85 @@ class Connection {
 
   /** Calls one of its tools; a server that died during the call is started again once, and the call not sent again. */
   async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<string> {
+    const result = await this.#request(tool, signal, (client, options) =>
+      client.callTool({ name: tool, arguments: args }, undefined, options),
+    );
+    const text = render(result);
+    if (result.isError === true) throw new Error(text === '' ? `${tool} reported an error.` : text);
+    return text;
+  }
+
+  /** Lists its resources (`uri` null), or reads one. */
+  async resource(uri: string | null, signal: AbortSignal): Promise<string> {
+    if (uri === null) {
+      const { resources } = await this.#request('resources/list', signal, (client, options) =>
+        client.listResources(undefined, options),
+      );
+      return JSON.stringify(
+        resources.map((item) => ({
+          uri: item.uri,
+          name: item.name,
+          description: item.description,
+          mimeType: item.mimeType,
+        })),
+      );
+    }
+    const { contents } = await this.#request('resources/read', signal, (client, options) =>
+      client.readResource({ uri }, options),
+    );
+    return contents
+      .map((item) =>
+        'text' in item && typeof item.text === 'string' ? item.text : `[resource ${item.uri}, binary, not shown]`,
+      )
+      .join('\n');
+  }
+
+  /** Lists its prompts (`name` null), or gets one filled in with its arguments. */
+  async prompt(name: string | null, args: Record<string, string>, signal: AbortSignal): Promise<string> {
+    if (name === null) {
+      const { prompts } = await this.#request('prompts/list', signal, (client, options) =>
+        client.listPrompts(undefined, options),
+      );
+      return JSON.stringify(
+        prompts.map((item) => ({ name: item.name, description: item.description, arguments: item.arguments ?? [] })),
+      );
+    }
+    const { messages } = await this.#request('prompts/get', signal, (client, options) =>
+      client.getPrompt({ name, arguments: args }, options),
+    );
+    return messages
+      .map((message) => {
+        const content = message.content as Record<string, unknown>;
+        return `${message.role}: ${content.type === 'text' ? String(content.text) : `[${String(content.type)}, not shown]`}`;
+      })
+      .join('\n');
+  }
+
+  /** One request (`what`: a tool's name, or the method) to the server; one it died during is not sent again. */
+  async #request<T>(
+    what: string,
+    signal: AbortSignal,
+    send: (client: Client, options: { signal: AbortSignal; timeout: number }) => Promise<T>,
+  ): Promise<T> {
     const name = this.spec.name;
     if (this.gone)
       throw new Error(`MCP server ${name} stopped twice and is not started again; its tools are unavailable.`);
     if (!this.#client) await this.#restart(`it had stopped`);
     const client = this.#client as Client;
-    let result: Awaited<ReturnType<Client['callTool']>>;
     try {
-      result = await client.callTool({ name: tool, arguments: args }, undefined, {
-        signal,
-        timeout: this.#options.callTimeoutMs,
-      });
+      return await send(client, { signal, timeout: this.#options.callTimeoutMs });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (this.#client !== client && !this.#closed) {
         // The server went away with the call in flight: whether it acted is not known, so the call is not sent again.
         await this.#restart(message).catch(() => undefined);
         throw new Error(
-          `MCP server ${name} stopped during the call (${message}); whether ${tool} acted is not known. ` +
+          `MCP server ${name} stopped during the call (${message}); whether ${what} acted is not known. ` +
             (this.gone ? 'It stopped again as it was restarted; its tools are unavailable.' : 'It was started again.'),
         );
       }
-      throw new Error(`MCP server ${name} answered ${tool} with an error: ${message}`);
+      throw new Error(`MCP server ${name} answered ${what} with an error: ${message}`);
     }
-    const text = render(result);
-    if (result.isError === true) throw new Error(text === '' ? `${tool} reported an error.` : text);
-    return text;
   }
 
   async #restart(reason: string): Promise<void> {
@@ -274,6 +335,69 @@ function render(result: Awaited<ReturnType<Client['callTool']>>): string {
 function withoutDialect(schema: Record<string, unknown>): Record<string, unknown> {
   const { $schema: _dialect, ...rest } = schema;
   return rest;
+}
+
+/**
+ * A server's resources and prompts, as tools that only read: `<server>__resources` lists
+ * them and `<server>__resource` reads one by its URI; `<server>__prompts` and
+ * `<server>__prompt` the same for prompts. Decided by the policy by those names, like
+ * any tool; not journaled, as they change nothing.
+ */
+function readingTools(connection: Connection): Tool<never>[] {
+  const server = connection.spec.name;
+  const made: Tool<never>[] = [];
+  const reads = (
+    name: string,
+    description: string,
+    properties: Record<string, unknown>,
+    required: string[],
+    run: (args: Record<string, unknown>, signal: AbortSignal) => Promise<string>,
+  ) => {
+    // A tool of the server's own by that name is the one offered.
+    if (connection.listed.some((listed) => listed.name === name)) return;
+    made.push(
+      tool({
+        name: `${server}__${name}`,
+        description,
+        parameters: { type: 'object', properties, required, additionalProperties: false },
+        effect: 'reads',
+        execute: (args, context) => run(args as Record<string, unknown>, context.signal),
+      }) as unknown as Tool<never>,
+    );
+  };
+  if (connection.resources) {
+    reads(
+      'resources',
+      `Lists the resources the MCP server ${server} offers: their URIs, names and types.`,
+      {},
+      [],
+      (_args, signal) => connection.resource(null, signal),
+    );
+    reads(
+      'resource',
+      `Reads one resource of the MCP server ${server} by its URI.`,
+      { uri: { type: 'string' } },
+      ['uri'],
+      (args, signal) => connection.resource(String(args.uri), signal),
+    );
+  }
+  if (connection.prompts) {
+    reads(
+      'prompts',
+      `Lists the prompts the MCP server ${server} offers, with their arguments.`,
+      {},
+      [],
+      (_args, signal) => connection.prompt(null, {}, signal),
+    );
+    reads(
+      'prompt',
+      `Gets one prompt of the MCP server ${server}, filled in with its arguments.`,
+      { name: { type: 'string' }, arguments: { type: 'object', additionalProperties: { type: 'string' } } },
+      ['name'],
+      (args, signal) => connection.prompt(String(args.name), (args.arguments ?? {}) as Record<string, string>, signal),
+    );
+  }
+  return made;
 }
 
 /** The specs checked: each a stdio or HTTP server with a name of its own, or a clear error naming what is wrong. */
@@ -367,6 +491,7 @@ export class McpServers {
         }
       }
     }
+    for (const connection of connections) tools.push(...readingTools(connection));
     // Sorted, so the tool definitions a tree sends are the same bytes whatever order the servers listed them in.
     tools.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     this.#tools = tools;
