@@ -6,7 +6,7 @@
  * approver), each call in the trace; a server that dies is started again once, then
  * reported, and the tree finishes; bad servers are clear errors naming them.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -183,13 +183,17 @@ describe('MCP servers', () => {
     ]);
   });
 
-  it('starts the servers a run names for that run alone, and stops them when it ends', async () => {
+  it('starts the servers a run names for that run alone, inside its containment, and stops them when it ends', async () => {
     const dir = tempWorkspace({ 'a.txt': 'alpha\n' });
     const store = await Store.open(tempStorePath());
     cleanup.push(async () => store.close());
+    const outside = tempWorkspace();
     const { provider } = await model([
       { name: 'notes__pid', args: {} },
       { name: 'notes__note_read', args: { path: 'a.txt' } },
+      // The server runs inside the run's containment: it writes in the workspace and nowhere else.
+      { name: 'notes__note_write', args: { path: join(outside, 'escaped.txt'), text: 'out' } },
+      { name: 'notes__note_write', args: { path: 'b.txt', text: 'in' } },
     ]);
     // Starting the server is an exec the run's policy decides, like any command.
     const refused = Policy.default().layer('mcp').allowTool('notes__*').denyExec('node *');
@@ -209,16 +213,28 @@ describe('MCP servers', () => {
       mcp: servers,
     });
     expect(result.outcome.kind).toBe('finished');
-    const [pid, read] = store.steps(result.runId).flatMap((step) => step.observations);
+    const [pid, read, escaped, wrote] = store.steps(result.runId).flatMap((step) => step.observations);
     expect(read?.content).toBe('alpha\n');
-    const alive = () => {
-      try {
-        process.kill(Number(pid?.content), 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
+    expect(escaped).toMatchObject({ isError: true, content: expect.stringMatching(/EROFS|EACCES|EPERM|read-only/) });
+    expect(existsSync(join(outside, 'escaped.txt'))).toBe(false);
+    expect(wrote).toMatchObject({ isError: false, content: 'wrote b.txt' });
+    expect(readFileSync(join(dir, 'b.txt'), 'utf8')).toBe('in');
+    // It said its pid (inside its own PID namespace, so not one to look up here).
+    expect(Number(pid?.content)).toBeGreaterThan(0);
+    // Any process of the fixture still working in this workspace, found through /proc.
+    const alive = () =>
+      readdirSync('/proc')
+        .filter((name) => /^\d+$/.test(name))
+        .some((name) => {
+          try {
+            return (
+              readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('mcp-server.mjs') &&
+              readlinkSync(`/proc/${name}/cwd`) === dir
+            );
+          } catch {
+            return false;
+          }
+        });
     for (let i = 0; i < 200 && alive(); i++) await new Promise((r) => setTimeout(r, 25));
     expect(alive()).toBe(false);
   });

@@ -14,11 +14,14 @@
 
 import { resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { type Tool, tool } from '../runtime/custom-tool.js';
+import type { SandboxData } from '../runtime/exec/containment/boundary.js';
+import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
+import { directExecutor } from '../runtime/exec/executor.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
 
@@ -53,6 +56,13 @@ export interface McpConnectOptions {
   /** The workspace the policy's paths are relative to (a run's root). Default: the current directory. */
   root?: string;
   approver?: Approver;
+  /**
+   * Starts the stdio servers inside this containment, as a run's commands are (writes
+   * only under `root`, protected paths read-only, the network as the policy says, the
+   * caps): the sandbox of the run they serve. `{}` asks for the default sandbox.
+   * Without it, they run uncontained.
+   */
+  contain?: { sandbox?: SandboxData };
   /** How long connecting to a server (and listing its tools) may take. Default 10,000. */
   connectTimeoutMs?: number;
   /** How long one call may take before it is an observation that says so. Default 60,000. */
@@ -77,6 +87,13 @@ export class McpServerError extends HarnessError {
   }
 }
 
+/** Wraps a stdio server's command line for the containment it runs in. */
+type Wrap = (
+  argv: readonly string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+) => { argv: string[]; env: NodeJS.ProcessEnv };
+
 const SERVER_NAME = /^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$/;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const DEFAULTS = { connectTimeoutMs: 10_000, callTimeoutMs: 60_000 };
@@ -96,10 +113,13 @@ class Connection {
   resources = false;
   prompts = false;
 
-  constructor(spec: McpServerSpec, options: typeof DEFAULTS) {
+  constructor(spec: McpServerSpec, options: typeof DEFAULTS, wrap: Wrap | null) {
     this.spec = spec;
     this.#options = options;
+    this.#wrap = wrap;
   }
+
+  readonly #wrap: Wrap | null;
 
   get gone(): boolean {
     return this.deaths >= 2;
@@ -181,12 +201,16 @@ class Connection {
         ...(spec.headers ? { requestInit: { headers: spec.headers } } : {}),
       });
     }
-    const [command, ...args] = spec.command as [string, ...string[]];
+    const cwd = spec.cwd ?? process.cwd();
+    const wrapped = this.#wrap
+      ? this.#wrap(spec.command, cwd, { ...getDefaultEnvironment(), ...(spec.env ?? {}) })
+      : { argv: spec.command, env: spec.env };
+    const [command, ...args] = wrapped.argv as [string, ...string[]];
     return new StdioClientTransport({
       command,
       args,
-      ...(spec.env ? { env: spec.env } : {}),
-      ...(spec.cwd ? { cwd: spec.cwd } : {}),
+      ...(wrapped.env ? { env: wrapped.env as Record<string, string> } : {}),
+      cwd,
       stderr: 'ignore',
     });
   }
@@ -459,8 +483,11 @@ export class McpServers {
   /** Tools a server listed that are not offered, and why. */
   readonly skipped: readonly McpSkippedTool[];
 
-  private constructor(connections: Connection[]) {
+  readonly #executor: ContainedExecutor | null;
+
+  private constructor(connections: Connection[], executor: ContainedExecutor | null) {
     this.#connections = connections;
+    this.#executor = executor;
     const tools: Tool<never>[] = [];
     const skipped: McpSkippedTool[] = [];
     for (const connection of connections) {
@@ -501,19 +528,34 @@ export class McpServers {
   /** Starts or dials every server and lists its tools; one that cannot be reached is an {@link McpServerError}, and none is left running. */
   static async connect(specs: McpServerSpec[], options: McpConnectOptions = {}): Promise<McpServers> {
     const checked = checkSpecs(specs);
-    const { policy, root, approver, ...timeouts } = options;
+    const { policy, root, approver, contain, ...timeouts } = options;
     const settings = { ...DEFAULTS, ...timeouts };
-    const connections = checked.map((spec) => new Connection(spec, settings));
+    const workspace = resolve(root ?? '.');
+    // One executor for the servers' containment, ended with them.
+    const executor = contain
+      ? new ContainedExecutor(directExecutor, {
+          ...(contain.sandbox ? { sandbox: contain.sandbox } : {}),
+          root: workspace,
+          policy: policy ?? null,
+        })
+      : null;
+    const wrap: Wrap | null = executor ? (argv, cwd, env) => executor.wrapCommand(argv, cwd, env) : null;
+    const connections = checked.map((spec) => new Connection(spec, settings, wrap));
     // Every server decided before any is started: a refusal starts none.
-    if (policy)
-      for (const connection of connections) await connection.authorize(policy, resolve(root ?? '.'), approver);
+    try {
+      if (policy) for (const connection of connections) await connection.authorize(policy, workspace, approver);
+    } catch (error) {
+      await executor?.close();
+      throw error;
+    }
     const opened = await Promise.allSettled(connections.map((connection) => connection.open()));
     const failed = opened.find((outcome) => outcome.status === 'rejected');
     if (failed) {
       await Promise.all(connections.map((connection) => connection.close()));
+      await executor?.close();
       throw (failed as PromiseRejectedResult).reason;
     }
-    return new McpServers(connections);
+    return new McpServers(connections, executor);
   }
 
   /** The servers' tools, named `<server>__<tool>`, sorted by name: hand them to a run as `tools`. */
@@ -524,6 +566,7 @@ export class McpServers {
   /** Stops the stdio servers and hangs up on the HTTP ones. */
   async close(): Promise<void> {
     await Promise.all(this.#connections.map((connection) => connection.close()));
+    await this.#executor?.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

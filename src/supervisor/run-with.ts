@@ -185,10 +185,13 @@ export async function runOn(
     // Loaded only by a run that uses MCP: the protocol's SDK stays out of every other program.
     const { McpServers } = await import('../mcp/client.js');
     // Each server decided by the run's policy first: its command as an exec, its host as a dial.
+    // and the stdio servers started inside the run's own containment.
+    const data = contract.toJSON();
     const servers = await McpServers.connect(options.mcp, {
       policy,
-      root: contract.toJSON().root,
+      root: data.root,
       ...(approver ? { approver } : {}),
+      contain: data.sandbox ? { sandbox: data.sandbox } : {},
     });
     try {
       const { mcp: _servers, ...rest } = options;

@@ -583,6 +583,33 @@ export class ContainedExecutor implements Executor {
   }
 
   /**
+   * A long-lived command another spawner starts and speaks to over its stdio (an MCP
+   * server): its argv and environment wrapped for the rung, as a background command's
+   * are. What the wrapping made (cgroups, the egress listener) ends with close(). On a
+   * rung that contains nothing (full access, the floor), the command as it is, with the
+   * run's HOME and TMPDIR.
+   */
+  wrapCommand(
+    argv: readonly string[],
+    cwd: string,
+    env: NodeJS.ProcessEnv,
+  ): { argv: string[]; env: NodeJS.ProcessEnv } {
+    const rung = this.#rung;
+    if (rung === null) return { argv: [...argv], env: this.#env(env) };
+    const [program, ...args] = argv as [string, ...string[]];
+    const located = findProgram(program, env.PATH, cwd);
+    // A program not found is left for the spawner to report, naming it.
+    const path = located.kind === 'found' ? located.path : program;
+    const wrapped = this.#wrap(rung, { cwd, env }, [path, ...args]);
+    this.#cgroups.push(...wrapped.cgroups.dirs);
+    if (wrapped.listener) this.#listeners.push(wrapped.listener);
+    return { argv: wrapped.argv, env: wrapped.env };
+  }
+
+  /** The egress listeners of wrapped commands, closed with the executor. */
+  readonly #listeners: { close(): Promise<void> }[] = [];
+
+  /**
    * The mount points made for the run's commands, removed only when the run's
    * session closes: removing one while another command of the run still mounts on it
    * would detach that command's protection.
@@ -599,6 +626,7 @@ export class ContainedExecutor implements Executor {
   async close(): Promise<void> {
     removeMountPoints(this.#madeMountPoints.splice(0));
     await Promise.all(this.#cgroups.splice(0).map(removeCgroup));
+    await Promise.all(this.#listeners.splice(0).map((listener) => listener.close().catch(() => undefined)));
     await this.#proxy?.close();
     this.#proxy = null;
     if (this.#dir) rmSync(this.#dir, { recursive: true, force: true });
