@@ -338,6 +338,12 @@ describe('MCP servers', () => {
     });
     const call = given.tools().find((item) => item.name === 'given__env_seen');
     expect((await call?.call({ name: 'GIVEN_VALUE' }, context))?.content).toBe('GIVEN_VALUE=yes');
+    // Closed, its tools say so; nothing is started again.
+    await given.close();
+    expect(await call?.call({ name: 'GIVEN_VALUE' }, context)).toMatchObject({
+      isError: true,
+      content: expect.stringContaining('MCP server given was closed'),
+    });
   });
 
   it('starts a server that died mid-call once more, reports a second death, and the tree finishes', async () => {

@@ -293,6 +293,7 @@ class Connection {
     const name = this.spec.name;
     if (this.gone)
       throw new Error(`MCP server ${name} stopped twice and is not started again; its tools are unavailable.`);
+    if (this.#closed) throw new Error(`MCP server ${name} was closed (McpServers.close()); connect again to call it.`);
     if (!this.#client) await this.#restart(`it had stopped`);
     const client = this.#client as Client;
     try {
