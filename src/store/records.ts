@@ -7,6 +7,7 @@ import type { ContractData } from '../runtime/contract/contract.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { PolicyData } from '../runtime/policy/policy.js';
 import type { Completion, TranscriptEntry, Usage } from '../runtime/provider.js';
+import type { SkillData } from '../runtime/skills.js';
 
 /** What a rebuilt actor needs to run a root again, as stored with it (never a key). */
 export interface RunSpec {
@@ -22,6 +23,8 @@ export interface RunSpec {
   briefing?: string;
   /** Turns of a conversation the run's transcript begins with, before its own opening turn (a session's earlier turns). */
   history?: TranscriptEntry[];
+  /** Skills the tree's agents are offered (a catalogue line each, and read_skill), sorted by name. */
+  skills?: SkillData[];
   /** False: the tree's agents are not offered spawn_agent (a session's turn that was not asked to fan out). */
   spawn?: boolean;
   /** A session turn's root: a first completion that stops on text ends the run as a reply, with no step. */

@@ -87,6 +87,7 @@ export const runOptionsSchema = z.strictObject({
   maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
   maxTotalAgents: whole('maxTotalAgents', 1).optional(),
   spawn: z.boolean({ error: 'spawn must be true or false' }).optional(),
+  skills: z.array(text('skills'), { error: 'skills must be an array of directories' }).optional(),
   reply: z.boolean({ error: 'reply must be true or false' }).optional(),
   contract: z.unknown().optional(),
   policy: z.unknown().optional(),

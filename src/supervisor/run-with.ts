@@ -74,6 +74,8 @@ export interface RunWithOptions {
    * A resume needs them again: connect with McpServers and pass its tools().
    */
   mcp?: McpServerSpec[];
+  /** Directories holding skills for the run (see RunOptions.skills). */
+  skills?: string[];
 }
 
 /** The outcome of a run in a store, whoever drove it. */
@@ -217,6 +219,7 @@ export async function runOn(
     ...(options.maxConcurrentAgents === undefined ? {} : { maxConcurrentAgents: options.maxConcurrentAgents }),
     ...(options.spawn === undefined ? {} : { spawn: options.spawn }),
     ...(options.reply === undefined ? {} : { reply: options.reply }),
+    ...(options.skills === undefined ? {} : { skills: options.skills }),
   };
   const handle = supervisor.run(runOptions);
   try {

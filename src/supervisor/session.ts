@@ -33,6 +33,8 @@ export interface TurnOptions {
   tools?: readonly Tool<never>[];
   /** MCP servers for the turn, started before it and stopped after (see RunWithOptions.mcp). */
   mcp?: McpServerSpec[];
+  /** Directories holding skills for the turn (see RunOptions.skills). */
+  skills?: string[];
   /** The turn as a contract of its own (verification, budget, plan gate, output schema); its goal is the turn's. */
   contract?: TaskContract;
   /** Hears every event of the turn's tree, committed and live (text deltas, model and tool calls). */
@@ -359,6 +361,7 @@ export class Session {
           : { spawn: false }),
         ...(options.tools ? { tools: options.tools } : {}),
         ...(options.mcp ? { mcp: options.mcp } : {}),
+        ...(options.skills ? { skills: options.skills } : {}),
         onStart: (supervisor, rootId) => {
           this.#store.write('startedTurn', { turnId, runId: rootId });
           started(rootId);

@@ -47,6 +47,7 @@ import type {
 import { Policy } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec, type TranscriptEntry } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
+import { discoverSkills } from '../runtime/skills.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';
@@ -146,6 +147,12 @@ export interface RunOptions {
   history?: TranscriptEntry[];
   /** False: the tree's agents are not offered spawn_agent, so the root works alone. Default true. */
   spawn?: boolean;
+  /**
+   * Directories holding skills (a folder with a SKILL.md whose front matter has `name` and
+   * `description`; the directory itself, or the folders directly in it). The root is
+   * offered read_skill and a catalogue line for each; its read policy decides each file.
+   */
+  skills?: string[];
   /**
    * True: the root's first completion decides what the run is. One that stops on text ends
    * the run there as a reply, with no step row, no gate and no checkpoint (its tokens drawn,
@@ -551,6 +558,7 @@ export class Supervisor {
     const rootId = randomUUID();
     const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
     const tools = this.#treeTools(options.tools, 'run()');
+    const skills = options.skills === undefined ? [] : discoverSkills(options.skills);
     const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, tools);
     void (async () => {
       try {
@@ -564,6 +572,7 @@ export class Supervisor {
             session: options.session,
             ...(options.history && options.history.length > 0 ? { history: options.history } : {}),
             ...(options.spawn === false ? { spawn: false } : {}),
+            ...(skills.length > 0 ? { skills } : {}),
             ...(options.reply === true ? { reply: true } : {}),
             ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),

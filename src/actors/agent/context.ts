@@ -1,7 +1,9 @@
 /** What the parts of an agent's loop (people, tree tools, gates) see of the run in progress. */
+
 import type { Clock } from '../../clock.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { PolicyData } from '../../runtime/policy/policy.js';
+import type { SkillData } from '../../runtime/skills.js';
 import type { WorkspaceCall } from '../../runtime/workspace/session.js';
 import type { StorePort } from '../../store/port.js';
 import type { RunRecord } from '../../store/reader.js';
@@ -27,6 +29,8 @@ export interface RunContext {
   readonly policyData: PolicyData | null;
   /** A run opened with a plan gate is planning until a plan is approved. */
   planning: boolean;
+  /** The skills the run's spec carries (a root's: a child is offered none), sorted by name. */
+  readonly skills: readonly SkillData[];
 }
 
 /**

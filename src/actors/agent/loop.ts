@@ -23,6 +23,7 @@ import {
   type TranscriptEntry,
 } from '../../runtime/provider.js';
 import { ProviderError } from '../../runtime/providers/types.js';
+import { type SkillData, skillCatalogue } from '../../runtime/skills.js';
 import type { Halt, ToolRegistry, ToolResult } from '../../runtime/tools.js';
 import { type DecisionHost, settleCommand, settleDecision, WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
@@ -64,6 +65,7 @@ export class AgentRun implements RunContext {
   #workspace: WorkspaceSession | null = null;
   #deadline: Deadline;
   planning = false;
+  skills: readonly SkillData[] = [];
 
   constructor(start: AgentStart, ports: AgentPorts) {
     this.#start = start;
@@ -194,7 +196,9 @@ export class AgentRun implements RunContext {
       contract?.planGate === true,
       this.#start.tools,
       spec.spawn !== false,
+      (spec.skills ?? []).length > 0,
     );
+    this.skills = spec.skills ?? [];
     // Planning until a plan is approved; a decision is in the trace of a committed step.
     if (contract?.planGate && run.parentId === null) this.planning = !restored.planApproved;
     const transcript: TranscriptEntry[] = [
@@ -236,7 +240,9 @@ export class AgentRun implements RunContext {
       const refused = await this.#refuseIfPrimaryUnreachable(providerSpec, provider);
       if (refused) return 'failed';
     }
-    const system = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
+    const base = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
+    // One line a skill, in the spec's sorted order: the same bytes every request, so the cached prefix holds.
+    const system = this.skills.length > 0 ? `${base}\n\n${skillCatalogue(this.skills)}` : base;
     const parentAddress = run.parentId === null ? null : ((await store.run(run.parentId))?.address ?? null);
     // Gates and the answer's shape are the root's business; children report to their parent.
     const judged = contract !== null && run.parentId === null;

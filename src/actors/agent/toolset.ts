@@ -11,6 +11,7 @@ import type { RunRecord } from '../../store/reader.js';
 import type { AgentCall } from './context.js';
 import { hostTool } from './host-tools.js';
 import { personTools } from './people.js';
+import { READ_SKILL } from './skill-tools.js';
 import { TREE_TOOLS } from './tree-tools.js';
 
 /**
@@ -27,8 +28,9 @@ export function registryFor(
   planGate: boolean,
   tools: readonly ToolDefinitionData[] = [],
   spawn = true,
+  skills = false,
 ): ToolRegistry<AgentCall> {
-  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -41,6 +43,7 @@ export function registryFor(
       for (const tool of workspaceTools(mode)) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);
     }
+    if (skills) registry.register(READ_SKILL);
     for (const definition of tools) registry.register(hostTool(definition));
     registries.set(key, registry);
     if (registries.size > KEPT_REGISTRIES) registries.delete(registries.keys().next().value as string);
@@ -53,7 +56,7 @@ let builtIn: ReadonlySet<string> | null = null;
 /** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
 export function builtInToolNames(): ReadonlySet<string> {
   builtIn ??= new Set(
-    registryFor('workspace', true)
+    registryFor('workspace', true, [], true, true)
       .definitions()
       .map((definition) => definition.name),
   );
