@@ -23,13 +23,12 @@ import {
   Policy,
   runWith,
   Store,
-  Supervisor,
   TaskContract,
 } from '../dist/index.js';
 import { McpServerError, McpServers } from '../dist/mcp/index.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { Driver, tempStorePath } from './support/processes.js';
-import { later, setEnv, tempWorkspace } from './support/workspace.js';
+import { later, setEnv, supervisorOnStore, tempWorkspace } from './support/workspace.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/mcp-server.mjs', import.meta.url));
 
@@ -86,13 +85,7 @@ async function model(calls: { name: string; args: Record<string, unknown> }[]) {
 }
 
 async function supervisor() {
-  const store = await Store.open(tempStorePath());
-  const running = await Supervisor.start(store);
-  cleanup.push(async () => {
-    await running.close();
-    store.close();
-  });
-  return { store, supervisor: running };
+  return supervisorOnStore();
 }
 
 describe('MCP servers', () => {

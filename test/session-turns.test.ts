@@ -6,16 +6,12 @@
  * steps kept; a contained turn that fans out to five children on one ledger, steered at
  * its root only; and the bad input around them refused with nothing written.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, HarnessError, Policy, Session, Supervisor } from '../dist/index.js';
 import type { ModelScript } from '../dist/testing/index.js';
 import { tempStorePath } from './support/processes.js';
-import { openStore, serve, tempWorkspace } from './support/workspace.js';
+import { openStore, runScript, serve, tempWorkspace } from './support/workspace.js';
 
 type Message = { role: string; content?: unknown; tool_calls?: unknown[] };
 type Request = { messages: Message[]; tools: string[] };
@@ -59,24 +55,12 @@ function thrown(action: () => unknown): HarnessError {
 /** Runs `body` in a node process of its own, with `Session` and `store` (the store at `path`) in scope. */
 async function inProcess(path: string, body: string): Promise<string> {
   const dist = new URL('../dist/index.js', import.meta.url).href;
-  const file = join(tempWorkspace(), 'steer.mjs');
-  writeFileSync(
-    file,
+  return runScript(
     `const { Session, Store } = await import(${JSON.stringify(dist)});
      const store = await Store.open(${JSON.stringify(path)});
      try { ${body} } catch (error) { console.log('error ' + error.code + ' ' + error.message); }
      store.close();`,
   );
-  const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (chunk) => {
-    out += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    out += chunk;
-  });
-  await once(child, 'exit');
-  return out;
 }
 
 describe('session turns', () => {

@@ -5,9 +5,7 @@
  * nothing written. The model decides by the request it is sent, so what a turn's request
  * held is what the answers show.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -21,7 +19,7 @@ import {
 } from '../dist/index.js';
 import type { ModelScript } from '../dist/testing/index.js';
 import { tempStorePath } from './support/processes.js';
-import { openStore, serve, tempWorkspace } from './support/workspace.js';
+import { openStore, runScript, serve, tempWorkspace } from './support/workspace.js';
 
 type Message = { role: string; content?: unknown; tool_calls?: unknown[] };
 
@@ -80,20 +78,7 @@ async function inProcess(
     const policy = Policy.default().layer('test').allowRead('**');
     try { ${body} } catch (error) { console.log('error ' + error.code + ' ' + error.message); }
     store.close();`;
-  // A file, not --input-type=module -e: the worker threads the turn starts inherit the process's flags.
-  const file = join(tempWorkspace(), 'turn.mjs');
-  writeFileSync(file, code);
-  const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
-  started(child.pid as number);
-  let out = '';
-  child.stdout.on('data', (chunk) => {
-    out += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    out += chunk;
-  });
-  await once(child, 'exit');
-  return out;
+  return runScript(code, started);
 }
 
 describe('sessions', () => {

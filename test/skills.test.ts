@@ -6,17 +6,10 @@
  */
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCode, OpenAI, Policy, Store, Supervisor, TaskContract, tool } from '../dist/index.js';
+import { describe, expect, it } from 'vitest';
+import { ErrorCode, OpenAI, Policy, TaskContract, tool } from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
-import { tempStorePath } from './support/processes.js';
-import { later, tempWorkspace } from './support/workspace.js';
-
-let cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.reverse()) await step();
-  cleanup = [];
-});
+import { later, supervisorOnStore, tempWorkspace } from './support/workspace.js';
 
 type Body = { messages: { role: string; content?: unknown }[]; tools?: { function: { name: string } }[] };
 
@@ -45,13 +38,7 @@ async function model(calls: { name: string; args: Record<string, unknown> }[]) {
 }
 
 async function supervisor() {
-  const store = await Store.open(tempStorePath());
-  const running = await Supervisor.start(store);
-  cleanup.push(async () => {
-    await running.close();
-    store.close();
-  });
-  return { store, supervisor: running };
+  return supervisorOnStore();
 }
 
 describe('skills', () => {

@@ -9,8 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
-import { appendStep } from '../actors/agent/records.js';
-import { steerTurn } from '../actors/agent/step.js';
+import { appendSteered } from '../actors/agent/step.js';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import type { McpServerSpec } from '../mcp/client.js';
 import { TaskContract } from '../runtime/contract/contract.js';
@@ -501,14 +500,7 @@ export class Session {
     for (const { turn, steps, steers } of this.#store.branch(head)) {
       history.push({ role: 'user', text: turn.text });
       const before = history.length;
-      const steered = (seq: number) => {
-        for (const item of steers) if (item.before === seq) history.push(steerTurn(item.text));
-      };
-      for (const step of steps) {
-        steered(step.seq);
-        appendStep(history, step.completion, step.observations);
-      }
-      steered((steps.at(-1)?.seq ?? 0) + 1);
+      appendSteered(history, steps, steers, (steps.at(-1)?.seq ?? 0) + 1);
       const last = history.length > before ? history[history.length - 1] : undefined;
       if (turn.reply && !(last?.role === 'assistant' && last.text === turn.reply && last.toolCalls.length === 0))
         history.push({ role: 'assistant', text: turn.reply, toolCalls: [] });

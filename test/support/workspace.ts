@@ -3,11 +3,13 @@
  * stores, the scripted model server answering turn by turn, a driver process run to its
  * end, and catching an error to look at its code.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach } from 'vitest';
-import { type HarnessError, type HttpProviderSpec, Store } from '../../dist/index.js';
+import { type HarnessError, type HttpProviderSpec, Store, Supervisor } from '../../dist/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../../dist/testing/index.js';
 import { Driver, type DriverConfig, tempStorePath } from './processes.js';
 
@@ -92,4 +94,36 @@ export function thrown(fn: () => unknown): HarnessError {
     return error as HarnessError;
   }
   throw new Error('expected an error');
+}
+
+/**
+ * Runs `code` (an ES module's text) in a node process of its own, to its exit, and returns
+ * what it printed. A file, not --input-type=module -e: the worker threads it starts
+ * inherit the process's flags. `started` is told its pid.
+ */
+export async function runScript(code: string, started: (pid: number) => void = () => undefined): Promise<string> {
+  const file = join(tempWorkspace(), 'script.mjs');
+  writeFileSync(file, code);
+  const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  started(child.pid as number);
+  let out = '';
+  child.stdout.on('data', (chunk) => {
+    out += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    out += chunk;
+  });
+  await once(child, 'exit');
+  return out;
+}
+
+/** A store and a supervisor on it, both closed after the test. */
+export async function supervisorOnStore(options: Parameters<typeof Supervisor.start>[1] = {}) {
+  const store = await Store.open(tempStorePath());
+  const supervisor = await Supervisor.start(store, options);
+  later(async () => {
+    await supervisor.close();
+    store.close();
+  });
+  return { store, supervisor };
 }

@@ -19,6 +19,27 @@ export function steerTurn(text: string): TranscriptEntry {
   return { role: 'user', text };
 }
 
+/**
+ * A run's committed steps as transcript turns, each correction a person sent put before
+ * the step it came before (`before`), and those taken after the last step at the end:
+ * how a resumed run and a session's next turn both rebuild what the model saw.
+ */
+export function appendSteered(
+  history: TranscriptEntry[],
+  steps: readonly { seq: number; completion: Completion; observations: Observation[] }[],
+  steers: readonly { before: number; text: string }[],
+  next: number,
+): void {
+  const steered = (before: number) => {
+    for (const item of steers) if (item.before === before) history.push(steerTurn(item.text));
+  };
+  for (const step of steps) {
+    steered(step.seq);
+    appendStep(history, step.completion, step.observations);
+  }
+  steered(next);
+}
+
 /** Re-prompts spent, by kind. */
 export interface Spent {
   schema: number;
@@ -115,25 +136,16 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
   const history: TranscriptEntry[] = [];
   // Re-prompts already spent, counted from the trace so a resumed run keeps its count.
   const spent: Spent = { schema: 0, gate: 0, plan: 0 };
-  // Corrections a person sent, by the step they came before.
-  const steers = new Map<number, string[]>();
-  for (const event of events) {
-    if (event.type !== 'steered') continue;
-    steers.set(event.before, [...(steers.get(event.before) ?? []), event.text]);
-  }
-  const steered = (before: number) => {
-    for (const text of steers.get(before) ?? []) history.push(steerTurn(text));
-  };
+  // Corrections a person sent, each before the step it came before.
+  const steers = events.flatMap((event) => (event.type === 'steered' ? [event] : []));
+  appendSteered(history, steps, steers, seq);
   for (const step of steps) {
-    steered(step.seq);
-    appendStep(history, step.completion, step.observations);
     for (const observation of step.observations) {
       if (observation.name === FEEDBACK.schema) spent.schema++;
       else if (observation.name === FEEDBACK.gate) spent.gate++;
       else if (observation.name === FEEDBACK.plan) spent.plan++;
     }
   }
-  steered(seq);
   return {
     run,
     spec,
