@@ -6,12 +6,15 @@
 //  - an embedder's tool that only reads (no intent), for scale.
 // p50 of the step gaps after the first 10% of steps. Then the catalogue: connecting to a
 // server of 200 tools beside one of 1 (the difference is listing, checking and naming 199
-// tools), and building the tree's tool definitions from them; p50 of 7 after 1.
+// tools), and building the tree's tool definitions from them; p50 of 7 after 1. Last, what
+// tool tiers buy with those 200 tools: the bytes of the first request's tool array (on the
+// OpenAI wire, to the scripted model server) with every tool offered, and with the core only.
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { Policy, Store, Supervisor, TaskContract, tool } from 'io-harness';
+import { OpenAI, Policy, Store, Supervisor, TaskContract, tool } from 'io-harness';
 import { McpServers } from 'io-harness/mcp';
+import { ScriptedModelServer } from 'io-harness/testing';
 import { z } from 'zod';
 import { percentile, stepGaps } from './support/gaps.mjs';
 import { tempDir } from './support/temp.mjs';
@@ -76,6 +79,32 @@ async function connectMs(count) {
 }
 const one = await connectMs(0);
 const many = await connectMs(199);
+
+/** The bytes of the first request's tool array, with the 200 tools offered or kept back by tiers. */
+async function firstToolBytes(tiered) {
+  const connected = await McpServers.connect([{ name: 'bench', command: ['node', SERVER, '199'] }]);
+  let bytes = null;
+  const model = await ScriptedModelServer.start((call) => {
+    bytes ??= Buffer.byteLength(JSON.stringify(call.body.tools ?? []));
+    return { text: 'done' };
+  });
+  const store = await Store.open(join(tempDir('io-harness-bench-'), 'runs.db'));
+  const supervisor = await Supervisor.start(store);
+  const contract = TaskContract.workspace('look', root);
+  const result = await supervisor.run({
+    contract: tiered ? contract.withToolTiers() : contract,
+    tools: connected.tools(),
+    provider: OpenAI.create({ model: 'scripted', baseUrl: `${model.url}/v1`, apiKey: 'k' }),
+  }).result;
+  await supervisor.close();
+  store.close();
+  await model.close();
+  await connected.close();
+  if (result.status !== 'finished') throw new Error(`the tiers run ended ${result.status}`);
+  return bytes;
+}
+const allBytes = await firstToolBytes(false);
+const coreBytes = await firstToolBytes(true);
 console.log(
   JSON.stringify({
     bench: 'mcp',
@@ -86,5 +115,6 @@ console.log(
     mcpOverCustom: +(mcp.p50Ms / acts.p50Ms).toFixed(2),
     connectP50Ms: { tools1: one, tools200: many },
     catalogue200Ms: +(many - one).toFixed(2),
+    firstToolArrayBytes: { all: allBytes, tiered: coreBytes, ratio: +(allBytes / coreBytes).toFixed(1) },
   }),
 );

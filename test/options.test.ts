@@ -100,7 +100,7 @@ describe('tool declarations at the edge', () => {
       tool({ name: 'lookup', description: 'Looks up.', inputSchema: z.object({}), execute } as never),
     ).message;
     expect(message).toBe(
-      'tool(lookup): parameters must be a zod object schema or a JSON Schema object; a tool has no "inputSchema" (it is declared with name, description, parameters, effect and execute; its schema goes in parameters).',
+      'tool(lookup): parameters must be a zod object schema or a JSON Schema object; a tool has no "inputSchema" (it is declared with name, description, parameters, effect, family and execute; its schema goes in parameters).',
     );
   });
 

@@ -386,6 +386,7 @@ function readingTools(connection: Connection): Tool<never>[] {
         description,
         parameters: { type: 'object', properties, required, additionalProperties: false },
         effect: 'reads',
+        family: 'mcp',
         execute: (args, context) => run(args as Record<string, unknown>, context.signal),
       }) as unknown as Tool<never>,
     );
@@ -511,6 +512,7 @@ export class McpServers {
               parameters: withoutDialect(listed.inputSchema ?? { type: 'object' }),
               // Whatever the server's hints say: a call is an effect, journaled before it is sent.
               effect: 'acts',
+              family: 'mcp',
               execute: (args, context) => connection.call(listed.name, args as Record<string, unknown>, context.signal),
             }) as unknown as Tool<never>,
           );

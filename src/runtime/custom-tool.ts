@@ -48,6 +48,12 @@ export interface ToolDeclaration<Args = Record<string, unknown>> {
   parameters: ZodLike<Args> | Record<string, unknown>;
   /** `acts` (the default) or `reads`; see {@link ToolEffect}. */
   effect?: ToolEffect;
+  /**
+   * The family a run with tool tiers (`withToolTiers()`) offers it in only after the model
+   * calls `expand_tools(family)`; absent, it is offered from the first step. Letters,
+   * digits, `_` and `-`; `core` is the name of the tools offered from the start.
+   */
+  family?: string;
   /** Runs the tool. A string result is the observation; anything else is sent as JSON. */
   execute(args: Args, context: ToolCallContext): unknown;
 }
@@ -58,6 +64,7 @@ export const MAX_TOOL_RESULT_CHARS = 32 * 1024;
 const SHOWN_PROBLEMS = 10;
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const FAMILY = /^[A-Za-z0-9_-]{1,32}$/;
 
 /** A declaration's shape, checked before its schema is converted; the name's checks come first, so later messages can name it. */
 const declarationSchema = z.strictObject({
@@ -71,6 +78,12 @@ const declarationSchema = z.strictObject({
     error: 'parameters must be a zod object schema or a JSON Schema object',
   }),
   effect: oneOf<ToolEffect>('effect', ['reads', 'acts'], "'reads' or 'acts'").optional(),
+  family: z
+    .custom<string>((value) => typeof value === 'string' && FAMILY.test(value) && value !== 'core', {
+      error: (issue) =>
+        `family must be 1 to 32 letters, digits, _ or - and not "core" (the tools offered from the start), got ${JSON.stringify(issue.input)}`,
+    })
+    .optional(),
   execute: z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', {
     error: 'execute must be a function',
   }),
@@ -87,7 +100,7 @@ function checkDeclaration(declaration: unknown): void {
   const problems = problemsOf(
     parsed.error,
     (keys) =>
-      `a tool has no ${quotedKeys(keys)} (it is declared with name, description, parameters, effect and execute${keys.includes('inputSchema') ? '; its schema goes in parameters' : ''})`,
+      `a tool has no ${quotedKeys(keys)} (it is declared with name, description, parameters, effect, family and execute${keys.includes('inputSchema') ? '; its schema goes in parameters' : ''})`,
   );
   throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
 }
@@ -108,7 +121,13 @@ export class Tool<Args = Record<string, unknown>> {
     const schema = isZod(parameters)
       ? zodToWire(name, parameters)
       : checkJsonSchema(name, parameters as Record<string, unknown>);
-    this.definition = Object.freeze({ name, description, parameters: schema, effect });
+    this.definition = Object.freeze({
+      name,
+      description,
+      parameters: schema,
+      effect,
+      ...(declaration.family ? { family: declaration.family } : {}),
+    });
     this.#validate = isZod(parameters) ? zodValidator(parameters) : jsonValidator(name, schema);
     this.#execute = execute;
   }

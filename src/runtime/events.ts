@@ -104,6 +104,8 @@ export type EventData =
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }
   /** A person's correction, given to the root as the user's words before step `before`. */
   | { type: 'steered'; text: string; before: number; by: string }
+  /** A tool tier opened by `expand_tools`: its tools are offered from the next step. */
+  | { type: 'tools-expanded'; family: string; tools: string[] }
   | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }
   | {
       type: 'budget-exhausted';

@@ -66,6 +66,8 @@ export interface ToolDefinitionData {
   description: string;
   parameters: Record<string, unknown>;
   effect: ToolEffect;
+  /** The tier the tool is offered in under `withToolTiers()` (see {@link Tool.family}); absent, the core. */
+  family?: string;
 }
 
 /**
@@ -136,6 +138,12 @@ export interface Tool<Context extends StepContext = StepContext> {
    */
   checkedBy?: 'here' | 'host';
   /**
+   * The family a run with tool tiers (`withToolTiers()`) offers the tool in only after an
+   * `expand_tools(family)` call: `jobs`, `skills`, `mcp`, or an embedder's own. Absent, the
+   * tool is in the core, offered from the first step.
+   */
+  family?: string;
+  /**
    * Starts a call while its completion still streams, when that is safe: it only reads
    * and the policy allows it outright (no person is asked about a turn that may be
    * abandoned). Returns the started result, or null to wait for the completion. The
@@ -163,26 +171,49 @@ export function nestedDeeperThan(value: unknown, limit: number): boolean {
 
 export class ToolRegistry<Context extends StepContext = StepContext> {
   readonly #tools = new Map<string, Tool<Context>>();
-  #definitions: ToolDefinition[] | null = null;
+  /** Definitions by the families they hold (`*` for all), each computed once. */
+  readonly #definitions = new Map<string, ToolDefinition[]>();
 
   register(tool: Tool<Context>): this {
     this.#tools.set(tool.name, tool);
-    this.#definitions = null;
+    this.#definitions.clear();
     return this;
   }
 
-  /** Definitions sorted by name, computed once. */
-  definitions(): ToolDefinition[] {
-    if (!this.#definitions) {
-      this.#definitions = [...this.#tools.values()]
+  /**
+   * Definitions sorted by name, computed once: every tool, or with `families` the core and
+   * the tools of those families only (a tier, see {@link Tool.family}).
+   */
+  definitions(families?: ReadonlySet<string>): ToolDefinition[] {
+    const key = families ? [...families].sort().join(' ') : '*';
+    let definitions = this.#definitions.get(key);
+    if (!definitions) {
+      definitions = [...this.#tools.values()]
+        .filter((tool) => !families || tool.family === undefined || families.has(tool.family))
         .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
         .map((tool) => ({
           name: tool.name,
           description: tool.description,
           parameters: tool.parameters as unknown as Record<string, unknown>,
         }));
+      this.#definitions.set(key, definitions);
     }
-    return this.#definitions;
+    return definitions;
+  }
+
+  /** The family the tool `name` is in; undefined for a core tool or no such tool. */
+  family(name: string): string | undefined {
+    return this.#tools.get(name)?.family;
+  }
+
+  /** The families past the core and their tools' names, each sorted by name. */
+  families(): Map<string, string[]> {
+    const families = new Map<string, string[]>();
+    for (const tool of this.#tools.values()) {
+      if (tool.family === undefined) continue;
+      families.set(tool.family, [...(families.get(tool.family) ?? []), tool.name]);
+    }
+    return new Map([...families.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([f, names]) => [f, names.sort()]));
   }
 
   /** The kind of act the tool `name` is, or null when there is no such tool. */

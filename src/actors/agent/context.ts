@@ -10,6 +10,7 @@ import type { RunRecord } from '../../store/reader.js';
 import type { Fence } from '../../store/records.js';
 import type { AgentHost } from './ports.js';
 import type { StepState } from './step.js';
+import type { ToolTiers } from './tiers.js';
 
 export interface RunContext {
   readonly store: StorePort;
@@ -31,6 +32,8 @@ export interface RunContext {
   planning: boolean;
   /** The skills the run's spec carries (a root's: a child is offered none), sorted by name. */
   readonly skills: readonly SkillData[];
+  /** The run's tool tiers (a contract's `withToolTiers()`), or null when every tool is offered from the start. */
+  readonly tiers: ToolTiers | null;
 }
 
 /**

@@ -25,6 +25,7 @@ export function hostTool(definition: ToolDefinitionData): Tool<AgentCall> {
     parameters: definition.parameters as unknown as ArgumentSchema,
     kind: 'host',
     checkedBy: 'host',
+    ...(definition.family ? { family: definition.family } : {}),
     early: (args, call) =>
       definition.effect === 'reads' && call.decide({ kind: 'tool', name }) === 'allow'
         ? callHostTool(call.agent, definition, args, call.callIndex, call.callId)

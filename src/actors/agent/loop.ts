@@ -37,6 +37,7 @@ import * as people from './people.js';
 import type { AgentPorts } from './ports.js';
 import { answeredCall, appendStep, attemptEvents, failedCall, providerLabel, sameArguments } from './records.js';
 import { type RestoredRun, restoreRun, StepState, steerTurn } from './step.js';
+import { ToolTiers } from './tiers.js';
 import { defaultSystem, registryFor, workspaceSystem } from './toolset.js';
 import * as tree from './tree-tools.js';
 
@@ -66,6 +67,7 @@ export class AgentRun implements RunContext {
   #deadline: Deadline;
   planning = false;
   skills: readonly SkillData[] = [];
+  tiers: ToolTiers | null = null;
 
   constructor(start: AgentStart, ports: AgentPorts) {
     this.#start = start;
@@ -197,8 +199,10 @@ export class AgentRun implements RunContext {
       this.#start.tools,
       spec.spawn !== false,
       (spec.skills ?? []).length > 0,
+      contract?.toolTiers === true,
     );
     this.skills = spec.skills ?? [];
+    this.tiers = contract?.toolTiers ? new ToolTiers(registry, restored.expanded) : null;
     // Planning until a plan is approved; a decision is in the trace of a committed step.
     if (contract?.planGate && run.parentId === null) this.planning = !restored.planApproved;
     const transcript: TranscriptEntry[] = [
@@ -242,7 +246,13 @@ export class AgentRun implements RunContext {
     }
     const base = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
     // One line a skill, in the spec's sorted order: the same bytes every request, so the cached prefix holds.
-    const system = this.skills.length > 0 ? `${base}\n\n${skillCatalogue(this.skills)}` : base;
+    const tiered = this.tiers && this.tiers.families.size > 0 ? this.tiers : null;
+    const system = [
+      base,
+      ...(this.skills.length > 0 ? [skillCatalogue(this.skills)] : []),
+      // What tiers keep back, named once: the same bytes every request of the run.
+      ...(tiered ? [tiered.line()] : []),
+    ].join('\n\n');
     const parentAddress = run.parentId === null ? null : ((await store.run(run.parentId))?.address ?? null);
     // Gates and the answer's shape are the root's business; children report to their parent.
     const judged = contract !== null && run.parentId === null;
@@ -302,6 +312,9 @@ export class AgentRun implements RunContext {
         }
       }
       this.step.early = new Map();
+      // The tiers this request offers: a family opened during the step is offered from the next.
+      const offered = tiered?.offered();
+      const withheld = (name: string) => withheldBy(mask, offered, registry, name);
       const draft = replay?.partial ?? null;
       let completion: Completion;
       const live = this.#ports.live;
@@ -313,7 +326,7 @@ export class AgentRun implements RunContext {
             {
               system,
               transcript,
-              tools: registry.definitions(),
+              tools: registry.definitions(offered),
               options,
               metadata: {
                 runId: run.runId,
@@ -325,7 +338,7 @@ export class AgentRun implements RunContext {
               },
             },
             this.signal,
-            this.#hooks(mask, registry),
+            this.#hooks(withheld, registry),
           );
         }
       } catch (error) {
@@ -413,9 +426,9 @@ export class AgentRun implements RunContext {
           ...(call.invalid ? { invalid: call.invalid } : {}),
         });
         let result: ToolResult;
-        if (mask.has(call.name)) {
-          const reason = `${call.name} is withheld for this run (tool mask); use another tool.`;
-          result = { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
+        const refused = withheld(call.name);
+        if (refused) {
+          result = refused;
         } else if (call.invalid) {
           result = { content: call.invalid.reason, isError: true };
         } else {
@@ -423,7 +436,7 @@ export class AgentRun implements RunContext {
           // A run of spawns without wait is reserved together, each call taking its own reply.
           tree.reserveAhead(this, completion.toolCalls, index, (at) => {
             const next = completion.toolCalls[at] as ToolCall;
-            return !mask.has(next.name) && !next.invalid && registry.accepts(next.name, next.args);
+            return withheld(next.name) === null && !next.invalid && registry.accepts(next.name, next.args);
           });
           live?.publish({ type: 'tool-call-start', seq, callId: call.id, name: call.name, index });
           result = await this.#deadline.hold(registry.dispatch(call.name, call.args, this.#call(index, call)));
@@ -539,13 +552,16 @@ export class AgentRun implements RunContext {
   }
 
   /** What the model call reports as it streams: reads to start early, and text for the live channel. */
-  #hooks(mask: Set<string>, registry: ToolRegistry<AgentCall>): CompletionHooks | undefined {
+  #hooks(
+    withheld: (name: string) => ToolResult | null,
+    registry: ToolRegistry<AgentCall>,
+  ): CompletionHooks | undefined {
     const live = this.#ports.live;
     const seq = this.#seq;
     const early = this.#workspace !== null || (this.#start.tools ?? []).some((tool) => tool.effect === 'reads');
     if (!early && !live) return undefined;
     return {
-      ...(early ? { onToolCall: (call, index) => this.#startEarly(call, index, mask, registry) } : {}),
+      ...(early ? { onToolCall: (call, index) => this.#startEarly(call, index, withheld, registry) } : {}),
       ...(live ? { onText: (text) => live.publish({ type: 'text-delta', seq, text }) } : {}),
     };
   }
@@ -596,11 +612,16 @@ export class AgentRun implements RunContext {
    * only if the finished completion asks for the same call with the same arguments;
    * otherwise it is dropped unrecorded.
    */
-  #startEarly(call: ToolCall, index: number, mask: Set<string>, registry: ToolRegistry<AgentCall>): void {
+  #startEarly(
+    call: ToolCall,
+    index: number,
+    withheld: (name: string) => ToolResult | null,
+    registry: ToolRegistry<AgentCall>,
+  ): void {
     const early = this.step.early;
     // A new attempt (a retry, a fallback) starts its calls from index 0: nothing of an earlier attempt is reused.
     if (index === 0) early.clear();
-    if (index !== early.size || mask.has(call.name)) return;
+    if (index !== early.size || withheld(call.name) !== null) return;
     let result: ToolResult | Promise<ToolResult> | null;
     try {
       result = registry.startEarly(call.name, call.args, this.#call(index, call, false));
@@ -689,4 +710,26 @@ export class AgentRun implements RunContext {
 export function runAgent(start: AgentStart, ports: AgentPorts): { exit: Promise<RunExit>; agent: AgentRun } {
   const agent = new AgentRun(start, ports);
   return { agent, exit: agent.start() };
+}
+
+/**
+ * The refusal of a call to a tool the run withholds: one its contract masks, or one of a
+ * tier not offered in this step's request. Null when the call may be dispatched.
+ */
+function withheldBy(
+  mask: ReadonlySet<string>,
+  offered: ReadonlySet<string> | undefined,
+  registry: ToolRegistry<AgentCall>,
+  name: string,
+): ToolResult | null {
+  if (mask.has(name)) {
+    const reason = `${name} is withheld for this run (tool mask); use another tool.`;
+    return { content: reason, isError: true, refusal: { rule: 'tool-mask', reason } };
+  }
+  const family = offered ? registry.family(name) : undefined;
+  if (family !== undefined && !offered?.has(family)) {
+    const reason = `${name} is in the ${family} tools, which this step was not offered; call expand_tools with family "${family}" first, and it is offered from the next step.`;
+    return { content: reason, isError: true, refusal: { rule: 'tool-tier', reason } };
+  }
+  return null;
 }

@@ -14,6 +14,7 @@ export const READ_SKILL: Tool<AgentCall> = {
     'Open a skill from the catalogue in the system prompt: its SKILL.md, or with `path` a file in its folder that it refers to.',
   parameters: readSkillParameters,
   kind: 'reads',
+  family: 'skills',
   execute: async (args, call): Promise<ToolResult> => {
     const where = skillFile(call.agent.skills, String(args.name), args.path as string | undefined);
     if (!where.ok) return { content: where.reason, isError: true };

@@ -120,6 +120,8 @@ export interface RestoredRun {
   planApproved: boolean;
   /** The trace already says the model was escalated. */
   escalated: boolean;
+  /** The tool families opened by `expand_tools` (in committed steps and the draft). */
+  expanded: string[];
 }
 
 /** Restores a run from its steps and its draft. Null when the store has no such run. */
@@ -158,5 +160,8 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
         : null,
     planApproved: events.some((event) => event.type === 'plan-decided' && event.decision !== 'cancel'),
     escalated: events.some((event) => event.type === 'model-escalated'),
+    expanded: [...events, ...((draft?.partial as StepDraft | undefined)?.events ?? [])].flatMap((event) =>
+      event.type === 'tools-expanded' ? [event.family] : [],
+    ),
   };
 }

@@ -12,6 +12,7 @@ import type { AgentCall } from './context.js';
 import { hostTool } from './host-tools.js';
 import { personTools } from './people.js';
 import { READ_SKILL } from './skill-tools.js';
+import { EXPAND_TOOLS } from './tiers.js';
 import { TREE_TOOLS } from './tree-tools.js';
 
 /**
@@ -29,8 +30,9 @@ export function registryFor(
   tools: readonly ToolDefinitionData[] = [],
   spawn = true,
   skills = false,
+  tiers = false,
 ): ToolRegistry<AgentCall> {
-  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -45,6 +47,8 @@ export function registryFor(
     }
     if (skills) registry.register(READ_SKILL);
     for (const definition of tools) registry.register(hostTool(definition));
+    // With tiers, and something to keep back: the one tool that opens a family.
+    if (tiers && registry.families().size > 0) registry.register(EXPAND_TOOLS);
     registries.set(key, registry);
     if (registries.size > KEPT_REGISTRIES) registries.delete(registries.keys().next().value as string);
   }
@@ -56,7 +60,7 @@ let builtIn: ReadonlySet<string> | null = null;
 /** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
 export function builtInToolNames(): ReadonlySet<string> {
   builtIn ??= new Set(
-    registryFor('workspace', true, [], true, true)
+    registryFor('workspace', true, [], true, true, true)
       .definitions()
       .map((definition) => definition.name),
   );

@@ -147,6 +147,8 @@ export interface ContractData {
   system: string | null;
   /** The run starts in a planning phase it leaves only through an approved plan. */
   planGate: boolean;
+  /** The core tools are offered from the first step; the other families after `expand_tools` (see {@link TaskContract.withToolTiers}). */
+  toolTiers?: boolean;
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
@@ -267,6 +269,7 @@ export class TaskContract {
     if (data.inheritedEnv && data.inheritedEnv.length > 0) contract = contract.withInheritedEnv(data.inheritedEnv);
     if (data.system !== undefined && data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
+    if (data.toolTiers) contract = contract.withToolTiers();
     if (data.escalation) {
       contract = contract.withEscalation(data.escalation.provider, {
         afterGateFailures: data.escalation.afterGateFailures,
@@ -429,6 +432,19 @@ export class TaskContract {
    */
   withPlanGate(): TaskContract {
     return this.#with({ planGate: true });
+  }
+
+  /**
+   * Offers the run its core tools (files, commands, the tree, people, the embedder's own
+   * without a family) from the first step, and names every other family (`jobs` for
+   * background commands, `skills`, `mcp` for MCP servers' tools, an embedder's family) in
+   * one line of the system prompt: the model opens one with `expand_tools(family)` and is
+   * offered its tools from the next step. A smaller tool array in every request until then;
+   * the array is the same bytes within a tier. Masks and the policy decide an offered tool
+   * as they decide any other. Off by default.
+   */
+  withToolTiers(): TaskContract {
+    return this.#with({ toolTiers: true });
   }
 
   /**

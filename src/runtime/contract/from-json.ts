@@ -67,6 +67,11 @@ const contractSchema = z.strictObject({
       error: (issue) => `planGate must be true or false, got ${shownValue(issue.input)}`,
     })
     .optional(),
+  toolTiers: z
+    .custom<boolean>((value) => typeof value === 'boolean', {
+      error: (issue) => `toolTiers must be true or false, got ${shownValue(issue.input)}`,
+    })
+    .optional(),
   escalation: z
     .strictObject({
       provider: plainObject('escalation.provider', '{ "kind": "openai", "model": "gpt-4.1" }'),

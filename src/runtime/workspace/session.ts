@@ -143,6 +143,8 @@ interface WorkspaceToolDeclaration {
    * is then abandoned would hold the pool's one thread.
    */
   early?(session: WorkspaceSession, args: Record<string, unknown>, call: StepContext): ToolResult | null;
+  /** The tier it is offered in under tool tiers (see {@link Tool.family}); absent, the core. */
+  family?: 'jobs';
   /** Offered in single-file mode, which reaches one file and nothing else: no search, and no command. */
   singleFile?: true;
   run(session: WorkspaceSession, args: Record<string, unknown>, call: WorkspaceCall): Promise<ToolResult>;
@@ -207,18 +209,21 @@ const WORKSPACE_TOOLS = {
     description:
       'Start a long-lived command line in the background (checked like shell); returns a handle for shell_poll and shell_kill. It is killed when the run ends.',
     parameters: SHELL_START_PARAMETERS,
+    family: 'jobs',
     kind: 'acts',
     run: (session, args, call) => session.shellStart(args as { command: string }, call),
   },
   shell_poll: {
     description: 'New output of a command started with shell_start, and whether it is still running.',
     parameters: HANDLE_PARAMETERS,
+    family: 'jobs',
     kind: 'reads',
     run: (session, args) => session.shellPoll(args as { handle: string; wait_secs?: number }),
   },
   shell_kill: {
     description: 'Stop a command started with shell_start, with everything it started.',
     parameters: HANDLE_PARAMETERS,
+    family: 'jobs',
     kind: 'controls',
     run: (session, args) => session.shellKill(args as { handle: string }),
   },
@@ -242,6 +247,7 @@ export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceCall>[
         parameters: tool.parameters,
         // Stopping what the run itself started acts on the world too.
         kind: tool.kind === 'reads' ? ('reads' as const) : ('acts' as const),
+        ...(tool.family ? { family: tool.family } : {}),
         ...(early
           ? {
               early: (args: Record<string, unknown>, call: WorkspaceCall) =>
