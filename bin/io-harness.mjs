@@ -1,0 +1,142 @@
+#!/usr/bin/env node
+// io-harness <command>: the commands of the package. Today one:
+//   io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
+// serves the workspace tools of <dir> over MCP (stdio, or streamable HTTP with --http),
+// every call a step of a run kept in <db>, under the policy (default: Policy.default()).
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { parseArgs } from 'node:util';
+
+const USAGE = `usage: io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
+
+Serves the workspace tools of <dir> over MCP: on stdio, or streamable HTTP on
+<host>:<port>/mcp with --http (host 127.0.0.1 unless given). Every call is a step of a
+run kept in <db>, decided by the policy in <file.json> (a policy's data, as
+policy.toJSON() writes it) or Policy.default().`;
+
+function fail(message) {
+  process.stderr.write(`io-harness: ${message}\n\n${USAGE}\n`);
+  process.exit(2);
+}
+
+const [command, ...rest] = process.argv.slice(2);
+if (command === undefined || command === '--help' || command === '-h') {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(command === undefined ? 2 : 0);
+}
+if (command !== 'mcp-server') fail(`there is no command ${JSON.stringify(command)}`);
+
+let values;
+try {
+  ({ values } = parseArgs({
+    args: rest,
+    options: {
+      root: { type: 'string' },
+      store: { type: 'string' },
+      policy: { type: 'string' },
+      http: { type: 'string' },
+      host: { type: 'string' },
+    },
+    strict: true,
+  }));
+} catch (error) {
+  fail(error.message);
+}
+if (!values.root) fail('mcp-server needs --root, the workspace to serve');
+if (!values.store) fail('mcp-server needs --store, the SQLite file the runs are kept in');
+
+const { Policy, Store, Supervisor } = await import('../dist/index.js');
+const { WorkspaceMcpServer } = await import('../dist/mcp/serve.js');
+let policy;
+if (values.policy) {
+  try {
+    policy = Policy.from(JSON.parse(readFileSync(values.policy, 'utf8')));
+  } catch (error) {
+    fail(`--policy ${values.policy}: ${error.message}`);
+  }
+}
+let store;
+try {
+  store = await Store.open(values.store);
+} catch (error) {
+  fail(`--store ${values.store}: ${error.message}`);
+}
+const options = { root: values.root, store, ...(policy ? { policy } : {}) };
+
+if (values.http === undefined) {
+  const { StdioServerTransport } = await import('@modelcontextprotocol/sdk/server/stdio.js');
+  let server;
+  try {
+    server = await WorkspaceMcpServer.start(options);
+  } catch (error) {
+    fail(error.message);
+  }
+  const stop = async () => {
+    await server.close();
+    store.close();
+    process.exit(0);
+  };
+  server.mcp.onclose = stop;
+  process.stdin.on('end', stop);
+  process.on('SIGTERM', stop);
+  await server.connect(new StdioServerTransport());
+} else {
+  const port = Number(values.http);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--http ${values.http} is not a port`);
+  const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const supervisor = await Supervisor.start(store);
+  // One server (and its runs) per client session.
+  const sessions = new Map();
+  const http = createServer(async (request, response) => {
+    try {
+      if (new URL(request.url ?? '/', 'http://x').pathname !== '/mcp') {
+        response.writeHead(404).end();
+        return;
+      }
+      let body = '';
+      for await (const chunk of request) body += chunk;
+      const parsed = body === '' ? undefined : JSON.parse(body);
+      const id = request.headers['mcp-session-id'];
+      let transport = typeof id === 'string' ? sessions.get(id)?.transport : undefined;
+      if (!transport) {
+        if (typeof id === 'string') {
+          response.writeHead(404, { 'content-type': 'application/json' });
+          response.end(
+            JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'no such session' }, id: null }),
+          );
+          return;
+        }
+        const server = await WorkspaceMcpServer.start({ ...options, supervisor });
+        transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (sessionId) => sessions.set(sessionId, { transport, server }),
+        });
+        transport.onclose = () => {
+          if (transport.sessionId) sessions.delete(transport.sessionId);
+          void server.close();
+        };
+        await server.connect(transport);
+      }
+      await transport.handleRequest(request, response, parsed);
+    } catch (error) {
+      if (!response.headersSent) response.writeHead(400, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32700, message: error.message }, id: null }));
+    }
+  });
+  http.listen(port, values.host ?? '127.0.0.1', () => {
+    const address = http.address();
+    process.stderr.write(
+      `io-harness: serving ${values.root} over MCP at http://${address.address}:${address.port}/mcp\n`,
+    );
+  });
+  const stop = async () => {
+    http.close();
+    for (const { server } of sessions.values()) await server.close();
+    await supervisor.close();
+    store.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}

@@ -1,0 +1,307 @@
+/**
+ * Our workspace tools served over MCP (`io-harness/mcp-server`): another MCP client (an
+ * IDE, another harness) calls `read_file`, `grep`, `write_file`, `exec` and the rest, and
+ * every call is a step of a run of our own in the store, under the policy, the approver,
+ * the containment, the intent journal and the trace the server was started with.
+ *
+ * How: the served run's model is the client. A loopback endpoint on the OpenAI wire (held
+ * by a random key) answers the run's model requests: each request waits for the client's
+ * next `tools/call`, which it answers as a completion with that one tool call; the request
+ * after it carries the observation, which is the call's answer to the client. The agent
+ * loop does the rest as it does for any model, so nothing served here has a path of its
+ * own around the boundary, and nothing a client sends can change the policy.
+ *
+ * A run ends when the client goes (or is idle for `idleMs`, so no model request is held
+ * past the HTTP client's own timeouts); the next call starts another run.
+ */
+import { randomBytes } from 'node:crypto';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { InvalidArgumentError } from '../errors.js';
+import { TaskContract } from '../runtime/contract/contract.js';
+import { type Approver, CallbackApprover } from '../runtime/policy/approval.js';
+import { Policy } from '../runtime/policy/policy.js';
+import { OpenAI } from '../runtime/providers/builders.js';
+import { workspaceTools } from '../runtime/workspace/session.js';
+import type { Store } from '../store/store.js';
+import { Supervisor } from '../supervisor/supervisor.js';
+import { type ScriptedAnswer, ScriptedModelServer } from '../testing/model-server.js';
+
+export interface WorkspaceMcpServerOptions {
+  /** The workspace the tools reach. Ignored when `contract` is given (its root is used). */
+  root?: string;
+  /** The store the served runs are kept in. */
+  store: Store;
+  /** The policy every call is decided by. Default `Policy.default()`: reads and writes inside the root. */
+  policy?: Policy;
+  /** Answers the policy's asks. Default: every ask is denied (no person is at an MCP client's call). */
+  approver?: Approver;
+  /**
+   * The contract of each served run (its containment, tool mask, budget). Default: a
+   * workspace contract on `root`. A masked tool is not served.
+   */
+  contract?: TaskContract;
+  /** A run with no call for this long ends; the next call starts another. Default 240 000 ms. */
+  idleMs?: number;
+  /** The name the server gives itself to the client. Default `io-harness`. */
+  name?: string;
+  /** A supervisor of `store` to run on (several servers may share one); it is not closed with the server. Default: one of its own. */
+  supervisor?: Supervisor;
+}
+
+/** The workspace tools served: the file, search and command tools; never the tree's, a person's or a tier's. */
+const SERVED = new Set([
+  'read_file',
+  'grep',
+  'find',
+  'write_file',
+  'edit_file',
+  'patch_file',
+  'exec',
+  'shell',
+  'shell_start',
+  'shell_poll',
+  'shell_kill',
+]);
+
+const DEFAULT_IDLE_MS = 240_000;
+/** The longest a Node timer holds: the bridge's requests wait for a client, not a model. */
+const LONGEST_WAIT_MS = 2_147_483_647;
+
+type CallAnswer = { content: { type: 'text'; text: string }[]; isError: boolean };
+
+interface Pending {
+  name: string;
+  args: Record<string, unknown>;
+  id: string;
+  resolve(answer: CallAnswer): void;
+}
+
+/** One served run: its model requests, answered from the client's calls. */
+class ServedRun {
+  readonly rootId: string;
+  readonly ended: Promise<void>;
+  #inFlight: Pending | null = null;
+  readonly #queue: Pending[] = [];
+  #waiter: ((next: Pending | null) => void) | null = null;
+  #closed = false;
+
+  constructor(
+    readonly server: WorkspaceMcpServer,
+    handle: { rootId: string; result: Promise<unknown> },
+  ) {
+    this.rootId = handle.rootId;
+    this.ended = handle.result.then(
+      (result) => this.#end(`the run serving these calls ended ${describe(result)}`),
+      (error: unknown) => this.#end(`the run serving these calls failed: ${(error as Error).message}`),
+    );
+  }
+
+  get open(): boolean {
+    return !this.#closed;
+  }
+
+  call(pending: Pending): void {
+    if (this.#waiter) {
+      const wake = this.#waiter;
+      this.#waiter = null;
+      wake(pending);
+    } else this.#queue.push(pending);
+  }
+
+  /** Ends the run at its next model request (now, when one waits): it finishes, its steps kept. */
+  close(): void {
+    this.#closed = true;
+    const wake = this.#waiter;
+    this.#waiter = null;
+    wake?.(null);
+  }
+
+  /** Answers the run's model request: the observation goes to the call it answers, and the next call becomes the next completion. */
+  async answer(): Promise<ScriptedAnswer> {
+    const done = this.#inFlight;
+    this.#inFlight = null;
+    if (done) done.resolve(this.server.observation(this.rootId, done.id));
+    const next = this.#queue.shift() ?? (this.#closed ? null : await this.#next());
+    if (next === null) return { text: 'The MCP client is done.' };
+    this.#inFlight = next;
+    return { text: '', toolCalls: [{ id: next.id, name: next.name, args: next.args }] };
+  }
+
+  #next(): Promise<Pending | null> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        if (this.#waiter !== wake) return;
+        this.#closed = true;
+        this.#waiter = null;
+        resolve(null);
+      }, this.server.idleMs);
+      const wake = (next: Pending | null) => {
+        clearTimeout(timer);
+        resolve(next);
+      };
+      this.#waiter = wake;
+    });
+  }
+
+  #end(reason: string): void {
+    this.#closed = true;
+    const answer: CallAnswer = {
+      content: [{ type: 'text', text: `${reason}; the call was not answered.` }],
+      isError: true,
+    };
+    this.#inFlight?.resolve(answer);
+    this.#inFlight = null;
+    for (const pending of this.#queue.splice(0)) pending.resolve(answer);
+  }
+}
+
+function describe(result: unknown): string {
+  const value = result as { status?: string; outcome?: { reason?: string } };
+  return `${value.status ?? 'unknown'}${value.outcome?.reason ? ` (${value.outcome.reason})` : ''}`;
+}
+
+/**
+ * An MCP server of our workspace tools. Connect it to a transport (stdio, or streamable
+ * HTTP from the SDK) with {@link connect}; {@link close} ends its run and its supervisor.
+ */
+export class WorkspaceMcpServer {
+  readonly store: Store;
+  readonly idleMs: number;
+  /** The SDK's server: what a transport is connected to. */
+  readonly mcp: Server;
+  readonly #policy: Policy;
+  readonly #approver: Approver;
+  readonly #contract: TaskContract;
+  readonly #tools: { name: string; description: string; inputSchema: Record<string, unknown> }[];
+  readonly #key = randomBytes(24).toString('hex');
+  #bridge: ScriptedModelServer | null = null;
+  #supervisor: Supervisor | null = null;
+  #ownSupervisor = true;
+  #run: ServedRun | null = null;
+  #runs: string[] = [];
+  #calls = 0;
+  #closed: Promise<void> | null = null;
+
+  private constructor(options: WorkspaceMcpServerOptions) {
+    if (options.contract === undefined && typeof options.root !== 'string') {
+      throw new InvalidArgumentError('WorkspaceMcpServer.start(): give the workspace as `root` (or a `contract`).');
+    }
+    this.store = options.store;
+    this.idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
+    this.#policy = options.policy ?? Policy.default();
+    this.#approver = options.approver ?? new CallbackApprover(() => 'deny');
+    this.#contract =
+      options.contract ??
+      TaskContract.workspace('Serve the tool calls of an MCP client, one call a step.', options.root as string);
+    const masked = new Set(this.#contract.toJSON().toolMask);
+    this.#tools = workspaceTools('workspace')
+      .filter((tool) => SERVED.has(tool.name) && !masked.has(tool.name))
+      .map((tool) => ({
+        name: tool.name,
+        description: tool.description,
+        inputSchema: tool.parameters as unknown as Record<string, unknown>,
+      }))
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+    this.mcp = new Server({ name: options.name ?? 'io-harness', version: '0.1.0' }, { capabilities: { tools: {} } });
+    this.mcp.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: this.#tools }));
+    this.mcp.setRequestHandler(CallToolRequestSchema, async (request) => {
+      const { name, arguments: args } = request.params;
+      if (!this.#tools.some((tool) => tool.name === name)) {
+        const known = this.#tools.map((tool) => tool.name).join(', ');
+        return {
+          content: [
+            { type: 'text', text: `there is no tool named ${JSON.stringify(name)} here; the tools are: ${known}.` },
+          ],
+          isError: true,
+        };
+      }
+      return this.#call(name, (args ?? {}) as Record<string, unknown>);
+    });
+    this.mcp.onclose = () => void this.close();
+  }
+
+  /** Starts a server on `store`; its runs start with its first call. */
+  static async start(options: WorkspaceMcpServerOptions): Promise<WorkspaceMcpServer> {
+    const server = new WorkspaceMcpServer(options);
+    server.#ownSupervisor = options.supervisor === undefined;
+    server.#supervisor = options.supervisor ?? (await Supervisor.start(options.store));
+    // The runs' model: only a request with this server's key is answered.
+    server.#bridge = await ScriptedModelServer.start((call) =>
+      call.headers.authorization !== `Bearer ${server.#key}`
+        ? { fault: 'status', status: 401 }
+        : (server.#run?.answer() ?? { text: 'No run is served.' }),
+    );
+    return server;
+  }
+
+  /** Serves one client over `transport` (a `StdioServerTransport`, a `StreamableHTTPServerTransport`). */
+  connect(transport: Transport): Promise<void> {
+    return this.mcp.connect(transport);
+  }
+
+  /** The roots of the runs this server has served, oldest first. */
+  get runs(): readonly string[] {
+    return this.#runs;
+  }
+
+  /** Ends the run in progress (its steps kept, finished), then the supervisor and the loopback endpoint. */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      const run = this.#run;
+      run?.close();
+      await run?.ended;
+      if (this.#ownSupervisor) await this.#supervisor?.close();
+      await this.#bridge?.close();
+      await this.mcp.close().catch(() => undefined);
+    })();
+    return this.#closed;
+  }
+
+  async #call(name: string, args: Record<string, unknown>): Promise<CallAnswer> {
+    if (this.#closed) return { content: [{ type: 'text', text: 'this server is closed.' }], isError: true };
+    const run = await this.#served();
+    return new Promise<CallAnswer>((resolve) => {
+      run.call({ name, args, id: `mcp-${++this.#calls}`, resolve });
+    });
+  }
+
+  async #served(): Promise<ServedRun> {
+    if (this.#run?.open) return this.#run;
+    // The last run is ended before the next starts: one run at a time, in order.
+    await this.#run?.ended;
+    if (this.#run?.open) return this.#run;
+    const bridge = this.#bridge as ScriptedModelServer;
+    const handle = (this.#supervisor as Supervisor).run({
+      contract: this.#contract,
+      policy: this.#policy,
+      approver: this.#approver,
+      provider: OpenAI.create({
+        model: 'mcp-client',
+        baseUrl: `${bridge.url}/v1`,
+        apiKey: this.#key,
+        idleTimeoutMs: LONGEST_WAIT_MS,
+        retry: { maxAttempts: 1 },
+      }),
+    });
+    const run = new ServedRun(this, handle);
+    this.#run = run;
+    this.#runs.push(run.rootId);
+    return run;
+  }
+
+  /** The answer to the call `callId` of run `rootId`, read from its committed step: the observation, and a refusal's rule and layer. */
+  observation(rootId: string, callId: string): CallAnswer {
+    const step = this.store.steps(rootId).at(-1);
+    const observation = step?.observations.find((item) => item.callId === callId);
+    if (!observation) return { content: [{ type: 'text', text: 'the call left no observation.' }], isError: true };
+    const refusal = this.store.events(rootId).find((event) => event.type === 'refusal' && event.callId === callId);
+    const refused =
+      refusal && refusal.type === 'refusal' ? `\n(refused by rule "${refusal.rule}" of layer "${refusal.layer}")` : '';
+    return {
+      content: [{ type: 'text', text: `${observation.content}${refused}` }],
+      isError: observation.isError,
+    };
+  }
+}
