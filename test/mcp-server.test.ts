@@ -160,6 +160,32 @@ describe('our tools served over MCP', () => {
     ]);
   });
 
+  it('starts another run after callsPerRun calls, each call answered in order', async () => {
+    const { root, policy } = served();
+    const store = await Store.open(tempStorePath());
+    later(() => store.close());
+    const server = await WorkspaceMcpServer.start({ store, root, policy, callsPerRun: 2 });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const mcp = await client(clientSide);
+    // Sent together: taken one at a time, in order, across the runs.
+    const answers = await Promise.all(
+      ['a.txt', 'notes/.keep', 'a.txt', 'missing.txt', 'a.txt'].map((path) =>
+        mcp.callTool({ name: 'read_file', arguments: { path } }),
+      ),
+    );
+    expect(answers.map((answer) => answer.isError)).toEqual([false, false, false, true, false]);
+    expect(text(answers[4])).toContain('alpha');
+    await mcp.close();
+    await server.close();
+    // Each run: its calls, then the step that ends it.
+    expect(server.runs.map((id) => store.steps(id).flatMap((step) => step.observations).length)).toEqual([2, 2, 1]);
+    expect(server.runs.map((id) => store.run(id)?.status)).toEqual(['finished', 'finished', 'finished']);
+    await expect(WorkspaceMcpServer.start({ store, root, callsPerRun: 0 })).rejects.toThrow(
+      'callsPerRun must be a whole number above 0, got 0',
+    );
+  });
+
   it('in-process: a masked tool is not served, bad arguments are an error, and an idle run ends to make way for the next', async () => {
     const { root, policy } = served();
     const store = await Store.open(tempStorePath());

@@ -44,6 +44,11 @@ export interface WorkspaceMcpServerOptions {
   contract?: TaskContract;
   /** A run with no call for this long ends; the next call starts another. Default 240 000 ms. */
   idleMs?: number;
+  /**
+   * Calls one run takes; the next starts another run. Every model request of a run carries
+   * its transcript, so runs are kept this short. Default 200.
+   */
+  callsPerRun?: number;
   /** The name the server gives itself to the client. Default `io-harness`. */
   name?: string;
   /** A supervisor of `store` to run on (several servers may share one); it is not closed with the server. Default: one of its own. */
@@ -66,6 +71,8 @@ const SERVED = new Set([
 ]);
 
 const DEFAULT_IDLE_MS = 240_000;
+/** Calls one run takes by default (see {@link WorkspaceMcpServerOptions.callsPerRun}). */
+const CALLS_PER_RUN = 200;
 /** The longest a Node timer holds: the bridge's requests wait for a client, not a model. */
 const LONGEST_WAIT_MS = 2_147_483_647;
 
@@ -86,6 +93,7 @@ class ServedRun {
   readonly #queue: Pending[] = [];
   #waiter: ((next: Pending | null) => void) | null = null;
   #closed = false;
+  #taken = 0;
 
   constructor(
     readonly server: WorkspaceMcpServer,
@@ -103,6 +111,11 @@ class ServedRun {
   }
 
   call(pending: Pending): void {
+    if (this.#closed) {
+      // Ended between being chosen and the call: the next run takes it.
+      this.server.requeue(pending);
+      return;
+    }
     if (this.#waiter) {
       const wake = this.#waiter;
       this.#waiter = null;
@@ -123,9 +136,16 @@ class ServedRun {
     const done = this.#inFlight;
     this.#inFlight = null;
     if (done) done.resolve(this.server.observation(this.rootId, done.id));
+    // A full run ends here; the calls still queued go to the next run, in order.
+    if (this.#taken >= this.server.callsPerRun) {
+      this.#closed = true;
+      for (const pending of this.#queue.splice(0)) this.server.requeue(pending);
+      return { text: 'The MCP client is done.' };
+    }
     const next = this.#queue.shift() ?? (this.#closed ? null : await this.#next());
     if (next === null) return { text: 'The MCP client is done.' };
     this.#inFlight = next;
+    this.#taken++;
     return { text: '', toolCalls: [{ id: next.id, name: next.name, args: next.args }] };
   }
 
@@ -169,6 +189,7 @@ function describe(result: unknown): string {
 export class WorkspaceMcpServer {
   readonly store: Store;
   readonly idleMs: number;
+  readonly callsPerRun: number;
   /** The SDK's server: what a transport is connected to. */
   readonly mcp: Server;
   readonly #policy: Policy;
@@ -190,6 +211,14 @@ export class WorkspaceMcpServer {
     }
     this.store = options.store;
     this.idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
+    this.callsPerRun = options.callsPerRun ?? CALLS_PER_RUN;
+    for (const [key, value] of Object.entries({ idleMs: this.idleMs, callsPerRun: this.callsPerRun })) {
+      if (!Number.isInteger(value) || value < 1) {
+        throw new InvalidArgumentError(
+          `WorkspaceMcpServer.start(): ${key} must be a whole number above 0, got ${JSON.stringify(value)}.`,
+        );
+      }
+    }
     this.#policy = options.policy ?? Policy.default();
     this.#approver = options.approver ?? new CallbackApprover(() => 'deny');
     this.#contract =
@@ -261,10 +290,18 @@ export class WorkspaceMcpServer {
 
   async #call(name: string, args: Record<string, unknown>): Promise<CallAnswer> {
     if (this.#closed) return { content: [{ type: 'text', text: 'this server is closed.' }], isError: true };
-    const run = await this.#served();
     return new Promise<CallAnswer>((resolve) => {
-      run.call({ name, args, id: `mcp-${++this.#calls}`, resolve });
+      this.requeue({ name, args, id: `mcp-${++this.#calls}`, resolve });
     });
+  }
+
+  /** Hands a call to the run being served, starting one when none is open. */
+  requeue(pending: Pending): void {
+    if (this.#closed) {
+      pending.resolve({ content: [{ type: 'text', text: 'this server is closed.' }], isError: true });
+      return;
+    }
+    void this.#served().then((run) => run.call(pending));
   }
 
   async #served(): Promise<ServedRun> {
