@@ -3,7 +3,7 @@
 //   io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
 // serves the workspace tools of <dir> over MCP (stdio, or streamable HTTP with --http),
 // every call a step of a run kept in <db>, under the policy (default: Policy.default()).
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -13,12 +13,18 @@ const USAGE = `usage: io-harness mcp-server --root <dir> --store <db> [--policy 
 Serves the workspace tools of <dir> over MCP: on stdio, or streamable HTTP on
 <host>:<port>/mcp with --http (host 127.0.0.1 unless given). Every call is a step of a
 run kept in <db>, decided by the policy in <file.json> (a policy's data, as
-policy.toJSON() writes it) or Policy.default().`;
+policy.toJSON() writes it) or Policy.default().
+
+Over HTTP every request must carry "Authorization: Bearer <token>": the token is
+IO_HARNESS_MCP_TOKEN when it is set, else one made at start and printed on stderr.`;
 
 function fail(message) {
   process.stderr.write(`io-harness: ${message}\n\n${USAGE}\n`);
   process.exit(2);
 }
+
+/** The largest request body taken over HTTP (a write of 8 MiB, as JSON, with room). */
+const MAX_BODY = 12 * 1024 * 1024;
 
 const [command, ...rest] = process.argv.slice(2);
 if (command === undefined || command === '--help' || command === '-h') {
@@ -44,6 +50,7 @@ try {
   fail(error.message);
 }
 if (!values.root) fail('mcp-server needs --root, the workspace to serve');
+if (values.host !== undefined && values.http === undefined) fail('--host is for --http; give the port too');
 if (!values.store) fail('mcp-server needs --store, the SQLite file the runs are kept in');
 
 const { Policy, Store, Supervisor } = await import('../dist/index.js');
@@ -79,13 +86,30 @@ if (values.http === undefined) {
   };
   server.mcp.onclose = stop;
   process.stdin.on('end', stop);
-  process.on('SIGTERM', stop);
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(signal, stop);
   await server.connect(new StdioServerTransport());
 } else {
-  const port = Number(values.http);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--http ${values.http} is not a port`);
+  const port = /^\d{1,5}$/.test(values.http) ? Number(values.http) : Number.NaN;
+  if (!Number.isInteger(port) || port > 65535) fail(`--http ${JSON.stringify(values.http)} is not a port (0 to 65535)`);
+  const token = process.env.IO_HARNESS_MCP_TOKEN || randomBytes(24).toString('hex');
+  const expected = Buffer.from(`Bearer ${token}`);
+  const authorized = (header) => {
+    const given = Buffer.from(typeof header === 'string' ? header : '');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  };
+  const { isInitializeRequest } = await import('@modelcontextprotocol/sdk/types.js');
   const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
   const supervisor = await Supervisor.start(store);
+  // A bad root or contract is found now, not at the first client.
+  try {
+    await (await WorkspaceMcpServer.start({ ...options, supervisor })).close();
+  } catch (error) {
+    fail(error.message);
+  }
+  const refuse = (response, status, code, message) => {
+    response.writeHead(status, { 'content-type': 'application/json' });
+    response.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+  };
   // One server (and its runs) per client session.
   const sessions = new Map();
   const http = createServer(async (request, response) => {
@@ -94,19 +118,27 @@ if (values.http === undefined) {
         response.writeHead(404).end();
         return;
       }
+      // Before anything is read or made: a request without the token is refused.
+      if (!authorized(request.headers.authorization)) {
+        request.resume();
+        refuse(response, 401, -32001, 'unauthorized: send Authorization: Bearer <token>');
+        return;
+      }
       let body = '';
-      for await (const chunk of request) body += chunk;
+      for await (const chunk of request) {
+        body += chunk;
+        if (body.length > MAX_BODY) {
+          refuse(response, 413, -32600, `the request is larger than ${MAX_BODY} bytes`);
+          request.destroy();
+          return;
+        }
+      }
       const parsed = body === '' ? undefined : JSON.parse(body);
       const id = request.headers['mcp-session-id'];
       let transport = typeof id === 'string' ? sessions.get(id)?.transport : undefined;
       if (!transport) {
-        if (typeof id === 'string') {
-          response.writeHead(404, { 'content-type': 'application/json' });
-          response.end(
-            JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'no such session' }, id: null }),
-          );
-          return;
-        }
+        if (typeof id === 'string') return refuse(response, 404, -32001, 'no such session');
+        if (!isInitializeRequest(parsed)) return refuse(response, 400, -32600, 'start a session with initialize');
         const server = await WorkspaceMcpServer.start({ ...options, supervisor });
         transport = new StreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
@@ -120,8 +152,12 @@ if (values.http === undefined) {
       }
       await transport.handleRequest(request, response, parsed);
     } catch (error) {
-      if (!response.headersSent) response.writeHead(400, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32700, message: error.message }, id: null }));
+      if (response.headersSent) {
+        response.destroy();
+        return;
+      }
+      const parse = error instanceof SyntaxError;
+      refuse(response, parse ? 400 : 500, parse ? -32700 : -32603, error.message);
     }
   });
   http.listen(port, values.host ?? '127.0.0.1', () => {
@@ -129,14 +165,15 @@ if (values.http === undefined) {
     process.stderr.write(
       `io-harness: serving ${values.root} over MCP at http://${address.address}:${address.port}/mcp\n`,
     );
+    if (!process.env.IO_HARNESS_MCP_TOKEN) process.stderr.write(`io-harness: bearer token ${token}\n`);
   });
   const stop = async () => {
     http.close();
+    http.closeAllConnections();
     for (const { server } of sessions.values()) await server.close();
     await supervisor.close();
     store.close();
     process.exit(0);
   };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(signal, stop);
 }

@@ -134,16 +134,27 @@ describe('our tools served over MCP', () => {
         await new Promise((resolve) => child.once('exit', resolve));
       }
     });
-    const url = await new Promise<string>((resolve, reject) => {
+    const { url, token } = await new Promise<{ url: string; token: string }>((resolve, reject) => {
       let seen = '';
       child.stderr.on('data', (chunk) => {
         seen += chunk;
-        const found = /at (http:\/\/\S+\/mcp)/.exec(seen);
-        if (found) resolve(found[1] as string);
+        const url = /at (http:\/\/\S+\/mcp)/.exec(seen)?.[1];
+        const token = /bearer token (\S+)/.exec(seen)?.[1];
+        if (url && token) resolve({ url, token });
       });
       child.once('exit', () => reject(new Error(`the server exited: ${seen}`)));
     });
-    const mcp = await client(new StreamableHTTPClientTransport(new URL(url)));
+    // Without the token nothing is served, not even a session.
+    const stranger = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(stranger.status).toBe(401);
+    await expect(client(new StreamableHTTPClientTransport(new URL(url)))).rejects.toThrow();
+    const mcp = await client(
+      new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+    );
     const read = await mcp.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
     expect(text(read)).toContain('alpha');
     const refused = await mcp.callTool({ name: 'write_file', arguments: { path: 'b.txt', content: 'x\n' } });
@@ -182,8 +193,11 @@ describe('our tools served over MCP', () => {
     expect(server.runs.map((id) => store.steps(id).flatMap((step) => step.observations).length)).toEqual([2, 2, 1]);
     expect(server.runs.map((id) => store.run(id)?.status)).toEqual(['finished', 'finished', 'finished']);
     await expect(WorkspaceMcpServer.start({ store, root, callsPerRun: 0 })).rejects.toThrow(
-      'callsPerRun must be a whole number above 0, got 0',
+      'callsPerRun must be a whole number from 1 to 2147483647, got 0',
     );
+    await expect(
+      WorkspaceMcpServer.start({ store, contract: TaskContract.workspace('serve', root).withPlanGate() }),
+    ).rejects.toThrow('the contract has a plan gate, which a served client');
   });
 
   it('in-process: a masked tool is not served, bad arguments are an error, and an idle run ends to make way for the next', async () => {

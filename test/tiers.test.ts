@@ -176,6 +176,54 @@ describe('tool tiers', () => {
     expect(last).toMatchObject({ name: 'echo', isError: false, content: 'echo: hi' });
   });
 
+  it("a paused step's own expand_tools opens the family from the next step on its replay too", async () => {
+    const workspace = tempWorkspace({ 'a.txt': 'alpha\n' });
+    const { store, supervisor } = await supervisorOnStore();
+    const echo = tool({
+      name: 'echo',
+      description: 'Says it back.',
+      parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+      effect: 'reads',
+      family: 'talk',
+      execute: ({ text }) => `echo: ${String(text)}`,
+    });
+    const bodies: Body[] = [];
+    const server = await ScriptedModelServer.start((call) => {
+      bodies.push(call.body as Body);
+      const turn = assistantTurns(call);
+      if (turn === 0) {
+        // One completion: open the family, ask a person (the step pauses), and call the tool at once.
+        return {
+          text: 'all at once',
+          toolCalls: [
+            { name: 'expand_tools', args: { family: 'talk' } },
+            { name: 'ask_operator', args: { question: 'go on?' } },
+            { name: 'echo', args: { text: 'early' } },
+          ],
+        };
+      }
+      return turn === 1 ? { text: 'now', toolCalls: [{ name: 'echo', args: { text: 'late' } }] } : { text: 'done' };
+    });
+    later(() => server.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const contract = TaskContract.workspace('talk', workspace).withToolTiers();
+    const paused = await supervisor.run({ contract, provider, tools: [echo] }).result;
+    expect(paused.status).toBe('paused');
+    const [question] = store.questions({ status: 'open' });
+    answerQuestion(store, question?.questionId as string, 'yes');
+    const result = await (await supervisor.resume(paused.rootId, { provider, tools: [echo] })).result;
+    expect(result.status).toBe('finished');
+    const observations = store.steps(result.rootId).flatMap((step) => step.observations);
+    expect(observations.map((item) => [item.name, item.isError])).toEqual([
+      ['expand_tools', false],
+      ['ask_operator', false],
+      ['echo', true],
+      ['echo', false],
+    ]);
+    expect(observations[2]?.content).toContain('which this step was not offered');
+    expect(names(bodies.at(-2))).toContain('echo');
+  });
+
   it('refuses a family name that is not a name', () => {
     expect(() =>
       tool({

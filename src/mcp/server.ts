@@ -14,7 +14,7 @@
  * A run ends when the client goes (or is idle for `idleMs`, so no model request is held
  * past the HTTP client's own timeouts); the next call starts another run.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -78,6 +78,11 @@ const LONGEST_WAIT_MS = 2_147_483_647;
 
 type CallAnswer = { content: { type: 'text'; text: string }[]; isError: boolean };
 
+const CLOSED: CallAnswer = {
+  content: [{ type: 'text', text: 'this server is closed; the call was not run.' }],
+  isError: true,
+};
+
 interface Pending {
   name: string;
   args: Record<string, unknown>;
@@ -126,6 +131,7 @@ class ServedRun {
   /** Ends the run at its next model request (now, when one waits): it finishes, its steps kept. */
   close(): void {
     this.#closed = true;
+    for (const pending of this.#queue.splice(0)) pending.resolve(CLOSED);
     const wake = this.#waiter;
     this.#waiter = null;
     wake?.(null);
@@ -167,19 +173,25 @@ class ServedRun {
 
   #end(reason: string): void {
     this.#closed = true;
-    const answer: CallAnswer = {
-      content: [{ type: 'text', text: `${reason}; the call was not answered.` }],
-      isError: true,
-    };
-    this.#inFlight?.resolve(answer);
+    const answer: CallAnswer = { content: [{ type: 'text', text: `${reason}; the call was not run.` }], isError: true };
+    const done = this.#inFlight;
     this.#inFlight = null;
+    // A call whose step was committed before the run ended did run: its observation is its answer.
+    if (done) done.resolve(this.server.answered(this.rootId, done.id) ?? answer);
     for (const pending of this.#queue.splice(0)) pending.resolve(answer);
   }
 }
 
+/** Compares a request's key with the server's in constant time. */
+function keyMatches(given: string | undefined, key: string): boolean {
+  const a = Buffer.from(given ?? '');
+  const b = Buffer.from(key);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
 function describe(result: unknown): string {
-  const value = result as { status?: string; outcome?: { reason?: string } };
-  return `${value.status ?? 'unknown'}${value.outcome?.reason ? ` (${value.outcome.reason})` : ''}`;
+  const value = result as { status?: string; reason?: string | null };
+  return `${value.status ?? 'unknown'}${value.reason ? ` (${value.reason})` : ''}`;
 }
 
 /**
@@ -213,9 +225,9 @@ export class WorkspaceMcpServer {
     this.idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
     this.callsPerRun = options.callsPerRun ?? CALLS_PER_RUN;
     for (const [key, value] of Object.entries({ idleMs: this.idleMs, callsPerRun: this.callsPerRun })) {
-      if (!Number.isInteger(value) || value < 1) {
+      if (!Number.isInteger(value) || value < 1 || value > LONGEST_WAIT_MS) {
         throw new InvalidArgumentError(
-          `WorkspaceMcpServer.start(): ${key} must be a whole number above 0, got ${JSON.stringify(value)}.`,
+          `WorkspaceMcpServer.start(): ${key} must be a whole number from 1 to ${LONGEST_WAIT_MS}, got ${JSON.stringify(value)}.`,
         );
       }
     }
@@ -224,8 +236,21 @@ export class WorkspaceMcpServer {
     this.#contract =
       options.contract ??
       TaskContract.workspace('Serve the tool calls of an MCP client, one call a step.', options.root as string);
-    const masked = new Set(this.#contract.toJSON().toolMask);
-    this.#tools = workspaceTools('workspace')
+    const data = this.#contract.toJSON();
+    // What judges or stages a model's work has no meaning for a client's calls: refused, not ignored.
+    const judged = [
+      data.planGate ? 'a plan gate' : null,
+      data.toolTiers ? 'tool tiers' : null,
+      data.outputSchema ? 'an output schema' : null,
+      data.verification.kind !== 'none' ? 'a verification gate' : null,
+    ].filter((item) => item !== null);
+    if (judged.length > 0) {
+      throw new InvalidArgumentError(
+        `WorkspaceMcpServer.start(): the contract has ${judged.join(' and ')}, which a served client's calls cannot meet; serve a contract without ${judged.length === 1 ? 'it' : 'them'}.`,
+      );
+    }
+    const masked = new Set(data.toolMask);
+    this.#tools = workspaceTools(data.mode)
       .filter((tool) => SERVED.has(tool.name) && !masked.has(tool.name))
       .map((tool) => ({
         name: tool.name,
@@ -257,10 +282,13 @@ export class WorkspaceMcpServer {
     server.#ownSupervisor = options.supervisor === undefined;
     server.#supervisor = options.supervisor ?? (await Supervisor.start(options.store));
     // The runs' model: only a request with this server's key is answered.
-    server.#bridge = await ScriptedModelServer.start((call) =>
-      call.headers.authorization !== `Bearer ${server.#key}`
-        ? { fault: 'status', status: 401 }
-        : (server.#run?.answer() ?? { text: 'No run is served.' }),
+    server.#bridge = await ScriptedModelServer.start(
+      (call) =>
+        keyMatches(call.headers.authorization, `Bearer ${server.#key}`)
+          ? (server.#run?.answer() ?? { text: 'No run is served.' })
+          : { fault: 'status', status: 401 },
+      // It answers from the client's calls alone, and keeps no request once answered.
+      { keepCalls: false },
     );
     return server;
   }
@@ -289,7 +317,7 @@ export class WorkspaceMcpServer {
   }
 
   async #call(name: string, args: Record<string, unknown>): Promise<CallAnswer> {
-    if (this.#closed) return { content: [{ type: 'text', text: 'this server is closed.' }], isError: true };
+    if (this.#closed) return CLOSED;
     return new Promise<CallAnswer>((resolve) => {
       this.requeue({ name, args, id: `mcp-${++this.#calls}`, resolve });
     });
@@ -298,10 +326,17 @@ export class WorkspaceMcpServer {
   /** Hands a call to the run being served, starting one when none is open. */
   requeue(pending: Pending): void {
     if (this.#closed) {
-      pending.resolve({ content: [{ type: 'text', text: 'this server is closed.' }], isError: true });
+      pending.resolve(CLOSED);
       return;
     }
-    void this.#served().then((run) => run.call(pending));
+    this.#served().then(
+      (run) => (this.#closed ? pending.resolve(CLOSED) : run.call(pending)),
+      (error: unknown) =>
+        pending.resolve({
+          content: [{ type: 'text', text: `no run could be started for the call: ${(error as Error).message}` }],
+          isError: true,
+        }),
+    );
   }
 
   async #served(): Promise<ServedRun> {
@@ -309,6 +344,7 @@ export class WorkspaceMcpServer {
     // The last run is ended before the next starts: one run at a time, in order.
     await this.#run?.ended;
     if (this.#run?.open) return this.#run;
+    if (this.#closed) throw new Error('this server is closed');
     const bridge = this.#bridge as ScriptedModelServer;
     const handle = (this.#supervisor as Supervisor).run({
       contract: this.#contract,
@@ -330,9 +366,26 @@ export class WorkspaceMcpServer {
 
   /** The answer to the call `callId` of run `rootId`, read from its committed step: the observation, and a refusal's rule and layer. */
   observation(rootId: string, callId: string): CallAnswer {
+    try {
+      return (
+        this.answered(rootId, callId) ?? {
+          content: [{ type: 'text', text: 'the call left no observation.' }],
+          isError: true,
+        }
+      );
+    } catch (error) {
+      return {
+        content: [{ type: 'text', text: `the call's answer could not be read: ${(error as Error).message}` }],
+        isError: true,
+      };
+    }
+  }
+
+  /** The answer the committed step of call `callId` holds; null when no committed step has it. */
+  answered(rootId: string, callId: string): CallAnswer | null {
     const step = this.store.steps(rootId).at(-1);
     const observation = step?.observations.find((item) => item.callId === callId);
-    if (!observation) return { content: [{ type: 'text', text: 'the call left no observation.' }], isError: true };
+    if (!observation) return null;
     const refusal = this.store.events(rootId).find((event) => event.type === 'refusal' && event.callId === callId);
     const refused =
       refusal && refusal.type === 'refusal' ? `\n(refused by rule "${refusal.rule}" of layer "${refusal.layer}")` : '';

@@ -132,6 +132,12 @@ export interface ScriptedModelServerOptions {
   models?: ScriptedModel[];
   /** Wait between SSE events; at 0 the server still yields a turn so each event goes out in its own write. */
   chunkDelayMs?: number;
+  /**
+   * Keep each call in {@link ScriptedModelServer.calls} and its response's end (default
+   * true). A long-lived server that answers from its script alone sets it false, so it
+   * holds no request once answered.
+   */
+  keepCalls?: boolean;
 }
 
 /** What a truncated stream carries before it is cut, since a truncate fault has no content of its own. */
@@ -183,6 +189,7 @@ export class ScriptedModelServer {
   readonly #script: ModelScript;
   readonly #models: ScriptedModel[];
   readonly #chunkDelayMs: number;
+  readonly #keepCalls: boolean;
   readonly #responseEnds = new Map<number, Promise<'finished' | 'closed'>>();
   readonly #connections = new WeakMap<object, number>();
   #connectionCount = 0;
@@ -196,6 +203,7 @@ export class ScriptedModelServer {
     this.#script = script;
     this.#models = options.models ?? [];
     this.#chunkDelayMs = Math.max(0, options.chunkDelayMs ?? 0);
+    this.#keepCalls = options.keepCalls !== false;
     server.on('connection', (socket) => {
       this.#connections.set(socket, this.#connectionCount++);
     });
@@ -303,15 +311,16 @@ export class ScriptedModelServer {
       index: this.calls.length,
       connection: this.#connections.get(request.socket) ?? -1,
     };
-    this.calls.push(call);
-    this.#responseEnds.set(
-      call.index,
-      new Promise((resolve) => {
-        const ended = () => resolve(response.writableFinished ? 'finished' : 'closed');
-        if (response.destroyed) ended();
-        else response.once('close', ended);
-      }),
-    );
+    if (this.#keepCalls) this.calls.push(call);
+    if (this.#keepCalls)
+      this.#responseEnds.set(
+        call.index,
+        new Promise((resolve) => {
+          const ended = () => resolve(response.writableFinished ? 'finished' : 'closed');
+          if (response.destroyed) ended();
+          else response.once('close', ended);
+        }),
+      );
     const problem = parseError ?? invalidRequest(wire, body);
     if (problem !== null) {
       sendJson(response, 400, errorBody(wire, 400, problem));

@@ -314,6 +314,9 @@ export class AgentRun implements RunContext {
       this.step.early = new Map();
       // The tiers this request offers: a family opened during the step is offered from the next.
       const offered = tiered?.offered();
+      // A paused step's own expand_tools call is not made again on its replay: what it opened
+      // is offered from the next step, as it would have been.
+      if (replay && tiered) tiered.open(restored.draftExpanded);
       const withheld = (name: string) => withheldBy(mask, offered, registry, name);
       const draft = replay?.partial ?? null;
       let completion: Completion;

@@ -120,8 +120,10 @@ export interface RestoredRun {
   planApproved: boolean;
   /** The trace already says the model was escalated. */
   escalated: boolean;
-  /** The tool families opened by `expand_tools` (in committed steps and the draft). */
+  /** The tool families opened by `expand_tools` in committed steps. */
   expanded: string[];
+  /** Those opened in the draft's step, before it paused: offered from the step after it. */
+  draftExpanded: string[];
 }
 
 /** Restores a run from its steps and its draft. Null when the store has no such run. */
@@ -160,7 +162,8 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
         : null,
     planApproved: events.some((event) => event.type === 'plan-decided' && event.decision !== 'cancel'),
     escalated: events.some((event) => event.type === 'model-escalated'),
-    expanded: [...events, ...((draft?.partial as StepDraft | undefined)?.events ?? [])].flatMap((event) =>
+    expanded: events.flatMap((event) => (event.type === 'tools-expanded' ? [event.family] : [])),
+    draftExpanded: ((draft?.partial as StepDraft | undefined)?.events ?? []).flatMap((event) =>
       event.type === 'tools-expanded' ? [event.family] : [],
     ),
   };

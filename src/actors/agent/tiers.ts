@@ -29,7 +29,12 @@ export class ToolTiers {
 
   constructor(registry: ToolRegistry<AgentCall>, expanded: Iterable<string>) {
     this.families = registry.families();
-    for (const family of expanded) if (this.families.has(family)) this.expanded.add(family);
+    this.open(expanded);
+  }
+
+  /** Opens the families named (as the trace has them); a name that is not a family here is passed over. */
+  open(families: Iterable<string>): void {
+    for (const family of families) if (this.families.has(family)) this.expanded.add(family);
   }
 
   /** The families a request offers now: a copy, so a call made in this step opens a family for the next. */
