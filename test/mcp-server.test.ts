@@ -153,7 +153,9 @@ describe('our tools served over MCP', () => {
     expect(stranger.status).toBe(401);
     await expect(client(new StreamableHTTPClientTransport(new URL(url)))).rejects.toThrow();
     const mcp = await client(
-      new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+      new StreamableHTTPClientTransport(new URL(url), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
     );
     const read = await mcp.callTool({ name: 'read_file', arguments: { path: 'a.txt' } });
     expect(text(read)).toContain('alpha');
