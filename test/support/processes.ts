@@ -109,6 +109,8 @@ export class Driver {
   readonly lines: DriverLine[] = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   #listeners: (() => void)[] = [];
+  /** Set once the process has exited and its output has all been read ('close', not 'exit': a line written just before exiting is in). */
+  #gone = false;
   stderr = '';
 
   constructor(config: DriverConfig) {
@@ -129,7 +131,8 @@ export class Driver {
       this.stderr += chunk;
     });
     this.exited = new Promise((resolve) => {
-      this.child.on('exit', (code, signal) => {
+      this.child.on('close', (code, signal) => {
+        this.#gone = true;
         for (const listener of this.#listeners) listener();
         resolve({ code, signal });
       });
@@ -144,9 +147,14 @@ export class Driver {
         if (found) {
           this.#listeners = this.#listeners.filter((fn) => fn !== check);
           resolve(found);
-        } else if (this.child.exitCode !== null || this.child.signalCode !== null) {
+        } else if (this.#gone) {
           this.#listeners = this.#listeners.filter((fn) => fn !== check);
-          reject(new Error(`driver exited before the line arrived; stderr: ${this.stderr.slice(-2000)}`));
+          const last = JSON.stringify(this.lines.slice(-3));
+          reject(
+            new Error(
+              `driver exited before the line arrived; its last lines: ${last}; stderr: ${this.stderr.slice(-2000)}`,
+            ),
+          );
         }
       };
       this.#listeners.push(check);
