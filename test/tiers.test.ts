@@ -29,6 +29,16 @@ async function model(calls: { name: string; args: Record<string, unknown> }[]) {
   return { bodies, provider: OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' }) };
 }
 
+/** An embedder's tool in a family of its own, \`talk\`. */
+const echo = tool({
+  name: 'echo',
+  description: 'Says it back.',
+  parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+  effect: 'reads',
+  family: 'talk',
+  execute: ({ text }) => `echo: ${String(text)}`,
+});
+
 const names = (body: Body | undefined) => (body?.tools ?? []).map((item) => item.function.name);
 const system = (body: Body | undefined) => String(body?.messages.find((item) => item.role === 'system')?.content);
 
@@ -118,13 +128,6 @@ describe('tool tiers', () => {
     const workspace = tempWorkspace({ 'a.txt': 'alpha\n' });
     const { supervisor } = await supervisorOnStore();
     const { bodies, provider } = await model([]);
-    const echo = tool({
-      name: 'echo',
-      description: 'Says it back.',
-      parameters: { type: 'object', properties: { text: { type: 'string' } } },
-      family: 'talk',
-      execute: ({ text }) => String(text),
-    });
     const result = await supervisor.run({
       contract: TaskContract.workspace('look', workspace),
       provider,
@@ -141,14 +144,6 @@ describe('tool tiers', () => {
   it("keeps an embedder's family back, and a resumed run offers what the trace says was opened", async () => {
     const workspace = tempWorkspace({ 'a.txt': 'alpha\n' });
     const { store, supervisor } = await supervisorOnStore();
-    const echo = tool({
-      name: 'echo',
-      description: 'Says it back.',
-      parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
-      effect: 'reads',
-      family: 'talk',
-      execute: ({ text }) => `echo: ${String(text)}`,
-    });
     const { bodies, provider } = await model([
       { name: 'expand_tools', args: { family: 'talk' } },
       { name: 'ask_operator', args: { question: 'go on?' } },
@@ -179,14 +174,6 @@ describe('tool tiers', () => {
   it("a paused step's own expand_tools opens the family from the next step on its replay too", async () => {
     const workspace = tempWorkspace({ 'a.txt': 'alpha\n' });
     const { store, supervisor } = await supervisorOnStore();
-    const echo = tool({
-      name: 'echo',
-      description: 'Says it back.',
-      parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
-      effect: 'reads',
-      family: 'talk',
-      execute: ({ text }) => `echo: ${String(text)}`,
-    });
     const bodies: Body[] = [];
     const server = await ScriptedModelServer.start((call) => {
       bodies.push(call.body as Body);

@@ -55,21 +55,6 @@ export interface WorkspaceMcpServerOptions {
   supervisor?: Supervisor;
 }
 
-/** The workspace tools served: the file, search and command tools; never the tree's, a person's or a tier's. */
-const SERVED = new Set([
-  'read_file',
-  'grep',
-  'find',
-  'write_file',
-  'edit_file',
-  'patch_file',
-  'exec',
-  'shell',
-  'shell_start',
-  'shell_poll',
-  'shell_kill',
-]);
-
 const DEFAULT_IDLE_MS = 240_000;
 /** Calls one run takes by default (see {@link WorkspaceMcpServerOptions.callsPerRun}). */
 const CALLS_PER_RUN = 200;
@@ -251,7 +236,8 @@ export class WorkspaceMcpServer {
     }
     const masked = new Set(data.toolMask);
     this.#tools = workspaceTools(data.mode)
-      .filter((tool) => SERVED.has(tool.name) && !masked.has(tool.name))
+      // The workspace's own tools, never the tree's, a person's or expand_tools (those are not workspace tools).
+      .filter((tool) => !masked.has(tool.name))
       .map((tool) => ({
         name: tool.name,
         description: tool.description,
