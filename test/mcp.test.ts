@@ -232,6 +232,35 @@ describe('MCP servers', () => {
     expect(alive()).toBe(false);
   });
 
+  it("reaches a run's HTTP server through the run's egress proxy: the address floor holds unless that server is allowed local", async () => {
+    const dir = tempWorkspace({ 'a.txt': 'alpha\n' });
+    const store = await Store.open(tempStorePath());
+    cleanup.push(async () => store.close());
+    const web = await httpServer();
+    const { provider } = await model([{ name: 'web__echo', args: { text: 'through' } }]);
+    const policy = Policy.default().layer('mcp').allowTool('web__*').allowNet('127.0.0.1');
+    const task = () => TaskContract.workspace('echo it', dir);
+    // Loopback is under the address floor: even allowed by the policy, the proxy will not dial it.
+    const floored = await runWith(task(), provider, store, policy, undefined, {
+      mcp: [{ name: 'web', url: web.url }],
+    }).then(
+      () => null,
+      (error: unknown) => error as McpServerError,
+    );
+    expect(floored).toBeInstanceOf(McpServerError);
+    expect(floored?.details).toMatchObject({ server: 'web', layer: 'address-floor' });
+    expect(floored?.message).toMatch(/allowLocalAddress/);
+    expect(web.calls).toEqual([]);
+    expect(store.runs()).toEqual([]);
+    const result = await runWith(task(), provider, store, policy, undefined, {
+      mcp: [{ name: 'web', url: web.url, allowLocalAddress: true }],
+    });
+    expect(result.outcome.kind).toBe('finished');
+    expect(web.calls).toEqual(['through']);
+    const [echo] = store.steps(result.runId).flatMap((step) => step.observations);
+    expect(echo).toMatchObject({ isError: false, content: 'echo: through' });
+  });
+
   it('pauses a run resumed after a SIGKILL mid-call on the intent, and skip does not call the server again', {
     timeout: 120_000,
   }, async () => {

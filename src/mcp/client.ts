@@ -12,15 +12,19 @@
  * This module is for the main thread only: the servers live where the tools are called.
  */
 
+import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { type Tool, tool } from '../runtime/custom-tool.js';
+import { addressOf, canonicalAddress, normalHost } from '../runtime/exec/containment/address-floor.js';
 import type { SandboxData } from '../runtime/exec/containment/boundary.js';
 import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
+import { type EgressGate, EgressRefusal, type NetTarget, netVerdict } from '../runtime/exec/containment/proxy.js';
 import { directExecutor } from '../runtime/exec/executor.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
@@ -41,6 +45,12 @@ export interface McpHttpServer {
   name: string;
   url: string;
   headers?: Record<string, string>;
+  /**
+   * The server is on this machine or a private network (loopback, RFC 1918 and the like):
+   * its connections may reach an address under the egress proxy's address floor. For this
+   * server only; the run's commands keep the floor. Default false.
+   */
+  allowLocalAddress?: boolean;
 }
 
 export type McpServerSpec = McpStdioServer | McpHttpServer;
@@ -59,8 +69,12 @@ export interface McpConnectOptions {
   /**
    * Starts the stdio servers inside this containment, as a run's commands are (writes
    * only under `root`, protected paths read-only, the network as the policy says, the
-   * caps): the sandbox of the run they serve. `{}` asks for the default sandbox.
-   * Without it, they run uncontained.
+   * caps): the sandbox of the run they serve. `{}` asks for the default sandbox. Where
+   * that containment sends commands' connections through an egress proxy, the HTTP
+   * servers' connections go through it too: every one read strictly, held to the address
+   * floor (unless the server's `allowLocalAddress`), decided by the policy, and dialled at
+   * the address that was checked. Without it, stdio servers run uncontained and HTTP ones
+   * are dialled as the policy decided at connect.
    */
   contain?: { sandbox?: SandboxData };
   /** How long connecting to a server (and listing its tools) may take. Default 10,000. */
@@ -94,6 +108,53 @@ type Wrap = (
   env: NodeJS.ProcessEnv,
 ) => { argv: string[]; env: NodeJS.ProcessEnv };
 
+/** Makes one of an HTTP server's connections through the run's egress proxy. */
+type Dial = (target: NetTarget, options?: { belowFloor?: boolean }) => Promise<Socket>;
+
+/**
+ * A fetch whose every connection is made by `dial` (TLS on top for https), for the SDK's
+ * transport: the undici agent it uses, closed with the server.
+ */
+function routedFetch(dial: Dial, belowFloor: boolean): { fetch: FetchLike; close(): Promise<void> } {
+  const tls = buildConnector({});
+  const agent = new Agent({
+    connect: (options, callback) => {
+      const port = Number(options.port) || (options.protocol === 'https:' ? 443 : 80);
+      dial({ host: options.hostname, port }, { belowFloor }).then(
+        (socket) => {
+          if (options.protocol === 'https:') tls({ ...options, httpSocket: socket }, callback);
+          else callback(null, socket);
+        },
+        (error: Error) => callback(error, null),
+      );
+    },
+  });
+  return {
+    fetch: ((url: string | URL, init?: RequestInit) =>
+      undiciFetch(url, { ...(init as object), dispatcher: agent })) as unknown as FetchLike,
+    close: () => agent.close(),
+  };
+}
+
+/** The egress proxy's refusal somewhere in an error's causes (fetch wraps it), if it was one. */
+function refusalIn(error: unknown): EgressRefusal | null {
+  let seen: unknown = error;
+  for (let depth = 0; depth < 6 && seen; depth++) {
+    if (seen instanceof EgressRefusal) return seen;
+    seen = (seen as { cause?: unknown }).cause;
+  }
+  return null;
+}
+
+/** What a refusal of the proxy says to whoever configured the server, with what to do about the floor. */
+function refusalText(refusal: EgressRefusal, spec: McpHttpServer): string {
+  const floor =
+    refusal.layer === 'address-floor'
+      ? ` If the server is on this machine or your own network, set allowLocalAddress: true on ${spec.name}'s spec.`
+      : '';
+  return `the run's egress proxy refused the connection: ${refusal.reason} (rule ${refusal.rule}, layer ${refusal.layer}).${floor}`;
+}
+
 const SERVER_NAME = /^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$/;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const DEFAULTS = { connectTimeoutMs: 10_000, callTimeoutMs: 60_000 };
@@ -113,20 +174,23 @@ class Connection {
   resources = false;
   prompts = false;
 
-  constructor(spec: McpServerSpec, options: typeof DEFAULTS, wrap: Wrap | null) {
+  constructor(spec: McpServerSpec, options: typeof DEFAULTS, wrap: Wrap | null, dial: Dial | null) {
     this.spec = spec;
     this.#options = options;
     this.#wrap = wrap;
+    this.#routed = dial && 'url' in spec ? routedFetch(dial, spec.allowLocalAddress === true) : null;
   }
 
   readonly #wrap: Wrap | null;
+  /** An HTTP server's fetch through the run's egress proxy, where it has one. */
+  readonly #routed: { fetch: FetchLike; close(): Promise<void> } | null;
 
   get gone(): boolean {
     return this.deaths >= 2;
   }
 
   /** What the policy says about starting or dialling this server; refused with the rule and layer that said no. */
-  async authorize(policy: Policy, root: string, approver: Approver | undefined): Promise<void> {
+  async authorize(policy: Policy, root: string, approver: Approver | undefined, approved: Set<string>): Promise<void> {
     const spec = this.spec;
     let act: Act;
     if ('url' in spec) {
@@ -154,7 +218,10 @@ class Connection {
             layer: decision.layer,
           })
         : null;
-      if (answer === 'approve') return;
+      if (answer === 'approve') {
+        if (act.kind === 'net') approved.add(targetKey(act.host, act.port));
+        return;
+      }
       throw new McpServerError(
         spec.name,
         `${what} was not approved (the policy asks: ${decision.rule}, layer ${decision.layer}${approver ? '' : '; no approver was given'}).`,
@@ -189,7 +256,13 @@ class Connection {
       this.prompts = capabilities.prompts !== undefined;
     } catch (error) {
       await client.close().catch(() => undefined);
-      throw new McpServerError(this.spec.name, this.#why(error, died), error);
+      const refusal = refusalIn(error);
+      throw new McpServerError(
+        this.spec.name,
+        this.#why(error, died),
+        error,
+        refusal ? { rule: refusal.rule, layer: refusal.layer } : {},
+      );
     }
     this.#client = client;
   }
@@ -199,6 +272,7 @@ class Connection {
     if ('url' in spec) {
       return new StreamableHTTPClientTransport(new URL(spec.url), {
         ...(spec.headers ? { requestInit: { headers: spec.headers } } : {}),
+        ...(this.#routed ? { fetch: this.#routed.fetch } : {}),
       });
     }
     const cwd = spec.cwd ?? process.cwd();
@@ -220,8 +294,11 @@ class Connection {
     const message = error instanceof Error ? error.message : String(error);
     const code = (error as { code?: unknown })?.code;
     const spec = this.spec;
-    if ('url' in spec)
+    if ('url' in spec) {
+      const refusal = refusalIn(error);
+      if (refusal) return `could not be dialled at ${spec.url}: ${refusalText(refusal, spec)}`;
       return `did not answer as an MCP server at ${spec.url}: ${message}. Check that it is up and serves MCP there.`;
+    }
     const where = `started as ${JSON.stringify(spec.command.join(' '))}`;
     if (code === 'ENOENT') return `could not be started: ${JSON.stringify(spec.command[0])} was not found (${where}).`;
     if (died) return `stopped before it answered (${where}): ${message}. Check that it speaks MCP on its stdout.`;
@@ -299,7 +376,13 @@ class Connection {
     try {
       return await send(client, { signal, timeout: this.#options.callTimeoutMs });
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
+      const refusal = refusalIn(error);
+      const message =
+        refusal && 'url' in this.spec
+          ? refusalText(refusal, this.spec)
+          : error instanceof Error
+            ? error.message
+            : String(error);
       if (this.#client !== client && !this.#closed) {
         // The server went away with the call in flight: whether it acted is not known, so the call is not sent again.
         await this.#restart(message).catch(() => undefined);
@@ -328,7 +411,32 @@ class Connection {
     const client = this.#client;
     this.#client = null;
     await client?.close().catch(() => undefined);
+    await this.#routed?.close().catch(() => undefined);
   }
+}
+
+/** A host and port in the one spelling the egress proxy decides them in. */
+function targetKey(host: string, port: number): string {
+  const literal = addressOf(host);
+  return `${literal ? canonicalAddress(literal) : normalHost(host)}:${port}`;
+}
+
+/**
+ * The egress gate of the servers' containment: the policy decides; an ask is let through
+ * for a host and port the approver approved when the servers were decided, and refused
+ * otherwise (a connection cannot wait for a person). Records nothing: the servers are
+ * decided, and refused, before the run.
+ */
+function approvedGate(policy: Policy | null, root: string, approved: Set<string>): EgressGate {
+  return {
+    decide: async (target) => {
+      if (!policy) return { ok: true };
+      const decision = policy.decide({ kind: 'net', host: target.host, port: target.port }, root);
+      if (decision.effect === 'ask' && approved.has(targetKey(target.host, target.port))) return { ok: true };
+      return netVerdict(decision);
+    },
+    refused: () => undefined,
+  };
 }
 
 /** A call's result as the observation the model reads: its text, a line for each image, audio or resource, or its structured content. */
@@ -466,6 +574,21 @@ function checkSpecs(specs: unknown): McpServerSpec[] {
         throw new InvalidArgumentError(
           `MCP server ${name}: url must be an http or https URL, got ${JSON.stringify(url)}.`,
         );
+      const { headers, allowLocalAddress } = spec as Record<string, unknown>;
+      if (
+        headers !== undefined &&
+        (typeof headers !== 'object' ||
+          headers === null ||
+          Array.isArray(headers) ||
+          Object.values(headers).some((value) => typeof value !== 'string'))
+      )
+        throw new InvalidArgumentError(
+          `MCP server ${name}: headers must be an object of strings, e.g. { authorization: "Bearer ..." }.`,
+        );
+      if (allowLocalAddress !== undefined && typeof allowLocalAddress !== 'boolean')
+        throw new InvalidArgumentError(
+          `MCP server ${name}: allowLocalAddress must be true or false, got ${JSON.stringify(allowLocalAddress)}.`,
+        );
     }
     return spec as McpServerSpec;
   });
@@ -534,19 +657,26 @@ export class McpServers {
     const { policy, root, approver, contain, ...timeouts } = options;
     const settings = { ...DEFAULTS, ...timeouts };
     const workspace = resolve(root ?? '.');
+    // The hosts an approver let through when the servers were decided: their connections through the proxy are not asked again.
+    const approved = new Set<string>();
     // One executor for the servers' containment, ended with them.
     const executor = contain
       ? new ContainedExecutor(directExecutor, {
           ...(contain.sandbox ? { sandbox: contain.sandbox } : {}),
           root: workspace,
           policy: policy ?? null,
+          egress: approvedGate(policy ?? null, workspace, approved),
         })
       : null;
     const wrap: Wrap | null = executor ? (argv, cwd, env) => executor.wrapCommand(argv, cwd, env) : null;
-    const connections = checked.map((spec) => new Connection(spec, settings, wrap));
+    const connections = checked.map(
+      (spec) =>
+        new Connection(spec, settings, wrap, executor?.dialer({ callId: '', tool: `mcp:${spec.name}` }) ?? null),
+    );
     // Every server decided before any is started: a refusal starts none.
     try {
-      if (policy) for (const connection of connections) await connection.authorize(policy, workspace, approver);
+      if (policy)
+        for (const connection of connections) await connection.authorize(policy, workspace, approver, approved);
     } catch (error) {
       await executor?.close();
       throw error;

@@ -14,6 +14,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import type { Socket } from 'node:net';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContainmentUnavailableError } from '../../../errors.js';
@@ -43,7 +44,15 @@ import {
   wrapForRung,
 } from './boundary.js';
 import { type ProbeReport, probeContainment } from './probe.js';
-import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
+import {
+  type CommandOrigin,
+  type EgressGate,
+  EgressProxy,
+  type LookupAll,
+  type NetTarget,
+  PROBE_TOOL,
+  policyGate,
+} from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
 
 /** The port the egress proxy is reached at from inside a command's network namespace (its own loopback). */
@@ -420,17 +429,34 @@ export class ContainedExecutor implements Executor {
   #relay(origin: CommandOrigin | null): { relay: Relay; close(): Promise<void> } | null {
     if (this.#report.network !== 'proxy') return null;
     this.boundary();
+    const socket = join(this.#dir as string, `net-${++this.#sockets}.sock`);
+    const listening = this.#egress().listen(socket, origin);
+    return {
+      relay: { port: RELAY_PORT, socket },
+      close: async () => (await listening).close(),
+    };
+  }
+
+  #egress(): EgressProxy {
     this.#proxy ??= new EgressProxy({
       gate: this.#gate,
       ownPorts: [RELAY_PORT],
       ...(this.#lookup ? { lookup: this.#lookup } : {}),
     });
-    const socket = join(this.#dir as string, `net-${++this.#sockets}.sock`);
-    const listening = this.#proxy.listen(socket, origin);
-    return {
-      relay: { port: RELAY_PORT, socket },
-      close: async () => (await listening).close(),
-    };
+    return this.#proxy;
+  }
+
+  /**
+   * Where the run's commands reach the network only through its egress proxy, a way for
+   * the harness's own connections made for the run (an HTTP MCP server's) to go the same
+   * way: admitted by the proxy (see {@link EgressProxy.dial}). Null on the other rungs,
+   * whose connections go as the policy alone decided.
+   */
+  dialer(
+    origin: CommandOrigin | null,
+  ): ((target: NetTarget, options?: { belowFloor?: boolean }) => Promise<Socket>) | null {
+    if (this.#report.network !== 'proxy') return null;
+    return (target, options) => this.#egress().dial(target, origin, options);
   }
 
   /** What the run's commands get. */

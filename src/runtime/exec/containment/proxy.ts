@@ -130,13 +130,31 @@ const HOP_HEADERS = new Set([
   'upgrade',
 ]);
 
-interface Listener {
+/** Who asks for connections, and what was decided for them: one decision per host and port, so the approver is asked once and the trace says it once. */
+interface Asker {
+  origin: CommandOrigin | null;
+  decided: Map<string, Promise<EgressVerdict>>;
+}
+
+interface Listener extends Asker {
   server: Server;
   path: string;
-  origin: CommandOrigin | null;
-  /** One decision per host and port per command: the approver is asked once, the trace says it once. */
-  decided: Map<string, Promise<EgressVerdict>>;
   sockets: Set<Socket>;
+}
+
+/** A connection the proxy would not make, with the rule and layer that refused it. */
+export class EgressRefusal extends Error {
+  readonly rule: string;
+  readonly layer: string;
+  readonly reason: string;
+
+  constructor(verdict: { rule: string; layer: string; reason: string }) {
+    super(refusalMessage(verdict));
+    this.name = 'EgressRefusal';
+    this.rule = verdict.rule;
+    this.layer = verdict.layer;
+    this.reason = verdict.reason;
+  }
 }
 
 export interface ProxyOptions {
@@ -200,7 +218,66 @@ export class EgressProxy {
 
   /** Ends every listener and connection. */
   async close(): Promise<void> {
+    this.#closed = true;
     await Promise.all([...this.#listeners].map((listener) => this.#close(listener)));
+    for (const socket of this.#dialled) socket.destroy();
+    this.#dialled.clear();
+  }
+
+  #closed = false;
+  /** The harness's own askers (an HTTP MCP server each), by origin. */
+  readonly #askers = new Map<string, Asker>();
+  /** Connections made by {@link dial}, ended with the proxy. */
+  readonly #dialled = new Set<Socket>();
+
+  /**
+   * A connection of the harness's own (an HTTP MCP server's) taken the way a command's is:
+   * the target read strictly, the floor on the host as written, the gate, the name resolved
+   * once and every address it has checked — and the socket is to the address that was
+   * checked, never the name dialled again. `belowFloor` lets this one connection reach an
+   * address under the floor (a server the embedder said is on this machine or network);
+   * nothing else is skipped. A refusal throws an {@link EgressRefusal}.
+   */
+  async dial(
+    written: NetTarget,
+    origin: CommandOrigin | null,
+    options: { belowFloor?: boolean } = {},
+  ): Promise<Socket> {
+    if (this.#closed) throw new Error('the egress proxy is closed');
+    const key = origin ? `${origin.tool}:${origin.callId}` : '';
+    let asker = this.#askers.get(key);
+    if (!asker) {
+      asker = { origin, decided: new Map() };
+      this.#askers.set(key, asker);
+    }
+    const host = readHost(written.host);
+    if (!host || !Number.isInteger(written.port) || written.port < 1 || written.port > 65535) {
+      const verdict = {
+        ok: false as const,
+        rule: 'proxy.malformed',
+        layer: 'egress-proxy',
+        reason: `the target ${JSON.stringify(`${written.host}:${written.port}`.slice(0, 200))} is not a host and port`,
+      };
+      this.#options.gate.refused(written, verdict, origin);
+      throw new EgressRefusal(verdict);
+    }
+    const admitted = await this.#admit(asker, { host, port: written.port }, options.belowFloor === true);
+    if (!admitted.ok) throw new EgressRefusal(admitted);
+    const socket = connect({ host: admitted.address, port: written.port });
+    this.#dialled.add(socket);
+    socket.once('close', () => this.#dialled.delete(socket));
+    await new Promise<void>((resolve, reject) => {
+      socket.setTimeout(this.#options.connectTimeoutMs ?? 30_000, () =>
+        socket.destroy(new Error(`${host}:${written.port} did not answer in time`)),
+      );
+      socket.once('connect', () => {
+        socket.setTimeout(0);
+        socket.off('error', reject);
+        resolve();
+      });
+      socket.once('error', reject);
+    });
+    return socket;
   }
 
   /**
@@ -208,8 +285,9 @@ export class EgressProxy {
    * gate, then the floor on every address the name resolves to. Returns the address to dial.
    */
   async #admit(
-    listener: Listener,
+    listener: Asker,
     written: NetTarget,
+    belowFloor = false,
   ): Promise<{ ok: true; address: string; host: string } | { ok: false; rule: string; layer: string; reason: string }> {
     let target = written;
     // The containment probe's canary: answered by the floor, or refused after it, never put to the gate nor recorded.
@@ -219,7 +297,7 @@ export class EgressProxy {
       if (!probing) this.#options.gate.refused(target, refusal, listener.origin);
       return refusal;
     };
-    const lifted = floorLifted();
+    const lifted = belowFloor || floorLifted();
     const literal = addressOf(target.host);
     // An address is decided, remembered and dialled in one spelling, whichever the command wrote
     // (`0x7f000002`, `127.2`, `[::ffff:7f00:2%lo]` are all 127.0.0.2 to the policy).
