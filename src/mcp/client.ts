@@ -21,10 +21,9 @@ import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/tran
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { type Tool, tool } from '../runtime/custom-tool.js';
-import { addressOf, canonicalAddress, normalHost } from '../runtime/exec/containment/address-floor.js';
 import type { SandboxData } from '../runtime/exec/containment/boundary.js';
 import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
-import { type EgressGate, EgressRefusal, type NetTarget, netVerdict } from '../runtime/exec/containment/proxy.js';
+import { EgressRefusal, type NetTarget, policyGate, targetKey } from '../runtime/exec/containment/proxy.js';
 import { directExecutor } from '../runtime/exec/executor.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
@@ -219,7 +218,7 @@ class Connection {
           })
         : null;
       if (answer === 'approve') {
-        if (act.kind === 'net') approved.add(targetKey(act.host, act.port));
+        if (act.kind === 'net') approved.add(targetKey(act));
         return;
       }
       throw new McpServerError(
@@ -413,30 +412,6 @@ class Connection {
     await client?.close().catch(() => undefined);
     await this.#routed?.close().catch(() => undefined);
   }
-}
-
-/** A host and port in the one spelling the egress proxy decides them in. */
-function targetKey(host: string, port: number): string {
-  const literal = addressOf(host);
-  return `${literal ? canonicalAddress(literal) : normalHost(host)}:${port}`;
-}
-
-/**
- * The egress gate of the servers' containment: the policy decides; an ask is let through
- * for a host and port the approver approved when the servers were decided, and refused
- * otherwise (a connection cannot wait for a person). Records nothing: the servers are
- * decided, and refused, before the run.
- */
-function approvedGate(policy: Policy | null, root: string, approved: Set<string>): EgressGate {
-  return {
-    decide: async (target) => {
-      if (!policy) return { ok: true };
-      const decision = policy.decide({ kind: 'net', host: target.host, port: target.port }, root);
-      if (decision.effect === 'ask' && approved.has(targetKey(target.host, target.port))) return { ok: true };
-      return netVerdict(decision);
-    },
-    refused: () => undefined,
-  };
 }
 
 /** A call's result as the observation the model reads: its text, a line for each image, audio or resource, or its structured content. */
@@ -665,7 +640,7 @@ export class McpServers {
           ...(contain.sandbox ? { sandbox: contain.sandbox } : {}),
           root: workspace,
           policy: policy ?? null,
-          egress: approvedGate(policy ?? null, workspace, approved),
+          egress: policyGate(policy ?? null, workspace, approved),
         })
       : null;
     const wrap: Wrap | null = executor ? (argv, cwd, env) => executor.wrapCommand(argv, cwd, env) : null;

@@ -14,7 +14,6 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import type { Socket } from 'node:net';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContainmentUnavailableError } from '../../../errors.js';
@@ -44,15 +43,7 @@ import {
   wrapForRung,
 } from './boundary.js';
 import { type ProbeReport, probeContainment } from './probe.js';
-import {
-  type CommandOrigin,
-  type EgressGate,
-  EgressProxy,
-  type LookupAll,
-  type NetTarget,
-  PROBE_TOOL,
-  policyGate,
-} from './proxy.js';
+import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
 
 /** The port the egress proxy is reached at from inside a command's network namespace (its own loopback). */
@@ -449,14 +440,16 @@ export class ContainedExecutor implements Executor {
   /**
    * Where the run's commands reach the network only through its egress proxy, a way for
    * the harness's own connections made for the run (an HTTP MCP server's) to go the same
-   * way: admitted by the proxy (see {@link EgressProxy.dial}). Null on the other rungs,
-   * whose connections go as the policy alone decided.
+   * way: admitted by the proxy (see {@link EgressProxy.dialer}), which starts at the first
+   * connection. Null on the other rungs, whose connections go as the policy alone decided.
    */
-  dialer(
-    origin: CommandOrigin | null,
-  ): ((target: NetTarget, options?: { belowFloor?: boolean }) => Promise<Socket>) | null {
+  dialer(origin: CommandOrigin | null): ReturnType<EgressProxy['dialer']> | null {
     if (this.#report.network !== 'proxy') return null;
-    return (target, options) => this.#egress().dial(target, origin, options);
+    let dial: ReturnType<EgressProxy['dialer']> | undefined;
+    return (target, options) => {
+      dial ??= this.#egress().dialer(origin);
+      return dial(target, options);
+    };
   }
 
   /** What the run's commands get. */

@@ -91,6 +91,20 @@ function readPort(text: string): number | null {
   return port >= 1 && port <= 65535 ? port : null;
 }
 
+/**
+ * A host and port in the one spelling the proxy decides, remembers and dials them in:
+ * an address literal canonical (`0x7f000002`, `127.2` and `[::ffff:7f00:2%lo]` are all
+ * 127.0.0.2), a name as {@link normalHost} gives it.
+ */
+export function targetKey(target: NetTarget): string {
+  return `${spelledHost(target.host)}:${target.port}`;
+}
+
+function spelledHost(host: string): string {
+  const literal = addressOf(host);
+  return literal ? canonicalAddress(literal) : normalHost(host);
+}
+
 /** A CONNECT's authority-form target, `host:port` or `[v6]:port`; no user part, nothing else. */
 export function readAuthority(authority: string): NetTarget | null {
   const colon = authority.lastIndexOf(':');
@@ -225,59 +239,41 @@ export class EgressProxy {
   }
 
   #closed = false;
-  /** The harness's own askers (an HTTP MCP server each), by origin. */
-  readonly #askers = new Map<string, Asker>();
-  /** Connections made by {@link dial}, ended with the proxy. */
+  /** Connections made by a {@link dialer}, ended with the proxy. */
   readonly #dialled = new Set<Socket>();
 
   /**
-   * A connection of the harness's own (an HTTP MCP server's) taken the way a command's is:
-   * the target read strictly, the floor on the host as written, the gate, the name resolved
-   * once and every address it has checked — and the socket is to the address that was
-   * checked, never the name dialled again. `belowFloor` lets this one connection reach an
-   * address under the floor (a server the embedder said is on this machine or network);
-   * nothing else is skipped. A refusal throws an {@link EgressRefusal}.
+   * Connections of the harness's own (an HTTP MCP server's) for `origin`, taken the way a
+   * command's are: the target read strictly, the floor on the host as written, the gate
+   * (once per host and port), the name resolved once and every address it has checked, and
+   * the socket to the address that was checked, never the name dialled again. `belowFloor`
+   * lets a connection reach an address under the floor (a server the embedder said is on
+   * this machine or network); nothing else is skipped. A refusal throws an {@link EgressRefusal}.
    */
-  async dial(
-    written: NetTarget,
-    origin: CommandOrigin | null,
-    options: { belowFloor?: boolean } = {},
-  ): Promise<Socket> {
-    if (this.#closed) throw new Error('the egress proxy is closed');
-    const key = origin ? `${origin.tool}:${origin.callId}` : '';
-    let asker = this.#askers.get(key);
-    if (!asker) {
-      asker = { origin, decided: new Map() };
-      this.#askers.set(key, asker);
-    }
-    const host = readHost(written.host);
-    if (!host || !Number.isInteger(written.port) || written.port < 1 || written.port > 65535) {
-      const verdict = {
-        ok: false as const,
-        rule: 'proxy.malformed',
-        layer: 'egress-proxy',
-        reason: `the target ${JSON.stringify(`${written.host}:${written.port}`.slice(0, 200))} is not a host and port`,
-      };
-      this.#options.gate.refused(written, verdict, origin);
-      throw new EgressRefusal(verdict);
-    }
-    const admitted = await this.#admit(asker, { host, port: written.port }, options.belowFloor === true);
-    if (!admitted.ok) throw new EgressRefusal(admitted);
-    const socket = connect({ host: admitted.address, port: written.port });
-    this.#dialled.add(socket);
-    socket.once('close', () => this.#dialled.delete(socket));
-    await new Promise<void>((resolve, reject) => {
-      socket.setTimeout(this.#options.connectTimeoutMs ?? 30_000, () =>
-        socket.destroy(new Error(`${host}:${written.port} did not answer in time`)),
-      );
-      socket.once('connect', () => {
-        socket.setTimeout(0);
-        socket.off('error', reject);
-        resolve();
+  dialer(origin: CommandOrigin | null): (target: NetTarget, options?: { belowFloor?: boolean }) => Promise<Socket> {
+    const asker: Asker = { origin, decided: new Map() };
+    return async (written, options = {}) => {
+      if (this.#closed) throw new Error('the egress proxy is closed');
+      const host = readHost(written.host);
+      const port = readPort(String(written.port));
+      if (!host || !port)
+        throw new EgressRefusal(
+          this.#malformed(asker, written, `the target ${targetText(written)} is not a host and port`),
+        );
+      const admitted = await this.#admit(asker, { host, port }, options.belowFloor === true);
+      if (!admitted.ok) throw new EgressRefusal(admitted);
+      const socket = this.#upstream(admitted.address, port);
+      this.#dialled.add(socket);
+      socket.once('close', () => this.#dialled.delete(socket));
+      await new Promise<void>((resolve, reject) => {
+        socket.once('connect', () => {
+          socket.off('error', reject);
+          resolve();
+        });
+        socket.once('error', reject);
       });
-      socket.once('error', reject);
-    });
-    return socket;
+      return socket;
+    };
   }
 
   /**
@@ -299,16 +295,15 @@ export class EgressProxy {
     };
     const lifted = belowFloor || floorLifted();
     const literal = addressOf(target.host);
-    // An address is decided, remembered and dialled in one spelling, whichever the command wrote
-    // (`0x7f000002`, `127.2`, `[::ffff:7f00:2%lo]` are all 127.0.0.2 to the policy).
-    if (literal) target = { ...target, host: canonicalAddress(literal) };
+    // An address is decided, remembered and dialled in one spelling, whichever the command wrote.
+    target = { ...target, host: spelledHost(target.host) };
     if (!lifted) {
       const floor = checkHost(target.host);
       if (!floor.ok) return refuse({ rule: floor.rule, layer: 'address-floor', reason: floor.reason });
     }
     if (probing)
       return refuse({ rule: 'proxy.probe', layer: 'egress-proxy', reason: 'the probe is answered, never dialled' });
-    const key = `${target.host}:${target.port}`;
+    const key = targetKey(target);
     let decided = listener.decided.get(key);
     if (!decided) {
       decided = this.#options.gate.decide(target, listener.origin);
@@ -353,23 +348,34 @@ export class EgressProxy {
   }
 
   /** A target the proxy cannot read, refused and recorded as such. */
-  #malformed(listener: Listener, request: IncomingMessage, why: string): Extract<EgressVerdict, { ok: false }> {
-    const url = (request.url ?? '').slice(0, 200);
-    const verdict = {
-      ok: false as const,
-      rule: 'proxy.malformed',
-      layer: 'egress-proxy',
-      reason: `the ${request.method === 'CONNECT' ? 'CONNECT' : 'request'} target ${JSON.stringify(url)} ${why}`,
-    };
-    this.#options.gate.refused({ host: url, port: 0 }, verdict, listener.origin);
+  #malformed(asker: Asker, target: NetTarget, reason: string): Extract<EgressVerdict, { ok: false }> {
+    const verdict = { ok: false as const, rule: 'proxy.malformed', layer: 'egress-proxy', reason };
+    this.#options.gate.refused(target, verdict, asker.origin);
     return verdict;
+  }
+
+  /** A request whose target the proxy cannot read. */
+  #malformedRequest(listener: Listener, request: IncomingMessage, why: string): Extract<EgressVerdict, { ok: false }> {
+    const url = (request.url ?? '').slice(0, 200);
+    const what = request.method === 'CONNECT' ? 'CONNECT' : 'request';
+    return this.#malformed(listener, { host: url, port: 0 }, `the ${what} target ${JSON.stringify(url)} ${why}`);
+  }
+
+  /** A connection to an admitted address, given up on if it is not made in time. */
+  #upstream(address: string, port: number): Socket {
+    const upstream = connect({ host: address, port });
+    upstream.setTimeout(this.#options.connectTimeoutMs ?? 30_000, () =>
+      upstream.destroy(new Error('the connection timed out')),
+    );
+    upstream.once('connect', () => upstream.setTimeout(0));
+    return upstream;
   }
 
   #connect(listener: Listener, request: IncomingMessage, socket: Socket, head: Buffer): void {
     const target = readAuthority(request.url ?? '');
     socket.on('error', () => socket.destroy());
     if (!target) {
-      socket.end(refusalResponse(400, this.#malformed(listener, request, 'is not host:port')));
+      socket.end(refusalResponse(400, this.#malformedRequest(listener, request, 'is not host:port')));
       return;
     }
     void this.#admit(listener, target).then((admitted) => {
@@ -377,12 +383,8 @@ export class EgressProxy {
         socket.end(refusalResponse(403, admitted));
         return;
       }
-      const upstream = connect({ host: admitted.address, port: target.port });
-      upstream.setTimeout(this.#options.connectTimeoutMs ?? 30_000, () =>
-        upstream.destroy(new Error('the connection timed out')),
-      );
+      const upstream = this.#upstream(admitted.address, target.port);
       upstream.once('connect', () => {
-        upstream.setTimeout(0);
         socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
         if (head.length > 0) upstream.write(head);
         upstream.pipe(socket);
@@ -402,7 +404,7 @@ export class EgressProxy {
     const read = readAbsolute(request.url ?? '');
     if (!read) {
       const why = 'is no http:// URL this proxy takes (HTTPS goes by CONNECT; a user part is refused)';
-      writeRefusal(response, 400, this.#malformed(listener, request, why));
+      writeRefusal(response, 400, this.#malformedRequest(listener, request, why));
       request.resume();
       return;
     }
@@ -466,6 +468,11 @@ function isLoopback(address: string): boolean {
   return !verdict.ok && verdict.rule === 'floor.loopback';
 }
 
+/** A target as the refusal quotes it, cut short. */
+function targetText(target: NetTarget): string {
+  return JSON.stringify(`${target.host}:${target.port}`.slice(0, 200));
+}
+
 function refusalMessage(verdict: { rule: string; layer: string; reason: string }): string {
   return `io-harness egress proxy: refused: ${verdict.reason} (rule ${verdict.rule}, layer ${verdict.layer})`;
 }
@@ -527,11 +534,18 @@ export function netVerdict(decision: Decision, answer?: 'approve' | 'deny' | 'de
   };
 }
 
-/** A gate from a policy alone (no approver: an ask is refused; no policy: everything through), recording nothing. */
-export function policyGate(policy: Policy | null, root: string): EgressGate {
+/**
+ * A gate from a policy alone, recording nothing: no policy lets everything through; an ask
+ * is let through for a target in `approved` (by {@link targetKey}: approved by a person
+ * beforehand) and refused otherwise, a connection cannot wait for one.
+ */
+export function policyGate(policy: Policy | null, root: string, approved: ReadonlySet<string> = new Set()): EgressGate {
   return {
-    decide: async (target) =>
-      policy ? netVerdict(policy.decide({ kind: 'net', host: target.host, port: target.port }, root)) : { ok: true },
+    decide: async (target) => {
+      if (!policy) return { ok: true };
+      const decision = policy.decide({ kind: 'net', host: target.host, port: target.port }, root);
+      return decision.effect === 'ask' && approved.has(targetKey(target)) ? { ok: true } : netVerdict(decision);
+    },
     refused: () => undefined,
   };
 }
