@@ -19,7 +19,7 @@ export {
   StoreError,
 } from './errors.js';
 // Types only: the MCP client itself is io-harness/mcp, so the core never loads the protocol's SDK.
-export type { McpServerSpec } from './mcp/client.js';
+export type { McpServerSpec } from './mcp/spec.js';
 export type { Budget, Ceilings, Clamp } from './runtime/budget.js';
 export type { ContractBudget, ContractData, VerificationData } from './runtime/contract/contract.js';
 export { TaskContract, ToolMask, Verification, WORKSPACE_TOOL_NAMES } from './runtime/contract/contract.js';

@@ -23,6 +23,7 @@ import {
   Policy,
   runWith,
   Store,
+  Supervisor,
   TaskContract,
 } from '../dist/index.js';
 import { McpServerError, McpServers } from '../dist/mcp/index.js';
@@ -266,7 +267,12 @@ describe('MCP servers', () => {
   }, async () => {
     const dir = tempWorkspace();
     const path = tempStorePath();
-    const base = { store: path, wireScript: 'mcp#slowScript', tools: 'mcp#notesTools', toolOptions: { dir } };
+    // The supervisor's own servers: started for the tree on run, and again for it on each resume.
+    const base = {
+      store: path,
+      wireScript: 'mcp#slowScript',
+      supervisor: { mcp: [{ name: 'notes', command: ['node', FIXTURE], cwd: dir }] },
+    };
     const calls = () =>
       existsSync(join(dir, 'slow-calls.txt')) ? readFileSync(join(dir, 'slow-calls.txt'), 'utf8') : '';
     const first = new Driver({ ...base, mode: 'run' });
@@ -292,6 +298,83 @@ describe('MCP servers', () => {
     // Called once, by the killed process; never again.
     expect(calls()).toBe('x');
     expect(store.steps(rootId)[0]?.observations[0]).toMatchObject({ name: 'notes__slow', isError: true });
+  });
+
+  it('gives each tree of a supervisor its own servers, stopped when the tree ends; a resume without them is refused naming the server', async () => {
+    const dir = tempWorkspace();
+    const notes = { name: 'notes', command: ['node', FIXTURE], cwd: dir };
+    const { store, supervisor: running } = await supervisorOnStore({ mcp: [notes] });
+    const { provider } = await model([{ name: 'notes__pid', args: {} }]);
+    const first = running.run({ task: 'say the pid', provider });
+    const second = running.run({ task: 'say the pid', provider });
+    await Promise.all([first.result, second.result]);
+    const pids = [first.rootId, second.rootId].map((rootId) => {
+      const [said] = store.steps(rootId).flatMap((step) => step.observations);
+      expect(said).toMatchObject({ name: 'notes__pid', isError: false });
+      return Number(said?.content);
+    });
+    // One server each, both gone once their trees ended.
+    expect(new Set(pids).size).toBe(2);
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 200 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(pids.filter(alive)).toEqual([]);
+    // The stored spec says where the tool came from, so a resume can say what to give back.
+    const stored = (store.spec(first.rootId) as { tools: { name: string; server?: string }[] }).tools;
+    expect(stored).toContainEqual({ name: 'notes__pid', effect: 'acts', server: 'notes' });
+    expect(stored.filter((item) => item.server !== 'notes')).toEqual([]);
+    // The supervisor's server given again by a run is one server twice.
+    expect(() => running.run({ task: 'twice', provider, mcp: [notes] })).toThrow(
+      /run\(\): the MCP server notes is given twice \(by the supervisor and by this call\)/,
+    );
+    expect(() => running.run({ task: 'bad', provider, mcp: [{ name: 'a__b', url: 'http://x' }] as never })).toThrow(
+      /run\(\): MCP server 0: name must be/,
+    );
+    const bare = await Supervisor.start(store);
+    later(() => bare.close());
+    const refused = await bare.resume(first.rootId).then(
+      () => null,
+      (error: unknown) => error as { code: string; message: string; details: unknown },
+    );
+    expect(refused).toMatchObject({
+      code: ErrorCode.ToolsMissing,
+      details: { rootId: first.rootId, servers: ['notes'] },
+      message: expect.stringContaining(
+        'the tools of the MCP server notes (pass it again: resume(rootId, { mcp: [...] }))',
+      ),
+    });
+    // Given back, the finished tree resumes (to nothing left to do), its server started and stopped again.
+    const resumed = await bare.resume(first.rootId, { mcp: [notes] });
+    expect((await resumed.result).status).toBe('finished');
+  });
+
+  it('stops a running tree’s servers before close() returns', async () => {
+    const dir = tempWorkspace();
+    const store = await Store.open(tempStorePath());
+    cleanup.push(async () => store.close());
+    // A server that takes a while to exit once told to: close() still returns after it has.
+    const notes = { name: 'notes', command: ['node', FIXTURE], cwd: dir, env: { MCP_LINGER_MS: '700' } };
+    const running = await Supervisor.start(store, { mcp: [notes] });
+    const { provider } = await model([
+      { name: 'notes__pid', args: {} },
+      { name: 'notes__slow', args: {} },
+    ]);
+    const handle = running.run({ task: 'say the pid, then wait', provider });
+    const slow = join(dir, 'slow-calls.txt');
+    for (let i = 0; i < 400 && !existsSync(slow); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(existsSync(slow)).toBe(true);
+    const pid = Number(store.steps(handle.rootId)[0]?.observations[0]?.content);
+    expect(pid).toBeGreaterThan(0);
+    await running.close();
+    await expect(handle.result).rejects.toMatchObject({ code: ErrorCode.SupervisorClosed });
+    // No waiting here: close() returned after the server's process was gone.
+    expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
   });
 
   it("offers a server's resources and prompts as tools that read, decided by the policy by their names", async () => {

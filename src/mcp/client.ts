@@ -19,7 +19,7 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
-import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
+import { ErrorCode, HarnessError } from '../errors.js';
 import { type Tool, tool } from '../runtime/custom-tool.js';
 import type { SandboxData } from '../runtime/exec/containment/boundary.js';
 import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
@@ -27,32 +27,9 @@ import { EgressRefusal, type NetTarget, policyGate, targetKey } from '../runtime
 import { directExecutor } from '../runtime/exec/executor.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
+import { checkSpecs, type McpHttpServer, type McpServerSpec } from './spec.js';
 
-/** A server started as a child process, spoken to over its stdin and stdout. */
-export interface McpStdioServer {
-  /** Letters, digits, `_` and `-` (no `__`), at most 30: the prefix of its tools' names. */
-  name: string;
-  /** The program and its arguments. */
-  command: string[];
-  /** Its environment: only what you give here, beside PATH, HOME and the like (no provider key of yours). */
-  env?: Record<string, string>;
-  cwd?: string;
-}
-
-/** A server dialled over streamable HTTP. */
-export interface McpHttpServer {
-  name: string;
-  url: string;
-  headers?: Record<string, string>;
-  /**
-   * The server is on this machine or a private network (loopback, RFC 1918 and the like):
-   * its connections may reach an address under the egress proxy's address floor. For this
-   * server only; the run's commands keep the floor. Default false.
-   */
-  allowLocalAddress?: boolean;
-}
-
-export type McpServerSpec = McpStdioServer | McpHttpServer;
+export type { McpHttpServer, McpServerSpec, McpStdioServer } from './spec.js';
 
 export interface McpConnectOptions {
   /**
@@ -154,7 +131,6 @@ function refusalText(refusal: EgressRefusal, spec: McpHttpServer): string {
   return `the run's egress proxy refused the connection: ${refusal.reason} (rule ${refusal.rule}, layer ${refusal.layer}).${floor}`;
 }
 
-const SERVER_NAME = /^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$/;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const DEFAULTS = { connectTimeoutMs: 10_000, callTimeoutMs: 60_000 };
 /** What the harness calls itself to the servers it connects to. */
@@ -507,66 +483,6 @@ function readingTools(connection: Connection): Tool<never>[] {
     );
   }
   return made;
-}
-
-/** The specs checked: each a stdio or HTTP server with a name of its own, or a clear error naming what is wrong. */
-function checkSpecs(specs: unknown): McpServerSpec[] {
-  if (!Array.isArray(specs))
-    throw new InvalidArgumentError(
-      'McpServers.connect needs an array of servers: { name, command: [...] } or { name, url }.',
-    );
-  const seen = new Set<string>();
-  return specs.map((spec, index) => {
-    const where = `MCP server ${index}`;
-    if (typeof spec !== 'object' || spec === null)
-      throw new InvalidArgumentError(`${where}: must be { name, command: [...] } or { name, url }.`);
-    const { name, command, url } = spec as Record<string, unknown>;
-    if (typeof name !== 'string' || name.length > 30 || !SERVER_NAME.test(name))
-      throw new InvalidArgumentError(
-        `${where}: name must be 1 to 30 letters, digits, - or single _ (its tools are named <name>__<tool>), got ${JSON.stringify(name)}.`,
-      );
-    if (seen.has(name)) throw new InvalidArgumentError(`${where}: two servers are named ${name}.`);
-    seen.add(name);
-    if ((command === undefined) === (url === undefined))
-      throw new InvalidArgumentError(`MCP server ${name}: give either command (a stdio server) or url (an HTTP one).`);
-    if (command !== undefined) {
-      if (
-        !Array.isArray(command) ||
-        command.length === 0 ||
-        command.some((part) => typeof part !== 'string' || part === '')
-      )
-        throw new InvalidArgumentError(
-          `MCP server ${name}: command must be a non-empty array of strings, e.g. ["node", "server.mjs"].`,
-        );
-    } else {
-      let parsed: URL | null = null;
-      try {
-        parsed = new URL(String(url));
-      } catch {
-        parsed = null;
-      }
-      if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:'))
-        throw new InvalidArgumentError(
-          `MCP server ${name}: url must be an http or https URL, got ${JSON.stringify(url)}.`,
-        );
-      const { headers, allowLocalAddress } = spec as Record<string, unknown>;
-      if (
-        headers !== undefined &&
-        (typeof headers !== 'object' ||
-          headers === null ||
-          Array.isArray(headers) ||
-          Object.values(headers).some((value) => typeof value !== 'string'))
-      )
-        throw new InvalidArgumentError(
-          `MCP server ${name}: headers must be an object of strings, e.g. { authorization: "Bearer ..." }.`,
-        );
-      if (allowLocalAddress !== undefined && typeof allowLocalAddress !== 'boolean')
-        throw new InvalidArgumentError(
-          `MCP server ${name}: allowLocalAddress must be true or false, got ${JSON.stringify(allowLocalAddress)}.`,
-        );
-    }
-    return spec as McpServerSpec;
-  });
 }
 
 /**

@@ -29,8 +29,11 @@ export interface RunSpec {
   spawn?: boolean;
   /** A session turn's root: a first completion that stops on text ends the run as a reply, with no step. */
   reply?: boolean;
-  /** The embedder's tools the tree was started with, by name and effect; a resume must give them again. */
-  tools?: { name: string; effect: 'reads' | 'acts' }[];
+  /**
+   * The embedder's tools the tree was started with, by name and effect, and the MCP server
+   * of each that came from one; a resume must give them again.
+   */
+  tools?: { name: string; effect: 'reads' | 'acts'; server?: string }[];
 }
 
 export interface LeaseClaim {

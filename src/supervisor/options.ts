@@ -24,6 +24,10 @@ const provider = z.custom<object>((value) => typeof value === 'object' && value 
 const tools = z.custom<unknown[]>((value) => Array.isArray(value), {
   error: 'tools must be an array of tool({ ... }) values',
 });
+/** Checked server by server by checkSpecs. */
+const mcp = z.custom<unknown[]>((value) => Array.isArray(value), {
+  error: 'mcp must be an array of MCP servers: { name, command: [...] } or { name, url }',
+});
 
 const people = {
   approver: withMethod('approver', 'decide', 'new ApproveAll()'),
@@ -47,6 +51,7 @@ export const supervisorOptionsSchema = z
     warmWorkers: whole('warmWorkers', 0).optional(),
     killAt: z.string().nullable().optional(),
     tools: tools.optional(),
+    mcp: mcp.optional(),
   })
   .superRefine((options, context) => {
     // Each isolation has its own option: given with the other, it would do nothing.
@@ -95,6 +100,7 @@ export const runOptionsSchema = z.strictObject({
   planGate: people.planGate.optional(),
   operator: people.operator.optional(),
   tools: tools.optional(),
+  mcp: mcp.optional(),
 });
 
 export const resumeOptionsSchema = z.strictObject({
@@ -104,6 +110,7 @@ export const resumeOptionsSchema = z.strictObject({
   planGate: people.planGate.optional(),
   operator: people.operator.optional(),
   tools: tools.optional(),
+  mcp: mcp.optional(),
 });
 
 /** The shapes each schema accepts, as zod infers them. */

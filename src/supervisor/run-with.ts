@@ -6,7 +6,7 @@
  */
 
 import { InvalidArgumentError } from '../errors.js';
-import type { McpServerSpec } from '../mcp/client.js';
+import type { McpServerSpec } from '../mcp/spec.js';
 import { TaskContract } from '../runtime/contract/contract.js';
 import type { Tool } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
@@ -69,9 +69,10 @@ export interface RunWithOptions {
   /** The embedder's own tools for the run (made with `tool()`). */
   tools?: readonly Tool<never>[];
   /**
-   * MCP servers for this run: started (stdio) or dialled (HTTP) before it, their tools
-   * added to `tools` as `<server>__<tool>`, stopped when it ends (see io-harness/mcp).
-   * A resume needs them again: connect with McpServers and pass its tools().
+   * MCP servers for this run: decided by its policy, started (stdio, inside its
+   * containment) or dialled (HTTP) before it, their tools joining `tools` as
+   * `<server>__<tool>`, stopped when it ends (see RunOptions.mcp). A resume needs them
+   * again: `supervisor.resume(runId, { mcp })`.
    */
   mcp?: McpServerSpec[];
   /** Directories holding skills for the run (see RunOptions.skills). */
@@ -183,28 +184,6 @@ export async function runOn(
   approver: Approver | undefined,
   options: RunWithOptions,
 ): Promise<RunResult> {
-  if (options.mcp !== undefined) {
-    // Loaded only by a run that uses MCP: the protocol's SDK stays out of every other program.
-    const { McpServers } = await import('../mcp/client.js');
-    // Each server decided by the run's policy first: its command as an exec, its host as a dial.
-    // and the stdio servers started inside the run's own containment.
-    const data = contract.toJSON();
-    const servers = await McpServers.connect(options.mcp, {
-      policy,
-      root: data.root,
-      ...(approver ? { approver } : {}),
-      contain: data.sandbox ? { sandbox: data.sandbox } : {},
-    });
-    try {
-      const { mcp: _servers, ...rest } = options;
-      return await runOn(supervisor, contract, provider, policy, approver, {
-        ...rest,
-        tools: [...(options.tools ?? []), ...servers.tools()],
-      });
-    } finally {
-      await servers.close();
-    }
-  }
   const runOptions: RunOptions = {
     contract,
     provider,
@@ -215,6 +194,7 @@ export async function runOn(
     ...(options.planGate ? { planGate: options.planGate } : {}),
     ...(options.operator ? { operator: options.operator } : {}),
     ...(options.tools ? { tools: options.tools } : {}),
+    ...(options.mcp ? { mcp: options.mcp } : {}),
     ...(options.maxTotalAgents === undefined ? {} : { maxTotalAgents: options.maxTotalAgents }),
     ...(options.maxConcurrentAgents === undefined ? {} : { maxConcurrentAgents: options.maxConcurrentAgents }),
     ...(options.spawn === undefined ? {} : { spawn: options.spawn }),

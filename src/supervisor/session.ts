@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { appendSteered } from '../actors/agent/step.js';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
-import type { McpServerSpec } from '../mcp/client.js';
+import type { McpServerSpec } from '../mcp/spec.js';
 import { TaskContract } from '../runtime/contract/contract.js';
 import type { Tool } from '../runtime/custom-tool.js';
 import type { Approver } from '../runtime/policy/approval.js';

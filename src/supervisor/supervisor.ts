@@ -28,6 +28,8 @@ import {
   InvalidArgumentError,
   LeaseLostError,
 } from '../errors.js';
+import type { McpConnectOptions } from '../mcp/client.js';
+import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type ContractData, contractSecrets, TaskContract } from '../runtime/contract/contract.js';
 import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/custom-tool.js';
@@ -52,7 +54,7 @@ import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } fro
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
-import type { Notifications } from '../store/records.js';
+import type { Notifications, RunSpec } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 import {
@@ -105,6 +107,12 @@ export interface SupervisorOptions {
   killAt?: string | null;
   /** The embedder's own tools (made with `tool()`), for every tree this supervisor runs or resumes. */
   tools?: readonly Tool<never>[];
+  /**
+   * MCP servers every tree of this supervisor has: started (stdio) or dialled (HTTP) for
+   * each tree it runs or resumes, under that tree's policy and inside its containment, their
+   * tools named `<server>__<tool>`, stopped when the tree ends (see docs/guides/mcp.md).
+   */
+  mcp?: McpServerSpec[];
 }
 
 export interface ResumeOptions {
@@ -127,6 +135,12 @@ export interface ResumeOptions {
    * started with tools is refused, naming them, until they are all given back.
    */
   tools?: readonly Tool<never>[];
+  /**
+   * The tree's own MCP servers again (servers, like tools, live in the process): started or
+   * dialled under the tree's stored policy before any run goes on. A tree whose servers'
+   * tools are not all given back is refused, naming the servers.
+   */
+  mcp?: McpServerSpec[];
 }
 
 export interface RunOptions {
@@ -180,6 +194,14 @@ export interface RunOptions {
   operator?: Operator;
   /** The embedder's own tools for this tree, besides the supervisor's (see `tool()`). */
   tools?: readonly Tool<never>[];
+  /**
+   * MCP servers for this tree, besides the supervisor's: each decided by the tree's policy
+   * (a stdio server's command as an exec, an HTTP server's host as a dial), started or
+   * dialled before the root's first step (stdio ones inside the run's containment), their
+   * tools joining the tree's as `<server>__<tool>`, stopped when the tree ends. A server
+   * that cannot be reached or is refused fails the tree before any run is stored.
+   */
+  mcp?: McpServerSpec[];
 }
 
 /** What {@link Supervisor.retryGate} found, and the run's status after it. */
@@ -247,6 +269,8 @@ interface Tree {
   tools: Map<string, Tool<never>>;
   /** Their definitions as the actors get them, sorted by name. */
   toolDefinitions: ToolDefinitionData[];
+  /** The tools that came from the tree's MCP servers: the server of each, by tool name. */
+  serverTools: Map<string, string>;
   /** Fires when the tree is cancelled or settles: what a tool's call is told to stop by. */
   abort: AbortController;
   planGate: PlanGate | null;
@@ -289,6 +313,10 @@ export class Supervisor {
   };
   /** The embedder's tools every tree of this supervisor has. */
   readonly #tools: readonly Tool<never>[];
+  /** The MCP servers every tree of this supervisor has (started for each tree). */
+  readonly #mcp: readonly McpServerSpec[];
+  /** Each tree's MCP servers from connecting to stopped: what close() waits for. */
+  readonly #serverLifetimes = new Set<Promise<void>>();
   /** Tool calls running on this thread, by run and call id: what `abortTool` stops. */
   readonly #toolCalls = new Map<string, AbortController>();
   readonly #bus = new EventBus((wanted) => this.#broadcastLive(wanted));
@@ -316,6 +344,7 @@ export class Supervisor {
       killAt: options.killAt ?? null,
     };
     this.#tools = checkTools(options.tools, 'Supervisor.start');
+    this.#mcp = options.mcp === undefined ? [] : checkSpecs(options.mcp, 'Supervisor.start');
     this.#pool = new ActorPool({
       isolation: options.isolation ?? 'shared',
       ...(options.threads === undefined ? {} : { threads: options.threads }),
@@ -336,6 +365,49 @@ export class Supervisor {
       names.add(item.name);
     }
     return tools;
+  }
+
+  /** The MCP servers a tree has: the supervisor's and its own, checked, no two with one name. */
+  #treeServers(own: unknown, where: string): McpServerSpec[] {
+    if (own === undefined) return [...this.#mcp];
+    const given = checkSpecs(own, where);
+    const twice = given.find((spec) => this.#mcp.some((mine) => mine.name === spec.name));
+    if (twice) {
+      throw new InvalidArgumentError(
+        `${where}: the MCP server ${twice.name} is given twice (by the supervisor and by this call); give it once.`,
+      );
+    }
+    return [...this.#mcp, ...given];
+  }
+
+  /**
+   * Starts or dials a tree's MCP servers and adds their tools to the tree's. The servers
+   * stop when the tree's result settles, and close() waits for that. Loaded only here: the
+   * protocol's SDK stays out of a program whose trees have no servers.
+   */
+  async #connectServers(tree: Tree, specs: McpServerSpec[], options: McpConnectOptions, where: string): Promise<void> {
+    const { McpServers } = await import('../mcp/client.js');
+    const connecting = McpServers.connect(specs, options);
+    const lifetime = connecting.then(
+      async (servers) => {
+        await tree.result.catch(() => undefined);
+        await servers.close();
+      },
+      () => undefined,
+    );
+    this.#serverLifetimes.add(lifetime);
+    void lifetime.finally(() => this.#serverLifetimes.delete(lifetime));
+    const servers = await connecting;
+    for (const item of servers.tools()) {
+      if (tree.tools.has(item.name)) {
+        throw new InvalidArgumentError(
+          `${where}: the MCP server ${serverOf(item.name)} offers ${item.name}, and the tree has a tool of that name already; rename the server or the tool.`,
+        );
+      }
+      tree.tools.set(item.name, item);
+      tree.serverTools.set(item.name, serverOf(item.name));
+    }
+    tree.toolDefinitions = [...tree.tools.values()].map((item) => item.definition).sort(byName);
   }
 
   /**
@@ -558,10 +630,16 @@ export class Supervisor {
     const rootId = randomUUID();
     const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
     const tools = this.#treeTools(options.tools, 'run()');
+    const servers = this.#treeServers(options.mcp, 'run()');
     const skills = options.skills === undefined ? [] : discoverSkills(options.skills);
     const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, tools);
     void (async () => {
       try {
+        if (servers.length > 0) {
+          await this.#connectServers(tree, servers, serverOptions(policy, data, options.approver), 'run()');
+          // Closed or cancelled while the servers started: nothing is stored, and they stop with the tree.
+          if (tree.settled) return;
+        }
         const { generation } = await this.#storeClient.call('createRoot', {
           runId: rootId,
           task,
@@ -576,8 +654,8 @@ export class Supervisor {
             ...(options.reply === true ? { reply: true } : {}),
             ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),
-            ...(tools.length > 0
-              ? { tools: tree.toolDefinitions.map((item) => ({ name: item.name, effect: item.effect })) }
+            ...(tree.toolDefinitions.length > 0
+              ? { tools: tree.toolDefinitions.map((item) => storedTool(item, tree.serverTools.get(item.name))) }
               : {}),
           },
           ceilings,
@@ -618,25 +696,7 @@ export class Supervisor {
     const ledger = this.store.ledger(rootId);
     const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, 'resume()');
     const tools = this.#treeTools(options.tools, 'resume()');
-    // Tools live in the process, not the store: a tree started with tools needs them all again.
-    const stored = (this.store.spec(rootId) as { tools?: { name: string; effect: string }[] } | null)?.tools ?? [];
-    const wanted = stored.map((item) => item.name).filter((name) => !tools.some((item) => item.name === name));
-    // A tool that acted when the tree started is journaled; given back as one that only reads, an interrupted call would run again.
-    const changed = stored.filter((item) =>
-      tools.some((given) => given.name === item.name && given.definition.effect !== item.effect),
-    );
-    if (changed.length > 0) {
-      throw new InvalidArgumentError(
-        `resume(): ${changed.map((item) => `${item.name} was started as an '${item.effect}' tool`).join('; ')}, and is given back with another effect; give it back as it was. Nothing was resumed.`,
-      );
-    }
-    if (wanted.length > 0) {
-      throw new HarnessError(
-        ErrorCode.ToolsMissing,
-        `tree ${rootId} was started with ${wanted.length === 1 ? 'the tool' : 'tools'} ${wanted.join(', ')}, which this process was not given; pass ${wanted.length === 1 ? 'it' : 'them'} again: resume(rootId, { tools: [...] }). Nothing was resumed, and the tree stays resumable.`,
-        { details: { rootId, missing: wanted } },
-      );
-    }
+    const servers = this.#treeServers(options.mcp, 'resume()');
     const tree = this.#newTree(
       rootId,
       ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
@@ -646,6 +706,23 @@ export class Supervisor {
       options,
       tools,
     );
+    try {
+      const spec = this.store.spec(rootId) as RunSpec | null;
+      if (servers.length > 0) {
+        const policy = spec?.policy ? Policy.from(spec.policy) : spec?.contract ? Policy.default() : null;
+        await this.#connectServers(
+          tree,
+          servers,
+          serverOptions(policy, spec?.contract ?? null, options.approver),
+          'resume()',
+        );
+      }
+      checkToolsGiven(rootId, spec?.tools ?? [], tree.tools);
+    } catch (error) {
+      // Nothing was resumed: the tree is let go here (its servers stop with it) and stays resumable.
+      this.#failTree(tree, error as Error);
+      throw error;
+    }
     const running = runs.filter((run) => run.status === 'running');
     const paused = runs.filter((run) => run.status === 'paused');
     const taken: { runId: string; generation: number; address: string }[] = [];
@@ -664,8 +741,7 @@ export class Supervisor {
       for (const lease of taken) {
         await this.#storeClient.call('releaseLease', { ...lease, owner: this.owner }).catch(() => undefined);
       }
-      this.#trees.delete(rootId);
-      tree.settled = true;
+      this.#failTree(tree, error as Error);
       throw error;
     }
     for (const lease of taken) {
@@ -712,9 +788,8 @@ export class Supervisor {
       planGate: people.planGate ?? null,
       operator: people.operator ?? null,
       tools: new Map(tools.map((item) => [item.name, item])),
-      toolDefinitions: tools
-        .map((item) => item.definition)
-        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+      toolDefinitions: tools.map((item) => item.definition).sort(byName),
+      serverTools: new Map(),
       abort: new AbortController(),
       resolve,
       reject,
@@ -1261,6 +1336,8 @@ export class Supervisor {
     );
     await this.#pool.destroy();
     this.#actors.clear();
+    // The trees' MCP servers stop with their trees: a stdio server's process is gone before close() returns.
+    await Promise.all([...this.#serverLifetimes]);
     if (!wasFailed) {
       // A request posted now is served before the close request is.
       await this.#storeBarrier();
@@ -1270,6 +1347,71 @@ export class Supervisor {
     this.#bus.close();
     this.#state = wasFailed ? 'failed' : 'stopped';
   }
+}
+
+/** Sorted by name, so the tool definitions a tree sends are the same bytes whatever order they were given in. */
+function byName(a: { name: string }, b: { name: string }): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
+/** The MCP server whose tool this is: a server's name has no `__`, so it is what comes before the first. */
+function serverOf(name: string): string {
+  return name.slice(0, name.indexOf('__'));
+}
+
+/** What a tree's stored spec keeps of a tool: enough to refuse a resume that does not give it back as it was. */
+type StoredTool = NonNullable<RunSpec['tools']>[number];
+
+function storedTool(definition: ToolDefinitionData, server: string | undefined): StoredTool {
+  return { name: definition.name, effect: definition.effect, ...(server === undefined ? {} : { server }) };
+}
+
+/** How a tree's MCP servers are decided and contained: by its policy, at its workspace, inside its run's containment. */
+function serverOptions(
+  policy: Policy | null,
+  contract: ContractData | null,
+  approver: Approver | undefined,
+): McpConnectOptions {
+  return {
+    ...(policy ? { policy } : {}),
+    ...(contract ? { root: contract.root, contain: contract.sandbox ? { sandbox: contract.sandbox } : {} } : {}),
+    ...(approver ? { approver } : {}),
+  };
+}
+
+/**
+ * Tools live in the process, not the store: a tree started with tools needs them all again,
+ * each with the effect it had (a tool that acted is journaled; given back as one that only
+ * reads, an interrupted call would run again).
+ */
+function checkToolsGiven(rootId: string, stored: StoredTool[], given: Map<string, Tool<never>>): void {
+  const changed = stored.filter((item) => {
+    const now = given.get(item.name);
+    return now !== undefined && now.definition.effect !== item.effect;
+  });
+  if (changed.length > 0) {
+    throw new InvalidArgumentError(
+      `resume(): ${changed.map((item) => `${item.name} was started as an '${item.effect}' tool`).join('; ')}, and is given back with another effect; give it back as it was. Nothing was resumed.`,
+    );
+  }
+  const missing = stored.filter((item) => !given.has(item.name));
+  if (missing.length === 0) return;
+  const own = missing.filter((item) => item.server === undefined).map((item) => item.name);
+  const servers = [...new Set(missing.flatMap((item) => (item.server === undefined ? [] : [item.server])))];
+  const wants: string[] = [];
+  if (own.length > 0)
+    wants.push(
+      `${own.length === 1 ? 'the tool' : 'tools'} ${own.join(', ')} (pass ${own.length === 1 ? 'it' : 'them'} again: resume(rootId, { tools: [...] }))`,
+    );
+  if (servers.length > 0)
+    wants.push(
+      `the tools of the MCP ${servers.length === 1 ? 'server' : 'servers'} ${servers.join(', ')} (pass ${servers.length === 1 ? 'it' : 'them'} again: resume(rootId, { mcp: [...] }))`,
+    );
+  throw new HarnessError(
+    ErrorCode.ToolsMissing,
+    `tree ${rootId} was started with ${wants.join(' and ')}, which this process was not given. Nothing was resumed, and the tree stays resumable.`,
+    { details: { rootId, missing: missing.map((item) => item.name), ...(servers.length > 0 ? { servers } : {}) } },
+  );
 }
 
 /** A contract as stored: a review gate's provider without its key. */

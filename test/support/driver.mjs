@@ -67,6 +67,6 @@ try {
 }
 await supervisor.close();
 await server?.close();
-// What the tools' module holds open (an MCP server it started) ends with the process.
+// What the tools' module holds open ends with the process.
 await toolsModule?.close?.();
 store.close();
