@@ -28,8 +28,15 @@ export type { OutputCheck } from './runtime/contract/output-check.js';
 export { checkOutput } from './runtime/contract/output-check.js';
 export type { JsonSchema } from './runtime/contract/output-schema.js';
 export { OUTPUT_SCHEMA_KEYWORDS, OutputSchema } from './runtime/contract/output-schema.js';
-export type { ToolCallContext, ToolDeclaration, ToolDefinitionData, ToolEffect } from './runtime/custom-tool.js';
-export { MAX_TOOL_RESULT_CHARS, Tool, tool } from './runtime/custom-tool.js';
+export type {
+  ToolCallContext,
+  ToolCallResult,
+  ToolDeclaration,
+  ToolDefinitionData,
+  ToolEffect,
+  ToolImage,
+} from './runtime/custom-tool.js';
+export { MAX_TOOL_RESULT_CHARS, Tool, ToolOutput, tool } from './runtime/custom-tool.js';
 export type {
   DrawAmount,
   EventData,
@@ -46,6 +53,7 @@ export type { ContainedReport } from './runtime/exec/containment/contained.js';
 export { selectBackend } from './runtime/exec/containment/contained.js';
 export type { RungName } from './runtime/exec/containment/rungs.js';
 export type { CommandResult } from './runtime/exec/run-command.js';
+export type { ImageAttachment } from './runtime/images.js';
 export type { LiveData, LiveEvent } from './runtime/live.js';
 export { LIVE_CHANNELS } from './runtime/live.js';
 export type {

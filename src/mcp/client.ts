@@ -20,7 +20,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import { ErrorCode, HarnessError } from '../errors.js';
-import { type Tool, tool } from '../runtime/custom-tool.js';
+import { type Tool, type ToolImage, ToolOutput, tool } from '../runtime/custom-tool.js';
 import type { SandboxData } from '../runtime/exec/containment/boundary.js';
 import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
 import { EgressRefusal, type NetTarget, policyGate, targetKey } from '../runtime/exec/containment/proxy.js';
@@ -281,17 +281,17 @@ class Connection {
   }
 
   /** Calls one of its tools; a server that died during the call is started again once, and the call not sent again. */
-  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<string> {
+  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<ToolOutput> {
     const result = await this.#request(tool, signal, (client, options) =>
       client.callTool({ name: tool, arguments: args }, undefined, options),
     );
-    const text = render(result);
-    if (result.isError === true) throw new Error(text === '' ? `${tool} reported an error.` : text);
-    return text;
+    const output = render(result);
+    if (result.isError === true) throw new Error(output.text === '' ? `${tool} reported an error.` : output.text);
+    return output;
   }
 
   /** Lists its resources (`uri` null), or reads one. */
-  async resource(uri: string | null, signal: AbortSignal): Promise<string> {
+  async resource(uri: string | null, signal: AbortSignal): Promise<string | ToolOutput> {
     if (uri === null) {
       const { resources } = await this.#request('resources/list', signal, (client, options) =>
         client.listResources(undefined, options),
@@ -308,11 +308,15 @@ class Connection {
     const { contents } = await this.#request('resources/read', signal, (client, options) =>
       client.readResource({ uri }, options),
     );
-    return contents
-      .map((item) =>
-        'text' in item && typeof item.text === 'string' ? item.text : `[resource ${item.uri}, binary, not shown]`,
-      )
-      .join('\n');
+    const parts: string[] = [];
+    const images: ToolImage[] = [];
+    for (const item of contents) {
+      if ('text' in item && typeof item.text === 'string') parts.push(item.text);
+      else if ('blob' in item && typeof item.mimeType === 'string' && item.mimeType.startsWith('image/'))
+        images.push({ mimeType: item.mimeType, data: String(item.blob) });
+      else parts.push(`[resource ${item.uri}, binary, not shown]`);
+    }
+    return new ToolOutput(parts.join('\n'), { images });
   }
 
   /** Lists its prompts (`name` null), or gets one filled in with its arguments. */
@@ -390,25 +394,31 @@ class Connection {
   }
 }
 
-/** A call's result as the observation the model reads: its text, a line for each image, audio or resource, or its structured content. */
-function render(result: Awaited<ReturnType<Client['callTool']>>): string {
+/**
+ * A call's result as the observation the model reads: its text, its images attached
+ * (checked as every tool's are: see ToolOutput), a line for each audio clip or binary
+ * resource, or, with none of those, its structured content.
+ */
+function render(result: Awaited<ReturnType<Client['callTool']>>): ToolOutput {
   const parts: string[] = [];
+  const images: ToolImage[] = [];
   for (const item of (result.content ?? []) as Record<string, unknown>[]) {
     if (item.type === 'text') parts.push(String(item.text ?? ''));
-    else if (item.type === 'image' || item.type === 'audio')
-      parts.push(
-        `[${item.type} ${String(item.mimeType)}, ${String(item.data ?? '').length} base64 characters, not shown]`,
-      );
+    else if (item.type === 'image') images.push({ mimeType: String(item.mimeType), data: String(item.data ?? '') });
+    else if (item.type === 'audio')
+      parts.push(`[audio ${String(item.mimeType)}, ${String(item.data ?? '').length} base64 characters, not shown]`);
     else if (item.type === 'resource_link') parts.push(`[resource ${String(item.uri)}]`);
     else if (item.type === 'resource') {
       const resource = (item.resource ?? {}) as Record<string, unknown>;
-      parts.push(
-        typeof resource.text === 'string' ? resource.text : `[resource ${String(resource.uri)}, binary, not shown]`,
-      );
+      if (typeof resource.text === 'string') parts.push(resource.text);
+      else if (typeof resource.mimeType === 'string' && resource.mimeType.startsWith('image/'))
+        images.push({ mimeType: resource.mimeType, data: String(resource.blob ?? '') });
+      else parts.push(`[resource ${String(resource.uri)}, binary, not shown]`);
     }
   }
-  if (parts.length === 0 && result.structuredContent !== undefined) return JSON.stringify(result.structuredContent);
-  return parts.join('\n');
+  if (parts.length === 0 && images.length === 0 && result.structuredContent !== undefined)
+    return new ToolOutput(JSON.stringify(result.structuredContent));
+  return new ToolOutput(parts.join('\n'), { images });
 }
 
 /**
@@ -435,7 +445,7 @@ function readingTools(connection: Connection): Tool<never>[] {
     description: string,
     properties: Record<string, unknown>,
     required: string[],
-    run: (args: Record<string, unknown>, signal: AbortSignal) => Promise<string>,
+    run: (args: Record<string, unknown>, signal: AbortSignal) => Promise<string | ToolOutput>,
   ) => {
     // A tool of the server's own by that name is the one offered.
     if (connection.listed.some((listed) => listed.name === name)) return;

@@ -14,6 +14,14 @@ import { toJSONSchema, z } from 'zod';
 import { builtInToolNames } from '../actors/agent/toolset.js';
 import { InvalidArgumentError } from '../errors.js';
 import { oneOf, problemsOf, quotedKeys } from './edges.js';
+import {
+  checkImage,
+  type ImageAttachment,
+  imageBytes,
+  imageLine,
+  MAX_IMAGES_PER_RESULT,
+  MAX_RESULT_IMAGE_BYTES,
+} from './images.js';
 import type { ToolDefinitionData, ToolEffect } from './tools.js';
 
 export type { ToolDefinitionData, ToolEffect } from './tools.js';
@@ -54,8 +62,42 @@ export interface ToolDeclaration<Args = Record<string, unknown>> {
    * digits, `_` and `-`; `core` is the name of the tools offered from the start.
    */
   family?: string;
-  /** Runs the tool. A string result is the observation; anything else is sent as JSON. */
+  /**
+   * Runs the tool. A string result is the observation; a {@link ToolOutput} is its text
+   * with images attached; anything else is sent as JSON.
+   */
   execute(args: Args, context: ToolCallContext): unknown;
+}
+
+/** An image a tool hands back: its type, and its bytes (or their base64). */
+export interface ToolImage {
+  mimeType: string;
+  data: string | Uint8Array;
+}
+
+/**
+ * A tool's result with images: `return new ToolOutput('the page', { images: [{ mimeType:
+ * 'image/png', data: png }] })`. The model reads the text and sees the images (PNG, JPEG,
+ * GIF or WebP, at most 5 MiB and 8000 pixels a side, four a result; any other is a line of
+ * the text saying why it is not attached). Images are kept in the trace with the observation.
+ */
+export class ToolOutput {
+  readonly text: string;
+  readonly images: readonly ToolImage[];
+  constructor(text: string, options: { images?: readonly ToolImage[] } = {}) {
+    if (typeof text !== 'string') throw new InvalidArgumentError('ToolOutput: text must be a string.');
+    if (options.images !== undefined && !Array.isArray(options.images))
+      throw new InvalidArgumentError('ToolOutput: images must be an array of { mimeType, data }.');
+    this.text = text;
+    this.images = options.images ?? [];
+  }
+}
+
+/** What a call gives back: the observation's text, and the images it attaches. */
+export interface ToolCallResult {
+  content: string;
+  isError: boolean;
+  images?: ImageAttachment[];
 }
 
 /** The most characters of a tool's result an observation keeps; the rest is cut, saying so. */
@@ -140,7 +182,7 @@ export class Tool<Args = Record<string, unknown>> {
    * Calls the tool with what the model sent: validated first, its result bounded. Never
    * throws: a bad call and a failure are observations.
    */
-  async call(args: unknown, context: ToolCallContext): Promise<{ content: string; isError: boolean }> {
+  async call(args: unknown, context: ToolCallContext): Promise<ToolCallResult> {
     const name = this.definition.name;
     const checked = this.#validate(args);
     if (!checked.ok) return { content: this.#invalid(checked.problems), isError: true };
@@ -152,6 +194,7 @@ export class Tool<Args = Record<string, unknown>> {
       const message = error instanceof Error ? error.message : String(error);
       return { content: bounded(name, `${name} failed: ${message}`), isError: true };
     }
+    if (result instanceof ToolOutput) return withImages(name, result);
     let text: string;
     try {
       text = typeof result === 'string' ? result : result === undefined ? '(no result)' : JSON.stringify(result);
@@ -182,11 +225,52 @@ export class Tool<Args = Record<string, unknown>> {
   }
 }
 
+/**
+ * A result with images: each checked (the ones that are not attached become lines of the
+ * text, saying why), at most {@link MAX_IMAGES_PER_RESULT} attached, the text bounded.
+ */
+function withImages(name: string, output: ToolOutput): ToolCallResult {
+  const images: ImageAttachment[] = [];
+  const lines: string[] = [];
+  // Looked at up to a bound, so a result of ten thousand images costs what one of a few does.
+  const looked = output.images.slice(0, IMAGES_LOOKED_AT);
+  let total = 0;
+  for (const given of looked) {
+    const checked = checkImage(given?.mimeType, given?.data);
+    if ('refused' in checked) {
+      lines.push(checked.refused);
+      continue;
+    }
+    const bytes = imageBytes(checked.image.data);
+    const note =
+      images.length >= MAX_IMAGES_PER_RESULT
+        ? `not attached: a result attaches at most ${MAX_IMAGES_PER_RESULT} images`
+        : total + bytes > MAX_RESULT_IMAGE_BYTES
+          ? `not attached: a result attaches at most ${MAX_RESULT_IMAGE_BYTES / 1024 / 1024} MiB of images`
+          : 'attached';
+    if (note === 'attached') {
+      images.push(checked.image);
+      total += bytes;
+    }
+    lines.push(imageLine(checked.image.mimeType, bytes, note));
+  }
+  const rest = output.images.length - looked.length;
+  if (rest > 0) lines.push(`[${rest} more images, not attached: a result attaches at most ${MAX_IMAGES_PER_RESULT}]`);
+  // The lines about the images are kept whole; the text is cut to leave them room.
+  const tail = lines.join('\n');
+  const text = bounded(name, output.text, MAX_TOOL_RESULT_CHARS - tail.length - 1);
+  const content = [text, tail].filter((part) => part !== '').join('\n');
+  return { content, isError: false, ...(images.length > 0 ? { images } : {}) };
+}
+
+/** A result's images looked at before the rest are counted in one line. */
+const IMAGES_LOOKED_AT = 16;
+
 /** An observation of a tool, cut at {@link MAX_TOOL_RESULT_CHARS}, saying how much was cut. */
-function bounded(name: string, text: string): string {
-  if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
-  const cut = text.length - MAX_TOOL_RESULT_CHARS;
-  return `${text.slice(0, MAX_TOOL_RESULT_CHARS)}\n(${cut} more characters of ${name}'s result were not kept)`;
+function bounded(name: string, text: string, limit = MAX_TOOL_RESULT_CHARS): string {
+  if (text.length <= limit) return text;
+  const cut = text.length - limit;
+  return `${text.slice(0, limit)}\n(${cut} more characters of ${name}'s result were not kept)`;
 }
 
 /** Declares a tool of the embedder's own; hand it to `Supervisor.start`, `run`, `runWith` or `resume` as `tools`. */

@@ -5,6 +5,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { ErrorCode, HarnessError } from '../errors.js';
+import type { ImageAttachment } from './images.js';
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
@@ -36,7 +37,7 @@ export function keptOfSent(text: string): string {
 export type TranscriptEntry =
   | { role: 'user'; text: string }
   | { role: 'assistant'; text: string; toolCalls: ToolCall[] }
-  | { role: 'tool'; callId: string; name: string; content: string; isError: boolean };
+  | { role: 'tool'; callId: string; name: string; content: string; isError: boolean; images?: ImageAttachment[] };
 
 export interface ToolDefinition {
   name: string;
@@ -184,6 +185,11 @@ export interface HttpProviderSpec {
   transport?: { record: string } | { replay: string };
   /** The provider's name in the trace. Default: the kind or preset. */
   name?: string;
+  /**
+   * False: images tools attach are not sent (a model that takes text only refuses a
+   * request with one); each tool result says its image was left out. Default true.
+   */
+  images?: boolean;
 }
 
 /** Providers tried in order: the next one when the one before could not answer. */

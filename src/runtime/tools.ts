@@ -8,6 +8,7 @@
 import type { QuestionInput } from '../store/records.js';
 import { type ArgumentSchema, checkArguments } from './arguments.js';
 import type { EventData } from './events.js';
+import type { ImageAttachment } from './images.js';
 import type { CommandCheck } from './policy/commands.js';
 import type { Act, Decision } from './policy/policy.js';
 import { keptOfSent, type ToolCall, type ToolDefinition } from './provider.js';
@@ -30,6 +31,8 @@ const SHOWN_PROBLEMS = 10;
 export interface ToolResult {
   content: string;
   isError: boolean;
+  /** Images the observation attaches (checked by the tool that made them; see ./images.ts). */
+  images?: ImageAttachment[];
   /**
    * Set when the call was refused by a rule; the refusal is an event naming the rule and
    * the layer it belongs to (a policy layer, `boundary` for the command checker's own

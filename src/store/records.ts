@@ -5,6 +5,7 @@
 import type { Ceilings, Clamp } from '../runtime/budget.js';
 import type { ContractData } from '../runtime/contract/contract.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
+import type { ImageAttachment } from '../runtime/images.js';
 import type { PolicyData } from '../runtime/policy/policy.js';
 import type { Completion, TranscriptEntry, Usage } from '../runtime/provider.js';
 import type { SkillData } from '../runtime/skills.js';
@@ -93,6 +94,8 @@ export interface Observation {
   name: string;
   content: string;
   isError: boolean;
+  /** Images the result attached, sent to the model with it (the latest ones; see runtime/images.ts). */
+  images?: ImageAttachment[];
 }
 
 /** One model call of a step, for the accounting table. */

@@ -563,6 +563,52 @@ function invalidRequest(wire: Wire, body: unknown): string | null {
   }
   if (wire === 'anthropic' && typeof fields.max_tokens !== 'number') return 'max_tokens: a number is required';
   if (fields.stream !== undefined && typeof fields.stream !== 'boolean') return 'stream: must be a boolean';
+  return wire === 'openai' ? invalidOpenAiMessages(fields.messages) : invalidAnthropicMessages(fields.messages);
+}
+
+const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+
+/** Chat Completions' rules for tool answers and images, as its 400s state them. */
+function invalidOpenAiMessages(messages: unknown[]): string | null {
+  for (const [index, item] of messages.entries()) {
+    const message = record(item);
+    const parts = Array.isArray(message.content) ? message.content.map(record) : [];
+    if (message.role === 'tool' && parts.some((part) => part.type !== 'text'))
+      return `messages[${index}].content: a tool message takes text parts only`;
+    for (const part of parts) {
+      if (part.type !== 'image_url') continue;
+      const url = String(record(part.image_url).url ?? '');
+      const data = /^data:([^;,]+);base64,/.exec(url);
+      if (data ? !IMAGE_TYPES.has(data[1] as string) : !/^https?:\/\//.test(url))
+        return `messages[${index}].content: image_url must be a URL or a data URL of PNG, JPEG, GIF or WebP`;
+    }
+    const calls = list(message.tool_calls).map(record);
+    if (message.role !== 'assistant' || calls.length === 0) continue;
+    const answered = new Set<unknown>();
+    for (let next = index + 1; next < messages.length && record(messages[next]).role === 'tool'; next++)
+      answered.add(record(messages[next]).tool_call_id);
+    if (calls.some((call) => !answered.has(call.id)))
+      return `messages[${index}]: an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'`;
+  }
+  return null;
+}
+
+/** The Messages API's rules for images and tool results. */
+function invalidAnthropicMessages(messages: unknown[]): string | null {
+  for (const [index, item] of messages.entries()) {
+    const blocks = list(record(item).content).map(record);
+    for (const block of blocks) {
+      const inner = block.type !== 'tool_result' ? [block] : list(block.content).map(record);
+      for (const part of inner) {
+        if (block.type === 'tool_result' && part.type !== 'text' && part.type !== 'image')
+          return `messages.${index}.content: a tool_result holds text and image blocks only`;
+        if (part.type !== 'image') continue;
+        const source = record(part.source);
+        if (source.type !== 'base64' || !IMAGE_TYPES.has(String(source.media_type)) || typeof source.data !== 'string')
+          return `messages.${index}.content: an image's source must be base64 of image/jpeg, image/png, image/gif or image/webp`;
+      }
+    }
+  }
   return null;
 }
 

@@ -4,7 +4,9 @@
  * transcript, tools) from the wire body and asking the script. One script can then
  * drive a tree in-thread (`scriptedProvider`) or over real HTTP, unchanged.
  */
+import type { ImageAttachment } from '../runtime/images.js';
 import type { ModelRequest, ToolCall, TranscriptEntry } from '../runtime/provider.js';
+import { IMAGES_OF } from '../runtime/providers/wires.js';
 import {
   contentText,
   type ScriptedAnswer,
@@ -40,6 +42,7 @@ export function transcriptOf(call: ScriptedCall): TranscriptEntry[] {
   const transcript: TranscriptEntry[] = [];
   for (const message of messages) {
     if (call.wire === 'openai') {
+      if (message.role === 'user' && imagesMessage(message.content, transcript)) continue;
       if (message.role === 'user') transcript.push({ role: 'user', text: contentText(message.content) });
       else if (message.role === 'assistant') {
         const toolCalls: ToolCall[] = (Array.isArray(message.tool_calls) ? message.tool_calls : [])
@@ -81,18 +84,54 @@ export function transcriptOf(call: ScriptedCall): TranscriptEntry[] {
         if (block.type === 'text') transcript.push({ role: 'user', text: String(block.text ?? '') });
         if (block.type === 'tool_result') {
           const callId = String(block.tool_use_id);
+          const images = (Array.isArray(block.content) ? block.content.filter(isObject) : [])
+            .filter((part) => part.type === 'image' && isObject(part.source))
+            .map((part) => {
+              const source = part.source as Json;
+              return { mimeType: String(source.media_type), data: String(source.data) } as ImageAttachment;
+            });
           transcript.push({
             role: 'tool',
             callId,
             name: names.get(callId) ?? '',
             content: contentText(block.content),
             isError: block.is_error === true,
+            ...(images.length > 0 ? { images } : {}),
           });
         }
       }
     }
   }
   return transcript;
+}
+
+/**
+ * The OpenAI wire's user message of images after a run of tool answers: each group, named
+ * by its call, goes back onto that call's tool entry. False for any other user message.
+ */
+function imagesMessage(content: unknown, transcript: TranscriptEntry[]): boolean {
+  const parts = Array.isArray(content) ? content.filter(isObject) : [];
+  const first = parts[0];
+  if (first?.type !== 'text' || !String(first.text).startsWith(IMAGES_OF)) return false;
+  let entry: Extract<TranscriptEntry, { role: 'tool' }> | undefined;
+  for (const part of parts) {
+    if (part.type === 'text') {
+      const callId = String(part.text)
+        .slice(IMAGES_OF.length + 1)
+        .split(' ')[0];
+      entry = transcript.find(
+        (item): item is Extract<TranscriptEntry, { role: 'tool' }> => item.role === 'tool' && item.callId === callId,
+      );
+    } else if (part.type === 'image_url' && entry && isObject(part.image_url)) {
+      const found = /^data:([^;]+);base64,(.*)$/s.exec(String(part.image_url.url));
+      if (found)
+        entry.images = [
+          ...(entry.images ?? []),
+          { mimeType: found[1] as ImageAttachment['mimeType'], data: found[2] as string },
+        ];
+    }
+  }
+  return true;
 }
 
 /** The request the runtime made, rebuilt from the wire (metadata: what the system prompt says of the agent). */

@@ -35,6 +35,7 @@ export const wireConfig = {
   promptCacheKey: false,
   systemCacheMarker: false,
   extraBody: {},
+  images: true,
 };
 
 /** A transport that answers every request 200 with these headers and these chunks, no socket at all. */

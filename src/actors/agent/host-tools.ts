@@ -95,7 +95,13 @@ export function callHostTool(
     try {
       const answer = context.host
         .callTool({ rootId: run.rootId, runId: run.runId, address: run.address, callId, name: definition.name, args })
-        .then((result): ToolResult => ({ content: result.content, isError: result.isError }));
+        .then(
+          (result): ToolResult => ({
+            content: result.content,
+            isError: result.isError,
+            ...(result.images && result.images.length > 0 ? { images: result.images } : {}),
+          }),
+        );
       return await Promise.race([answer, cancelled]);
     } finally {
       signal.removeEventListener('abort', onAbort);

@@ -487,7 +487,13 @@ export class AgentRun implements RunContext {
             reason: result.refusal.reason,
           });
         }
-        observations.push({ callId: call.id, name: call.name, content: result.content, isError: result.isError });
+        observations.push({
+          callId: call.id,
+          name: call.name,
+          content: result.content,
+          isError: result.isError,
+          ...(result.images ? { images: result.images } : {}),
+        });
       }
       let final: { status: RunStatus; reply: string | null; reason?: string } | null =
         completion.toolCalls.length === 0 ? { status: 'finished' as const, reply: completion.text } : null;

@@ -5,6 +5,7 @@
  */
 import type { Clock } from '../../clock.js';
 import type { Executor } from '../../runtime/exec/executor.js';
+import type { ImageAttachment } from '../../runtime/images.js';
 import type { LivePort } from '../../runtime/live.js';
 import type {
   ApprovalAnswer,
@@ -27,7 +28,7 @@ export interface AgentHost {
   /** Waits for a spawned child to end, or for `timeoutMs` to pass. */
   waitChild(request: { runId: string; childId: string; timeoutMs: number | null }): Promise<WaitChildResult>;
   /** Runs one of the embedder's tools: the main thread checks the arguments, calls it and bounds its result. */
-  callTool(request: HostToolCall): Promise<{ content: string; isError: boolean }>;
+  callTool(request: HostToolCall): Promise<{ content: string; isError: boolean; images?: ImageAttachment[] }>;
   /** The observation a call with bad arguments gets, or null when they are good: checked before a person is asked. */
   checkTool(request: { runId: string; name: string; args: Record<string, unknown> }): Promise<string | null>;
   /** The call's step was cancelled or ran out of time: the tool's `signal` fires. */

@@ -85,6 +85,7 @@ export function appendStep(transcript: TranscriptEntry[], completion: Completion
       name: observation.name,
       content: observation.content,
       isError: observation.isError,
+      ...(observation.images ? { images: observation.images } : {}),
     });
   }
 }

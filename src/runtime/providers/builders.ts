@@ -16,6 +16,8 @@ export interface CommonOptions {
   headers?: Record<string, string>;
   transport?: HttpProviderSpec['transport'];
   name?: string;
+  /** False for a model that takes text only: images tools attach are left out of its requests. Default true. */
+  images?: boolean;
 }
 
 export interface VendorOptions extends CommonOptions {
@@ -58,6 +60,11 @@ function common(options: CommonOptions): Partial<HttpProviderSpec> {
   if (options.headers !== undefined) out.headers = options.headers;
   if (options.transport !== undefined) out.transport = options.transport;
   if (options.name !== undefined) out.name = options.name;
+  if (options.images !== undefined) {
+    if (typeof options.images !== 'boolean')
+      throw new InvalidArgumentError(`images must be true or false, got ${JSON.stringify(options.images)}.`);
+    out.images = options.images;
+  }
   return out;
 }
 

@@ -843,6 +843,7 @@ export async function buildHttpProvider(spec: Exclude<ProviderSpec, { kind: 'mod
     promptCacheKey: spec.kind === 'openai' || spec.kind === 'openrouter' || (preset?.promptCacheKey ?? false),
     systemCacheMarker: spec.kind === 'openrouter',
     extraBody: spec.kind === 'openrouter' ? { usage: { include: true } } : {},
+    images: spec.images !== false,
   };
   let transport: Transport = undiciTransport;
   if (spec.transport && 'replay' in spec.transport) transport = replayTransport(spec.transport.replay);

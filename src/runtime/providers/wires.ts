@@ -5,6 +5,7 @@
  * on the hottest path there is (every streamed event of every agent) and in every
  * agent thread, whose start cost counts (docs/ARCHITECTURE.md).
  */
+import { imagesNotShown, shownImages } from '../images.js';
 import { keptOfSent, type ModelRequest, type ToolCall, type TranscriptEntry } from '../provider.js';
 import type { WireRequest } from './http.js';
 import type { SseEvent } from './sse.js';
@@ -25,6 +26,8 @@ export interface WireConfig {
   systemCacheMarker: boolean;
   /** Extra top-level body fields (OpenRouter's `usage: { include: true }`). */
   extraBody: Record<string, unknown>;
+  /** Send the images tools attach (the latest ones); false for a model that takes text only. */
+  images: boolean;
 }
 
 export interface WireDecoder {
@@ -429,7 +432,17 @@ function openAiMessages(request: ModelRequest, config: WireConfig): Json[] {
     ? { role: 'system', content: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }] }
     : { role: 'system', content: request.system };
   const messages: Json[] = [system];
+  const shown = config.images ? shownImages(request.transcript) : new Set<TranscriptEntry>();
+  // Chat Completions takes images in user messages only, and a tool call's answer must come
+  // straight after the call: a run of tool answers is followed by one user message holding
+  // their images, each group introduced by the call it belongs to.
+  let images: Json[] = [];
+  const flush = () => {
+    if (images.length > 0) messages.push({ role: 'user', content: images });
+    images = [];
+  };
   for (const entry of request.transcript) {
+    if (entry.role !== 'tool') flush();
     if (entry.role === 'user') messages.push({ role: 'user', content: entry.text });
     else if (entry.role === 'assistant') {
       const message: Json = { role: 'assistant', content: entry.text === '' ? null : entry.text };
@@ -442,10 +455,29 @@ function openAiMessages(request: ModelRequest, config: WireConfig): Json[] {
       }
       messages.push(message);
     } else {
-      messages.push({ role: 'tool', tool_call_id: entry.callId, content: entry.content });
+      messages.push({ role: 'tool', tool_call_id: entry.callId, content: toolText(entry, shown, config.images) });
+      if (entry.images && shown.has(entry)) {
+        images.push({ type: 'text', text: `${IMAGES_OF} ${entry.callId} (${entry.name}):` });
+        for (const image of entry.images)
+          images.push({ type: 'image_url', image_url: { url: `data:${image.mimeType};base64,${image.data}` } });
+      }
     }
   }
+  flush();
   return messages;
+}
+
+/** How the user message of images introduces each call's: what the scripted model server reads back. */
+export const IMAGES_OF = 'Images returned by the tool call';
+
+/** A tool entry's text, saying so when its images are left out of this request. */
+function toolText(
+  entry: Extract<TranscriptEntry, { role: 'tool' }>,
+  shown: Set<TranscriptEntry>,
+  images: boolean,
+): string {
+  if (!entry.images || entry.images.length === 0 || shown.has(entry)) return entry.content;
+  return `${entry.content}\n${imagesNotShown(entry.images.length, images)}`;
 }
 
 function openAiUsage(usage: Json): CallUsage {
@@ -781,20 +813,31 @@ function listing(config: WireConfig, path: string): WireRequest {
 
 type AnthropicBlock = Json;
 
-function anthropicMessages(transcript: readonly TranscriptEntry[]): Json[] {
+function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireConfig): Json[] {
   const messages: { role: 'user' | 'assistant'; content: AnthropicBlock[] }[] = [];
   const push = (role: 'user' | 'assistant', block: AnthropicBlock) => {
     const last = messages[messages.length - 1];
     if (last && last.role === role) last.content.push(block);
     else messages.push({ role, content: [block] });
   };
+  const shown = config.images ? shownImages(transcript) : new Set<TranscriptEntry>();
   for (const entry of transcript) {
     if (entry.role === 'user') push('user', { type: 'text', text: entry.text });
     else if (entry.role === 'tool') {
+      const text = toolText(entry, shown, config.images);
       push('user', {
         type: 'tool_result',
         tool_use_id: entry.callId,
-        content: entry.content,
+        content:
+          entry.images && shown.has(entry)
+            ? [
+                ...(text === '' ? [] : [{ type: 'text', text }]),
+                ...entry.images.map((image) => ({
+                  type: 'image',
+                  source: { type: 'base64', media_type: image.mimeType, data: image.data },
+                })),
+              ]
+            : text,
         ...(entry.isError ? { is_error: true } : {}),
       });
     } else {
@@ -1040,7 +1083,7 @@ export const anthropicWire: Wire = {
       max_tokens: config.maxTokens ?? 4096,
       // One breakpoint at the end of the system block: tools (which come first) and instructions are cached together.
       system: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }],
-      messages: anthropicMessages(request.transcript),
+      messages: anthropicMessages(request.transcript, config),
       stream: true,
     };
     if (request.tools.length > 0) {
