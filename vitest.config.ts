@@ -9,5 +9,7 @@ export default defineConfig({
     pool: 'forks',
     fileParallelism: true,
     maxWorkers: 2,
+    // A request that rewrites an entry it already sent, between folds, fails the run (see runtime/context).
+    env: { IO_HARNESS_STRICT_PREFIX: '1' },
   },
 });

@@ -19,6 +19,7 @@ const benches = [
   ['retention', ['retention.mjs']],
   ['sessions', ['sessions.mjs']],
   ['mcp', ['mcp.mjs']],
+  ['context', ['context.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

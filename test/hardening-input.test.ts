@@ -49,7 +49,8 @@ async function runCalls(
       ? { kind: 'anthropic', model: 'claude-scripted', baseUrl: server.url, apiKey: 'k', retry: { baseDelayMs: 1 } }
       : provider;
   const result = await runWith(
-    TaskContract.workspace('probe the boundary', root),
+    // Calls of megabytes stay in the transcript: a window that holds them keeps folding out of these runs.
+    TaskContract.workspace('probe the boundary', root).withContext({ window: 100_000_000 }),
     spec,
     store,
     options.policy ?? Policy.permissive(),

@@ -93,6 +93,8 @@ describe('session turns', () => {
     expect(store.events(greeting.runId).map((event) => event.type)).toEqual([
       'lease-taken',
       'run-start',
+      // The window its request was fitted to (see context.test.ts).
+      'context-window',
       'spend',
       'run-end',
     ]);

@@ -78,6 +78,40 @@ describe('skills', () => {
     expect(bodies[0]?.tools?.map((item) => item.function.name)).toContain('read_skill');
   });
 
+  it("folds a skill's body out of later requests once the run folds, its catalogue line kept in every request", async () => {
+    const { root } = skillsRoot();
+    const workspace = tempWorkspace({ 'big.txt': `${'a line of the file, forty characters.\n'.repeat(60)}` });
+    const { store, supervisor: running } = await supervisor();
+    const bodies: Body[] = [];
+    let main = 0;
+    const server = await ScriptedModelServer.start((call) => {
+      bodies.push(call.body as Body);
+      if (JSON.stringify((call.body as Body).messages.at(-1)?.content ?? '').includes('Your context is nearly full'))
+        return { text: 'notes: the review skill says to read the checklist first.' };
+      main++;
+      if (main === 1) return { text: 'reading', toolCalls: [{ name: 'read_skill', args: { name: 'review' } }] };
+      if (main <= 14) return { text: 'reading', toolCalls: [{ name: 'read_file', args: { path: 'big.txt' } }] };
+      return { text: 'done' };
+    });
+    later(() => server.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const result = await running.run({
+      contract: TaskContract.workspace('review the change', workspace).withContext({ window: 12_000 }),
+      policy: Policy.default().layer('skills').allowRead(`${root}/**`),
+      provider,
+      skills: [root],
+    }).result;
+    expect(result.status).toBe('finished');
+    expect(store.events(result.rootId).some((event) => event.type === 'assembled')).toBe(true);
+    const body = 'Read checklist.md first.';
+    const system = (item: Body) => String(item.messages.find((m) => m.role === 'system')?.content);
+    // The body was sent while its step was in the window, and not after the fold took it.
+    expect(JSON.stringify(bodies[1]?.messages.slice(1))).toContain(body);
+    expect(JSON.stringify(bodies.at(-1)?.messages.slice(1))).not.toContain(body);
+    // The catalogue line is in every request's system block, unchanged.
+    for (const item of bodies) expect(system(item)).toContain('- review: How to review a change.');
+  });
+
   it("reads a skill under the run's read policy, and offers no read_skill without skills", async () => {
     const { root } = skillsRoot();
     const { store, supervisor: running } = await supervisor();

@@ -106,6 +106,27 @@ export type EventData =
   | { type: 'steered'; text: string; before: number; by: string }
   /** A tool tier opened by `expand_tools`: its tools are offered from the next step. */
   | { type: 'tools-expanded'; family: string; tools: string[] }
+  /** The window the run's requests are fitted to, in tokens, and where it came from (see runtime/context/window.ts). */
+  | { type: 'context-window'; tokens: number; source: string; share: number; model: string }
+  /**
+   * A request was rebuilt to fit its share of the window: `rung` is what ran (`fold`: the
+   * steps up to `through` folded into notes, `kept` steps kept whole), with the estimated
+   * tokens before and after.
+   */
+  | {
+      type: 'assembled';
+      rung: 'fold';
+      through: number;
+      folded: number;
+      kept: number;
+      tokensBefore: number;
+      tokensAfter: number;
+      limit: number;
+    }
+  /** A request that did not extend the one before it other than at a fold, and why: its system block, its tools, or an entry already sent changed. */
+  | { type: 'prefix-broke'; cause: 'system' | 'tools' | 'transcript' }
+  /** A request that extended the one before it read less from the vendor's cache than that one did: it paid again for a prefix that had been cached. */
+  | { type: 'cache-miss'; expected: number; read: number }
   | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }
   | {
       type: 'budget-exhausted';

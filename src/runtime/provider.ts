@@ -74,6 +74,11 @@ export interface RequestOptions {
   cacheKey?: string;
   /** The JSON Schema the final answer must satisfy: sent as `response_format` on OpenAI-shaped wires. */
   responseFormat?: { name: string; schema: Record<string, unknown> };
+  /**
+   * A cache breakpoint after this transcript entry, where the vendor sells explicit ones
+   * (Anthropic, OpenRouter): the end of the prefix a fold froze, once it has been sent.
+   */
+  cacheBreakpoint?: number;
 }
 
 /** Hooks into a completion as it streams. */
@@ -127,6 +132,12 @@ export interface Completion {
    * still draw; it is never a zero reported as fact. Absent means reported.
    */
   usageReported?: boolean;
+  /**
+   * The characters of the request this answered, as the runtime measured them (see
+   * runtime/context/assembler.ts): with `usage.inputTokens`, what the next request's size
+   * is estimated by. Set by the agent loop, stored with the step.
+   */
+  requestChars?: number;
 }
 
 export interface Provider {
@@ -134,6 +145,10 @@ export interface Provider {
   complete(request: ModelRequest, signal?: AbortSignal, hooks?: CompletionHooks): Promise<Completion>;
   /** Resolves when the vendor can be reached at all; rejects with a connection failure when it cannot. */
   probe?(signal?: AbortSignal): Promise<void>;
+  /** The vendor's catalogue of models (an HTTP provider's `/models`), for a model's context window. */
+  models?(signal?: AbortSignal): Promise<import('./providers/types.js').ModelInfo[]>;
+  /** Where an HTTP provider sends its requests (its catalogue is there too). */
+  readonly baseUrl?: string;
 }
 
 /**

@@ -96,6 +96,10 @@ export interface Observation {
   isError: boolean;
   /** Images the result attached, sent to the model with it (the latest ones; see runtime/images.ts). */
   images?: ImageAttachment[];
+  /** On a fold's step (name `@fold`): the seq of the last step its notes replace. */
+  folded?: { through: number };
+  /** On a refresh (name `@refresh`): the file read again because it changed since the model read it. */
+  refreshed?: { path: string };
 }
 
 /** One model call of a step, for the accounting table. */
@@ -131,6 +135,8 @@ export interface CommitStepInput extends Fence {
   changes?: FileDiff[];
   events: EventData[];
   final: { status: RunStatus; reply: string | null; reason?: string } | null;
+  /** A fold's step: its tokens are drawn, and no step (it is the runtime's housekeeping, not the model's work). */
+  fold?: boolean;
   now: number;
 }
 

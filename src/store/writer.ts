@@ -518,7 +518,10 @@ export class StoreWriter {
         `run ${input.runId}: step ${input.seq} cannot follow step ${run.last_seq}.`,
       );
     }
-    const draw: DrawAmount = { steps: 1, tokens: input.usage.inputTokens + input.usage.outputTokens };
+    const draw: DrawAmount = {
+      steps: input.fold === true ? 0 : 1,
+      tokens: input.usage.inputTokens + input.usage.outputTokens,
+    };
     const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
     this.#savepoint.run();
     for (const id of chain) {

@@ -500,8 +500,9 @@ export class Session {
     for (const { turn, steps, steers } of this.#store.branch(head)) {
       history.push({ role: 'user', text: turn.text });
       const before = history.length;
-      appendSteered(history, steps, steers, (steps.at(-1)?.seq ?? 0) + 1);
-      const last = history.length > before ? history[history.length - 1] : undefined;
+      const appended = appendSteered(history, steps, steers, (steps.at(-1)?.seq ?? 0) + 1);
+      // A fold in the turn leaves its notes in place of everything before them.
+      const last = history.length > before || appended.folded ? history[history.length - 1] : undefined;
       if (turn.reply && !(last?.role === 'assistant' && last.text === turn.reply && last.toolCalls.length === 0))
         history.push({ role: 'assistant', text: turn.reply, toolCalls: [] });
     }

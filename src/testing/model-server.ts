@@ -184,6 +184,8 @@ export class ScriptedModelServer {
    * ones included), in arrival order. Model listings and unknown routes are not calls.
    */
   readonly calls: ScriptedCall[] = [];
+  /** How many times `GET /v1/models` was asked (the catalogue a provider reads a window from). */
+  modelListings = 0;
 
   readonly #server: Server;
   readonly #script: ModelScript;
@@ -266,6 +268,7 @@ export class ScriptedModelServer {
     const path = request.url ?? '/';
     const pathname = path.split('?')[0] ?? '/';
     if (method === 'GET' && pathname === '/v1/models') {
+      this.modelListings++;
       sendJson(response, 200, {
         object: 'list',
         data: this.#models.map((model) => ({

@@ -4,8 +4,8 @@
 // usage: node driver.mjs <json: { store, mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
-// With `workspace: { goal, root, policy? }` the tree is a workspace run (policy 'permissive',
-// the default, or 'default'); `approver: 'defer' | 'approve'` answers the policy's asks.
+// With `workspace: { goal, root, policy?, context?, budget? }` the tree is a workspace run (policy 'permissive',
+// the default, or 'default'; context and budget as withContext and withBudget take them); `approver: 'defer' | 'approve'` answers the policy's asks.
 // With `tools: 'file#export'` the tree gets the tools that export of scripts/<file>.mjs makes (or resolves to)
 // (called with `toolOptions`), on run and on resume alike.
 import { fileURLToPath } from 'node:url';
@@ -48,9 +48,12 @@ if (config.tools) {
 try {
   let handle;
   if (config.mode === 'run') {
-    const work = config.workspace
+    let contract = config.workspace ? TaskContract.workspace(config.workspace.goal, config.workspace.root) : null;
+    if (contract && config.workspace.context) contract = contract.withContext(config.workspace.context);
+    if (contract && config.workspace.budget) contract = contract.withBudget(config.workspace.budget);
+    const work = contract
       ? {
-          contract: TaskContract.workspace(config.workspace.goal, config.workspace.root),
+          contract,
           policy: config.workspace.policy === 'default' ? Policy.default() : Policy.permissive(),
         }
       : { task: config.task ?? 'run the seeded tree' };

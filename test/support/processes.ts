@@ -81,7 +81,13 @@ export interface DriverConfig {
   run?: Record<string, unknown>;
   task?: string;
   /** Run a workspace contract over `root` instead of a plain task. */
-  workspace?: { goal: string; root: string; policy?: 'permissive' | 'default' };
+  workspace?: {
+    goal: string;
+    root: string;
+    policy?: 'permissive' | 'default';
+    context?: { share?: number; window?: number };
+    budget?: { steps?: number; tokens?: number };
+  };
   /** How the driver's approver answers every ask. */
   approver?: 'defer' | 'approve' | 'deny';
   /** `file#export`: the tools that export of scripts/<file>.mjs makes, given to run and resume. */

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError, serializeError } from '../../errors.js';
+import { DEFAULT_SHARE } from '../../runtime/context/assembler.js';
 import { type ContractData, contractSecrets } from '../../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../../runtime/events.js';
 import { ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
@@ -29,9 +30,11 @@ import { type DecisionHost, settleCommand, settleDecision, WorkspaceSession } fr
 import type { RunRecord } from '../../store/reader.js';
 import type { ModelCallRecord, Observation, RunSpec } from '../../store/records.js';
 import type { AgentInput, RunExit } from '../agent.js';
+import { Assembly, findWindow } from './assembly.js';
 import { Budget, type Crossing, Deadline } from './budget.js';
 import type { AgentCall, RunContext } from './context.js';
 import { egressGate } from './egress.js';
+import { Freshness } from './freshness.js';
 import { judge } from './gates.js';
 import * as people from './people.js';
 import type { AgentPorts } from './ports.js';
@@ -205,9 +208,11 @@ export class AgentRun implements RunContext {
     this.tiers = contract?.toolTiers ? new ToolTiers(registry, restored.expanded) : null;
     // Planning until a plan is approved; a decision is in the trace of a committed step.
     if (contract?.planGate && run.parentId === null) this.planning = !restored.planApproved;
+    // A session's earlier turns on this branch, then this run's own opening and steps; after
+    // a fold, the opening, the fold's notes (the earlier turns are in them) and what came after.
+    const earlier = run.parentId === null && !restored.folded ? (spec.history ?? []) : [];
     const transcript: TranscriptEntry[] = [
-      // A session's earlier turns on this branch, then this run's own opening and steps.
-      ...(run.parentId === null ? (spec.history ?? []) : []),
+      ...earlier,
       { role: 'user', text: this.#opening(run.task, briefing) },
       ...restored.history,
     ];
@@ -262,6 +267,23 @@ export class AgentRun implements RunContext {
       ...(judged && contract.outputSchema ? { responseFormat: contract.outputSchema } : {}),
     };
     const budget = new Budget(store, clock, run, contract);
+    // The window every request is fitted to: found once, recorded, read back on a resume.
+    const window = await findWindow(this, providerSpec, this.#policy, restored.window);
+    if (typeof window === 'string') return this.#end('failed', window);
+    const assembly = new Assembly(window, contract?.context?.share ?? DEFAULT_SHARE, restored, earlier.length);
+    // The files the run has read whole, so one that changes after is read again for the model.
+    const workspace = this.#workspace;
+    const freshness = workspace
+      ? new Freshness((path) => {
+          const resolved = workspace.workspace.resolve(path);
+          return resolved.ok ? { relative: resolved.relative, absolute: resolved.absolute } : null;
+        })
+      : null;
+    const changedIn = (events: readonly EventData[]) =>
+      events.flatMap((event) => (event.type === 'file-changed' ? [{ callId: event.callId, path: event.path }] : []));
+    for (const step of restored.steps)
+      freshness?.note(step.seq, step.completion.toolCalls, step.observations, changedIn(restored.stepEvents(step.seq)));
+    let roomChecked = false;
 
     // A step a crash interrupted after it had written files (and that did not pause) is
     // re-run from the committed state: put those files back first.
@@ -321,28 +343,47 @@ export class AgentRun implements RunContext {
       const draft = replay?.partial ?? null;
       let completion: Completion;
       const live = this.#ports.live;
+      const assembled: EventData[] = [];
       try {
         if (replay) completion = replay.completion;
         else {
+          const tools = registry.definitions(offered);
+          if (!roomChecked) {
+            roomChecked = true;
+            const refused = assembly.noRoom(system, tools, transcript);
+            if (refused) return this.#end('failed', refused);
+          }
+          const metadata = () => ({
+            runId: run.runId,
+            rootId: run.rootId,
+            address: run.address,
+            parentAddress,
+            depth: run.depth,
+            seq: this.#seq,
+          });
+          // Over its share: the old steps are folded first, as a step of their own.
+          const folded = await assembly.fold(this, model, { system, tools, options, metadata: metadata() }, transcript);
+          if (folded.kind === 'ended') return folded.status;
+          if (folded.kind === 'folded') this.#seq++;
+          const broke = assembly.checkPrefix(system, tools, transcript);
+          if (broke) assembled.push(broke);
+          const measured = assembly.measure(system, tools, transcript);
           live?.publish({ type: 'model-call-start', seq: this.#seq });
+          const breakpoint = assembly.breakpoint();
           completion = await model.complete(
             {
               system,
               transcript,
-              tools: registry.definitions(offered),
-              options,
-              metadata: {
-                runId: run.runId,
-                rootId: run.rootId,
-                address: run.address,
-                parentAddress,
-                depth: run.depth,
-                seq: this.#seq,
-              },
+              tools,
+              options: breakpoint === null ? options : { ...options, cacheBreakpoint: breakpoint },
+              metadata: metadata(),
             },
             this.signal,
             this.#hooks(withheld, registry),
           );
+          completion = { ...completion, requestChars: measured.chars };
+          const missed = assembly.answered(completion, measured.chars);
+          if (missed) assembled.push(missed);
         }
       } catch (error) {
         if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
@@ -409,6 +450,7 @@ export class AgentRun implements RunContext {
         return ended.status === 'finished' ? 'finished' : 'budget-exhausted';
       }
       this.step.begin(completion, draft, [
+        ...assembled,
         ...(escalated ? [escalated] : []),
         ...attemptEvents(attempts, completion.provider ?? model.name),
       ]);
@@ -533,6 +575,15 @@ export class AgentRun implements RunContext {
         final = { status: overdue ? 'budget-exhausted' : 'cancelled', reply: null, reason };
         if (overdue) this.step.events.push(overdue);
       }
+      // A file read earlier that has changed since is read again, after the step's results.
+      if (freshness && workspace && final === null)
+        observations.push(
+          ...freshness.stale(
+            this.#seq,
+            (path) => workspace.readNow({ path }),
+            new Set(this.step.changes.map((change) => change.path)),
+          ),
+        );
       const step = this.step;
       // What the step streamed reaches its listeners before the step's committed events do.
       await live?.flush();
@@ -554,6 +605,8 @@ export class AgentRun implements RunContext {
       if (result.status === 'exhausted') return 'budget-exhausted';
       if (result.status === 'interrupted') return 'interrupted';
       appendStep(transcript, completion, observations);
+      assembly.stepShown(this.#seq);
+      freshness?.note(this.#seq, completion.toolCalls, observations, changedIn(step.events));
       if (result.status === 'committed') for (const text of result.steers ?? []) transcript.push(steerTurn(text));
       this.#seq++;
       if (final) return final.status;

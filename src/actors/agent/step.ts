@@ -19,25 +19,50 @@ export function steerTurn(text: string): TranscriptEntry {
   return { role: 'user', text };
 }
 
+/** The name of a fold's observation: its content is the entry that stands for the steps it folded. */
+export const FOLD = '@fold';
+
+/** A fold's step: its notes replace the steps up to `folded.through` and everything before them. */
+export function foldOf(step: { observations: readonly Observation[] }): Observation | null {
+  const first = step.observations[0];
+  return first?.name === FOLD && first.folded ? first : null;
+}
+
 /**
  * A run's committed steps as transcript turns, each correction a person sent put before
  * the step it came before (`before`), and those taken after the last step at the end:
- * how a resumed run and a session's next turn both rebuild what the model saw.
+ * how a resumed run and a session's next turn both rebuild what the model saw. After a
+ * fold, what it folded is its notes alone: everything before them in `history` is
+ * dropped, then come the steps it kept whole and those after it. Returns the seq of each
+ * step whose turns are in the history after the latest fold (all of them without one), in order.
  */
 export function appendSteered(
   history: TranscriptEntry[],
   steps: readonly { seq: number; completion: Completion; observations: Observation[] }[],
   steers: readonly { before: number; text: string }[],
   next: number,
-): void {
+): { steps: number[]; folded: boolean } {
   const steered = (before: number) => {
     for (const item of steers) if (item.before === before) history.push(steerTurn(item.text));
   };
+  let latest = -1;
+  for (const [index, step] of steps.entries()) if (foldOf(step)) latest = index;
+  const fold = latest >= 0 ? foldOf(steps[latest] as (typeof steps)[number]) : null;
+  const through = fold?.folded?.through ?? 0;
+  if (fold) {
+    history.length = 0;
+    history.push({ role: 'user', text: fold.content });
+  }
+  const shown: number[] = [];
   for (const step of steps) {
+    // Folded away: the steps its notes stand for, and the folds before it (their notes are in its own).
+    if (fold && (step.seq <= through || foldOf(step))) continue;
     steered(step.seq);
     appendStep(history, step.completion, step.observations);
+    shown.push(step.seq);
   }
   steered(next);
+  return { steps: shown, folded: fold !== null };
 }
 
 /** Re-prompts spent, by kind. */
@@ -111,8 +136,22 @@ export interface RestoredRun {
   spec: unknown;
   /** The next step's sequence number. */
   seq: number;
-  /** The committed steps as transcript turns (after the opening turn). */
+  /** The committed steps as transcript turns (after the opening turn); after a fold, its notes first. */
   history: TranscriptEntry[];
+  /** The seq of each step whose turns are in `history`, in order. */
+  shown: number[];
+  /** The committed steps as stored (what the files the run read were, for {@link Freshness}). */
+  steps: readonly { seq: number; completion: Completion; observations: Observation[] }[];
+  /** The events a committed step recorded. */
+  stepEvents(seq: number): EventData[];
+  /** The run has folded: its history starts with the fold's notes, and a session's earlier turns are in them. */
+  folded: boolean;
+  /** The seq of the latest fold's step, or null. */
+  foldSeq: number | null;
+  /** The window recorded when the run first started, if it did. */
+  window: { tokens: number; source: string } | null;
+  /** The last step's request size and the input tokens the vendor counted for it: what the estimate is calibrated by. */
+  lastRequest: { chars: number; inputTokens: number } | null;
   spent: Spent;
   /** The step a pause kept, when it is the next one. */
   draft: { seq: number; completion: Completion; partial: StepDraft | null } | null;
@@ -142,7 +181,9 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
   const spent: Spent = { schema: 0, gate: 0, plan: 0 };
   // Corrections a person sent, each before the step it came before.
   const steers = events.flatMap((event) => (event.type === 'steered' ? [event] : []));
-  appendSteered(history, steps, steers, seq);
+  const appended = appendSteered(history, steps, steers, seq);
+  const windowEvent = events.find((event) => event.type === 'context-window');
+  const measured = [...steps].reverse().find((step) => step.completion.requestChars !== undefined && !foldOf(step));
   for (const step of steps) {
     for (const observation of step.observations) {
       if (observation.name === FEEDBACK.schema) spent.schema++;
@@ -155,6 +196,15 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
     spec,
     seq,
     history,
+    shown: appended.steps,
+    steps,
+    stepEvents: (at) => events.filter((event) => event.seq === at),
+    folded: appended.folded,
+    foldSeq: [...steps].reverse().find((step) => foldOf(step) !== null)?.seq ?? null,
+    window: windowEvent?.type === 'context-window' ? { tokens: windowEvent.tokens, source: windowEvent.source } : null,
+    lastRequest: measured
+      ? { chars: measured.completion.requestChars as number, inputTokens: measured.completion.usage.inputTokens }
+      : null,
     spent,
     draft:
       draft && draft.seq === seq

@@ -11,6 +11,7 @@ import { existsSync, realpathSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { PriceTable } from '../budget.js';
+import type { ContextData } from '../context/assembler.js';
 import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../exec/containment/boundary.js';
 import { RUNGS, type RungName } from '../exec/containment/rungs.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
@@ -153,9 +154,43 @@ export interface ContractData {
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
   sandbox?: SandboxData;
+  /** How each request is fitted to the model's window (absent: the defaults; see {@link TaskContract.withContext}). */
+  context?: ContextData;
 }
 
 const DEFAULT_RETRIES = 2;
+
+/** withContext's options checked: a share in (0, 1], a window of whole tokens, or a clear error. */
+function checkContext(options: unknown): ContextData {
+  const where = 'withContext';
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw new InvalidArgumentError(
+      `${where} takes { share?, window?, referenceCatalogue? }, got ${JSON.stringify(options)}.`,
+    );
+  const { share, window, referenceCatalogue, ...rest } = options as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0)
+    throw new InvalidArgumentError(
+      `${where}: there is no option ${unknown.map((key) => JSON.stringify(key)).join(', ')} (the options are share, window, referenceCatalogue).`,
+    );
+  if (share !== undefined && (typeof share !== 'number' || !(share > 0 && share <= 1)))
+    throw new InvalidArgumentError(
+      `${where}: share is the part of the model's window a request may fill, above 0 and at most 1 (such as 0.8), got ${JSON.stringify(share)}.`,
+    );
+  if (window !== undefined && (typeof window !== 'number' || !Number.isInteger(window) || window < 1024))
+    throw new InvalidArgumentError(
+      `${where}: window is the model's context window in tokens, a whole number of at least 1024 (such as 128000), got ${JSON.stringify(window)}.`,
+    );
+  if (referenceCatalogue !== undefined && typeof referenceCatalogue !== 'boolean')
+    throw new InvalidArgumentError(
+      `${where}: referenceCatalogue must be true or false, got ${JSON.stringify(referenceCatalogue)}.`,
+    );
+  return {
+    ...(share === undefined ? {} : { share }),
+    ...(window === undefined ? {} : { window }),
+    ...(referenceCatalogue === undefined ? {} : { referenceCatalogue }),
+  };
+}
 
 /** A contract's data with only its goal and root required: the rest as the builders default it. */
 export type ContractInput = Pick<ContractData, 'goal' | 'root'> & Partial<Omit<ContractData, 'goal' | 'root'>>;
@@ -270,6 +305,7 @@ export class TaskContract {
     if (data.system !== undefined && data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
     if (data.toolTiers) contract = contract.withToolTiers();
+    if (data.context) contract = contract.withContext(data.context);
     if (data.escalation) {
       contract = contract.withEscalation(data.escalation.provider, {
         afterGateFailures: data.escalation.afterGateFailures,
@@ -445,6 +481,22 @@ export class TaskContract {
    */
   withToolTiers(): TaskContract {
     return this.#with({ toolTiers: true });
+  }
+
+  /**
+   * How each request is fitted to the model's context window. Every request is built to
+   * fill at most `share` of the window (default 0.8); the window is `window` when stated,
+   * else read from the provider's catalogue (OpenRouter, a compatible endpoint), else from
+   * a reference table of OpenAI's and Anthropic's models when `referenceCatalogue` is true,
+   * else assumed (128,000 tokens for a remote endpoint, 8,192 for a local runtime), and the
+   * run records which. Between folds each request extends the one before it; when the next
+   * would not fit, the old steps are folded into notes the model writes, stored as a step.
+   *
+   * @example
+   * TaskContract.workspace(goal, root).withContext({ share: 0.6, window: 32_000 })
+   */
+  withContext(options: ContextData): TaskContract {
+    return this.#with({ context: checkContext(options) });
   }
 
   /**

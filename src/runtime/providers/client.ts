@@ -606,6 +606,10 @@ export class HttpProvider implements Provider {
   }
 
   /** What the vendor says it can run, with context windows and prices where it publishes them. */
+  get baseUrl(): string {
+    return this.#config.baseUrl;
+  }
+
   async models(signal?: AbortSignal): Promise<ModelInfo[]> {
     const response = await this.#transport.send(this.#wire.models(this.#config), this.name, signal);
     const body = await this.#decoded(response);

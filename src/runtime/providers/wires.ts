@@ -441,9 +441,16 @@ function openAiMessages(request: ModelRequest, config: WireConfig): Json[] {
     if (images.length > 0) messages.push({ role: 'user', content: images });
     images = [];
   };
-  for (const entry of request.transcript) {
+  const marked = config.systemCacheMarker ? request.options?.cacheBreakpoint : undefined;
+  for (const [index, entry] of request.transcript.entries()) {
     if (entry.role !== 'tool') flush();
-    if (entry.role === 'user') messages.push({ role: 'user', content: entry.text });
+    if (entry.role === 'user' && index === marked)
+      // The end of the prefix a fold froze: a breakpoint there, as on the system block.
+      messages.push({
+        role: 'user',
+        content: [{ type: 'text', text: entry.text, cache_control: { type: 'ephemeral' } }],
+      });
+    else if (entry.role === 'user') messages.push({ role: 'user', content: entry.text });
     else if (entry.role === 'assistant') {
       const message: Json = { role: 'assistant', content: entry.text === '' ? null : entry.text };
       if (entry.toolCalls.length > 0) {
@@ -813,7 +820,7 @@ function listing(config: WireConfig, path: string): WireRequest {
 
 type AnthropicBlock = Json;
 
-function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireConfig): Json[] {
+function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireConfig, marked?: number): Json[] {
   const messages: { role: 'user' | 'assistant'; content: AnthropicBlock[] }[] = [];
   const push = (role: 'user' | 'assistant', block: AnthropicBlock) => {
     const last = messages[messages.length - 1];
@@ -821,8 +828,14 @@ function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireC
     else messages.push({ role, content: [block] });
   };
   const shown = config.images ? shownImages(transcript) : new Set<TranscriptEntry>();
-  for (const entry of transcript) {
-    if (entry.role === 'user') push('user', { type: 'text', text: entry.text });
+  for (const [index, entry] of transcript.entries()) {
+    if (entry.role === 'user')
+      push('user', {
+        type: 'text',
+        text: entry.text,
+        // The end of the prefix a fold froze: a breakpoint there, as on the system block.
+        ...(index === marked ? { cache_control: { type: 'ephemeral' } } : {}),
+      });
     else if (entry.role === 'tool') {
       const text = toolText(entry, shown, config.images);
       push('user', {
@@ -1083,7 +1096,7 @@ export const anthropicWire: Wire = {
       max_tokens: config.maxTokens ?? 4096,
       // One breakpoint at the end of the system block: tools (which come first) and instructions are cached together.
       system: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }],
-      messages: anthropicMessages(request.transcript, config),
+      messages: anthropicMessages(request.transcript, config, request.options?.cacheBreakpoint),
       stream: true,
     };
     if (request.tools.length > 0) {

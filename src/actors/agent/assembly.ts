@@ -1,0 +1,314 @@
+/**
+ * The agent's side of context assembly: the run's window found once (and recorded, so a
+ * resume reads it back), each request checked against its share before it is sent, the
+ * old steps folded when it would not fit, and a request that does not extend the one
+ * before it named. The rules themselves are in runtime/context/.
+ */
+import { ErrorCode, HarnessError } from '../../errors.js';
+import {
+  calibrated,
+  DEFAULT_SHARE,
+  entryChars,
+  FOLD_PROMPT,
+  foldEntry,
+  headChars,
+  mechanicalNotes,
+  planFold,
+  prefixBreak,
+  requestChars,
+  shortened,
+} from '../../runtime/context/assembler.js';
+import {
+  assumedWindow,
+  type ContextWindow,
+  catalogueWindow,
+  primarySpec,
+  readsCatalogue,
+  referenceWindow,
+} from '../../runtime/context/window.js';
+import type { EventData } from '../../runtime/events.js';
+import type { Policy } from '../../runtime/policy/policy.js';
+import {
+  type Completion,
+  loadProvider,
+  type ModelRequest,
+  type Provider,
+  type ProviderSpec,
+  type ToolDefinition,
+  type TranscriptEntry,
+} from '../../runtime/provider.js';
+import type { RunContext } from './context.js';
+import { answeredCall } from './records.js';
+import { FOLD, type RestoredRun, steerTurn } from './step.js';
+
+/** The part of the window a fold's own request may fill before its longest entries are cut for it. */
+const FOLD_ROOM = 0.9;
+
+/** The part of a request a fold's notes may fill. */
+const NOTES_SHARE = 0.25;
+
+/** How long the catalogue may take to answer before the window is assumed instead. */
+const CATALOGUE_TIMEOUT_MS = 10_000;
+
+/**
+ * The window the run's requests are fitted to: the one recorded when it first started, or
+ * found now and recorded. A string when the run is refused: the catalogue's host is one
+ * the policy denies by a rule of its own.
+ */
+export async function findWindow(
+  agent: RunContext,
+  providerSpec: ProviderSpec,
+  policy: Policy | null,
+  recorded: RestoredRun['window'],
+): Promise<ContextWindow | string> {
+  if (recorded) return recorded as ContextWindow;
+  const context = agent.contract?.context ?? {};
+  const primary = primarySpec(providerSpec);
+  let found: ContextWindow | null = context.window === undefined ? null : { tokens: context.window, source: 'stated' };
+  if (!found && primary && readsCatalogue(primary)) {
+    const provider = await loadProvider(primary);
+    const refused = catalogueRefused(provider, policy, agent.contract?.root ?? process.cwd());
+    if (refused) return refused;
+    const tokens = await catalogued(provider, primary.model, agent.signal);
+    if (tokens !== null && tokens > 0) found = { tokens, source: 'catalogue' };
+  }
+  if (!found && context.referenceCatalogue && primary && (primary.kind === 'openai' || primary.kind === 'anthropic')) {
+    const tokens = referenceWindow(primary.model);
+    if (tokens !== null) found = { tokens, source: 'reference' };
+  }
+  const window = found ?? assumedWindow(primary);
+  await agent.store.call('recordEvents', {
+    ...agent.fence,
+    events: [
+      {
+        type: 'context-window',
+        tokens: window.tokens,
+        source: window.source,
+        share: context.share ?? DEFAULT_SHARE,
+        model: primary?.model ?? 'unknown',
+      },
+    ],
+    now: agent.clock.now(),
+  });
+  return window;
+}
+
+/** Windows read from a catalogue in this thread, by endpoint and model: a tree's agents on one thread ask once. */
+const catalogues = new Map<string, Promise<number | null>>();
+
+/** The catalogue's window for a model, or null when it cannot be read (the window is then assumed, and the event says so). */
+function catalogued(provider: Provider, model: string, signal: AbortSignal): Promise<number | null> {
+  const key = `${provider.baseUrl ?? provider.name} ${model}`;
+  let found = catalogues.get(key);
+  if (!found) {
+    const bounded = AbortSignal.any([signal, AbortSignal.timeout(CATALOGUE_TIMEOUT_MS)]);
+    found = (provider.models?.(bounded) ?? Promise.resolve(null))
+      .then((models) => (models ? catalogueWindow(models, model) : null))
+      .catch(() => null);
+    // A lookup that failed is tried again by the next run, not remembered.
+    void found.then((tokens) => {
+      if (tokens === null) catalogues.delete(key);
+    });
+    catalogues.set(key, found);
+  }
+  return found;
+}
+
+/** Why the catalogue may not be read: its host is denied by a rule the policy states (its default denial does not count: the provider's own host is the embedder's choice). */
+function catalogueRefused(provider: Provider, policy: Policy | null, root: string): string | null {
+  if (!policy || !provider.baseUrl) return null;
+  const url = new URL(provider.baseUrl);
+  const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+  const decision = policy.decide({ kind: 'net', host: url.hostname, port }, root);
+  if (decision.effect !== 'deny' || decision.rule === null) return null;
+  return `refused to start: the model's catalogue is on ${url.hostname}, which the policy denies (${decision.rule}, layer ${decision.layer}); state the model's window instead, withContext({ window: 128000 }), and no catalogue is read.`;
+}
+
+/** What a fold hands back: the step it committed, or how the run ended at its commit. */
+export type Folded =
+  | { kind: 'folded'; steers: string[] }
+  | { kind: 'ended'; status: 'budget-exhausted' | 'interrupted' }
+  | { kind: 'none' };
+
+/**
+ * One run's requests, each fitted to its share of the window. It keeps which step each
+ * assistant turn of the transcript is, where the opening turn is, and the request before
+ * this one (to name a request that does not extend it).
+ */
+export class Assembly {
+  readonly #window: ContextWindow;
+  readonly #share: number;
+  /** The seq of each step whose turns are in the transcript after the opening, in order. */
+  #shown: number[];
+  #opening: number;
+  #ratio: number;
+  #previous: { system: string; tools: string; transcript: TranscriptEntry[] } | null = null;
+  /** Set by a fold, so the next request is not taken for a broken prefix. */
+  #justFolded = false;
+  /** The request being sent extends the one before it (so what that one read from the cache should be read again). */
+  #extended = false;
+  /** The cache tokens the last answer reported reading, or null before the first. */
+  #lastRead: number | null = null;
+  /** The seq of the latest fold's step, or null. */
+  #foldSeq: number | null;
+
+  constructor(window: ContextWindow, share: number, restored: RestoredRun, opening: number) {
+    this.#window = window;
+    this.#share = share;
+    this.#shown = [...restored.shown];
+    this.#opening = opening;
+    this.#ratio = calibrated(restored.lastRequest);
+    this.#foldSeq = restored.foldSeq;
+  }
+
+  /**
+   * Where a cache breakpoint goes: after the fold's notes, once a step after the fold has
+   * been sent (the vendor is never asked to cache a prefix it has not seen once). The
+   * notes are the second entry, after the opening.
+   */
+  breakpoint(): number | null {
+    const folded = this.#foldSeq;
+    return folded !== null && this.#shown.some((seq) => seq > folded) ? 1 : null;
+  }
+
+  /** The most tokens a request may hold. */
+  get limit(): number {
+    return Math.floor(this.#window.tokens * this.#share);
+  }
+
+  /**
+   * Why no request can fit, or null: the window cannot hold even the system block, the
+   * tool definitions and the opening turn, which no fold can make smaller.
+   */
+  noRoom(system: string, tools: readonly ToolDefinition[], transcript: readonly TranscriptEntry[]): string | null {
+    const opening = transcript[this.#opening];
+    const tokens = Math.ceil((headChars(system, tools) + (opening ? entryChars(opening) : 0)) * this.#ratio);
+    if (tokens <= this.limit) return null;
+    return `refused to start: the model's window of ${this.#window.tokens} tokens (${this.#window.source}), at a share of ${this.#share}, holds ${this.limit} tokens a request, and the system block, tool definitions and task alone are about ${tokens}; state a larger window or share with withContext({ window, share }), or give a shorter system prompt.`;
+  }
+
+  /** The characters a request holds and what the vendor is expected to count them as. */
+  measure(system: string, tools: readonly ToolDefinition[], transcript: readonly TranscriptEntry[]) {
+    const chars = requestChars(system, tools, transcript);
+    return { chars, tokens: Math.ceil(chars * this.#ratio) };
+  }
+
+  /**
+   * A step's answer came back: the vendor's count of its request calibrates the next
+   * estimate. A `cache-miss` event when the request extended the one before it and read
+   * less from the vendor's cache than that one did.
+   */
+  answered(completion: Completion, chars: number): EventData | null {
+    if (completion.usageReported !== false && completion.usage.inputTokens > 0 && chars > 0)
+      this.#ratio = completion.usage.inputTokens / chars;
+    const read = completion.usage.cacheReadTokens ?? 0;
+    const before = this.#lastRead;
+    this.#lastRead = read;
+    return this.#extended && before !== null && before > 0 && read < before
+      ? { type: 'cache-miss', expected: before, read }
+      : null;
+  }
+
+  /** A step was committed with its turns appended to the transcript. */
+  stepShown(seq: number): void {
+    this.#shown.push(seq);
+  }
+
+  /**
+   * The event naming a request that does not extend the one before it, or null. Past a
+   * fold the head was rebuilt on purpose. Under IO_HARNESS_STRICT_PREFIX=1 (the test suite)
+   * an entry already sent that changed is an error: it never should.
+   */
+  checkPrefix(
+    system: string,
+    tools: readonly ToolDefinition[],
+    transcript: readonly TranscriptEntry[],
+  ): EventData | null {
+    const now = { system, tools: JSON.stringify(tools), transcript: [...transcript] };
+    const before = this.#previous;
+    this.#previous = now;
+    if (!before || this.#justFolded) {
+      this.#justFolded = false;
+      this.#extended = false;
+      return null;
+    }
+    const cause = prefixBreak(before, now);
+    this.#extended = cause === null;
+    if (cause === 'transcript' && process.env.IO_HARNESS_STRICT_PREFIX === '1')
+      throw new HarnessError(
+        ErrorCode.Internal,
+        'a request rewrote a transcript entry it had already sent, between folds',
+      );
+    return cause ? { type: 'prefix-broke', cause } : null;
+  }
+
+  /**
+   * Folds the old steps when the request would not fit: the model writes notes on what is
+   * folded (asked after those entries, so the vendor's cache serves the request), the notes
+   * are committed as a step of their own (tokens drawn, no step), and the transcript becomes
+   * the opening turn, the notes and the steps kept whole.
+   */
+  async fold(
+    agent: RunContext,
+    model: Provider,
+    request: Omit<ModelRequest, 'transcript'>,
+    transcript: TranscriptEntry[],
+  ): Promise<Folded> {
+    const { chars, tokens } = this.measure(request.system, request.tools, transcript);
+    if (tokens <= this.limit) return { kind: 'none' };
+    const plan = planFold(transcript, this.#opening, this.#shown, this.limit / this.#ratio);
+    if (!plan) return { kind: 'none' };
+    const folded = transcript.slice(0, plan.cut);
+    // The request that summarises must fit the window too: entries far over it are cut for it alone.
+    const asked: TranscriptEntry[] = [...folded, { role: 'user', text: FOLD_PROMPT }];
+    const fits = this.measure(request.system, request.tools, asked).tokens <= this.#window.tokens * FOLD_ROOM;
+    const cap = Math.max(2_000, Math.floor(this.limit / this.#ratio / (2 * Math.max(1, folded.length))));
+    const completion = await model.complete(
+      { ...request, transcript: fits ? asked : shortened(asked, cap) },
+      agent.signal,
+    );
+    // Notes longer than a quarter of a request would leave no room for the steps after them.
+    const most = Math.floor((this.limit / this.#ratio) * NOTES_SHARE);
+    const written = completion.text.trim() || mechanicalNotes(folded);
+    const notes = written.length <= most ? written : `${written.slice(0, most)}\n(the notes went on; cut to fit)`;
+    const text = foldEntry(plan.through, notes);
+    const opening = transcript[this.#opening] as TranscriptEntry;
+    const rebuilt: TranscriptEntry[] = [opening, { role: 'user', text }, ...transcript.slice(plan.cut)];
+    const after = this.measure(request.system, request.tools, rebuilt).tokens;
+    const event: EventData = {
+      type: 'assembled',
+      rung: 'fold',
+      through: plan.through,
+      folded: this.#shown.length - plan.kept.length,
+      kept: plan.kept.length,
+      tokensBefore: tokens,
+      tokensAfter: after,
+      limit: this.limit,
+    };
+    const result = await agent.store.call('commitStep', {
+      ...agent.fence,
+      seq: agent.seq,
+      completion: { ...completion, toolCalls: [], requestChars: chars },
+      observations: [{ callId: 'fold', name: FOLD, content: text, isError: false, folded: { through: plan.through } }],
+      usage: completion.usage,
+      consumed: [],
+      sent: [],
+      spawned: [],
+      events: [event],
+      calls: [answeredCall(completion, model.name)],
+      final: null,
+      fold: true,
+      now: agent.clock.now(),
+    });
+    if (result.status === 'exhausted') return { kind: 'ended', status: 'budget-exhausted' };
+    if (result.status === 'interrupted') return { kind: 'ended', status: 'interrupted' };
+    transcript.splice(0, transcript.length, ...rebuilt);
+    this.#opening = 0;
+    this.#shown = [...plan.kept];
+    this.#foldSeq = agent.seq;
+    this.#justFolded = true;
+    const steers = result.status === 'committed' ? (result.steers ?? []) : [];
+    for (const words of steers) transcript.push(steerTurn(words));
+    return { kind: 'folded', steers };
+  }
+}

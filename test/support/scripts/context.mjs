@@ -1,0 +1,26 @@
+// A model for a driver process that reads big.txt for `steps` steps, then answers; a fold's
+// request gets notes. Every request's messages are appended to `log`, one JSON line each,
+// so a test can compare what two processes sent. The steps answered so far are counted in
+// `log`'s own lines, so a resumed process goes on counting where the killed one stopped;
+// call ids are named by step, not by the server's own count, which starts again in a new process.
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+
+const FOLD_ASKED = 'Your context is nearly full';
+
+export function readerScript(options) {
+  return (call) => {
+    const messages = call.body.messages;
+    const fold = JSON.stringify(messages.at(-1)?.content ?? '').includes(FOLD_ASKED);
+    const answered = existsSync(options.log)
+      ? readFileSync(options.log, 'utf8')
+          .split('\n')
+          .filter((line) => line.startsWith('{"fold":false')).length
+      : 0;
+    appendFileSync(options.log, `${JSON.stringify({ fold, messages })}\n`);
+    if (fold) return { text: 'notes: big.txt holds the numbers; keep reading.' };
+    const step = answered + 1;
+    return step <= options.steps
+      ? { text: `read ${step}`, toolCalls: [{ id: `read_${step}`, name: 'read_file', args: { path: 'big.txt' } }] }
+      : { text: 'done reading' };
+  };
+}
