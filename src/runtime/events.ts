@@ -123,6 +123,20 @@ export type EventData =
       tokensAfter: number;
       limit: number;
     }
+  /**
+   * A rung below the fold ran (see runtime/context/rungs.ts): `collapse` sent `entries`
+   * results shortened the first time they were sent; `reduce` cut the memory block to
+   * `entries` notes; `snip` and `microcompact` replaced `entries` old results. The estimated
+   * tokens of the request before and after.
+   */
+  | {
+      type: 'assembled';
+      rung: 'collapse' | 'reduce' | 'snip' | 'microcompact';
+      entries: number;
+      tokensBefore: number;
+      tokensAfter: number;
+      limit: number;
+    }
   /** A request that did not extend the one before it other than at a fold, and why: its system block, its tools, or an entry already sent changed. */
   | { type: 'prefix-broke'; cause: 'system' | 'tools' | 'transcript' }
   /** A request that extended the one before it read less from the vendor's cache than that one did: it paid again for a prefix that had been cached. */

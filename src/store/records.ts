@@ -100,6 +100,10 @@ export interface Observation {
   folded?: { through: number };
   /** On a refresh (name `@refresh`): the file read again because it changed since the model read it. */
   refreshed?: { path: string };
+  /** Sent shortened (the collapse rung): its tool, target and first `shown` characters; the trace keeps it whole. */
+  collapsed?: { shown: number };
+  /** On a compaction's step (name `@compact`): the rungs that ran and the results they replaced, by step and index. */
+  compacted?: { rungs: string[]; replacements: { seq: number; index: number; content: string }[]; memory?: number };
 }
 
 /** One model call of a step, for the accounting table. */

@@ -85,7 +85,7 @@ export interface DriverConfig {
     goal: string;
     root: string;
     policy?: 'permissive' | 'default';
-    context?: { share?: number; window?: number };
+    context?: Record<string, unknown>;
     budget?: { steps?: number; tokens?: number };
   };
   /** How the driver's approver answers every ask. */

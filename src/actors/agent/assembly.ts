@@ -19,6 +19,16 @@ import {
   shortened,
 } from '../../runtime/context/assembler.js';
 import {
+  applyReplacement,
+  collapseAt,
+  DEFAULT_COLLAPSE_OVER,
+  type HeadStep,
+  microcompact,
+  type Replacement,
+  RUNG_TARGET,
+  snip,
+} from '../../runtime/context/rungs.js';
+import {
   assumedWindow,
   type ContextWindow,
   catalogueWindow,
@@ -37,9 +47,10 @@ import {
   type ToolDefinition,
   type TranscriptEntry,
 } from '../../runtime/provider.js';
+import type { Observation } from '../../store/records.js';
 import type { RunContext } from './context.js';
 import { answeredCall } from './records.js';
-import { FOLD, type RestoredRun, steerTurn } from './step.js';
+import { COMPACT, FOLD, type RestoredRun, steerTurn } from './step.js';
 
 /** The part of the window a fold's own request may fill before its longest entries are cut for it. */
 const FOLD_ROOM = 0.9;
@@ -124,9 +135,9 @@ function catalogueRefused(provider: Provider, policy: Policy | null, root: strin
   return `refused to start: the model's catalogue is on ${url.hostname}, which the policy denies (${decision.rule}, layer ${decision.layer}); state the model's window instead, withContext({ window: 128000 }), and no catalogue is read.`;
 }
 
-/** What a fold hands back: the step it committed, or how the run ended at its commit. */
+/** What fitting a request hands back: the steps it committed (a compaction, a fold), or how the run ended at a commit. */
 export type Folded =
-  | { kind: 'folded'; steers: string[] }
+  | { kind: 'folded'; steps: number }
   | { kind: 'ended'; status: 'budget-exhausted' | 'interrupted' }
   | { kind: 'none' };
 
@@ -151,14 +162,61 @@ export class Assembly {
   #lastRead: number | null = null;
   /** The seq of the latest fold's step, or null. */
   #foldSeq: number | null;
+  /** The rungs below the fold the contract turns on. */
+  readonly #rungs: NonNullable<RunContext['contract']>['context'];
+  /** The results a rung has replaced, as `seq:index`: never replaced twice. */
+  readonly #replaced: Set<string>;
 
-  constructor(window: ContextWindow, share: number, restored: RestoredRun, opening: number) {
+  constructor(
+    window: ContextWindow,
+    share: number,
+    restored: RestoredRun,
+    opening: number,
+    rungs: NonNullable<RunContext['contract']>['context'] = {},
+  ) {
     this.#window = window;
     this.#share = share;
     this.#shown = [...restored.shown];
     this.#opening = opening;
     this.#ratio = calibrated(restored.lastRequest);
     this.#foldSeq = restored.foldSeq;
+    this.#rungs = rungs ?? {};
+    this.#replaced = new Set(restored.replaced);
+  }
+
+  /**
+   * Collapse, when the contract turns it on: a step's results that alone would take more
+   * than their part of a request are marked to be sent shortened (the trace keeps them
+   * whole). `requestTokens` is the estimate of the request the step answered. Returns the
+   * `assembled` event naming them, or null when none was.
+   */
+  collapse(observations: Observation[], requestTokens: number): EventData | null {
+    const option = this.#rungs?.collapse;
+    if (!option) return null;
+    const over = option === true ? DEFAULT_COLLAPSE_OVER : option.over;
+    const limitChars = this.limit / this.#ratio;
+    let entries = 0;
+    let full = 0;
+    let saved = 0;
+    for (const observation of observations) {
+      full += observation.content.length;
+      if (observation.name.startsWith('@') || observation.collapsed) continue;
+      const shown = collapseAt(observation.content.length, limitChars, over);
+      if (shown === null) continue;
+      observation.collapsed = { shown };
+      entries++;
+      saved += observation.content.length - shown;
+    }
+    if (entries === 0) return null;
+    const before = requestTokens + Math.ceil(full * this.#ratio);
+    return {
+      type: 'assembled',
+      rung: 'collapse',
+      entries,
+      tokensBefore: before,
+      tokensAfter: before - Math.ceil(saved * this.#ratio),
+      limit: this.limit,
+    };
   }
 
   /**
@@ -243,13 +301,124 @@ export class Assembly {
   }
 
   /**
+   * Fits the request to its share when it would not fit: first the mechanical rungs the
+   * contract turns on (snip, then microcompact), committed as a step of their own when
+   * they replaced anything; then, if the request is still over, a fold.
+   */
+  async fit(
+    agent: RunContext,
+    model: Provider,
+    request: Omit<ModelRequest, 'transcript'>,
+    transcript: TranscriptEntry[],
+  ): Promise<Folded> {
+    const { tokens } = this.measure(request.system, request.tools, transcript);
+    if (tokens <= this.limit) return { kind: 'none' };
+    let steps = 0;
+    const compacted = await this.#compact(agent, agent.seq, request, transcript);
+    if (compacted.kind === 'ended') return compacted;
+    if (compacted.kind === 'folded') steps += compacted.steps;
+    const folded = await this.#fold(agent, agent.seq + steps, model, request, transcript);
+    if (folded.kind === 'ended') return folded;
+    if (folded.kind === 'folded') steps += folded.steps;
+    return steps > 0 ? { kind: 'folded', steps } : { kind: 'none' };
+  }
+
+  /** The steps of the transcript's head: those before the ones a fold would keep whole. */
+  #head(transcript: readonly TranscriptEntry[]): HeadStep[] {
+    const plan = planFold(transcript, this.#opening, this.#shown, this.limit / this.#ratio);
+    if (!plan) return [];
+    const starts: number[] = [];
+    for (let index = this.#opening + 1; index < transcript.length; index++)
+      if (transcript[index]?.role === 'assistant') starts.push(index);
+    const head: HeadStep[] = [];
+    for (const [k, at] of starts.entries()) {
+      if (at >= plan.cut) break;
+      head.push({ seq: this.#shown[k] as number, at, end: starts[k + 1] ?? transcript.length });
+    }
+    return head;
+  }
+
+  /** Snip and microcompact, as the contract turns them on, down to {@link RUNG_TARGET} of the limit; one step stores what they replaced. */
+  async #compact(
+    agent: RunContext,
+    seq: number,
+    request: Omit<ModelRequest, 'transcript'>,
+    transcript: TranscriptEntry[],
+  ): Promise<Folded> {
+    const rungs = this.#rungs ?? {};
+    if (!rungs.snip && !rungs.microcompact) return { kind: 'none' };
+    const head = this.#head(transcript);
+    if (head.length === 0) return { kind: 'none' };
+    const events: EventData[] = [];
+    const all: Replacement[] = [];
+    const ran: string[] = [];
+    const target = this.limit * RUNG_TARGET;
+    for (const [rung, run] of [
+      ['snip', rungs.snip ? snip : null],
+      ['microcompact', rungs.microcompact ? microcompact : null],
+    ] as const) {
+      if (!run) continue;
+      const before = this.measure(request.system, request.tools, transcript).tokens;
+      if (before <= target) break;
+      const replacements = run(transcript, head, (before - target) / this.#ratio, this.#replaced);
+      if (replacements.length === 0) continue;
+      for (const item of replacements) {
+        const step = head.find((candidate) => candidate.seq === item.seq) as HeadStep;
+        applyReplacement(transcript, step.at + 1 + item.index, item.content);
+        this.#replaced.add(`${item.seq}:${item.index}`);
+      }
+      all.push(...replacements);
+      ran.push(rung);
+      events.push({
+        type: 'assembled',
+        rung,
+        entries: replacements.length,
+        tokensBefore: before,
+        tokensAfter: this.measure(request.system, request.tools, transcript).tokens,
+        limit: this.limit,
+      });
+    }
+    if (all.length === 0) return { kind: 'none' };
+    const result = await agent.store.call('commitStep', {
+      ...agent.fence,
+      seq,
+      completion: { text: '', toolCalls: [], usage: { inputTokens: 0, outputTokens: 0 }, model: 'none' },
+      observations: [
+        {
+          callId: 'compact',
+          name: COMPACT,
+          content: `${ran.join(' and ')} replaced ${all.length} old results to fit the context window`,
+          isError: false,
+          compacted: { rungs: ran, replacements: all },
+        },
+      ],
+      usage: { inputTokens: 0, outputTokens: 0 },
+      consumed: [],
+      sent: [],
+      spawned: [],
+      events,
+      calls: [],
+      final: null,
+      fold: true,
+      now: agent.clock.now(),
+    });
+    if (result.status === 'exhausted') return { kind: 'ended', status: 'budget-exhausted' };
+    if (result.status === 'interrupted') return { kind: 'ended', status: 'interrupted' };
+    this.#justFolded = true;
+    const steers = result.status === 'committed' ? (result.steers ?? []) : [];
+    for (const words of steers) transcript.push(steerTurn(words));
+    return { kind: 'folded', steps: 1 };
+  }
+
+  /**
    * Folds the old steps when the request would not fit: the model writes notes on what is
    * folded (asked after those entries, so the vendor's cache serves the request), the notes
    * are committed as a step of their own (tokens drawn, no step), and the transcript becomes
    * the opening turn, the notes and the steps kept whole.
    */
-  async fold(
+  async #fold(
     agent: RunContext,
+    seq: number,
     model: Provider,
     request: Omit<ModelRequest, 'transcript'>,
     transcript: TranscriptEntry[],
@@ -287,7 +456,7 @@ export class Assembly {
     };
     const result = await agent.store.call('commitStep', {
       ...agent.fence,
-      seq: agent.seq,
+      seq,
       completion: { ...completion, toolCalls: [], requestChars: chars },
       observations: [{ callId: 'fold', name: FOLD, content: text, isError: false, folded: { through: plan.through } }],
       usage: completion.usage,
@@ -305,10 +474,10 @@ export class Assembly {
     transcript.splice(0, transcript.length, ...rebuilt);
     this.#opening = 0;
     this.#shown = [...plan.kept];
-    this.#foldSeq = agent.seq;
+    this.#foldSeq = seq;
     this.#justFolded = true;
     const steers = result.status === 'committed' ? (result.steers ?? []) : [];
     for (const words of steers) transcript.push(steerTurn(words));
-    return { kind: 'folded', steers };
+    return { kind: 'folded', steps: 1 };
   }
 }

@@ -270,7 +270,13 @@ export class AgentRun implements RunContext {
     // The window every request is fitted to: found once, recorded, read back on a resume.
     const window = await findWindow(this, providerSpec, this.#policy, restored.window);
     if (typeof window === 'string') return this.#end('failed', window);
-    const assembly = new Assembly(window, contract?.context?.share ?? DEFAULT_SHARE, restored, earlier.length);
+    const assembly = new Assembly(
+      window,
+      contract?.context?.share ?? DEFAULT_SHARE,
+      restored,
+      earlier.length,
+      contract?.context,
+    );
     // The files the run has read whole, so one that changes after is read again for the model.
     const workspace = this.#workspace;
     const freshness = workspace
@@ -344,6 +350,7 @@ export class AgentRun implements RunContext {
       let completion: Completion;
       const live = this.#ports.live;
       const assembled: EventData[] = [];
+      let requestTokens = 0;
       try {
         if (replay) completion = replay.completion;
         else {
@@ -361,13 +368,14 @@ export class AgentRun implements RunContext {
             depth: run.depth,
             seq: this.#seq,
           });
-          // Over its share: the old steps are folded first, as a step of their own.
-          const folded = await assembly.fold(this, model, { system, tools, options, metadata: metadata() }, transcript);
+          // Over its share: the rungs the contract turns on, then a fold, each stored as a step of its own.
+          const folded = await assembly.fit(this, model, { system, tools, options, metadata: metadata() }, transcript);
           if (folded.kind === 'ended') return folded.status;
-          if (folded.kind === 'folded') this.#seq++;
+          if (folded.kind === 'folded') this.#seq += folded.steps;
           const broke = assembly.checkPrefix(system, tools, transcript);
           if (broke) assembled.push(broke);
           const measured = assembly.measure(system, tools, transcript);
+          requestTokens = measured.tokens;
           live?.publish({ type: 'model-call-start', seq: this.#seq });
           const breakpoint = assembly.breakpoint();
           completion = await model.complete(
@@ -585,6 +593,9 @@ export class AgentRun implements RunContext {
           ),
         );
       const step = this.step;
+      // A result too long for its part of a request is sent shortened (collapse), from its first sending.
+      const collapsed = assembly.collapse(observations, requestTokens);
+      if (collapsed) step.events.push(collapsed);
       // What the step streamed reaches its listeners before the step's committed events do.
       await live?.flush();
       const result = await store.call('commitStep', {

@@ -1,4 +1,6 @@
 /** How a step's model calls and observations become trace records and transcript turns. */
+
+import { callTarget, collapsedContent } from '../../runtime/context/rungs.js';
 import type { EventData } from '../../runtime/events.js';
 import type { CallAttempt, Completion, ProviderSpec, TranscriptEntry } from '../../runtime/provider.js';
 import { MAX_ARGUMENT_DEPTH, nestedDeeperThan } from '../../runtime/tools.js';
@@ -72,18 +74,42 @@ export function answeredCall(completion: Completion, fallbackName: string): Mode
   };
 }
 
-export function appendStep(transcript: TranscriptEntry[], completion: Completion, observations: Observation[]): void {
+/**
+ * A committed step as transcript turns: its assistant turn, then each observation (a
+ * runtime feedback as a user turn). A result the collapse rung marked is sent shortened;
+ * `replaced` holds what the mechanical rungs put in place of this step's results, by index.
+ */
+export function appendStep(
+  transcript: TranscriptEntry[],
+  completion: Completion,
+  observations: Observation[],
+  replaced?: (index: number) => string | undefined,
+): void {
   transcript.push({ role: 'assistant', text: completion.text, toolCalls: completion.toolCalls });
-  for (const observation of observations) {
+  for (const [index, observation] of observations.entries()) {
     if (observation.name.startsWith('@')) {
       transcript.push({ role: 'user', text: observation.content });
       continue;
     }
+    const instead = replaced?.(index);
+    if (instead !== undefined) {
+      transcript.push({
+        role: 'tool',
+        callId: observation.callId,
+        name: observation.name,
+        content: instead,
+        isError: observation.isError,
+      });
+      continue;
+    }
+    const call = observation.collapsed ? completion.toolCalls.find((item) => item.id === observation.callId) : null;
     transcript.push({
       role: 'tool',
       callId: observation.callId,
       name: observation.name,
-      content: observation.content,
+      content: observation.collapsed
+        ? collapsedContent(observation.name, callTarget(call?.args), observation.content, observation.collapsed.shown)
+        : observation.content,
       isError: observation.isError,
       ...(observation.images ? { images: observation.images } : {}),
     });

@@ -28,6 +28,15 @@ export function foldOf(step: { observations: readonly Observation[] }): Observat
   return first?.name === FOLD && first.folded ? first : null;
 }
 
+/** The name of a compaction's observation: the results the mechanical rungs replaced (see runtime/context/rungs.ts). */
+export const COMPACT = '@compact';
+
+/** A compaction's step, or null. */
+export function compactOf(step: { observations: readonly Observation[] }): Observation | null {
+  const first = step.observations[0];
+  return first?.name === COMPACT && first.compacted ? first : null;
+}
+
 /**
  * A run's committed steps as transcript turns, each correction a person sent put before
  * the step it came before (`before`), and those taken after the last step at the end:
@@ -53,12 +62,19 @@ export function appendSteered(
     history.length = 0;
     history.push({ role: 'user', text: fold.content });
   }
+  // What the rungs put in place of results, by step and index: a compaction's replacements stand from then on.
+  const replaced = new Map<string, string>();
+  for (const step of steps)
+    for (const item of compactOf(step)?.compacted?.replacements ?? [])
+      replaced.set(`${item.seq}:${item.index}`, item.content);
   const shown: number[] = [];
   for (const step of steps) {
     // Folded away: the steps its notes stand for, and the folds before it (their notes are in its own).
     if (fold && (step.seq <= through || foldOf(step))) continue;
+    // A compaction sends nothing of its own: its replacements are in the steps they replaced.
+    if (compactOf(step)) continue;
     steered(step.seq);
-    appendStep(history, step.completion, step.observations);
+    appendStep(history, step.completion, step.observations, (index) => replaced.get(`${step.seq}:${index}`));
     shown.push(step.seq);
   }
   steered(next);
@@ -148,6 +164,8 @@ export interface RestoredRun {
   folded: boolean;
   /** The seq of the latest fold's step, or null. */
   foldSeq: number | null;
+  /** The results the rungs have replaced, as `seq:index`. */
+  replaced: string[];
   /** The window recorded when the run first started, if it did. */
   window: { tokens: number; source: string } | null;
   /** The last step's request size and the input tokens the vendor counted for it: what the estimate is calibrated by. */
@@ -201,6 +219,9 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
     stepEvents: (at) => events.filter((event) => event.seq === at),
     folded: appended.folded,
     foldSeq: [...steps].reverse().find((step) => foldOf(step) !== null)?.seq ?? null,
+    replaced: steps.flatMap((step) =>
+      (compactOf(step)?.compacted?.replacements ?? []).map((item) => `${item.seq}:${item.index}`),
+    ),
     window: windowEvent?.type === 'context-window' ? { tokens: windowEvent.tokens, source: windowEvent.source } : null,
     lastRequest: measured
       ? { chars: measured.completion.requestChars as number, inputTokens: measured.completion.usage.inputTokens }

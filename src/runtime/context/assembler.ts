@@ -13,9 +13,10 @@
  */
 import type { ImageAttachment } from '../images.js';
 import type { ToolDefinition, TranscriptEntry } from '../provider.js';
+import type { RungOptions } from './rungs.js';
 
 /** What a contract says about assembly (`TaskContract.withContext`); every field optional. */
-export interface ContextData {
+export interface ContextData extends RungOptions {
   /** The share of the window a request may fill, in (0, 1]. Default {@link DEFAULT_SHARE}. */
   share?: number;
   /** The window, in tokens, stated: no catalogue is read and nothing is assumed. */

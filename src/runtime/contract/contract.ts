@@ -160,18 +160,22 @@ export interface ContractData {
 
 const DEFAULT_RETRIES = 2;
 
-/** withContext's options checked: a share in (0, 1], a window of whole tokens, or a clear error. */
+/** withContext's options checked: a share in (0, 1], a window of whole tokens, rungs on or off, or a clear error. */
 function checkContext(options: unknown): ContextData {
   const where = 'withContext';
+  const names = 'share, window, referenceCatalogue, collapse, reduce, snip, microcompact';
   if (typeof options !== 'object' || options === null || Array.isArray(options))
     throw new InvalidArgumentError(
-      `${where} takes { share?, window?, referenceCatalogue? }, got ${JSON.stringify(options)}.`,
+      `${where} takes { ${names.replaceAll(', ', '?, ')}? }, got ${JSON.stringify(options)}.`,
     );
-  const { share, window, referenceCatalogue, ...rest } = options as Record<string, unknown>;
+  const { share, window, referenceCatalogue, collapse, reduce, snip, microcompact, ...rest } = options as Record<
+    string,
+    unknown
+  >;
   const unknown = Object.keys(rest);
   if (unknown.length > 0)
     throw new InvalidArgumentError(
-      `${where}: there is no option ${unknown.map((key) => JSON.stringify(key)).join(', ')} (the options are share, window, referenceCatalogue).`,
+      `${where}: there is no option ${unknown.map((key) => JSON.stringify(key)).join(', ')} (the options are ${names}).`,
     );
   if (share !== undefined && (typeof share !== 'number' || !(share > 0 && share <= 1)))
     throw new InvalidArgumentError(
@@ -181,14 +185,34 @@ function checkContext(options: unknown): ContextData {
     throw new InvalidArgumentError(
       `${where}: window is the model's context window in tokens, a whole number of at least 1024 (such as 128000), got ${JSON.stringify(window)}.`,
     );
-  if (referenceCatalogue !== undefined && typeof referenceCatalogue !== 'boolean')
-    throw new InvalidArgumentError(
-      `${where}: referenceCatalogue must be true or false, got ${JSON.stringify(referenceCatalogue)}.`,
-    );
+  for (const [name, value] of Object.entries({ referenceCatalogue, reduce, snip, microcompact }))
+    if (value !== undefined && typeof value !== 'boolean')
+      throw new InvalidArgumentError(`${where}: ${name} must be true or false, got ${JSON.stringify(value)}.`);
+  let collapsing: ContextData['collapse'];
+  if (collapse !== undefined) {
+    const over = typeof collapse === 'object' && collapse !== null ? (collapse as { over?: unknown }).over : undefined;
+    const valid =
+      typeof collapse === 'boolean' ||
+      (typeof collapse === 'object' &&
+        collapse !== null &&
+        Object.keys(collapse).every((key) => key === 'over') &&
+        typeof over === 'number' &&
+        over > 0 &&
+        over < 1);
+    if (!valid)
+      throw new InvalidArgumentError(
+        `${where}: collapse is true, false, or { over } with over the share of a request one result may take before it is sent shortened, above 0 and below 1 (such as 0.25), got ${JSON.stringify(collapse)}.`,
+      );
+    collapsing = typeof collapse === 'boolean' ? collapse : { over: over as number };
+  }
   return {
     ...(share === undefined ? {} : { share }),
     ...(window === undefined ? {} : { window }),
-    ...(referenceCatalogue === undefined ? {} : { referenceCatalogue }),
+    ...(referenceCatalogue === undefined ? {} : { referenceCatalogue: referenceCatalogue as boolean }),
+    ...(collapsing === undefined ? {} : { collapse: collapsing }),
+    ...(reduce === undefined ? {} : { reduce: reduce as boolean }),
+    ...(snip === undefined ? {} : { snip: snip as boolean }),
+    ...(microcompact === undefined ? {} : { microcompact: microcompact as boolean }),
   };
 }
 
@@ -491,6 +515,12 @@ export class TaskContract {
    * else assumed (128,000 tokens for a remote endpoint, 8,192 for a local runtime), and the
    * run records which. Between folds each request extends the one before it; when the next
    * would not fit, the old steps are folded into notes the model writes, stored as a step.
+   *
+   * Gentler rungs run before a fold, each off unless turned on here: `collapse` sends a
+   * result longer than its part of a request (`{ over }`, default 0.25) shortened, its tool
+   * and target named; `reduce` cuts the memory block first; `snip` drops old `find` and
+   * `grep` results, then old reads; `microcompact` replaces an old step's results with a
+   * counted line. Each that runs is an `assembled` event.
    *
    * @example
    * TaskContract.workspace(goal, root).withContext({ share: 0.6, window: 32_000 })

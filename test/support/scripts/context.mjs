@@ -24,3 +24,30 @@ export function readerScript(options) {
       : { text: 'done reading' };
   };
 }
+
+// A model that looks things up for `steps` steps, three calls a step (find, grep, then
+// read_file), then answers; a fold's request gets notes. Logged and counted as readerScript is.
+export function lookupScript(options) {
+  return (call) => {
+    const messages = call.body.messages;
+    const fold = JSON.stringify(messages.at(-1)?.content ?? '').includes(FOLD_ASKED);
+    const answered = existsSync(options.log)
+      ? readFileSync(options.log, 'utf8')
+          .split('\n')
+          .filter((line) => line.startsWith('{"fold":false')).length
+      : 0;
+    appendFileSync(options.log, `${JSON.stringify({ fold, messages })}\n`);
+    if (fold) return { text: 'notes: the lookups agree; keep looking.' };
+    const step = answered + 1;
+    return step <= options.steps
+      ? {
+          text: `look ${step}`,
+          toolCalls: [
+            { id: `find_${step}`, name: 'find', args: { pattern: '*.txt' } },
+            { id: `grep_${step}`, name: 'grep', args: { pattern: 'line' } },
+            { id: `read_${step}`, name: 'read_file', args: { path: 'big.txt' } },
+          ],
+        }
+      : { text: 'done looking' };
+  };
+}
