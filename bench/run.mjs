@@ -20,6 +20,7 @@ const benches = [
   ['sessions', ['sessions.mjs']],
   ['mcp', ['mcp.mjs']],
   ['context', ['context.mjs']],
+  ['notes', ['notes.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

@@ -21,7 +21,9 @@ export {
 // Types only: the MCP client itself is io-harness/mcp, so the core never loads the protocol's SDK.
 export type { McpServerSpec } from './mcp/spec.js';
 export type { Budget, Ceilings, Clamp } from './runtime/budget.js';
-export type { ContractBudget, ContractData, VerificationData } from './runtime/contract/contract.js';
+export type { ContextData } from './runtime/context/assembler.js';
+export type { Rung, RungOptions } from './runtime/context/rungs.js';
+export type { ContractBudget, ContractData, MemoryData, VerificationData } from './runtime/contract/contract.js';
 export { TaskContract, ToolMask, Verification, WORKSPACE_TOOL_NAMES } from './runtime/contract/contract.js';
 export { contractFromJSON } from './runtime/contract/from-json.js';
 export type { OutputCheck } from './runtime/contract/output-check.js';
@@ -127,6 +129,8 @@ export {
   ECOSYSTEM_IDS,
   toolchainTable,
 } from './runtime/workspace/toolchain.js';
+export type { MemoryOptions, NoteKind, NoteRecord } from './store/memory.js';
+export { Memory } from './store/memory.js';
 export type {
   CostReport,
   DrawRecord,
@@ -146,7 +150,7 @@ export type {
   TurnRecord,
 } from './store/reader.js';
 export { TraceReader } from './store/reader.js';
-export type { ModelCallRecord } from './store/records.js';
+export type { ModelCallRecord, RememberResult } from './store/records.js';
 export { SCHEMA_VERSION } from './store/schema.js';
 export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';

@@ -57,6 +57,18 @@ describe('the README and the demo', () => {
     expect(readme).toContain(readFileSync(new URL('../examples/sessions/main.mjs', import.meta.url), 'utf8'));
   });
 
+  it("runs the memory guide's example: notes kept between runs, a restatement reported, a pinned note refused", () => {
+    const out = run('memory/main.mjs', tempStorePath());
+    expect(out).toContain('run 1 remember: Kept the fact "test-command".');
+    expect(out).toContain('run 2 remember: Kept the fact "runner". It restates the note "test-command";');
+    expect(out).toContain('run 3 remember: The note "test-command" is pinned:');
+    expect(out).toContain('kept: test-command (runs that drew on it: 2, pinned: true)');
+    expect(out).toContain('kept: runner (runs that drew on it: 1, pinned: false)');
+    // The guide shows this program as it is.
+    const guide = readFileSync(new URL('../docs/guides/context-and-memory.md', import.meta.url), 'utf8');
+    expect(guide).toContain(readFileSync(new URL('../examples/memory/main.mjs', import.meta.url), 'utf8'));
+  });
+
   it('runs the demo: a root, eight workers messaging each other, the ledger and the trace', () => {
     const out = run('demo.mjs');
     expect(out).toMatch(/outcome: finished — All 8 workers reported/);

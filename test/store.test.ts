@@ -41,6 +41,8 @@ describe('the store file', () => {
       'intents',
       'ledger',
       'mailbox',
+      'memory_draws',
+      'memory_notes',
       'model_calls',
       'questions',
       'restore_points',

@@ -137,6 +137,12 @@ export type EventData =
       tokensAfter: number;
       limit: number;
     }
+  /**
+   * The memory block a run's requests carry, found at its start (`withMemory()`): the keys
+   * of the notes in it, how many the workspace held, and its text (read back on a resume,
+   * so the bytes stay the same whatever the memory holds by then).
+   */
+  | { type: 'memory-block'; notes: string[]; held: number; chars: number; text: string }
   /** A request that did not extend the one before it other than at a fold, and why: its system block, its tools, or an entry already sent changed. */
   | { type: 'prefix-broke'; cause: 'system' | 'tools' | 'transcript' }
   /** A request that extended the one before it read less from the vendor's cache than that one did: it paid again for a prefix that had been cached. */

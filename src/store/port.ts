@@ -20,6 +20,8 @@ import type {
   LeaseClaim,
   ModelCallRecord,
   QuestionInput,
+  RememberInput,
+  RememberResult,
   RestorePointInput,
   SpawnInput,
   SpawnResult,
@@ -82,6 +84,13 @@ export interface StoreOperations {
     Fence & { completion: Completion; calls: ModelCallRecord[]; events: EventData[]; now: number },
     { status: 'finished' | 'exhausted' },
   ];
+  remember: [RememberInput, RememberResult];
+  forget: [
+    { scope: string; key: string; by: Fence | null; now: number },
+    { status: 'forgotten' | 'absent' | 'pinned' },
+  ];
+  pinNote: [{ scope: string; key: string; pinned: boolean; now: number }, { status: 'done' | 'absent' }];
+  drawNotes: [{ by: Fence; noteIds: number[]; how: 'block' | 'recall'; now: number }, { drawn: number }];
 }
 export type StoreOperation = keyof StoreOperations;
 /** One write as a message: the operation's name and its input. */
@@ -115,6 +124,10 @@ const OPERATIONS: Record<StoreOperation, true> = {
   resumePaused: true,
   clearStepImages: true,
   regate: true,
+  remember: true,
+  forget: true,
+  pinNote: true,
+  drawNotes: true,
 };
 /** The names of the store's writes, for a backend that dispatches them by name. */
 export const STORE_OPERATIONS = Object.freeze(Object.keys(OPERATIONS) as StoreOperation[]);
@@ -145,6 +158,7 @@ export const AGENT_READS = [
   'intent',
   'hasAddress',
   'inbox',
+  'notes',
 ] as const;
 export type AgentRead = (typeof AGENT_READS)[number];
 

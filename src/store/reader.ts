@@ -3,8 +3,10 @@
  * any thread or process may use one while the store actor writes: traces, attach,
  * tests and command-line tools all read through this.
  */
+
 import type Database from 'better-sqlite3';
 import type { PriceTable } from '../runtime/budget.js';
+import type { NoteKind, NoteRecord } from '../runtime/context/memory.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { Completion, Usage } from '../runtime/provider.js';
 import type { ModelCallRecord, Observation } from './records.js';
@@ -166,6 +168,22 @@ export interface CostReport {
 }
 
 type Row = Record<string, unknown>;
+
+/** A memory_notes row as a note. */
+export function toNote(row: Row): NoteRecord {
+  return {
+    id: row.note_id as number,
+    scope: row.scope as string,
+    key: row.key as string,
+    kind: row.kind as NoteKind,
+    text: row.body as string,
+    pinned: row.pinned === 1,
+    runs: row.runs as number,
+    writtenBy: (row.written_by as string | null) ?? null,
+    createdAt: row.created_at as number,
+    updatedAt: row.updated_at as number,
+  };
+}
 
 function toRun(row: Row): RunRecord {
   return {
@@ -420,6 +438,26 @@ export class TraceReader {
   /** Messages waiting for an address, oldest first. */
   inbox(rootId: string, address: string): MessageRecord[] {
     return this.#inbox.all(rootId, address).map(toMessage);
+  }
+
+  /** The notes of durable memory in these scopes (`global`, a workspace root), in the store's order. */
+  notes(scopes: readonly string[]): NoteRecord[] {
+    if (scopes.length === 0) return [];
+    return (
+      this.#statements
+        .get(`SELECT * FROM memory_notes WHERE scope IN (${scopes.map(() => '?').join(', ')}) ORDER BY note_id`)
+        .all(...scopes) as Row[]
+    ).map(toNote);
+  }
+
+  /** The notes a run drew on: carried in its requests (`block`) or recalled (`recall`), first drawn first. */
+  noteDraws(runId: string): { scope: string; key: string; how: 'block' | 'recall' }[] {
+    return this.#statements
+      .get(
+        `SELECT n.scope AS scope, n.key AS key, d.how AS how FROM memory_draws d JOIN memory_notes n ON n.note_id = d.note_id
+         WHERE d.run_id = ? ORDER BY d.drawn_at, n.note_id`,
+      )
+      .all(runId) as { scope: string; key: string; how: 'block' | 'recall' }[];
   }
 
   /** Whether an address names an agent of that tree. */

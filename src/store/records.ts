@@ -2,7 +2,9 @@
  * The records the store's writes take and give back, beside the port (./port.ts) rather
  * than inside the SQLite writer: what any backend of the port reads and returns.
  */
+
 import type { Ceilings, Clamp } from '../runtime/budget.js';
+import type { NoteKind, NoteRecord } from '../runtime/context/memory.js';
 import type { ContractData } from '../runtime/contract/contract.js';
 import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
 import type { ImageAttachment } from '../runtime/images.js';
@@ -103,7 +105,12 @@ export interface Observation {
   /** Sent shortened (the collapse rung): its tool, target and first `shown` characters; the trace keeps it whole. */
   collapsed?: { shown: number };
   /** On a compaction's step (name `@compact`): the rungs that ran and the results they replaced, by step and index. */
-  compacted?: { rungs: string[]; replacements: { seq: number; index: number; content: string }[]; memory?: number };
+  compacted?: {
+    rungs: string[];
+    replacements: { seq: number; index: number; content: string }[];
+    /** The memory block reduce left, carried from then on. */
+    memory?: string;
+  };
 }
 
 /** One model call of a step, for the accounting table. */
@@ -209,3 +216,33 @@ export interface Notifications {
   spawned: { rootId: string; childId: string }[];
   ended: { rootId: string; runId: string; status: RunStatus }[];
 }
+
+/** A note written to durable memory: by a run (fenced by its lease), or by the embedder (`by` null). */
+export interface RememberInput {
+  scope: string;
+  key: string;
+  kind: NoteKind;
+  text: string;
+  by: Fence | null;
+  /** The embedder's alone: keep the note pinned (true) or not (false); absent, as it was. */
+  pin?: boolean;
+  /** Notes the scope may hold; at it, the one the fewest separate runs have drawn on goes. */
+  cap: number;
+  now: number;
+}
+
+export type RememberResult =
+  | {
+      status: 'written';
+      note: NoteRecord;
+      /** A note under that key was there before, and this replaced it. */
+      replaced: boolean;
+      /** The note that went to make room, at the cap. */
+      evicted: NoteRecord | null;
+      /** The key of a note this one restates. */
+      restates: string | null;
+    }
+  /** A run tried to overwrite a pinned note: nothing was written. */
+  | { status: 'pinned'; note: NoteRecord }
+  /** The scope is at its cap and every note in it is pinned: nothing was written. */
+  | { status: 'full'; cap: number };

@@ -23,7 +23,7 @@ const BY_ROOT = [
   'file_changes',
   'questions',
 ] as const;
-const BY_RUN = ['steps', 'checkpoints', 'intents', 'drafts', 'step_images', 'steers'] as const;
+const BY_RUN = ['steps', 'checkpoints', 'intents', 'drafts', 'step_images', 'steers', 'memory_draws'] as const;
 
 /** Every table a session's rows are in, for counting. */
 export const SESSION_TABLES = ['sessions', 'turns', 'runs', ...BY_ROOT, ...BY_RUN] as const;

@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ErrorCode, StoreError } from '../errors.js';
 
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;
 
 /** Forward migrations; index i takes a file from version i to i + 1. */
 export const MIGRATIONS: readonly string[] = [
@@ -265,6 +265,31 @@ export const MIGRATIONS: readonly string[] = [
     taken_seq   INTEGER                        -- the step it came before; null while it waits
   );
   CREATE INDEX steers_waiting ON steers(run_id, taken_seq);
+  `,
+  // 8: durable memory: notes kept between runs (global or a workspace's), and which runs drew on each.
+  `
+  CREATE TABLE memory_notes (
+    note_id     INTEGER PRIMARY KEY,           -- the store's order; an overwrite keeps it
+    scope       TEXT NOT NULL,                 -- 'global', or the workspace root
+    key         TEXT NOT NULL,
+    kind        TEXT NOT NULL,                 -- fact | decision
+    body        TEXT NOT NULL,
+    pinned      INTEGER NOT NULL DEFAULT 0,    -- the operator's correction: no run overwrites or forgets it
+    runs        INTEGER NOT NULL DEFAULT 0,    -- separate runs that drew on it
+    written_by  TEXT,                          -- the run that wrote it; null for the embedder
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    UNIQUE (scope, key)
+  );
+  CREATE INDEX memory_notes_evict ON memory_notes(scope, pinned, runs, note_id);
+  CREATE TABLE memory_draws (
+    note_id     INTEGER NOT NULL,
+    run_id      TEXT NOT NULL,
+    how         TEXT NOT NULL,                 -- block | recall: carried in its requests, or recalled
+    drawn_at    INTEGER NOT NULL,
+    PRIMARY KEY (note_id, run_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX memory_draws_by_run ON memory_draws(run_id);
   `,
 ];
 

@@ -8,6 +8,7 @@
 import type Database from 'better-sqlite3';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError, LeaseLostError } from '../errors.js';
 import { type Ceilings, clampToParent } from '../runtime/budget.js';
+import { GLOBAL_SCOPE, type NoteRecord, restated } from '../runtime/context/memory.js';
 import {
   type DrawAmount,
   type EventData,
@@ -18,6 +19,7 @@ import {
 } from '../runtime/events.js';
 import type { Completion } from '../runtime/provider.js';
 import { processLiveness } from './liveness.js';
+import { toNote } from './reader.js';
 import type {
   CommitStepInput,
   CommitStepResult,
@@ -30,6 +32,8 @@ import type {
   ModelCallRecord,
   Notifications,
   QuestionInput,
+  RememberInput,
+  RememberResult,
   RestorePointInput,
   SentMessage,
   SpawnInput,
@@ -99,6 +103,8 @@ interface LedgerRow {
 const ADDRESS = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 /** How much of a child's reply its finishing line to the parent carries. */
 const LINE_REPLY_CHARS = 200;
+
+type Row = Record<string, unknown>;
 
 export class StoreWriter {
   readonly #runById: Database.Statement<[string], RunRow>;
@@ -1182,6 +1188,101 @@ export class StoreWriter {
       return { status: 'finished' };
     }
     return { status: run.status };
+  }
+
+  /**
+   * Writes a note under its key in its scope. A run may not overwrite a pinned note; a new
+   * key in a scope at its cap takes the place of the unpinned note the fewest separate runs
+   * have drawn on (the oldest of those), not the oldest note. Says which note it restates,
+   * under another key of its scope or the global one.
+   */
+  remember(input: RememberInput): RememberResult {
+    if (input.by) this.#fence(input.by);
+    const existing = this.#note(input.scope, input.key);
+    if (existing?.pinned && input.by) return { status: 'pinned', note: existing };
+    const others = this.#statements
+      .get('SELECT key, body AS text FROM memory_notes WHERE scope IN (?, ?) AND NOT (scope = ? AND key = ?)')
+      .all(input.scope, GLOBAL_SCOPE, input.scope, input.key) as { key: string; text: string }[];
+    const restates = restated(input.text, input.key, others)?.key ?? null;
+    let evicted: NoteRecord | null = null;
+    if (!existing) {
+      const { count } = this.#statements
+        .get('SELECT COUNT(*) AS count FROM memory_notes WHERE scope = ?')
+        .get(input.scope) as { count: number };
+      if (count >= input.cap) {
+        const least = this.#statements
+          .get('SELECT * FROM memory_notes WHERE scope = ? AND pinned = 0 ORDER BY runs, note_id LIMIT 1')
+          .get(input.scope) as Row | undefined;
+        if (!least) return { status: 'full', cap: input.cap };
+        evicted = toNote(least);
+        this.#dropNote(evicted.id);
+      }
+    }
+    const pinned = input.pin ?? existing?.pinned ?? false;
+    const by = input.by?.runId ?? null;
+    if (existing)
+      this.#statements
+        .get('UPDATE memory_notes SET kind = ?, body = ?, pinned = ?, written_by = ?, updated_at = ? WHERE note_id = ?')
+        .run(input.kind, input.text, pinned ? 1 : 0, by, input.now, existing.id);
+    else
+      this.#statements
+        .get(
+          `INSERT INTO memory_notes (scope, key, kind, body, pinned, runs, written_by, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)`,
+        )
+        .run(input.scope, input.key, input.kind, input.text, pinned ? 1 : 0, by, input.now, input.now);
+    const note = this.#note(input.scope, input.key) as NoteRecord;
+    return { status: 'written', note, replaced: existing !== null, evicted, restates };
+  }
+
+  /** Drops a note (and the record of who drew on it). A run may not forget a pinned one. */
+  forget(input: { scope: string; key: string; by: Fence | null; now: number }): {
+    status: 'forgotten' | 'absent' | 'pinned';
+  } {
+    if (input.by) this.#fence(input.by);
+    const note = this.#note(input.scope, input.key);
+    if (!note) return { status: 'absent' };
+    if (note.pinned && input.by) return { status: 'pinned' };
+    this.#dropNote(note.id);
+    return { status: 'forgotten' };
+  }
+
+  /** Pins a note (no run may overwrite or forget it) or unpins it: the embedder's alone. */
+  pinNote(input: { scope: string; key: string; pinned: boolean; now: number }): { status: 'done' | 'absent' } {
+    const note = this.#note(input.scope, input.key);
+    if (!note) return { status: 'absent' };
+    this.#statements
+      .get('UPDATE memory_notes SET pinned = ?, updated_at = ? WHERE note_id = ?')
+      .run(input.pinned ? 1 : 0, input.now, note.id);
+    return { status: 'done' };
+  }
+
+  /** Records that a run drew on notes; each note counts a run once, however often it draws. */
+  drawNotes(input: { by: Fence; noteIds: number[]; how: 'block' | 'recall'; now: number }): { drawn: number } {
+    this.#fence(input.by);
+    let drawn = 0;
+    const insert = this.#statements.get(
+      'INSERT OR IGNORE INTO memory_draws (note_id, run_id, how, drawn_at) SELECT note_id, ?, ?, ? FROM memory_notes WHERE note_id = ?',
+    );
+    const count = this.#statements.get('UPDATE memory_notes SET runs = runs + 1 WHERE note_id = ?');
+    for (const id of new Set(input.noteIds)) {
+      if (insert.run(input.by.runId, input.how, input.now, id).changes === 0) continue;
+      count.run(id);
+      drawn++;
+    }
+    return { drawn };
+  }
+
+  #note(scope: string, key: string): NoteRecord | null {
+    const row = this.#statements.get('SELECT * FROM memory_notes WHERE scope = ? AND key = ?').get(scope, key) as
+      | Row
+      | undefined;
+    return row ? toNote(row) : null;
+  }
+
+  #dropNote(id: number): void {
+    this.#statements.get('DELETE FROM memory_draws WHERE note_id = ?').run(id);
+    this.#statements.get('DELETE FROM memory_notes WHERE note_id = ?').run(id);
   }
 
   /** Makes a session's row; opening one that exists is refused (its id is the embedder's to choose once). */

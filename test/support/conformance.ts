@@ -262,5 +262,127 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
         expect(await port.run('reply-capped')).toMatchObject({ status: 'budget-exhausted', reply: null });
         expect(await port.account('reply-capped')).toMatchObject({ spent: { steps: 0, tokens: 0 } });
       }));
+
+    // Durable memory, table-tested: each row a case through the port alone.
+    const now = Date.now();
+    const note = (key: string, text: string, extra: Record<string, unknown> = {}) => ({
+      scope: '/ws',
+      key,
+      kind: 'fact' as const,
+      text,
+      by: null,
+      cap: 3,
+      now,
+      ...extra,
+    });
+
+    it('evicts at the cap the note the fewest separate runs drew on, not the oldest', () =>
+      withPort(async (port) => {
+        const runs = await Promise.all(['r1', 'r2', 'r3'].map((id) => root(port, id)));
+        for (const [key, text] of [
+          ['oldest', 'the build runs with make'],
+          ['middle', 'tests live under spec'],
+          ['newest', 'lint with biome'],
+        ] as const)
+          await port.call('remember', note(key, text));
+        const ids = Object.fromEntries((await port.notes(['/ws'])).map((item) => [item.key, item.id]));
+        // Drawn on: the oldest by three runs, the newest by two, the middle by one (and twice by one run, counted once).
+        const table: [string, string[]][] = [
+          ['oldest', ['r1', 'r2', 'r3']],
+          ['newest', ['r1', 'r2']],
+          ['middle', ['r3', 'r3']],
+        ];
+        for (const [key, drawers] of table)
+          for (const id of drawers) {
+            const by = runs.find((fence) => fence.runId === id) as Fence;
+            await port.call('drawNotes', { by, noteIds: [ids[key] as number], how: 'recall', now });
+          }
+        expect((await port.notes(['/ws'])).map((item) => [item.key, item.runs])).toEqual([
+          ['oldest', 3],
+          ['middle', 1],
+          ['newest', 2],
+        ]);
+        const written = await port.call('remember', note('fourth', 'deploys go through the staging branch'));
+        expect(written).toMatchObject({ status: 'written', evicted: { key: 'middle', runs: 1 }, replaced: false });
+        expect((await port.notes(['/ws'])).map((item) => item.key)).toEqual(['oldest', 'newest', 'fourth']);
+        // An overwrite of a key held takes no room: nothing goes.
+        expect(await port.call('remember', note('oldest', 'the build runs with make -j'))).toMatchObject({
+          status: 'written',
+          replaced: true,
+          evicted: null,
+        });
+        // Overwritten, a note keeps its place in the store's order.
+        expect((await port.notes(['/ws'])).map((item) => item.key)).toEqual(['oldest', 'newest', 'fourth']);
+      }));
+
+    it('refuses a run that overwrites or forgets a pinned note; the embedder may', () =>
+      withPort(async (port) => {
+        const by = await root(port, 'writer');
+        await port.call('remember', note('style', 'two spaces, no tabs', { pin: true }));
+        const cases: [string, Promise<unknown>, object][] = [
+          ['a run overwrites', port.call('remember', note('style', 'tabs', { by })), { status: 'pinned' }],
+          ['a run forgets', port.call('forget', { scope: '/ws', key: 'style', by, now }), { status: 'pinned' }],
+        ];
+        for (const [what, result, expected] of cases) expect(await result, what).toMatchObject(expected);
+        expect((await port.notes(['/ws']))[0]).toMatchObject({ text: 'two spaces, no tabs', pinned: true });
+        // A pinned note is never the one evicted, and a scope of pinned notes only refuses a new one.
+        for (const key of ['a', 'b']) await port.call('remember', note(key, `${key} pinned`, { pin: true }));
+        expect(await port.call('remember', note('d', 'one more', { by }))).toEqual({ status: 'full', cap: 3 });
+        // The embedder corrects it, unpins it, and then a run may forget it.
+        expect(await port.call('remember', note('style', 'tabs after all'))).toMatchObject({ status: 'written' });
+        expect(await port.call('pinNote', { scope: '/ws', key: 'style', pinned: false, now })).toEqual({
+          status: 'done',
+        });
+        expect(await port.call('forget', { scope: '/ws', key: 'style', by, now })).toEqual({ status: 'forgotten' });
+        expect(await port.call('forget', { scope: '/ws', key: 'style', by, now })).toEqual({ status: 'absent' });
+      }));
+
+    it('reports a note that restates one held under another key, in its scope or the global one', () =>
+      withPort(async (port) => {
+        await port.call('remember', note('tests', 'Run the tests with npm test before a commit.'));
+        await port.call('remember', note('deploy', 'Deploys need a signed tag.', { scope: 'global' }));
+        const table: [string, string, string | null][] = [
+          ['checks', 'before a commit, run the tests with npm test', 'tests'],
+          ['release', 'deploys need a signed tag', 'deploy'],
+          // Its own key rewritten in other words restates nothing; the same words under it would name `checks`.
+          ['tests', 'the suite is slow on CI machines', null],
+          ['other', 'the docs are built with typedoc', null],
+        ];
+        for (const [key, text, restates] of table)
+          expect(await port.call('remember', note(key, text, { cap: 64 })), key).toMatchObject({
+            status: 'written',
+            restates,
+          });
+      }));
+
+    it('keeps the global scope apart from a workspace’s, and records which runs drew on which note', () =>
+      withPort(async (port) => {
+        const by = await root(port, 'drawer');
+        await port.call('remember', note('style', 'tabs', { scope: 'global' }));
+        await port.call('remember', note('style', 'spaces'));
+        await port.call('remember', note('style', 'semicolons', { scope: '/other' }));
+        const table: [string[], string[]][] = [
+          [['/ws'], ['spaces']],
+          [['global'], ['tabs']],
+          [
+            ['global', '/ws'],
+            ['tabs', 'spaces'],
+          ],
+          [['/nowhere'], []],
+        ];
+        for (const [scopes, texts] of table)
+          expect(
+            (await port.notes(scopes)).map((item) => item.text),
+            scopes.join(),
+          ).toEqual(texts);
+        const [global, own] = await port.notes(['global', '/ws']);
+        expect(
+          await port.call('drawNotes', { by, noteIds: [global?.id as number, own?.id as number], how: 'block', now }),
+        ).toEqual({ drawn: 2 });
+        expect(await port.call('drawNotes', { by, noteIds: [own?.id as number], how: 'recall', now })).toEqual({
+          drawn: 0,
+        });
+        expect((await port.notes(['global', '/ws'])).map((item) => item.runs)).toEqual([1, 1]);
+      }));
   });
 }

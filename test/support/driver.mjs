@@ -4,8 +4,8 @@
 // usage: node driver.mjs <json: { store, mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
-// With `workspace: { goal, root, policy?, context?, budget? }` the tree is a workspace run (policy 'permissive',
-// the default, or 'default'; context and budget as withContext and withBudget take them); `approver: 'defer' | 'approve'` answers the policy's asks.
+// With `workspace: { goal, root, policy?, context?, memory?, budget? }` the tree is a workspace run (policy 'permissive',
+// the default, or 'default'; context, memory and budget as withContext, withMemory and withBudget take them); `approver: 'defer' | 'approve'` answers the policy's asks.
 // With `tools: 'file#export'` the tree gets the tools that export of scripts/<file>.mjs makes (or resolves to)
 // (called with `toolOptions`), on run and on resume alike.
 import { fileURLToPath } from 'node:url';
@@ -50,6 +50,7 @@ try {
   if (config.mode === 'run') {
     let contract = config.workspace ? TaskContract.workspace(config.workspace.goal, config.workspace.root) : null;
     if (contract && config.workspace.context) contract = contract.withContext(config.workspace.context);
+    if (contract && config.workspace.memory) contract = contract.withMemory(config.workspace.memory);
     if (contract && config.workspace.budget) contract = contract.withBudget(config.workspace.budget);
     const work = contract
       ? {

@@ -86,6 +86,7 @@ export interface DriverConfig {
     root: string;
     policy?: 'permissive' | 'default';
     context?: Record<string, unknown>;
+    memory?: Record<string, unknown>;
     budget?: { steps?: number; tokens?: number };
   };
   /** How the driver's approver answers every ask. */

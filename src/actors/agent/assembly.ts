@@ -18,6 +18,7 @@ import {
   requestChars,
   shortened,
 } from '../../runtime/context/assembler.js';
+import { memoryBlock, type NoteRecord, runTerms } from '../../runtime/context/memory.js';
 import {
   applyReplacement,
   collapseAt,
@@ -135,6 +136,15 @@ function catalogueRefused(provider: Provider, policy: Policy | null, root: strin
   return `refused to start: the model's catalogue is on ${url.hostname}, which the policy denies (${decision.rule}, layer ${decision.layer}); state the model's window instead, withContext({ window: 128000 }), and no catalogue is read.`;
 }
 
+/** Every path the transcript's calls have named (an argument called `path`), for ranking the memory's notes. */
+export function namedPaths(transcript: readonly TranscriptEntry[]): string[] {
+  const paths = new Set<string>();
+  for (const entry of transcript)
+    if (entry.role === 'assistant')
+      for (const call of entry.toolCalls) if (typeof call.args?.path === 'string') paths.add(call.args.path);
+  return [...paths];
+}
+
 /** What fitting a request hands back: the steps it committed (a compaction, a fold), or how the run ended at a commit. */
 export type Folded =
   | { kind: 'folded'; steps: number }
@@ -166,6 +176,10 @@ export class Assembly {
   readonly #rungs: NonNullable<RunContext['contract']>['context'];
   /** The results a rung has replaced, as `seq:index`: never replaced twice. */
   readonly #replaced: Set<string>;
+  /** What the system block is before the memory block. */
+  readonly #base: string;
+  /** The memory block the requests carry, the notes in it, and the goal they were ranked by; null without memory. */
+  #memory: { text: string; notes: NoteRecord[]; goal: string } | null = null;
 
   constructor(
     window: ContextWindow,
@@ -173,7 +187,9 @@ export class Assembly {
     restored: RestoredRun,
     opening: number,
     rungs: NonNullable<RunContext['contract']>['context'] = {},
+    base = '',
   ) {
+    this.#base = base;
     this.#window = window;
     this.#share = share;
     this.#shown = [...restored.shown];
@@ -227,6 +243,22 @@ export class Assembly {
   breakpoint(): number | null {
     const folded = this.#foldSeq;
     return folded !== null && this.#shown.some((seq) => seq > folded) ? 1 : null;
+  }
+
+  /** The system block every request carries: the run's own, then its memory block. */
+  get system(): string {
+    const memory = this.#memory?.text ?? '';
+    return memory === '' ? this.#base : `${this.#base}\n\n${memory}`;
+  }
+
+  /** The characters the memory block may take: its share of a request, at the estimate's ratio. */
+  memoryRoom(share: number): number {
+    return Math.floor((this.limit / this.#ratio) * share);
+  }
+
+  /** The memory block the requests carry from now (found at the run's start, or read back from the trace). */
+  useMemory(memory: { text: string; notes: NoteRecord[]; goal: string }): void {
+    this.#memory = memory;
   }
 
   /** The most tokens a request may hold. */
@@ -311,13 +343,14 @@ export class Assembly {
     request: Omit<ModelRequest, 'transcript'>,
     transcript: TranscriptEntry[],
   ): Promise<Folded> {
-    const { tokens } = this.measure(request.system, request.tools, transcript);
+    const { tokens } = this.measure(this.system, request.tools, transcript);
     if (tokens <= this.limit) return { kind: 'none' };
     let steps = 0;
     const compacted = await this.#compact(agent, agent.seq, request, transcript);
     if (compacted.kind === 'ended') return compacted;
     if (compacted.kind === 'folded') steps += compacted.steps;
-    const folded = await this.#fold(agent, agent.seq + steps, model, request, transcript);
+    // Reduce may have cut the memory block: the system block is the assembly's own from here.
+    const folded = await this.#fold(agent, agent.seq + steps, model, { ...request, system: this.system }, transcript);
     if (folded.kind === 'ended') return folded;
     if (folded.kind === 'folded') steps += folded.steps;
     return steps > 0 ? { kind: 'folded', steps } : { kind: 'none' };
@@ -338,7 +371,10 @@ export class Assembly {
     return head;
   }
 
-  /** Snip and microcompact, as the contract turns them on, down to {@link RUNG_TARGET} of the limit; one step stores what they replaced. */
+  /**
+   * Reduce, snip and microcompact, as the contract turns them on, down to {@link RUNG_TARGET}
+   * of the limit; one step stores what they replaced (and the memory block reduce left).
+   */
   async #compact(
     agent: RunContext,
     seq: number,
@@ -346,19 +382,38 @@ export class Assembly {
     transcript: TranscriptEntry[],
   ): Promise<Folded> {
     const rungs = this.#rungs ?? {};
-    if (!rungs.snip && !rungs.microcompact) return { kind: 'none' };
+    if (!rungs.snip && !rungs.microcompact && !rungs.reduce) return { kind: 'none' };
     const head = this.#head(transcript);
-    if (head.length === 0) return { kind: 'none' };
     const events: EventData[] = [];
     const all: Replacement[] = [];
     const ran: string[] = [];
     const target = this.limit * RUNG_TARGET;
+    let reduced: string | undefined;
+    const memory = this.#memory;
+    if (rungs.reduce && memory && memory.text !== '') {
+      // The memory block first, to half its size: the notes the run is about by now are kept.
+      const before = this.measure(this.system, request.tools, transcript).tokens;
+      const terms = runTerms(memory.goal, namedPaths(transcript));
+      const block = memoryBlock(memory.notes, terms, Math.floor(memory.text.length / 2));
+      memory.text = block.text;
+      memory.notes = block.kept;
+      reduced = block.text;
+      ran.push('reduce');
+      events.push({
+        type: 'assembled',
+        rung: 'reduce',
+        entries: block.kept.length,
+        tokensBefore: before,
+        tokensAfter: this.measure(this.system, request.tools, transcript).tokens,
+        limit: this.limit,
+      });
+    }
     for (const [rung, run] of [
       ['snip', rungs.snip ? snip : null],
       ['microcompact', rungs.microcompact ? microcompact : null],
     ] as const) {
-      if (!run) continue;
-      const before = this.measure(request.system, request.tools, transcript).tokens;
+      if (!run || head.length === 0) continue;
+      const before = this.measure(this.system, request.tools, transcript).tokens;
       if (before <= target) break;
       const replacements = run(transcript, head, (before - target) / this.#ratio, this.#replaced);
       if (replacements.length === 0) continue;
@@ -374,11 +429,11 @@ export class Assembly {
         rung,
         entries: replacements.length,
         tokensBefore: before,
-        tokensAfter: this.measure(request.system, request.tools, transcript).tokens,
+        tokensAfter: this.measure(this.system, request.tools, transcript).tokens,
         limit: this.limit,
       });
     }
-    if (all.length === 0) return { kind: 'none' };
+    if (ran.length === 0) return { kind: 'none' };
     const result = await agent.store.call('commitStep', {
       ...agent.fence,
       seq,
@@ -387,9 +442,9 @@ export class Assembly {
         {
           callId: 'compact',
           name: COMPACT,
-          content: `${ran.join(' and ')} replaced ${all.length} old results to fit the context window`,
+          content: `${ran.join(', ')} ran to fit the context window: ${all.length} old results replaced${reduced === undefined ? '' : `, the memory block cut to ${memory?.notes.length ?? 0} notes`}`,
           isError: false,
-          compacted: { rungs: ran, replacements: all },
+          compacted: { rungs: ran, replacements: all, ...(reduced === undefined ? {} : { memory: reduced }) },
         },
       ],
       usage: { inputTokens: 0, outputTokens: 0 },

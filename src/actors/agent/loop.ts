@@ -7,6 +7,15 @@
 import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError, serializeError } from '../../errors.js';
 import { DEFAULT_SHARE } from '../../runtime/context/assembler.js';
+import {
+  DEFAULT_MEMORY_SHARE,
+  GLOBAL_SCOPE,
+  memoryBlock,
+  noteLine,
+  runTerms,
+  visibleNotes,
+  workspaceScope,
+} from '../../runtime/context/memory.js';
 import { type ContractData, contractSecrets } from '../../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../../runtime/events.js';
 import { ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
@@ -30,7 +39,7 @@ import { type DecisionHost, settleCommand, settleDecision, WorkspaceSession } fr
 import type { RunRecord } from '../../store/reader.js';
 import type { ModelCallRecord, Observation, RunSpec } from '../../store/records.js';
 import type { AgentInput, RunExit } from '../agent.js';
-import { Assembly, findWindow } from './assembly.js';
+import { Assembly, findWindow, namedPaths } from './assembly.js';
 import { Budget, type Crossing, Deadline } from './budget.js';
 import type { AgentCall, RunContext } from './context.js';
 import { egressGate } from './egress.js';
@@ -203,6 +212,7 @@ export class AgentRun implements RunContext {
       spec.spawn !== false,
       (spec.skills ?? []).length > 0,
       contract?.toolTiers === true,
+      contract?.memory !== undefined,
     );
     this.skills = spec.skills ?? [];
     this.tiers = contract?.toolTiers ? new ToolTiers(registry, restored.expanded) : null;
@@ -252,7 +262,7 @@ export class AgentRun implements RunContext {
     const base = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
     // One line a skill, in the spec's sorted order: the same bytes every request, so the cached prefix holds.
     const tiered = this.tiers && this.tiers.families.size > 0 ? this.tiers : null;
-    const system = [
+    const systemBase = [
       base,
       ...(this.skills.length > 0 ? [skillCatalogue(this.skills)] : []),
       // What tiers keep back, named once: the same bytes every request of the run.
@@ -276,7 +286,11 @@ export class AgentRun implements RunContext {
       restored,
       earlier.length,
       contract?.context,
+      systemBase,
     );
+    if (contract?.memory) await this.#memory(contract, assembly, restored, transcript);
+    // The system block: the run's own and its memory block, until a reduce cuts the block.
+    let system = assembly.system;
     // The files the run has read whole, so one that changes after is read again for the model.
     const workspace = this.#workspace;
     const freshness = workspace
@@ -372,6 +386,7 @@ export class AgentRun implements RunContext {
           const folded = await assembly.fit(this, model, { system, tools, options, metadata: metadata() }, transcript);
           if (folded.kind === 'ended') return folded.status;
           if (folded.kind === 'folded') this.#seq += folded.steps;
+          system = assembly.system;
           const broke = assembly.checkPrefix(system, tools, transcript);
           if (broke) assembled.push(broke);
           const measured = assembly.measure(system, tools, transcript);
@@ -637,6 +652,49 @@ export class AgentRun implements RunContext {
       ...(early ? { onToolCall: (call, index) => this.#startEarly(call, index, withheld, registry) } : {}),
       ...(live ? { onText: (text) => live.publish({ type: 'text-delta', seq, text }) } : {}),
     };
+  }
+
+  /**
+   * The memory block the run's requests carry: read back from the trace on a resume (the
+   * same bytes, whatever the memory holds by now); at the start, the workspace's notes
+   * and the global ones fitted to the block's share, recorded with the notes it carried
+   * as drawn on by this run.
+   */
+  async #memory(contract: ContractData, assembly: Assembly, restored: RestoredRun, transcript: TranscriptEntry[]) {
+    const store = this.store;
+    const notes = visibleNotes(await store.notes([GLOBAL_SCOPE, workspaceScope(contract.root)]));
+    if (restored.memory !== null) {
+      const lines = new Set(restored.memory.split('\n'));
+      assembly.useMemory({
+        text: restored.memory,
+        notes: notes.filter((note) => lines.has(noteLine(note))),
+        goal: contract.goal,
+      });
+      return;
+    }
+    const share = contract.memory?.share ?? DEFAULT_MEMORY_SHARE;
+    const block = memoryBlock(notes, runTerms(contract.goal, namedPaths(transcript)), assembly.memoryRoom(share));
+    assembly.useMemory({ text: block.text, notes: block.kept, goal: contract.goal });
+    await store.call('recordEvents', {
+      ...this.fence,
+      events: [
+        {
+          type: 'memory-block',
+          notes: block.kept.map((note) => note.key),
+          held: notes.length,
+          chars: block.text.length,
+          text: block.text,
+        },
+      ],
+      now: this.clock.now(),
+    });
+    if (block.kept.length > 0)
+      await store.call('drawNotes', {
+        by: this.fence,
+        noteIds: block.kept.map((note) => note.id),
+        how: 'block',
+        now: this.clock.now(),
+      });
   }
 
   /** A fallback chain that asks for it refuses to start when its primary cannot be reached. */

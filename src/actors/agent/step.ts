@@ -166,6 +166,8 @@ export interface RestoredRun {
   foldSeq: number | null;
   /** The results the rungs have replaced, as `seq:index`. */
   replaced: string[];
+  /** The memory block the requests carry (the one found at the start, or the latest reduce left), or null before it was found. */
+  memory: string | null;
   /** The window recorded when the run first started, if it did. */
   window: { tokens: number; source: string } | null;
   /** The last step's request size and the input tokens the vendor counted for it: what the estimate is calibrated by. */
@@ -181,6 +183,16 @@ export interface RestoredRun {
   expanded: string[];
   /** Those opened in the draft's step, before it paused: offered from the step after it. */
   draftExpanded: string[];
+}
+
+/** The memory block a run's requests carry by now: the latest a reduce left, else the one found at its start. */
+function latestMemory(steps: readonly { observations: Observation[] }[], events: readonly EventData[]): string | null {
+  for (let index = steps.length - 1; index >= 0; index--) {
+    const memory = compactOf(steps[index] as { observations: Observation[] })?.compacted?.memory;
+    if (memory !== undefined) return memory;
+  }
+  const found = events.find((event) => event.type === 'memory-block');
+  return found?.type === 'memory-block' ? found.text : null;
 }
 
 /** Restores a run from its steps and its draft. Null when the store has no such run. */
@@ -219,6 +231,7 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
     stepEvents: (at) => events.filter((event) => event.seq === at),
     folded: appended.folded,
     foldSeq: [...steps].reverse().find((step) => foldOf(step) !== null)?.seq ?? null,
+    memory: latestMemory(steps, events),
     replaced: steps.flatMap((step) =>
       (compactOf(step)?.compacted?.replacements ?? []).map((item) => `${item.seq}:${item.index}`),
     ),

@@ -18,6 +18,7 @@ const ABOUT: Record<string, string> = {
   jobs: 'background commands',
   skills: 'reading the skills in the catalogue',
   mcp: 'tools of MCP servers',
+  memory: 'durable memory: remember, recall and forget notes kept between runs',
 };
 
 /** The tiers of one run: its families and which of them are open. */

@@ -10,6 +10,7 @@ import { workspaceTools } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { AgentCall } from './context.js';
 import { hostTool } from './host-tools.js';
+import { MEMORY_TOOLS } from './memory-tools.js';
 import { personTools } from './people.js';
 import { READ_SKILL } from './skill-tools.js';
 import { EXPAND_TOOLS } from './tiers.js';
@@ -31,8 +32,9 @@ export function registryFor(
   spawn = true,
   skills = false,
   tiers = false,
+  memory = false,
 ): ToolRegistry<AgentCall> {
-  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${tools.length > 0 ? ` ${JSON.stringify(tools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -46,6 +48,7 @@ export function registryFor(
       for (const tool of personTools(planGate)) registry.register(tool);
     }
     if (skills) registry.register(READ_SKILL);
+    if (memory) for (const tool of MEMORY_TOOLS) registry.register(tool);
     for (const definition of tools) registry.register(hostTool(definition));
     // With tiers, and something to keep back: the one tool that opens a family.
     if (tiers && registry.families().size > 0) registry.register(EXPAND_TOOLS);
@@ -60,7 +63,7 @@ let builtIn: ReadonlySet<string> | null = null;
 /** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
 export function builtInToolNames(): ReadonlySet<string> {
   builtIn ??= new Set(
-    registryFor('workspace', true, [], true, true, true)
+    registryFor('workspace', true, [], true, true, true, true)
       .definitions()
       .map((definition) => definition.name),
   );

@@ -156,6 +156,38 @@ export interface ContractData {
   sandbox?: SandboxData;
   /** How each request is fitted to the model's window (absent: the defaults; see {@link TaskContract.withContext}). */
   context?: ContextData;
+  /** Durable memory between runs (absent: none; see {@link TaskContract.withMemory}). */
+  memory?: MemoryData;
+}
+
+/** What a contract says of durable memory (`TaskContract.withMemory`). */
+export interface MemoryData {
+  /** The share of a request's limit the memory block may take, in (0, 1). Default 0.1. */
+  share?: number;
+  /** Notes the workspace keeps before the one the fewest runs drew on goes. Default 64. */
+  cap?: number;
+}
+
+/** withMemory's options checked, or a clear error. */
+function checkMemory(options: unknown): MemoryData {
+  const where = 'withMemory';
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw new InvalidArgumentError(`${where} takes { share?, cap? }, got ${JSON.stringify(options)}.`);
+  const { share, cap, ...rest } = options as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0)
+    throw new InvalidArgumentError(
+      `${where}: there is no option ${unknown.map((key) => JSON.stringify(key)).join(', ')} (the options are share and cap).`,
+    );
+  if (share !== undefined && (typeof share !== 'number' || !(share > 0 && share < 1)))
+    throw new InvalidArgumentError(
+      `${where}: share is the part of a request the memory block may take, above 0 and below 1 (such as 0.1), got ${JSON.stringify(share)}.`,
+    );
+  if (cap !== undefined && (typeof cap !== 'number' || !Number.isInteger(cap) || cap < 1 || cap > 100_000))
+    throw new InvalidArgumentError(
+      `${where}: cap is how many notes the workspace keeps, a whole number from 1 to 100000 (such as 64), got ${JSON.stringify(cap)}.`,
+    );
+  return { ...(share === undefined ? {} : { share }), ...(cap === undefined ? {} : { cap }) };
 }
 
 const DEFAULT_RETRIES = 2;
@@ -330,6 +362,7 @@ export class TaskContract {
     if (data.planGate) contract = contract.withPlanGate();
     if (data.toolTiers) contract = contract.withToolTiers();
     if (data.context) contract = contract.withContext(data.context);
+    if (data.memory) contract = contract.withMemory(data.memory);
     if (data.escalation) {
       contract = contract.withEscalation(data.escalation.provider, {
         afterGateFailures: data.escalation.afterGateFailures,
@@ -527,6 +560,23 @@ export class TaskContract {
    */
   withContext(options: ContextData): TaskContract {
     return this.#with({ context: checkContext(options) });
+  }
+
+  /**
+   * Durable memory between runs. The run is offered `remember`, `recall` and `forget`
+   * (family `memory`), and each request carries the notes kept for its workspace (and the
+   * global ones it has none of its own for) as a block in the system prompt, within `share`
+   * of a request (default 0.1): when they do not fit, those whose words the goal is about
+   * are kept, then those the most runs have drawn on, printed in the store's order. A
+   * workspace keeps `cap` notes (default 64); past it the note the fewest separate runs
+   * have drawn on goes. Notes are kept in the run's store; the embedder reads and corrects
+   * them with {@link Memory}.
+   *
+   * @example
+   * TaskContract.workspace(goal, root).withMemory({ cap: 128 })
+   */
+  withMemory(options: MemoryData = {}): TaskContract {
+    return this.#with({ memory: checkMemory(options) });
   }
 
   /**

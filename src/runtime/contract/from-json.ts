@@ -72,6 +72,9 @@ const contractSchema = z.strictObject({
       error: (issue) => `toolTiers must be true or false, got ${shownValue(issue.input)}`,
     })
     .optional(),
+  // Checked again, option by option, by withContext and withMemory.
+  context: plainObject('context', '{ "share": 0.8, "snip": true }').optional(),
+  memory: plainObject('memory', '{ "cap": 64 }').optional(),
   escalation: z
     .strictObject({
       provider: plainObject('escalation.provider', '{ "kind": "openai", "model": "gpt-4.1" }'),
