@@ -342,3 +342,22 @@ describe('a file with several names (hard links)', () => {
     expect(readFileSync(outside, 'utf8')).toBe('OUTSIDE-ORIGINAL-7c1\n');
   });
 });
+
+describe('a tool name the runtime uses for its own words', () => {
+  it("is refused as an unknown tool and recorded as a tool result, not as the runtime's words or a re-prompt", async () => {
+    const root = tempWorkspace({ 'a.txt': 'a\n' });
+    const { observations, store, runId } = await runCalls(root, [
+      { name: '@schema', args: {} },
+      { name: '@fold', args: {} },
+      { name: 'read_file', args: { path: 'a.txt' } },
+    ]);
+    // Recorded without the @: a tool result, not the user's words, and not a re-prompt spent.
+    expect(observations.map((item) => [item.name, item.isError])).toEqual([
+      ['schema', true],
+      ['fold', true],
+      ['read_file', false],
+    ]);
+    expect(observations[0]?.content).toMatch(/schema/);
+    expect(store.steps(runId)[0]?.observations.some((item) => item.name.startsWith('@'))).toBe(false);
+  });
+});

@@ -10,7 +10,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OpenAI, Policy, runWith, Store, TaskContract } from '../dist/index.js';
+import { appendSteered } from '../dist/actors/agent/step.js';
+import { Memory, OpenAI, Policy, runWith, Store, TaskContract } from '../dist/index.js';
+import { collapseAt, microcompact, snip } from '../dist/runtime/context/rungs.js';
 import { type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
 import { Driver, tempStorePath } from './support/processes.js';
 // @ts-expect-error: a plain script the driver loads too
@@ -256,6 +258,188 @@ describe('rungs below the fold', () => {
       JSON.stringify(request.messages) === JSON.stringify(resumed.requests[index]?.messages) ? [] : [index],
     );
     expect(differing).toEqual([]);
+  });
+
+  it('never replaces the newest step’s results, which the model has not seen yet', { timeout: 60_000 }, async () => {
+    const huge = Array.from({ length: 1_000 }, (_, n) => `entry ${n}: ${'abcdefghij'.repeat(4)}`).join('\n');
+    const dir = tempWorkspace({ 'small.txt': 'small\n'.repeat(300), 'huge.txt': huge });
+    const trace = await store();
+    const plan = ['small.txt', 'small.txt', 'small.txt', 'huge.txt'];
+    let done = 0;
+    const server = await ScriptedModelServer.start(
+      (call) => {
+        if (isFold(call)) return { text: 'notes: read the small file three times and the huge one once.' };
+        const path = plan[done++];
+        return path
+          ? { text: `read ${path}`, toolCalls: [{ id: `read_${done}`, name: 'read_file', args: { path } }] }
+          : { text: 'done' };
+      },
+      { keepCalls: true },
+    );
+    later(() => server.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const contract = TaskContract.workspace('read them', dir).withContext({ window: 16_000, snip: true });
+    const result = await runWith(contract, provider, trace, Policy.default());
+    expect(result.outcome.kind, JSON.stringify(result.outcome)).toBe('finished');
+    const compactions = trace.steps(result.runId).filter((step) => step.observations[0]?.name === '@compact');
+    // The huge read made the next request too big: snip ran on the old reads, never on the huge one.
+    expect(compactions.length).toBeGreaterThan(0);
+    for (const step of compactions) {
+      const replaced = (step.observations[0]?.compacted?.replacements ?? []).map((item) => item.seq);
+      expect(replaced.length).toBeGreaterThan(0);
+      expect(replaced).not.toContain(step.seq - 1);
+    }
+  });
+
+  it('never makes a result longer: short results are left as they are', () => {
+    const transcript = [
+      { role: 'user', text: 'go' },
+      {
+        role: 'assistant',
+        text: '',
+        toolCalls: [
+          { id: 'a', name: 'grep', args: { pattern: 'x' } },
+          { id: 'b', name: 'find', args: { pattern: 'y' } },
+        ],
+      },
+      { role: 'tool', callId: 'a', name: 'grep', content: 'x1', isError: false },
+      { role: 'tool', callId: 'b', name: 'find', content: 'y1', isError: false },
+      { role: 'assistant', text: '', toolCalls: [] },
+    ];
+    const head = [{ seq: 1, at: 1, end: 4 }];
+    expect(microcompact(transcript as never, head, 1_000, new Set())).toEqual([]);
+    expect(snip(transcript as never, head, 1_000, new Set())).toEqual([]);
+    // A result only just over its part is sent whole: shortening it would add the collapse line.
+    expect(collapseAt(201, 800, 0.25)).toBeNull();
+    expect(collapseAt(2_000, 800, 0.25)).toBe(200);
+  });
+
+  it('resumes a run killed between a compaction and the fold after it, running neither again', {
+    timeout: 120_000,
+  }, async () => {
+    const dir = workspace();
+    const logs = tempWorkspace();
+    const filler =
+      ' It was checked twice, and the details are kept here in full so a later run need not look again.'.repeat(3);
+    const run = async (name: string, killAt: string | null) => {
+      const log = join(logs, `${name}.log`);
+      const storePath = tempStorePath();
+      const seeded = await Store.open(storePath);
+      const memory = Memory.of(seeded, { workspace: dir });
+      for (let n = 0; n < 24; n++) memory.remember(`n${String(n).padStart(2, '0')}`, `Observation ${n}.${filler}`);
+      seeded.close();
+      const base = {
+        store: storePath,
+        wireScript: 'context#readerScript',
+        options: { log, steps: 14 },
+        workspace: {
+          goal: 'read big.txt',
+          root: dir,
+          policy: 'default' as const,
+          context: { window: 16_000, reduce: true },
+          memory: { share: 0.15 },
+          budget: { steps: 60 },
+        },
+      };
+      const first = new Driver({ ...base, mode: 'run', ...(killAt ? { killAt } : {}) });
+      later(() => {
+        first.child.kill('SIGKILL');
+      });
+      const exited = await first.exited;
+      if (killAt) {
+        expect(exited.signal).toBe('SIGKILL');
+        const second = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string });
+        await second.exited;
+        expect(second.result?.status, second.stderr).toBe('finished');
+      } else expect(first.result?.status, first.stderr).toBe('finished');
+      const trace = await Store.open(storePath);
+      const kinds = trace
+        .steps(first.rootId as string)
+        .map((step) => [step.seq, step.observations[0]?.name ?? ''] as const)
+        .filter(([, kind]) => kind === '@compact' || kind === '@fold');
+      trace.close();
+      const requests = readFileSync(log, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { fold: boolean; messages: Message[] });
+      return { requests, kinds };
+    };
+    const whole = await run('whole', null);
+    // The case this is about: a compaction whose request was still over, so a fold came right after it.
+    const at = whole.kinds.findIndex(
+      ([seq, kind], index) => kind === '@compact' && whole.kinds[index + 1]?.[0] === seq + 1,
+    );
+    expect(at).toBeGreaterThanOrEqual(0);
+    const resumed = await run('resumed', `commitStep:${whole.kinds[at]?.[0]}:after`);
+    expect(resumed.kinds).toEqual(whole.kinds);
+    expect(resumed.requests.length).toBe(whole.requests.length);
+    const differing = whole.requests.flatMap((request, index) =>
+      JSON.stringify(request.messages) === JSON.stringify(resumed.requests[index]?.messages) ? [] : [index],
+    );
+    expect(differing).toEqual([]);
+  });
+
+  it('rebuilds a correction taken just before a compaction or a fold where the live run had it', () => {
+    const step = (seq: number, extra: object = {}) => ({
+      seq,
+      completion: {
+        text: `s${seq}`,
+        toolCalls: [{ id: `c${seq}`, name: 'read_file', args: { path: 'a' } }],
+        usage: { inputTokens: 1, outputTokens: 1 },
+        model: 'm',
+      },
+      observations: [{ callId: `c${seq}`, name: 'read_file', content: `r${seq}`, isError: false }],
+      ...extra,
+    });
+    const none = { text: '', toolCalls: [], usage: { inputTokens: 0, outputTokens: 0 }, model: 'none' };
+    const compaction = (seq: number) => ({
+      seq,
+      completion: none,
+      observations: [
+        {
+          callId: 'compact',
+          name: '@compact',
+          content: 'snip ran',
+          isError: false,
+          compacted: { rungs: ['snip'], replacements: [{ seq: 1, index: 0, content: 'snipped' }] },
+        },
+      ],
+    });
+    const fold = (seq: number, through: number) => ({
+      seq,
+      completion: none,
+      observations: [{ callId: 'fold', name: '@fold', content: 'notes', isError: false, folded: { through } }],
+    });
+    const shape = (history: { role: string; text?: string; content?: string }[]) =>
+      history.map((entry) => (entry.role === 'assistant' ? entry.text : (entry.text ?? entry.content)));
+    const rebuilt = (steps: object[], steers: { before: number; text: string }[], next: number) => {
+      const history: never[] = [];
+      appendSteered(history, steps as never, steers, next);
+      return shape(history);
+    };
+    // The live run: steps 1 to 3, a correction taken at 3's commit, then a compaction, then step 5.
+    expect(rebuilt([step(1), step(2), step(3), compaction(4), step(5)], [{ before: 4, text: 'use tabs' }], 6)).toEqual([
+      's1',
+      'snipped',
+      's2',
+      'r2',
+      's3',
+      'r3',
+      'use tabs',
+      's5',
+      'r5',
+    ]);
+    // A fold that kept steps 2 and 3 kept the correction after them.
+    expect(rebuilt([step(1), step(2), step(3), fold(4, 1)], [{ before: 4, text: 'use tabs' }], 5)).toEqual([
+      'notes',
+      's2',
+      'r2',
+      's3',
+      'r3',
+      'use tabs',
+    ]);
+    // A fold that kept nothing folded it into its notes.
+    expect(rebuilt([step(1), fold(2, 1)], [{ before: 2, text: 'use tabs' }], 3)).toEqual(['notes']);
   });
 
   it('refuses rung options that are not on or off, and a collapse share outside (0, 1)', () => {

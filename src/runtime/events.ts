@@ -142,7 +142,15 @@ export type EventData =
    * of the notes in it, how many the workspace held, and its text (read back on a resume,
    * so the bytes stay the same whatever the memory holds by then).
    */
-  | { type: 'memory-block'; notes: string[]; held: number; chars: number; text: string }
+  | {
+      type: 'memory-block';
+      notes: string[];
+      held: number;
+      chars: number;
+      text: string;
+      /** The notes in it as they were then, so a reduce after a resume ranks what the block held. */
+      kept?: import('./context/memory.js').NoteRecord[];
+    }
   /** A request that did not extend the one before it other than at a fold, and why: its system block, its tools, or an entry already sent changed. */
   | { type: 'prefix-broke'; cause: 'system' | 'tools' | 'transcript' }
   /** A request that extended the one before it read less from the vendor's cache than that one did: it paid again for a prefix that had been cached. */

@@ -9,7 +9,7 @@ import { InvalidArgumentError } from '../errors.js';
 import {
   DEFAULT_MEMORY_CAP,
   GLOBAL_SCOPE,
-  MAX_KEY_CHARS,
+  keyProblem,
   MAX_NOTE_CHARS,
   NOTE_KINDS,
   type NoteKind,
@@ -93,16 +93,24 @@ export class Memory {
 
   /** Drops the note under `key`; false when there was none. */
   forget(key: string): boolean {
-    return this.#store.write('forget', { scope: this.scope, key, by: null, now: Date.now() }).status === 'forgotten';
+    return (
+      this.#store.write('forget', { scope: this.scope, key: String(key).trim(), by: null, now: Date.now() }).status ===
+      'forgotten'
+    );
   }
 
   /** Pins the note under `key`: no run may overwrite or forget it. False when there is none. */
   pin(key: string): boolean {
-    return this.#store.write('pinNote', { scope: this.scope, key, pinned: true, now: Date.now() }).status === 'done';
+    return this.#pin(key, true);
   }
 
   unpin(key: string): boolean {
-    return this.#store.write('pinNote', { scope: this.scope, key, pinned: false, now: Date.now() }).status === 'done';
+    return this.#pin(key, false);
+  }
+
+  #pin(key: string, pinned: boolean): boolean {
+    const trimmed = String(key).trim();
+    return this.#store.write('pinNote', { scope: this.scope, key: trimmed, pinned, now: Date.now() }).status === 'done';
   }
 
   /** This scope's own notes, in the store's order. */
@@ -127,10 +135,8 @@ export class Memory {
 }
 
 function checkNote(key: unknown, text: unknown, kind: unknown): void {
-  if (typeof key !== 'string' || key.trim() === '' || key.length > MAX_KEY_CHARS)
-    throw new InvalidArgumentError(
-      `Memory.remember: key is a short name of 1 to ${MAX_KEY_CHARS} characters, got ${JSON.stringify(key)}.`,
-    );
+  const problem = keyProblem(typeof key === 'string' ? key.trim() : key);
+  if (problem) throw new InvalidArgumentError(`Memory.remember: ${problem}.`);
   if (typeof text !== 'string' || text.trim() === '' || text.length > MAX_NOTE_CHARS)
     throw new InvalidArgumentError(
       `Memory.remember: the note is text of 1 to ${MAX_NOTE_CHARS} characters, got ${typeof text === 'string' ? `${text.length} characters` : JSON.stringify(text)}.`,

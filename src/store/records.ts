@@ -108,8 +108,9 @@ export interface Observation {
   compacted?: {
     rungs: string[];
     replacements: { seq: number; index: number; content: string }[];
-    /** The memory block reduce left, carried from then on. */
+    /** The memory block reduce left, carried from then on, and its notes as they were. */
     memory?: string;
+    memoryNotes?: NoteRecord[];
   };
 }
 

@@ -8,7 +8,7 @@
 import type Database from 'better-sqlite3';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError, LeaseLostError } from '../errors.js';
 import { type Ceilings, clampToParent } from '../runtime/budget.js';
-import { GLOBAL_SCOPE, type NoteRecord, restated } from '../runtime/context/memory.js';
+import { GLOBAL_SCOPE, keyProblem, type NoteRecord, restated } from '../runtime/context/memory.js';
 import {
   type DrawAmount,
   type EventData,
@@ -1197,9 +1197,19 @@ export class StoreWriter {
    * under another key of its scope or the global one.
    */
   remember(input: RememberInput): RememberResult {
-    if (input.by) this.#fence(input.by);
+    const problem = keyProblem(input.key);
+    if (problem) throw new InvalidArgumentError(`remember: ${problem}.`);
+    if (input.by) {
+      this.#fence(input.by);
+      // The global scope and pinning are the embedder's: a run writes its workspace's notes only.
+      if (input.scope === GLOBAL_SCOPE || input.pin !== undefined)
+        throw new InvalidArgumentError('remember: a run writes its own workspace’s notes, unpinned.');
+    }
     const existing = this.#note(input.scope, input.key);
     if (existing?.pinned && input.by) return { status: 'pinned', note: existing };
+    // A pinned global note is a correction for every workspace: a run may not shadow it either.
+    const above = input.by ? this.#note(GLOBAL_SCOPE, input.key) : null;
+    if (above?.pinned) return { status: 'pinned', note: above };
     const others = this.#statements
       .get('SELECT key, body AS text FROM memory_notes WHERE scope IN (?, ?) AND NOT (scope = ? AND key = ?)')
       .all(input.scope, GLOBAL_SCOPE, input.scope, input.key) as { key: string; text: string }[];
@@ -1209,13 +1219,12 @@ export class StoreWriter {
       const { count } = this.#statements
         .get('SELECT COUNT(*) AS count FROM memory_notes WHERE scope = ?')
         .get(input.scope) as { count: number };
-      if (count >= input.cap) {
-        const least = this.#statements
-          .get('SELECT * FROM memory_notes WHERE scope = ? AND pinned = 0 ORDER BY runs, note_id LIMIT 1')
-          .get(input.scope) as Row | undefined;
+      // Down to one under the cap (a cap lowered since takes more than one).
+      for (let over = count - input.cap + 1; over > 0; over--) {
+        const least = this.#leastDrawn(input.scope, input.by?.runId ?? null);
         if (!least) return { status: 'full', cap: input.cap };
-        evicted = toNote(least);
-        this.#dropNote(evicted.id);
+        evicted = least;
+        this.#dropNote(least.id);
       }
     }
     const pinned = input.pin ?? existing?.pinned ?? false;
@@ -1235,11 +1244,36 @@ export class StoreWriter {
     return { status: 'written', note, replaced: existing !== null, evicted, restates };
   }
 
+  /**
+   * The unpinned note of a scope the fewest separate runs have drawn on (the oldest of
+   * those). A run's own notes go last: its next note does not push out the one it just wrote.
+   */
+  #leastDrawn(scope: string, runId: string | null): NoteRecord | null {
+    const pick = (sql: string, ...args: unknown[]) => {
+      const row = this.#statements.get(sql).get(...args) as Row | undefined;
+      return row ? toNote(row) : null;
+    };
+    const order = 'ORDER BY runs, note_id LIMIT 1';
+    return (
+      (runId === null
+        ? null
+        : pick(
+            `SELECT * FROM memory_notes WHERE scope = ? AND pinned = 0 AND (written_by IS NULL OR written_by != ?) ${order}`,
+            scope,
+            runId,
+          )) ?? pick(`SELECT * FROM memory_notes WHERE scope = ? AND pinned = 0 ${order}`, scope)
+    );
+  }
+
   /** Drops a note (and the record of who drew on it). A run may not forget a pinned one. */
   forget(input: { scope: string; key: string; by: Fence | null; now: number }): {
     status: 'forgotten' | 'absent' | 'pinned';
   } {
-    if (input.by) this.#fence(input.by);
+    if (input.by) {
+      this.#fence(input.by);
+      if (input.scope === GLOBAL_SCOPE)
+        throw new InvalidArgumentError('forget: a run forgets its own workspace’s notes only.');
+    }
     const note = this.#note(input.scope, input.key);
     if (!note) return { status: 'absent' };
     if (note.pinned && input.by) return { status: 'pinned' };

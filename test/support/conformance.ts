@@ -355,6 +355,71 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
           });
       }));
 
+    it('keeps a run to its own workspace: fenced by its lease, no global note written or shadowed, no pin', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'memory-fenced');
+        await port.call('remember', note('license', 'MIT everywhere', { scope: 'global', pin: true }));
+        const cases: [string, Promise<unknown>, object][] = [
+          [
+            'a run shadows a pinned global note',
+            port.call('remember', note('license', 'Apache here', { by: fence })),
+            { status: 'pinned', note: { scope: 'global', text: 'MIT everywhere' } },
+          ],
+          [
+            'a run writes the global scope',
+            thrown(port.call('remember', note('style', 'tabs', { by: fence, scope: 'global' }))),
+            { name: 'InvalidArgumentError' },
+          ],
+          [
+            'a run pins',
+            thrown(port.call('remember', note('style', 'tabs', { by: fence, pin: true }))),
+            { name: 'InvalidArgumentError' },
+          ],
+          [
+            'a run forgets a global note',
+            thrown(port.call('forget', { scope: 'global', key: 'license', by: fence, now })),
+            { name: 'InvalidArgumentError' },
+          ],
+          [
+            'a key that could pass for marks',
+            thrown(port.call('remember', note('x (fact, pinned)', 'y'))),
+            { name: 'InvalidArgumentError' },
+          ],
+        ];
+        for (const [what, result, expected] of cases) expect(await result, what).toMatchObject(expected);
+        expect(await port.notes(['/ws'])).toEqual([]);
+        // Once its lease is taken over, the run writes no note and draws on none.
+        const later = Date.now() + 3_600_000;
+        await port.call('acquireLease', { runId: 'memory-fenced', ...claim('owner-b', later) });
+        expect(await thrown(port.call('remember', note('style', 'tabs', { by: fence })))).toMatchObject({
+          code: 'LEASE_LOST',
+        });
+        const [global] = await port.notes(['global']);
+        expect(
+          await thrown(port.call('drawNotes', { by: fence, noteIds: [global?.id as number], how: 'recall', now })),
+        ).toMatchObject({ code: 'LEASE_LOST' });
+        expect(await port.notes(['/ws', 'global'])).toMatchObject([{ key: 'license', runs: 0 }]);
+      }));
+
+    it('spares a run’s own new note from its next write at the cap, and evicts down to a lowered cap', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'memory-writer');
+        for (const key of ['a', 'b', 'c']) await port.call('remember', note(key, `embedder note ${key}`));
+        const [first, second] = [
+          await port.call('remember', note('mine-1', 'the first thing this run learned', { by: fence })),
+          await port.call('remember', note('mine-2', 'the second thing this run learned', { by: fence })),
+        ];
+        expect(first).toMatchObject({ status: 'written', evicted: { key: 'a' } });
+        // Its own note has no draws either, and is newer: the embedder's next least drawn-on goes instead.
+        expect(second).toMatchObject({ status: 'written', evicted: { key: 'b' } });
+        expect((await port.notes(['/ws'])).map((item) => item.key)).toEqual(['c', 'mine-1', 'mine-2']);
+        // A cap lowered to 2: the next new key brings the scope down to it.
+        expect(await port.call('remember', note('d', 'embedder note d', { cap: 2 }))).toMatchObject({
+          status: 'written',
+        });
+        expect((await port.notes(['/ws'])).map((item) => item.key)).toEqual(['mine-2', 'd']);
+      }));
+
     it('keeps the global scope apart from a workspace’s, and records which runs drew on which note', () =>
       withPort(async (port) => {
         const by = await root(port, 'drawer');

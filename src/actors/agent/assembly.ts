@@ -178,6 +178,8 @@ export class Assembly {
   readonly #replaced: Set<string>;
   /** What the system block is before the memory block. */
   readonly #base: string;
+  /** The last step committed is a compaction: the rungs have run for the next request, which only a fold may shrink further. */
+  #compactedLast: boolean;
   /** The memory block the requests carry, the notes in it, and the goal they were ranked by; null without memory. */
   #memory: { text: string; notes: NoteRecord[]; goal: string } | null = null;
 
@@ -198,6 +200,7 @@ export class Assembly {
     this.#foldSeq = restored.foldSeq;
     this.#rungs = rungs ?? {};
     this.#replaced = new Set(restored.replaced);
+    this.#compactedLast = restored.compactedLast;
   }
 
   /**
@@ -302,6 +305,7 @@ export class Assembly {
   /** A step was committed with its turns appended to the transcript. */
   stepShown(seq: number): void {
     this.#shown.push(seq);
+    this.#compactedLast = false;
   }
 
   /**
@@ -346,9 +350,12 @@ export class Assembly {
     const { tokens } = this.measure(this.system, request.tools, transcript);
     if (tokens <= this.limit) return { kind: 'none' };
     let steps = 0;
-    const compacted = await this.#compact(agent, agent.seq, request, transcript);
-    if (compacted.kind === 'ended') return compacted;
-    if (compacted.kind === 'folded') steps += compacted.steps;
+    // Once a request: a run resumed after its compaction was committed goes on to the fold.
+    if (!this.#compactedLast) {
+      const compacted = await this.#compact(agent, agent.seq, request, transcript);
+      if (compacted.kind === 'ended') return compacted;
+      if (compacted.kind === 'folded') steps += compacted.steps;
+    }
     // Reduce may have cut the memory block: the system block is the assembly's own from here.
     const folded = await this.#fold(agent, agent.seq + steps, model, { ...request, system: this.system }, transcript);
     if (folded.kind === 'ended') return folded;
@@ -364,7 +371,8 @@ export class Assembly {
     for (let index = this.#opening + 1; index < transcript.length; index++)
       if (transcript[index]?.role === 'assistant') starts.push(index);
     const head: HeadStep[] = [];
-    for (const [k, at] of starts.entries()) {
+    // The newest step's results have not been sent yet: the model sees them whole once.
+    for (const [k, at] of starts.slice(0, -1).entries()) {
       if (at >= plan.cut) break;
       head.push({ seq: this.#shown[k] as number, at, end: starts[k + 1] ?? transcript.length });
     }
@@ -390,7 +398,8 @@ export class Assembly {
     const target = this.limit * RUNG_TARGET;
     let reduced: string | undefined;
     const memory = this.#memory;
-    if (rungs.reduce && memory && memory.text !== '') {
+    const overTarget = this.measure(this.system, request.tools, transcript).tokens > target;
+    if (rungs.reduce && memory && memory.text !== '' && overTarget) {
       // The memory block first, to half its size: the notes the run is about by now are kept.
       const before = this.measure(this.system, request.tools, transcript).tokens;
       const terms = runTerms(memory.goal, namedPaths(transcript));
@@ -444,7 +453,11 @@ export class Assembly {
           name: COMPACT,
           content: `${ran.join(', ')} ran to fit the context window: ${all.length} old results replaced${reduced === undefined ? '' : `, the memory block cut to ${memory?.notes.length ?? 0} notes`}`,
           isError: false,
-          compacted: { rungs: ran, replacements: all, ...(reduced === undefined ? {} : { memory: reduced }) },
+          compacted: {
+            rungs: ran,
+            replacements: all,
+            ...(reduced === undefined ? {} : { memory: reduced, memoryNotes: memory?.notes ?? [] }),
+          },
         },
       ],
       usage: { inputTokens: 0, outputTokens: 0 },
@@ -460,6 +473,7 @@ export class Assembly {
     if (result.status === 'exhausted') return { kind: 'ended', status: 'budget-exhausted' };
     if (result.status === 'interrupted') return { kind: 'ended', status: 'interrupted' };
     this.#justFolded = true;
+    this.#compactedLast = true;
     const steers = result.status === 'committed' ? (result.steers ?? []) : [];
     for (const words of steers) transcript.push(steerTurn(words));
     return { kind: 'folded', steps: 1 };

@@ -11,7 +11,6 @@ import {
   DEFAULT_MEMORY_SHARE,
   GLOBAL_SCOPE,
   memoryBlock,
-  noteLine,
   runTerms,
   visibleNotes,
   workspaceScope,
@@ -47,7 +46,15 @@ import { Freshness } from './freshness.js';
 import { judge } from './gates.js';
 import * as people from './people.js';
 import type { AgentPorts } from './ports.js';
-import { answeredCall, appendStep, attemptEvents, failedCall, providerLabel, sameArguments } from './records.js';
+import {
+  answeredCall,
+  appendStep,
+  attemptEvents,
+  failedCall,
+  observedName,
+  providerLabel,
+  sameArguments,
+} from './records.js';
 import { type RestoredRun, restoreRun, StepState, steerTurn } from './step.js';
 import { ToolTiers } from './tiers.js';
 import { defaultSystem, registryFor, workspaceSystem } from './toolset.js';
@@ -554,7 +561,7 @@ export class AgentRun implements RunContext {
         }
         observations.push({
           callId: call.id,
-          name: call.name,
+          name: observedName(call.name),
           content: result.content,
           isError: result.isError,
           ...(result.images ? { images: result.images } : {}),
@@ -593,7 +600,12 @@ export class AgentRun implements RunContext {
             ? `the wallMs ceiling of run ${overdue.account} was reached during a step`
             : 'cancelled by the supervisor');
         for (const call of completion.toolCalls.slice(observations.filter((o) => !o.name.startsWith('@')).length)) {
-          observations.push({ callId: call.id, name: call.name, content: `not run: ${reason}`, isError: true });
+          observations.push({
+            callId: call.id,
+            name: observedName(call.name),
+            content: `not run: ${reason}`,
+            isError: true,
+          });
         }
         final = { status: overdue ? 'budget-exhausted' : 'cancelled', reply: null, reason };
         if (overdue) this.step.events.push(overdue);
@@ -662,16 +674,11 @@ export class AgentRun implements RunContext {
    */
   async #memory(contract: ContractData, assembly: Assembly, restored: RestoredRun, transcript: TranscriptEntry[]) {
     const store = this.store;
-    const notes = visibleNotes(await store.notes([GLOBAL_SCOPE, workspaceScope(contract.root)]));
     if (restored.memory !== null) {
-      const lines = new Set(restored.memory.split('\n'));
-      assembly.useMemory({
-        text: restored.memory,
-        notes: notes.filter((note) => lines.has(noteLine(note))),
-        goal: contract.goal,
-      });
+      assembly.useMemory({ ...restored.memory, goal: contract.goal });
       return;
     }
+    const notes = visibleNotes(await store.notes([GLOBAL_SCOPE, workspaceScope(contract.root)]));
     const share = contract.memory?.share ?? DEFAULT_MEMORY_SHARE;
     const block = memoryBlock(notes, runTerms(contract.goal, namedPaths(transcript)), assembly.memoryRoom(share));
     assembly.useMemory({ text: block.text, notes: block.kept, goal: contract.goal });
@@ -684,6 +691,7 @@ export class AgentRun implements RunContext {
           held: notes.length,
           chars: block.text.length,
           text: block.text,
+          kept: block.kept,
         },
       ],
       now: this.clock.now(),

@@ -10,10 +10,12 @@ import type { ArgumentSchema } from '../../runtime/arguments.js';
 import {
   DEFAULT_MEMORY_CAP,
   GLOBAL_SCOPE,
+  keyProblem,
   MAX_KEY_CHARS,
   MAX_NOTE_CHARS,
   NOTE_KINDS,
   type NoteKind,
+  type NoteRecord,
   noteLine,
   rankNotes,
   runTerms,
@@ -24,15 +26,17 @@ import {
 import type { Tool, ToolResult } from '../../runtime/tools.js';
 import type { AgentCall, RunContext } from './context.js';
 
-/** The most notes one recall returns. */
+/** The most notes one recall returns, and the most characters. */
 const RECALLED = 20;
+const RECALLED_CHARS = 12_000;
 
 const rememberParameters: ArgumentSchema = {
   type: 'object',
   properties: {
     key: {
       type: 'string',
-      description: 'A short name for the note, such as "test-command"; a note under the same key is replaced.',
+      description:
+        'A short name for the note, of letters, digits and _ . : / - (such as "test-command"); a note under the same key is replaced.',
       minLength: 1,
       maxLength: MAX_KEY_CHARS,
     },
@@ -91,7 +95,8 @@ export const REMEMBER: Tool<AgentCall> = {
     if (!NOTE_KINDS.includes(kind)) return error(`kind is "fact" or "decision", got ${JSON.stringify(args.kind)}.`);
     const { root, cap } = scopeOf(call.agent);
     const key = String(args.key).trim();
-    if (key === '') return error('key must not be blank.');
+    const problem = keyProblem(key);
+    if (problem) return error(`${problem[0]?.toUpperCase()}${problem.slice(1)}.`);
     const result = await call.agent.store.call('remember', {
       scope: root,
       key,
@@ -136,7 +141,14 @@ export const RECALL: Tool<AgentCall> = {
     const query = typeof args.query === 'string' ? args.query : '';
     // Without words asked for, the run's goal says what it is about.
     const terms = query.trim() === '' ? runTerms(call.agent.contract?.goal ?? '', []) : wordsOf(query);
-    const found = rankNotes(notes, terms).slice(0, RECALLED);
+    // The best twenty, as many of them as fit the result's bound.
+    const found: NoteRecord[] = [];
+    let chars = 0;
+    for (const note of rankNotes(notes, terms).slice(0, RECALLED)) {
+      chars += noteLine(note).length + 1;
+      if (chars > RECALLED_CHARS && found.length > 0) break;
+      found.push(note);
+    }
     await call.agent.store.call('drawNotes', {
       by: call.agent.fence,
       noteIds: found.map((note) => note.id),
@@ -158,6 +170,8 @@ export const FORGET: Tool<AgentCall> = {
   execute: async (args, call) => {
     const { root } = scopeOf(call.agent);
     const key = String(args.key).trim();
+    const problem = keyProblem(key);
+    if (problem) return error(`${problem[0]?.toUpperCase()}${problem.slice(1)}.`);
     const result = await call.agent.store.call('forget', {
       scope: root,
       key,

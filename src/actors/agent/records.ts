@@ -75,6 +75,16 @@ export function answeredCall(completion: Completion, fallbackName: string): Mode
 }
 
 /**
+ * The name a model's call is recorded under: its own, unless it begins with `@`, which
+ * marks what the runtime itself tells the model (a re-prompt, a refresh, a fold). A call a
+ * model names `@schema` is refused as an unknown tool like any other, and recorded without
+ * the `@`, so its result stays a tool result paired with its call.
+ */
+export function observedName(name: string): string {
+  return name.startsWith('@') ? name.replace(/^@+/, '') || 'unnamed' : name;
+}
+
+/**
  * A committed step as transcript turns: its assistant turn, then each observation (a
  * runtime feedback as a user turn). A result the collapse rung marked is sent shortened;
  * `replaced` holds what the mechanical rungs put in place of this step's results, by index.

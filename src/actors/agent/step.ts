@@ -3,6 +3,7 @@
  * steps (the transcript, the re-prompts spent), its draft (the step a pause kept) and the
  * events that decide where it stands (a plan approved, a model escalated).
  */
+import type { NoteRecord } from '../../runtime/context/memory.js';
 import type { EventData } from '../../runtime/events.js';
 import type { Completion, ToolCall, TranscriptEntry } from '../../runtime/provider.js';
 import type { ToolResult } from '../../runtime/tools.js';
@@ -69,10 +70,19 @@ export function appendSteered(
       replaced.set(`${item.seq}:${item.index}`, item.content);
   const shown: number[] = [];
   for (const step of steps) {
-    // Folded away: the steps its notes stand for, and the folds before it (their notes are in its own).
-    if (fold && (step.seq <= through || foldOf(step))) continue;
-    // A compaction sends nothing of its own: its replacements are in the steps they replaced.
-    if (compactOf(step)) continue;
+    // Folded away: the steps its notes stand for (and the corrections before them: they are in the notes).
+    if (fold && step.seq <= through) continue;
+    // A fold or a compaction sends nothing of its own (a compaction's replacements are in the
+    // steps they replaced). Corrections taken just before it were at the tail of the transcript
+    // it acted on: a compaction leaves them there, a fold keeps them if it kept a step before them.
+    if (compactOf(step)) {
+      steered(step.seq);
+      continue;
+    }
+    if (foldOf(step)) {
+      if (shown.length > 0) steered(step.seq);
+      continue;
+    }
     steered(step.seq);
     appendStep(history, step.completion, step.observations, (index) => replaced.get(`${step.seq}:${index}`));
     shown.push(step.seq);
@@ -166,8 +176,10 @@ export interface RestoredRun {
   foldSeq: number | null;
   /** The results the rungs have replaced, as `seq:index`. */
   replaced: string[];
-  /** The memory block the requests carry (the one found at the start, or the latest reduce left), or null before it was found. */
-  memory: string | null;
+  /** The memory block the requests carry (the one found at the start, or the latest reduce left) and its notes as they were then; null before it was found. */
+  memory: { text: string; notes: NoteRecord[] } | null;
+  /** The last committed step is a compaction: the rungs below the fold have run for the request that comes next. */
+  compactedLast: boolean;
   /** The window recorded when the run first started, if it did. */
   window: { tokens: number; source: string } | null;
   /** The last step's request size and the input tokens the vendor counted for it: what the estimate is calibrated by. */
@@ -185,14 +197,17 @@ export interface RestoredRun {
   draftExpanded: string[];
 }
 
-/** The memory block a run's requests carry by now: the latest a reduce left, else the one found at its start. */
-function latestMemory(steps: readonly { observations: Observation[] }[], events: readonly EventData[]): string | null {
+/** The memory block a run's requests carry by now, and its notes: the latest a reduce left, else the one found at its start. */
+function latestMemory(
+  steps: readonly { observations: Observation[] }[],
+  events: readonly EventData[],
+): { text: string; notes: NoteRecord[] } | null {
   for (let index = steps.length - 1; index >= 0; index--) {
-    const memory = compactOf(steps[index] as { observations: Observation[] })?.compacted?.memory;
-    if (memory !== undefined) return memory;
+    const compacted = compactOf(steps[index] as { observations: Observation[] })?.compacted;
+    if (compacted?.memory !== undefined) return { text: compacted.memory, notes: compacted.memoryNotes ?? [] };
   }
   const found = events.find((event) => event.type === 'memory-block');
-  return found?.type === 'memory-block' ? found.text : null;
+  return found?.type === 'memory-block' ? { text: found.text, notes: found.kept ?? [] } : null;
 }
 
 /** Restores a run from its steps and its draft. Null when the store has no such run. */
@@ -232,6 +247,7 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
     folded: appended.folded,
     foldSeq: [...steps].reverse().find((step) => foldOf(step) !== null)?.seq ?? null,
     memory: latestMemory(steps, events),
+    compactedLast: steps.length > 0 && compactOf(steps.at(-1) as (typeof steps)[number]) !== null,
     replaced: steps.flatMap((step) =>
       (compactOf(step)?.compacted?.replacements ?? []).map((item) => `${item.seq}:${item.index}`),
     ),

@@ -57,6 +57,18 @@ export const DEFAULT_MEMORY_SHARE = 0.1;
 /** The longest a key and a note may be, in characters. */
 export const MAX_KEY_CHARS = 120;
 export const MAX_NOTE_CHARS = 2_000;
+/** What a key may hold: letters, digits and `_ . : / -`, so it cannot pass for anything else in the block. */
+const KEY = /^[\p{L}\p{N}_.:/-]+$/u;
+
+/** Why `key` is not a key, or null when it is one. */
+export function keyProblem(key: unknown): string | null {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_CHARS)
+    return `a key is 1 to ${MAX_KEY_CHARS} characters, got ${typeof key === 'string' ? `${key.length}` : JSON.stringify(key)}`;
+  if (!KEY.test(key))
+    return `a key holds letters, digits and _ . : / - only (such as "test-command"), got ${JSON.stringify(key.slice(0, 60))}`;
+  return null;
+}
+
 /** Word sets this alike (Jaccard) are taken for one note restated. */
 const RESTATES = 0.8;
 
@@ -114,8 +126,9 @@ export function runTerms(goal: string, paths: Iterable<string>): Set<string> {
 /** The line a note is printed as, in the block and in a recall. */
 export function noteLine(note: Pick<NoteRecord, 'key' | 'kind' | 'text' | 'pinned' | 'scope'>): string {
   const marks = [note.kind, ...(note.scope === GLOBAL_SCOPE ? ['global'] : []), ...(note.pinned ? ['pinned'] : [])];
-  // One line a note, whatever its key and text hold: a line break in either cannot forge another note.
-  return `- ${note.key.replace(/\s+/g, ' ')} (${marks.join(', ')}): ${note.text.replace(/\s+/g, ' ')}`;
+  // One line a note, whatever its text holds: no line break, separator or control character
+  // survives to start another line (the key can hold none: see keyProblem).
+  return `- ${note.key} (${marks.join(', ')}): ${note.text.replace(/[\s\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+/gu, ' ')}`;
 }
 
 const BLOCK_HEAD =

@@ -75,10 +75,13 @@ export function collapsedContent(name: string, target: string, content: string, 
   return `[collapsed to fit the context window: ${what} returned ${content.length} characters; the first ${shown} follow. Call it again, narrower (a line range, a tighter pattern), for the rest.]\n${content.slice(0, shown)}`;
 }
 
-/** How many characters of a result collapse keeps, or null when it fits as it is. */
+/** Room for the line a collapsed result starts with: a result shortened by less is left whole. */
+const COLLAPSE_LINE = 400;
+
+/** How many characters of a result collapse keeps, or null when it fits as it is (or would not get shorter). */
 export function collapseAt(contentLength: number, limitChars: number, over: number): number | null {
   const most = Math.max(200, Math.floor(limitChars * over));
-  return contentLength > most ? most : null;
+  return contentLength > most + COLLAPSE_LINE ? most : null;
 }
 
 /** The line snip leaves for a result it dropped. */
@@ -157,12 +160,16 @@ export function microcompact(
     const rest = '[compacted: see the first result of this step.]';
     let before = 0;
     let after = 0;
+    const replacements: Replacement[] = [];
     for (const [n, { index, entry }] of results.entries()) {
       const content = n === 0 ? first : rest;
       before += entryChars(entry);
       after += entryChars({ ...entry, content, images: undefined });
-      out.push({ seq: step.seq, index, content });
+      replacements.push({ seq: step.seq, index, content });
     }
+    // Results shorter than their counted line stay as they are.
+    if (after >= before) continue;
+    out.push(...replacements);
     saved += before - after;
   }
   return out;
