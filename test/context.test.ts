@@ -24,8 +24,8 @@ import {
   tool,
 } from '../dist/index.js';
 import { type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
-import { Driver, tempStorePath } from './support/processes.js';
-import { later, tempWorkspace } from './support/workspace.js';
+import { tempStorePath } from './support/processes.js';
+import { driveKilledOrWhole, later, loggedRequests, tempWorkspace } from './support/workspace.js';
 
 let cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -155,21 +155,8 @@ describe('context assembly', () => {
           budget: { steps: 60 },
         },
       };
-      const first = new Driver({ ...base, mode: 'run', ...(killAt ? { killAt } : {}) });
-      later(() => {
-        first.child.kill('SIGKILL');
-      });
-      const exited = await first.exited;
-      if (killAt) {
-        expect(exited.signal).toBe('SIGKILL');
-        const second = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string });
-        await second.exited;
-        expect(second.result?.status, second.stderr).toBe('finished');
-      } else expect(first.result?.status, first.stderr).toBe('finished');
-      return readFileSync(log, 'utf8')
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as { fold: boolean; messages: Message[] });
+      await driveKilledOrWhole(base, killAt);
+      return loggedRequests<{ fold: boolean; messages: Message[] }>(log);
     };
     const whole = await run('whole', null);
     const firstFold = whole.findIndex((request) => request.fold);

@@ -7,17 +7,16 @@
  * replaced, as its `@compact` step names them; a run killed right after that step and
  * resumed sends the uncrashed run's bytes.
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { appendSteered } from '../dist/actors/agent/step.js';
 import { Memory, OpenAI, Policy, runWith, Store, TaskContract } from '../dist/index.js';
 import { collapseAt, microcompact, snip } from '../dist/runtime/context/rungs.js';
 import { type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
-import { Driver, tempStorePath } from './support/processes.js';
+import { tempStorePath } from './support/processes.js';
 // @ts-expect-error: a plain script the driver loads too
 import { lookupScript } from './support/scripts/context.mjs';
-import { later, tempWorkspace } from './support/workspace.js';
+import { driveKilledOrWhole, later, loggedRequests, tempWorkspace } from './support/workspace.js';
 
 let cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -227,25 +226,11 @@ describe('rungs below the fold', () => {
           budget: { steps: 60 },
         },
       };
-      const first = new Driver({ ...base, mode: 'run', ...(killAt ? { killAt } : {}) });
-      later(() => {
-        first.child.kill('SIGKILL');
-      });
-      const exited = await first.exited;
-      if (killAt) {
-        expect(exited.signal).toBe('SIGKILL');
-        const second = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string });
-        await second.exited;
-        expect(second.result?.status, second.stderr).toBe('finished');
-      } else expect(first.result?.status, first.stderr).toBe('finished');
+      const rootId = await driveKilledOrWhole(base, killAt);
       const trace = await Store.open(storePath);
-      const rootId = first.rootId as string;
       const compacted = trace.steps(rootId).filter((step) => step.observations[0]?.name === '@compact');
       trace.close();
-      const requests = readFileSync(log, 'utf8')
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as { fold: boolean; messages: Message[] });
+      const requests = loggedRequests<{ fold: boolean; messages: Message[] }>(log);
       return { requests, compacted: compacted.map((step) => step.seq) };
     };
     const whole = await run('whole', null);
@@ -341,27 +326,14 @@ describe('rungs below the fold', () => {
           budget: { steps: 60 },
         },
       };
-      const first = new Driver({ ...base, mode: 'run', ...(killAt ? { killAt } : {}) });
-      later(() => {
-        first.child.kill('SIGKILL');
-      });
-      const exited = await first.exited;
-      if (killAt) {
-        expect(exited.signal).toBe('SIGKILL');
-        const second = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string });
-        await second.exited;
-        expect(second.result?.status, second.stderr).toBe('finished');
-      } else expect(first.result?.status, first.stderr).toBe('finished');
+      const rootId = await driveKilledOrWhole(base, killAt);
       const trace = await Store.open(storePath);
       const kinds = trace
-        .steps(first.rootId as string)
+        .steps(rootId)
         .map((step) => [step.seq, step.observations[0]?.name ?? ''] as const)
         .filter(([, kind]) => kind === '@compact' || kind === '@fold');
       trace.close();
-      const requests = readFileSync(log, 'utf8')
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as { fold: boolean; messages: Message[] });
+      const requests = loggedRequests<{ fold: boolean; messages: Message[] }>(log);
       return { requests, kinds };
     };
     const whole = await run('whole', null);

@@ -5,10 +5,10 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import { type HarnessError, type HttpProviderSpec, Store, Supervisor } from '../../dist/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../../dist/testing/index.js';
 import { Driver, type DriverConfig, tempStorePath } from './processes.js';
@@ -126,4 +126,37 @@ export async function supervisorOnStore(options: Parameters<typeof Supervisor.st
     store.close();
   });
   return { store, supervisor };
+}
+
+/**
+ * Drives a tree to its end in a driver process: killed with SIGKILL at `killAt` (a store
+ * write, as the driver's `killAt` names it) and resumed in a second process, or run whole
+ * when `killAt` is null. Asserts that it finished; returns the tree's root id.
+ */
+export async function driveKilledOrWhole(
+  base: Omit<DriverConfig, 'mode' | 'killAt' | 'rootId'>,
+  killAt: string | null,
+): Promise<string> {
+  const first = new Driver({ ...base, mode: 'run', ...(killAt ? { killAt } : {}) } as DriverConfig);
+  later(() => {
+    first.child.kill('SIGKILL');
+  });
+  const exited = await first.exited;
+  if (killAt) {
+    expect(exited.signal).toBe('SIGKILL');
+    const second = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string } as DriverConfig);
+    await second.exited;
+    expect(second.result?.status, second.stderr).toBe('finished');
+  } else expect(first.result?.status, first.stderr).toBe('finished');
+  return first.rootId as string;
+}
+
+/** The requests a scripted model logged, one JSON line each (see scripts/context.mjs). */
+export function loggedRequests<T = { fold: boolean; messages: { role: string; content: unknown }[] }>(
+  log: string,
+): T[] {
+  return readFileSync(log, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as T);
 }
