@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// io-harness <command>: the commands of the package. Today one:
+// io-harness <command>: the commands of the package.
+//   io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
 //   io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
 // serves the workspace tools of <dir> over MCP (stdio, or streamable HTTP with --http),
 // every call a step of a run kept in <db>, under the policy (default: Policy.default()).
@@ -8,7 +9,8 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 
-const USAGE = `usage: io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
+const USAGE = `usage: io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
+       io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
 
 Serves the workspace tools of <dir> over MCP: on stdio, or streamable HTTP on
 <host>:<port>/mcp with --http (host 127.0.0.1 unless given). Every call is a step of a
@@ -30,6 +32,10 @@ const [command, ...rest] = process.argv.slice(2);
 if (command === undefined || command === '--help' || command === '-h') {
   process.stdout.write(`${USAGE}\n`);
   process.exit(command === undefined ? 2 : 0);
+}
+if (command === 'config') {
+  const { runConfigCommand } = await import('./config-command.mjs');
+  process.exit(await runConfigCommand(rest));
 }
 if (command !== 'mcp-server') fail(`there is no command ${JSON.stringify(command)}`);
 

@@ -36,6 +36,8 @@ export const ErrorCode = {
   TurnNotFound: 'TURN_NOT_FOUND',
   TurnEnded: 'TURN_ENDED',
   McpServerFailed: 'MCP_SERVER_FAILED',
+  ConfigInvalid: 'CONFIG_INVALID',
+  ConfigRefused: 'CONFIG_REFUSED',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -88,6 +90,18 @@ export class InvalidArgumentError extends HarnessError {
   constructor(message: string, options?: HarnessErrorOptions) {
     super(ErrorCode.InvalidArgument, message, options);
     this.name = 'InvalidArgumentError';
+  }
+}
+
+/**
+ * A configuration file cannot be used: a TOML syntax error, an unknown key, a wrong type
+ * (CONFIG_INVALID), or a key a workspace file may not set because it would widen the
+ * boundary (CONFIG_REFUSED). `details` names the file, the line and the key.
+ */
+export class ConfigError extends HarnessError {
+  constructor(code: ErrorCode, message: string, options?: HarnessErrorOptions) {
+    super(code, message, options);
+    this.name = 'ConfigError';
   }
 }
 

@@ -7,9 +7,12 @@
 export type { Isolation } from './actors/agent.js';
 export type { Clock } from './clock.js';
 export { systemClock } from './clock.js';
+export type { ConfigScope, DiscoverOptions, ValueOrigin } from './config/config.js';
+export { Config, defaultUserFile } from './config/config.js';
 export type { LeaseHolder, SerializedError } from './errors.js';
 export {
   ActorExitedError,
+  ConfigError,
   ConflictError,
   ContainmentUnavailableError,
   ErrorCode,

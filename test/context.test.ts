@@ -8,7 +8,7 @@
  * from the provider's catalogue, the reference table or an assumption, and the run says
  * which; a catalogue host the policy denies refuses the run, a stated window reads none.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';

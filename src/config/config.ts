@@ -1,0 +1,614 @@
+/**
+ * io.toml: one configuration over four scopes, read once, before a run, by the caller.
+ *
+ * `Config.discover(root)` reads the library's defaults, the user file
+ * (`$XDG_CONFIG_HOME/io-harness/io.toml`, else `~/.config/io-harness/io.toml`), the
+ * committed `io.toml` at the workspace root and the gitignored `io.local.toml` beside it, in
+ * that order, and merges them: tables merge key by key, arrays of tables append (a later
+ * file's `[[policy.layer]]` comes after an earlier one's), and any other value (a scalar, an
+ * array of values) is the later file's. A `[profile.<name>]` chosen by `discover({ profile })`
+ * is merged the same way straight after the file that holds it, so a workspace file still
+ * narrows what a profile in the user file chose.
+ *
+ * A file inside the workspace may narrow the boundary and never widen it: a key that would
+ * (see {@link widening}) is refused, naming the user file where it may go. Every file is
+ * checked on its own, with its own lines, before anything is merged, and no partial
+ * configuration is ever used: the first problem throws.
+ */
+import { existsSync, realpathSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
+import type { z } from 'zod';
+import { ConfigError, ErrorCode } from '../errors.js';
+import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
+import type { ContextData } from '../runtime/context/assembler.js';
+import { type ContractBudget, type MemoryData, TaskContract } from '../runtime/contract/contract.js';
+import { DEFAULT_SANDBOX } from '../runtime/exec/containment/boundary.js';
+import { Policy, type PolicyLayer } from '../runtime/policy/policy.js';
+import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
+import { type ConfigBody, fileSchema, knownKeys, NOT_BUILT } from './schema.js';
+import { lineOf, type ParsedFile, readToml } from './toml.js';
+
+/** Where a file sits: the library's defaults, the user's own, or the workspace's two. */
+export type ConfigScope = 'defaults' | 'user' | 'project' | 'local';
+
+export interface DiscoverOptions {
+  /** The user file; `null` to read none. Default `$XDG_CONFIG_HOME/io-harness/io.toml`, else `~/.config/io-harness/io.toml`. */
+  userFile?: string | null;
+  /** A `[profile.<name>]` to overlay. */
+  profile?: string;
+}
+
+/** Where a value came from. */
+export interface ValueOrigin {
+  key: string;
+  value: unknown;
+  scope: ConfigScope;
+  /** The file, or `(defaults)`. */
+  file: string;
+  /** Its line in the file, or null (a default). */
+  line: number | null;
+}
+
+/** The library's defaults, the first scope. */
+const DEFAULTS: Record<string, unknown> = { policy: { base: 'default' } };
+
+/** The user file's path when none is given. */
+export function defaultUserFile(env: NodeJS.ProcessEnv = process.env): string {
+  const base =
+    env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  return join(base, 'io-harness', 'io.toml');
+}
+
+/** A path's real path, or of its nearest existing parent with the rest appended (a user file not made yet). */
+function real(path: string): string {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    const parent = dirname(path);
+    return parent === path ? path : join(real(parent), basename(path));
+  }
+}
+
+const inside = (path: string, root: string) =>
+  path === root || path.startsWith(root.endsWith(sep) ? root : `${root}${sep}`);
+
+type Table = Record<string, unknown>;
+const isTable = (value: unknown): value is Table =>
+  typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Date);
+const isTables = (value: unknown): value is Table[] => Array.isArray(value) && value.length > 0 && value.every(isTable);
+
+/** One file of the four, checked. */
+interface ScopeFile {
+  scope: ConfigScope;
+  file: string;
+  data: Table;
+  lines: ReadonlyMap<string, number>;
+}
+
+/** The merged configuration of a workspace, and where each value came from. */
+export class Config {
+  /** The workspace root. */
+  readonly root: string;
+  /** The files read, in order, and whether each was there. */
+  readonly files: readonly { scope: ConfigScope; file: string; present: boolean }[];
+  readonly userFile: string | null;
+  readonly profileName: string | null;
+  readonly #data: Table;
+  readonly #origins: Map<string, Omit<ValueOrigin, 'key' | 'value'>>;
+
+  private constructor(
+    root: string,
+    files: Config['files'],
+    userFile: string | null,
+    profile: string | null,
+    data: Table,
+    origins: Map<string, Omit<ValueOrigin, 'key' | 'value'>>,
+  ) {
+    this.root = root;
+    this.files = files;
+    this.userFile = userFile;
+    this.profileName = profile;
+    this.#data = data;
+    this.#origins = origins;
+  }
+
+  /**
+   * Reads the four scopes for the workspace at `root`, checks each, and merges them.
+   *
+   * @example
+   * const config = Config.discover('/repo');
+   * const result = await runWith(config.contract('fix the failing test'), config.provider(), store, config.policy());
+   */
+  static discover(root: string, options: DiscoverOptions = {}): Config {
+    if (typeof root !== 'string' || root === '')
+      throw new ConfigError(
+        ErrorCode.ConfigInvalid,
+        'Config.discover needs the workspace root, the directory its io.toml is in.',
+      );
+    const workspace = resolve(root);
+    const userFile = options.userFile === null ? null : resolve(options.userFile ?? defaultUserFile());
+    // The user file is the one that may widen, so it must be outside the workspace, by every spelling of both.
+    if (userFile && inside(real(userFile), real(workspace)))
+      throw new ConfigError(
+        ErrorCode.ConfigRefused,
+        `Config.discover: the user file ${userFile} is inside the workspace ${workspace}, where the agent and the repository's authors can change it; keep it outside (the default is ${defaultUserFile()}).`,
+        { details: { file: userFile, root: workspace } },
+      );
+    const paths: { scope: ConfigScope; file: string }[] = [
+      ...(userFile ? [{ scope: 'user' as const, file: userFile }] : []),
+      { scope: 'project', file: join(workspace, 'io.toml') },
+      { scope: 'local', file: join(workspace, 'io.local.toml') },
+    ];
+    const read: ScopeFile[] = [
+      { scope: 'defaults', file: '(defaults)', data: structuredClone(DEFAULTS), lines: new Map() },
+    ];
+    const files: { scope: ConfigScope; file: string; present: boolean }[] = [];
+    for (const { scope, file } of paths) {
+      const present = existsSync(file);
+      files.push({ scope, file, present });
+      if (!present) continue;
+      const parsed = readToml(file);
+      check(parsed, scope, userFile ?? defaultUserFile());
+      read.push({ scope, ...parsed });
+    }
+    let profile: string | null = null;
+    if (options.profile !== undefined) {
+      const known = new Set(read.flatMap((item) => Object.keys((item.data.profile as Table | undefined) ?? {})));
+      if (!known.has(options.profile))
+        throw new ConfigError(
+          ErrorCode.ConfigInvalid,
+          `Config.discover: no [profile.${options.profile}] in ${read.map((item) => item.file).join(', ')}; ${known.size > 0 ? `the profiles are ${[...known].join(', ')}` : 'none names a profile'}.`,
+          { details: { profile: options.profile } },
+        );
+      profile = options.profile;
+    }
+    // Each file in order, its chosen profile straight after it: a workspace file still narrows what a user's profile chose.
+    const data: Table = {};
+    const origins = new Map<string, Omit<ValueOrigin, 'key' | 'value'>>();
+    for (const item of read) {
+      const { profile: profiles, ...body } = item.data;
+      merge(data, body, item, '', '', origins, userFile);
+      const chosen = profile === null ? undefined : (profiles as Record<string, Table> | undefined)?.[profile];
+      if (chosen) merge(data, chosen, item, '', `profile.${profile}`, origins, userFile);
+    }
+    return new Config(workspace, files, userFile, profile, data, origins);
+  }
+
+  /** The merged value at `key` (`budget.steps`, `policy.layer[2]`), or undefined. */
+  get(key: string): unknown {
+    let value: unknown = this.#data;
+    for (const part of splitKey(key)) {
+      if (typeof part === 'number') value = Array.isArray(value) ? value[part] : undefined;
+      else value = isTable(value) ? value[part] : undefined;
+      if (value === undefined) return undefined;
+    }
+    return value;
+  }
+
+  /** Which file and line decided `key`; null when nothing set it. */
+  explain(key: string): ValueOrigin | null {
+    const value = this.get(key);
+    if (value === undefined) return null;
+    const origin = this.#origins.get(normalKey(key));
+    return origin ? { key: normalKey(key), value, ...origin } : null;
+  }
+
+  /** Every value the configuration holds, each with its file and line: what `npx io-harness config explain` prints. */
+  explainAll(): ValueOrigin[] {
+    const out: ValueOrigin[] = [];
+    const walk = (value: unknown, path: string) => {
+      if (isTable(value) && path !== 'app' && !path.startsWith('app.')) {
+        for (const [key, child] of Object.entries(value)) walk(child, path ? `${path}.${key}` : key);
+        return;
+      }
+      if (isTables(value)) {
+        for (const [index, child] of value.entries()) walk(child, `${path}[${index}]`);
+        return;
+      }
+      const origin = this.#origins.get(path);
+      if (origin) out.push({ key: path, value, ...origin });
+    };
+    walk(this.#data, '');
+    return out;
+  }
+
+  /** `[app]`: your program's own settings, as written (never validated). */
+  app(): Record<string, unknown> {
+    return structuredClone((this.#data.app as Table | undefined) ?? {});
+  }
+
+  /** The policy: its base, then every `[[policy.layer]]` in order (deny wins in any layer). */
+  policy(): Policy {
+    const section = (this.#data.policy ?? {}) as NonNullable<ConfigBody['policy']>;
+    const base =
+      section.base === 'empty'
+        ? Policy.empty()
+        : section.base === 'permissive'
+          ? Policy.permissive()
+          : Policy.default();
+    const layers: PolicyLayer[] = (section.layer ?? []).map((layer) => ({
+      name: layer.name,
+      rules: (layer.rule ?? []).map((rule) => ({ effect: rule.effect, act: rule.act, pattern: rule.pattern })),
+    }));
+    return Policy.from({ layers: [...base.toJSON().layers, ...layers] });
+  }
+
+  /** The model to run with, and its fallbacks in order (a fallback spec when there are several); null when none is set. */
+  provider(): ProviderSpec | null {
+    const list = (this.#data.provider ?? []) as NonNullable<ConfigBody['provider']>;
+    const specs = list.map(
+      (item): HttpProviderSpec => ({
+        kind: item.kind,
+        model: item.model,
+        ...(item.base_url === undefined ? {} : { baseUrl: item.base_url }),
+        ...(item.api_key_env === undefined ? {} : { apiKeyEnv: item.api_key_env }),
+        ...(item.preset === undefined ? {} : { preset: item.preset }),
+        ...(item.name === undefined ? {} : { name: item.name }),
+        ...(item.max_tokens === undefined ? {} : { maxTokens: item.max_tokens }),
+        ...(item.images === undefined ? {} : { images: item.images }),
+      }),
+    );
+    if (specs.length === 0) return null;
+    return specs.length === 1 ? (specs[0] as HttpProviderSpec) : { kind: 'fallback', providers: specs };
+  }
+
+  /** The tree's ceilings, as `withBudget` takes them; null when none is set. */
+  budget(): ContractBudget | null {
+    const section = this.#data.budget as ConfigBody['budget'];
+    if (!section) return null;
+    return {
+      ...(section.steps === undefined ? {} : { steps: section.steps }),
+      ...(section.tokens === undefined ? {} : { tokens: section.tokens }),
+      ...(section.wall_secs === undefined ? {} : { wallSecs: section.wall_secs }),
+    };
+  }
+
+  /** What commands are granted, as a contract's `sandbox` data holds it; null when nothing is set. */
+  sandbox(): {
+    access?: 'read-only' | 'workspace-write' | 'full';
+    writableRoots?: string[];
+    sharedCaches?: boolean;
+    rung?: 'bubblewrap' | 'landlock' | 'namespaces' | 'floor';
+    caps?: Record<string, number>;
+  } | null {
+    const section = this.#data.sandbox as ConfigBody['sandbox'];
+    if (!section) return null;
+    const caps = section.caps
+      ? Object.fromEntries(Object.entries(section.caps).map(([key, value]) => [camel(key), value as number]))
+      : undefined;
+    return {
+      ...(section.access === undefined ? {} : { access: section.access }),
+      ...(section.writable_roots === undefined ? {} : { writableRoots: section.writable_roots }),
+      ...(section.shared_caches === undefined ? {} : { sharedCaches: section.shared_caches }),
+      ...(section.rung === undefined ? {} : { rung: section.rung }),
+      ...(caps === undefined ? {} : { caps }),
+    };
+  }
+
+  /** How requests are fitted to the window, as `withContext` takes it; null when nothing is set. */
+  context(): ContextData | null {
+    const section = this.#data.context as ConfigBody['context'];
+    if (!section) return null;
+    let collapse: ContextData['collapse'];
+    if (section.collapse === false) collapse = false;
+    else if (section.collapse_over !== undefined) collapse = { over: section.collapse_over };
+    else collapse = section.collapse;
+    return {
+      ...(section.share === undefined ? {} : { share: section.share }),
+      ...(section.window === undefined ? {} : { window: section.window }),
+      ...(section.reference_catalogue === undefined ? {} : { referenceCatalogue: section.reference_catalogue }),
+      ...(collapse === undefined ? {} : { collapse }),
+      ...(section.reduce === undefined ? {} : { reduce: section.reduce }),
+      ...(section.snip === undefined ? {} : { snip: section.snip }),
+      ...(section.microcompact === undefined ? {} : { microcompact: section.microcompact }),
+    };
+  }
+
+  /** Durable memory, as `withMemory` takes it; null when there is no `[memory]`. */
+  memory(): MemoryData | null {
+    const section = this.#data.memory as ConfigBody['memory'];
+    if (!section) return null;
+    return {
+      ...(section.share === undefined ? {} : { share: section.share }),
+      ...(section.cap === undefined ? {} : { cap: section.cap }),
+    };
+  }
+
+  /** The MCP servers, as `run({ mcp })` takes them. */
+  mcp(): McpServerSpec[] {
+    const list = (this.#data.mcp ?? []) as NonNullable<ConfigBody['mcp']>;
+    const specs = list.map((item) =>
+      item.url !== undefined
+        ? {
+            name: item.name,
+            url: item.url,
+            ...(item.headers ? { headers: item.headers } : {}),
+            ...(item.allow_local_address === undefined ? {} : { allowLocalAddress: item.allow_local_address }),
+          }
+        : {
+            name: item.name,
+            command: item.command ?? [],
+            ...(item.env ? { env: item.env } : {}),
+            ...(item.cwd ? { cwd: item.cwd } : {}),
+          },
+    );
+    return checkSpecs(specs, 'io.toml [[mcp]]');
+  }
+
+  /** The skill roots, each resolved against the directory of the file that named it. */
+  skills(): string[] {
+    const roots = ((this.#data.skills as ConfigBody['skills'])?.roots ?? []) as string[];
+    return roots.map((root, index) => {
+      const origin = this.#origins.get(`skills.roots`) ?? this.#origins.get(`skills.roots[${index}]`);
+      const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
+      return resolve(base, root);
+    });
+  }
+
+  /** The toolchain commands, as `withToolchain` takes them; null when none are set. */
+  toolchain(): Record<string, unknown> | null {
+    const section = this.#data.toolchain as Table | undefined;
+    return section ? structuredClone(section) : null;
+  }
+
+  /** A workspace contract for `goal` with this configuration's budget, context, memory, sandbox and toolchain. */
+  contract(goal: string): TaskContract {
+    const budget = this.budget();
+    const context = this.context();
+    const memory = this.memory();
+    const sandbox = this.sandbox();
+    const toolchain = this.toolchain();
+    return TaskContract.from({
+      goal,
+      root: this.root,
+      ...(budget ? { budget } : {}),
+      ...(context ? { context } : {}),
+      ...(memory ? { memory } : {}),
+      ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
+      ...(toolchain ? { toolchain: toolchain as never } : {}),
+    });
+  }
+}
+
+/** `a.b[2].c` as parts: ["a", "b", 2, "c"]. */
+function splitKey(key: string): (string | number)[] {
+  const parts: (string | number)[] = [];
+  for (const piece of key.split('.')) {
+    const match = /^([^[\]]*)((?:\[\d+\])*)$/.exec(piece);
+    if (!match) {
+      parts.push(piece);
+      continue;
+    }
+    if (match[1]) parts.push(match[1]);
+    for (const index of (match[2] ?? '').matchAll(/\[(\d+)\]/g)) parts.push(Number(index[1]));
+  }
+  return parts;
+}
+
+function normalKey(key: string): string {
+  return splitKey(key)
+    .map((part, index) => (typeof part === 'number' ? `[${part}]` : index === 0 ? part : `.${part}`))
+    .join('');
+}
+
+const camel = (key: string) => key.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
+
+/** The nearest of `known` to `key` by edit distance, when it is near enough to be a slip. */
+function nearest(key: string, known: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = Infinity;
+  for (const candidate of known) {
+    const distance = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best !== null && bestDistance <= Math.max(2, Math.floor(key.length / 3)) ? best : null;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(
+        (previous[j] as number) + 1,
+        (row[j - 1] as number) + 1,
+        (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    previous = row;
+  }
+  return previous[b.length] as number;
+}
+
+const pathText = (path: readonly PropertyKey[]) =>
+  path
+    .map((part, index) => (typeof part === 'number' ? `[${part}]` : index === 0 ? String(part) : `.${String(part)}`))
+    .join('');
+
+/** Checks one file: sections not built, substitutions, a workspace file's widening keys, then the schema. */
+function check(parsed: ParsedFile, scope: ConfigScope, userFile: string): void {
+  const { file, data, lines } = parsed;
+  const at = (key: string) => `${file}:${lineOf(lines, key) ?? 1}`;
+  const workspace = scope === 'project' || scope === 'local';
+  const bodies: [string, Table][] = [['', data]];
+  for (const [name, body] of Object.entries(isTable(data.profile) ? data.profile : {}))
+    if (isTable(body)) bodies.push([`profile.${name}.`, body]);
+  for (const [prefix, body] of bodies)
+    for (const section of NOT_BUILT)
+      if (section in body) {
+        const key = `${prefix}${section}`;
+        if (workspace && ['hook', 'browser', 'lsp', 'web'].includes(section))
+          refuse(file, lineOf(lines, key), key, 'names a program to run or a route out of the boundary', userFile);
+        throw new ConfigError(
+          ErrorCode.ConfigInvalid,
+          `${at(key)}: [${section}] is not built yet in this release of io-harness; remove it (nothing of the configuration was used).`,
+          { details: { file, line: lineOf(lines, key), key } },
+        );
+      }
+  substitutions(data, '', (key, text) => {
+    if (workspace && text.includes('${cmd:'))
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the substitution's spelling, named for the reader
+      refuse(file, lineOf(lines, key), key, 'runs a command (${cmd:...})', userFile);
+    throw new ConfigError(
+      ErrorCode.ConfigInvalid,
+      `${at(key)}: ${key} holds a substitution (${text.slice(0, 60)}), which is not built yet; a provider's key is named by api_key_env instead (nothing of the configuration was used).`,
+      { details: { file, line: lineOf(lines, key), key } },
+    );
+  });
+  if (workspace)
+    for (const [prefix, body] of bodies)
+      widening(body, prefix, (key, why) => refuse(file, lineOf(lines, key), key, why, userFile));
+  const result = fileSchema.safeParse(data);
+  if (result.success) return;
+  const issue = result.error.issues[0] as z.core.$ZodIssue;
+  const path = pathText(issue.path);
+  if (issue.code === 'unrecognized_keys') {
+    const key = issue.keys[0] as string;
+    const full = path ? `${path}.${key}` : key;
+    const known = knownKeys(issue.path as (string | number)[]);
+    const near = nearest(key, known);
+    throw new ConfigError(
+      ErrorCode.ConfigInvalid,
+      `${at(full)}: unknown key ${full}${near ? `; did you mean ${path ? `${path}.` : ''}${near}?` : ''} (the keys ${path ? `of ${path} ` : ''}are ${known.join(', ')}; nothing of the configuration was used).`,
+      { details: { file, line: lineOf(lines, full), key: full, ...(near ? { nearest: near } : {}) } },
+    );
+  }
+  throw new ConfigError(
+    ErrorCode.ConfigInvalid,
+    `${at(path)}: ${path || '(the file)'}: ${issue.message}; fix it there (nothing of the configuration was used).`,
+    { details: { file, line: lineOf(lines, path), key: path } },
+  );
+}
+
+/** Calls `found` with every string value that holds a `${kind:...}` substitution. */
+function substitutions(value: unknown, path: string, found: (key: string, text: string) => void): void {
+  if (path === 'app' || path.startsWith('app.') || /^profile\.[^.]+\.app(\.|$)/.test(path)) return;
+  if (typeof value === 'string') {
+    if (/\$\{(env|file|cmd):/.test(value)) found(path, value);
+  } else if (Array.isArray(value))
+    for (const [index, item] of value.entries()) substitutions(item, `${path}[${index}]`, found);
+  else if (isTable(value))
+    for (const [key, item] of Object.entries(value)) substitutions(item, path ? `${path}.${key}` : key, found);
+}
+
+/**
+ * The keys a workspace file may not set, because each would widen the boundary: sections
+ * that name a program to run or an endpoint a credential is sent to, a policy rule that is
+ * not a denial (or a base other than the empty one), and every sandbox grant. Budgets and
+ * caps may only be lowered: that is checked as the files merge.
+ */
+function widening(body: Table, prefix: string, refused: (key: string, why: string) => void): void {
+  if (body.provider !== undefined) refused(`${prefix}provider`, 'names an endpoint a credential is sent to');
+  if (body.mcp !== undefined) refused(`${prefix}mcp`, 'names a program to run or an endpoint to dial');
+  if (body.toolchain !== undefined) refused(`${prefix}toolchain`, 'names programs to run');
+  const policy = isTable(body.policy) ? body.policy : {};
+  if (policy.base !== undefined && policy.base !== 'empty')
+    refused(
+      `${prefix}policy.base`,
+      `sets the policy's base to ${JSON.stringify(policy.base)} (only "empty", which narrows, may be set here)`,
+    );
+  if (Array.isArray(policy.layer))
+    policy.layer.forEach((layer, i) => {
+      const rules = isTable(layer) && Array.isArray(layer.rule) ? layer.rule : [];
+      rules.forEach((rule, j) => {
+        if (isTable(rule) && rule.effect !== 'deny')
+          refused(
+            `${prefix}policy.layer[${i}].rule[${j}]`,
+            `is a policy rule whose effect is ${JSON.stringify(rule.effect)} (only "deny" may be set here)`,
+          );
+      });
+    });
+  const sandbox = isTable(body.sandbox) ? body.sandbox : {};
+  if (sandbox.access !== undefined && sandbox.access !== 'read-only')
+    refused(
+      `${prefix}sandbox.access`,
+      `grants ${JSON.stringify(sandbox.access)} access (only "read-only" may be set here)`,
+    );
+  if (sandbox.writable_roots !== undefined)
+    refused(`${prefix}sandbox.writable_roots`, 'grants writes outside the workspace');
+  if (sandbox.shared_caches !== undefined && sandbox.shared_caches !== false)
+    refused(`${prefix}sandbox.shared_caches`, 'shares the toolchains’ caches with the host');
+  if (sandbox.rung !== undefined) refused(`${prefix}sandbox.rung`, 'chooses how commands are contained');
+}
+
+function refuse(file: string, line: number | null, key: string, why: string, userFile: string): never {
+  throw new ConfigError(
+    ErrorCode.ConfigRefused,
+    `${file}:${line ?? 1}: ${key} ${why}; a file inside the workspace may narrow the boundary and never widen it. If you mean it, put it in your user file, ${userFile} (nothing of the configuration was used).`,
+    { details: { file, line, key, userFile } },
+  );
+}
+
+/** Keys a workspace file may only lower: budgets and caps. */
+const LOWER_ONLY = /^(budget\.(steps|tokens|wall_secs)|sandbox\.caps\.[a-z_]+)$/;
+
+/**
+ * Merges `source` (a file's body, or one of its profiles at `from`) into `target`, and
+ * records where each value came from: tables key by key, arrays of tables appended, any
+ * other value replaced.
+ */
+function merge(
+  target: Table,
+  source: Table,
+  file: ScopeFile,
+  path: string,
+  from: string,
+  origins: Map<string, Omit<ValueOrigin, 'key' | 'value'>>,
+  userFile: string | null,
+): void {
+  const origin = (sourcePath: string) => ({
+    scope: file.scope,
+    file: file.file,
+    line: file.scope === 'defaults' ? null : lineOf(file.lines, sourcePath),
+  });
+  const record = (value: unknown, at: string, sourceAt: string) => {
+    for (const key of [...origins.keys()])
+      if (key === at || key.startsWith(`${at}.`) || key.startsWith(`${at}[`)) origins.delete(key);
+    const walk = (item: unknown, here: string, there: string) => {
+      origins.set(here, origin(there));
+      if (isTable(item) && here !== 'app' && !here.startsWith('app.'))
+        for (const [key, child] of Object.entries(item)) walk(child, `${here}.${key}`, `${there}.${key}`);
+      else if (isTables(item))
+        for (const [index, child] of item.entries()) walk(child, `${here}[${index}]`, `${there}[${index}]`);
+    };
+    walk(value, at, sourceAt);
+  };
+  for (const [key, value] of Object.entries(source)) {
+    const at = path ? `${path}.${key}` : key;
+    const sourceAt = from ? `${from}.${at}` : at;
+    const current = target[key];
+    if (isTable(value) && isTable(current)) {
+      origins.set(at, origins.get(at) ?? origin(sourceAt));
+      merge(current, value, file, at, from, origins, userFile);
+    } else if (isTables(value) && isTables(current)) {
+      const base = current.length;
+      value.forEach((item, index) => {
+        current.push(structuredClone(item));
+        record(item, `${at}[${base + index}]`, `${sourceAt}[${index}]`);
+      });
+    } else {
+      const workspace = file.scope === 'project' || file.scope === 'local';
+      if (
+        workspace &&
+        LOWER_ONLY.test(at) &&
+        typeof current === 'number' &&
+        typeof value === 'number' &&
+        value > current
+      ) {
+        const set = origins.get(at);
+        refuse(
+          file.file,
+          lineOf(file.lines, sourceAt),
+          at,
+          `raises ${current} (set in ${set?.file ?? 'an earlier file'}) to ${value} (a budget or a cap may only be lowered here)`,
+          userFile ?? defaultUserFile(),
+        );
+      }
+      target[key] = structuredClone(value);
+      record(value, at, sourceAt);
+    }
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * The keys of io.toml, as zod schemas: one strict object a section, so an unknown key is
+ * an error naming the nearest known one. Every key is described here, and
+ * docs/guides/configuration.md lists them from these descriptions (see {@link describeKeys};
+ * a test keeps the guide in step). Keys are snake_case, as TOML files write them; the
+ * projections in ./config.ts turn them into the typed API's camelCase.
+ */
+import { z } from 'zod';
+
+const positiveInt = (what: string) => z.number().int().min(1).describe(what);
+const share = (what: string) => z.number().gt(0).lte(1).describe(what);
+
+const rule = z.strictObject({
+  effect: z.enum(['allow', 'deny', 'ask']).describe('What the rule decides: "allow", "deny" or "ask".'),
+  act: z.enum(['read', 'write', 'exec', 'net', 'tool']).describe('The act it covers: read, write, exec, net or tool.'),
+  pattern: z.string().min(1).describe('A path glob, an argv pattern, a host, or a tool name, as the policy reads it.'),
+});
+
+const layer = z.strictObject({
+  name: z.string().min(1).describe('The layer’s name, as a decision names it.'),
+  rule: z.array(rule).optional().describe('The layer’s rules, in order ([[policy.layer.rule]]).'),
+});
+
+const policy = z.strictObject({
+  base: z
+    .enum(['default', 'empty', 'permissive'])
+    .optional()
+    .describe(
+      'The policy the layers go on: "default" (reads and writes the workspace, asks about commands), "empty" or "permissive".',
+    ),
+  layer: z
+    .array(layer)
+    .optional()
+    .describe('Layers over the base, in order; deny wins in any layer ([[policy.layer]]).'),
+});
+
+const provider = z.strictObject({
+  kind: z.enum(['openai', 'anthropic', 'openrouter', 'compatible']).describe('The vendor’s wire.'),
+  model: z.string().min(1).describe('The model’s id, as the vendor names it.'),
+  base_url: z.string().url().optional().describe('The endpoint, when not the vendor’s own.'),
+  api_key_env: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+    .optional()
+    .describe('The environment variable that holds the key (the key itself never goes in the file).'),
+  preset: z.string().min(1).optional().describe('A compatible endpoint’s preset (ollama, llama.cpp, lm-studio, ...).'),
+  name: z.string().min(1).optional().describe('The name the trace gives it.'),
+  max_tokens: positiveInt('The most tokens an answer may have.').optional(),
+  images: z.boolean().optional().describe('Whether the model reads images (default true).'),
+});
+
+const budget = z.strictObject({
+  steps: positiveInt('Model steps of the whole tree.').optional(),
+  tokens: positiveInt('Tokens of the whole tree.').optional(),
+  wall_secs: z.number().gt(0).optional().describe('Wall clock, seconds from the run’s start.'),
+});
+
+const caps = z.strictObject({
+  memory_bytes: positiveInt('Memory a command may use, in bytes.').optional(),
+  cpu_secs: positiveInt('CPU time a command may use, in seconds.').optional(),
+  processes: positiveInt('Processes a command may have at once.').optional(),
+  file_bytes: positiveInt('The largest file a command may write, in bytes.').optional(),
+  output_bytes: positiveInt('What a command may print, both streams, in bytes.').optional(),
+});
+
+const sandbox = z.strictObject({
+  access: z
+    .enum(['read-only', 'workspace-write', 'full'])
+    .optional()
+    .describe('What commands may write: "read-only", "workspace-write" (the default) or "full".'),
+  writable_roots: z
+    .array(z.string().min(1))
+    .optional()
+    .describe('Absolute directories outside the workspace commands may also write.'),
+  shared_caches: z.boolean().optional().describe('Commands write the toolchains’ shared caches (default false).'),
+  rung: z
+    .enum(['bubblewrap', 'landlock', 'namespaces', 'floor'])
+    .optional()
+    .describe('The containment asked for by name; the run fails where it cannot be had.'),
+  caps: caps.optional().describe('Resource caps on every command.'),
+});
+
+const context = z.strictObject({
+  share: share('The share of the window a request may fill (default 0.8).').optional(),
+  window: z.number().int().min(1024).optional().describe('The model’s window in tokens, stated.'),
+  reference_catalogue: z.boolean().optional().describe('Size OpenAI’s and Anthropic’s models by the reference table.'),
+  collapse: z.boolean().optional().describe('Send a result too long for its part of a request shortened.'),
+  collapse_over: z
+    .number()
+    .gt(0)
+    .lt(1)
+    .optional()
+    .describe('The part of a request one result may take before collapse (default 0.25).'),
+  reduce: z.boolean().optional().describe('Cut the memory block first when a request is over.'),
+  snip: z.boolean().optional().describe('Drop old find and grep results, then old reads, when a request is over.'),
+  microcompact: z
+    .boolean()
+    .optional()
+    .describe('Replace an old step’s results with a counted line when a request is over.'),
+});
+
+const memory = z.strictObject({
+  share: z.number().gt(0).lt(1).optional().describe('The share of a request the memory block may take (default 0.1).'),
+  cap: positiveInt('Notes a workspace keeps (default 64).').optional(),
+});
+
+const mcp = z.strictObject({
+  name: z.string().min(1).describe('The server’s name; its tools are <name>__<tool>.'),
+  command: z.array(z.string().min(1)).min(1).optional().describe('A stdio server’s argv.'),
+  env: z.record(z.string(), z.string()).optional().describe('A stdio server’s environment, beside the scrubbed one.'),
+  cwd: z.string().min(1).optional().describe('A stdio server’s working directory.'),
+  url: z.string().url().optional().describe('A streamable-HTTP server’s endpoint.'),
+  headers: z.record(z.string(), z.string()).optional().describe('Headers sent to an HTTP server.'),
+  allow_local_address: z.boolean().optional().describe('The HTTP server is on this machine or a private network.'),
+});
+
+const skills = z.strictObject({
+  roots: z.array(z.string().min(1)).describe('Directories holding skills (a SKILL.md each).'),
+});
+
+/** The sections a file may hold, but a profile. */
+const sections = {
+  app: z.record(z.string(), z.unknown()).optional().describe('Your program’s own settings: stored, never validated.'),
+  provider: z
+    .array(provider)
+    .min(1)
+    .optional()
+    .describe('The model to run with, then its fallbacks in order ([[provider]]). User file only.'),
+  budget: budget.optional().describe('The tree’s ceilings.'),
+  policy: policy.optional().describe('The permission boundary.'),
+  sandbox: sandbox.optional().describe('What commands are granted and how they are contained.'),
+  context: context.optional().describe('How each request is fitted to the model’s window.'),
+  memory: memory.optional().describe('Durable memory between runs (on when the section is present).'),
+  mcp: z.array(mcp).optional().describe('MCP servers whose tools the run is offered ([[mcp]]). User file only.'),
+  skills: skills.optional().describe('Where skills are found.'),
+  toolchain: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe('Commands by ecosystem, as withToolchain takes them ({ node = { test = ["npm", "test"] } }).'),
+};
+
+const body = z.strictObject(sections);
+
+/** A whole file: the sections, and named profiles of them. */
+export const fileSchema = z.strictObject({
+  ...sections,
+  profile: z
+    .record(z.string(), body)
+    .optional()
+    .describe('Named sets of choices, [profile.<name>], chosen by discover({ profile }).'),
+});
+
+export type ConfigFileData = z.infer<typeof fileSchema>;
+export type ConfigBody = z.infer<typeof body>;
+
+/** Sections the reference names that are not built yet: a clear error, not a silent shrug. */
+export const NOT_BUILT = ['hook', 'plugin', 'instructions', 'browser', 'lsp', 'web', 'prices'] as const;
+
+type Def = {
+  type: string;
+  shape?: Record<string, z.ZodType>;
+  innerType?: z.ZodType;
+  element?: z.ZodType;
+  valueType?: z.ZodType;
+};
+const defOf = (schema: z.ZodType) => (schema as unknown as { _zod: { def: Def } })._zod.def;
+
+/** The schema of the value at `path` (key names; array indexes are skipped), or null. */
+function schemaAt(path: readonly (string | number)[]): z.ZodType | null {
+  let schema: z.ZodType = fileSchema;
+  for (const part of path) {
+    for (;;) {
+      const def = defOf(schema);
+      if ((def.type === 'optional' || def.type === 'default' || def.type === 'nullable') && def.innerType) {
+        schema = def.innerType;
+        continue;
+      }
+      break;
+    }
+    const def = defOf(schema);
+    if (typeof part === 'number') {
+      if (def.type !== 'array' || !def.element) return null;
+      schema = def.element;
+    } else if (def.type === 'object' && def.shape?.[part]) schema = def.shape[part] as z.ZodType;
+    else if (def.type === 'record' && def.valueType) schema = def.valueType;
+    else return null;
+  }
+  return schema;
+}
+
+/** The keys the object at `path` may hold. */
+export function knownKeys(path: readonly (string | number)[]): string[] {
+  let schema = schemaAt(path);
+  while (schema) {
+    const def = defOf(schema);
+    if (def.type === 'object') return Object.keys(def.shape ?? {});
+    if (def.type === 'array' && def.element) schema = def.element;
+    else if (def.innerType) schema = def.innerType;
+    else return [];
+  }
+  return [];
+}
+
+/** Every key of the file, dotted (`[]` for an array of tables), with its description: what the guide lists. */
+export function describeKeys(): { key: string; description: string }[] {
+  const out: { key: string; description: string }[] = [];
+  const walk = (schema: z.ZodType, prefix: string, described?: string) => {
+    let current = schema;
+    let description = described ?? schema.description;
+    for (;;) {
+      const def = defOf(current);
+      description ??= current.description;
+      if ((def.type === 'optional' || def.type === 'default' || def.type === 'nullable') && def.innerType) {
+        current = def.innerType;
+        continue;
+      }
+      break;
+    }
+    description ??= current.description;
+    const def = defOf(current);
+    if (prefix) out.push({ key: prefix, description: description ?? '' });
+    if (def.type === 'object' && prefix !== 'profile.<name>')
+      for (const [name, child] of Object.entries(def.shape ?? {})) walk(child, prefix ? `${prefix}.${name}` : name);
+    else if (def.type === 'array' && def.element && defOf(def.element).type === 'object')
+      for (const [name, child] of Object.entries(defOf(def.element).shape ?? {})) walk(child, `${prefix}[].${name}`);
+    else if (def.type === 'record' && prefix === 'profile' && def.valueType)
+      out.push({
+        key: 'profile.<name>',
+        description: 'Any of the sections above, overlaid when the profile is chosen.',
+      });
+  };
+  walk(fileSchema, '');
+  return out;
+}

@@ -1,0 +1,368 @@
+/**
+ * io.toml over four scopes: the library's defaults, a user file, the committed io.toml and
+ * the gitignored io.local.toml, merged (tables by key, arrays of tables appended, other
+ * values the later file's), each value explained by the file and line that set it, and
+ * projected onto the typed API. A workspace file may narrow and never widen: every widening
+ * key is refused in both workspace files, naming the user file, and accepted there. An
+ * unknown key, a wrong type and a TOML syntax error each name the file and line, and
+ * nothing of the configuration is used. A real run takes its contract and policy from it.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Config, ConfigError, OpenAI, Policy, runWith, Store, TaskContract } from '../dist/index.js';
+import { ScriptedModelServer } from '../dist/testing/index.js';
+import { tempStorePath } from './support/processes.js';
+import { later, tempWorkspace } from './support/workspace.js';
+
+let cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.reverse()) await step();
+  cleanup = [];
+});
+
+/** A workspace and a user directory with the files given: `user`, `project` (io.toml), `local` (io.local.toml). */
+function fixture(files: { user?: string; project?: string; local?: string }, extra: Record<string, string> = {}) {
+  const root = tempWorkspace(extra);
+  const home = tempWorkspace();
+  const userFile = join(home, 'io.toml');
+  if (files.user !== undefined) writeFileSync(userFile, files.user);
+  if (files.project !== undefined) writeFileSync(join(root, 'io.toml'), files.project);
+  if (files.local !== undefined) writeFileSync(join(root, 'io.local.toml'), files.local);
+  return { root, userFile };
+}
+
+function thrownBy(body: () => unknown): ConfigError {
+  try {
+    body();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+const USER = `# the user's own choices
+[[provider]]
+kind = "openai"
+model = "gpt-4.1"
+api_key_env = "OPENAI_API_KEY"
+
+[[provider]]
+kind = "anthropic"
+model = "claude-sonnet-4"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[budget]
+steps = 50
+tokens = 200000
+
+[[policy.layer]]
+name = "team"
+[[policy.layer.rule]]
+effect = "allow"
+act = "exec"
+pattern = "npm test*"
+
+[profile.tight.budget]
+steps = 10
+`;
+
+const PROJECT = `[budget]
+steps = 20
+
+[context]
+share = 0.6
+snip = true
+
+[[policy.layer]]
+name = "repo"
+rule = [{ effect = "deny", act = "read", pattern = "secrets/**" }]
+`;
+
+const LOCAL = `[sandbox]
+access = "read-only"
+
+[memory]
+cap = 32
+`;
+
+describe('io.toml over four scopes', () => {
+  it('merges the scopes, names the file and line of each value, and projects the typed API', () => {
+    const { root, userFile } = fixture({ user: USER, project: PROJECT, local: LOCAL });
+    const config = Config.discover(root, { userFile });
+    // Each scope decides one key; explain names it.
+    const table: [string, string, number | null, unknown][] = [
+      ['policy.base', '(defaults)', null, 'default'],
+      ['provider[1].model', userFile, 9, 'claude-sonnet-4'],
+      ['budget.tokens', userFile, 14, 200000],
+      ['budget.steps', join(root, 'io.toml'), 2, 20],
+      ['context.share', join(root, 'io.toml'), 5, 0.6],
+      ['policy.layer[0]', userFile, 16, undefined],
+      ['policy.layer[1].rule[0]', join(root, 'io.toml'), 10, undefined],
+      ['sandbox.access', join(root, 'io.local.toml'), 2, 'read-only'],
+      ['memory.cap', join(root, 'io.local.toml'), 5, 32],
+    ];
+    for (const [key, file, line, value] of table) {
+      const origin = config.explain(key);
+      expect(origin, key).toMatchObject({ file, line });
+      if (value !== undefined) expect(origin?.value, key).toEqual(value);
+    }
+    expect(config.explain('budget.wall_secs')).toBeNull();
+    // The projections equal what the embedder would have built by hand.
+    expect(config.policy().toJSON()).toEqual(
+      Policy.default().layer('team').allowExec('npm test*').layer('repo').denyRead('secrets/**').toJSON(),
+    );
+    expect(config.provider()).toEqual({
+      kind: 'fallback',
+      providers: [
+        { kind: 'openai', model: 'gpt-4.1', apiKeyEnv: 'OPENAI_API_KEY' },
+        { kind: 'anthropic', model: 'claude-sonnet-4', apiKeyEnv: 'ANTHROPIC_API_KEY' },
+      ],
+    });
+    expect(config.budget()).toEqual({ steps: 20, tokens: 200000 });
+    expect(config.sandbox()).toEqual({ access: 'read-only' });
+    expect(config.context()).toEqual({ share: 0.6, snip: true });
+    expect(config.memory()).toEqual({ cap: 32 });
+    expect(config.contract('fix the test').toJSON()).toEqual(
+      TaskContract.workspace('fix the test', root)
+        .withBudget({ steps: 20, tokens: 200000 })
+        .withContext({ share: 0.6, snip: true })
+        .withMemory({ cap: 32 })
+        .withReadOnlyAccess()
+        .toJSON(),
+    );
+    // Every value listed, each with where it came from.
+    const all = config.explainAll();
+    expect(all.find((item) => item.key === 'budget.steps')).toMatchObject({ scope: 'project', line: 2 });
+    expect(all.find((item) => item.key === 'policy.base')).toMatchObject({ scope: 'defaults' });
+  });
+
+  it('overlays a profile straight after the file that holds it, so a workspace file still narrows it', () => {
+    const { root, userFile } = fixture({ user: USER, project: '[budget]\nsteps = 5\n' });
+    const tight = Config.discover(root, { userFile, profile: 'tight' });
+    expect(tight.budget()).toEqual({ steps: 5, tokens: 200000 });
+    const { root: other, userFile: otherUser } = fixture({ user: USER });
+    const chosen = Config.discover(other, { userFile: otherUser, profile: 'tight' });
+    expect(chosen.explain('budget.steps')).toMatchObject({ value: 10, file: otherUser, line: 24 });
+    expect(thrownBy(() => Config.discover(other, { userFile: otherUser, profile: 'loose' })).message).toMatch(
+      /no \[profile\.loose\] .*the profiles are tight/,
+    );
+  });
+
+  it('refuses every widening key in io.toml and in io.local.toml, naming the user file; the user file may set each', () => {
+    const user = '[budget]\nsteps = 50\n[sandbox.caps]\ncpu_secs = 10\n';
+    const table: [string, string, RegExp, boolean][] = [
+      [
+        'a provider',
+        '[[provider]]\nkind = "openai"\nmodel = "m"\n',
+        /provider names an endpoint a credential is sent to/,
+        true,
+      ],
+      ['an MCP server', '[[mcp]]\nname = "srv"\ncommand = ["srv"]\n', /mcp names a program to run/, true],
+      ['a toolchain', '[toolchain]\nnode = { test = ["npm", "test"] }\n', /toolchain names programs to run/, true],
+      [
+        'a permissive base',
+        '[policy]\nbase = "permissive"\n',
+        /policy\.base sets the policy's base to "permissive"/,
+        true,
+      ],
+      [
+        'an allow rule',
+        '[[policy.layer]]\nname = "x"\n[[policy.layer.rule]]\neffect = "allow"\nact = "exec"\npattern = "*"\n',
+        /policy\.layer\[0\]\.rule\[0\] is a policy rule whose effect is "allow"/,
+        true,
+      ],
+      [
+        'an ask rule',
+        '[[policy.layer]]\nname = "x"\nrule = [{ effect = "ask", act = "net", pattern = "*" }]\n',
+        /effect is "ask"/,
+        true,
+      ],
+      ['full access', '[sandbox]\naccess = "full"\n', /sandbox\.access grants "full" access/, true],
+      [
+        'workspace-write access',
+        '[sandbox]\naccess = "workspace-write"\n',
+        /sandbox\.access grants "workspace-write"/,
+        true,
+      ],
+      [
+        'writable roots',
+        '[sandbox]\nwritable_roots = ["/tmp"]\n',
+        /sandbox\.writable_roots grants writes outside/,
+        true,
+      ],
+      ['shared caches', '[sandbox]\nshared_caches = true\n', /sandbox\.shared_caches shares/, true],
+      ['a rung', '[sandbox]\nrung = "floor"\n', /sandbox\.rung chooses how commands are contained/, true],
+      ['a raised budget', '[budget]\nsteps = 500\n', /budget\.steps raises 50 .* to 500/, true],
+      ['a raised cap', '[sandbox.caps]\ncpu_secs = 999\n', /sandbox\.caps\.cpu_secs raises 10 .* to 999/, true],
+      [
+        'a widening profile',
+        '[profile.x.sandbox]\naccess = "full"\n',
+        /profile\.x\.sandbox\.access grants "full"/,
+        true,
+      ],
+      ['a hook', '[[hook]]\nappend = "audit.log"\n', /hook names a program to run or a route out/, false],
+      ['a browser', '[browser]\nenabled = true\n', /browser names a program to run or a route out/, false],
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a TOML file's substitution, as written
+      ['a command substitution', '[[policy.layer]]\nname = "${cmd:whoami}"\n', /runs a command/, false],
+    ];
+    for (const [what, text, why, userMay] of table) {
+      for (const place of ['project', 'local'] as const) {
+        const { root, userFile } = fixture({ user, [place]: text });
+        const error = thrownBy(() => Config.discover(root, { userFile }));
+        const file = join(root, place === 'project' ? 'io.toml' : 'io.local.toml');
+        expect(error.code, `${what} in ${place}`).toBe('CONFIG_REFUSED');
+        expect(error.message, `${what} in ${place}`).toMatch(why);
+        expect(error.message.startsWith(`${file}:`), `${what} in ${place}`).toBe(true);
+        expect(error.message, `${what} in ${place}`).toContain(`put it in your user file, ${userFile}`);
+        expect(error.details).toMatchObject({ file, userFile });
+      }
+      if (userMay) {
+        // The user file, outside every workspace, may set it.
+        const { root, userFile } = fixture({ user: text });
+        expect(() => Config.discover(root, { userFile }), `${what} in the user file`).not.toThrow();
+      }
+    }
+    // What narrows is taken from the workspace: a deny rule, read-only access, a lower budget and cap, an empty base.
+    const { root, userFile } = fixture({
+      user,
+      project:
+        '[policy]\nbase = "empty"\n[[policy.layer]]\nname = "repo"\nrule = [{ effect = "deny", act = "net", pattern = "*" }]\n[budget]\nsteps = 5\n',
+      local: '[sandbox]\naccess = "read-only"\nshared_caches = false\n[sandbox.caps]\ncpu_secs = 3\n',
+    });
+    const narrowed = Config.discover(root, { userFile });
+    // A "user file" inside the workspace would be one its authors could write: refused, by any spelling.
+    writeFileSync(join(root, 'mine.toml'), '[sandbox]\naccess = "full"\n');
+    for (const inner of [
+      join(root, 'mine.toml'),
+      join(root, 'src', '..', 'mine.toml'),
+      join(root, 'not-yet', 'io.toml'),
+    ])
+      expect(thrownBy(() => Config.discover(root, { userFile: inner })).message).toMatch(/is inside the workspace/);
+    expect(narrowed.budget()).toEqual({ steps: 5 });
+    expect(narrowed.sandbox()).toEqual({ access: 'read-only', sharedCaches: false, caps: { cpuSecs: 3 } });
+    expect(narrowed.policy().toJSON()).toEqual(Policy.empty().layer('repo').denyNet('*').toJSON());
+  });
+
+  it('names the file, the line and a fix for an unknown key, a wrong type and a syntax error; nothing is used', () => {
+    const table: [string, string, RegExp, number][] = [
+      ['a near miss', '[budget]\nsetps = 3\n', /:2: unknown key budget\.setps; did you mean budget\.steps\?/, 2],
+      ['an unknown section', '\n[contxt]\nshare = 0.5\n', /:2: unknown key contxt; did you mean context\?/, 2],
+      ['a wrong type', '[budget]\nsteps = 3\ntokens = "many"\n', /:3: budget\.tokens: .*expected number/, 3],
+      [
+        'a bad enum',
+        '[[policy.layer]]\nname = "x"\n[[policy.layer.rule]]\neffect = "permit"\n',
+        /:4: policy\.layer\[0\]\.rule\[0\]\.effect: /,
+        4,
+      ],
+      ['a syntax error', '[budget]\nsteps = = 3\n', /:2:\d+: .*fix the TOML there/, 2],
+      [
+        'a substitution',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a TOML file's substitution, as written
+        '[app]\nx = 1\n[[mcp]]\nname = "a"\nurl = "${env:URL}"\n',
+        /:5: mcp\[0\]\.url holds a substitution/,
+        5,
+      ],
+      ['a section not built', '[instructions]\nfiles = []\n', /:1: \[instructions\] is not built yet/, 1],
+      [
+        'an object’s own machinery',
+        '[app]\nok = 1\n__proto__ = { polluted = true }\n',
+        /:3: app\.__proto__ is not a key/,
+        3,
+      ],
+    ];
+    for (const [what, text, why, line] of table) {
+      const { root, userFile } = fixture({ user: text });
+      const error = thrownBy(() => Config.discover(root, { userFile }));
+      expect(error.code, what).toBe('CONFIG_INVALID');
+      expect(error.message, what).toMatch(why);
+      expect(error.message, what).toContain('nothing of the configuration was used');
+      expect(error.message.startsWith(`${userFile}:${line}`), what).toBe(true);
+    }
+    // A file too large to be a configuration is refused before it is parsed.
+    const { root: big, userFile: bigFile } = fixture({ user: `[app]\nx = "${'y'.repeat(1_100_000)}"\n` });
+    expect(thrownBy(() => Config.discover(big, { userFile: bigFile })).message).toMatch(
+      /above the 1048576 a configuration file may have/,
+    );
+    // [app] is your program's own: stored, never validated.
+    const { root, userFile } = fixture({ user: '[app]\nanything = { goes = [1, "two"] }\n' });
+    expect(Config.discover(root, { userFile }).app()).toEqual({ anything: { goes: [1, 'two'] } });
+  });
+
+  it('prints every value with its file and line from npx io-harness config explain, and an error with status 1', () => {
+    const { root, userFile } = fixture({ user: USER, project: PROJECT });
+    const bin = fileURLToPath(new URL('../bin/io-harness.mjs', import.meta.url));
+    const out = execFileSync(process.execPath, [bin, 'config', 'explain', '--root', root, '--user-file', userFile], {
+      encoding: 'utf8',
+    });
+    expect(out).toContain(`# project: ${join(root, 'io.toml')}\n`);
+    expect(out).toContain(`# local: ${join(root, 'io.local.toml')} (none)\n`);
+    expect(out).toContain(`budget.steps = 20    # ${join(root, 'io.toml')}:2 (project)\n`);
+    expect(out).toContain(`budget.tokens = 200000    # ${userFile}:14 (user)\n`);
+    expect(out).toContain('policy.base = "default"    # defaults\n');
+    const one = execFileSync(
+      process.execPath,
+      [bin, 'config', 'explain', 'provider[0].model', '--root', root, '--user-file', userFile],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(one).toBe(`provider[0].model = "gpt-4.1"    # ${userFile}:4 (user)\n`);
+    writeFileSync(join(root, 'io.local.toml'), '[sandbox]\naccess = "full"\n');
+    const refused = spawnSync(process.execPath, [bin, 'config', 'explain', '--root', root, '--user-file', userFile], {
+      encoding: 'utf8',
+    });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain(`${join(root, 'io.local.toml')}:2: sandbox.access grants "full" access`);
+  });
+
+  it('lists every key in the configuration guide, from the schema', async () => {
+    const { keysTable } = await import('../scripts/config-keys.mjs');
+    const guide = readFileSync(new URL('../docs/guides/configuration.md', import.meta.url), 'utf8');
+    // The table as written, its columns aligned or not.
+    const cells = (table: string) => table.replace(/ *\| */g, '|').replace(/-{3,}/g, '---');
+    const written = guide.slice(guide.indexOf('<!-- keys -->') + 14, guide.indexOf('<!-- /keys -->')).trim();
+    expect(cells(written)).toBe(cells(keysTable()));
+  });
+
+  it('gives a real run its contract and policy: a deny rule from io.toml holds', async () => {
+    const { root, userFile } = fixture(
+      { user: '[budget]\nsteps = 60\n', project: PROJECT },
+      { 'secrets/key.txt': 'hunter2\n', 'notes.txt': 'hello\n' },
+    );
+    mkdirSync(join(root, 'src'), { recursive: true });
+    const config = Config.discover(root, { userFile });
+    const server = await ScriptedModelServer.start(
+      (call) => {
+        const done = (call.body as { messages: { role: string }[] }).messages.filter(
+          (m) => m.role === 'assistant',
+        ).length;
+        return done === 0
+          ? {
+              text: 'reading',
+              toolCalls: [
+                { name: 'read_file', args: { path: 'secrets/key.txt' } },
+                { name: 'read_file', args: { path: 'notes.txt' } },
+              ],
+            }
+          : { text: 'done' };
+      },
+      { keepCalls: true },
+    );
+    later(() => server.close());
+    const store = await Store.open(tempStorePath());
+    cleanup.push(async () => store.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const result = await runWith(config.contract('read the notes'), provider, store, config.policy());
+    expect(result.outcome.kind).toBe('finished');
+    const observations = store.steps(result.runId)[0]?.observations ?? [];
+    expect(observations[0]).toMatchObject({ isError: true });
+    expect(observations[0]?.content).toMatch(/deny-read secrets\/\*\*/);
+    expect(observations[1]).toMatchObject({ isError: false, content: 'hello\n' });
+    expect(store.events(result.runId).find((event) => event.type === 'refusal')).toMatchObject({ layer: 'repo' });
+    expect(config.budget()).toEqual({ steps: 20 });
+  });
+});
