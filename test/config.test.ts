@@ -8,7 +8,7 @@
  * nothing of the configuration is used. A real run takes its contract and policy from it.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -68,6 +68,9 @@ pattern = "npm test*"
 
 [profile.tight.budget]
 steps = 10
+
+[memory]
+cap = 64
 `;
 
 const PROJECT = `[budget]
@@ -247,6 +250,91 @@ describe('io.toml over four scopes', () => {
     expect(narrowed.policy().toJSON()).toEqual(Policy.empty().layer('repo').denyNet('*').toJSON());
   });
 
+  it('keeps what a workspace cannot undo: arrays of tables only append, links and devices refused, lines placed exactly', () => {
+    const user =
+      '[[policy.layer]]\nname = "mine"\nrule = [{ effect = "deny", act = "read", pattern = "secrets/**" }]\n[profile.ci.budget]\nsteps = 3\n';
+    const denies = (config: Config) =>
+      config.policy().decide({ kind: 'read', path: 'secrets/key.txt' }, config.root).effect === 'deny';
+    // An empty array of tables, in any spelling, adds nothing: the user's deny layer stays.
+    for (const [place, text, profile] of [
+      ['project', '[policy]\nlayer = []\n', undefined],
+      ['local', 'policy = { layer = [] }\n', undefined],
+      ['project', '[profile.ci.policy]\nlayer = []\n', 'ci'],
+      ['project', '"\\u0070olicy".layer = []\n', undefined],
+    ] as const) {
+      const { root, userFile } = fixture({ user, [place]: text });
+      const config = Config.discover(root, { userFile, ...(profile ? { profile } : {}) });
+      expect(denies(config), text).toBe(true);
+    }
+    // An escaped key is placed on its own line, and refused there.
+    const { root: escaped, userFile: escapedUser } = fixture({
+      project: '\n"\\u0070rovider" = [{ kind = "openai", model = "m" }]\n',
+    });
+    expect(thrownBy(() => Config.discover(escaped, { userFile: escapedUser })).message).toMatch(
+      /io\.toml:2: provider names an endpoint/,
+    );
+    // A multi-line string's escaped quotes do not end it early: the line named is the one that set the value.
+    const tricky = '[budget]\nsteps = 5\n[app]\nnote = """\n\\"""\n[budget]\nsteps = 1\n"""\n';
+    const { root: strings, userFile: stringsUser } = fixture({ user: tricky });
+    expect(Config.discover(strings, { userFile: stringsUser }).explain('budget.steps')).toMatchObject({
+      value: 5,
+      line: 2,
+    });
+    // A workspace file that is a link (to a file of the workspace, or to a device) is refused, and nothing hangs.
+    for (const target of ['notes/cfg.toml', '/dev/zero']) {
+      const { root, userFile } = fixture({ user }, { 'notes/cfg.toml': '[budget]\nsteps = 1\n' });
+      symlinkSync(target, join(root, 'io.toml'));
+      const error = thrownBy(() => Config.discover(root, { userFile }));
+      expect(error.code, target).toBe('CONFIG_REFUSED');
+      expect(error.message, target).toMatch(/io\.toml: is a symbolic link/);
+    }
+    // A user file that is not a regular file (a pipe) is refused at once.
+    const home = tempWorkspace();
+    execFileSync('mkfifo', [join(home, 'io.toml')]);
+    const { root } = fixture({});
+    expect(thrownBy(() => Config.discover(root, { userFile: join(home, 'io.toml') })).message).toMatch(
+      /is not a regular file/,
+    );
+  });
+
+  it('refuses in a workspace file what widens in effect: memory turned on, raised shares, skills outside it', () => {
+    const table: [string, string, string, RegExp][] = [
+      ['memory turned on', '', '[memory]\ncap = 10\n', /memory turns durable memory on/],
+      ['a raised memory cap', '[memory]\ncap = 10\n', '[memory]\ncap = 100\n', /memory\.cap raises 10 .* to 100/],
+      [
+        'a share above the default',
+        '',
+        '[context]\nshare = 1\n',
+        /context\.share raises 0\.8 \(set in the defaults\) to 1/,
+      ],
+      ['a memory share above the default', '[memory]\n', '[memory]\nshare = 0.5\n', /memory\.share raises 0\.1/],
+      [
+        'a skill root outside',
+        '',
+        '[skills]\nroots = ["../../.."]\n',
+        /skills\.roots\[0\] names "\.\.\/\.\.\/\.\." , outside the workspace|skills\.roots\[0\] names "..\/..\/..", outside the workspace/,
+      ],
+    ];
+    for (const [what, user, project, why] of table) {
+      const { root, userFile } = fixture({ user, project });
+      const error = thrownBy(() => Config.discover(root, { userFile }));
+      expect(error.code, what).toBe('CONFIG_REFUSED');
+      expect(error.message, what).toMatch(why);
+    }
+    // Lowering them, and skills of its own, are the workspace's to choose.
+    const { root, userFile } = fixture(
+      {
+        user: '[memory]\ncap = 10\n',
+        project: '[memory]\ncap = 5\nshare = 0.05\n[context]\nshare = 0.5\n[skills]\nroots = ["skills"]\n',
+      },
+      { 'skills/.keep': '' },
+    );
+    const config = Config.discover(root, { userFile });
+    expect(config.memory()).toEqual({ cap: 5, share: 0.05 });
+    expect(config.skills()).toEqual([join(root, 'skills')]);
+    expect(config.explain('skills.roots[0]')).toMatchObject({ value: 'skills', scope: 'project' });
+  });
+
   it('names the file, the line and a fix for an unknown key, a wrong type and a syntax error; nothing is used', () => {
     const table: [string, string, RegExp, number][] = [
       ['a near miss', '[budget]\nsetps = 3\n', /:2: unknown key budget\.setps; did you mean budget\.steps\?/, 2],
@@ -285,7 +373,7 @@ describe('io.toml over four scopes', () => {
     // A file too large to be a configuration is refused before it is parsed.
     const { root: big, userFile: bigFile } = fixture({ user: `[app]\nx = "${'y'.repeat(1_100_000)}"\n` });
     expect(thrownBy(() => Config.discover(big, { userFile: bigFile })).message).toMatch(
-      /above the 1048576 a configuration file may have/,
+      /is above the 1048576 bytes a configuration file may have/,
     );
     // [app] is your program's own: stored, never validated.
     const { root, userFile } = fixture({ user: '[app]\nanything = { goes = [1, "two"] }\n' });

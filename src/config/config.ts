@@ -19,9 +19,10 @@ import { existsSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import type { z } from 'zod';
-import { ConfigError, ErrorCode } from '../errors.js';
+import { ConfigError, ErrorCode, HarnessError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
-import type { ContextData } from '../runtime/context/assembler.js';
+import { type ContextData, DEFAULT_SHARE } from '../runtime/context/assembler.js';
+import { DEFAULT_MEMORY_CAP, DEFAULT_MEMORY_SHARE } from '../runtime/context/memory.js';
 import { type ContractBudget, type MemoryData, TaskContract } from '../runtime/contract/contract.js';
 import { DEFAULT_SANDBOX } from '../runtime/exec/containment/boundary.js';
 import { Policy, type PolicyLayer } from '../runtime/policy/policy.js';
@@ -148,8 +149,9 @@ export class Config {
       const present = existsSync(file);
       files.push({ scope, file, present });
       if (!present) continue;
-      const parsed = readToml(file);
-      check(parsed, scope, userFile ?? defaultUserFile());
+      const parsed = readToml(file, { noLinks: scope !== 'user' });
+      check(parsed, scope, userFile ?? defaultUserFile(), workspace);
+      Config.#project(parsed, workspace);
       read.push({ scope, ...parsed });
     }
     let profile: string | null = null;
@@ -175,6 +177,45 @@ export class Config {
     return new Config(workspace, files, userFile, profile, data, origins);
   }
 
+  /**
+   * Projects one file's values (and each of its profiles') on their own, so a value the
+   * typed API refuses (a toolchain of the wrong shape, a writable root that is not a
+   * directory, an MCP server the client cannot take) is named by the file and line that
+   * set it, before anything is merged.
+   */
+  static #project(parsed: ParsedFile, root: string): void {
+    const bodies: [string, Table][] = [['', parsed.data]];
+    for (const [name, body] of Object.entries(isTable(parsed.data.profile) ? parsed.data.profile : {}))
+      if (isTable(body)) bodies.push([`profile.${name}.`, body]);
+    for (const [prefix, body] of bodies) {
+      const alone = new Config(root, [], null, null, body, new Map());
+      const parts: [string, () => unknown][] = [
+        ['policy', () => alone.policy()],
+        ['mcp', () => alone.mcp()],
+        ...(['budget', 'context', 'memory', 'sandbox', 'toolchain'] as const).map(
+          (section): [string, () => unknown] => [
+            section,
+            () => new Config(root, [], null, null, { [section]: body[section] }, new Map()).contract('check'),
+          ],
+        ),
+      ];
+      for (const [section, project] of parts) {
+        if (body[section] === undefined) continue;
+        try {
+          project();
+        } catch (error) {
+          if (!(error instanceof HarnessError)) throw error;
+          const key = `${prefix}${section}`;
+          throw new ConfigError(
+            ErrorCode.ConfigInvalid,
+            `${parsed.file}:${lineOf(parsed.lines, key) ?? 1}: ${key}: ${error.message} (nothing of the configuration was used).`,
+            { details: { file: parsed.file, line: lineOf(parsed.lines, key), key } },
+          );
+        }
+      }
+    }
+  }
+
   /** The merged value at `key` (`budget.steps`, `policy.layer[2]`), or undefined. */
   get(key: string): unknown {
     let value: unknown = this.#data;
@@ -198,7 +239,7 @@ export class Config {
   explainAll(): ValueOrigin[] {
     const out: ValueOrigin[] = [];
     const walk = (value: unknown, path: string) => {
-      if (isTable(value) && path !== 'app' && !path.startsWith('app.')) {
+      if (isTable(value)) {
         for (const [key, child] of Object.entries(value)) walk(child, path ? `${path}.${key}` : key);
         return;
       }
@@ -333,7 +374,7 @@ export class Config {
             ...(item.cwd ? { cwd: item.cwd } : {}),
           },
     );
-    return checkSpecs(specs, 'io.toml [[mcp]]');
+    return checkSpecs(specs, '[[mcp]]');
   }
 
   /** The skill roots, each resolved against the directory of the file that named it. */
@@ -429,7 +470,7 @@ const pathText = (path: readonly PropertyKey[]) =>
     .join('');
 
 /** Checks one file: sections not built, substitutions, a workspace file's widening keys, then the schema. */
-function check(parsed: ParsedFile, scope: ConfigScope, userFile: string): void {
+function check(parsed: ParsedFile, scope: ConfigScope, userFile: string, root: string): void {
   const { file, data, lines } = parsed;
   const at = (key: string) => `${file}:${lineOf(lines, key) ?? 1}`;
   const workspace = scope === 'project' || scope === 'local';
@@ -459,8 +500,20 @@ function check(parsed: ParsedFile, scope: ConfigScope, userFile: string): void {
     );
   });
   if (workspace)
-    for (const [prefix, body] of bodies)
+    for (const [prefix, body] of bodies) {
       widening(body, prefix, (key, why) => refuse(file, lineOf(lines, key), key, why, userFile));
+      // A workspace's skills are its own: a root outside it would read what it has no business with into the prompt.
+      const roots = isTable(body.skills) && Array.isArray(body.skills.roots) ? body.skills.roots : [];
+      for (const [index, skillRoot] of roots.entries())
+        if (typeof skillRoot === 'string' && !inside(real(resolve(root, skillRoot)), real(root)))
+          refuse(
+            file,
+            lineOf(lines, `${prefix}skills.roots`),
+            `${prefix}skills.roots[${index}]`,
+            `names ${JSON.stringify(skillRoot)}, outside the workspace`,
+            userFile,
+          );
+    }
   const result = fileSchema.safeParse(data);
   if (result.success) return;
   const issue = result.error.issues[0] as z.core.$ZodIssue;
@@ -542,8 +595,14 @@ function refuse(file: string, line: number | null, key: string, why: string, use
   );
 }
 
-/** Keys a workspace file may only lower: budgets and caps. */
-const LOWER_ONLY = /^(budget\.(steps|tokens|wall_secs)|sandbox\.caps\.[a-z_]+)$/;
+/** Keys a workspace file may only lower: budgets, caps, and the shares of a request and of memory. */
+const LOWER_ONLY = /^(budget\.(steps|tokens|wall_secs)|sandbox\.caps\.[a-z_]+|context\.share|memory\.(share|cap))$/;
+/** What a lower-only key is when no file sets it (a budget or a cap unset is no limit, so it has none). */
+const LOWER_DEFAULTS: Readonly<Record<string, number>> = {
+  'context.share': DEFAULT_SHARE,
+  'memory.share': DEFAULT_MEMORY_SHARE,
+  'memory.cap': DEFAULT_MEMORY_CAP,
+};
 
 /**
  * Merges `source` (a file's body, or one of its profiles at `from`) into `target`, and
@@ -569,9 +628,9 @@ function merge(
       if (key === at || key.startsWith(`${at}.`) || key.startsWith(`${at}[`)) origins.delete(key);
     const walk = (item: unknown, here: string, there: string) => {
       origins.set(here, origin(there));
-      if (isTable(item) && here !== 'app' && !here.startsWith('app.'))
+      if (isTable(item))
         for (const [key, child] of Object.entries(item)) walk(child, `${here}.${key}`, `${there}.${key}`);
-      else if (isTables(item))
+      else if (Array.isArray(item))
         for (const [index, child] of item.entries()) walk(child, `${here}[${index}]`, `${there}[${index}]`);
     };
     walk(value, at, sourceAt);
@@ -580,32 +639,46 @@ function merge(
     const at = path ? `${path}.${key}` : key;
     const sourceAt = from ? `${from}.${at}` : at;
     const current = target[key];
+    if (at === 'memory' && current === undefined && (file.scope === 'project' || file.scope === 'local'))
+      refuse(
+        file.file,
+        lineOf(file.lines, sourceAt),
+        at,
+        'turns durable memory on, which hands the run the memory tools and your notes',
+        userFile ?? defaultUserFile(),
+      );
     if (isTable(value) && isTable(current)) {
       origins.set(at, origins.get(at) ?? origin(sourceAt));
       merge(current, value, file, at, from, origins, userFile);
-    } else if (isTables(value) && isTables(current)) {
+    } else if (Array.isArray(value) && value.every(isTable) && Array.isArray(current) && current.every(isTable)) {
+      // Arrays of tables append, whatever either holds: an empty one adds nothing, it never clears what was there.
       const base = current.length;
       value.forEach((item, index) => {
         current.push(structuredClone(item));
         record(item, `${at}[${base + index}]`, `${sourceAt}[${index}]`);
       });
     } else {
-      const workspace = file.scope === 'project' || file.scope === 'local';
-      if (
-        workspace &&
-        LOWER_ONLY.test(at) &&
-        typeof current === 'number' &&
-        typeof value === 'number' &&
-        value > current
-      ) {
-        const set = origins.get(at);
-        refuse(
-          file.file,
-          lineOf(file.lines, sourceAt),
-          at,
-          `raises ${current} (set in ${set?.file ?? 'an earlier file'}) to ${value} (a budget or a cap may only be lowered here)`,
-          userFile ?? defaultUserFile(),
-        );
+      // A value set whole (a table no earlier file had) is checked leaf by leaf, like one merged into a table.
+      if (file.scope === 'project' || file.scope === 'local') {
+        const lower = (item: unknown, here: string, there: string, before: unknown): void => {
+          if (isTable(item)) {
+            for (const [name, child] of Object.entries(item))
+              lower(child, `${here}.${name}`, `${there}.${name}`, isTable(before) ? before[name] : undefined);
+            return;
+          }
+          const earlier = typeof before === 'number' ? before : LOWER_DEFAULTS[here];
+          if (!LOWER_ONLY.test(here) || typeof earlier !== 'number' || typeof item !== 'number' || item <= earlier)
+            return;
+          const set = origins.get(here) ?? { file: 'the defaults' };
+          refuse(
+            file.file,
+            lineOf(file.lines, there),
+            here,
+            `raises ${earlier} (set in ${set.file}) to ${item} (a budget, a cap or a share may only be lowered here)`,
+            userFile ?? defaultUserFile(),
+          );
+        };
+        lower(value, at, sourceAt, current);
       }
       target[key] = structuredClone(value);
       record(value, at, sourceAt);

@@ -6,6 +6,11 @@
  * projections in ./config.ts turn them into the typed API's camelCase.
  */
 import { z } from 'zod';
+import { MAX_GLOB_CHARS } from '../runtime/policy/globs.js';
+
+/** Layer names decisions already use for the runtime's own: a configured layer taking one would pass for it. */
+const RESERVED_LAYERS = ['floor', 'runtime', 'default', 'permissive', 'input'];
+const RESERVED_LAYERS_TEXT = RESERVED_LAYERS.join(', ');
 
 const positiveInt = (what: string) => z.number().int().min(1).describe(what);
 const share = (what: string) => z.number().gt(0).lte(1).describe(what);
@@ -13,11 +18,23 @@ const share = (what: string) => z.number().gt(0).lte(1).describe(what);
 const rule = z.strictObject({
   effect: z.enum(['allow', 'deny', 'ask']).describe('What the rule decides: "allow", "deny" or "ask".'),
   act: z.enum(['read', 'write', 'exec', 'net', 'tool']).describe('The act it covers: read, write, exec, net or tool.'),
-  pattern: z.string().min(1).describe('A path glob, an argv pattern, a host, or a tool name, as the policy reads it.'),
+  pattern: z
+    .string()
+    .max(MAX_GLOB_CHARS)
+    .refine((value) => value.trim() !== '', 'a pattern must not be blank')
+    .describe('A path glob, an argv pattern, a host, or a tool name, as the policy reads it.'),
 });
 
 const layer = z.strictObject({
-  name: z.string().min(1).describe('The layer’s name, as a decision names it.'),
+  name: z
+    .string()
+    .max(64)
+    .refine((value) => value.trim() !== '', 'a layer’s name must not be blank')
+    .refine(
+      (value) => !RESERVED_LAYERS.includes(value.trim()),
+      `a layer may not take a name the runtime gives its own (${RESERVED_LAYERS_TEXT})`,
+    )
+    .describe('The layer’s name, as a decision names it (not floor, runtime, default or permissive).'),
   rule: z.array(rule).optional().describe('The layer’s rules, in order ([[policy.layer.rule]]).'),
 });
 
@@ -101,18 +118,22 @@ const context = z.strictObject({
 
 const memory = z.strictObject({
   share: z.number().gt(0).lt(1).optional().describe('The share of a request the memory block may take (default 0.1).'),
-  cap: positiveInt('Notes a workspace keeps (default 64).').optional(),
+  cap: positiveInt('Notes a workspace keeps (default 64, at most 100000).').max(100_000).optional(),
 });
 
-const mcp = z.strictObject({
-  name: z.string().min(1).describe('The server’s name; its tools are <name>__<tool>.'),
-  command: z.array(z.string().min(1)).min(1).optional().describe('A stdio server’s argv.'),
-  env: z.record(z.string(), z.string()).optional().describe('A stdio server’s environment, beside the scrubbed one.'),
-  cwd: z.string().min(1).optional().describe('A stdio server’s working directory.'),
-  url: z.string().url().optional().describe('A streamable-HTTP server’s endpoint.'),
-  headers: z.record(z.string(), z.string()).optional().describe('Headers sent to an HTTP server.'),
-  allow_local_address: z.boolean().optional().describe('The HTTP server is on this machine or a private network.'),
-});
+const mcp = z
+  .strictObject({
+    name: z.string().min(1).describe('The server’s name; its tools are <name>__<tool>.'),
+    command: z.array(z.string().min(1)).min(1).optional().describe('A stdio server’s argv.'),
+    env: z.record(z.string(), z.string()).optional().describe('A stdio server’s environment, beside the scrubbed one.'),
+    cwd: z.string().min(1).optional().describe('A stdio server’s working directory.'),
+    url: z.string().url().optional().describe('A streamable-HTTP server’s endpoint.'),
+    headers: z.record(z.string(), z.string()).optional().describe('Headers sent to an HTTP server.'),
+    allow_local_address: z.boolean().optional().describe('The HTTP server is on this machine or a private network.'),
+  })
+  .refine((server) => (server.command === undefined) !== (server.url === undefined), {
+    message: 'an MCP server has a command (stdio) or a url (streamable HTTP), one of the two',
+  });
 
 const skills = z.strictObject({
   roots: z.array(z.string().min(1)).describe('Directories holding skills (a SKILL.md each).'),

@@ -5,7 +5,7 @@
  * the inside of multi-line arrays), and a key it cannot place (one inside an inline table)
  * is named by the line of the nearest key above it that it did place.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
 import { parse, TomlError } from 'smol-toml';
 import { ConfigError, ErrorCode } from '../errors.js';
 
@@ -26,24 +26,40 @@ export interface ParsedFile {
 /** The largest configuration file read: far above any real one, and a bound on what a repository can make the caller parse. */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
 
-export function readToml(file: string): ParsedFile {
+/**
+ * Reads and parses `file`; a syntax error names its line and column, and nothing is used.
+ * Only a regular file is read, through one descriptor and never past the size limit, so a
+ * device or a pipe cannot hang the caller; with `noLinks` (a workspace's files) a symbolic
+ * link is refused too: the floor keeps agents from writing `io.toml`, not what it points to.
+ */
+export function readToml(file: string, options: { noLinks?: boolean } = {}): ParsedFile {
+  const refused = (why: string, code: ErrorCode = ErrorCode.ConfigInvalid) =>
+    new ConfigError(code, `${file}: ${why} (nothing of the configuration was used).`, { details: { file } });
   let text: string;
+  let fd: number | null = null;
   try {
-    const size = statSync(file).size;
-    if (size > MAX_CONFIG_BYTES)
-      throw new ConfigError(
-        ErrorCode.ConfigInvalid,
-        `${file}: is ${size} bytes, above the ${MAX_CONFIG_BYTES} a configuration file may have (nothing of the configuration was used).`,
-        { details: { file, size } },
+    if (options.noLinks && lstatSync(file).isSymbolicLink())
+      throw refused(
+        'is a symbolic link; a workspace’s configuration must be a regular file at the workspace root, which the policy’s floor keeps agents from writing',
+        ErrorCode.ConfigRefused,
       );
-    text = readFileSync(file, 'utf8');
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | (options.noLinks ? constants.O_NOFOLLOW : 0));
+    if (!fstatSync(fd).isFile()) throw refused('is not a regular file');
+    const buffer = Buffer.alloc(MAX_CONFIG_BYTES + 1);
+    let size = 0;
+    for (;;) {
+      const read = readSync(fd, buffer, size, buffer.length - size, null);
+      if (read === 0) break;
+      size += read;
+      if (size > MAX_CONFIG_BYTES)
+        throw refused(`is above the ${MAX_CONFIG_BYTES} bytes a configuration file may have`);
+    }
+    text = buffer.subarray(0, size).toString('utf8');
   } catch (error) {
     if (error instanceof ConfigError) throw error;
-    throw new ConfigError(
-      ErrorCode.ConfigInvalid,
-      `${file}: cannot be read (${error instanceof Error ? error.message : String(error)}).`,
-      { details: { file } },
-    );
+    throw refused(`cannot be read (${error instanceof Error ? error.message : String(error)})`);
+  } finally {
+    if (fd !== null) closeSync(fd);
   }
   return parseToml(text, file);
 }
@@ -79,18 +95,53 @@ export function parseToml(text: string, file: string): ParsedFile {
     }
   };
   walk(data, '');
+  // A key the locator placed that the parser did not make means the lines would be wrong: say so rather than mislead.
+  for (const [path, line] of lines)
+    if (valueAt(data, path) === undefined)
+      throw new ConfigError(
+        ErrorCode.ConfigInvalid,
+        `${file}:${line}: cannot tell which line sets ${path}; write the keys near it plainly (one key = value a line, no escapes in key names) (nothing of the configuration was used).`,
+        { details: { file, line, key: path } },
+      );
   return { file, data, lines };
 }
 
-/** A key as written, unquoted: `a."b.c"` is ["a", "b.c"]. */
+/** What a basic string's escape stands for (`\\u0070` is `p`). */
+const ESCAPES: Readonly<Record<string, string>> = {
+  b: '\b',
+  t: '\t',
+  n: '\n',
+  f: '\f',
+  r: '\r',
+  e: '\u001b',
+  '"': '"',
+  '\\': '\\',
+};
+
+/** A key as written, unquoted and unescaped: `a."b.c"` is ["a", "b.c"], `"\\u0070"` is ["p"]. */
 function keyParts(raw: string): string[] {
   const parts: string[] = [];
   let current = '';
   let quote: string | null = null;
-  for (const char of raw.trim()) {
+  const text = raw.trim();
+  for (let index = 0; index < text.length; index++) {
+    const char = text[index] as string;
     if (quote) {
       if (char === quote) quote = null;
-      else current += char;
+      else if (quote === '"' && char === '\\') {
+        const next = text[index + 1] ?? '';
+        if (next === 'u' || next === 'U') {
+          const length = next === 'u' ? 4 : 8;
+          current += String.fromCodePoint(Number.parseInt(text.slice(index + 2, index + 2 + length), 16) || 0);
+          index += 1 + length;
+        } else if (next === 'x') {
+          current += String.fromCodePoint(Number.parseInt(text.slice(index + 2, index + 4), 16) || 0);
+          index += 3;
+        } else {
+          current += ESCAPES[next] ?? next;
+          index++;
+        }
+      } else current += char;
     } else if (char === '"' || char === "'") quote = char;
     else if (char === '.') {
       parts.push(current.trim());
@@ -122,6 +173,11 @@ function depthAndString(text: string, open: string | null): { depth: number; ope
   for (let index = 0; index < text.length; index++) {
     const rest = text.slice(index, index + 3);
     if (quote === '"""' || quote === "'''") {
+      // In a basic multi-line string a backslash escapes what follows it (\""" does not close it).
+      if (quote === '"""' && text[index] === '\\') {
+        index++;
+        continue;
+      }
       if (rest === quote) {
         quote = null;
         index += 2;
@@ -145,6 +201,9 @@ function depthAndString(text: string, open: string | null): { depth: number; ope
   return { depth, open: quote === '"' || quote === "'" ? null : quote };
 }
 
+/** A key name a dotted path can carry. */
+const PLAIN = /^[^.[\]]+$/;
+
 /** The line of every key path a TOML text sets, arrays of tables by their index. */
 export function locate(text: string): Map<string, number> {
   const lines = new Map<string, number>();
@@ -158,6 +217,8 @@ export function locate(text: string): Map<string, number> {
       return index === undefined ? part : `${part}[${index}]`;
     });
   let table: string[] = [];
+  // Whether keys under the current header can be placed (its own name is plain).
+  let placeable = true;
   let depth = 0;
   let open: string | null = null;
   for (const [number, raw] of text.split(/\r?\n/).entries()) {
@@ -180,18 +241,38 @@ export function locate(text: string): Map<string, number> {
         current.set(parts.join('.'), index);
         table = [...parent, `${parts.at(-1)}[${index}]`];
       } else table = placed(parts);
-      lines.set(table.join('.'), number + 1);
+      placeable = parts.every((part) => PLAIN.test(part));
+      if (placeable) lines.set(table.join('.'), number + 1);
       continue;
     }
     const equals = assignment(line);
     if (equals <= 0) continue;
-    const path = [...table, ...keyParts(line.slice(0, equals))].join('.');
-    lines.set(path, number + 1);
+    const parts = keyParts(line.slice(0, equals));
+    // A key with a dot or a bracket in its name cannot be told apart in a dotted path: it is named by its table's line.
+    if (placeable && parts.every((part) => PLAIN.test(part))) lines.set([...table, ...parts].join('.'), number + 1);
     const scanned = depthAndString(line.slice(equals + 1), null);
     open = scanned.open;
     depth = scanned.depth;
   }
   return lines;
+}
+
+/** The value at a key path (`a.b[2].c`) of parsed data, or undefined. */
+export function valueAt(data: unknown, path: string): unknown {
+  let value = data;
+  for (const piece of path.split('.')) {
+    const match = /^(.*?)((?:\[\d+\])*)$/.exec(piece) as RegExpExecArray;
+    const name = match[1] as string;
+    if (name !== '')
+      value =
+        typeof value === 'object' && value !== null && !Array.isArray(value)
+          ? (value as Record<string, unknown>)[name]
+          : undefined;
+    for (const index of (match[2] ?? '').matchAll(/\[(\d+)\]/g))
+      value = Array.isArray(value) ? value[Number(index[1])] : undefined;
+    if (value === undefined) return undefined;
+  }
+  return value;
 }
 
 /** The line that set `path` in a file, or the line of the nearest key above it that was placed. */
