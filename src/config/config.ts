@@ -15,9 +15,9 @@
  * checked on its own, with its own lines, before anything is merged, and no partial
  * configuration is ever used: the first problem throws.
  */
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError, ErrorCode, HarnessError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
@@ -25,10 +25,10 @@ import { type ContextData, DEFAULT_SHARE } from '../runtime/context/assembler.js
 import { DEFAULT_MEMORY_CAP, DEFAULT_MEMORY_SHARE } from '../runtime/context/memory.js';
 import { type ContractBudget, type MemoryData, TaskContract } from '../runtime/contract/contract.js';
 import { DEFAULT_SANDBOX } from '../runtime/exec/containment/boundary.js';
-import { Policy, type PolicyLayer } from '../runtime/policy/policy.js';
+import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
 import { type ConfigBody, fileSchema, knownKeys, NOT_BUILT } from './schema.js';
-import { lineOf, type ParsedFile, readToml } from './toml.js';
+import { lineOf, type ParsedFile, readToml, valueAt } from './toml.js';
 
 /** Where a file sits: the library's defaults, the user's own, or the workspace's two. */
 export type ConfigScope = 'defaults' | 'user' | 'project' | 'local';
@@ -61,18 +61,8 @@ export function defaultUserFile(env: NodeJS.ProcessEnv = process.env): string {
   return join(base, 'io-harness', 'io.toml');
 }
 
-/** A path's real path, or of its nearest existing parent with the rest appended (a user file not made yet). */
-function real(path: string): string {
-  try {
-    return realpathSync.native(path);
-  } catch {
-    const parent = dirname(path);
-    return parent === path ? path : join(real(parent), basename(path));
-  }
-}
-
-const inside = (path: string, root: string) =>
-  path === root || path.startsWith(root.endsWith(sep) ? root : `${root}${sep}`);
+/** Whether `path` lies in `root`, both by their real paths (links followed, a path not made yet by its nearest parent). */
+const inside = (path: string, root: string) => !escapes(relative(realTarget(root), realTarget(path)));
 
 type Table = Record<string, unknown>;
 const isTable = (value: unknown): value is Table =>
@@ -130,7 +120,7 @@ export class Config {
     const workspace = resolve(root);
     const userFile = options.userFile === null ? null : resolve(options.userFile ?? defaultUserFile());
     // The user file is the one that may widen, so it must be outside the workspace, by every spelling of both.
-    if (userFile && inside(real(userFile), real(workspace)))
+    if (userFile && inside(userFile, workspace))
       throw new ConfigError(
         ErrorCode.ConfigRefused,
         `Config.discover: the user file ${userFile} is inside the workspace ${workspace}, where the agent and the repository's authors can change it; keep it outside (the default is ${defaultUserFile()}).`,
@@ -218,13 +208,7 @@ export class Config {
 
   /** The merged value at `key` (`budget.steps`, `policy.layer[2]`), or undefined. */
   get(key: string): unknown {
-    let value: unknown = this.#data;
-    for (const part of splitKey(key)) {
-      if (typeof part === 'number') value = Array.isArray(value) ? value[part] : undefined;
-      else value = isTable(value) ? value[part] : undefined;
-      if (value === undefined) return undefined;
-    }
-    return value;
+    return valueAt(this.#data, normalKey(key));
   }
 
   /** Which file and line decided `key`; null when nothing set it. */
@@ -505,7 +489,7 @@ function check(parsed: ParsedFile, scope: ConfigScope, userFile: string, root: s
       // A workspace's skills are its own: a root outside it would read what it has no business with into the prompt.
       const roots = isTable(body.skills) && Array.isArray(body.skills.roots) ? body.skills.roots : [];
       for (const [index, skillRoot] of roots.entries())
-        if (typeof skillRoot === 'string' && !inside(real(resolve(root, skillRoot)), real(root)))
+        if (typeof skillRoot === 'string' && !inside(resolve(root, skillRoot), root))
           refuse(
             file,
             lineOf(lines, `${prefix}skills.roots`),

@@ -17,6 +17,7 @@ import {
   prefixBreak,
   requestChars,
   shortened,
+  stepStarts,
 } from '../../runtime/context/assembler.js';
 import { memoryBlock, type NoteRecord, runTerms } from '../../runtime/context/memory.js';
 import {
@@ -367,9 +368,7 @@ export class Assembly {
   #head(transcript: readonly TranscriptEntry[]): HeadStep[] {
     const plan = planFold(transcript, this.#opening, this.#shown, this.limit / this.#ratio);
     if (!plan) return [];
-    const starts: number[] = [];
-    for (let index = this.#opening + 1; index < transcript.length; index++)
-      if (transcript[index]?.role === 'assistant') starts.push(index);
+    const starts = stepStarts(transcript, this.#opening);
     const head: HeadStep[] = [];
     // The newest step's results have not been sent yet: the model sees them whole once.
     for (const [k, at] of starts.slice(0, -1).entries()) {

@@ -82,6 +82,8 @@ function scopeOf(agent: RunContext): { root: string; cap: number } {
 }
 
 const error = (content: string): ToolResult => ({ content, isError: true });
+/** A problem as the model reads it: a sentence. */
+const sentence = (problem: string) => `${problem[0]?.toUpperCase()}${problem.slice(1)}.`;
 
 export const REMEMBER: Tool<AgentCall> = {
   name: 'remember',
@@ -96,7 +98,7 @@ export const REMEMBER: Tool<AgentCall> = {
     const { root, cap } = scopeOf(call.agent);
     const key = String(args.key).trim();
     const problem = keyProblem(key);
-    if (problem) return error(`${problem[0]?.toUpperCase()}${problem.slice(1)}.`);
+    if (problem) return error(sentence(problem));
     const result = await call.agent.store.call('remember', {
       scope: root,
       key,
@@ -171,7 +173,7 @@ export const FORGET: Tool<AgentCall> = {
     const { root } = scopeOf(call.agent);
     const key = String(args.key).trim();
     const problem = keyProblem(key);
-    if (problem) return error(`${problem[0]?.toUpperCase()}${problem.slice(1)}.`);
+    if (problem) return error(sentence(problem));
     const result = await call.agent.store.call('forget', {
       scope: root,
       key,

@@ -101,27 +101,21 @@ export function appendStep(
       transcript.push({ role: 'user', text: observation.content });
       continue;
     }
+    // What a rung put in its place (its images go with its content), else the result, collapsed when it was marked so.
     const instead = replaced?.(index);
-    if (instead !== undefined) {
-      transcript.push({
-        role: 'tool',
-        callId: observation.callId,
-        name: observation.name,
-        content: instead,
-        isError: observation.isError,
-      });
-      continue;
-    }
     const call = observation.collapsed ? completion.toolCalls.find((item) => item.id === observation.callId) : null;
+    const content =
+      instead ??
+      (observation.collapsed
+        ? collapsedContent(observation.name, callTarget(call?.args), observation.content, observation.collapsed.shown)
+        : observation.content);
     transcript.push({
       role: 'tool',
       callId: observation.callId,
       name: observation.name,
-      content: observation.collapsed
-        ? collapsedContent(observation.name, callTarget(call?.args), observation.content, observation.collapsed.shown)
-        : observation.content,
+      content,
       isError: observation.isError,
-      ...(observation.images ? { images: observation.images } : {}),
+      ...(observation.images && instead === undefined ? { images: observation.images } : {}),
     });
   }
 }

@@ -44,14 +44,15 @@ export function compactOf(step: { observations: readonly Observation[] }): Obser
  * how a resumed run and a session's next turn both rebuild what the model saw. After a
  * fold, what it folded is its notes alone: everything before them in `history` is
  * dropped, then come the steps it kept whole and those after it. Returns the seq of each
- * step whose turns are in the history after the latest fold (all of them without one), in order.
+ * step whose turns are in the history after the latest fold (all of them without one), in
+ * order, and the results the rungs replaced (`seq:index`).
  */
 export function appendSteered(
   history: TranscriptEntry[],
   steps: readonly { seq: number; completion: Completion; observations: Observation[] }[],
   steers: readonly { before: number; text: string }[],
   next: number,
-): { steps: number[]; folded: boolean } {
+): { steps: number[]; folded: boolean; replaced: string[] } {
   const steered = (before: number) => {
     for (const item of steers) if (item.before === before) history.push(steerTurn(item.text));
   };
@@ -88,7 +89,7 @@ export function appendSteered(
     shown.push(step.seq);
   }
   steered(next);
-  return { steps: shown, folded: fold !== null };
+  return { steps: shown, folded: fold !== null, replaced: [...replaced.keys()] };
 }
 
 /** Re-prompts spent, by kind. */
@@ -248,9 +249,7 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
     foldSeq: [...steps].reverse().find((step) => foldOf(step) !== null)?.seq ?? null,
     memory: latestMemory(steps, events),
     compactedLast: steps.length > 0 && compactOf(steps.at(-1) as (typeof steps)[number]) !== null,
-    replaced: steps.flatMap((step) =>
-      (compactOf(step)?.compacted?.replacements ?? []).map((item) => `${item.seq}:${item.index}`),
-    ),
+    replaced: appended.replaced,
     window: windowEvent?.type === 'context-window' ? { tokens: windowEvent.tokens, source: windowEvent.source } : null,
     lastRequest: measured
       ? { chars: measured.completion.requestChars as number, inputTokens: measured.completion.usage.inputTokens }

@@ -67,6 +67,14 @@ export function calibrated(last: { chars: number; inputTokens: number } | null):
   return last.inputTokens / last.chars;
 }
 
+/** Where each step's assistant turn is in the transcript, after the opening turn. */
+export function stepStarts(transcript: readonly TranscriptEntry[], opening: number): number[] {
+  const starts: number[] = [];
+  for (let index = opening + 1; index < transcript.length; index++)
+    if (transcript[index]?.role === 'assistant') starts.push(index);
+  return starts;
+}
+
 /** Where a fold cuts: entries before `cut` (the opening aside) are summarised, the rest kept whole. */
 export interface FoldPlan {
   cut: number;
@@ -87,9 +95,7 @@ export function planFold(
   steps: readonly number[],
   limitChars: number,
 ): FoldPlan | null {
-  const starts: number[] = [];
-  for (let index = opening + 1; index < transcript.length; index++)
-    if (transcript[index]?.role === 'assistant') starts.push(index);
+  const starts = stepStarts(transcript, opening);
   if (starts.length !== steps.length) return null;
   let keptFrom = starts.length;
   let tail = 0;

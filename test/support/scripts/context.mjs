@@ -7,18 +7,23 @@ import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 
 const FOLD_ASKED = 'Your context is nearly full';
 
+/** Logs a request's messages to `log`; whether it is a fold's, and (when not) which step it asks for, counted from the log. */
+function logged(call, log) {
+  const messages = call.body.messages;
+  const fold = JSON.stringify(messages.at(-1)?.content ?? '').includes(FOLD_ASKED);
+  const answered = existsSync(log)
+    ? readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((line) => line.startsWith('{"fold":false')).length
+    : 0;
+  appendFileSync(log, `${JSON.stringify({ fold, messages })}\n`);
+  return { fold, step: answered + 1 };
+}
+
 export function readerScript(options) {
   return (call) => {
-    const messages = call.body.messages;
-    const fold = JSON.stringify(messages.at(-1)?.content ?? '').includes(FOLD_ASKED);
-    const answered = existsSync(options.log)
-      ? readFileSync(options.log, 'utf8')
-          .split('\n')
-          .filter((line) => line.startsWith('{"fold":false')).length
-      : 0;
-    appendFileSync(options.log, `${JSON.stringify({ fold, messages })}\n`);
+    const { fold, step } = logged(call, options.log);
     if (fold) return { text: 'notes: big.txt holds the numbers; keep reading.' };
-    const step = answered + 1;
     return step <= options.steps
       ? { text: `read ${step}`, toolCalls: [{ id: `read_${step}`, name: 'read_file', args: { path: 'big.txt' } }] }
       : { text: 'done reading' };
@@ -29,16 +34,8 @@ export function readerScript(options) {
 // read_file), then answers; a fold's request gets notes. Logged and counted as readerScript is.
 export function lookupScript(options) {
   return (call) => {
-    const messages = call.body.messages;
-    const fold = JSON.stringify(messages.at(-1)?.content ?? '').includes(FOLD_ASKED);
-    const answered = existsSync(options.log)
-      ? readFileSync(options.log, 'utf8')
-          .split('\n')
-          .filter((line) => line.startsWith('{"fold":false')).length
-      : 0;
-    appendFileSync(options.log, `${JSON.stringify({ fold, messages })}\n`);
+    const { fold, step } = logged(call, options.log);
     if (fold) return { text: 'notes: the lookups agree; keep looking.' };
-    const step = answered + 1;
     return step <= options.steps
       ? {
           text: `look ${step}`,
