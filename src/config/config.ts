@@ -15,19 +15,27 @@
  * checked on its own, with its own lines, before anything is merged, and no partial
  * configuration is ever used: the first problem throws.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError, ErrorCode, HarnessError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
+import type { PriceTable } from '../runtime/budget.js';
 import { type ContextData, DEFAULT_SHARE } from '../runtime/context/assembler.js';
 import { DEFAULT_MEMORY_CAP, DEFAULT_MEMORY_SHARE } from '../runtime/context/memory.js';
-import { type ContractBudget, type MemoryData, TaskContract } from '../runtime/contract/contract.js';
+import {
+  type ContractBudget,
+  type InstructionFile,
+  MAX_INSTRUCTION_CHARS,
+  type MemoryData,
+  TaskContract,
+} from '../runtime/contract/contract.js';
 import { DEFAULT_SANDBOX } from '../runtime/exec/containment/boundary.js';
 import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
 import { type ConfigBody, fileSchema, knownKeys, NOT_BUILT } from './schema.js';
+import { filesIn, kindsIn, resolveText } from './substitute.js';
 import { lineOf, type ParsedFile, readToml, valueAt } from './toml.js';
 
 /** Where a file sits: the library's defaults, the user's own, or the workspace's two. */
@@ -49,7 +57,15 @@ export interface ValueOrigin {
   file: string;
   /** Its line in the file, or null (a default). */
   line: number | null;
+  /**
+   * The value as the file wrote it, when a substitution (`${env:}`, `${file:}`, `${cmd:}`)
+   * replaced it: `value` is then this text too, so explaining a configuration never shows
+   * a credential it resolved. `Config.get` returns what it resolved to.
+   */
+  written?: unknown;
 }
+
+type Origin = Omit<ValueOrigin, 'key' | 'value'>;
 
 /** The library's defaults, the first scope. */
 const DEFAULTS: Record<string, unknown> = { policy: { base: 'default' } };
@@ -75,6 +91,14 @@ interface ScopeFile {
   file: string;
   data: Table;
   lines: ReadonlyMap<string, number>;
+  /** The keys a substitution replaced (their paths in the file), each with its value as written. */
+  written?: ReadonlyMap<string, unknown>;
+}
+
+/** What reading the files found besides the values: the variables substitutions read, and renamed keys. */
+interface Findings {
+  env: Set<string>;
+  warnings: string[];
 }
 
 /** The merged configuration of a workspace, and where each value came from. */
@@ -86,7 +110,9 @@ export class Config {
   readonly userFile: string | null;
   readonly profileName: string | null;
   readonly #data: Table;
-  readonly #origins: Map<string, Omit<ValueOrigin, 'key' | 'value'>>;
+  readonly #origins: Map<string, Origin>;
+  #findings: Findings = { env: new Set(), warnings: [] };
+  #guidance: InstructionFile[] = [];
 
   private constructor(
     root: string,
@@ -94,7 +120,7 @@ export class Config {
     userFile: string | null,
     profile: string | null,
     data: Table,
-    origins: Map<string, Omit<ValueOrigin, 'key' | 'value'>>,
+    origins: Map<string, Origin>,
   ) {
     this.root = root;
     this.files = files;
@@ -135,14 +161,16 @@ export class Config {
       { scope: 'defaults', file: '(defaults)', data: structuredClone(DEFAULTS), lines: new Map() },
     ];
     const files: { scope: ConfigScope; file: string; present: boolean }[] = [];
+    const findings: Findings = { env: new Set(), warnings: [] };
     for (const { scope, file } of paths) {
       const present = existsSync(file);
       files.push({ scope, file, present });
       if (!present) continue;
       const parsed = readToml(file, { noLinks: scope !== 'user' });
-      check(parsed, scope, userFile ?? defaultUserFile(), workspace);
+      findings.warnings.push(...renameOld(parsed));
+      const written = check(parsed, scope, userFile ?? defaultUserFile(), workspace, options.profile, findings);
       Config.#project(parsed, workspace);
-      read.push({ scope, ...parsed });
+      read.push({ scope, ...parsed, written });
     }
     let profile: string | null = null;
     if (options.profile !== undefined) {
@@ -157,14 +185,103 @@ export class Config {
     }
     // Each file in order, its chosen profile straight after it: a workspace file still narrows what a user's profile chose.
     const data: Table = {};
-    const origins = new Map<string, Omit<ValueOrigin, 'key' | 'value'>>();
+    const origins = new Map<string, Origin>();
     for (const item of read) {
       const { profile: profiles, ...body } = item.data;
       merge(data, body, item, '', '', origins, userFile);
       const chosen = profile === null ? undefined : (profiles as Record<string, Table> | undefined)?.[profile];
       if (chosen) merge(data, chosen, item, '', `profile.${profile}`, origins, userFile);
     }
-    return new Config(workspace, files, userFile, profile, data, origins);
+    const config = new Config(workspace, files, userFile, profile, data, origins);
+    config.#findings = findings;
+    config.#guidance = config.#readGuidance();
+    for (const warning of findings.warnings)
+      process.emitWarning(warning, { type: 'DeprecationWarning', code: 'IO_HARNESS_CONFIG_RENAMED' });
+    return config;
+  }
+
+  /**
+   * Reads the guidance `[instructions] files` names (the workspace's AGENTS.md when it names
+   * none): each a regular file, from the workspace root unless the user file named it by an
+   * absolute path; a file not there is skipped, and so is one the configuration's own
+   * policy does not let be read.
+   */
+  #readGuidance(): InstructionFile[] {
+    const section = this.#data.instructions as ConfigBody['instructions'];
+    const names = section?.files ?? ['AGENTS.md'];
+    const policy = this.policy();
+    const out: InstructionFile[] = [];
+    let total = 0;
+    for (const [index, name] of names.entries()) {
+      const origin = this.#origins.get(`instructions.files[${index}]`) ?? this.#origins.get('instructions.files');
+      const where = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
+      const fromWorkspace = origin?.scope !== 'user';
+      const path = name.startsWith('~/') ? join(homedir(), name.slice(2)) : resolve(this.root, name);
+      const within = inside(path, this.root);
+      if (!within && fromWorkspace)
+        throw new ConfigError(
+          ErrorCode.ConfigRefused,
+          `${where}: instructions.files[${index}] names ${JSON.stringify(name)}, outside the workspace; a file inside the workspace may only name the workspace's own guidance. If you mean it, name it in your user file, ${this.userFile ?? defaultUserFile()} (nothing of the configuration was used).`,
+          { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `instructions.files[${index}]` } },
+        );
+      if (!existsSync(path)) continue;
+      const relativePath = relative(realTarget(this.root), realTarget(path));
+      if (within && policy.decide({ kind: 'read', path: relativePath }, this.root).effect !== 'allow') continue;
+      const bad = (why: string) =>
+        new ConfigError(
+          ErrorCode.ConfigInvalid,
+          `${where}: instructions.files[${index}]: ${path} ${why}; name a regular file of guidance, or set files = [] to put none in (nothing of the configuration was used).`,
+          { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `instructions.files[${index}]` } },
+        );
+      if (within && lstatSync(path).isSymbolicLink()) throw bad('is a symbolic link');
+      if (!statSync(path).isFile()) throw bad('is not a regular file');
+      if (statSync(path).size > MAX_INSTRUCTION_CHARS * 4) throw bad(`is above ${MAX_INSTRUCTION_CHARS * 4} bytes`);
+      const text = readFileSync(path, 'utf8')
+        .replace(/^\uFEFF/, '')
+        .trimEnd();
+      total += text.length;
+      if (total > MAX_INSTRUCTION_CHARS)
+        throw bad(
+          `takes the guidance past the ${MAX_INSTRUCTION_CHARS} characters a system block holds (name fewer or shorter files)`,
+        );
+      if (text !== '') out.push({ source: within ? relativePath : path, text });
+    }
+    return out;
+  }
+
+  /** The repository's guidance read into the system block by {@link contract}: each file's name and text. */
+  instructions(): InstructionFile[] {
+    return this.#guidance.map((file) => ({ ...file }));
+  }
+
+  /**
+   * The environment variables the configuration's `${env:}` substitutions read. `contract()`
+   * hands them to withScrubbedEnv, so no contained command is given them; pass them to your
+   * own executor's environment filter if you run commands yourself.
+   */
+  scrubbedEnv(): string[] {
+    return [...this.#findings.env].sort();
+  }
+
+  /** What reading the files warned of: a renamed key read under its new name, with the file and line to change. */
+  warnings(): string[] {
+    return [...this.#findings.warnings];
+  }
+
+  /** `[prices]`: what each model costs, as `store.cost(rootId, prices)` takes it; empty when none is set. */
+  prices(): PriceTable {
+    const section = (this.#data.prices ?? {}) as NonNullable<ConfigBody['prices']>;
+    return Object.fromEntries(
+      Object.entries(section).map(([model, price]) => [
+        model,
+        {
+          input: price.input,
+          output: price.output,
+          ...(price.cache_read === undefined ? {} : { cacheRead: price.cache_read }),
+          ...(price.cache_write === undefined ? {} : { cacheWrite: price.cache_write }),
+        },
+      ]),
+    );
   }
 
   /**
@@ -216,7 +333,8 @@ export class Config {
     const value = this.get(key);
     if (value === undefined) return null;
     const origin = this.#origins.get(normalKey(key));
-    return origin ? { key: normalKey(key), value, ...origin } : null;
+    if (!origin) return null;
+    return { key: normalKey(key), value: origin.written ?? value, ...origin };
   }
 
   /** Every value the configuration holds, each with its file and line: what `npx io-harness config explain` prints. */
@@ -232,7 +350,7 @@ export class Config {
         return;
       }
       const origin = this.#origins.get(path);
-      if (origin) out.push({ key: path, value, ...origin });
+      if (origin) out.push({ key: path, value: origin.written ?? value, ...origin });
     };
     walk(this.#data, '');
     return out;
@@ -392,6 +510,8 @@ export class Config {
       ...(memory ? { memory } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
       ...(toolchain ? { toolchain: toolchain as never } : {}),
+      ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),
+      ...(this.#guidance.length > 0 ? { instructions: this.instructions() } : {}),
     });
   }
 }
@@ -412,7 +532,7 @@ function splitKey(key: string): (string | number)[] {
 }
 
 function normalKey(key: string): string {
-  return splitKey(key)
+  return splitKey(currentName(key))
     .map((part, index) => (typeof part === 'number' ? `[${part}]` : index === 0 ? part : `.${part}`))
     .join('');
 }
@@ -453,8 +573,20 @@ const pathText = (path: readonly PropertyKey[]) =>
     .map((part, index) => (typeof part === 'number' ? `[${part}]` : index === 0 ? String(part) : `.${String(part)}`))
     .join('');
 
-/** Checks one file: sections not built, substitutions, a workspace file's widening keys, then the schema. */
-function check(parsed: ParsedFile, scope: ConfigScope, userFile: string, root: string): void {
+/**
+ * Checks one file (sections not built, where a workspace file may use substitutions, its
+ * widening keys, then the schema) and resolves its substitutions in place: the top level's
+ * and the chosen profile's, never another profile's (a variable only it needs may be unset).
+ * Returns the keys a substitution replaced, each with its value as written.
+ */
+function check(
+  parsed: ParsedFile,
+  scope: ConfigScope,
+  userFile: string,
+  root: string,
+  profile: string | undefined,
+  findings: Findings,
+): Map<string, unknown> {
   const { file, data, lines } = parsed;
   const at = (key: string) => `${file}:${lineOf(lines, key) ?? 1}`;
   const workspace = scope === 'project' || scope === 'local';
@@ -473,15 +605,43 @@ function check(parsed: ParsedFile, scope: ConfigScope, userFile: string, root: s
           { details: { file, line: lineOf(lines, key), key } },
         );
       }
-  substitutions(data, '', (key, text) => {
-    if (workspace && text.includes('${cmd:'))
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: the substitution's spelling, named for the reader
-      refuse(file, lineOf(lines, key), key, 'runs a command (${cmd:...})', userFile);
-    throw new ConfigError(
-      ErrorCode.ConfigInvalid,
-      `${at(key)}: ${key} holds a substitution (${text.slice(0, 60)}), which is not built yet; a provider's key is named by api_key_env instead (nothing of the configuration was used).`,
-      { details: { file, line: lineOf(lines, key), key } },
-    );
+  if (workspace)
+    substitutions(data, '', (key, text) => {
+      const kinds = kindsIn(text);
+      if (kinds.size === 0) return;
+      if (kinds.has('cmd'))
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the substitution's spelling, named for the reader
+        refuse(file, lineOf(lines, key), key, 'runs a command (${cmd:...})', userFile);
+      // Outside [app], a value of a workspace file shapes the run (a rule, a root, a name the agent reads): one
+      // read from your environment or your disk there would hand it to the repository's authors.
+      if (!isAppKey(key))
+        refuse(
+          file,
+          lineOf(lines, key),
+          key,
+          `reads ${kinds.has('env') ? 'a variable of your environment' : 'a file'} into a value the run is built from (a substitution in a workspace file may only go in [app], which only your program reads)`,
+          userFile,
+        );
+      for (const path of filesIn(text, dirname(file)))
+        if (!inside(path, root))
+          refuse(file, lineOf(lines, key), key, `reads ${path}, outside the workspace`, userFile);
+    });
+  const written = new Map<string, unknown>();
+  const chosen = profile === undefined ? null : `profile.${profile}`;
+  substitutions(data, '', (key, text, arrays) => {
+    if (key.startsWith('profile.') && (chosen === null || !(key === chosen || key.startsWith(`${chosen}.`)))) return;
+    const result = resolveText(text, file);
+    if (!result.ok)
+      throw new ConfigError(
+        ErrorCode.ConfigInvalid,
+        `${at(key)}: ${key}: ${result.reason} (nothing of the configuration was used).`,
+        { details: { file, line: lineOf(lines, key), key } },
+      );
+    if (result.value === text) return;
+    for (const [path, array] of arrays) if (!written.has(path)) written.set(path, structuredClone(array));
+    written.set(key, text);
+    for (const name of result.env) findings.env.add(name);
+    setAt(data, key, result.value);
   });
   if (workspace)
     for (const [prefix, body] of bodies) {
@@ -499,7 +659,7 @@ function check(parsed: ParsedFile, scope: ConfigScope, userFile: string, root: s
           );
     }
   const result = fileSchema.safeParse(data);
-  if (result.success) return;
+  if (result.success) return written;
   const issue = result.error.issues[0] as z.core.$ZodIssue;
   const path = pathText(issue.path);
   if (issue.code === 'unrecognized_keys') {
@@ -520,15 +680,113 @@ function check(parsed: ParsedFile, scope: ConfigScope, userFile: string, root: s
   );
 }
 
-/** Calls `found` with every string value that holds a `${kind:...}` substitution. */
-function substitutions(value: unknown, path: string, found: (key: string, text: string) => void): void {
-  if (path === 'app' || path.startsWith('app.') || /^profile\.[^.]+\.app(\.|$)/.test(path)) return;
+/** Whether a key path is in an `[app]` section (the top level's or a profile's). */
+const isAppKey = (key: string) => /^(profile\.[^.]+\.)?app(\.|\[|$)/.test(key);
+
+/**
+ * Calls `found` with every string value that may hold a substitution (one with `${` in
+ * it), with the arrays it sits in (their paths and values, outermost first).
+ */
+function substitutions(
+  value: unknown,
+  path: string,
+  found: (key: string, text: string, arrays: [string, unknown[]][]) => void,
+  arrays: [string, unknown[]][] = [],
+): void {
   if (typeof value === 'string') {
-    if (/\$\{(env|file|cmd):/.test(value)) found(path, value);
-  } else if (Array.isArray(value))
-    for (const [index, item] of value.entries()) substitutions(item, `${path}[${index}]`, found);
-  else if (isTable(value))
-    for (const [key, item] of Object.entries(value)) substitutions(item, path ? `${path}.${key}` : key, found);
+    if (value.includes('${')) found(path, value, arrays);
+  } else if (Array.isArray(value)) {
+    const within: [string, unknown[]][] = [...arrays, [path, value]];
+    for (const [index, item] of value.entries()) substitutions(item, `${path}[${index}]`, found, within);
+  } else if (isTable(value))
+    for (const [key, item] of Object.entries(value)) substitutions(item, path ? `${path}.${key}` : key, found, arrays);
+}
+
+/** Sets the value at a key path of parsed data (one that is there). */
+function setAt(data: Table, path: string, value: unknown): void {
+  const parts = splitKey(path);
+  let holder: unknown = data;
+  for (const part of parts.slice(0, -1)) holder = (holder as Record<string | number, unknown>)[part];
+  (holder as Record<string | number, unknown>)[parts.at(-1) as string | number] = value;
+}
+
+/**
+ * Keys an earlier release spelled another way: still read, under the new name, with a
+ * warning naming the file, the line and the key to write instead. `[]` is each element of
+ * an array of tables.
+ */
+export const RENAMED_KEYS: readonly { from: string; to: string }[] = [
+  { from: 'policy.layers', to: 'policy.layer' },
+  { from: 'policy.layer[].rules', to: 'policy.layer[].rule' },
+  { from: 'budget.wall_seconds', to: 'budget.wall_secs' },
+  { from: 'skills.paths', to: 'skills.roots' },
+  { from: 'sandbox.writable_paths', to: 'sandbox.writable_roots' },
+];
+
+/** A key (as `get` and `explain` are asked it) with every renamed part spelled the new way. */
+function currentName(key: string): string {
+  let out = key;
+  for (const { from, to } of RENAMED_KEYS) {
+    const pattern = new RegExp(
+      `^((?:profile\\.[^.]+\\.)?${from.replace(/[.]/g, '\\.').replace(/\[\]/g, '\\[\\d+\\]')})(?=$|[.[])`,
+    );
+    out = out.replace(
+      pattern,
+      (whole) =>
+        whole.slice(0, whole.length - (from.split('.').at(-1) as string).length) + (to.split('.').at(-1) as string),
+    );
+  }
+  return out;
+}
+
+/** Moves each renamed key of a file (and of its profiles) to its new name; returns the warnings. */
+function renameOld(parsed: ParsedFile): string[] {
+  const warnings: [number, string][] = [];
+  const bodies: [string, Table][] = [['', parsed.data]];
+  for (const [name, body] of Object.entries(isTable(parsed.data.profile) ? parsed.data.profile : {}))
+    if (isTable(body)) bodies.push([`profile.${name}.`, body]);
+  for (const [prefix, body] of bodies)
+    for (const { from, to } of RENAMED_KEYS) {
+      const parts = from.split('.');
+      const oldName = parts.at(-1) as string;
+      const newName = to.split('.').at(-1) as string;
+      // The tables the old key may sit in: each step a key, `name[]` every element of an array of tables.
+      let holders: [string, Table][] = [[prefix.replace(/\.$/, ''), body]];
+      for (const part of parts.slice(0, -1)) {
+        const each = part.endsWith('[]');
+        const name = each ? part.slice(0, -2) : part;
+        holders = holders.flatMap(([path, table]): [string, Table][] => {
+          const child = table[name];
+          const here = path ? `${path}.${name}` : name;
+          if (each) return isTables(child) ? child.map((item, index) => [`${here}[${index}]`, item]) : [];
+          return isTable(child) ? [[here, child]] : [];
+        });
+      }
+      for (const [path, table] of holders) {
+        if (!(oldName in table)) continue;
+        const oldKey = path ? `${path}.${oldName}` : oldName;
+        const newKey = path ? `${path}.${newName}` : newName;
+        const line = parsed.lines.get(oldKey) ?? parsed.lines.get(`${oldKey}[0]`) ?? lineOf(parsed.lines, oldKey);
+        if (newName in table)
+          throw new ConfigError(
+            ErrorCode.ConfigInvalid,
+            `${parsed.file}:${line ?? 1}: ${oldKey} is the old name of ${newKey}, and both are set; keep ${newKey} alone (nothing of the configuration was used).`,
+            { details: { file: parsed.file, line, key: oldKey } },
+          );
+        table[newName] = table[oldName];
+        delete table[oldName];
+        for (const [key, number] of [...parsed.lines])
+          if (key === oldKey || key.startsWith(`${oldKey}.`) || key.startsWith(`${oldKey}[`)) {
+            parsed.lines.delete(key);
+            parsed.lines.set(newKey + key.slice(oldKey.length), number);
+          }
+        warnings.push([
+          line ?? 1,
+          `${parsed.file}:${line ?? 1}: ${oldKey} is the old name of ${newKey}; it is read as ${newKey} for now, and a later release will stop reading it: write ${newKey}.`,
+        ]);
+      }
+    }
+  return warnings.sort((a, b) => a[0] - b[0]).map(([, text]) => text);
 }
 
 /**
@@ -599,14 +857,18 @@ function merge(
   file: ScopeFile,
   path: string,
   from: string,
-  origins: Map<string, Omit<ValueOrigin, 'key' | 'value'>>,
+  origins: Map<string, Origin>,
   userFile: string | null,
 ): void {
-  const origin = (sourcePath: string) => ({
-    scope: file.scope,
-    file: file.file,
-    line: file.scope === 'defaults' ? null : lineOf(file.lines, sourcePath),
-  });
+  const origin = (sourcePath: string): Origin => {
+    const written = file.written?.get(sourcePath);
+    return {
+      scope: file.scope,
+      file: file.file,
+      line: file.scope === 'defaults' ? null : lineOf(file.lines, sourcePath),
+      ...(written === undefined ? {} : { written }),
+    };
+  };
   const record = (value: unknown, at: string, sourceAt: string) => {
     for (const key of [...origins.keys()])
       if (key === at || key.startsWith(`${at}.`) || key.startsWith(`${at}[`)) origins.delete(key);

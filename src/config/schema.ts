@@ -139,6 +139,26 @@ const skills = z.strictObject({
   roots: z.array(z.string().min(1)).describe('Directories holding skills (a SKILL.md each).'),
 });
 
+const instructions = z.strictObject({
+  files: z
+    .array(z.string().min(1))
+    .optional()
+    .describe(
+      'The files of guidance put in the system block, from the workspace root (default ["AGENTS.md"]); [] puts none. A file not there is skipped.',
+    ),
+});
+
+const price = z.strictObject({
+  input: z.number().min(0).describe('Dollars per million input tokens.'),
+  output: z.number().min(0).describe('Dollars per million output tokens.'),
+  cache_read: z.number().min(0).optional().describe('Dollars per million tokens read from the cache (default: input).'),
+  cache_write: z
+    .number()
+    .min(0)
+    .optional()
+    .describe('Dollars per million tokens written to the cache (default: input).'),
+});
+
 /** The sections a file may hold, but a profile. */
 const sections = {
   app: z.record(z.string(), z.unknown()).optional().describe('Your program’s own settings: stored, never validated.'),
@@ -154,6 +174,13 @@ const sections = {
   memory: memory.optional().describe('Durable memory between runs (on when the section is present).'),
   mcp: z.array(mcp).optional().describe('MCP servers whose tools the run is offered ([[mcp]]). User file only.'),
   skills: skills.optional().describe('Where skills are found.'),
+  instructions: instructions
+    .optional()
+    .describe('The repository’s own guidance for agents, read into the system block.'),
+  prices: z
+    .record(z.string().min(1), price)
+    .optional()
+    .describe('What each model costs you, by its id ([prices."model-id"]); cost is derived from it on read.'),
   toolchain: z
     .record(z.string(), z.unknown())
     .optional()
@@ -175,7 +202,7 @@ export type ConfigFileData = z.infer<typeof fileSchema>;
 export type ConfigBody = z.infer<typeof body>;
 
 /** Sections the reference names that are not built yet: a clear error, not a silent shrug. */
-export const NOT_BUILT = ['hook', 'plugin', 'instructions', 'browser', 'lsp', 'web', 'prices'] as const;
+export const NOT_BUILT = ['hook', 'plugin', 'browser', 'lsp', 'web'] as const;
 
 type Def = {
   type: string;
@@ -249,6 +276,9 @@ export function describeKeys(): { key: string; description: string }[] {
         key: 'profile.<name>',
         description: 'Any of the sections above, overlaid when the profile is chosen.',
       });
+    else if (def.type === 'record' && def.valueType && defOf(def.valueType).type === 'object')
+      for (const [name, child] of Object.entries(defOf(def.valueType).shape ?? {}))
+        walk(child, `${prefix}.<name>.${name}`);
   };
   walk(fileSchema, '');
   return out;

@@ -15,7 +15,7 @@ import {
   visibleNotes,
   workspaceScope,
 } from '../../runtime/context/memory.js';
-import { type ContractData, contractSecrets } from '../../runtime/contract/contract.js';
+import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../../runtime/events.js';
 import { ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
 import { directExecutor, type Executor } from '../../runtime/exec/executor.js';
@@ -271,6 +271,7 @@ export class AgentRun implements RunContext {
     const tiered = this.tiers && this.tiers.families.size > 0 ? this.tiers : null;
     const systemBase = [
       base,
+      ...(contract?.instructions && contract.instructions.length > 0 ? [guidanceBlock(contract.instructions)] : []),
       ...(this.skills.length > 0 ? [skillCatalogue(this.skills)] : []),
       // What tiers keep back, named once: the same bytes every request of the run.
       ...(tiered ? [tiered.line()] : []),

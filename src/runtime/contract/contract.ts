@@ -116,6 +116,15 @@ export const ToolMask = {
   },
 };
 
+/** One file of a repository's guidance: where it was read from, and its text. */
+export interface InstructionFile {
+  source: string;
+  text: string;
+}
+
+/** The most characters of guidance a system block takes, every file together. */
+export const MAX_INSTRUCTION_CHARS = 64 * 1024;
+
 export interface ContractBudget {
   /** Model steps of the whole tree. */
   steps?: number;
@@ -145,6 +154,14 @@ export interface ContractData {
   toolchain: ToolchainOverrides | null;
   /** Variables of the harness's environment the run's commands inherit beyond the allow-list (names only). */
   inheritedEnv?: string[];
+  /**
+   * Variables no command is handed even where the allow-list would pass them: the ones a
+   * configuration's `${env:}` substitutions read (see Config). A name in `inheritedEnv`
+   * still reaches the run's commands.
+   */
+  scrubbedEnv?: string[];
+  /** The repository's own guidance (its AGENTS.md and the files a configuration names), put in the system block. */
+  instructions?: InstructionFile[];
   system: string | null;
   /** The run starts in a planning phase it leaves only through an approved plan. */
   planGate: boolean;
@@ -358,6 +375,8 @@ export class TaskContract {
     if (data.leaseTtlMs !== undefined && data.leaseTtlMs !== null) contract = contract.withLeaseTtl(data.leaseTtlMs);
     if (data.toolchain) contract = contract.withToolchain(data.toolchain);
     if (data.inheritedEnv && data.inheritedEnv.length > 0) contract = contract.withInheritedEnv(data.inheritedEnv);
+    if (data.scrubbedEnv && data.scrubbedEnv.length > 0) contract = contract.withScrubbedEnv(data.scrubbedEnv);
+    if (data.instructions && data.instructions.length > 0) contract = contract.withInstructions(data.instructions);
     if (data.system !== undefined && data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
     if (data.toolTiers) contract = contract.withToolTiers();
@@ -515,6 +534,49 @@ export class TaskContract {
       }
     }
     return this.#with({ inheritedEnv: [...new Set(names)].sort() });
+  }
+
+  /**
+   * Names variables no command of the run is handed, even one the allow-list would pass:
+   * `Config.contract()` names every variable its `${env:}` substitutions read, so a
+   * credential the configuration resolved does not reach a child. A name the run also
+   * inherits (withInheritedEnv) is still handed on: that is the run saying it needs it.
+   */
+  withScrubbedEnv(names: readonly string[]): TaskContract {
+    if (!Array.isArray(names) || names.some((name) => typeof name !== 'string' || !VARIABLE_NAME.test(name)))
+      throw new InvalidArgumentError(
+        `withScrubbedEnv takes an array of variable names, like ['GITHUB_TOKEN']; got ${JSON.stringify(names)}.`,
+      );
+    return this.#with({ scrubbedEnv: [...new Set([...(this.#data.scrubbedEnv ?? []), ...names])].sort() });
+  }
+
+  /**
+   * Puts a repository's own guidance in the system block, after the runtime's prompt and
+   * marked as the repository's: each file by its name, in order. `Config.contract()` reads
+   * them (the workspace's AGENTS.md unless `[instructions] files` says otherwise); the text
+   * is stored with the contract, so a resume sends the same bytes.
+   */
+  withInstructions(files: readonly InstructionFile[]): TaskContract {
+    if (
+      !Array.isArray(files) ||
+      files.some(
+        (file) =>
+          typeof file !== 'object' ||
+          file === null ||
+          typeof file.source !== 'string' ||
+          file.source === '' ||
+          typeof file.text !== 'string',
+      )
+    )
+      throw new InvalidArgumentError(
+        'withInstructions takes an array of { source, text }: the file each text was read from, and its text.',
+      );
+    const total = files.reduce((sum, file) => sum + file.text.length, 0);
+    if (total > MAX_INSTRUCTION_CHARS)
+      throw new InvalidArgumentError(
+        `withInstructions: the guidance is ${total} characters, above the ${MAX_INSTRUCTION_CHARS} the system block takes; name fewer or shorter files.`,
+      );
+    return this.#with({ instructions: files.map((file) => ({ source: file.source, text: file.text })) });
   }
 
   /**
@@ -731,8 +793,18 @@ function carriesKey(spec: ProviderSpec): boolean {
  * The environment variables holding the keys of every model a contract's run may call (the
  * tree's, a review gate's, the escalation's): commands and the gate must not inherit them.
  */
-export function contractSecrets(contract: ContractData, provider: ProviderSpec): string[] {
+/** The system block's part for a repository's guidance: each file under its name, marked as the repository's own. */
+export function guidanceBlock(files: readonly InstructionFile[]): string {
   return [
+    'The repository carries its own guidance for agents working in it. Follow it where it does not conflict with the task or with what you may do:',
+    ...files.map((file) => `<guidance source="${file.source.replace(/["<>\n]/g, '_')}">\n${file.text}\n</guidance>`),
+  ].join('\n\n');
+}
+
+export function contractSecrets(contract: ContractData, provider: ProviderSpec): string[] {
+  const inherited = new Set(contract.inheritedEnv ?? []);
+  return [
+    ...(contract.scrubbedEnv ?? []).filter((name) => !inherited.has(name)),
     ...keyVariables(provider),
     ...(contract.verification.kind === 'review' ? keyVariables(contract.verification.provider) : []),
     ...(contract.escalation ? keyVariables(contract.escalation.provider) : []),

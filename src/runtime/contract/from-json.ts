@@ -61,6 +61,9 @@ const contractSchema = z.strictObject({
   leaseTtlMs: count('leaseTtlMs', 1).nullable().optional(),
   toolchain: plainObject('toolchain', '{ "node": { "test": ["npm", "test"] } }').nullable().optional(),
   inheritedEnv: strings('inheritedEnv').optional(),
+  scrubbedEnv: strings('scrubbedEnv').optional(),
+  // Checked again, file by file, by withInstructions.
+  instructions: z.array(z.unknown()).optional(),
   system: text('system').nullable().optional(),
   planGate: z
     .custom<boolean>((value) => typeof value === 'boolean', {
