@@ -9,6 +9,7 @@ export type { Clock } from './clock.js';
 export { systemClock } from './clock.js';
 export type { ConfigScope, DiscoverOptions, ValueOrigin } from './config/config.js';
 export { Config, defaultUserFile } from './config/config.js';
+export type { HookFailure, HookObserver, HookSpec } from './config/hooks.js';
 export type { LeaseHolder, SerializedError } from './errors.js';
 export {
   ActorExitedError,
@@ -52,7 +53,7 @@ export type {
   QuestionKind,
   RunStatus,
 } from './runtime/events.js';
-export { isTerminal, TERMINAL_STATUSES } from './runtime/events.js';
+export { EVENT_TYPES, isTerminal, TERMINAL_STATUSES } from './runtime/events.js';
 export type { Access, SandboxCaps, SandboxData } from './runtime/exec/containment/boundary.js';
 export type { ContainedReport } from './runtime/exec/containment/contained.js';
 export { selectBackend } from './runtime/exec/containment/contained.js';
@@ -158,7 +159,7 @@ export { SCHEMA_VERSION } from './store/schema.js';
 export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';
 export { Attach } from './supervisor/attach.js';
-export type { EventFilter, LiveObserver, Observer } from './supervisor/event-bus.js';
+export type { EventFilter, LiveObserver, Observer, ObserverContext } from './supervisor/event-bus.js';
 export { answerQuestion } from './supervisor/questions.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';

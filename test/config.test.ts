@@ -207,7 +207,12 @@ describe('io.toml over four scopes', () => {
         /profile\.x\.sandbox\.access grants "full"/,
         true,
       ],
-      ['a hook', '[[hook]]\nappend = "audit.log"\n', /hook names a program to run or a route out/, false],
+      [
+        'a hook',
+        '[[hook]]\nevents = ["run-end"]\nappend = "audit.log"\n',
+        /hook names a program to run or a file to write/,
+        true,
+      ],
       ['a browser', '[browser]\nenabled = true\n', /browser names a program to run or a route out/, false],
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a TOML file's substitution, as written
       ['a command substitution', '[[policy.layer]]\nname = "${cmd:whoami}"\n', /runs a command/, false],

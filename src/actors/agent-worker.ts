@@ -90,7 +90,7 @@ export default async function hostActor(task: ActorTask | WarmTask): Promise<Run
     if (input.type === 'mail') {
       agent.wakeMail();
     } else if (input.type === 'cancel') {
-      agent.cancel();
+      agent.cancel(input.reason);
     } else if (input.type === 'halt') {
       halted = true;
       // Stops what the step started (the model call, a command, a wait on the host), and

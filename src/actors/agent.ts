@@ -40,8 +40,8 @@ export type AgentInput =
   | AgentStart
   /** A message was committed to this actor's address. */
   | { type: 'mail' }
-  /** Stop at the next step boundary and end the run as cancelled. */
-  | { type: 'cancel' }
+  /** Stop at the next step boundary and end the run as cancelled; `reason` says who asked (default: the supervisor). */
+  | { type: 'cancel'; reason?: string }
   /**
    * The tree stopped in this process (it failed, or the supervisor is closing): stop now,
    * commit nothing more, and leave the run as its last commit left it, to be resumed.

@@ -32,8 +32,10 @@ import {
   TaskContract,
 } from '../runtime/contract/contract.js';
 import { DEFAULT_SANDBOX } from '../runtime/exec/containment/boundary.js';
+import type { Executor } from '../runtime/exec/executor.js';
 import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
+import { type HookObserver, type HookSpec, hookObserver } from './hooks.js';
 import { type ConfigBody, fileSchema, knownKeys, NOT_BUILT } from './schema.js';
 import { filesIn, kindsIn, resolveText } from './substitute.js';
 import { lineOf, type ParsedFile, readToml, valueAt } from './toml.js';
@@ -113,6 +115,7 @@ export class Config {
   readonly #origins: Map<string, Origin>;
   #findings: Findings = { env: new Set(), warnings: [] };
   #guidance: InstructionFile[] = [];
+  #hooks: HookSpec[] = [];
 
   private constructor(
     root: string,
@@ -195,6 +198,7 @@ export class Config {
     const config = new Config(workspace, files, userFile, profile, data, origins);
     config.#findings = findings;
     config.#guidance = config.#readGuidance();
+    config.#hooks = config.#hookSpecs();
     for (const warning of findings.warnings)
       process.emitWarning(warning, { type: 'DeprecationWarning', code: 'IO_HARNESS_CONFIG_RENAMED' });
     return config;
@@ -247,6 +251,59 @@ export class Config {
       if (text !== '') out.push({ source: within ? relativePath : path, text });
     }
     return out;
+  }
+
+  /**
+   * The `[[hook]]` tables as specs: an audit log's path resolved against the directory of
+   * the file that named it (`~/` from the home directory), and refused inside the
+   * workspace, where an agent's writes could change the record of what it did.
+   */
+  #hookSpecs(): HookSpec[] {
+    const list = (this.#data.hook ?? []) as NonNullable<ConfigBody['hook']>;
+    return list.map((item, index) => {
+      const origin = this.#origins.get(`hook[${index}]`);
+      const from = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
+      const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
+      const append =
+        item.append === undefined
+          ? undefined
+          : item.append.startsWith('~/')
+            ? join(homedir(), item.append.slice(2))
+            : resolve(base, item.append);
+      if (append !== undefined && inside(append, this.root))
+        throw new ConfigError(
+          ErrorCode.ConfigRefused,
+          `${from}: hook[${index}].append names ${append}, inside the workspace, where the agent's own writes could change the record of what it did; keep the audit log outside (nothing of the configuration was used).`,
+          { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `hook[${index}].append` } },
+        );
+      return {
+        name: item.name ?? `hook-${index + 1}`,
+        events: [...item.events],
+        ...(append === undefined ? {} : { append }),
+        ...(item.run === undefined ? {} : { run: [...item.run] }),
+        onFailure: item.on_failure ?? 'ignore',
+        timeoutMs: Math.round((item.timeout_secs ?? 30) * 1000),
+        from,
+      };
+    });
+  }
+
+  /**
+   * The hooks, as one observer to install: `supervisor.observe(config.hooks())`. Installed
+   * that way, an audit log catches up from the store first, and a cancel hook can end a
+   * tree. With no `[[hook]]` it does nothing.
+   */
+  hooks(options: { executor?: Executor } = {}): HookObserver {
+    return hookObserver(this.#hooks, {
+      cwd: this.root,
+      scrubbed: this.scrubbedEnv(),
+      ...(options.executor ? { executor: options.executor } : {}),
+    });
+  }
+
+  /** The hooks' specs, as `hooks()` carries them out. */
+  hookSpecs(): HookSpec[] {
+    return this.#hooks.map((hook) => structuredClone(hook));
   }
 
   /** The repository's guidance read into the system block by {@link contract}: each file's name and text. */
@@ -597,7 +654,7 @@ function check(
     for (const section of NOT_BUILT)
       if (section in body) {
         const key = `${prefix}${section}`;
-        if (workspace && ['hook', 'browser', 'lsp', 'web'].includes(section))
+        if (workspace && ['browser', 'lsp', 'web'].includes(section))
           refuse(file, lineOf(lines, key), key, 'names a program to run or a route out of the boundary', userFile);
         throw new ConfigError(
           ErrorCode.ConfigInvalid,
@@ -799,6 +856,7 @@ function widening(body: Table, prefix: string, refused: (key: string, why: strin
   if (body.provider !== undefined) refused(`${prefix}provider`, 'names an endpoint a credential is sent to');
   if (body.mcp !== undefined) refused(`${prefix}mcp`, 'names a program to run or an endpoint to dial');
   if (body.toolchain !== undefined) refused(`${prefix}toolchain`, 'names programs to run');
+  if (body.hook !== undefined) refused(`${prefix}hook`, 'names a program to run or a file to write with the events');
   const policy = isTable(body.policy) ? body.policy : {};
   if (policy.base !== undefined && policy.base !== 'empty')
     refused(

@@ -6,6 +6,7 @@
  * projections in ./config.ts turn them into the typed API's camelCase.
  */
 import { z } from 'zod';
+import { EVENT_TYPES } from '../runtime/events.js';
 import { MAX_GLOB_CHARS } from '../runtime/policy/globs.js';
 
 /** Layer names decisions already use for the runtime's own: a configured layer taking one would pass for it. */
@@ -159,6 +160,48 @@ const price = z.strictObject({
     .describe('Dollars per million tokens written to the cache (default: input).'),
 });
 
+/** A hook's or a bundle's contributed name: what `<plugin>__<name>` is built from. */
+export const NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+const hook = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(NAME_PATTERN, 'a hook’s name is 1 to 64 lowercase letters, digits, _ or -')
+      .optional()
+      .describe('Its name, as a failure and a cancelled run name it (default hook-<n>).'),
+    events: z
+      .array(z.enum(['*', ...EVENT_TYPES]))
+      .min(1)
+      .describe('The event types it wants (EVENT_TYPES lists them), or ["*"] for every one.'),
+    append: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('An audit log: the file each chosen event is appended to, one JSON line.'),
+    run: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe('A program to run for each chosen event, the event in IO_HARNESS_EVENT.'),
+    on_failure: z
+      .enum(['ignore', 'cancel'])
+      .optional()
+      .describe('With run: "cancel" ends the event’s tree when the program fails (default "ignore").'),
+    timeout_secs: z
+      .number()
+      .gt(0)
+      .max(3600)
+      .optional()
+      .describe('With run: how long the program may take (default 30).'),
+  })
+  .refine((item) => (item.append === undefined) !== (item.run === undefined), {
+    message: 'a hook does one thing: append = "path" (an audit log) or run = [argv], one of the two',
+  })
+  .refine((item) => item.run !== undefined || (item.on_failure === undefined && item.timeout_secs === undefined), {
+    message: 'on_failure and timeout_secs go with run = [argv]',
+  });
+
 /** The sections a file may hold, but a profile. */
 const sections = {
   app: z.record(z.string(), z.unknown()).optional().describe('Your program’s own settings: stored, never validated.'),
@@ -174,6 +217,10 @@ const sections = {
   memory: memory.optional().describe('Durable memory between runs (on when the section is present).'),
   mcp: z.array(mcp).optional().describe('MCP servers whose tools the run is offered ([[mcp]]). User file only.'),
   skills: skills.optional().describe('Where skills are found.'),
+  hook: z
+    .array(hook)
+    .optional()
+    .describe('What to do with committed events: an audit log, a notification, a check ([[hook]]). User file only.'),
   instructions: instructions
     .optional()
     .describe('The repository’s own guidance for agents, read into the system block.'),
@@ -202,7 +249,7 @@ export type ConfigFileData = z.infer<typeof fileSchema>;
 export type ConfigBody = z.infer<typeof body>;
 
 /** Sections the reference names that are not built yet: a clear error, not a silent shrug. */
-export const NOT_BUILT = ['hook', 'plugin', 'browser', 'lsp', 'web'] as const;
+export const NOT_BUILT = ['plugin', 'browser', 'lsp', 'web'] as const;
 
 type Def = {
   type: string;

@@ -248,6 +248,58 @@ export type EventData =
 
 export type EventType = EventData['type'];
 
+/** Every committed event's type, sorted: what a hook's `events` may name. */
+export const EVENT_TYPES = [
+  'assembled',
+  'budget-clamped',
+  'budget-exhausted',
+  'cache-miss',
+  'cap-reached',
+  'contained',
+  'context-window',
+  'file-changed',
+  'gate-evaluated',
+  'gate-output',
+  'intent-finished',
+  'intent-started',
+  'lease-lost',
+  'lease-taken',
+  'memory-block',
+  'message-read',
+  'message-sent',
+  'model-escalated',
+  'model-failed',
+  'model-fallback',
+  'model-retry',
+  'plan-decided',
+  'plan-submitted',
+  'policy-decision',
+  'prefix-broke',
+  'process-containment',
+  'provider-unreachable',
+  'question-answered',
+  'refusal',
+  'run-end',
+  'run-paused',
+  'run-start',
+  'schema-invalid',
+  'spawn-queued',
+  'spawn-refused',
+  'spawn-started',
+  'spend',
+  'steered',
+  'step-end',
+  'step-rolled-back',
+  'tool-call',
+  'toolchain-checked',
+  'tools-expanded',
+] as const satisfies readonly EventType[];
+
+// A type added to EventData and not to EVENT_TYPES fails to compile here.
+type Unlisted = Exclude<EventType, (typeof EVENT_TYPES)[number]>;
+const everyTypeListed: [Unlisted] extends [never] ? true : Unlisted = true;
+void everyTypeListed;
+
 /** An event as stored and delivered. */
 export type HarnessEvent = EventData & {
   eventId: number;

@@ -395,6 +395,14 @@ export class TraceReader {
     return rows.map(toEvent);
   }
 
+  /** Events of every tree in commit order after `afterId`, at most `limit` of them: what a log catches up from. */
+  eventsAfter(afterId = 0, limit = 1000): HarnessEvent[] {
+    const rows = this.#statements
+      .get('SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?')
+      .all(afterId, Math.max(1, Math.floor(limit))) as Row[];
+    return rows.map(toEvent);
+  }
+
   account(runId: string): LedgerAccount | null {
     const row = this.#ledger.get(runId);
     return row ? toAccount(row) : null;

@@ -5,8 +5,22 @@
  */
 import type { HarnessEvent } from '../runtime/events.js';
 import type { LiveEvent } from '../runtime/live.js';
+import type { Store } from '../store/store.js';
 
-export type Observer = (event: HarnessEvent) => void;
+/**
+ * What `supervisor.observe()` hands an observer that asks for it (one with `attach`): the
+ * store, to read what was committed before it was installed, and a way to end a tree.
+ */
+export interface ObserverContext {
+  store: Store;
+  /** Cancels the tree `rootId` if this supervisor drives it; every run it ends records `reason`. */
+  cancel(rootId: string, reason: string): Promise<void>;
+}
+
+export type Observer = ((event: HarnessEvent) => void) & {
+  /** Called once by `supervisor.observe()` as the observer is installed. */
+  attach?: (context: ObserverContext) => void;
+};
 /** An observer that asked for live events as well (see runtime/live.ts): `event.live` tells them apart. */
 export type LiveObserver = (event: HarnessEvent | LiveEvent) => void;
 

@@ -259,6 +259,8 @@ interface Tree {
   settled: boolean;
   /** cancel() was called: admit nothing more, cancel every actor as it starts. */
   cancelled: boolean;
+  /** What the cancel said, handed to every actor it ends. */
+  cancelReason: string | null;
   /** The provider as handed in, keys included; null when resumed without one (the stored spec is used). */
   provider: ProviderSpec | null;
   /** Answers the policy's asks for every agent of the tree; null denies them. */
@@ -536,7 +538,31 @@ export class Supervisor {
   observe(observer: Observer, filter?: EventFilter & { live?: false }): () => void;
   observe(observer: LiveObserver, filter: EventFilter & { live: true }): () => void;
   observe(observer: Observer | LiveObserver, filter?: EventFilter): () => void {
-    return this.#bus.subscribe(observer, filter);
+    const unsubscribe = this.#bus.subscribe(observer, filter);
+    // An observer that acts (config.hooks()'s) is handed the store to catch up from and a way to end a tree.
+    (observer as Observer).attach?.({
+      store: this.store,
+      cancel: (rootId, reason) => this.cancel(rootId, { reason }),
+    });
+    return unsubscribe;
+  }
+
+  /**
+   * Stops every agent of the tree `rootId` at its next step boundary and cancels what is
+   * queued, as its handle's cancel() does; `reason` is what each run's end records (the
+   * default names the supervisor). A tree this supervisor is not driving, or one that has
+   * settled, is left as it is.
+   */
+  async cancel(rootId: string, options: { reason?: string } = {}): Promise<void> {
+    this.#assertRunning();
+    const tree = this.#trees.get(rootId);
+    if (!tree || tree.settled || tree.cancelled) return;
+    const reason = typeof options.reason === 'string' && options.reason.trim() !== '' ? options.reason : undefined;
+    tree.cancelled = true;
+    tree.cancelReason = reason ?? null;
+    tree.abort.abort();
+    for (const slot of tree.slots.values()) this.#post(slot, { type: 'cancel', ...(reason ? { reason } : {}) });
+    await this.#cancelQueued(tree);
   }
 
   /** Whether anyone listens to live events: an observer that asked, or a diagnostics channel subscriber. */
@@ -782,6 +808,7 @@ export class Supervisor {
       waiters: new Map(),
       settled: false,
       cancelled: false,
+      cancelReason: null,
       provider,
       approver,
       reviewer,
@@ -803,14 +830,7 @@ export class Supervisor {
     return {
       rootId: tree.rootId,
       result: tree.result,
-      cancel: async () => {
-        this.#assertRunning();
-        if (tree.settled) return;
-        tree.cancelled = true;
-        tree.abort.abort();
-        for (const slot of tree.slots.values()) this.#post(slot, { type: 'cancel' });
-        await this.#cancelQueued(tree);
-      },
+      cancel: () => this.cancel(tree.rootId),
     };
   }
 
@@ -884,7 +904,8 @@ export class Supervisor {
       (exit) => this.#onRunExit(slot, exit),
       (error: Error) => this.#onActorDied(slot, error),
     );
-    if (tree.cancelled) this.#post(slot, { type: 'cancel' });
+    if (tree.cancelled)
+      this.#post(slot, { type: 'cancel', ...(tree.cancelReason ? { reason: tree.cancelReason } : {}) });
   }
 
   /** The tool `name` of the tree whose run `runId` this actor drives, or what the model is told when there is none. */

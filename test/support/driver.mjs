@@ -7,9 +7,10 @@
 // With `workspace: { goal, root, policy?, context?, memory?, budget? }` the tree is a workspace run (policy 'permissive',
 // the default, or 'default'; context, memory and budget as withContext, withMemory and withBudget take them); `approver: 'defer' | 'approve'` answers the policy's asks.
 // With `tools: 'file#export'` the tree gets the tools that export of scripts/<file>.mjs makes (or resolves to)
-// (called with `toolOptions`), on run and on resume alike.
+// (called with `toolOptions`), on run and on resume alike. With `hooks: { root, userFile }` the hooks of that
+// configuration observe the tree.
 import { fileURLToPath } from 'node:url';
-import { CallbackApprover, OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
+import { CallbackApprover, Config, OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
 import { ScriptedModelServer } from '../../dist/testing/index.js';
 
 const config = JSON.parse(process.argv[2]);
@@ -19,6 +20,8 @@ const supervisor = await Supervisor.start(store, { ...(config.supervisor ?? {}),
 supervisor.observe((event) => {
   if (event.type === 'step-end') say({ ack: [event.runId, event.seq] });
 });
+// With `hooks: { root, userFile }` the configuration's hooks are installed, as an embedder would.
+if (config.hooks) supervisor.observe(Config.discover(config.hooks.root, { userFile: config.hooks.userFile }).hooks());
 let server = null;
 let provider;
 if (config.wireScript) {

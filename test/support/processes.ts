@@ -94,6 +94,8 @@ export interface DriverConfig {
   /** `file#export`: the tools that export of scripts/<file>.mjs makes, given to run and resume. */
   tools?: string;
   toolOptions?: Record<string, unknown>;
+  /** Install the hooks of the configuration of `root` with this user file. */
+  hooks?: { root: string; userFile: string };
 }
 
 export interface DriverLine {

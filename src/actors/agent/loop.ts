@@ -75,6 +75,8 @@ export class AgentRun implements RunContext {
   #run: RunRecord | null = null;
   #seq = 0;
   #cancelled = false;
+  /** What ended the run when it is cancelled: the supervisor, or what asked it to (a hook, by name). */
+  #cancelReason = 'cancelled by the supervisor';
   #contract: ContractData | null = null;
   #policyData: PolicyData | null = null;
   /**
@@ -136,7 +138,8 @@ export class AgentRun implements RunContext {
   }
 
   /** Stop at the next step boundary (and stop what the step started) and end the run as cancelled. */
-  cancel(): void {
+  cancel(reason?: string): void {
+    if (!this.#cancelled && reason) this.#cancelReason = reason;
     this.#cancelled = true;
     this.#abort.abort();
     this.#mail.wake();
@@ -332,7 +335,7 @@ export class AgentRun implements RunContext {
     let pending: RestoredRun['draft'] = restored.draft;
 
     for (;;) {
-      if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
+      if (this.#cancelled) return this.#end('cancelled', this.#cancelReason);
       // A step whose effects had begun (a journaled command, a pause) acts on the completion it had;
       // it was admitted when it began, so the time it spent paused is not charged.
       const replay = pending && pending.seq === this.#seq ? pending : null;
@@ -417,7 +420,7 @@ export class AgentRun implements RunContext {
           if (missed) assembled.push(missed);
         }
       } catch (error) {
-        if (this.#cancelled) return this.#end('cancelled', 'cancelled by the supervisor');
+        if (this.#cancelled) return this.#end('cancelled', this.#cancelReason);
         const overdue = this.#deadline.overdue;
         if (overdue) {
           // The deadline aborted the call: the step is not committed, as when a call fails; earlier tries are in the trace.
@@ -529,7 +532,7 @@ export class AgentRun implements RunContext {
         }
         const halt: Halt | undefined = result.halt;
         if (halt?.kind === 'pause' && this.#cancelled) {
-          stopReason = 'cancelled by the supervisor';
+          stopReason = this.#cancelReason;
           break;
         }
         if (halt?.kind === 'pause') {
@@ -547,7 +550,7 @@ export class AgentRun implements RunContext {
         }
         if (halt?.kind === 'stop') {
           // Ended by a person (a cancel, a cancelled plan, an aborted command): the step commits what it did.
-          stopReason = halt.reason;
+          stopReason = halt === people.CANCELLED ? this.#cancelReason : halt.reason;
           break;
         }
         if (result.refusal) {
@@ -597,9 +600,7 @@ export class AgentRun implements RunContext {
         // reach say so.
         const reason =
           stopReason ??
-          (overdue
-            ? `the wallMs ceiling of run ${overdue.account} was reached during a step`
-            : 'cancelled by the supervisor');
+          (overdue ? `the wallMs ceiling of run ${overdue.account} was reached during a step` : this.#cancelReason);
         for (const call of completion.toolCalls.slice(observations.filter((o) => !o.name.startsWith('@')).length)) {
           observations.push({
             callId: call.id,

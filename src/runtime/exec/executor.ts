@@ -19,7 +19,7 @@ import {
 } from './run-command.js';
 
 /** What a command is started for. */
-export type CommandPurpose = 'exec' | 'shell' | 'shell_start' | 'gate' | 'checker' | 'probe';
+export type CommandPurpose = 'exec' | 'shell' | 'shell_start' | 'gate' | 'checker' | 'probe' | 'hook';
 
 /** A command to run to its end. */
 export interface CommandRequest extends CommandOptions {
