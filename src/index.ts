@@ -7,6 +7,7 @@
 export type { Isolation } from './actors/agent.js';
 export type { Clock } from './clock.js';
 export { systemClock } from './clock.js';
+export type { BundleBin, BundleProblem, LoadedBundle, PromptTemplate } from './config/bundles.js';
 export type { ConfigScope, DiscoverOptions, ValueOrigin } from './config/config.js';
 export { Config, defaultUserFile } from './config/config.js';
 export type { HookFailure, HookObserver, HookSpec } from './config/hooks.js';
@@ -24,6 +25,7 @@ export {
 } from './errors.js';
 // Types only: the MCP client itself is io-harness/mcp, so the core never loads the protocol's SDK.
 export type { McpServerSpec } from './mcp/spec.js';
+export type { AgentDefinition, AgentDeny } from './runtime/agents.js';
 export type { Budget, Ceilings, Clamp } from './runtime/budget.js';
 export type { ContextData } from './runtime/context/assembler.js';
 export type { Rung, RungOptions } from './runtime/context/rungs.js';

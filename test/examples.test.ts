@@ -69,6 +69,17 @@ describe('the README and the demo', () => {
     expect(guide).toContain(readFileSync(new URL('../examples/memory/main.mjs', import.meta.url), 'utf8'));
   });
 
+  it("runs the bundles guide's example: AGENTS.md read, a bundle's agent started by name, its deny rule, an audit log", () => {
+    const out = run('config/main.mjs', tempStorePath());
+    expect(out).toContain('outcome: finished');
+    expect(out).toContain('guidance: AGENTS.md');
+    expect(out).toContain('agent: root.kit__reviewer finished');
+    expect(out).toContain('refused by kit__reviewer: write notes.txt is denied');
+    expect(out).toContain('audit: run-start, run-start, refusal, run-end, run-end');
+    const guide = readFileSync(new URL('../docs/guides/bundles.md', import.meta.url), 'utf8');
+    expect(guide).toContain(readFileSync(new URL('../examples/config/main.mjs', import.meta.url), 'utf8'));
+  });
+
   it('runs the demo: a root, eight workers messaging each other, the ledger and the trace', () => {
     const out = run('demo.mjs');
     expect(out).toMatch(/outcome: finished — All 8 workers reported/);

@@ -5,12 +5,12 @@
  * every chosen event once, in commit order, across a SIGKILL and a resume. Hooks live in
  * the user file: both workspace files are refused them.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Config, ConfigError, type HarnessEvent, Store } from '../dist/index.js';
 import { Driver, tempStorePath } from './support/processes.js';
-import { later, serve, setEnv, supervisorOnStore, tempWorkspace } from './support/workspace.js';
+import { later, runScript, serve, setEnv, supervisorOnStore, tempWorkspace } from './support/workspace.js';
 
 let cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -32,7 +32,7 @@ const reader = () => ({ text: 'reading', toolCalls: [{ name: 'read_file', args: 
 describe('hooks', () => {
   it('ends a tree when a cancel hook’s check fails, the hook named in the trace; a notification gets the event, contained', async () => {
     setEnv({ LC_IO_HARNESS_TEST_HOOKVAR: 'hook-secret-11' });
-    const out = join(tempWorkspace(), 'notified.txt');
+    const outside = join(tempWorkspace(), 'escaped.txt');
     const { root, userFile } = fixture(
       [
         '[app]',
@@ -46,9 +46,15 @@ describe('hooks', () => {
         '[[hook]]',
         'name = "notify"',
         'events = ["run-start", "run-end"]',
-        `run = ["sh", "-c", "printf '%s %s %s\\\\n' \\"$IO_HARNESS_HOOK\\" \\"$IO_HARNESS_EVENT_TYPE\\" \\"\${LC_IO_HARNESS_TEST_HOOKVAR:-withheld}\\" >> ${out}"]`,
+        `run = ["sh", "-c", "printf '%s %s %s\\\\n' \\"$IO_HARNESS_HOOK\\" \\"$IO_HARNESS_EVENT_TYPE\\" \\"\${LC_IO_HARNESS_TEST_HOOKVAR:-withheld}\\" >> notified.txt"]`,
+        // Contained as the run's commands are: a write outside the workspace is refused.
+        '[[hook]]',
+        'name = "escape"',
+        'events = ["run-start"]',
+        `run = ["sh", "-c", "echo out > ${outside}"]`,
       ].join('\n'),
     );
+    const out = join(root, 'notified.txt');
     const config = Config.discover(root, { userFile });
     const { store, supervisor } = await supervisorOnStore();
     const hooks = config.hooks();
@@ -70,7 +76,10 @@ describe('hooks', () => {
     expect(end.reason).toContain(`cancelled by the hook "lint" (${userFile}:3)`);
     expect(end.reason).toContain('lint: 3 problems');
     expect(store.run(handle.rootId)?.status).toBe('cancelled');
-    expect(hooks.failures[0]).toMatchObject({ hook: 'lint', rootId: handle.rootId });
+    expect(hooks.failures.find((failure) => failure.hook === 'lint')).toMatchObject({ rootId: handle.rootId });
+    expect(hooks.failures.find((failure) => failure.hook === 'escape')?.message).toMatch(/exited with status/);
+    expect(existsSync(outside)).toBe(false);
+    await hooks.close();
     // The notification ran for each chosen event, in order, with the event and without the scrubbed variable.
     expect(readFileSync(out, 'utf8')).toBe('notify run-start withheld\nnotify run-end withheld\n');
   });
@@ -134,6 +143,63 @@ describe('hooks', () => {
     const { supervisor } = await supervisorOnStore();
     supervisor.observe(Config.discover(root, { userFile }).hooks());
     expect(readFileSync(audit, 'utf8')).toBe(`${lines.join('\n')}\n`);
+  });
+
+  it('runs a relative program from the user file’s directory, never the workspace’s copy', async () => {
+    const { root, home, userFile } = fixture(
+      '[[hook]]\nevents = ["run-start"]\nrun = ["scripts/notify.sh"]\non_failure = "cancel"\n',
+      { 'scripts/notify.sh': '#!/bin/sh\necho repo >> notified.txt\n' },
+    );
+    mkdirSync(join(home, 'scripts'));
+    writeFileSync(join(home, 'scripts', 'notify.sh'), '#!/bin/sh\necho user >> notified.txt\n');
+    chmodSync(join(home, 'scripts', 'notify.sh'), 0o755);
+    chmodSync(join(root, 'scripts', 'notify.sh'), 0o755);
+    const config = Config.discover(root, { userFile });
+    expect(config.hookSpecs()[0]?.run).toEqual([join(home, 'scripts', 'notify.sh')]);
+    const { supervisor } = await supervisorOnStore();
+    const hooks = config.hooks();
+    supervisor.observe(hooks);
+    const { provider } = await serve(() => ({ text: 'done' }));
+    expect((await supervisor.run({ ...config.runOptions('answer'), provider }).result).status).toBe('finished');
+    await hooks.close();
+    expect(readFileSync(join(root, 'notified.txt'), 'utf8')).toBe('user\n');
+  });
+
+  it('writes each event once whatever observes the file: two observers, and a line longer than the tail read', {
+    timeout: 60_000,
+  }, async () => {
+    const audit = join(tempWorkspace(), 'audit.jsonl');
+    const { root, userFile } = fixture(`[[hook]]\nevents = ["run-start"]\nappend = ${JSON.stringify(audit)}\n`);
+    const { store, supervisor } = await supervisorOnStore();
+    supervisor.observe(Config.discover(root, { userFile }).hooks());
+    supervisor.observe(Config.discover(root, { userFile }).hooks());
+    const { provider } = await serve(() => ({ text: 'done' }));
+    // A task of 100 KB: its run-start line, the log's last, is longer than the tail a log is read back by.
+    const config = Config.discover(root, { userFile });
+    const handle = supervisor.run({ ...config.runOptions(`answer ${'x'.repeat(100_000)}`), provider });
+    expect((await handle.result).status).toBe('finished');
+    const ids = () =>
+      readFileSync(audit, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as HarnessEvent).eventId);
+    const expected = store
+      .treeEvents(handle.rootId)
+      .filter((event) => event.type === 'run-start')
+      .map((event) => event.eventId);
+    expect(ids()).toEqual(expected);
+    // Another process installs the hook on the same store: it reads the log back and appends nothing twice.
+    const out = await runScript(`
+      import { Config, Store, Supervisor } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)};
+      const store = await Store.open(${JSON.stringify(store.path)});
+      const supervisor = await Supervisor.start(store);
+      supervisor.observe(Config.discover(${JSON.stringify(root)}, { userFile: ${JSON.stringify(userFile)} }).hooks());
+      await supervisor.close();
+      store.close();
+      console.log('observed');
+    `);
+    expect(out).toContain('observed');
+    expect(ids()).toEqual(expected);
   });
 
   it('refuses hooks in both workspace files, an audit log inside the workspace, and a hook that does two things', () => {

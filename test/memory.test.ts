@@ -67,7 +67,9 @@ async function run(
   const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
   const contract = TaskContract.workspace(options.goal ?? 'keep notes', root)
     .withMemory(options.memory ?? {})
-    .withContext({ window: 16_000, ...(options.context ?? {}) });
+    .withContext({ window: 16_000, ...(options.context ?? {}) })
+    // A script that starts over after a fold would loop: a ceiling ends it as a failure instead.
+    .withBudget({ steps: 60 });
   const result = await runWith(contract, provider, trace, Policy.default());
   expect(result.outcome.kind, JSON.stringify(result.outcome)).toBe('finished');
   return { result, server, results: results(server), system: systemOf(server.calls[0] as ScriptedCall) };
@@ -263,7 +265,8 @@ describe('durable memory', () => {
     const { server, result } = await run(trace, root, reads, {
       goal: 'look through the numbers',
       memory: { share: 0.3 },
-      context: { reduce: true },
+      // A window the tools, the block and a few reads fill: the reads push it over, and halving the block makes room.
+      context: { reduce: true, window: 16_400 },
     });
     const steps = trace.steps(result.runId);
     const compaction = steps.find((step) => step.observations[0]?.name === '@compact');

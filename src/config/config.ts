@@ -15,12 +15,13 @@
  * checked on its own, with its own lines, before anything is merged, and no partial
  * configuration is ever used: the first problem throws.
  */
-import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { z } from 'zod';
-import { ConfigError, ErrorCode, HarnessError } from '../errors.js';
+import { ConfigError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
+import type { AgentDefinition } from '../runtime/agents.js';
 import type { PriceTable } from '../runtime/budget.js';
 import { type ContextData, DEFAULT_SHARE } from '../runtime/context/assembler.js';
 import { DEFAULT_MEMORY_CAP, DEFAULT_MEMORY_SHARE } from '../runtime/context/memory.js';
@@ -35,7 +36,9 @@ import { DEFAULT_SANDBOX } from '../runtime/exec/containment/boundary.js';
 import type { Executor } from '../runtime/exec/executor.js';
 import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
-import { type HookObserver, type HookSpec, hookObserver } from './hooks.js';
+import type { SkillRoot } from '../runtime/skills.js';
+import { type BundleBin, type BundleProblem, type LoadedBundle, loadBundle, type PromptTemplate } from './bundles.js';
+import { type HookObserver, type HookSpec, hookObserver, programFrom } from './hooks.js';
 import { type ConfigBody, fileSchema, knownKeys, NOT_BUILT } from './schema.js';
 import { filesIn, kindsIn, resolveText } from './substitute.js';
 import { lineOf, type ParsedFile, readToml, valueAt } from './toml.js';
@@ -95,6 +98,8 @@ interface ScopeFile {
   lines: ReadonlyMap<string, number>;
   /** The keys a substitution replaced (their paths in the file), each with its value as written. */
   written?: ReadonlyMap<string, unknown>;
+  /** The file's data as written, before substitution. */
+  shown?: Table;
 }
 
 /** What reading the files found besides the values: the variables substitutions read, and renamed keys. */
@@ -115,7 +120,11 @@ export class Config {
   readonly #origins: Map<string, Origin>;
   #findings: Findings = { env: new Set(), warnings: [] };
   #guidance: InstructionFile[] = [];
+  /** The merged data as the files wrote it (no substitution resolved): what explaining shows. */
+  #shown: Table | null = null;
   #hooks: HookSpec[] = [];
+  #bundles: LoadedBundle[] = [];
+  #problems: BundleProblem[] = [];
 
   private constructor(
     root: string,
@@ -141,6 +150,20 @@ export class Config {
    * const result = await runWith(config.contract('fix the failing test'), config.provider(), store, config.policy());
    */
   static discover(root: string, options: DiscoverOptions = {}): Config {
+    try {
+      return Config.#discover(root, options);
+    } catch (error) {
+      if (HarnessError.isInstance(error)) throw error;
+      // Whatever the files held, the caller gets the one error class: what failed, and that nothing was used.
+      throw new ConfigError(
+        ErrorCode.ConfigInvalid,
+        `Config.discover(${JSON.stringify(root)}): the configuration could not be read (${error instanceof Error ? error.message : String(error)}); nothing of it was used.`,
+        { cause: error },
+      );
+    }
+  }
+
+  static #discover(root: string, options: DiscoverOptions): Config {
     if (typeof root !== 'string' || root === '')
       throw new ConfigError(
         ErrorCode.ConfigInvalid,
@@ -171,9 +194,20 @@ export class Config {
       if (!present) continue;
       const parsed = readToml(file, { noLinks: scope !== 'user' });
       findings.warnings.push(...renameOld(parsed));
-      const written = check(parsed, scope, userFile ?? defaultUserFile(), workspace, options.profile, findings);
-      Config.#project(parsed, workspace);
-      read.push({ scope, ...parsed, written });
+      const { written, resolved, raw } = check(
+        parsed,
+        scope,
+        userFile ?? defaultUserFile(),
+        workspace,
+        options.profile,
+        findings,
+      );
+      try {
+        Config.#project(parsed, workspace);
+      } catch (error) {
+        throw redacted(error, resolved);
+      }
+      read.push({ scope, ...parsed, written, shown: raw });
     }
     let profile: string | null = null;
     if (options.profile !== undefined) {
@@ -189,16 +223,24 @@ export class Config {
     // Each file in order, its chosen profile straight after it: a workspace file still narrows what a user's profile chose.
     const data: Table = {};
     const origins = new Map<string, Origin>();
-    for (const item of read) {
-      const { profile: profiles, ...body } = item.data;
-      merge(data, body, item, '', '', origins, userFile);
-      const chosen = profile === null ? undefined : (profiles as Record<string, Table> | undefined)?.[profile];
-      if (chosen) merge(data, chosen, item, '', `profile.${profile}`, origins, userFile);
-    }
+    // The same merge of the files as they were written, before substitution: what explaining shows.
+    const shown: Table = {};
+    for (const item of read)
+      for (const [target, source, into] of [
+        [data, item.data, origins],
+        [shown, item.shown ?? item.data, new Map<string, Origin>()],
+      ] as const) {
+        const { profile: profiles, ...body } = source;
+        merge(target, body, item, '', '', into, userFile);
+        const chosen = profile === null ? undefined : (profiles as Record<string, Table> | undefined)?.[profile];
+        if (chosen) merge(target, chosen, item, '', `profile.${profile}`, into, userFile);
+      }
     const config = new Config(workspace, files, userFile, profile, data, origins);
+    config.#shown = shown;
     config.#findings = findings;
     config.#guidance = config.#readGuidance();
     config.#hooks = config.#hookSpecs();
+    config.#loadBundles();
     for (const warning of findings.warnings)
       process.emitWarning(warning, { type: 'DeprecationWarning', code: 'IO_HARNESS_CONFIG_RENAMED' });
     return config;
@@ -221,6 +263,20 @@ export class Config {
       const where = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
       const fromWorkspace = origin?.scope !== 'user';
       const path = name.startsWith('~/') ? join(homedir(), name.slice(2)) : resolve(this.root, name);
+      const bad = (why: string) =>
+        new ConfigError(
+          ErrorCode.ConfigInvalid,
+          `${where}: instructions.files[${index}]: ${path} ${why}; name a regular file of guidance, or set files = [] to put none in (nothing of the configuration was used).`,
+          { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `instructions.files[${index}]` } },
+        );
+      let there: ReturnType<typeof statSync> | undefined;
+      try {
+        there = statSync(path, { throwIfNoEntry: false });
+      } catch (error) {
+        throw bad(`cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+      // Not there (a link to nothing included): skipped, as the default AGENTS.md is when a repository has none.
+      if (!there) continue;
       const within = inside(path, this.root);
       if (!within && fromWorkspace)
         throw new ConfigError(
@@ -228,18 +284,11 @@ export class Config {
           `${where}: instructions.files[${index}] names ${JSON.stringify(name)}, outside the workspace; a file inside the workspace may only name the workspace's own guidance. If you mean it, name it in your user file, ${this.userFile ?? defaultUserFile()} (nothing of the configuration was used).`,
           { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `instructions.files[${index}]` } },
         );
-      if (!existsSync(path)) continue;
+      // By its real path: a link (AGENTS.md to CLAUDE.md, say) is read as what it leads to, decided as that.
       const relativePath = relative(realTarget(this.root), realTarget(path));
       if (within && policy.decide({ kind: 'read', path: relativePath }, this.root).effect !== 'allow') continue;
-      const bad = (why: string) =>
-        new ConfigError(
-          ErrorCode.ConfigInvalid,
-          `${where}: instructions.files[${index}]: ${path} ${why}; name a regular file of guidance, or set files = [] to put none in (nothing of the configuration was used).`,
-          { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `instructions.files[${index}]` } },
-        );
-      if (within && lstatSync(path).isSymbolicLink()) throw bad('is a symbolic link');
-      if (!statSync(path).isFile()) throw bad('is not a regular file');
-      if (statSync(path).size > MAX_INSTRUCTION_CHARS * 4) throw bad(`is above ${MAX_INSTRUCTION_CHARS * 4} bytes`);
+      if (!there.isFile()) throw bad('is not a regular file');
+      if (there.size > MAX_INSTRUCTION_CHARS * 4) throw bad(`is above ${MAX_INSTRUCTION_CHARS * 4} bytes`);
       const text = readFileSync(path, 'utf8')
         .replace(/^\uFEFF/, '')
         .trimEnd();
@@ -280,7 +329,7 @@ export class Config {
         name: item.name ?? `hook-${index + 1}`,
         events: [...item.events],
         ...(append === undefined ? {} : { append }),
-        ...(item.run === undefined ? {} : { run: [...item.run] }),
+        ...(item.run === undefined ? {} : { run: programFrom(item.run, base) }),
         onFailure: item.on_failure ?? 'ignore',
         timeoutMs: Math.round((item.timeout_secs ?? 30) * 1000),
         from,
@@ -294,16 +343,20 @@ export class Config {
    * tree. With no `[[hook]]` it does nothing.
    */
   hooks(options: { executor?: Executor } = {}): HookObserver {
-    return hookObserver(this.#hooks, {
+    const sandbox = this.sandbox();
+    return hookObserver(this.hookSpecs(), {
       cwd: this.root,
       scrubbed: this.scrubbedEnv(),
+      // Contained as the run's own commands are: the same sandbox and policy.
+      sandbox: { ...DEFAULT_SANDBOX, ...(sandbox ?? {}) } as never,
+      policy: this.policy(),
       ...(options.executor ? { executor: options.executor } : {}),
     });
   }
 
-  /** The hooks' specs, as `hooks()` carries them out. */
+  /** The hooks' specs, as `hooks()` carries them out: the configuration's, then each bundle's. */
   hookSpecs(): HookSpec[] {
-    return this.#hooks.map((hook) => structuredClone(hook));
+    return [...this.#hooks, ...this.#bundles.flatMap((bundle) => bundle.hooks)].map((hook) => structuredClone(hook));
   }
 
   /** The repository's guidance read into the system block by {@link contract}: each file's name and text. */
@@ -391,7 +444,8 @@ export class Config {
     if (value === undefined) return null;
     const origin = this.#origins.get(normalKey(key));
     if (!origin) return null;
-    return { key: normalKey(key), value: origin.written ?? value, ...origin };
+    const shown = this.#shown ? valueAt(this.#shown, normalKey(key)) : value;
+    return { key: normalKey(key), ...origin, value: structuredClone(shown) };
   }
 
   /** Every value the configuration holds, each with its file and line: what `npx io-harness config explain` prints. */
@@ -407,9 +461,10 @@ export class Config {
         return;
       }
       const origin = this.#origins.get(path);
-      if (origin) out.push({ key: path, value: origin.written ?? value, ...origin });
+      if (origin) out.push({ key: path, ...origin, value });
     };
-    walk(this.#data, '');
+    // The files as they wrote it: a substituted value is shown as written, never resolved.
+    walk(this.#shown ?? this.#data, '');
     return out;
   }
 
@@ -431,7 +486,16 @@ export class Config {
       name: layer.name,
       rules: (layer.rule ?? []).map((rule) => ({ effect: rule.effect, act: rule.act, pattern: rule.pattern })),
     }));
-    return Policy.from({ layers: [...base.toJSON().layers, ...layers] });
+    // Each bundle's deny rules are a layer of its own, named for it: a refusal says which bundle made it.
+    const bundles: PolicyLayer[] = this.#bundles
+      .map((bundle) => ({
+        name: `${bundle.name}__deny`,
+        rules: (['read', 'write', 'exec', 'net'] as const).flatMap((act) =>
+          bundle.deny[act].map((pattern) => ({ effect: 'deny' as const, act, pattern })),
+        ),
+      }))
+      .filter((layer) => layer.rules.length > 0);
+    return Policy.from({ layers: [...base.toJSON().layers, ...layers, ...bundles] });
   }
 
   /** The model to run with, and its fallbacks in order (a fallback spec when there are several); null when none is set. */
@@ -533,17 +597,126 @@ export class Config {
             ...(item.cwd ? { cwd: item.cwd } : {}),
           },
     );
-    return checkSpecs(specs, '[[mcp]]');
+    return checkSpecs([...specs, ...this.#bundles.flatMap((bundle) => bundle.mcp)], '[[mcp]]');
   }
 
-  /** The skill roots, each resolved against the directory of the file that named it. */
-  skills(): string[] {
+  /**
+   * The skill roots, each resolved against the directory of the file that named it, then
+   * each bundle's, as `{ root, namespace }` (its skills are named `<plugin>__<skill>`).
+   */
+  skills(): SkillRoot[] {
     const roots = ((this.#data.skills as ConfigBody['skills'])?.roots ?? []) as string[];
-    return roots.map((root, index) => {
+    const own = roots.map((root, index) => {
       const origin = this.#origins.get(`skills.roots`) ?? this.#origins.get(`skills.roots[${index}]`);
       const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
       return resolve(base, root);
     });
+    return [...own, ...this.#bundles.flatMap((bundle) => bundle.skills.map((skill) => ({ ...skill })))];
+  }
+
+  /** The agent roster the bundles contribute (`<plugin>__<agent>`), as `supervisor.run({ agents })` takes it. */
+  agents(): AgentDefinition[] {
+    return this.#bundles.flatMap((bundle) => structuredClone(bundle.agents));
+  }
+
+  /** The prompt templates the bundles ship (`<plugin>__<template>`). */
+  templates(): PromptTemplate[] {
+    return this.#bundles.flatMap((bundle) => bundle.templates.map((item) => ({ ...item })));
+  }
+
+  /**
+   * A template's text with each `{{name}}` replaced by `values[name]`; a placeholder with no
+   * value is an error naming it, as is a template no bundle ships.
+   */
+  template(name: string, values: Record<string, string> = {}): string {
+    const found = this.templates().find((item) => item.name === name);
+    if (!found)
+      throw new InvalidArgumentError(
+        `config.template: no template ${JSON.stringify(name)}; the bundles ship ${
+          this.templates()
+            .map((item) => item.name)
+            .join(', ') || 'none'
+        }.`,
+      );
+    return found.text.replace(/\{\{\s*([A-Za-z_][\w-]*)\s*\}\}/g, (_, key: string) => {
+      const value = values[key];
+      if (typeof value !== 'string')
+        throw new InvalidArgumentError(`config.template(${JSON.stringify(name)}): give a value for {{${key}}}.`);
+      return value;
+    });
+  }
+
+  /**
+   * The executables the bundles ship (`<plugin>__<bin>`, with their paths): a declaration,
+   * not a grant. Where they go on a PATH, and whether the policy lets an agent run one, is
+   * yours to decide.
+   */
+  bins(): BundleBin[] {
+    return this.#bundles.flatMap((bundle) => bundle.bins.map((item) => ({ ...item })));
+  }
+
+  /** The bundles that loaded, each with what it contributed, namespaced. */
+  bundles(): LoadedBundle[] {
+    return structuredClone(this.#bundles);
+  }
+
+  /**
+   * What went wrong with the bundles: one dropped whole (`dropped: true`), or a contribution
+   * refused (a workspace-declared bundle's hook, MCP server or bin). Never fatal; a
+   * contract from {@link contract} records each as a `bundle-problem` event.
+   */
+  problems(): BundleProblem[] {
+    return this.#problems.map((problem) => ({ ...problem }));
+  }
+
+  /**
+   * Everything `supervisor.run()` takes from the configuration, for `goal`: the contract,
+   * the provider (when one is configured), the policy, and the MCP servers, skills and
+   * agent roster (the bundles' included), each only when there is some.
+   */
+  runOptions(goal: string): {
+    contract: TaskContract;
+    policy: Policy;
+    provider?: ProviderSpec;
+    mcp?: McpServerSpec[];
+    skills?: SkillRoot[];
+    agents?: AgentDefinition[];
+  } {
+    const provider = this.provider();
+    const mcp = this.mcp();
+    const skills = this.skills();
+    const agents = this.agents();
+    return {
+      contract: this.contract(goal),
+      policy: this.policy(),
+      ...(provider ? { provider } : {}),
+      ...(mcp.length > 0 ? { mcp } : {}),
+      ...(skills.length > 0 ? { skills } : {}),
+      ...(agents.length > 0 ? { agents } : {}),
+    };
+  }
+
+  /** Reads the bundles `[[plugin]]` names, in order: each loaded, or dropped and reported. */
+  #loadBundles(): void {
+    const entries = (this.#data.plugin ?? []) as NonNullable<ConfigBody['plugin']>;
+    const taken = new Set<string>();
+    for (const [index, entry] of entries.entries()) {
+      const origin = this.#origins.get(`plugin[${index}]`);
+      const declaredIn = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
+      const fromWorkspace = origin?.scope !== 'user';
+      const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
+      const dir = entry.path.startsWith('~/') ? join(homedir(), entry.path.slice(2)) : resolve(base, entry.path);
+      const { bundle, problems } = loadBundle(dir, { fromWorkspace, declaredIn, root: this.root, taken });
+      this.#problems.push(...problems);
+      if (!bundle) continue;
+      taken.add(bundle.name);
+      this.#bundles.push(bundle);
+    }
+    for (const problem of this.#problems)
+      process.emitWarning(`${problem.file}: ${problem.plugin}: ${problem.message}`, {
+        type: 'IoHarnessBundleWarning',
+        code: problem.dropped ? 'IO_HARNESS_BUNDLE_DROPPED' : 'IO_HARNESS_BUNDLE_REFUSED',
+      });
   }
 
   /** The toolchain commands, as `withToolchain` takes them; null when none are set. */
@@ -569,6 +742,7 @@ export class Config {
       ...(toolchain ? { toolchain: toolchain as never } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),
       ...(this.#guidance.length > 0 ? { instructions: this.instructions() } : {}),
+      ...(this.#problems.length > 0 ? { bundleProblems: this.problems() } : {}),
     });
   }
 }
@@ -643,13 +817,36 @@ function check(
   root: string,
   profile: string | undefined,
   findings: Findings,
-): Map<string, unknown> {
+): { written: Map<string, unknown>; resolved: [string, string][]; raw: Table } {
   const { file, data, lines } = parsed;
   const at = (key: string) => `${file}:${lineOf(lines, key) ?? 1}`;
   const workspace = scope === 'project' || scope === 'local';
   const bodies: [string, Table][] = [['', data]];
   for (const [name, body] of Object.entries(isTable(data.profile) ? data.profile : {}))
     if (isTable(body)) bodies.push([`profile.${name}.`, body]);
+  // A NUL cannot be in a path, a name or an argv, and a value with one only ever fails later and less clearly.
+  const nul = (value: unknown, path: string): string | null => {
+    if (typeof value === 'string') return value.includes('\0') ? path : null;
+    if (Array.isArray(value)) {
+      for (const [index, item] of value.entries()) {
+        const found = nul(item, `${path}[${index}]`);
+        if (found) return found;
+      }
+    } else if (isTable(value))
+      for (const [key, item] of Object.entries(value)) {
+        const here = path ? `${path}.${key}` : key;
+        const found = key.includes('\0') ? here : nul(item, here);
+        if (found) return found;
+      }
+    return null;
+  };
+  const withNul = nul(data, '');
+  if (withNul !== null)
+    throw new ConfigError(
+      ErrorCode.ConfigInvalid,
+      `${at(withNul)}: ${withNul.replace(/\0/g, '\\0')} holds a NUL character, which no path, name or command may; remove it (nothing of the configuration was used).`,
+      { details: { file, line: lineOf(lines, withNul), key: withNul } },
+    );
   for (const [prefix, body] of bodies)
     for (const section of NOT_BUILT)
       if (section in body) {
@@ -683,9 +880,12 @@ function check(
         if (!inside(path, root))
           refuse(file, lineOf(lines, key), key, `reads ${path}, outside the workspace`, userFile);
     });
+  const raw = structuredClone(data);
   const written = new Map<string, unknown>();
+  // Each value a substitution resolved, with what the file wrote: an error past here shows the latter.
+  const resolved: [string, string][] = [];
   const chosen = profile === undefined ? null : `profile.${profile}`;
-  substitutions(data, '', (key, text, arrays) => {
+  substitutions(data, '', (key, text, arrays, parts) => {
     if (key.startsWith('profile.') && (chosen === null || !(key === chosen || key.startsWith(`${chosen}.`)))) return;
     const result = resolveText(text, file);
     if (!result.ok)
@@ -698,8 +898,41 @@ function check(
     for (const [path, array] of arrays) if (!written.has(path)) written.set(path, structuredClone(array));
     written.set(key, text);
     for (const name of result.env) findings.env.add(name);
-    setAt(data, key, result.value);
+    setAt(data, parts, result.value);
+    resolved.push([result.value, text], ...result.pieces);
   });
+  try {
+    checkResolved(parsed, workspace, bodies, userFile, root);
+  } catch (error) {
+    throw redacted(error, resolved);
+  }
+  return { written, resolved, raw };
+}
+
+/**
+ * An error with every value a substitution resolved shown as the file wrote it instead, so
+ * no message quotes a credential (values under four characters are left: they are no key).
+ */
+export function redacted(error: unknown, resolved: readonly [string, string][]): unknown {
+  if (!(error instanceof ConfigError) || resolved.length === 0) return error;
+  let message = error.message;
+  // The longest first, so a value holding another is shown whole.
+  for (const [value, text] of [...resolved].sort((a, b) => b[0].length - a[0].length))
+    if (value.length >= 4) message = message.split(value).join(text);
+  if (message === error.message) return error;
+  return new ConfigError(error.code as ErrorCode, message, { details: error.details });
+}
+
+/** The checks of a file that look at its values as resolved: a workspace file's widening keys, then the schema. */
+function checkResolved(
+  parsed: ParsedFile,
+  workspace: boolean,
+  bodies: [string, Table][],
+  userFile: string,
+  root: string,
+): void {
+  const { file, data, lines } = parsed;
+  const at = (key: string) => `${file}:${lineOf(lines, key) ?? 1}`;
   if (workspace)
     for (const [prefix, body] of bodies) {
       widening(body, prefix, (key, why) => refuse(file, lineOf(lines, key), key, why, userFile));
@@ -716,7 +949,7 @@ function check(
           );
     }
   const result = fileSchema.safeParse(data);
-  if (result.success) return written;
+  if (result.success) return;
   const issue = result.error.issues[0] as z.core.$ZodIssue;
   const path = pathText(issue.path);
   if (issue.code === 'unrecognized_keys') {
@@ -747,21 +980,23 @@ const isAppKey = (key: string) => /^(profile\.[^.]+\.)?app(\.|\[|$)/.test(key);
 function substitutions(
   value: unknown,
   path: string,
-  found: (key: string, text: string, arrays: [string, unknown[]][]) => void,
+  found: (key: string, text: string, arrays: [string, unknown[]][], parts: (string | number)[]) => void,
   arrays: [string, unknown[]][] = [],
+  parts: (string | number)[] = [],
 ): void {
   if (typeof value === 'string') {
-    if (value.includes('${')) found(path, value, arrays);
+    if (value.includes('${')) found(path, value, arrays, parts);
   } else if (Array.isArray(value)) {
     const within: [string, unknown[]][] = [...arrays, [path, value]];
-    for (const [index, item] of value.entries()) substitutions(item, `${path}[${index}]`, found, within);
+    for (const [index, item] of value.entries())
+      substitutions(item, `${path}[${index}]`, found, within, [...parts, index]);
   } else if (isTable(value))
-    for (const [key, item] of Object.entries(value)) substitutions(item, path ? `${path}.${key}` : key, found, arrays);
+    for (const [key, item] of Object.entries(value))
+      substitutions(item, path ? `${path}.${key}` : key, found, arrays, [...parts, key]);
 }
 
-/** Sets the value at a key path of parsed data (one that is there). */
-function setAt(data: Table, path: string, value: unknown): void {
-  const parts = splitKey(path);
+/** Sets the value at a path of parsed data, by its parts (a key may itself hold a dot or a bracket). */
+function setAt(data: Table, parts: readonly (string | number)[], value: unknown): void {
   let holder: unknown = data;
   for (const part of parts.slice(0, -1)) holder = (holder as Record<string | number, unknown>)[part];
   (holder as Record<string | number, unknown>)[parts.at(-1) as string | number] = value;

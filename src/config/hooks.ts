@@ -15,10 +15,13 @@
  *   out of time) ends the event's tree, every run recording the hook as the reason.
  */
 import { appendFileSync, closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, truncateSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import type { HarnessEvent } from '../runtime/events.js';
+import type { SandboxData } from '../runtime/exec/containment/boundary.js';
+import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
 import { directExecutor, type Executor } from '../runtime/exec/executor.js';
 import { commandEnvironment, describeCommand } from '../runtime/exec/run-command.js';
+import type { Policy } from '../runtime/policy/policy.js';
 import type { Observer, ObserverContext } from '../supervisor/event-bus.js';
 
 /** One hook, as the configuration projects it. */
@@ -52,21 +55,45 @@ export type HookObserver = Observer & {
   idle(): Promise<void>;
   /** Hooks that failed, newest last (at most 100 kept). */
   readonly failures: readonly HookFailure[];
+  /** Waits for the commands under way, then ends what their containment holds (its own directories). */
+  close(): Promise<void>;
 };
 
 /** Commands a `run` hook may have waiting before events are dropped (and the drop noted). */
 const MAX_PENDING = 1000;
-/** The most of the event handed to a command in `IO_HARNESS_EVENT`. */
-const MAX_EVENT_CHARS = 64 * 1024;
+/** The most bytes of the event handed to a command in `IO_HARNESS_EVENT` (one variable may hold 128 KiB). */
+const MAX_EVENT_BYTES = 64 * 1024;
 /** How much of the file's end is read for its last event. */
 const TAIL_BYTES = 64 * 1024;
 
 /** The observer that carries out `hooks` (see the module's comment). */
 export function hookObserver(
   hooks: readonly HookSpec[],
-  options: { cwd: string; scrubbed?: readonly string[]; executor?: Executor },
+  options: {
+    cwd: string;
+    scrubbed?: readonly string[];
+    /** Runs the hooks' programs; default: contained as a run's commands are, by `sandbox` and `policy`. */
+    executor?: Executor;
+    sandbox?: SandboxData;
+    policy?: Policy;
+  },
 ): HookObserver {
-  const executor = options.executor ?? directExecutor;
+  // Made at the first program, so an observer with no run hook starts no containment.
+  let contained: ContainedExecutor | null = null;
+  const executor: Executor = options.executor ?? {
+    run: (request) => {
+      contained ??= new ContainedExecutor(directExecutor, {
+        ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+        root: options.cwd,
+        policy: options.policy ?? null,
+      });
+      return contained.run(request);
+    },
+    start: () => {
+      throw new Error('a hook runs its program to its end');
+    },
+    containment: () => (contained ?? directExecutor).containment(),
+  };
   const failures: HookFailure[] = [];
   const fail = (failure: HookFailure) => {
     failures.push(failure);
@@ -90,7 +117,7 @@ export function hookObserver(
     context = given;
     for (const log of logs)
       try {
-        log.catchUp(given.store);
+        log.catchUp(given.store, given.filter ?? {});
       } catch (error) {
         fail({ hook: log.hook.name, eventId: 0, rootId: '', message: `catching up from the store: ${String(error)}` });
       }
@@ -98,74 +125,128 @@ export function hookObserver(
   observer.idle = async () => {
     await Promise.all(runners.map((runner) => runner.idle()));
   };
+  observer.close = async () => {
+    await observer.idle();
+    await contained?.close();
+  };
   Object.defineProperty(observer, 'failures', { get: () => failures });
   return observer;
 }
 
+/**
+ * A hook's argv with its program found from where it was declared: a relative path with a
+ * slash in it (`scripts/notify.sh`) is from the declaring file's directory (or bundle's),
+ * never the workspace a run works in; a bare name is looked up on PATH when it runs.
+ */
+export function programFrom(argv: readonly string[], base: string): string[] {
+  const [program, ...rest] = argv as [string, ...string[]];
+  return [program.includes('/') && !isAbsolute(program) ? resolve(base, program) : program, ...rest];
+}
+
 const wants = (hook: HookSpec, event: HarnessEvent) => hook.events.includes('*') || hook.events.includes(event.type);
+
+/**
+ * The last event id each audit log of this process holds, by path: two observers (or two
+ * hooks) on one file share it, so neither writes an event the other has.
+ */
+const positions = new Map<string, { last: number }>();
 
 /** An audit log: one JSON line an event, in commit order, each event once (by its id). */
 class AuditLog {
   readonly hook: HookSpec;
-  #last: number | null = null;
 
   constructor(hook: HookSpec) {
     this.hook = hook;
   }
 
-  /** The id of the last event the file holds; a line cut short by a crash is cut off first. */
-  #lastId(): number {
-    if (this.#last !== null) return this.#last;
+  /** Where the file stands: the id of the last event it holds, read once a process (a torn last line cut off first). */
+  #position(): { last: number } {
     const path = this.hook.append as string;
-    mkdirSync(dirname(path), { recursive: true });
-    this.#last = 0;
-    if (!existsSync(path)) return 0;
-    const fd = openSync(path, 'r');
-    try {
-      const size = fstatSync(fd).size;
-      const start = Math.max(0, size - TAIL_BYTES);
-      const buffer = Buffer.alloc(size - start);
-      readSync(fd, buffer, 0, buffer.length, start);
-      // The last whole line ends at the last newline byte; what follows it was cut short by a crash.
-      const end = buffer.lastIndexOf(0x0a);
-      if (size > 0 && end !== buffer.length - 1) {
-        if (end >= 0 || start === 0) truncateSync(path, start + end + 1);
-        else appendFileSync(path, '\n');
-      }
-      const text = buffer.subarray(0, end + 1).toString('utf8');
-      for (const line of text.split('\n').reverse()) {
-        if (line.trim() === '') continue;
-        try {
-          const id = (JSON.parse(line) as { eventId?: unknown }).eventId;
-          if (typeof id === 'number') {
-            this.#last = id;
-            break;
-          }
-        } catch {
-          // A line not of ours (or cut short before it was ours): look further back.
-        }
-      }
-    } finally {
-      closeSync(fd);
+    let position = positions.get(path);
+    if (!position) {
+      position = { last: lastEventId(path) };
+      positions.set(path, position);
     }
-    return this.#last;
+    return position;
   }
 
   write(event: HarnessEvent): void {
-    if (!wants(this.hook, event) || event.eventId <= this.#lastId()) return;
+    const position = this.#position();
+    if (!wants(this.hook, event) || event.eventId <= position.last) return;
     appendFileSync(this.hook.append as string, `${JSON.stringify(event)}\n`);
-    this.#last = event.eventId;
+    position.last = event.eventId;
   }
 
-  /** Appends what the store committed after the file's last event, in commit order. */
-  catchUp(store: ObserverContext['store']): void {
-    let after = this.#lastId();
+  /** Appends what the store committed after the file's last event (of the observed tree or run), in commit order. */
+  catchUp(store: ObserverContext['store'], filter: { rootId?: string; runId?: string }): void {
+    let after = this.#position().last;
     for (;;) {
       const batch = store.eventsAfter(after, 1000);
       if (batch.length === 0) return;
-      for (const event of batch) this.write(event);
+      for (const event of batch)
+        if (
+          (filter.rootId === undefined || event.rootId === filter.rootId) &&
+          (filter.runId === undefined || event.runId === filter.runId)
+        )
+          this.write(event);
       after = (batch.at(-1) as HarnessEvent).eventId;
     }
+  }
+}
+
+/**
+ * The id of the last event a log holds. The file is read backwards, a chunk at a time, to
+ * its last newline: what follows it was cut short by a crash and is cut off. Then back
+ * from there to the last line that is an event of ours (any line may be longer than a chunk).
+ */
+function lastEventId(path: string): number {
+  mkdirSync(dirname(path), { recursive: true });
+  if (!existsSync(path)) return 0;
+  const fd = openSync(path, 'r+');
+  try {
+    const size = fstatSync(fd).size;
+    // Whole lines only: the end is just past the last newline.
+    let end = 0;
+    for (let at = size; at > 0; ) {
+      const start = Math.max(0, at - TAIL_BYTES);
+      const chunk = Buffer.alloc(at - start);
+      readSync(fd, chunk, 0, chunk.length, start);
+      const newline = chunk.lastIndexOf(0x0a);
+      if (newline >= 0) {
+        end = start + newline + 1;
+        break;
+      }
+      at = start;
+    }
+    if (end < size) truncateSync(path, end);
+    // Lines from the end, gathered across chunks (a line may be longer than one), until one carries an event id.
+    const idOf = (line: Buffer): number | null => {
+      try {
+        const id = (JSON.parse(line.toString('utf8')) as { eventId?: unknown }).eventId;
+        return typeof id === 'number' ? id : null;
+      } catch {
+        return null;
+      }
+    };
+    let carry: Buffer[] = [];
+    for (let at = end; at > 0; ) {
+      const start = Math.max(0, at - TAIL_BYTES);
+      const chunk = Buffer.alloc(at - start);
+      readSync(fd, chunk, 0, chunk.length, start);
+      let cut = chunk.length;
+      for (let i = chunk.length - 1; i >= 0; i--) {
+        if (chunk[i] !== 0x0a) continue;
+        const id = idOf(Buffer.concat([chunk.subarray(i + 1, cut), ...carry]));
+        if (id !== null) return id;
+        carry = [];
+        cut = i;
+      }
+      carry.unshift(chunk.subarray(0, cut));
+      at = start;
+    }
+    return idOf(Buffer.concat(carry)) ?? 0;
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -218,7 +299,7 @@ class Runner {
   async #run(event: HarnessEvent): Promise<void> {
     const argv = this.#hook.run as string[];
     let payload = JSON.stringify(event);
-    if (payload.length > MAX_EVENT_CHARS)
+    if (Buffer.byteLength(payload) > MAX_EVENT_BYTES)
       payload = JSON.stringify({
         eventId: event.eventId,
         rootId: event.rootId,

@@ -202,6 +202,82 @@ const hook = z
     message: 'on_failure and timeout_secs go with run = [argv]',
   });
 
+/** A bundle's name: what every name it contributes is prefixed with, `<plugin>__<name>`. */
+export const PLUGIN_NAME = /^[a-z0-9][a-z0-9-]{0,29}$/;
+/** A name a bundle gives what it contributes (a skill's is its SKILL.md's). */
+const CONTRIBUTED = /^[a-z0-9][a-z0-9-]{0,29}$/;
+const contributed = (what: string) =>
+  z.string().regex(CONTRIBUTED, `${what} is 1 to 30 lowercase letters, digits or - (it becomes <plugin>__<name>)`);
+
+const pluginEntry = z.strictObject({
+  path: z.string().min(1).describe('The bundle’s directory (its plugin.toml in it), from the file that names it.'),
+});
+
+const denyLists = z.strictObject({
+  read: z.array(z.string().min(1).max(MAX_GLOB_CHARS)).optional(),
+  write: z.array(z.string().min(1).max(MAX_GLOB_CHARS)).optional(),
+  exec: z.array(z.string().min(1).max(MAX_GLOB_CHARS)).optional(),
+  net: z.array(z.string().min(1).max(MAX_GLOB_CHARS)).optional(),
+});
+
+/** A bundle's plugin.toml: everything it contributes, each name namespaced as it loads. */
+export const pluginSchema = z.strictObject({
+  name: z.string().regex(PLUGIN_NAME, 'a bundle’s name is 1 to 30 lowercase letters, digits or -'),
+  description: z.string().max(1024).optional(),
+  version: z.string().max(64).optional(),
+  skills: z.strictObject({ roots: z.array(z.string().min(1)) }).optional(),
+  template: z
+    .array(
+      z
+        .strictObject({
+          name: contributed('a template’s name'),
+          description: z.string().max(1024).optional(),
+          text: z.string().min(1).optional(),
+          file: z.string().min(1).optional(),
+        })
+        .refine((item) => (item.text === undefined) !== (item.file === undefined), {
+          message: 'a template has text or a file, one of the two',
+        }),
+    )
+    .optional(),
+  agent: z
+    .array(
+      z
+        .strictObject({
+          name: contributed('an agent’s name'),
+          description: z.string().min(1).max(1024),
+          system: z.string().min(1).optional(),
+          system_file: z.string().min(1).optional(),
+          deny: denyLists.optional(),
+          budget: z
+            .strictObject({
+              steps: z.number().int().min(1).optional(),
+              tokens: z.number().int().min(1).optional(),
+              wall_secs: z.number().gt(0).optional(),
+            })
+            .optional(),
+        })
+        .refine((item) => (item.system === undefined) !== (item.system_file === undefined), {
+          message: 'an agent has system or system_file, one of the two',
+        }),
+    )
+    .optional(),
+  mcp: z.array(mcp).optional(),
+  hook: z.array(hook).optional(),
+  bin: z
+    .array(
+      z.strictObject({
+        name: contributed('a bin’s name'),
+        path: z.string().min(1),
+        description: z.string().max(1024).optional(),
+      }),
+    )
+    .optional(),
+  deny: denyLists.optional(),
+});
+
+export type PluginData = z.infer<typeof pluginSchema>;
+
 /** The sections a file may hold, but a profile. */
 const sections = {
   app: z.record(z.string(), z.unknown()).optional().describe('Your program’s own settings: stored, never validated.'),
@@ -221,6 +297,12 @@ const sections = {
     .array(hook)
     .optional()
     .describe('What to do with committed events: an audit log, a notification, a check ([[hook]]). User file only.'),
+  plugin: z
+    .array(pluginEntry)
+    .optional()
+    .describe(
+      'Capability bundles to load ([[plugin]]); one from a workspace file may not bring hooks, MCP servers or bins.',
+    ),
   instructions: instructions
     .optional()
     .describe('The repository’s own guidance for agents, read into the system block.'),
@@ -249,7 +331,7 @@ export type ConfigFileData = z.infer<typeof fileSchema>;
 export type ConfigBody = z.infer<typeof body>;
 
 /** Sections the reference names that are not built yet: a clear error, not a silent shrug. */
-export const NOT_BUILT = ['plugin', 'browser', 'lsp', 'web'] as const;
+export const NOT_BUILT = ['browser', 'lsp', 'web'] as const;
 
 type Def = {
   type: string;

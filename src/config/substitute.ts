@@ -20,7 +20,15 @@ import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 
 /** What one string's substitutions came to, or why they could not be resolved. */
-export type Resolved = { ok: true; value: string; env: string[] } | { ok: false; reason: string };
+export type Resolved =
+  | {
+      ok: true;
+      value: string;
+      env: string[];
+      /** Each substitution's value, with its token as written: what an error shows instead of the value. */
+      pieces: [string, string][];
+    }
+  | { ok: false; reason: string };
 
 /** The most a `${file:}` or a `${cmd:}` may hand in: far above any credential. */
 export const MAX_SUBSTITUTED_BYTES = 64 * 1024;
@@ -39,7 +47,8 @@ export function kindsIn(text: string): Set<'env' | 'file' | 'cmd'> {
 /** The paths a string's `${file:}` substitutions name, resolved from `base`. */
 export function filesIn(text: string, base: string): string[] {
   const out: string[] = [];
-  for (const match of text.matchAll(TOKEN)) if (match[1] === 'file') out.push(filePath(match[2] ?? '', base));
+  // Trimmed as resolveText trims it: the path checked is the path read.
+  for (const match of text.matchAll(TOKEN)) if (match[1] === 'file') out.push(filePath((match[2] ?? '').trim(), base));
   return out;
 }
 
@@ -49,6 +58,7 @@ const filePath = (path: string, base: string) =>
 /** Resolves every substitution of `text`, for the file `file`. */
 export function resolveText(text: string, file: string, env: NodeJS.ProcessEnv = process.env): Resolved {
   const names: string[] = [];
+  const pieces: [string, string][] = [];
   let out = '';
   let last = 0;
   for (const match of text.matchAll(TOKEN)) {
@@ -63,10 +73,11 @@ export function resolveText(text: string, file: string, env: NodeJS.ProcessEnv =
     const value = resolveOne(kind as 'env' | 'file' | 'cmd', body.trim(), dirname(file), env);
     if (!value.ok) return value;
     if (kind === 'env') names.push(body.trim());
+    pieces.push([value.value, match[0]]);
     out += value.value;
   }
   out += text.slice(last);
-  return { ok: true, value: out, env: names };
+  return { ok: true, value: out, env: names, pieces };
 }
 
 function resolveOne(

@@ -10,6 +10,8 @@ import { InvalidArgumentError } from '../errors.js';
 export interface McpStdioServer {
   /** Letters, digits, `_` and `-` (no `__`), at most 30: the prefix of its tools' names. */
   name: string;
+  /** The bundle that brought it (see Config): its name is then `<bundle>__<server>`, that `__` the namespace. */
+  bundle?: string;
   /** The program and its arguments. */
   command: string[];
   /** Its environment: only what you give here, beside PATH, HOME and the like (no provider key of yours). */
@@ -20,6 +22,8 @@ export interface McpStdioServer {
 /** A server dialled over streamable HTTP. */
 export interface McpHttpServer {
   name: string;
+  /** See {@link McpStdioServer.bundle}. */
+  bundle?: string;
   url: string;
   headers?: Record<string, string>;
   /**
@@ -33,6 +37,8 @@ export interface McpHttpServer {
 export type McpServerSpec = McpStdioServer | McpHttpServer;
 
 const SERVER_NAME = /^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$/;
+/** A bundle's name, as a server it brought is prefixed with. */
+const BUNDLE_NAME = /^[a-z0-9][a-z0-9-]{0,29}$/;
 
 /** The specs checked: each a stdio or HTTP server with a name of its own, or a clear error, prefixed by `where`, naming what is wrong. */
 export function checkSpecs(specs: unknown, where = 'McpServers.connect'): McpServerSpec[] {
@@ -45,10 +51,27 @@ export function checkSpecs(specs: unknown, where = 'McpServers.connect'): McpSer
     const at = `${where}: MCP server ${index}`;
     if (typeof spec !== 'object' || spec === null)
       throw new InvalidArgumentError(`${at}: must be { name, command: [...] } or { name, url }.`);
-    const { name, command, url } = spec as Record<string, unknown>;
-    if (typeof name !== 'string' || name.length > 30 || !SERVER_NAME.test(name))
+    const { name, command, url, bundle } = spec as Record<string, unknown>;
+    if (bundle !== undefined && (typeof bundle !== 'string' || !BUNDLE_NAME.test(bundle)))
       throw new InvalidArgumentError(
-        `${at}: name must be 1 to 30 letters, digits, - or single _ (its tools are named <name>__<tool>), got ${JSON.stringify(name)}.`,
+        `${at}: bundle must be a bundle's name (1 to 30 lowercase letters, digits or -), got ${JSON.stringify(bundle)}.`,
+      );
+    // A bundle's server is <bundle>__<own name>: the one __ is the namespace, the rest is a plain name.
+    const own =
+      typeof name === 'string' && bundle !== undefined && name.startsWith(`${bundle}__`)
+        ? name.slice(String(bundle).length + 2)
+        : name;
+    if (
+      typeof name !== 'string' ||
+      typeof own !== 'string' ||
+      own.length > 30 ||
+      !SERVER_NAME.test(own) ||
+      (bundle !== undefined && own === name)
+    )
+      throw new InvalidArgumentError(
+        bundle === undefined
+          ? `${at}: name must be 1 to 30 letters, digits, - or single _ (its tools are named <name>__<tool>), got ${JSON.stringify(name)}.`
+          : `${at}: a server of the bundle ${bundle} is named ${bundle}__<name>, the name 1 to 30 letters, digits, - or single _; got ${JSON.stringify(name)}.`,
       );
     if (seen.has(name))
       throw new InvalidArgumentError(`${where}: two MCP servers are named ${name}; give each its own name.`);

@@ -153,6 +153,8 @@ export type EventData =
     }
   /** A request that did not extend the one before it other than at a fold, and why: its system block, its tools, or an entry already sent changed. */
   | { type: 'prefix-broke'; cause: 'system' | 'tools' | 'transcript' }
+  /** A bundle of the configuration was dropped (`dropped`), or one of its contributions refused. */
+  | { type: 'bundle-problem'; plugin: string; file: string; message: string; dropped: boolean }
   /** A request that extended the one before it read less from the vendor's cache than that one did: it paid again for a prefix that had been cached. */
   | { type: 'cache-miss'; expected: number; read: number }
   | { type: 'budget-clamped'; childId: string; clamps: Clamp[] }
@@ -253,6 +255,7 @@ export const EVENT_TYPES = [
   'assembled',
   'budget-clamped',
   'budget-exhausted',
+  'bundle-problem',
   'cache-miss',
   'cap-reached',
   'contained',

@@ -19,6 +19,13 @@ export interface SkillData {
 }
 
 const NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+const NAMESPACE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+/**
+ * Where skills are found: a directory, or a directory whose skills are named
+ * `<namespace>__<name>` (a bundle's, so the catalogue and a read say which bundle has it).
+ */
+export type SkillRoot = string | { root: string; namespace: string };
 /** The most characters of a skill's file an observation holds. */
 export const MAX_SKILL_CHARS = 64 * 1024;
 
@@ -44,11 +51,23 @@ function frontMatter(text: string, file: string): Record<string, string> {
  * directly inside it that does. Sorted by name; a bad file or two skills of one name is
  * an error naming the file.
  */
-export function discoverSkills(roots: readonly string[]): SkillData[] {
-  if (!Array.isArray(roots) || roots.some((root) => typeof root !== 'string' || root === ''))
-    throw new InvalidArgumentError('skills must be an array of directories to find SKILL.md files under.');
+export function discoverSkills(roots: readonly SkillRoot[]): SkillData[] {
+  const valid = (root: unknown) =>
+    (typeof root === 'string' && root !== '') ||
+    (typeof root === 'object' &&
+      root !== null &&
+      typeof (root as { root?: unknown }).root === 'string' &&
+      (root as { root: string }).root !== '' &&
+      typeof (root as { namespace?: unknown }).namespace === 'string' &&
+      NAMESPACE.test((root as { namespace: string }).namespace));
+  if (!Array.isArray(roots) || !roots.every(valid))
+    throw new InvalidArgumentError(
+      'skills must be an array of directories to find SKILL.md files under (or { root, namespace }, the namespace lowercase letters, digits and -).',
+    );
   const found = new Map<string, SkillData>();
-  for (const root of roots) {
+  for (const given of roots) {
+    const root = typeof given === 'string' ? given : given.root;
+    const prefix = typeof given === 'string' ? '' : `${given.namespace}__`;
     const base = resolve(root);
     if (!existsSync(base) || !statSync(base).isDirectory())
       throw new InvalidArgumentError(`skills: ${base} is not a directory.`);
@@ -62,10 +81,11 @@ export function discoverSkills(roots: readonly string[]): SkillData[] {
       const file = join(dir, 'SKILL.md');
       if (!existsSync(file)) continue;
       const fields = frontMatter(readFileSync(file, 'utf8'), file);
-      const name = fields.name ?? '';
-      if (!NAME.test(name))
+      const own = fields.name ?? '';
+      const name = `${prefix}${own}`;
+      if (!NAME.test(own))
         throw new InvalidArgumentError(
-          `${file}: name must be 1 to 64 lowercase letters, digits or -, got ${JSON.stringify(name)}.`,
+          `${file}: name must be 1 to 64 lowercase letters, digits or -, got ${JSON.stringify(own)}.`,
         );
       const description = (fields.description ?? '').replace(/\s+/g, ' ');
       if (description === '' || description.length > 1024)
@@ -91,7 +111,7 @@ export function skillCatalogue(skills: readonly SkillData[]): string {
 export const readSkillParameters: ArgumentSchema = {
   type: 'object',
   properties: {
-    name: { type: 'string', description: 'The skill, as the catalogue names it.', maxLength: 64 },
+    name: { type: 'string', description: 'The skill, as the catalogue names it.', maxLength: 130 },
     path: {
       type: 'string',
       description: 'A file in the skill\u2019s folder, relative to it. Leave it out to read SKILL.md.',

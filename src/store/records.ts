@@ -3,6 +3,7 @@
  * than inside the SQLite writer: what any backend of the port reads and returns.
  */
 
+import type { AgentDefinition } from '../runtime/agents.js';
 import type { Ceilings, Clamp } from '../runtime/budget.js';
 import type { NoteKind, NoteRecord } from '../runtime/context/memory.js';
 import type { ContractData } from '../runtime/contract/contract.js';
@@ -28,6 +29,8 @@ export interface RunSpec {
   history?: TranscriptEntry[];
   /** Skills the tree's agents are offered (a catalogue line each, and read_skill), sorted by name. */
   skills?: SkillData[];
+  /** Named agents a spawn may ask for (a roster line each), sorted by name. */
+  agents?: AgentDefinition[];
   /** False: the tree's agents are not offered spawn_agent (a session's turn that was not asked to fan out). */
   spawn?: boolean;
   /** A session turn's root: a first completion that stops on text ends the run as a reply, with no step. */
@@ -79,6 +82,10 @@ export interface SpawnInput extends Fence {
   queueNow: boolean;
   /** The child's policy, when the spawn narrowed the parent's. */
   policy?: unknown;
+  /** The child's system prompt, when the spawn named an agent of the roster. */
+  system?: string;
+  /** With no `as`: the address to give the child (the roster agent's name under its parent's), numbered if taken. */
+  addressHint?: string;
   now: number;
 }
 

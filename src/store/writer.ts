@@ -435,6 +435,9 @@ export class StoreWriter {
           `address ${JSON.stringify(address)} is already taken in this tree; choose another "as".`,
         );
       }
+    } else if (input.addressHint && ADDRESS.test(input.addressHint)) {
+      address = input.addressHint;
+      for (let n = 2; this.#addressExists.get(parent.root_id, address); n++) address = `${input.addressHint}.${n}`;
     } else {
       let n = parent.children + 1;
       address = `${parent.address}.${n}`;
@@ -462,7 +465,15 @@ export class StoreWriter {
       status: input.queueNow ? 'queued' : 'pending',
       task: input.task,
       // A child inherits its parent's spec; a narrowed policy (deny-only layers added) replaces the inherited one.
-      spec: input.policy ? JSON.stringify({ ...JSON.parse(parent.spec), policy: input.policy }) : parent.spec,
+      // A roster agent's system prompt replaces the inherited one.
+      spec:
+        input.policy || input.system
+          ? JSON.stringify({
+              ...JSON.parse(parent.spec),
+              ...(input.policy ? { policy: input.policy } : {}),
+              ...(input.system ? { system: input.system } : {}),
+            })
+          : parent.spec,
       spawn_key: input.key,
       created_at: input.now,
     });

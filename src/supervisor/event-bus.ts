@@ -15,6 +15,8 @@ export interface ObserverContext {
   store: Store;
   /** Cancels the tree `rootId` if this supervisor drives it; every run it ends records `reason`. */
   cancel(rootId: string, reason: string): Promise<void>;
+  /** The filter the observer was installed with: what it sees of the store's events. */
+  filter?: EventFilter;
 }
 
 export type Observer = ((event: HarnessEvent) => void) & {

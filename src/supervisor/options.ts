@@ -92,7 +92,14 @@ export const runOptionsSchema = z.strictObject({
   maxConcurrentAgents: whole('maxConcurrentAgents', 1).optional(),
   maxTotalAgents: whole('maxTotalAgents', 1).optional(),
   spawn: z.boolean({ error: 'spawn must be true or false' }).optional(),
-  skills: z.array(text('skills'), { error: 'skills must be an array of directories' }).optional(),
+  skills: z
+    .array(
+      z.union([text('skills'), z.strictObject({ root: text('skills[].root'), namespace: text('skills[].namespace') })]),
+      { error: 'skills must be an array of directories (or { root, namespace })' },
+    )
+    .optional(),
+  // Checked, definition by definition, by checkAgents.
+  agents: z.unknown().optional(),
   reply: z.boolean({ error: 'reply must be true or false' }).optional(),
   contract: z.unknown().optional(),
   policy: z.unknown().optional(),

@@ -30,6 +30,7 @@ import {
 } from '../errors.js';
 import type { McpConnectOptions } from '../mcp/client.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
+import { type AgentDefinition, checkAgents } from '../runtime/agents.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type ContractData, contractSecrets, TaskContract } from '../runtime/contract/contract.js';
 import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/custom-tool.js';
@@ -49,7 +50,7 @@ import type {
 import { Policy } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec, type TranscriptEntry } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
-import { discoverSkills } from '../runtime/skills.js';
+import { discoverSkills, type SkillRoot } from '../runtime/skills.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';
@@ -166,7 +167,13 @@ export interface RunOptions {
    * `description`; the directory itself, or the folders directly in it). The root is
    * offered read_skill and a catalogue line for each; its read policy decides each file.
    */
-  skills?: string[];
+  skills?: SkillRoot[];
+  /**
+   * Named agents a spawn may ask for with `agent` (config.agents() gives a bundle's): each
+   * a system prompt, deny rules and ceilings for the child. Stored with the tree, so a
+   * resume keeps them.
+   */
+  agents?: AgentDefinition[];
   /**
    * True: the root's first completion decides what the run is. One that stops on text ends
    * the run there as a reply, with no step row, no gate and no checkpoint (its tokens drawn,
@@ -400,14 +407,15 @@ export class Supervisor {
     this.#serverLifetimes.add(lifetime);
     void lifetime.finally(() => this.#serverLifetimes.delete(lifetime));
     const servers = await connecting;
+    const names = specs.map((spec) => spec.name);
     for (const item of servers.tools()) {
       if (tree.tools.has(item.name)) {
         throw new InvalidArgumentError(
-          `${where}: the MCP server ${serverOf(item.name)} offers ${item.name}, and the tree has a tool of that name already; rename the server or the tool.`,
+          `${where}: the MCP server ${serverOf(item.name, names)} offers ${item.name}, and the tree has a tool of that name already; rename the server or the tool.`,
         );
       }
       tree.tools.set(item.name, item);
-      tree.serverTools.set(item.name, serverOf(item.name));
+      tree.serverTools.set(item.name, serverOf(item.name, names));
     }
     tree.toolDefinitions = [...tree.tools.values()].map((item) => item.definition).sort(byName);
   }
@@ -543,6 +551,7 @@ export class Supervisor {
     (observer as Observer).attach?.({
       store: this.store,
       cancel: (rootId, reason) => this.cancel(rootId, { reason }),
+      ...(filter ? { filter } : {}),
     });
     return unsubscribe;
   }
@@ -658,6 +667,7 @@ export class Supervisor {
     const tools = this.#treeTools(options.tools, 'run()');
     const servers = this.#treeServers(options.mcp, 'run()');
     const skills = options.skills === undefined ? [] : discoverSkills(options.skills);
+    const agents = options.agents === undefined ? [] : checkAgents(options.agents, 'run()');
     const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, tools);
     void (async () => {
       try {
@@ -677,6 +687,7 @@ export class Supervisor {
             ...(options.history && options.history.length > 0 ? { history: options.history } : {}),
             ...(options.spawn === false ? { spawn: false } : {}),
             ...(skills.length > 0 ? { skills } : {}),
+            ...(agents.length > 0 ? { agents } : {}),
             ...(options.reply === true ? { reply: true } : {}),
             ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
             ...(policy ? { policy: policy.toJSON() } : {}),
@@ -1375,9 +1386,14 @@ function byName(a: { name: string }, b: { name: string }): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
-/** The MCP server whose tool this is: a server's name has no `__`, so it is what comes before the first. */
-function serverOf(name: string): string {
-  return name.slice(0, name.indexOf('__'));
+/**
+ * The MCP server whose tool this is: the longest of the servers' names it starts with,
+ * then `__` (a bundle's server is itself `<plugin>__<server>`).
+ */
+function serverOf(name: string, servers: readonly string[]): string {
+  let best = '';
+  for (const server of servers) if (name.startsWith(`${server}__`) && server.length > best.length) best = server;
+  return best || name.slice(0, name.indexOf('__'));
 }
 
 /** What a tree's stored spec keeps of a tool: enough to refuse a resume that does not give it back as it was. */

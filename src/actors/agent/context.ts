@@ -1,6 +1,7 @@
 /** What the parts of an agent's loop (people, tree tools, gates) see of the run in progress. */
 
 import type { Clock } from '../../clock.js';
+import type { AgentDefinition } from '../../runtime/agents.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { PolicyData } from '../../runtime/policy/policy.js';
 import type { SkillData } from '../../runtime/skills.js';
@@ -32,6 +33,8 @@ export interface RunContext {
   planning: boolean;
   /** The skills the run's spec carries (a root's: a child is offered none), sorted by name. */
   readonly skills: readonly SkillData[];
+  /** The named agents a spawn may ask for (the tree's roster), sorted by name. */
+  readonly agents: readonly AgentDefinition[];
   /** The run's tool tiers (a contract's `withToolTiers()`), or null when every tool is offered from the start. */
   readonly tiers: ToolTiers | null;
 }

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError, serializeError } from '../../errors.js';
+import { type AgentDefinition, rosterCatalogue } from '../../runtime/agents.js';
 import { DEFAULT_SHARE } from '../../runtime/context/assembler.js';
 import {
   DEFAULT_MEMORY_SHARE,
@@ -88,6 +89,7 @@ export class AgentRun implements RunContext {
   #deadline: Deadline;
   planning = false;
   skills: readonly SkillData[] = [];
+  agents: readonly AgentDefinition[] = [];
   tiers: ToolTiers | null = null;
 
   constructor(start: AgentStart, ports: AgentPorts) {
@@ -225,6 +227,7 @@ export class AgentRun implements RunContext {
       contract?.memory !== undefined,
     );
     this.skills = spec.skills ?? [];
+    this.agents = spec.agents ?? [];
     this.tiers = contract?.toolTiers ? new ToolTiers(registry, restored.expanded) : null;
     // Planning until a plan is approved; a decision is in the trace of a committed step.
     if (contract?.planGate && run.parentId === null) this.planning = !restored.planApproved;
@@ -247,6 +250,10 @@ export class AgentRun implements RunContext {
           parentId: run.parentId,
           resumed: this.#start.resumed,
         },
+        // What the configuration dropped or refused of its bundles, in the root's trace once.
+        ...(run.parentId === null && run.lastSeq === 0 && !this.#start.resumed
+          ? (contract?.bundleProblems ?? []).map((problem) => ({ type: 'bundle-problem' as const, ...problem }))
+          : []),
       ],
       now: clock.now(),
     });
@@ -276,6 +283,7 @@ export class AgentRun implements RunContext {
       base,
       ...(contract?.instructions && contract.instructions.length > 0 ? [guidanceBlock(contract.instructions)] : []),
       ...(this.skills.length > 0 ? [skillCatalogue(this.skills)] : []),
+      ...(this.agents.length > 0 && spec.spawn !== false ? [rosterCatalogue(this.agents)] : []),
       // What tiers keep back, named once: the same bytes every request of the run.
       ...(tiered ? [tiered.line()] : []),
     ].join('\n\n');

@@ -4,6 +4,7 @@
  * the tree, delivered when the step commits and consumed exactly once).
  */
 import { randomUUID } from 'node:crypto';
+import type { AgentDefinition } from '../../runtime/agents.js';
 import type { ArgumentSchema } from '../../runtime/arguments.js';
 import { Policy, type PolicyData } from '../../runtime/policy/policy.js';
 import type { Tool, ToolResult } from '../../runtime/tools.js';
@@ -12,6 +13,8 @@ import type { AgentCall, MailWait, RunContext } from './context.js';
 
 export interface SpawnArgs {
   task: string;
+  /** A named agent of the tree's roster: its system prompt, deny rules and ceilings. */
+  agent?: string;
   as?: string;
   wait?: boolean;
   background_after_secs?: number;
@@ -53,6 +56,11 @@ const spawnParameters: ArgumentSchema = {
   type: 'object',
   properties: {
     task: { type: 'string', minLength: 1, description: 'What the new agent is to do.' },
+    agent: {
+      type: 'string',
+      maxLength: 130,
+      description: 'Start one of the named agents the system prompt lists, with its own instructions and limits.',
+    },
     as: {
       type: 'string',
       description: 'An address for the new agent, unique within this tree; derived from yours when omitted.',
@@ -167,22 +175,44 @@ function reserve(context: RunContext, args: SpawnArgs, callIndex: number): ToolR
       refusal: { rule: 'policy.narrow-only', reason },
     };
   }
-  let policy: PolicyData | undefined;
+  let definition: AgentDefinition | undefined;
+  if (args.agent !== undefined) {
+    definition = context.agents.find((item) => item.name === args.agent);
+    if (!definition) {
+      const known = context.agents.map((item) => item.name);
+      const reason = `there is no agent ${JSON.stringify(args.agent)} to start; ${known.length > 0 ? `the roster has ${known.join(', ')}` : 'this tree has no named agents'}.`;
+      return {
+        content: `spawn refused (spawn.agent): ${reason}`,
+        isError: true,
+        refusal: { rule: 'spawn.agent', reason },
+      };
+    }
+  }
+  // A roster agent's own deny rules come first, in a layer named after it; then what the spawn itself narrows.
+  const layers: [string, RuleLists][] = [];
+  if (definition?.deny) layers.push([definition.name, definition.deny]);
   const deny = args.policy?.deny;
-  if (deny && Object.values(deny).some((list) => (list ?? []).length > 0)) {
-    let narrowed = (context.policyData ? Policy.from(context.policyData) : Policy.default()).layer(
-      `narrowed for ${args.as ?? 'a child'} by ${run.address}`,
-    );
-    for (const pattern of deny.read ?? []) narrowed = narrowed.denyRead(pattern);
-    for (const pattern of deny.write ?? []) narrowed = narrowed.denyWrite(pattern);
-    for (const pattern of deny.exec ?? []) narrowed = narrowed.denyExec(pattern);
-    for (const pattern of deny.net ?? []) narrowed = narrowed.denyNet(pattern);
+  if (deny) layers.push([`narrowed for ${args.as ?? 'a child'} by ${run.address}`, deny]);
+  let policy: PolicyData | undefined;
+  for (const [name, lists] of layers) {
+    if (!Object.values(lists).some((list) => (list ?? []).length > 0)) continue;
+    let narrowed = (
+      policy ? Policy.from(policy) : context.policyData ? Policy.from(context.policyData) : Policy.default()
+    ).layer(name);
+    for (const pattern of lists.read ?? []) narrowed = narrowed.denyRead(pattern);
+    for (const pattern of lists.write ?? []) narrowed = narrowed.denyWrite(pattern);
+    for (const pattern of lists.exec ?? []) narrowed = narrowed.denyExec(pattern);
+    for (const pattern of lists.net ?? []) narrowed = narrowed.denyNet(pattern);
     policy = narrowed.toJSON();
   }
+  // The lower of the definition's ceiling and the spawn's own; the store clamps both to what the parent has left.
+  const lower = (a: number | undefined, b: number | undefined) =>
+    a === undefined ? (b ?? null) : b === undefined ? a : Math.min(a, b);
+  const wallSecs = lower(definition?.budget?.wallSecs, args.budget?.wall_secs);
   const asked = {
-    steps: args.budget?.steps ?? null,
-    tokens: args.budget?.tokens ?? null,
-    wallMs: args.budget?.wall_secs === undefined ? null : Math.round(args.budget.wall_secs * 1000),
+    steps: lower(definition?.budget?.steps, args.budget?.steps),
+    tokens: lower(definition?.budget?.tokens, args.budget?.tokens),
+    wallMs: wallSecs === null ? null : Math.round(wallSecs * 1000),
   };
   return context.store.call('spawn', {
     ...context.fence,
@@ -194,6 +224,7 @@ function reserve(context: RunContext, args: SpawnArgs, callIndex: number): ToolR
     newRunId: randomUUID(),
     queueNow: args.wait !== false,
     ...(policy ? { policy } : {}),
+    ...(definition ? { system: definition.system, addressHint: `${run.address}.${definition.name}`.slice(0, 60) } : {}),
     now: context.clock.now(),
   });
 }

@@ -162,6 +162,8 @@ export interface ContractData {
   scrubbedEnv?: string[];
   /** The repository's own guidance (its AGENTS.md and the files a configuration names), put in the system block. */
   instructions?: InstructionFile[];
+  /** What the configuration dropped or refused of its bundles: recorded as `bundle-problem` events when the run starts. */
+  bundleProblems?: { plugin: string; file: string; message: string; dropped: boolean }[];
   system: string | null;
   /** The run starts in a planning phase it leaves only through an approved plan. */
   planGate: boolean;
@@ -377,6 +379,8 @@ export class TaskContract {
     if (data.inheritedEnv && data.inheritedEnv.length > 0) contract = contract.withInheritedEnv(data.inheritedEnv);
     if (data.scrubbedEnv && data.scrubbedEnv.length > 0) contract = contract.withScrubbedEnv(data.scrubbedEnv);
     if (data.instructions && data.instructions.length > 0) contract = contract.withInstructions(data.instructions);
+    if (data.bundleProblems && data.bundleProblems.length > 0)
+      contract = contract.withBundleProblems(data.bundleProblems);
     if (data.system !== undefined && data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
     if (data.toolTiers) contract = contract.withToolTiers();
@@ -548,6 +552,33 @@ export class TaskContract {
         `withScrubbedEnv takes an array of variable names, like ['GITHUB_TOKEN']; got ${JSON.stringify(names)}.`,
       );
     return this.#with({ scrubbedEnv: [...new Set([...(this.#data.scrubbedEnv ?? []), ...names])].sort() });
+  }
+
+  /**
+   * Records, when the run starts, what a configuration dropped or refused of its bundles
+   * (`Config.contract()` hands `config.problems()` here): one `bundle-problem` event each.
+   */
+  withBundleProblems(
+    problems: readonly { plugin: string; file: string; message: string; dropped: boolean }[],
+  ): TaskContract {
+    const valid = (item: unknown) => {
+      const p = item as Record<string, unknown>;
+      return (
+        typeof item === 'object' &&
+        item !== null &&
+        typeof p.plugin === 'string' &&
+        typeof p.file === 'string' &&
+        typeof p.message === 'string' &&
+        typeof p.dropped === 'boolean'
+      );
+    };
+    if (!Array.isArray(problems) || !problems.every(valid))
+      throw new InvalidArgumentError(
+        'withBundleProblems takes config.problems(): { plugin, file, message, dropped } each.',
+      );
+    return this.#with({
+      bundleProblems: problems.map(({ plugin, file, message, dropped }) => ({ plugin, file, message, dropped })),
+    });
   }
 
   /**
@@ -797,7 +828,11 @@ function carriesKey(spec: ProviderSpec): boolean {
 export function guidanceBlock(files: readonly InstructionFile[]): string {
   return [
     'The repository carries its own guidance for agents working in it. Follow it where it does not conflict with the task or with what you may do:',
-    ...files.map((file) => `<guidance source="${file.source.replace(/["<>\n]/g, '_')}">\n${file.text}\n</guidance>`),
+    // The text cannot close its own block: the markers stay the runtime's.
+    ...files.map(
+      (file) =>
+        `<guidance source="${file.source.replace(/["<>\n]/g, '_')}">\n${file.text.replace(/<(\/?)guidance/gi, '<$1guidance\u200b')}\n</guidance>`,
+    ),
   ].join('\n\n');
 }
 

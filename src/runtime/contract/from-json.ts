@@ -64,6 +64,7 @@ const contractSchema = z.strictObject({
   scrubbedEnv: strings('scrubbedEnv').optional(),
   // Checked again, file by file, by withInstructions.
   instructions: z.array(z.unknown()).optional(),
+  bundleProblems: z.array(z.unknown()).optional(),
   system: text('system').nullable().optional(),
   planGate: z
     .custom<boolean>((value) => typeof value === 'boolean', {
