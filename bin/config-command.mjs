@@ -41,6 +41,8 @@ export async function runConfigCommand(args) {
     return 2;
   }
   const { Config, ConfigError } = await import('../dist/index.js');
+  // The renamed keys' deprecation warnings are printed below, once, in this command's own words.
+  process.noDeprecation = true;
   let config;
   try {
     config = Config.discover(values.root ?? process.cwd(), {
@@ -52,6 +54,12 @@ export async function runConfigCommand(args) {
     process.stderr.write(`io-harness config: ${error.message}\n`);
     return 1;
   }
+  // What was read with a warning (a renamed key) or dropped (a bundle): on stderr, the values on stdout.
+  for (const warning of config.warnings()) process.stderr.write(`io-harness config: warning: ${warning}\n`);
+  for (const problem of config.problems())
+    process.stderr.write(
+      `io-harness config: ${problem.dropped ? 'bundle dropped' : 'refused'}: ${problem.file}: ${problem.plugin}: ${problem.message}\n`,
+    );
   const where = (item) => (item.line === null ? `${item.scope}` : `${item.file}:${item.line} (${item.scope})`);
   if (key !== undefined) {
     const item = config.explain(key);
@@ -66,5 +74,16 @@ export async function runConfigCommand(args) {
     process.stdout.write(`# ${file.scope}: ${file.file}${file.present ? '' : ' (none)'}\n`);
   for (const item of config.explainAll())
     process.stdout.write(`${item.key} = ${JSON.stringify(item.value)}    # ${where(item)}\n`);
+  for (const bundle of config.bundles())
+    process.stdout.write(
+      `# bundle ${bundle.name}: ${bundle.dir} (${bundle.declaredIn}): ${[
+        ...bundle.skills.map(() => 'skills'),
+        ...bundle.agents.map((agent) => agent.name),
+        ...bundle.templates.map((item) => item.name),
+        ...bundle.mcp.map((server) => server.name),
+        ...bundle.hooks.map((hook) => hook.name),
+        ...bundle.bins.map((bin) => bin.name),
+      ].join(', ')}\n`,
+    );
   return 0;
 }

@@ -6,7 +6,8 @@
  * a hook, an MCP server or a bin; a broken bundle is dropped and reported, and the run
  * goes on with a bundle-problem event in its trace.
  */
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -238,6 +239,74 @@ describe('capability bundles', () => {
     expect(far.problems()[0]?.message).toMatch(/outside the workspace/);
   });
 
+  it('reads nothing for a bundle that the policy denies or that lies outside it, and builds its deny rules at load', () => {
+    const root = tempWorkspace({ '.env': 'API_KEY=sk-live-5e1f\n', 'a.txt': 'a\n' });
+    const home = tempWorkspace();
+    const userFile = join(home, 'io.toml');
+    writeFileSync(
+      userFile,
+      '[[policy.layer]]\nname = "mine"\nrule = [{ effect = "deny", act = "read", pattern = "**/.env" }]\n',
+    );
+    const cases: [string, Record<string, string>, RegExp][] = [
+      [
+        'a template of a denied file',
+        { 'plugin.toml': 'name = "t"\n[[template]]\nname = "x"\nfile = "../.env"\n' },
+        /outside the bundle's directory/,
+      ],
+      [
+        'an agent prompt of a denied file',
+        {
+          'plugin.toml': 'name = "t"\n[[agent]]\nname = "x"\ndescription = "d"\nsystem_file = ".env"\n',
+          '.env': 'API_KEY=sk-live-5e1f\n',
+        },
+        /which your policy does not let be read/,
+      ],
+      [
+        'a SKILL.md that is a device',
+        { 'plugin.toml': 'name = "t"\n[skills]\nroots = ["skills"]\n' },
+        /leads outside its skill's folder|not a regular file/,
+      ],
+      [
+        'a deny rule the policy cannot use',
+        { 'plugin.toml': 'name = "t"\n[deny]\nnet = ["1:2:3"]\n' },
+        /deny-net 1:2:3/,
+      ],
+    ];
+    for (const [what, files, why] of cases) {
+      const dir = join(root, 'tools', 't');
+      rmSync(dir, { recursive: true, force: true });
+      write(dir, files);
+      if (what.includes('device')) {
+        mkdirSync(join(dir, 'skills', 'zero'), { recursive: true });
+        symlinkSync('/dev/zero', join(dir, 'skills', 'zero', 'SKILL.md'));
+      }
+      writeFileSync(join(root, 'io.toml'), '[[plugin]]\npath = "tools/t"\n');
+      const config = Config.discover(root, { userFile });
+      expect(config.bundles(), what).toEqual([]);
+      expect(config.problems()[0]?.dropped, what).toBe(true);
+      expect(config.problems()[0]?.message, what).toMatch(why);
+      expect(JSON.stringify(config.templates()) + JSON.stringify(config.agents()), what).not.toContain('sk-live');
+    }
+    // A name your own bundle has stays yours though that bundle was dropped; a layer may not pass for a bundle's.
+    write(join(home, 'kit'), { 'plugin.toml': 'name = "kit"\n[[bin]]\nname = "gone"\npath = "bin/gone"\n' });
+    write(join(root, 'tools', 'kit'), {
+      'plugin.toml': 'name = "kit"\n[[agent]]\nname = "x"\ndescription = "d"\nsystem = "s"\n',
+    });
+    writeFileSync(userFile, '[[plugin]]\npath = "kit"\n');
+    writeFileSync(join(root, 'io.toml'), '[[plugin]]\npath = "tools/kit"\n');
+    const shadowed = Config.discover(root, { userFile });
+    expect(shadowed.agents()).toEqual([]);
+    expect(shadowed.problems().map((problem) => problem.message)).toEqual([
+      expect.stringMatching(/bin\[0\]\.path names .* not a file/),
+      expect.stringMatching(/another bundle is named kit already/),
+    ]);
+    writeFileSync(
+      join(root, 'io.toml'),
+      '[[policy.layer]]\nname = "kit__deny"\nrule = [{ effect = "deny", act = "write", pattern = "a.txt" }]\n',
+    );
+    expect(() => Config.discover(root, { userFile })).toThrow(/may not hold __/);
+  });
+
   it('drops a broken bundle and reports it, and the run goes on with the problem in its trace', async () => {
     const root = tempWorkspace({ 'a.txt': 'a\n' });
     const home = tempWorkspace();
@@ -271,6 +340,29 @@ describe('capability bundles', () => {
     expect(problems[2]?.message).toMatch(/another bundle is named kit/);
     expect(problems[3]?.message).toMatch(/has no plugin\.toml/);
     expect(problems[4]?.message).toMatch(/bad-toml\/plugin\.toml:1:\d+: /);
+
+    // npx io-harness config explain names the bundle that loaded on stdout, and each problem on stderr.
+    const explained = spawnSync(
+      process.execPath,
+      [
+        fileURLToPath(new URL('../bin/io-harness.mjs', import.meta.url)),
+        'config',
+        'explain',
+        '--root',
+        root,
+        '--user-file',
+        userFile,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(explained.status).toBe(0);
+    expect(explained.stdout).toContain(
+      `# bundle kit: ${join(home, 'kit')} (${userFile}:1): skills, kit__reviewer, kit__review, kit__fmt`,
+    );
+    expect(explained.stderr).toContain(
+      `io-harness config: bundle dropped: ${join(home, 'allows', 'plugin.toml')}:2: allows: unknown key policy (a bundle holds`,
+    );
+    expect(explained.stderr.match(/bundle dropped/g)).toHaveLength(5);
 
     const { provider } = await serve(() => ({ text: 'done' }));
     const { store, supervisor } = await supervisorOnStore();

@@ -17,12 +17,13 @@
  * a `bundle-problem` event.
  */
 import { closeSync, constants, existsSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError, HarnessError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
 import { type AgentDefinition, checkAgents } from '../runtime/agents.js';
-import { escapes, realTarget } from '../runtime/policy/policy.js';
+import { escapes, Policy, realTarget } from '../runtime/policy/policy.js';
 import { discoverSkills } from '../runtime/skills.js';
 import { type HookSpec, programFrom } from './hooks.js';
 import { type PluginData, pluginSchema } from './schema.js';
@@ -84,8 +85,15 @@ class Dropped extends Error {}
  */
 export function loadBundle(
   dir: string,
-  options: { fromWorkspace: boolean; declaredIn: string; root: string; taken: ReadonlySet<string> },
-): { bundle: LoadedBundle | null; problems: BundleProblem[] } {
+  options: {
+    fromWorkspace: boolean;
+    declaredIn: string;
+    root: string;
+    taken: ReadonlySet<string>;
+    /** Whether the configuration's policy lets a file be read: what it denies, a bundle does not read into a prompt. */
+    readable: (path: string) => boolean;
+  },
+): { bundle: LoadedBundle | null; problems: BundleProblem[]; name: string | null } {
   const problems: BundleProblem[] = [];
   let label = dir;
   const file = join(dir, 'plugin.toml');
@@ -130,7 +138,7 @@ export function loadBundle(
         issue.code === 'unrecognized_keys'
           ? `unknown key ${path ? `${path}.` : ''}${issue.keys[0]} (a bundle holds name, description, version, skills, template, agent, mcp, hook, bin and deny; deny rules only)`
           : `${path || '(the file)'}: ${issue.message}`;
-      drop(message, at(path));
+      drop(message, at(issue.code === 'unrecognized_keys' ? `${path ? `${path}.` : ''}${issue.keys[0]}` : path));
     }
     const plugin = result.data as PluginData;
     const name = plugin.name;
@@ -143,6 +151,8 @@ export function loadBundle(
           `${key} names ${JSON.stringify(path)}, outside the bundle's directory; a bundle ships what it contributes`,
           at(key),
         );
+      if (!options.readable(full))
+        drop(`${key} names ${JSON.stringify(path)}, which your policy does not let be read`, at(key));
       return full;
     };
     const refuse = (key: string, what: string) =>
@@ -159,7 +169,7 @@ export function loadBundle(
     }));
     if (skills.length > 0)
       try {
-        discoverSkills(skills);
+        discoverSkills(skills, options.readable);
       } catch (error) {
         drop(error instanceof HarnessError ? error.message : String(error), at('skills'));
       }
@@ -231,7 +241,12 @@ export function loadBundle(
       if (options.fromWorkspace) refuse('hook', 'a hook');
       else
         plugin.hook.forEach((item, index) => {
-          const append = item.append === undefined ? undefined : resolve(dir, item.append);
+          const append =
+            item.append === undefined
+              ? undefined
+              : item.append.startsWith('~/')
+                ? join(homedir(), item.append.slice(2))
+                : resolve(dir, item.append);
           if (append !== undefined && !escapes(relative(realTarget(options.root), realTarget(append))))
             drop(
               `hook[${index}].append names ${append}, inside the workspace, where the agent could change the log`,
@@ -259,6 +274,25 @@ export function loadBundle(
           bins.push({ name: `${name}__${item.name}`, path, description: item.description ?? null, plugin: name });
         });
     }
+    // Every deny rule built as the policy will build it: a pattern it cannot use drops the bundle now, not a run later.
+    const denies = (
+      layer: string,
+      lists: Partial<Record<'read' | 'write' | 'exec' | 'net', string[]>>,
+      key: string,
+    ) => {
+      try {
+        let policy = Policy.empty().layer(layer);
+        for (const pattern of lists.read ?? []) policy = policy.denyRead(pattern);
+        for (const pattern of lists.write ?? []) policy = policy.denyWrite(pattern);
+        for (const pattern of lists.exec ?? []) policy = policy.denyExec(pattern);
+        for (const pattern of lists.net ?? []) policy = policy.denyNet(pattern);
+        Policy.from(policy.toJSON());
+      } catch (error) {
+        drop(error instanceof HarnessError ? error.message : String(error), at(key));
+      }
+    };
+    denies(`${name}__deny`, plugin.deny ?? {}, 'deny');
+    for (const [index, agent] of agents.entries()) if (agent.deny) denies(agent.name, agent.deny, `agent[${index}]`);
     const seen = new Set<string>();
     for (const contributed of [...templates, ...bins])
       if (seen.has(contributed.name)) drop(`two of the bundle's contributions are named ${contributed.name}`);
@@ -285,11 +319,13 @@ export function loadBundle(
         },
       },
       problems,
+      name,
     };
   } catch (error) {
-    if (error instanceof Dropped) return { bundle: null, problems };
+    const named = label === dir ? null : label;
+    if (error instanceof Dropped) return { bundle: null, problems, name: named };
     problems.push({ plugin: label, file, message: `could not be loaded: ${String(error)}`, dropped: true });
-    return { bundle: null, problems };
+    return { bundle: null, problems, name: named };
   }
 }
 

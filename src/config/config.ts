@@ -700,23 +700,32 @@ export class Config {
   #loadBundles(): void {
     const entries = (this.#data.plugin ?? []) as NonNullable<ConfigBody['plugin']>;
     const taken = new Set<string>();
+    // What the configuration's own policy (before any bundle's deny rules) lets be read, inside the workspace.
+    const policy = this.policy();
+    const readable = (path: string) =>
+      !inside(path, this.root) ||
+      policy.decide({ kind: 'read', path: relative(realTarget(this.root), realTarget(path)) }, this.root).effect ===
+        'allow';
     for (const [index, entry] of entries.entries()) {
       const origin = this.#origins.get(`plugin[${index}]`);
       const declaredIn = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
       const fromWorkspace = origin?.scope !== 'user';
       const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
       const dir = entry.path.startsWith('~/') ? join(homedir(), entry.path.slice(2)) : resolve(base, entry.path);
-      const { bundle, problems } = loadBundle(dir, { fromWorkspace, declaredIn, root: this.root, taken });
+      const { bundle, problems, name } = loadBundle(dir, {
+        fromWorkspace,
+        declaredIn,
+        root: this.root,
+        taken,
+        readable,
+      });
       this.#problems.push(...problems);
+      // A name your file's bundle has stays yours even when that bundle was dropped: no later one takes it over.
+      if (name && !fromWorkspace) taken.add(name);
       if (!bundle) continue;
       taken.add(bundle.name);
       this.#bundles.push(bundle);
     }
-    for (const problem of this.#problems)
-      process.emitWarning(`${problem.file}: ${problem.plugin}: ${problem.message}`, {
-        type: 'IoHarnessBundleWarning',
-        code: problem.dropped ? 'IO_HARNESS_BUNDLE_DROPPED' : 'IO_HARNESS_BUNDLE_REFUSED',
-      });
   }
 
   /** The toolchain commands, as `withToolchain` takes them; null when none are set. */

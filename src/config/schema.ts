@@ -35,7 +35,9 @@ const layer = z.strictObject({
       (value) => !RESERVED_LAYERS.includes(value.trim()),
       `a layer may not take a name the runtime gives its own (${RESERVED_LAYERS_TEXT})`,
     )
-    .describe('The layer’s name, as a decision names it (not floor, runtime, default or permissive).'),
+    // `__` is a bundle's namespace: a layer named `kit__deny` would pass a refusal off as the bundle's.
+    .refine((value) => !value.includes('__'), 'a layer’s name may not hold __, which names what a bundle brought')
+    .describe('The layer’s name, as a decision names it (not floor, runtime, default or permissive; no __).'),
   rule: z.array(rule).optional().describe('The layer’s rules, in order ([[policy.layer.rule]]).'),
 });
 

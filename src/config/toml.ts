@@ -282,7 +282,12 @@ export function lineOf(lines: ReadonlyMap<string, number>, path: string): number
     const found = lines.get(key);
     if (found !== undefined) return found;
     const cut = Math.max(key.lastIndexOf('.'), key.lastIndexOf('['));
-    if (cut <= 0) return null;
+    if (cut <= 0) break;
     key = key.slice(0, cut);
   }
+  // A table only its parts set ([[a.b]] places a.b[0], never a): the first line under it.
+  let first: number | null = null;
+  for (const [key, line] of lines)
+    if ((key.startsWith(`${path}.`) || key.startsWith(`${path}[`)) && (first === null || line < first)) first = line;
+  return first;
 }

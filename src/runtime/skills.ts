@@ -6,7 +6,17 @@
  * read policy like any read, and never reaches outside the skill's own folder: the path
  * is resolved, links included, before it is checked.
  */
-import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  openSync,
+  readdirSync,
+  readSync,
+  realpathSync,
+  statSync,
+} from 'node:fs';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import type { ArgumentSchema } from './arguments.js';
@@ -51,7 +61,10 @@ function frontMatter(text: string, file: string): Record<string, string> {
  * directly inside it that does. Sorted by name; a bad file or two skills of one name is
  * an error naming the file.
  */
-export function discoverSkills(roots: readonly SkillRoot[]): SkillData[] {
+export function discoverSkills(
+  roots: readonly SkillRoot[],
+  readable: (file: string) => boolean = () => true,
+): SkillData[] {
   const valid = (root: unknown) =>
     (typeof root === 'string' && root !== '') ||
     (typeof root === 'object' &&
@@ -80,7 +93,9 @@ export function discoverSkills(roots: readonly SkillRoot[]): SkillData[] {
     for (const dir of dirs) {
       const file = join(dir, 'SKILL.md');
       if (!existsSync(file)) continue;
-      const fields = frontMatter(readFileSync(file, 'utf8'), file);
+      // What the policy keeps unread is not in the catalogue either.
+      if (!readable(file)) continue;
+      const fields = frontMatter(readSkillFile(file, dir), file);
       const own = fields.name ?? '';
       const name = `${prefix}${own}`;
       if (!NAME.test(own))
@@ -98,6 +113,36 @@ export function discoverSkills(roots: readonly SkillRoot[]): SkillData[] {
     }
   }
   return [...found.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/**
+ * A SKILL.md's text: a regular file inside its skill's folder by its real path (a link
+ * out of it is refused), read through one descriptor and never past a bound, so a link to
+ * a device or a pipe cannot hang or flood the reader.
+ */
+function readSkillFile(file: string, dir: string): string {
+  const real = realpathSync(file);
+  const inside = relative(realpathSync(dir), real);
+  if (inside.startsWith(`..${sep}`) || inside === '..' || isAbsolute(inside))
+    throw new InvalidArgumentError(
+      `${file} leads outside its skill's folder (to ${real}); a skill is its folder's own files.`,
+    );
+  const fd = openSync(real, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    if (!fstatSync(fd).isFile()) throw new InvalidArgumentError(`${file} is not a regular file.`);
+    const buffer = Buffer.alloc(MAX_SKILL_CHARS * 4 + 1);
+    let size = 0;
+    for (;;) {
+      const read = readSync(fd, buffer, size, buffer.length - size, null);
+      if (read === 0) break;
+      size += read;
+      if (size > MAX_SKILL_CHARS * 4)
+        throw new InvalidArgumentError(`${file} is above the ${MAX_SKILL_CHARS * 4} bytes a SKILL.md may have.`);
+    }
+    return buffer.subarray(0, size).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The system block's lines for a run's skills: one each, in the spec's (sorted) order. */

@@ -380,6 +380,16 @@ export class StoreWriter {
    * before. The total cap refuses; the child waits in the durable queue until the
    * supervisor admits it; its ceilings are clamped to what the parent has left.
    */
+  /** `hint`, or `hint.2`, `hint.3` ... the first that is free and still an address; null when none is. */
+  #hinted(rootId: string, hint: string): string | null {
+    for (let n = 1; n < 10_000; n++) {
+      const address = n === 1 ? hint : `${hint}.${n}`;
+      if (!ADDRESS.test(address)) return null;
+      if (!this.#addressExists.get(rootId, address)) return address;
+    }
+    return null;
+  }
+
   spawn(input: SpawnInput): SpawnResult {
     const parent = this.#fence(input);
     const existing = this.#runBySpawnKey.get(input.key);
@@ -435,13 +445,15 @@ export class StoreWriter {
           `address ${JSON.stringify(address)} is already taken in this tree; choose another "as".`,
         );
       }
-    } else if (input.addressHint && ADDRESS.test(input.addressHint)) {
-      address = input.addressHint;
-      for (let n = 2; this.#addressExists.get(parent.root_id, address); n++) address = `${input.addressHint}.${n}`;
     } else {
-      let n = parent.children + 1;
-      address = `${parent.address}.${n}`;
-      while (this.#addressExists.get(parent.root_id, address)) address = `${parent.address}.${++n}`;
+      // A roster agent is named for itself under its parent, numbered when taken; any other child by its number.
+      const hinted = input.addressHint ? this.#hinted(parent.root_id, input.addressHint) : null;
+      if (hinted) address = hinted;
+      else {
+        let n = parent.children + 1;
+        address = `${parent.address}.${n}`;
+        while (this.#addressExists.get(parent.root_id, address)) address = `${parent.address}.${++n}`;
+      }
     }
     const parentLedger = this.#ledgerById.get(parent.run_id) as LedgerRow;
     const remaining: Ceilings = {

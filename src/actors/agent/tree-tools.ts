@@ -224,7 +224,15 @@ function reserve(context: RunContext, args: SpawnArgs, callIndex: number): ToolR
     newRunId: randomUUID(),
     queueNow: args.wait !== false,
     ...(policy ? { policy } : {}),
-    ...(definition ? { system: definition.system, addressHint: `${run.address}.${definition.name}`.slice(0, 60) } : {}),
+    ...(definition
+      ? {
+          system: definition.system,
+          // Named for the agent under its parent; one too long for an address is numbered as any child is.
+          ...(`${run.address}.${definition.name}`.length <= 56
+            ? { addressHint: `${run.address}.${definition.name}` }
+            : {}),
+        }
+      : {}),
     now: context.clock.now(),
   });
 }
