@@ -155,11 +155,11 @@ export type {
   TreeLedger,
   TurnRecord,
 } from './store/reader.js';
-export { TraceReader } from './store/reader.js';
+export { formatCost, TraceReader } from './store/reader.js';
 export type { ModelCallRecord, RememberResult } from './store/records.js';
-export { SCHEMA_VERSION } from './store/schema.js';
 export type { StoreOptions } from './store/store.js';
 export { Store } from './store/store.js';
+export { SCHEMA_VERSION } from './store/version.js';
 export { Attach } from './supervisor/attach.js';
 export type { EventFilter, LiveObserver, Observer, ObserverContext } from './supervisor/event-bus.js';
 export { answerQuestion } from './supervisor/questions.js';

@@ -169,7 +169,10 @@ describe('accounting and cache affinity', () => {
     const cost = h.store.cost(result.rootId, { 'gpt-scripted': { input: 2, cacheRead: 0.5, output: 8 } });
     expect(cost.total).toBeCloseTo(0.0032, 10);
     expect(cost.unpriced).toEqual([]);
+    // For a person: no float noise, two significant digits.
+    expect(cost.text).toBe('$0.0032 (gpt-scripted $0.0032)');
     expect(h.store.cost(result.rootId, {}).unpriced).toEqual(['gpt-scripted']);
+    expect(h.store.cost(result.rootId, {}).text).toBe('$0.00; not priced: gpt-scripted');
     const stepEnd = h.store.events(result.rootId).find((event) => event.type === 'step-end');
     expect(stepEnd).toMatchObject({ cacheReadTokens: 800, cachedShare: 0.8 });
     // The affinity key is a digest: the same for every call of the session, and not the session's name.

@@ -42,6 +42,8 @@ export class RequestClient<B> {
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #failure: Error | null = null;
+  /** Hears how many requests wait for a reply, each time that changes (the supervisor keeps the process up by it). */
+  onPendingChange: ((count: number) => void) | null = null;
 
   constructor(endpoint: Endpoint, onOther?: (message: { type: string }) => void) {
     this.#endpoint = endpoint;
@@ -52,6 +54,7 @@ export class RequestClient<B> {
         const pending = this.#pending.get(reply.id);
         if (!pending) return;
         this.#pending.delete(reply.id);
+        this.onPendingChange?.(this.#pending.size);
         if (reply.ok) pending.resolve(reply.value);
         else pending.reject(deserializeError(reply.error));
       } else {
@@ -69,6 +72,7 @@ export class RequestClient<B> {
     const id = this.#nextId++;
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.onPendingChange?.(this.#pending.size);
       const message: Request<B> = { type: 'request', id, body };
       this.#endpoint.postMessage(message, transferList);
     });

@@ -47,6 +47,11 @@ export class StoreClient implements StoreWrites {
     return this.#client.request<undefined>({ op: 'sync' });
   }
 
+  /** See {@link RequestClient.onPendingChange}. */
+  set onPendingChange(listener: ((count: number) => void) | null) {
+    this.#client.onPendingChange = listener;
+  }
+
   call<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): Promise<StoreOperations[K][1]> {
     return this.#client.request<StoreOperations[K][1]>({ op, input } as StoreRequestBody);
   }

@@ -160,11 +160,28 @@ export interface ModelCallRow extends ModelCallRecord {
 export type { PriceTable } from '../runtime/budget.js';
 
 export interface CostReport {
-  /** Total in the table's currency. */
+  /** Total in the table's currency, as computed (a float: for sums and comparisons, not for people). */
   total: number;
   byModel: Record<string, number>;
   /** Calls whose model the table does not price (their cost is not in the total). */
   unpriced: string[];
+  /** The report for a person: `$0.0029 (gpt-4.1 $0.0021, claude-sonnet-4 $0.00080)`, the unpriced models named. */
+  text: string;
+}
+
+/**
+ * An amount as a person reads it: dollars, two significant digits at least and never fewer
+ * than two decimals (`$12.40`, `$0.0029`, `$0.00`); no float noise. The raw number stays
+ * where it came from.
+ */
+export function formatCost(amount: number): string {
+  if (!Number.isFinite(amount)) return String(amount);
+  const sign = amount < 0 ? '-' : '';
+  const value = Math.abs(amount);
+  if (value === 0) return '$0.00';
+  // Decimals enough for two significant digits, at least 2, at most 8.
+  const decimals = Math.min(8, Math.max(2, 1 - Math.floor(Math.log10(value))));
+  return `${sign}$${value.toFixed(decimals)}`;
 }
 
 type Row = Record<string, unknown>;
@@ -536,7 +553,7 @@ export class TraceReader {
 
   /** What a tree's model calls cost under `prices`, derived now from the stored token counts. */
   cost(rootId: string, prices: PriceTable): CostReport {
-    const report: CostReport = { total: 0, byModel: {}, unpriced: [] };
+    const report: CostReport = { total: 0, byModel: {}, unpriced: [], text: '' };
     for (const call of this.modelCalls({ rootId })) {
       const price = prices[call.model];
       if (!price) {
@@ -553,6 +570,8 @@ export class TraceReader {
       report.total += amount;
       report.byModel[call.model] = (report.byModel[call.model] ?? 0) + amount;
     }
+    const models = Object.entries(report.byModel).map(([model, amount]) => `${model} ${formatCost(amount)}`);
+    report.text = `${formatCost(report.total)}${models.length > 0 ? ` (${models.join(', ')})` : ''}${report.unpriced.length > 0 ? `; not priced: ${report.unpriced.join(', ')}` : ''}`;
     return report;
   }
 

@@ -45,6 +45,11 @@ export class Store extends TraceReader {
         `Store.open: synchronous must be "NORMAL" or "FULL", got ${JSON.stringify(options.synchronous)}.`,
       );
     }
+    // SQLite's in-memory spellings name no file, and the store is shared by threads that each open the file.
+    if (/^\s*(:memory:|file::memory:|file:.*[?&]mode=memory)/i.test(path) || /^\s*$/.test(path))
+      throw new InvalidArgumentError(
+        `Store.open(${JSON.stringify(path)}): the store is a file that the supervisor's threads each open, so it cannot be in memory; pass a path, e.g. a temporary one: Store.open(join(mkdtempSync(join(tmpdir(), 'runs-')), 'runs.db')). No file was made.`,
+      );
     const absolute = resolve(path);
     openWriter(absolute, options).close();
     return new Store(absolute, options);

@@ -101,6 +101,21 @@ export class EventBus {
     }
   }
 
+  /**
+   * Ends the iterators scoped to a tree that has settled: those for its root and those for
+   * one of its runs (`runIds`). What they buffered is still read before they end.
+   */
+  endTree(rootId: string, runIds: ReadonlySet<string>): void {
+    for (const stream of [...this.#streams]) {
+      const { rootId: root, runId } = stream.filter;
+      if (root === undefined && runId === undefined) continue;
+      if ((root === undefined || root === rootId) && (runId === undefined || runIds.has(runId))) {
+        stream.end();
+        this.#streams.delete(stream);
+      }
+    }
+  }
+
   close(): void {
     this.#closed = true;
     for (const stream of this.#streams) stream.end();

@@ -334,6 +334,8 @@ export class Supervisor {
   /** Every actor hosted and not yet exited, halted ones included: what close() waits for. */
   readonly #actors = new Set<HostedActor>();
   #storeWorker!: Worker;
+  /** Store requests of this thread waiting for their reply. */
+  #storePending = 0;
   #storeClient!: StoreClient;
   #state: SupervisorState = 'starting';
   #renewTimer: NodeJS.Timeout | null = null;
@@ -450,6 +452,11 @@ export class Supervisor {
       killAt: this.#options.killAt,
     });
     this.#storeClient = new StoreClient(this.#storeWorker, (message) => this.#onStoreOutput(message as StoreOutput));
+    this.#storeClient.onPendingChange = (count) => {
+      this.#storePending = count;
+      this.#keepAlive();
+    };
+    this.#keepAlive();
     this.#storeExited = new Promise((resolve) => this.#storeWorker.once('exit', () => resolve()));
     this.#storeWorker.on('exit', () => this.#onStoreExit());
     this.#storeWorker.on('error', (error) => {
@@ -600,9 +607,34 @@ export class Supervisor {
     this.#bus.publishLive(event);
   }
 
-  /** Every committed event from now on, in commit order, as an async iterator. */
+  /**
+   * Every committed event from now on, in commit order, as an async iterator. One scoped to
+   * a tree (`rootId`) or a run (`runId`) ends once that tree settles here (every run of it
+   * terminal), after its last events; at once when it had settled already. An unscoped one
+   * ends at close().
+   */
   events(filter?: EventFilter): AsyncIterableIterator<HarnessEvent> {
-    return this.#bus.stream(filter);
+    const stream = this.#bus.stream(filter);
+    const rootId = filter?.rootId ?? (filter?.runId ? this.store.run(filter.runId)?.rootId : undefined);
+    if (rootId !== undefined && !this.#trees.has(rootId) && this.#settledInStore(rootId))
+      this.#bus.endTree(rootId, new Set(this.store.runs(rootId).map((run) => run.runId)));
+    return stream;
+  }
+
+  /** Whether a tree no supervisor here drives has nothing left to run: its root terminal, none of it live. */
+  #settledInStore(rootId: string): boolean {
+    const root = this.store.run(rootId);
+    return root !== null && isTerminal(root.status) && this.store.liveCount(rootId) === 0;
+  }
+
+  /**
+   * Holds the process up while there is work: a tree, or a store request on its way. An idle
+   * supervisor keeps nothing alive, so a program whose runs have all settled exits even
+   * without close() (which stays the clean way: it stops the threads and closes the file).
+   */
+  #keepAlive(): void {
+    if (this.#trees.size > 0 || this.#storePending > 0 || this.#state === 'draining') this.#storeWorker.ref();
+    else this.#storeWorker.unref();
   }
 
   #assertRunning(): void {
@@ -834,6 +866,7 @@ export class Supervisor {
       result,
     };
     this.#trees.set(rootId, tree);
+    this.#keepAlive();
     return tree;
   }
 
@@ -1218,6 +1251,7 @@ export class Supervisor {
     tree.settled = true;
     tree.abort.abort();
     this.#trees.delete(tree.rootId);
+    this.#keepAlive();
     const slots = [...tree.slots.values()];
     tree.slots.clear();
     for (const slot of slots) {
@@ -1226,6 +1260,13 @@ export class Supervisor {
       this.#release(slot.runId, slot.generation);
     }
     tree.reject(error);
+    let runIds = new Set<string>();
+    try {
+      runIds = new Set(this.store.runs(tree.rootId).map((run) => run.runId));
+    } catch {
+      // The store cannot be read (it is closing): the iterators scoped to the tree's root still end.
+    }
+    this.#bus.endTree(tree.rootId, runIds);
   }
 
   #checkSettled(tree: Tree): void {
@@ -1238,16 +1279,20 @@ export class Supervisor {
     tree.settled = true;
     tree.abort.abort();
     this.#trees.delete(tree.rootId);
+    this.#keepAlive();
     const root = this.store.run(tree.rootId);
     const ledger = this.store.ledger(tree.rootId);
+    const runs = this.store.runs(tree.rootId);
     tree.resolve({
       rootId: tree.rootId,
       status: root?.status ?? 'failed',
       reason: root?.outcome?.reason ?? null,
       reply: root?.reply ?? null,
       spent: ledger?.root.spent ?? { steps: 0, tokens: 0 },
-      runs: this.store.runs(tree.rootId).length,
+      runs: runs.length,
     });
+    // Every event of the tree was delivered before it settled: its scoped iterators end after them.
+    this.#bus.endTree(tree.rootId, new Set(runs.map((run) => run.runId)));
   }
 
   #onStoreOutput(message: StoreOutput): void {
@@ -1350,6 +1395,7 @@ export class Supervisor {
     if (this.#state === 'stopped' || this.#state === 'draining') return;
     const wasFailed = this.#state === 'failed';
     this.#state = 'draining';
+    this.#keepAlive();
     if (this.#renewTimer) clearInterval(this.#renewTimer);
     for (const tree of [...this.#trees.values()]) {
       this.#failTree(
