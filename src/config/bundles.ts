@@ -16,16 +16,16 @@
  * reported, never fatal: `config.problems()` lists it, and a run's contract records it as
  * a `bundle-problem` event.
  */
-import { closeSync, constants, existsSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { existsSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError, HarnessError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
 import { type AgentDefinition, checkAgents } from '../runtime/agents.js';
 import { escapes, Policy, realTarget } from '../runtime/policy/policy.js';
+import { readBounded } from '../runtime/read-bounded.js';
 import { discoverSkills } from '../runtime/skills.js';
-import { type HookSpec, programFrom } from './hooks.js';
+import { type HookSpec, hookSpecFrom } from './hooks.js';
 import { type PluginData, pluginSchema } from './schema.js';
 import { lineOf, readToml } from './toml.js';
 
@@ -178,7 +178,7 @@ export function loadBundle(
       description: item.description ?? null,
       text:
         item.text ??
-        readBounded(within(item.file as string, `template[${index}].file`), at(`template[${index}]`), drop),
+        readShipped(within(item.file as string, `template[${index}].file`), at(`template[${index}]`), drop),
     }));
     let agents: AgentDefinition[] = [];
     try {
@@ -188,7 +188,7 @@ export function loadBundle(
           description: item.description,
           system:
             item.system ??
-            readBounded(within(item.system_file as string, `agent[${index}].system_file`), at(`agent[${index}]`), drop),
+            readShipped(within(item.system_file as string, `agent[${index}].system_file`), at(`agent[${index}]`), drop),
           ...(item.deny ? { deny: item.deny } : {}),
           ...(item.budget
             ? {
@@ -241,26 +241,17 @@ export function loadBundle(
       if (options.fromWorkspace) refuse('hook', 'a hook');
       else
         plugin.hook.forEach((item, index) => {
-          const append =
-            item.append === undefined
-              ? undefined
-              : item.append.startsWith('~/')
-                ? join(homedir(), item.append.slice(2))
-                : resolve(dir, item.append);
-          if (append !== undefined && !escapes(relative(realTarget(options.root), realTarget(append))))
-            drop(
-              `hook[${index}].append names ${append}, inside the workspace, where the agent could change the log`,
-              at(`hook[${index}]`),
-            );
-          hooks.push({
+          const spec = hookSpecFrom(item, {
             name: `${name}__${item.name ?? `hook-${index + 1}`}`,
-            events: [...item.events],
-            ...(append === undefined ? {} : { append }),
-            ...(item.run === undefined ? {} : { run: programFrom(item.run, dir) }),
-            onFailure: item.on_failure ?? 'ignore',
-            timeoutMs: Math.round((item.timeout_secs ?? 30) * 1000),
+            base: dir,
             from: at(`hook[${index}]`),
           });
+          if (spec.append !== undefined && !escapes(relative(realTarget(options.root), realTarget(spec.append))))
+            drop(
+              `hook[${index}].append names ${spec.append}, inside the workspace, where the agent could change the log`,
+              at(`hook[${index}]`),
+            );
+          hooks.push(spec);
         });
     }
     const bins: BundleBin[] = [];
@@ -347,28 +338,18 @@ function findSubstitution(value: unknown, path: string): string | null {
   return null;
 }
 
-/** A regular file's text, at most the bound, through one descriptor. */
-function readBounded(path: string, where: string, drop: (message: string, where?: string) => never): string {
-  let fd: number | null = null;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-    if (!fstatSync(fd).isFile()) return drop(`${path} is not a regular file`, where);
-    const buffer = Buffer.alloc(MAX_BUNDLE_FILE_BYTES + 1);
-    let size = 0;
-    for (;;) {
-      const read = readSync(fd, buffer, size, buffer.length - size, null);
-      if (read === 0) break;
-      size += read;
-      if (size > MAX_BUNDLE_FILE_BYTES)
-        return drop(`${path} is above the ${MAX_BUNDLE_FILE_BYTES} bytes it may hold`, where);
-    }
-    const text = buffer.subarray(0, size).toString('utf8');
-    if (text.trim() === '') return drop(`${path} is empty`, where);
-    return text;
-  } catch (error) {
-    if (error instanceof Dropped) throw error;
-    return drop(`${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`, where);
-  } finally {
-    if (fd !== null) closeSync(fd);
-  }
+/** A file the bundle ships, as text: a regular file, not empty, at most the bound; else the bundle is dropped. */
+function readShipped(path: string, where: string, drop: (message: string, where?: string) => never): string {
+  const read = readBounded(path, MAX_BUNDLE_FILE_BYTES);
+  if (!read.ok)
+    return drop(
+      read.problem === 'not-file'
+        ? `${path} is not a regular file`
+        : read.problem === 'too-large'
+          ? `${path} is above the ${MAX_BUNDLE_FILE_BYTES} bytes it may hold`
+          : `${path} cannot be read (${read.code})`,
+      where,
+    );
+  if (read.text.trim() === '') return drop(`${path} is empty`, where);
+  return read.text;
 }

@@ -32,15 +32,16 @@ import {
   type MemoryData,
   TaskContract,
 } from '../runtime/contract/contract.js';
-import { DEFAULT_SANDBOX } from '../runtime/exec/containment/boundary.js';
+import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../runtime/exec/containment/boundary.js';
 import type { Executor } from '../runtime/exec/executor.js';
 import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
 import type { SkillRoot } from '../runtime/skills.js';
+import type { ToolchainOverrides } from '../runtime/workspace/toolchain.js';
 import { type BundleBin, type BundleProblem, type LoadedBundle, loadBundle, type PromptTemplate } from './bundles.js';
-import { type HookObserver, type HookSpec, hookObserver, programFrom } from './hooks.js';
+import { type HookObserver, type HookSpec, hookObserver, hookSpecFrom } from './hooks.js';
 import { type ConfigBody, fileSchema, knownKeys, NOT_BUILT } from './schema.js';
-import { filesIn, kindsIn, resolveText } from './substitute.js';
+import { filePath, filesIn, kindsIn, resolveText } from './substitute.js';
 import { lineOf, type ParsedFile, readToml, valueAt } from './toml.js';
 
 /** Where a file sits: the library's defaults, the user's own, or the workspace's two. */
@@ -262,7 +263,7 @@ export class Config {
       const origin = this.#origins.get(`instructions.files[${index}]`) ?? this.#origins.get('instructions.files');
       const where = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
       const fromWorkspace = origin?.scope !== 'user';
-      const path = name.startsWith('~/') ? join(homedir(), name.slice(2)) : resolve(this.root, name);
+      const path = filePath(name, this.root);
       const bad = (why: string) =>
         new ConfigError(
           ErrorCode.ConfigInvalid,
@@ -313,27 +314,14 @@ export class Config {
       const origin = this.#origins.get(`hook[${index}]`);
       const from = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
       const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
-      const append =
-        item.append === undefined
-          ? undefined
-          : item.append.startsWith('~/')
-            ? join(homedir(), item.append.slice(2))
-            : resolve(base, item.append);
-      if (append !== undefined && inside(append, this.root))
+      const spec = hookSpecFrom(item, { name: item.name ?? `hook-${index + 1}`, base, from });
+      if (spec.append !== undefined && inside(spec.append, this.root))
         throw new ConfigError(
           ErrorCode.ConfigRefused,
-          `${from}: hook[${index}].append names ${append}, inside the workspace, where the agent's own writes could change the record of what it did; keep the audit log outside (nothing of the configuration was used).`,
+          `${from}: hook[${index}].append names ${spec.append}, inside the workspace, where the agent's own writes could change the record of what it did; keep the audit log outside (nothing of the configuration was used).`,
           { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `hook[${index}].append` } },
         );
-      return {
-        name: item.name ?? `hook-${index + 1}`,
-        events: [...item.events],
-        ...(append === undefined ? {} : { append }),
-        ...(item.run === undefined ? {} : { run: programFrom(item.run, base) }),
-        onFailure: item.on_failure ?? 'ignore',
-        timeoutMs: Math.round((item.timeout_secs ?? 30) * 1000),
-        from,
-      };
+      return spec;
     });
   }
 
@@ -348,7 +336,7 @@ export class Config {
       cwd: this.root,
       scrubbed: this.scrubbedEnv(),
       // Contained as the run's own commands are: the same sandbox and policy.
-      sandbox: { ...DEFAULT_SANDBOX, ...(sandbox ?? {}) } as never,
+      sandbox: { ...DEFAULT_SANDBOX, ...(sandbox ?? {}) },
       policy: this.policy(),
       ...(options.executor ? { executor: options.executor } : {}),
     });
@@ -529,17 +517,13 @@ export class Config {
   }
 
   /** What commands are granted, as a contract's `sandbox` data holds it; null when nothing is set. */
-  sandbox(): {
-    access?: 'read-only' | 'workspace-write' | 'full';
-    writableRoots?: string[];
-    sharedCaches?: boolean;
-    rung?: 'bubblewrap' | 'landlock' | 'namespaces' | 'floor';
-    caps?: Record<string, number>;
-  } | null {
+  sandbox(): Partial<SandboxData> | null {
     const section = this.#data.sandbox as ConfigBody['sandbox'];
     if (!section) return null;
     const caps = section.caps
-      ? Object.fromEntries(Object.entries(section.caps).map(([key, value]) => [camel(key), value as number]))
+      ? (Object.fromEntries(
+          Object.entries(section.caps).map(([key, value]) => [camel(key), value as number]),
+        ) as SandboxCaps)
       : undefined;
     return {
       ...(section.access === undefined ? {} : { access: section.access }),
@@ -711,7 +695,7 @@ export class Config {
       const declaredIn = origin ? `${origin.file}:${origin.line ?? 1}` : '(defaults)';
       const fromWorkspace = origin?.scope !== 'user';
       const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
-      const dir = entry.path.startsWith('~/') ? join(homedir(), entry.path.slice(2)) : resolve(base, entry.path);
+      const dir = filePath(entry.path, base);
       const { bundle, problems, name } = loadBundle(dir, {
         fromWorkspace,
         declaredIn,
@@ -729,8 +713,8 @@ export class Config {
   }
 
   /** The toolchain commands, as `withToolchain` takes them; null when none are set. */
-  toolchain(): Record<string, unknown> | null {
-    const section = this.#data.toolchain as Table | undefined;
+  toolchain(): ToolchainOverrides | null {
+    const section = this.#data.toolchain as ToolchainOverrides | undefined;
     return section ? structuredClone(section) : null;
   }
 
@@ -748,7 +732,7 @@ export class Config {
       ...(context ? { context } : {}),
       ...(memory ? { memory } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
-      ...(toolchain ? { toolchain: toolchain as never } : {}),
+      ...(toolchain ? { toolchain } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),
       ...(this.#guidance.length > 0 ? { instructions: this.instructions() } : {}),
       ...(this.#problems.length > 0 ? { bundleProblems: this.problems() } : {}),

@@ -23,6 +23,7 @@ import { directExecutor, type Executor } from '../runtime/exec/executor.js';
 import { commandEnvironment, describeCommand } from '../runtime/exec/run-command.js';
 import type { Policy } from '../runtime/policy/policy.js';
 import type { Observer, ObserverContext } from '../supervisor/event-bus.js';
+import { filePath } from './substitute.js';
 
 /** One hook, as the configuration projects it. */
 export interface HookSpec {
@@ -141,6 +142,32 @@ export function hookObserver(
 export function programFrom(argv: readonly string[], base: string): string[] {
   const [program, ...rest] = argv as [string, ...string[]];
   return [program.includes('/') && !isAbsolute(program) ? resolve(base, program) : program, ...rest];
+}
+
+/** A `[[hook]]` table as a file declares it (a configuration's or a bundle's). */
+export interface HookTable {
+  name?: string | undefined;
+  events: readonly string[];
+  append?: string | undefined;
+  run?: readonly string[] | undefined;
+  on_failure?: 'ignore' | 'cancel' | undefined;
+  timeout_secs?: number | undefined;
+}
+
+/**
+ * One `[[hook]]` table as a spec, with paths found from `base` (the declaring file's or
+ * bundle's directory; `~/` from home). Where the log may go is the caller's to decide.
+ */
+export function hookSpecFrom(item: HookTable, at: { name: string; base: string; from: string }): HookSpec {
+  return {
+    name: at.name,
+    events: [...item.events],
+    ...(item.append === undefined ? {} : { append: filePath(item.append, at.base) }),
+    ...(item.run === undefined ? {} : { run: programFrom(item.run, at.base) }),
+    onFailure: item.on_failure ?? 'ignore',
+    timeoutMs: Math.round((item.timeout_secs ?? 30) * 1000),
+    from: at.from,
+  };
 }
 
 const wants = (hook: HookSpec, event: HarnessEvent) => hook.events.includes('*') || hook.events.includes(event.type);

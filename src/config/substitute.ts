@@ -15,9 +15,9 @@
  * written (a policy pattern may well hold one). Keys are never substituted.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { readBounded } from '../runtime/read-bounded.js';
 
 /** What one string's substitutions came to, or why they could not be resolved. */
 export type Resolved =
@@ -52,7 +52,8 @@ export function filesIn(text: string, base: string): string[] {
   return out;
 }
 
-const filePath = (path: string, base: string) =>
+/** A path a file names, from `base` (the file's directory); `~/` is from the home directory. */
+export const filePath = (path: string, base: string): string =>
   path.startsWith('~/') ? join(homedir(), path.slice(2)) : isAbsolute(path) ? path : resolve(base, path);
 
 /** Resolves every substitution of `text`, for the file `file`. */
@@ -98,8 +99,15 @@ function resolveOne(
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the substitution's spelling, named for the reader
     if (body === '') return { ok: false, reason: '${file:} names no file' };
     const path = filePath(body, base);
-    const read = readBounded(path);
-    return read.ok ? { ok: true, value: read.text.replace(/(\r?\n)+$/, '') } : read;
+    const read = readBounded(path, MAX_SUBSTITUTED_BYTES);
+    if (read.ok) return { ok: true, value: read.text.replace(/(\r?\n)+$/, '') };
+    const why =
+      read.problem === 'not-file'
+        ? 'which is not a regular file'
+        : read.problem === 'too-large'
+          ? `above the ${MAX_SUBSTITUTED_BYTES} bytes it may hand in`
+          : `which cannot be read (${read.code})`;
+    return { ok: false, reason: `\${file:} names ${path}, ${why}` };
   }
   const argv = body.split(/\s+/).filter((part) => part !== '');
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the substitution's spelling, named for the reader
@@ -124,34 +132,5 @@ function resolveOne(
             ? `it was ended by ${failure.signal}${failure.signal === 'SIGTERM' ? ` (the limit is ${SUBSTITUTION_TIMEOUT_MS / 1000} s)` : ''}`
             : `it exited with ${failure.status}${failure.stderr?.trim() ? `: ${failure.stderr.trim().split('\n')[0]?.slice(0, 200)}` : ''}`;
     return { ok: false, reason: `\${cmd:${body.slice(0, 60)}} failed: ${why}` };
-  }
-}
-
-/** A regular file's text, never more than the bound, through one descriptor (a pipe or a device cannot hang the caller). */
-function readBounded(path: string): { ok: true; text: string } | { ok: false; reason: string } {
-  let fd: number | null = null;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-    if (!fstatSync(fd).isFile()) return { ok: false, reason: `\${file:} names ${path}, which is not a regular file` };
-    const buffer = Buffer.alloc(MAX_SUBSTITUTED_BYTES + 1);
-    let size = 0;
-    for (;;) {
-      const read = readSync(fd, buffer, size, buffer.length - size, null);
-      if (read === 0) break;
-      size += read;
-      if (size > MAX_SUBSTITUTED_BYTES)
-        return {
-          ok: false,
-          reason: `\${file:} names ${path}, above the ${MAX_SUBSTITUTED_BYTES} bytes it may hand in`,
-        };
-    }
-    return { ok: true, text: buffer.subarray(0, size).toString('utf8') };
-  } catch (error) {
-    return {
-      ok: false,
-      reason: `\${file:} names ${path}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
-    };
-  } finally {
-    if (fd !== null) closeSync(fd);
   }
 }

@@ -5,9 +5,10 @@
  * the inside of multi-line arrays), and a key it cannot place (one inside an inline table)
  * is named by the line of the nearest key above it that it did place.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { parse, TomlError } from 'smol-toml';
 import { ConfigError, ErrorCode } from '../errors.js';
+import { readBounded } from '../runtime/read-bounded.js';
 
 /** Where a key was set: the file and the line. */
 export interface Origin {
@@ -35,33 +36,27 @@ export const MAX_CONFIG_BYTES = 1024 * 1024;
 export function readToml(file: string, options: { noLinks?: boolean } = {}): ParsedFile {
   const refused = (why: string, code: ErrorCode = ErrorCode.ConfigInvalid) =>
     new ConfigError(code, `${file}: ${why} (nothing of the configuration was used).`, { details: { file } });
-  let text: string;
-  let fd: number | null = null;
+  let link = false;
   try {
-    if (options.noLinks && lstatSync(file).isSymbolicLink())
-      throw refused(
-        'is a symbolic link; a workspace’s configuration must be a regular file at the workspace root, which the policy’s floor keeps agents from writing',
-        ErrorCode.ConfigRefused,
-      );
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | (options.noLinks ? constants.O_NOFOLLOW : 0));
-    if (!fstatSync(fd).isFile()) throw refused('is not a regular file');
-    const buffer = Buffer.alloc(MAX_CONFIG_BYTES + 1);
-    let size = 0;
-    for (;;) {
-      const read = readSync(fd, buffer, size, buffer.length - size, null);
-      if (read === 0) break;
-      size += read;
-      if (size > MAX_CONFIG_BYTES)
-        throw refused(`is above the ${MAX_CONFIG_BYTES} bytes a configuration file may have`);
-    }
-    text = buffer.subarray(0, size).toString('utf8');
+    link = options.noLinks === true && lstatSync(file).isSymbolicLink();
   } catch (error) {
-    if (error instanceof ConfigError) throw error;
     throw refused(`cannot be read (${error instanceof Error ? error.message : String(error)})`);
-  } finally {
-    if (fd !== null) closeSync(fd);
   }
-  return parseToml(text, file);
+  if (link)
+    throw refused(
+      'is a symbolic link; a workspace’s configuration must be a regular file at the workspace root, which the policy’s floor keeps agents from writing',
+      ErrorCode.ConfigRefused,
+    );
+  const read = readBounded(file, MAX_CONFIG_BYTES, { noFollow: options.noLinks === true });
+  if (!read.ok)
+    throw refused(
+      read.problem === 'not-file'
+        ? 'is not a regular file'
+        : read.problem === 'too-large'
+          ? `is above the ${MAX_CONFIG_BYTES} bytes a configuration file may have`
+          : `cannot be read (${read.code})`,
+    );
+  return parseToml(read.text, file);
 }
 
 export function parseToml(text: string, file: string): ParsedFile {

@@ -6,20 +6,11 @@
  * read policy like any read, and never reaches outside the skill's own folder: the path
  * is resolved, links included, before it is checked.
  */
-import {
-  closeSync,
-  constants,
-  existsSync,
-  fstatSync,
-  openSync,
-  readdirSync,
-  readSync,
-  realpathSync,
-  statSync,
-} from 'node:fs';
+import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import type { ArgumentSchema } from './arguments.js';
+import { readBounded } from './read-bounded.js';
 
 /** A skill as a run's spec carries it: what the catalogue line says, and its folder. */
 export interface SkillData {
@@ -127,22 +118,15 @@ function readSkillFile(file: string, dir: string): string {
     throw new InvalidArgumentError(
       `${file} leads outside its skill's folder (to ${real}); a skill is its folder's own files.`,
     );
-  const fd = openSync(real, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    if (!fstatSync(fd).isFile()) throw new InvalidArgumentError(`${file} is not a regular file.`);
-    const buffer = Buffer.alloc(MAX_SKILL_CHARS * 4 + 1);
-    let size = 0;
-    for (;;) {
-      const read = readSync(fd, buffer, size, buffer.length - size, null);
-      if (read === 0) break;
-      size += read;
-      if (size > MAX_SKILL_CHARS * 4)
-        throw new InvalidArgumentError(`${file} is above the ${MAX_SKILL_CHARS * 4} bytes a SKILL.md may have.`);
-    }
-    return buffer.subarray(0, size).toString('utf8');
-  } finally {
-    closeSync(fd);
-  }
+  const read = readBounded(real, MAX_SKILL_CHARS * 4);
+  if (read.ok) return read.text;
+  throw new InvalidArgumentError(
+    read.problem === 'not-file'
+      ? `${file} is not a regular file.`
+      : read.problem === 'too-large'
+        ? `${file} is above the ${MAX_SKILL_CHARS * 4} bytes a SKILL.md may have.`
+        : `${file} cannot be read (${read.code}).`,
+  );
 }
 
 /** The system block's lines for a run's skills: one each, in the spec's (sorted) order. */
