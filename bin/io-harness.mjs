@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // io-harness <command>: the commands of the package.
+//   io-harness runs | sessions | show | follow | answer | resume | rewind | cost  (see --help; dist/cli)
 //   io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
 //   io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
 // serves the workspace tools of <dir> over MCP (stdio, or streamable HTTP with --http),
@@ -9,7 +10,13 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 
-const USAGE = `usage: io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
+const USAGE = `usage: io-harness <command> [options]; io-harness <command> --help says more
+
+Reading and acting on a store (--store <file>, default $IO_HARNESS_STORE or ./runs.db; --json for scripts):
+TRACE_COMMANDS
+
+Other commands:
+       io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
        io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
 
 Serves the workspace tools of <dir> over MCP: on stdio, or streamable HTTP on
@@ -21,7 +28,7 @@ Over HTTP every request must carry "Authorization: Bearer <token>": the token is
 IO_HARNESS_MCP_TOKEN when it is set, else one made at start and printed on stderr.`;
 
 function fail(message) {
-  process.stderr.write(`io-harness: ${message}\n\n${USAGE}\n`);
+  process.stderr.write(`io-harness: ${message}\n\nio-harness --help lists the commands.\n`);
   process.exit(2);
 }
 
@@ -29,9 +36,20 @@ function fail(message) {
 const MAX_BODY = 12 * 1024 * 1024;
 
 const [command, ...rest] = process.argv.slice(2);
-if (command === undefined || command === '--help' || command === '-h') {
-  process.stdout.write(`${USAGE}\n`);
+if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+  const { traceCommandsHelp } = await import('../dist/cli/trace-commands.js');
+  (command === undefined ? process.stderr : process.stdout).write(
+    `${USAGE.replace('TRACE_COMMANDS', traceCommandsHelp())}\n`,
+  );
   process.exit(command === undefined ? 2 : 0);
+}
+{
+  const { TRACE_COMMANDS, runTraceCommand } = await import('../dist/cli/trace-commands.js');
+  if (Object.hasOwn(TRACE_COMMANDS, command)) {
+    process.exitCode = await runTraceCommand(command, rest);
+    // Nothing the command started is left to finish: its store is closed, its supervisor too.
+    process.exit();
+  }
 }
 if (command === 'config') {
   const { runConfigCommand } = await import('./config-command.mjs');

@@ -21,6 +21,7 @@ export {
   HarnessError,
   InvalidArgumentError,
   LeaseLostError,
+  OutputSchemaError,
   StoreError,
 } from './errors.js';
 // Types only: the MCP client itself is io-harness/mcp, so the core never loads the protocol's SDK.

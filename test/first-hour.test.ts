@@ -9,7 +9,17 @@ import { cpSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSy
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { formatCost, type HarnessEvent, Store } from '../dist/index.js';
+import { z } from 'zod';
+import {
+  CallbackApprover,
+  formatCost,
+  type HarnessEvent,
+  OutputSchema,
+  Policy,
+  runWith,
+  Store,
+  TaskContract,
+} from '../dist/index.js';
 import { tempStorePath } from './support/processes.js';
 import { serve, supervisorOnStore, tempWorkspace } from './support/workspace.js';
 
@@ -37,6 +47,56 @@ describe('the first hour', () => {
     expect(formatCost(0)).toBe('$0.00');
     expect(formatCost(0.1 + 0.2)).toBe('$0.30');
     expect(formatCost(0.000000123)).toBe('$0.00000012');
+  });
+
+  it('says who refused an ask: the approver that denied it, or no approver at all', async () => {
+    const root = tempWorkspace({ 'a.txt': 'a\n' });
+    const { store } = await supervisorOnStore();
+    const { provider } = await serve((call) =>
+      (call.body as { messages: { role: string }[] }).messages.some((m) => m.role === 'tool')
+        ? { text: 'done' }
+        : { text: 'running', toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] },
+    );
+    const refusal = async (approver?: CallbackApprover) => {
+      const result = await runWith(TaskContract.workspace('run it', root), provider, store, Policy.default(), approver);
+      return store.steps(result.runId)[0]?.observations[0]?.content ?? '';
+    };
+    expect(await refusal()).toMatch(/needs approval \(ask-exec \*, layer default\) and no approver was given to ask/);
+    expect(await refusal(new CallbackApprover(() => 'deny'))).toMatch(/and the approver denied it/);
+  });
+
+  it('hands back a structured answer as data, declared from a zod schema, on runWith and on a run handle', async () => {
+    const root = tempWorkspace({ 'a.txt': 'a\n' });
+    const { supervisor, store } = await supervisorOnStore();
+    const { provider } = await serve(() => ({ text: '```json\n{ "summary": "fine", "risk": "low" }\n```' }));
+    const Review = z.object({ summary: z.string(), risk: z.enum(['low', 'high']) });
+    const contract = TaskContract.workspace('review it', root).withOutputSchema(Review);
+    // What zod wrote is what the run was held to.
+    expect(contract.toJSON().outputSchema?.schema).toMatchObject({
+      type: 'object',
+      required: ['summary', 'risk'],
+      additionalProperties: false,
+    });
+    const result = await runWith(contract, provider, store);
+    expect(result.outcome.kind).toBe('finished');
+    expect(result.output).toEqual({ summary: 'fine', risk: 'low' });
+    const tree = await supervisor.run({ contract: contract.withBudget({ steps: 3 }), provider }).result;
+    expect(tree.output).toEqual({ summary: 'fine', risk: 'low' });
+    // No schema, or an answer that misses it: no output, the reply kept.
+    const plain = await runWith(TaskContract.workspace('review it', root), provider, store);
+    expect(plain.output).toBeNull();
+    expect(plain.reply).toContain('"summary"');
+    const strict = TaskContract.workspace('review it', root).withOutputSchema(
+      OutputSchema.of(z.object({ summary: z.string(), risk: z.literal('high') }), 'review'),
+    );
+    const missed = await runWith(strict.withRetries(0), provider, store);
+    expect(missed.outcome.kind).toBe('schema-unsatisfied');
+    expect(missed.output).toBeNull();
+    // What zod writes outside the subset is refused by keyword, as a hand-written schema's is.
+    expect(() => OutputSchema.of(z.object({ email: z.string().email() }))).toThrow(/format/);
+    expect(() => OutputSchema.of(z.string().transform((text) => text.length))).toThrow(
+      /cannot be written as JSON Schema/,
+    );
   });
 
   it('refuses an in-memory store plainly, making no file of that name', async () => {

@@ -110,12 +110,44 @@ describe('the agent threads', () => {
 });
 
 describe('the error codes', () => {
-  it('are each listed in docs/ERRORS.md', async () => {
+  it('are the rows of docs/ERRORS.md, each naming a class the package exports', async () => {
     const { ErrorCode } = await import('../dist/errors.js');
+    const entries: Record<string, Record<string, unknown>> = {
+      'io-harness': await import('../dist/index.js'),
+      'io-harness/mcp': await import('../dist/mcp/index.js'),
+      'io-harness/testing': await import('../dist/testing/index.js'),
+    };
     const listed = readFileSync(join(import.meta.dirname, '..', 'docs', 'ERRORS.md'), 'utf8');
-    const missing = Object.values(ErrorCode as Record<string, string>).filter(
-      (code) => !listed.includes(`\`${code}\``),
-    );
-    expect(missing).toEqual([]);
+    const rows = [...listed.matchAll(/^\| `([A-Z_]+)`\s*\|([^|]*)\|/gm)].map((match) => ({
+      code: match[1] as string,
+      classes: match[2] as string,
+    }));
+    const codes = Object.values(ErrorCode as Record<string, string>);
+    // Both ways: no code without its row, no row for a code the code does not have.
+    expect(rows.map((row) => row.code).sort()).toEqual([...codes].sort());
+    const unexported: string[] = [];
+    for (const row of rows) {
+      // `Class` (io-harness/sub) names the entry it is exported from; the package's root by default.
+      const from = /\((io-harness[^)]*)\)/.exec(row.classes)?.[1] ?? 'io-harness';
+      for (const match of row.classes.matchAll(/`(\w+)`/g)) {
+        const exported = entries[from]?.[match[1] as string];
+        if (typeof exported !== 'function') unexported.push(`${row.code}: ${match[1]} from ${from}`);
+      }
+    }
+    expect(unexported).toEqual([]);
+  });
+});
+
+describe('the event types', () => {
+  it('are the table of docs/guides/actor-runtime.md, written from the code', async () => {
+    const { eventsTable } = await import('../scripts/events-list.mjs');
+    const { EVENT_TYPES } = await import('../dist/index.js');
+    const guide = readFileSync(join(import.meta.dirname, '..', 'docs', 'guides', 'actor-runtime.md'), 'utf8');
+    const table = eventsTable();
+    expect(table.split('\n').length).toBe(EVENT_TYPES.length + 2);
+    // The table as written, its columns aligned or not.
+    const cells = (text: string) => text.replace(/ *\| */g, '|').replace(/-{3,}/g, '---');
+    const written = guide.slice(guide.indexOf('<!-- events -->') + 15, guide.indexOf('<!-- /events -->')).trim();
+    expect(cells(written)).toBe(cells(table));
   });
 });

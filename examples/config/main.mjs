@@ -1,8 +1,8 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Config, Store, Supervisor } from 'io-harness';
-import { assistantTurns, ScriptedModelServer } from 'io-harness/testing';
+import { Config, OpenAI, Store, Supervisor } from 'io-harness';
+import { assistantTurns, ScriptedModelServer, systemText } from 'io-harness/testing';
 
 // A repository with its AGENTS.md, and a user directory holding io.toml and a bundle.
 const repo = mkdtempSync(join(tmpdir(), 'config-example-repo-'));
@@ -35,7 +35,7 @@ append = "audit.jsonl"
 
 // A model on loopback: the root hands the review to the bundle's agent, which tries a write.
 const model = await ScriptedModelServer.start((call) => {
-  const system = call.body.messages.find((m) => m.role === 'system')?.content ?? '';
+  const system = systemText(call);
   const turn = assistantTurns(call);
   if (system.startsWith('You review.'))
     return turn === 0
@@ -51,7 +51,7 @@ const store = await Store.open(process.argv[2] ?? 'runs.db');
 const supervisor = await Supervisor.start(store);
 const hooks = config.hooks();
 supervisor.observe(hooks);
-const provider = { kind: 'openai', model: 'scripted', baseUrl: `${model.url}/v1`, apiKey: 'unused' };
+const provider = OpenAI.create({ model: 'scripted', baseUrl: `${model.url}/v1`, apiKey: 'unused' });
 const handle = supervisor.run({ ...config.runOptions('review the notes'), provider });
 const result = await handle.result;
 

@@ -17,6 +17,6 @@ supervisor.observe((event) => console.log(event.type, event.runId));
 
 const handle = supervisor.run({ task: 'survey the repository', provider, budget: { steps: 50, tokens: 100_000 } });
 const result = await handle.result; // { status: 'finished', reply, spent: { steps, tokens }, ... }
-console.log(result, store.ledger(result.rootId).root.spent);
+console.log(result, store.ledger(result.rootId)?.root.spent);
 await supervisor.close();
 await model.close();

@@ -13,7 +13,7 @@ const model = await ScriptedModelServer.start((call) => {
   const messages = call.body.messages;
   const last = messages.at(-1);
   const said = String(messages.findLast((message) => message.role === 'user')?.content ?? '');
-  if (last.role === 'tool') {
+  if (last?.role === 'tool') {
     const tool = messages.at(-2)?.tool_calls?.[0]?.function?.name;
     if (tool === 'read_file') return { text: 'It names release 2.4.1, owned by ada.' };
     // The user's last words are a correction they sent while the turn ran.

@@ -1,7 +1,3 @@
-// A workspace run: a tiny Node project whose test fails, a model that reads, patches and
-// runs the suite, and `node --test` as the gate. The model here is the scripted server on
-// loopback; with a key, `OpenAI.fromEnv()` (or any provider) takes its place.
-// usage: node examples/workspace/main.mjs [store-path]
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -33,6 +33,11 @@ export interface AgentStart {
   live?: boolean;
   /** The embedder's tools this tree has, as data; the main thread runs them. */
   tools?: ToolDefinitionData[];
+  /**
+   * False: the tree has no approver, so an ask is refused without asking the host, and the
+   * refusal says so. Otherwise the host's `approve` answers (the supervisor's asks the tree's).
+   */
+  approver?: boolean;
 }
 
 /** Supervisor to actor, over its control port. */

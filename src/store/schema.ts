@@ -381,6 +381,28 @@ export function migrate(db: Database.Database): void {
 }
 
 /** Opens a read-only connection for traces, attach and CLIs; safe in any thread. */
+/**
+ * What is at `path`, read without writing to it: nothing, or a store of ours (its schema
+ * version), or a SQLite file of someone else's (no `runs` table). A file that is not
+ * SQLite, or a store newer than this code, throws as {@link checkStoreFile} does. For
+ * the commands that must never make or change a file they were not given a store in.
+ */
+export function storeFileState(
+  path: string,
+): { kind: 'missing' } | { kind: 'foreign' } | { kind: 'store'; version: number } {
+  if (!existsSync(path)) return { kind: 'missing' };
+  checkStoreFile(path);
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    const ours = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").get() !== undefined;
+    return ours
+      ? { kind: 'store', version: db.pragma('user_version', { simple: true }) as number }
+      : { kind: 'foreign' };
+  } finally {
+    db.close();
+  }
+}
+
 export function openReader(path: string, options: { cacheKiB?: number } = {}): Database.Database {
   checkStoreFile(path);
   const db = new Database(path, { readonly: true, fileMustExist: true });

@@ -15,6 +15,7 @@ import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
 import type { TraceReader } from '../store/reader.js';
 import type { Store } from '../store/store.js';
+import { outputOf } from './output.js';
 import { type RetriedGate, type RunOptions, Supervisor, type SupervisorOptions } from './supervisor.js';
 
 /** How a run ended, as a union to switch on. */
@@ -30,11 +31,16 @@ export type Outcome =
   | { kind: 'interrupted'; reason: string }
   | { kind: 'failed'; reason: string };
 
-export interface RunResult {
+export interface RunResult<Output = unknown> {
   runId: string;
   outcome: Outcome;
   /** The final answer, when the model gave one. */
   reply: string | null;
+  /**
+   * The answer as data, when the contract declared an OutputSchema and the run finished:
+   * the reply parsed and checked, typed by a zod schema's type. `null` otherwise.
+   */
+  output: Output | null;
   /** What the whole tree spent, and the token detail from the accounting rows. */
   usage: {
     steps: number;
@@ -135,6 +141,7 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
     runId,
     outcome,
     reply: run.reply,
+    output: outputOf(store, runId),
     usage: { steps: account?.spent.steps ?? 0, tokens: account?.spent.tokens ?? 0, ...usage },
   };
 }
@@ -150,14 +157,14 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
  * const result = await runWith(contract, OpenRouter.fromEnv(), store, policy, new ApproveAll());
  * if (result.outcome.kind === 'finished') console.log(result.reply);
  */
-export async function runWith(
-  contract: TaskContract,
+export async function runWith<Output = unknown>(
+  contract: TaskContract<Output>,
   provider: ProviderSpec,
   store: Store,
   policy: Policy = Policy.default(),
   approver?: Approver,
   options: RunWithOptions = {},
-): Promise<RunResult> {
+): Promise<RunResult<Output>> {
   if (!(contract instanceof TaskContract)) {
     throw new InvalidArgumentError(
       'runWith needs a TaskContract first, e.g. TaskContract.workspace("the tests fail; fix them", repoDir).',
@@ -176,15 +183,15 @@ export async function runWith(
 }
 
 /** runWith on a supervisor already running (a session given one): the run's tree, to its outcome; the supervisor stays up. */
-export async function runOn(
+export async function runOn<Output = unknown>(
   supervisor: Supervisor,
-  contract: TaskContract,
+  contract: TaskContract<Output>,
   provider: ProviderSpec,
   policy: Policy,
   approver: Approver | undefined,
   options: RunWithOptions,
-): Promise<RunResult> {
-  const runOptions: RunOptions = {
+): Promise<RunResult<Output>> {
+  const runOptions: RunOptions<Output> = {
     contract,
     provider,
     policy,
@@ -211,7 +218,8 @@ export async function runOn(
     throw error;
   }
   await handle.result;
-  return outcomeOf(supervisor.store, handle.rootId);
+  // The answer was checked against the contract's own schema: the type holds.
+  return outcomeOf(supervisor.store, handle.rootId) as RunResult<Output>;
 }
 
 /**

@@ -67,6 +67,7 @@ import {
   type SupervisorOptionsShape,
   supervisorOptionsSchema,
 } from './options.js';
+import { outputOf } from './output.js';
 
 /** The supervisor's lifecycle, state by state. */
 export type SupervisorState =
@@ -144,7 +145,7 @@ export interface ResumeOptions {
   mcp?: McpServerSpec[];
 }
 
-export interface RunOptions {
+export interface RunOptions<Output = unknown> {
   /** What the root agent is to do (a contract's goal when a contract is given). */
   task?: string;
   /** The model, as data; rebuilt inside each actor's thread. */
@@ -190,7 +191,7 @@ export interface RunOptions {
    * Makes the tree a workspace run: the root works under this contract (its goal is the
    * task when `task` is left out), with the file tools, exec, gates and output schema.
    */
-  contract?: TaskContract;
+  contract?: TaskContract<Output>;
   /** What the tree's agents may read, write, run and dial. Default for a workspace run: {@link Policy.default}. */
   policy?: Policy;
   /** Answers the policy's asks. Without one, every ask is denied. */
@@ -220,21 +221,26 @@ export interface RetriedGate {
 }
 
 /** What a finished tree hands back. */
-export interface TreeResult {
+export interface TreeResult<Output = unknown> {
   rootId: string;
   status: RunStatus;
   reason: string | null;
   reply: string | null;
+  /**
+   * The root's answer as data, when its contract declared an OutputSchema and it finished:
+   * the reply parsed and checked, typed by a zod schema's type. `null` otherwise.
+   */
+  output: Output | null;
   /** What the whole tree spent. */
   spent: { steps: number; tokens: number };
   /** How many runs the tree holds, root included. */
   runs: number;
 }
 
-export interface RunHandle {
+export interface RunHandle<Output = unknown> {
   readonly rootId: string;
   /** Settles when the root and every run it started are terminal. */
-  readonly result: Promise<TreeResult>;
+  readonly result: Promise<TreeResult<Output>>;
   /** Stops every agent of the tree at its next step boundary and cancels what is queued. */
   cancel(): Promise<void>;
 }
@@ -657,7 +663,7 @@ export class Supervisor {
   }
 
   /** Starts a new tree at its root agent. */
-  run(given: RunOptions): RunHandle {
+  run<Output = unknown>(given: RunOptions<Output>): RunHandle<Output> {
     this.#assertRunning();
     const options = checkOptions(runOptionsSchema, given, 'run()') as RunOptions;
     const contract = options?.contract ?? null;
@@ -738,7 +744,8 @@ export class Supervisor {
         this.#failTree(tree, error as Error);
       }
     })();
-    return this.#handle(tree);
+    // The root's answer is checked against the contract's own schema: the type holds.
+    return this.#handle(tree) as RunHandle<Output>;
   }
 
   /**
@@ -935,6 +942,7 @@ export class Supervisor {
         ...(tree.reviewer ? { reviewer: tree.reviewer } : {}),
         live: this.#liveWanted(),
         ...(tree.toolDefinitions.length > 0 ? { tools: tree.toolDefinitions } : {}),
+        ...(tree.approver ? {} : { approver: false }),
       },
       this.store.path,
       (port) => this.#storeWorker.postMessage({ type: 'attach', port }, [port]),
@@ -1288,6 +1296,7 @@ export class Supervisor {
       status: root?.status ?? 'failed',
       reason: root?.outcome?.reason ?? null,
       reply: root?.reply ?? null,
+      output: outputOf(this.store, tree.rootId),
       spent: ledger?.root.spent ?? { steps: 0, tokens: 0 },
       runs: runs.length,
     });

@@ -7,8 +7,11 @@ export type {
   ScriptedCall,
   ScriptedCompletion,
   ScriptedFault,
+  ScriptedMessage,
   ScriptedModel,
   ScriptedModelServerOptions,
+  ScriptedRequest,
+  ScriptedRequestBody,
   ScriptedToolCall,
   ScriptedUsage,
 } from './model-server.js';

@@ -49,6 +49,38 @@ export interface ScriptedCall {
   connection: number;
 }
 
+/**
+ * A request body as a script sees it: the server has checked it is a JSON object with a
+ * `model` and `messages` whose every entry has a `role` (else it answered 400 and did not
+ * ask the script). The rest is the vendor's wire, loosely typed: read what you need.
+ */
+export interface ScriptedRequestBody {
+  model: string;
+  messages: ScriptedMessage[];
+  /** The Anthropic wire's system block (text, or text parts). */
+  system?: unknown;
+  tools?: Record<string, unknown>[];
+  stream?: boolean;
+  [field: string]: unknown;
+}
+
+/** One message of a request, on either wire. */
+export interface ScriptedMessage {
+  role: string;
+  /** Text, or the wire's content parts. */
+  content?: unknown;
+  /** OpenAI wire: the assistant's tool calls. */
+  tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[];
+  /** OpenAI wire: the call a tool message answers. */
+  tool_call_id?: string;
+  [field: string]: unknown;
+}
+
+/** A request the script is asked to answer: a {@link ScriptedCall} whose body passed the shape checks. */
+export interface ScriptedRequest extends ScriptedCall {
+  body: ScriptedRequestBody;
+}
+
 /** A tool call the scripted model makes. Without an id, a deterministic one is made up. */
 export interface ScriptedToolCall {
   id?: string;
@@ -117,7 +149,7 @@ export type ScriptedFault =
 
 export type ScriptedAnswer = ScriptedCompletion | ScriptedFault;
 
-export type ModelScript = (call: ScriptedCall) => ScriptedAnswer | Promise<ScriptedAnswer>;
+export type ModelScript = (call: ScriptedRequest) => ScriptedAnswer | Promise<ScriptedAnswer>;
 
 /** One entry of `GET /v1/models`, in the OpenRouter-style shape some providers read context and prices from. */
 export interface ScriptedModel {
@@ -333,7 +365,8 @@ export class ScriptedModelServer {
 
     let answer: ScriptedAnswer;
     try {
-      answer = await this.#script(call);
+      // The shape checks above passed: the body is a request's.
+      answer = await this.#script(call as ScriptedRequest);
     } catch (error) {
       sendJson(response, 500, errorBody(wire, 500, `the script threw: ${describe(error)}`));
       return;

@@ -33,6 +33,8 @@ export interface RunContext {
   planning: boolean;
   /** The skills the run's spec carries (a root's: a child is offered none), sorted by name. */
   readonly skills: readonly SkillData[];
+  /** Whether the tree has an approver to put an ask to (without one an ask is refused, saying so). */
+  readonly approver: boolean;
   /** The named agents a spawn may ask for (the tree's roster), sorted by name. */
   readonly agents: readonly AgentDefinition[];
   /** The run's tool tiers (a contract's `withToolTiers()`), or null when every tool is offered from the start. */

@@ -127,6 +127,9 @@ export class AgentRun implements RunContext {
   get cancelled(): boolean {
     return this.#cancelled;
   }
+  get approver(): boolean {
+    return this.#start.approver !== false;
+  }
   get contract(): ContractData | null {
     return this.#contract;
   }

@@ -57,10 +57,12 @@ export async function ask(
   act: Act,
   decision: Extract<Decision, { effect: 'ask' }>,
   callIndex: number,
-): Promise<'approve' | 'deny' | Halt> {
+): Promise<'approve' | 'deny' | 'no-approver' | Halt> {
   const id = questionId(context, 'approval', callIndex);
   const stored = await answered(context, id);
   if (stored === 'approve' || stored === 'deny') return stored;
+  // Nobody to ask: refused, and the refusal says that no approver was given rather than that one denied it.
+  if (!context.approver) return 'no-approver';
   const answer = await putToApprover(context, act, decision);
   if (isCancelled(answer)) return CANCELLED;
   if (answer !== 'defer') return answer;

@@ -18,7 +18,7 @@ import { VARIABLE_NAME } from '../exec/run-command.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
-import { OutputSchema } from './output-schema.js';
+import { OutputSchema, type ZodOutput, type ZodOutputLike } from './output-schema.js';
 
 /** How a run's work is checked before it may finish. */
 export type VerificationData =
@@ -310,8 +310,13 @@ function checkDirectory(root: unknown, where: string): string {
  *   .withBudget({ steps: 40 });
  * const result = await runWith(contract, provider, store);
  */
-export class TaskContract {
+export class TaskContract<Output = unknown> {
   readonly #data: ContractData;
+  /**
+   * The type of the final answer a run of this contract gives (`result.output`): the type
+   * of its {@link OutputSchema}, `unknown` without one. Types only: nothing is stored here.
+   */
+  declare readonly '~output'?: Output;
 
   private constructor(data: ContractData) {
     this.#data = data;
@@ -416,8 +421,8 @@ export class TaskContract {
     return contract;
   }
 
-  #with(patch: Partial<ContractData>): TaskContract {
-    return new TaskContract({ ...this.#data, ...patch });
+  #with(patch: Partial<ContractData>): TaskContract<Output> {
+    return new TaskContract<Output>({ ...this.#data, ...patch });
   }
 
   get goal(): string {
@@ -429,7 +434,7 @@ export class TaskContract {
   }
 
   /** The criterion: {@link Verification.command}, {@link Verification.review} or {@link Verification.none}. */
-  withVerification(verification: VerificationData): TaskContract {
+  withVerification(verification: VerificationData): TaskContract<Output> {
     const kind = (verification as { kind?: unknown })?.kind;
     if (kind !== 'none' && kind !== 'command' && kind !== 'review') {
       throw new InvalidArgumentError(
@@ -439,20 +444,30 @@ export class TaskContract {
     return this.#with({ verification });
   }
 
-  /** Demands the shape of the final answer. Accepts an {@link OutputSchema} or a plain schema (walked now). */
-  withOutputSchema(schema: OutputSchema | Record<string, unknown>): TaskContract {
+  /**
+   * Demands the shape of the final answer. Accepts an {@link OutputSchema}, a zod schema or
+   * a plain JSON Schema (walked now). Declared from zod (here or through `OutputSchema.of`),
+   * the run's `result.output` is typed by it; from JSON Schema, `output` is `unknown`.
+   */
+  withOutputSchema<Shape>(schema: OutputSchema<Shape>): TaskContract<Shape>;
+  withOutputSchema<Schema extends ZodOutputLike>(schema: Schema): TaskContract<ZodOutput<Schema>>;
+  withOutputSchema(schema: Record<string, unknown>): TaskContract<unknown>;
+  withOutputSchema(schema: OutputSchema<unknown> | ZodOutputLike | Record<string, unknown>): TaskContract<unknown> {
     const declared = schema instanceof OutputSchema ? schema : OutputSchema.of(schema);
     const { name, schema: body } = declared.toJSON();
-    return this.#with({ outputSchema: { name, schema: body as Record<string, unknown> } });
+    return new TaskContract<unknown>({
+      ...this.#data,
+      outputSchema: { name, schema: body as Record<string, unknown> },
+    });
   }
 
   /** Tools this run may not call. The definitions sent do not change; a call is refused. */
-  withToolMask(names: readonly string[]): TaskContract {
+  withToolMask(names: readonly string[]): TaskContract<Output> {
     return this.#with({ toolMask: ToolMask.of(names) });
   }
 
   /** Ceilings on steps, wall clock, tokens and cost. Each must be above zero when given. */
-  withBudget(budget: ContractBudget): TaskContract {
+  withBudget(budget: ContractBudget): TaskContract<Output> {
     if (typeof budget !== 'object' || budget === null) {
       throw new InvalidArgumentError('withBudget takes { steps?, wallSecs?, tokens?, cost? }.');
     }
@@ -493,7 +508,7 @@ export class TaskContract {
   }
 
   /** How many times an invalid answer is re-prompted, and a failing gate re-tried, before the run ends on it. */
-  withRetries(retries: number): TaskContract {
+  withRetries(retries: number): TaskContract<Output> {
     if (!Number.isInteger(retries) || retries < 0) {
       throw new InvalidArgumentError(`withRetries takes a whole number of at least 0, got ${JSON.stringify(retries)}.`);
     }
@@ -501,7 +516,7 @@ export class TaskContract {
   }
 
   /** How long the run's lease lasts without renewal; governs only what process liveness cannot answer. */
-  withLeaseTtl(ms: number): TaskContract {
+  withLeaseTtl(ms: number): TaskContract<Output> {
     if (!Number.isInteger(ms) || ms < 1) {
       throw new InvalidArgumentError(`withLeaseTtl takes milliseconds, a whole number of at least 1, got ${ms}.`);
     }
@@ -509,7 +524,7 @@ export class TaskContract {
   }
 
   /** Overrides commands of the detected toolchain (see docs/guides/toolchains.md). */
-  withToolchain(overrides: ToolchainOverrides): TaskContract {
+  withToolchain(overrides: ToolchainOverrides): TaskContract<Output> {
     return this.#with({ toolchain: checkToolchainOverrides(overrides, 'withToolchain') });
   }
 
@@ -524,7 +539,7 @@ export class TaskContract {
    * @example
    * contract.withInheritedEnv(['DATABASE_URL', 'NPM_CONFIG_REGISTRY'])
    */
-  withInheritedEnv(names: readonly string[]): TaskContract {
+  withInheritedEnv(names: readonly string[]): TaskContract<Output> {
     if (!Array.isArray(names)) {
       throw new InvalidArgumentError(
         `withInheritedEnv takes an array of variable names, like ['DATABASE_URL']; got ${JSON.stringify(names)}.`,
@@ -546,7 +561,7 @@ export class TaskContract {
    * credential the configuration resolved does not reach a child. A name the run also
    * inherits (withInheritedEnv) is still handed on: that is the run saying it needs it.
    */
-  withScrubbedEnv(names: readonly string[]): TaskContract {
+  withScrubbedEnv(names: readonly string[]): TaskContract<Output> {
     if (!Array.isArray(names) || names.some((name) => typeof name !== 'string' || !VARIABLE_NAME.test(name)))
       throw new InvalidArgumentError(
         `withScrubbedEnv takes an array of variable names, like ['GITHUB_TOKEN']; got ${JSON.stringify(names)}.`,
@@ -560,7 +575,7 @@ export class TaskContract {
    */
   withBundleProblems(
     problems: readonly { plugin: string; file: string; message: string; dropped: boolean }[],
-  ): TaskContract {
+  ): TaskContract<Output> {
     const valid = (item: unknown) => {
       const p = item as Record<string, unknown>;
       return (
@@ -587,7 +602,7 @@ export class TaskContract {
    * them (the workspace's AGENTS.md unless `[instructions] files` says otherwise); the text
    * is stored with the contract, so a resume sends the same bytes.
    */
-  withInstructions(files: readonly InstructionFile[]): TaskContract {
+  withInstructions(files: readonly InstructionFile[]): TaskContract<Output> {
     if (
       !Array.isArray(files) ||
       files.some(
@@ -616,7 +631,7 @@ export class TaskContract {
    * corrects or cancels. With no gate answering in the process, the plan is stored and
    * the run pauses until someone answers it.
    */
-  withPlanGate(): TaskContract {
+  withPlanGate(): TaskContract<Output> {
     return this.#with({ planGate: true });
   }
 
@@ -629,7 +644,7 @@ export class TaskContract {
    * the array is the same bytes within a tier. Masks and the policy decide an offered tool
    * as they decide any other. Off by default.
    */
-  withToolTiers(): TaskContract {
+  withToolTiers(): TaskContract<Output> {
     return this.#with({ toolTiers: true });
   }
 
@@ -651,7 +666,7 @@ export class TaskContract {
    * @example
    * TaskContract.workspace(goal, root).withContext({ share: 0.6, window: 32_000 })
    */
-  withContext(options: ContextData): TaskContract {
+  withContext(options: ContextData): TaskContract<Output> {
     return this.#with({ context: checkContext(options) });
   }
 
@@ -668,7 +683,7 @@ export class TaskContract {
    * @example
    * TaskContract.workspace(goal, root).withMemory({ cap: 128 })
    */
-  withMemory(options: MemoryData = {}): TaskContract {
+  withMemory(options: MemoryData = {}): TaskContract<Output> {
     return this.#with({ memory: checkMemory(options) });
   }
 
@@ -684,7 +699,7 @@ export class TaskContract {
    * @example
    * contract.withRetries(4).withEscalation(Anthropic.fromEnv({ model: 'claude-opus-4-1' }), { afterGateFailures: 2 })
    */
-  withEscalation(provider: ProviderSpec, options: { afterGateFailures?: number } = {}): TaskContract {
+  withEscalation(provider: ProviderSpec, options: { afterGateFailures?: number } = {}): TaskContract<Output> {
     const spec = checkProviderSpec(provider, 'withEscalation');
     if (carriesKey(spec)) {
       throw new InvalidArgumentError(
@@ -709,12 +724,12 @@ export class TaskContract {
    * (each command in a PID namespace of its own, so nothing it starts outlives it). Say so
    * in your source: it is the one way past the boundary.
    */
-  withFullAccess(): TaskContract {
+  withFullAccess(): TaskContract<Output> {
     return this.#with({ sandbox: { ...this.#sandbox, access: 'full' } });
   }
 
   /** The run's commands may change nothing but their own temporary directory and home: the workspace is read-only to them. */
-  withReadOnlyAccess(): TaskContract {
+  withReadOnlyAccess(): TaskContract<Output> {
     return this.#with({ sandbox: { ...this.#sandbox, access: 'read-only' } });
   }
 
@@ -722,7 +737,7 @@ export class TaskContract {
    * Directories outside the workspace the run's commands may also write (a build's
    * output, a shared cache). Absolute paths of directories that exist.
    */
-  withWritableRoots(paths: readonly string[]): TaskContract {
+  withWritableRoots(paths: readonly string[]): TaskContract<Output> {
     if (!Array.isArray(paths)) {
       throw new InvalidArgumentError(
         `withWritableRoots takes an array of absolute directory paths, like ['/srv/build']; got ${JSON.stringify(paths)}.`,
@@ -758,7 +773,7 @@ export class TaskContract {
    * instead of caches of the run's own: faster installs, but what a command leaves there
    * is what the next build on this machine reads and may run.
    */
-  withSandbox(options: { rung?: RungName; caps?: SandboxCaps; sharedCaches?: boolean }): TaskContract {
+  withSandbox(options: { rung?: RungName; caps?: SandboxCaps; sharedCaches?: boolean }): TaskContract<Output> {
     if (options === null || typeof options !== 'object') {
       throw new InvalidArgumentError('withSandbox takes { rung?, caps?, sharedCaches? }.');
     }
@@ -798,7 +813,7 @@ export class TaskContract {
   }
 
   /** Replaces the default system prompt. */
-  withSystem(system: string): TaskContract {
+  withSystem(system: string): TaskContract<Output> {
     if (typeof system !== 'string' || system.trim() === '') {
       throw new InvalidArgumentError('withSystem needs a non-empty system prompt.');
     }

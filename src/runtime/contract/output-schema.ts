@@ -96,7 +96,34 @@ const INSTEAD = new Map<string, string>([
  * OutputSchema.of({ type: 'string', format: 'email' });
  * // throws OutputSchemaError: keyword "format" at /format is not supported ...
  */
-export class OutputSchema {
+/**
+ * A zod schema (zod 4), as far as declaring an output needs one. zod is not imported here:
+ * this module runs on the agents' threads too, and the schema's own `toJSONSchema` does the
+ * conversion on the thread that declares it.
+ */
+export interface ZodOutputLike {
+  _zod: { output: unknown };
+  toJSONSchema(params?: Record<string, unknown>): unknown;
+}
+
+/** The type a zod schema parses to (`z.output<typeof schema>`), without importing zod. */
+export type ZodOutput<Schema> = Schema extends { _zod: { output: infer Parsed } } ? Parsed : unknown;
+
+function isZod(value: unknown): value is ZodOutputLike {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    '_zod' in value &&
+    typeof (value as { toJSONSchema?: unknown }).toJSONSchema === 'function'
+  );
+}
+
+export class OutputSchema<Output = unknown> {
+  /**
+   * The type of an answer that meets the schema: a zod schema's parsed type, `unknown` for
+   * a JSON Schema. Types only: nothing is stored here.
+   */
+  declare readonly '~output'?: Output;
   /** The deep-frozen copy that was walked; mutating the schema passed in changes nothing here. */
   readonly schema: JsonSchema;
   /** `[a-zA-Z0-9_-]{1,64}`, because the OpenAI wire refuses any other `json_schema.name`. */
@@ -113,22 +140,41 @@ export class OutputSchema {
    * naming the keyword and the JSON pointer of the first thing outside the subset or of the
    * wrong kind, and an `InvalidArgumentError` for a name the OpenAI wire would refuse.
    *
+   * A zod schema (zod 4) is written as JSON Schema by zod's own `toJSONSchema` first, and
+   * then walked the same way; the result is typed by the zod schema, so a run's
+   * `result.output` is too. What zod writes outside the subset (`format` for `.email()`,
+   * say) is refused by keyword, as a hand-written schema's would be.
+   *
    * @example
    * OutputSchema.of({ type: 'object', properties: { ok: { type: 'boolean' } } }).name; // 'output'
+   * OutputSchema.of(z.object({ ok: z.boolean() }), 'verdict'); // OutputSchema<{ ok: boolean }>
    */
-  static of(schema: unknown, name = 'output'): OutputSchema {
+  static of<Schema extends ZodOutputLike>(schema: Schema, name?: string): OutputSchema<ZodOutput<Schema>>;
+  static of(schema: unknown, name?: string): OutputSchema<unknown>;
+  static of(schema: unknown, name = 'output'): OutputSchema<unknown> {
     if (typeof name !== 'string' || !NAME.test(name)) {
       throw new InvalidArgumentError(
         `output schema name ${JSON.stringify(name)} is not usable: it is sent as json_schema.name on the OpenAI wire, ` +
           'which takes 1 to 64 characters of letters, digits, "_" and "-". Pass a name such as "answer" or "review_result".',
       );
     }
-    return new OutputSchema(walkRoot(schema), name);
+    return new OutputSchema(walkRoot(isZod(schema) ? fromZod(schema) : schema), name);
   }
 
   /** The data form, for crossing a thread boundary; rebuild it with `OutputSchema.of(json.schema, json.name)`. */
   toJSON(): { name: string; schema: JsonSchema } {
     return { name: this.name, schema: this.schema };
+  }
+}
+
+function fromZod(schema: ZodOutputLike): unknown {
+  try {
+    // What a valid answer looks like once parsed: zod's output side.
+    return schema.toJSONSchema({ io: 'output' });
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `OutputSchema.of: the zod schema cannot be written as JSON Schema (${(error as Error).message}); use types JSON Schema can say (no transforms, dates or functions).`,
+    );
   }
 }
 

@@ -270,6 +270,13 @@ export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceCall>[
 const EXEC_OUTPUT_LIMIT = 32 * 1024;
 const CHECK_OUTPUT_LIMIT = 8 * 1024;
 
+/** Who refused an ask: the approver that was asked, or nobody, since none was given. */
+function whoRefused(answer: string | undefined): string {
+  return answer === 'no-approver'
+    ? 'no approver was given to ask, so it was refused; pass one to run() ({ approver }), or allow it in the policy'
+    : 'the approver denied it';
+}
+
 /** What settling a decision needs of the run: a person to ask, and the step's events to record in. */
 export interface DecisionHost {
   /**
@@ -277,7 +284,11 @@ export interface DecisionHost {
    * person stored while the run was paused). A deferral, or a cancel while waiting, is a
    * {@link Halt}: the step stops at this call.
    */
-  ask(act: Act, decision: Extract<Decision, { effect: 'ask' }>, callIndex: number): Promise<'approve' | 'deny' | Halt>;
+  ask(
+    act: Act,
+    decision: Extract<Decision, { effect: 'ask' }>,
+    callIndex: number,
+  ): Promise<'approve' | 'deny' | 'no-approver' | Halt>;
   event(event: EventData): void;
 }
 
@@ -311,20 +322,20 @@ export async function settleDecision(
   others: Decision[],
   callIndex: number,
 ): Promise<ToolResult | null> {
-  let answer: 'approve' | 'deny' | undefined;
+  let answer: 'approve' | 'deny' | 'no-approver' | undefined;
   if (decision.effect === 'ask') {
     const asked = await host.ask(act, decision, callIndex);
     if (typeof asked !== 'string') return halted(asked);
     answer = asked;
   }
   for (const other of others) recordDecision(host, other.subject, act.kind, other);
-  recordDecision(host, decision.subject, act.kind, decision, answer);
+  recordDecision(host, decision.subject, act.kind, decision, answer === 'no-approver' ? 'deny' : answer);
   if (decision.effect === 'allow' || answer === 'approve') return null;
   const rule = decision.rule ?? 'policy.no-rule';
   const reason =
     decision.effect === 'deny'
       ? `${act.kind} ${decision.subject} is denied: ${decision.reason}${decision.layer ? ` (layer ${decision.layer})` : ''}.`
-      : `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}) and the approver denied it.`;
+      : `${act.kind} ${decision.subject} needs approval (${decision.rule}, layer ${decision.layer}) and ${whoRefused(answer)}.`;
   return { content: reason, isError: true, refusal: { rule, reason, layer: decision.layer ?? 'policy' } };
 }
 
@@ -366,10 +377,11 @@ export async function settleCommand(
   const answer = await host.ask(act, question, callIndex);
   if (typeof answer !== 'string') return halted(answer);
   for (const decision of check.decisions) {
-    recordDecision(host, decision.subject, act.kind, decision, decision.effect === 'ask' ? answer : undefined);
+    const recorded = answer === 'no-approver' ? 'deny' : answer;
+    recordDecision(host, decision.subject, act.kind, decision, decision.effect === 'ask' ? recorded : undefined);
   }
   if (answer === 'approve') return null;
-  const reason = `${act.kind} ${question.subject} needs approval (${question.rule}, layer ${question.layer}) and the approver denied it.`;
+  const reason = `${act.kind} ${question.subject} needs approval (${question.rule}, layer ${question.layer}) and ${whoRefused(answer)}.`;
   return { content: reason, isError: true, refusal: { rule: question.rule, reason, layer: question.layer } };
 }
 

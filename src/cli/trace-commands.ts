@@ -1,0 +1,620 @@
+/**
+ * The commands of `npx io-harness` that read and act on a store: `runs`, `sessions`,
+ * `show`, `follow`, `answer`, `resume`, `rewind` and `cost`. Each takes `--store <file>`
+ * (default: `$IO_HARNESS_STORE`, else `runs.db` in the current directory), `--json` for
+ * scripts and `--help`; the exit statuses are in docs/CONTRACT.md and {@link EXIT}.
+ *
+ * A store is never made by a command: a path with no file is an error, a file that is not
+ * SQLite or not a store of ours is refused unchanged, and the read commands open it
+ * read-only.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { parse as parseToml } from 'smol-toml';
+import { z } from 'zod';
+import { Config } from '../config/config.js';
+import { HarnessError } from '../errors.js';
+import type { PriceTable } from '../runtime/budget.js';
+import type { HarnessEvent, RunStatus } from '../runtime/events.js';
+import { rewind, rewindRun } from '../runtime/workspace/rewind.js';
+import { formatCost, type RunRecord, TraceReader } from '../store/reader.js';
+import { storeFileState } from '../store/schema.js';
+import { Store } from '../store/store.js';
+import { SCHEMA_VERSION } from '../store/version.js';
+import { answerQuestion } from '../supervisor/questions.js';
+import { Supervisor } from '../supervisor/supervisor.js';
+import { describeEvent, formatDuration, renderRun } from './render.js';
+
+/** What a command's exit status says. */
+export const EXIT = {
+  /** It did what it was asked. */
+  ok: 0,
+  /** Something failed that is not the caller's to fix (the store could not be read, a bug). */
+  failed: 1,
+  /** The command line was wrong: an unknown command or option, a missing argument. */
+  usage: 2,
+  /** What was named is not there: no store file, no such run, question or session. */
+  notFound: 3,
+  /** Refused, nothing changed: not a store of ours, a newer schema, answered already, a run still live. */
+  refused: 4,
+  /** `resume` or `follow`: the tree ended other than `finished` (paused, failed, cancelled, ...). */
+  unfinished: 5,
+} as const;
+
+const TERMINAL: readonly RunStatus[] = [
+  'finished',
+  'failed',
+  'cancelled',
+  'budget-exhausted',
+  'gate-failed',
+  'schema-unsatisfied',
+  'interrupted',
+];
+
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  /** Whether stderr is a terminal (a progress line is redrawn in place there). */
+  tty: boolean;
+}
+
+class CliError extends Error {
+  readonly exit: number;
+  constructor(message: string, exit: number) {
+    super(message);
+    this.exit = exit;
+  }
+}
+
+interface Command {
+  usage: string;
+  summary: string;
+  /** What the command says under --help, after its usage. */
+  help: string;
+  options: Record<string, { type: 'string' | 'boolean'; short?: string }>;
+  /** The positional arguments it takes: the fewest and the most. */
+  positionals: [number, number];
+  run(context: Context): Promise<number>;
+}
+
+interface Context {
+  io: CliIo;
+  positionals: string[];
+  values: Record<string, string | boolean | undefined>;
+  json: boolean;
+  storePath: string;
+}
+
+const COMMON = '[--store <file>] [--json]';
+
+export const TRACE_COMMANDS: Record<string, Command> = {
+  runs: {
+    usage: `io-harness runs ${COMMON} [--status <status>] [--all]`,
+    summary: 'list the trees in a store (every run with --all), newest last',
+    help: 'Each line: the run id, its status, its steps and tokens, how many runs its tree holds, and its task.\n--status keeps the runs with that status (finished, paused, failed, ...).',
+    options: { status: { type: 'string' }, all: { type: 'boolean' } },
+    positionals: [0, 0],
+    run: runsCommand,
+  },
+  sessions: {
+    usage: `io-harness sessions ${COMMON}`,
+    summary: 'list the sessions in a store, with their turns',
+    help: 'Each session: its id, its workspace, and its turns (what was said, and how the run ended).',
+    options: {},
+    positionals: [0, 0],
+    run: sessionsCommand,
+  },
+  show: {
+    usage: `io-harness show <run> ${COMMON}`,
+    summary: "a run's trace as text: steps, tool calls, refusals, draws, gates, model calls, diffs",
+    help: 'A run id, or a prefix of one that names a single run. --json prints the records themselves.',
+    options: {},
+    positionals: [1, 1],
+    run: showCommand,
+  },
+  follow: {
+    usage: `io-harness follow <run> ${COMMON} [--interval <ms>]`,
+    summary: "tail a run's tree from another process until it settles, with a progress line",
+    help: "Prints the tree's events as they are committed (--json: one JSON line each), and a progress\nline on stderr; ends when every run of the tree has ended or paused. Exit 0 when the root\nfinished, 5 when it ended otherwise.",
+    options: { interval: { type: 'string' } },
+    positionals: [1, 1],
+    run: followCommand,
+  },
+  answer: {
+    usage: `io-harness answer <question> <answer> ${COMMON} [--by <name>]`,
+    summary: 'answer a parked approval, question or plan',
+    help: 'An approval takes approve or deny; a question, its text; a plan, approve, cancel or a JSON\n{ "decision": "correct", "steps": [{ "description": "..." }] }; an intent, retry, skip or abort.\nThe first answer stands. Then `io-harness resume <run>` carries the run on.',
+    options: { by: { type: 'string' } },
+    positionals: [2, 2],
+    run: answerCommand,
+  },
+  resume: {
+    usage: `io-harness resume <run> ${COMMON}`,
+    summary: "drive a run's tree on from its last committed step, to its end",
+    help: 'Uses the provider the run was started with, its key read from the environment variable its\nspec names (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...). An ask the policy puts finds no approver\nhere and is refused, saying so. Exit 0 when the root finished, 5 when it ended otherwise.',
+    options: {},
+    positionals: [1, 1],
+    run: resumeCommand,
+  },
+  rewind: {
+    usage: `io-harness rewind <run> [path] ${COMMON} [--root <dir>]`,
+    summary: 'put back the files a run changed (one file, or all of them)',
+    help: "The workspace is the run's own (its contract's root) unless --root names it. With a path,\nthat file alone goes back to what it was before the run first touched it.",
+    options: { root: { type: 'string' } },
+    positionals: [1, 2],
+    run: rewindCommand,
+  },
+  cost: {
+    usage: `io-harness cost <run> ${COMMON} [--prices <file>]`,
+    summary: "what a run's tree cost, priced by a table",
+    help: 'The table is --prices <file>: JSON ({ "model": { "input": 3, "output": 15 } }, dollars per\nmillion tokens, cacheRead and cacheWrite optional) or TOML ([prices.model] as io.toml has it).\nWithout it, the [prices] of the configuration of the current directory.',
+    options: { prices: { type: 'string' } },
+    positionals: [1, 1],
+    run: costCommand,
+  },
+};
+
+/** The command list `io-harness --help` prints. */
+export function traceCommandsHelp(): string {
+  const width = Math.max(...Object.keys(TRACE_COMMANDS).map((name) => name.length));
+  return Object.entries(TRACE_COMMANDS)
+    .map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`)
+    .join('\n');
+}
+
+const defaultIo = (): CliIo => ({
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+  env: process.env,
+  cwd: process.cwd(),
+  tty: process.stderr.isTTY === true,
+});
+
+/** Runs one command; resolves to its exit status (it never exits the process itself). */
+export async function runTraceCommand(name: string, args: string[], io: CliIo = defaultIo()): Promise<number> {
+  const command = TRACE_COMMANDS[name];
+  if (!command) {
+    io.err(`io-harness: there is no command ${JSON.stringify(name)}\n`);
+    return EXIT.usage;
+  }
+  const usage = `usage: ${command.usage}`;
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        ...command.options,
+        store: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    io.err(`io-harness ${name}: ${(error as Error).message}\n${usage}\n`);
+    return EXIT.usage;
+  }
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  if (values.help) {
+    io.out(
+      `${usage}\n\n${command.summary}.\n${command.help}\n\n--store <file>  the store (default: $IO_HARNESS_STORE, else ./runs.db)\n--json          machine-readable output\n`,
+    );
+    return EXIT.ok;
+  }
+  const [fewest, most] = command.positionals;
+  if (parsed.positionals.length < fewest || parsed.positionals.length > most) {
+    io.err(
+      `io-harness ${name}: ${parsed.positionals.length < fewest ? 'an argument is missing' : `unexpected argument ${JSON.stringify(parsed.positionals[most])}`}\n${usage}\n`,
+    );
+    return EXIT.usage;
+  }
+  const storePath = resolve(io.cwd, (values.store as string | undefined) ?? io.env.IO_HARNESS_STORE ?? 'runs.db');
+  try {
+    return await command.run({ io, positionals: parsed.positionals, values, json: values.json === true, storePath });
+  } catch (error) {
+    if (error instanceof CliError) {
+      io.err(`io-harness ${name}: ${error.message}\n`);
+      return error.exit;
+    }
+    if (HarnessError.isInstance(error)) {
+      io.err(`io-harness ${name}: ${error.message}\n`);
+      return exitFor(error.code);
+    }
+    io.err(`io-harness ${name}: ${(error as Error).stack ?? String(error)}\n`);
+    return EXIT.failed;
+  }
+}
+
+function exitFor(code: string): number {
+  if (code === 'RUN_NOT_FOUND' || code === 'QUESTION_NOT_FOUND' || code === 'NO_RESTORE_POINT') return EXIT.notFound;
+  if (code === 'INVALID_ARGUMENT') return EXIT.usage;
+  if (
+    code === 'ALREADY_ANSWERED' ||
+    code === 'CONFLICT' ||
+    code === 'RUN_STILL_LIVE' ||
+    code === 'REWIND_CONFLICT' ||
+    code.startsWith('STORE_')
+  )
+    return EXIT.refused;
+  return EXIT.failed;
+}
+
+/**
+ * Checks the file is a store of ours at a version this release reads, without writing to
+ * it; an older store is brought forward once by opening it as a store.
+ */
+async function checkStore(path: string): Promise<void> {
+  let state: ReturnType<typeof storeFileState>;
+  try {
+    state = storeFileState(path);
+  } catch (error) {
+    if (HarnessError.isInstance(error)) throw new CliError(error.message, EXIT.refused);
+    throw new CliError(
+      `${path} is not a store io-harness can read (${(error as Error).message}); nothing was changed. Pass the file your runs were kept in.`,
+      EXIT.refused,
+    );
+  }
+  if (state.kind === 'missing')
+    throw new CliError(
+      `there is no store at ${path}; pass --store <file> (or set IO_HARNESS_STORE) to the file your runs were kept in.`,
+      EXIT.notFound,
+    );
+  if (state.kind === 'foreign')
+    throw new CliError(
+      `${path} is a SQLite file but not an io-harness store (it has no runs table); nothing was changed. Pass the file your runs were kept in.`,
+      EXIT.refused,
+    );
+  // An older store is brought forward once, as opening it as a store does.
+  if (state.version < SCHEMA_VERSION) (await Store.open(path)).close();
+}
+
+async function withReader<T>(path: string, use: (reader: TraceReader) => T | Promise<T>): Promise<T> {
+  await checkStore(path);
+  const reader = new TraceReader(path);
+  try {
+    return await use(reader);
+  } finally {
+    reader.close();
+  }
+}
+
+async function withStore<T>(path: string, use: (store: Store) => T | Promise<T>): Promise<T> {
+  await checkStore(path);
+  const store = await Store.open(path);
+  try {
+    return await use(store);
+  } finally {
+    store.close();
+  }
+}
+
+/** A run by its id, or by a prefix of one that names one run alone. */
+function findRun(reader: TraceReader, given: string): RunRecord {
+  const exact = reader.run(given);
+  if (exact) return exact;
+  const matches = given.length >= 4 ? allRuns(reader).filter((run) => run.runId.startsWith(given)) : [];
+  if (matches.length === 1) return matches[0] as RunRecord;
+  if (matches.length > 1)
+    throw new CliError(
+      `${given} names ${matches.length} runs (${matches
+        .slice(0, 3)
+        .map((run) => run.runId)
+        .join(', ')}, ...); give more of the id.`,
+      EXIT.usage,
+    );
+  throw new CliError(`there is no run ${given} in ${reader.path}; \`io-harness runs\` lists them.`, EXIT.notFound);
+}
+
+function allRuns(reader: TraceReader): RunRecord[] {
+  return reader.runs().flatMap((root) => reader.runs(root.runId));
+}
+
+const print = (context: Context, value: unknown) => context.io.out(`${JSON.stringify(value, null, 2)}\n`);
+
+async function runsCommand(context: Context): Promise<number> {
+  const status = context.values.status as string | undefined;
+  return withReader(context.storePath, (reader) => {
+    const roots = reader.runs();
+    const listed = (context.values.all ? allRuns(reader) : roots).filter(
+      (run) => status === undefined || run.status === status,
+    );
+    const rows = listed.map((run) => {
+      const account = reader.account(run.runId);
+      return {
+        runId: run.runId,
+        rootId: run.rootId,
+        address: run.address,
+        status: run.status,
+        task: run.task,
+        steps: account?.spent.steps ?? 0,
+        tokens: account?.spent.tokens ?? 0,
+        runs: run.parentId === null ? reader.runs(run.runId).length : null,
+        createdAt: run.createdAt,
+        endedAt: run.endedAt,
+      };
+    });
+    if (context.json) {
+      print(context, rows);
+      return EXIT.ok;
+    }
+    if (rows.length === 0) {
+      context.io.out(status ? `no runs with status ${status} in ${reader.path}\n` : `no runs in ${reader.path}\n`);
+      return EXIT.ok;
+    }
+    for (const row of rows)
+      context.io.out(
+        `${row.runId}  ${row.status.padEnd(18)} ${String(row.steps).padStart(4)} steps ${String(row.tokens).padStart(8)} tokens${row.runs === null ? `  ${row.address}` : `  ${row.runs} run${row.runs === 1 ? '' : 's'}`}  ${oneLine(row.task, 60)}\n`,
+      );
+    return EXIT.ok;
+  });
+}
+
+async function sessionsCommand(context: Context): Promise<number> {
+  return withReader(context.storePath, (reader) => {
+    const sessions = reader.sessions().map((session) => ({
+      ...session,
+      turns: reader.turns(session.sessionId).map((turn) => ({
+        turnId: turn.turnId,
+        text: turn.text,
+        status: turn.status,
+        runId: turn.runId,
+      })),
+    }));
+    if (context.json) {
+      print(context, sessions);
+      return EXIT.ok;
+    }
+    if (sessions.length === 0) context.io.out(`no sessions in ${reader.path}\n`);
+    for (const session of sessions) {
+      context.io.out(`${session.sessionId}  ${session.turns.length} turns  ${session.root}\n`);
+      for (const turn of session.turns)
+        context.io.out(`  ${turn.turnId}  ${String(turn.status).padEnd(12)} ${oneLine(turn.text, 70)}\n`);
+    }
+    return EXIT.ok;
+  });
+}
+
+async function showCommand(context: Context): Promise<number> {
+  return withReader(context.storePath, (reader) => {
+    const run = findRun(reader, context.positionals[0] as string);
+    if (context.json) {
+      print(context, {
+        run,
+        account: reader.account(run.runId),
+        steps: reader.steps(run.runId),
+        events: reader.events(run.runId),
+        modelCalls: reader.modelCalls({ runId: run.runId }),
+        gates: reader.gateEvaluations(run.runId),
+        questions: reader.questions({ runId: run.runId }),
+        children: reader.runs(run.rootId).filter((other) => other.parentId === run.runId),
+        patch: reader.patch(run.runId),
+      });
+      return EXIT.ok;
+    }
+    context.io.out(renderRun(reader, run));
+    return EXIT.ok;
+  });
+}
+
+async function followCommand(context: Context): Promise<number> {
+  const interval = context.values.interval === undefined ? 200 : Number(context.values.interval);
+  if (!Number.isInteger(interval) || interval < 10 || interval > 60_000)
+    throw new CliError(
+      '--interval is how often to look, in milliseconds: a whole number from 10 to 60000.',
+      EXIT.usage,
+    );
+  return withReader(context.storePath, async (reader) => {
+    const rootId = findRun(reader, context.positionals[0] as string).rootId;
+    const { io } = context;
+    let after = 0;
+    let progress = '';
+    const started = Date.now();
+    for (;;) {
+      const events = reader.treeEvents(rootId, after);
+      for (const event of events) {
+        after = event.eventId;
+        if (progress && io.tty) io.err('\r\x1b[K');
+        io.out(context.json ? `${JSON.stringify(event)}\n` : `${describeFollowed(event)}\n`);
+      }
+      const runs = reader.runs(rootId);
+      const settled = runs.every((run) => TERMINAL.includes(run.status) || run.status === 'paused');
+      const line = progressLine(reader, rootId, runs, Date.now() - started);
+      if (io.tty) io.err(`\r\x1b[K${line}`);
+      else if (line !== progress) io.err(`${line}\n`);
+      progress = line;
+      if (settled && reader.treeEvents(rootId, after).length === 0) {
+        if (io.tty) io.err('\n');
+        const root = reader.run(rootId);
+        return root?.status === 'finished' ? EXIT.ok : EXIT.unfinished;
+      }
+      await new Promise((done) => setTimeout(done, interval));
+    }
+  });
+}
+
+function describeFollowed(event: HarnessEvent): string {
+  return `${new Date(event.at).toISOString().slice(11, 23)}  ${event.runId.slice(0, 8)}  ${describeEvent(event)}`;
+}
+
+function progressLine(reader: TraceReader, rootId: string, runs: RunRecord[], elapsedMs: number): string {
+  const counts = new Map<string, number>();
+  for (const run of runs) counts.set(run.status, (counts.get(run.status) ?? 0) + 1);
+  const spent = reader.ledger(rootId)?.root.spent ?? { steps: 0, tokens: 0 };
+  const states = [...counts.entries()].map(([status, count]) => `${count} ${status}`).join(', ');
+  return `[${formatDuration(elapsedMs)}] ${runs.length} run${runs.length === 1 ? '' : 's'}: ${states}; ${spent.steps} steps, ${spent.tokens} tokens`;
+}
+
+async function answerCommand(context: Context): Promise<number> {
+  const [questionId, text] = context.positionals as [string, string];
+  return withStore(context.storePath, (store) => {
+    const question = store.question(questionId);
+    if (!question)
+      throw new CliError(
+        `there is no question ${questionId} in ${store.path}; \`io-harness show <run>\` lists a run's open questions.`,
+        EXIT.notFound,
+      );
+    const answer = answerValue(question.kind, text);
+    const by = (context.values.by as string | undefined) ?? context.io.env.USER ?? `pid ${process.pid}`;
+    const { runId, rootId } = answerQuestion(store, questionId, answer, { by });
+    if (context.json) print(context, { questionId, kind: question.kind, answer, by, runId, rootId });
+    else
+      context.io.out(
+        `answered ${question.kind} ${questionId}: ${JSON.stringify(answer)}\ncarry the run on with: io-harness resume ${rootId}${context.values.store ? ` --store ${context.values.store}` : ''}\n`,
+      );
+    return EXIT.ok;
+  });
+}
+
+/** An answer as the command line spells it, as its kind of question takes it. */
+function answerValue(kind: string, text: string): unknown {
+  const trimmed = text.trim();
+  if (kind === 'plan') {
+    if (trimmed === 'approve' || trimmed === 'cancel') return { decision: trimmed };
+    try {
+      return JSON.parse(trimmed);
+    } catch {
+      throw new CliError(
+        'a plan is answered with approve, cancel, or JSON such as {"decision":"correct","steps":[{"description":"..."}]}.',
+        EXIT.usage,
+      );
+    }
+  }
+  return kind === 'question' ? text : trimmed;
+}
+
+async function resumeCommand(context: Context): Promise<number> {
+  return withStore(context.storePath, async (store) => {
+    const rootId = findRun(store, context.positionals[0] as string).rootId;
+    const { io } = context;
+    const supervisor = await Supervisor.start(store);
+    const started = Date.now();
+    let last = '';
+    const show = () => {
+      const line = progressLine(store, rootId, store.runs(rootId), Date.now() - started);
+      if (io.tty) io.err(`\r\x1b[K${line}`);
+      else if (line !== last) io.err(`${line}\n`);
+      last = line;
+    };
+    const stop = supervisor.observe(
+      (event) => {
+        if (!context.json) io.out(`${describeFollowed(event)}\n`);
+        show();
+      },
+      { rootId },
+    );
+    try {
+      const result = await (await supervisor.resume(rootId)).result;
+      if (io.tty) io.err('\n');
+      if (context.json) print(context, result);
+      else
+        io.out(
+          `${result.status}${result.reason ? `: ${result.reason}` : ''}${result.reply ? `\n${result.reply}` : ''}\n`,
+        );
+      return result.status === 'finished' ? EXIT.ok : EXIT.unfinished;
+    } finally {
+      stop();
+      await supervisor.close();
+    }
+  });
+}
+
+async function rewindCommand(context: Context): Promise<number> {
+  const [given, path] = context.positionals as [string, string | undefined];
+  return withStore(context.storePath, (store) => {
+    const run = findRun(store, given);
+    const spec = store.spec(run.runId) as { contract?: { root?: string } } | null;
+    const root = (context.values.root as string | undefined) ?? spec?.contract?.root;
+    if (!root)
+      throw new CliError(
+        `run ${run.runId} was not a workspace run, so it changed no files; pass --root <dir> if you mean a workspace.`,
+        EXIT.usage,
+      );
+    const workspace = resolve(context.io.cwd, root);
+    const result =
+      path === undefined
+        ? rewindRun(workspace, store, run.runId)
+        : { files: [rewind(workspace, store, run.runId, path)], cancelled: [] as string[] };
+    if (context.json) print(context, { runId: run.runId, root: workspace, ...result });
+    else {
+      if (result.files.length === 0) context.io.out(`run ${run.runId} changed no files\n`);
+      for (const file of result.files) context.io.out(`${file.action.padEnd(9)} ${file.path}\n`);
+      if (result.cancelled.length > 0) context.io.out(`cancelled ${result.cancelled.length} waiting children\n`);
+    }
+    return EXIT.ok;
+  });
+}
+
+const priceSchema = z.record(
+  z.string().min(1),
+  z.strictObject({
+    input: z.number().min(0),
+    output: z.number().min(0),
+    cacheRead: z.number().min(0).optional(),
+    cacheWrite: z.number().min(0).optional(),
+  }),
+);
+
+function readPrices(file: string): PriceTable {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new CliError(`--prices ${file} cannot be read (${(error as NodeJS.ErrnoException).code}).`, EXIT.notFound);
+  }
+  let data: unknown;
+  try {
+    if (file.endsWith('.toml')) {
+      const table = (parseToml(text) as { prices?: Record<string, Record<string, unknown>> }).prices ?? {};
+      data = Object.fromEntries(
+        Object.entries(table).map(([model, price]) => [
+          model,
+          Object.fromEntries(
+            Object.entries(price).map(([key, value]) => [
+              key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()),
+              value,
+            ]),
+          ),
+        ]),
+      );
+    } else data = JSON.parse(text);
+  } catch (error) {
+    throw new CliError(
+      `--prices ${file} is not valid ${file.endsWith('.toml') ? 'TOML' : 'JSON'}: ${(error as Error).message}`,
+      EXIT.usage,
+    );
+  }
+  const checked = priceSchema.safeParse(data);
+  if (!checked.success)
+    throw new CliError(
+      `--prices ${file}: ${checked.error.issues.map((issue) => `${issue.path.join('.') || '(the table)'}: ${issue.message}`).join('; ')}. A table is { "model": { "input": 3, "output": 15 } }, dollars per million tokens.`,
+      EXIT.usage,
+    );
+  return checked.data as PriceTable;
+}
+
+async function costCommand(context: Context): Promise<number> {
+  const file = context.values.prices as string | undefined;
+  const prices = file ? readPrices(resolve(context.io.cwd, file)) : Config.discover(context.io.cwd).prices();
+  if (Object.keys(prices).length === 0)
+    throw new CliError('no prices: pass --prices <file> (JSON or TOML), or set [prices] in your io.toml.', EXIT.usage);
+  return withReader(context.storePath, (reader) => {
+    const run = findRun(reader, context.positionals[0] as string);
+    const report = reader.cost(run.rootId, prices);
+    if (context.json) print(context, { rootId: run.rootId, ...report });
+    else {
+      context.io.out(`${run.rootId}: ${report.text}\n`);
+      for (const [model, amount] of Object.entries(report.byModel))
+        context.io.out(`  ${model}  ${formatCost(amount)}\n`);
+    }
+    return EXIT.ok;
+  });
+}
+
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}

@@ -1,0 +1,18 @@
+/**
+ * A run's structured answer: the final reply of a run whose contract declared an
+ * {@link OutputSchema}, parsed and checked as its gate checked it. `null` when the run did
+ * not finish, gave no reply, or declared no schema.
+ */
+import type { ContractData } from '../runtime/contract/contract.js';
+import { checkOutput } from '../runtime/contract/output-check.js';
+import type { JsonSchema } from '../runtime/contract/output-schema.js';
+import type { TraceReader } from '../store/reader.js';
+
+export function outputOf(store: TraceReader, runId: string): unknown {
+  const run = store.run(runId);
+  if (run?.status !== 'finished' || run.reply === null) return null;
+  const declared = (store.spec(runId) as { contract?: ContractData } | null)?.contract?.outputSchema;
+  if (!declared) return null;
+  const check = checkOutput(declared.schema as JsonSchema, run.reply);
+  return check.ok ? check.value : null;
+}
