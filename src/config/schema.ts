@@ -63,7 +63,7 @@ const provider = z.strictObject({
     .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
     .optional()
     .describe('The environment variable that holds the key (the key itself never goes in the file).'),
-  preset: z.string().min(1).optional().describe('A compatible endpoint’s preset (ollama, llama.cpp, lm-studio, ...).'),
+  preset: z.string().min(1).optional().describe('A compatible endpoint’s preset (ollama, llamacpp, lmstudio, ...).'),
   name: z.string().min(1).optional().describe('The name the trace gives it.'),
   max_tokens: positiveInt('The most tokens an answer may have.').optional(),
   images: z.boolean().optional().describe('Whether the model reads images (default true).'),

@@ -57,7 +57,7 @@ export interface SessionOptions {
   supervisor?: Supervisor;
 }
 
-/** How far a turn may fan out: the most agents in its tree (root included), and how many run at once. */
+/** How far a turn may fan out: the most agents its tree may spawn (the root not counted), and how many run at once. */
 export interface Containment {
   maxTotalAgents: number;
   maxConcurrentAgents?: number;
