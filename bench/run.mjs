@@ -21,6 +21,8 @@ const benches = [
   ['mcp', ['mcp.mjs']],
   ['context', ['context.mjs']],
   ['notes', ['notes.mjs']],
+  ['otel', ['otel.mjs']],
+  ['viewer', ['viewer.mjs']],
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],

@@ -181,6 +181,26 @@ describe('the io-harness CLI', () => {
     expect(followed.stderr.trimEnd().split('\n').at(-1)).toMatch(/1 run: 1 finished; 5 steps/);
   });
 
+  it('serves the viewer from view until interrupted, then exits 0', { timeout: 60_000 }, async () => {
+    const { store } = await supervisorOnStore();
+    const child = spawn(process.execPath, [BIN, 'view', store.path, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (chunk) => {
+        out += chunk;
+        if (out.includes('\n')) resolve(out);
+      });
+      child.on('exit', (status) => reject(new Error(`view exited ${status} first`)));
+    });
+    const { url, store: viewed } = JSON.parse(line) as { url: string; store: string };
+    expect(viewed).toBe(store.path);
+    const trees = (await (await fetch(new URL('api/trees', url))).json()) as { total: number };
+    expect(trees.total).toBe(0);
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+  });
+
   it('says what was wrong and exits by the contract, making no store and changing none', {
     timeout: 60_000,
   }, async () => {
@@ -220,7 +240,7 @@ describe('the io-harness CLI', () => {
     // Every command has its --help, and the list names them all.
     const help = await cli(['--help']);
     expect(help.status).toBe(0);
-    for (const command of ['runs', 'sessions', 'show', 'follow', 'answer', 'resume', 'rewind', 'cost']) {
+    for (const command of ['runs', 'sessions', 'show', 'follow', 'answer', 'resume', 'rewind', 'cost', 'view']) {
       expect(help.stdout).toContain(`  ${command} `);
       const own = await cli([command, '--help']);
       expect(own.status).toBe(0);

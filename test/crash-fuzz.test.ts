@@ -82,6 +82,8 @@ describe('crash-resume', () => {
         expect(exit.signal, first.stderr).toBe('SIGKILL');
         kills++;
         points.push(point);
+        // Minutes of work: say how far it is.
+        if (kills % 10 === 0) console.log(`crash fuzz: kill ${kills} of ${KILLS_REQUIRED}, at ${point}`);
         // A second crash on the way back, for a third of the seeds.
         if (random() < 0.33) {
           const again = await drive({ ...base, store: path, mode: 'resume', rootId, killAt: killPoint(random) });

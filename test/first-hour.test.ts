@@ -125,6 +125,7 @@ describe('the first hour', () => {
       'src',
       'bin',
       'native',
+      'viewer',
       'README.md',
       'LICENSE',
       'CHANGELOG.md',

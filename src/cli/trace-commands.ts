@@ -16,7 +16,7 @@ import { z } from 'zod';
 import { Config } from '../config/config.js';
 import { HarnessError } from '../errors.js';
 import type { PriceTable } from '../runtime/budget.js';
-import type { HarnessEvent, RunStatus } from '../runtime/events.js';
+import { type HarnessEvent, isTerminal } from '../runtime/events.js';
 import { rewind, rewindRun } from '../runtime/workspace/rewind.js';
 import { formatCost, type RunRecord, TraceReader } from '../store/reader.js';
 import { storeFileState } from '../store/schema.js';
@@ -41,16 +41,6 @@ export const EXIT = {
   /** `resume` or `follow`: the tree ended other than `finished` (paused, failed, cancelled, ...). */
   unfinished: 5,
 } as const;
-
-const TERMINAL: readonly RunStatus[] = [
-  'finished',
-  'failed',
-  'cancelled',
-  'budget-exhausted',
-  'gate-failed',
-  'schema-unsatisfied',
-  'interrupted',
-];
 
 export interface CliIo {
   out(text: string): void;
@@ -146,6 +136,14 @@ export const TRACE_COMMANDS: Record<string, Command> = {
     options: { root: { type: 'string' } },
     positionals: [1, 2],
     run: rewindCommand,
+  },
+  view: {
+    usage: 'io-harness view [<file>] [--store <file>] [--port <port>] [--host <address>]',
+    summary: 'a read-only page on loopback showing the store: trees live, agents, steps, diffs',
+    help: 'Serves the trace viewer on 127.0.0.1 (or --host ::1) until interrupted, and prints its address.\nThe store is the file given, or --store. It is opened read-only; runs going on elsewhere are followed live.',
+    options: { port: { type: 'string' }, host: { type: 'string' } },
+    positionals: [0, 1],
+    run: viewCommand,
   },
   cost: {
     usage: `io-harness cost <run> ${COMMON} [--prices <file>]`,
@@ -421,7 +419,7 @@ async function followCommand(context: Context): Promise<number> {
         io.out(context.json ? `${JSON.stringify(event)}\n` : `${describeFollowed(event)}\n`);
       }
       const runs = reader.runs(rootId);
-      const settled = runs.every((run) => TERMINAL.includes(run.status) || run.status === 'paused');
+      const settled = runs.every((run) => isTerminal(run.status) || run.status === 'paused');
       const line = progressLine(reader, rootId, runs, Date.now() - started);
       if (io.tty) io.err(`\r\x1b[K${line}`);
       else if (line !== progress) io.err(`${line}\n`);
@@ -612,6 +610,27 @@ async function costCommand(context: Context): Promise<number> {
     }
     return EXIT.ok;
   });
+}
+
+async function viewCommand(context: Context): Promise<number> {
+  const file = context.positionals[0];
+  const path = file === undefined ? context.storePath : resolve(context.io.cwd, file);
+  const port = context.values.port === undefined ? 0 : Number(context.values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new CliError('--port is a port number from 0 to 65535 (0: one the system picks).', EXIT.usage);
+  await checkStore(path);
+  const { viewer } = await import('../viewer/server.js');
+  const host = context.values.host as string | undefined;
+  const served = await viewer(path, { port, ...(host ? { host } : {}) });
+  context.io.out(
+    context.json ? `${JSON.stringify({ url: served.url, store: path })}\n` : `viewing ${path} at ${served.url}\n`,
+  );
+  await new Promise<void>((done) => {
+    process.once('SIGINT', done);
+    process.once('SIGTERM', done);
+  });
+  await served.close();
+  return EXIT.ok;
 }
 
 function oneLine(text: string, max: number): string {

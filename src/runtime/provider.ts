@@ -197,7 +197,12 @@ export interface HttpProviderSpec {
    */
   idleTimeoutMs?: number;
   /** Record every exchange to a file, or answer from one with no socket at all. */
-  transport?: { record: string } | { replay: string };
+  /**
+   * `record`: every exchange appended to the file; `replay`: answered from such a file,
+   * with no socket and no key; `served` (with `replay`): each request answered appended
+   * there as a JSON line (`{ key, path, body }`), so what a replayed run sent can be read.
+   */
+  transport?: { record: string } | { replay: string; served?: string };
   /** The provider's name in the trace. Default: the kind or preset. */
   name?: string;
   /**

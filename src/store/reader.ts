@@ -523,12 +523,18 @@ export class TraceReader {
     return row.n;
   }
 
-  /** Every model call of a tree (or of one run), every try included, in the order they were recorded. */
-  modelCalls(filter: { rootId?: string; runId?: string }): ModelCallRow[] {
+  /** Every model call of a tree, of one run, or of one step (`runId` and `seq`), every try included, in the order they were recorded. */
+  modelCalls(filter: { rootId?: string; runId?: string; seq?: number }): ModelCallRow[] {
     const rows = (
-      filter.runId !== undefined
-        ? this.#statements.get('SELECT * FROM model_calls WHERE run_id = ? ORDER BY call_id').all(filter.runId)
-        : this.#statements.get('SELECT * FROM model_calls WHERE root_id = ? ORDER BY call_id').all(filter.rootId ?? '')
+      filter.runId !== undefined && filter.seq !== undefined
+        ? this.#statements
+            .get('SELECT * FROM model_calls WHERE run_id = ? AND seq = ? ORDER BY call_id')
+            .all(filter.runId, filter.seq)
+        : filter.runId !== undefined
+          ? this.#statements.get('SELECT * FROM model_calls WHERE run_id = ? ORDER BY call_id').all(filter.runId)
+          : this.#statements
+              .get('SELECT * FROM model_calls WHERE root_id = ? ORDER BY call_id')
+              .all(filter.rootId ?? '')
     ) as Row[];
     return rows.map((row) => ({
       callId: row.call_id as number,

@@ -850,7 +850,8 @@ export async function buildHttpProvider(spec: Exclude<ProviderSpec, { kind: 'mod
     images: spec.images !== false,
   };
   let transport: Transport = undiciTransport;
-  if (spec.transport && 'replay' in spec.transport) transport = replayTransport(spec.transport.replay);
+  if (spec.transport && 'replay' in spec.transport)
+    transport = replayTransport(spec.transport.replay, spec.transport.served);
   else if (spec.transport && 'record' in spec.transport)
     transport = recordingTransport(undiciTransport, spec.transport.record);
   const idleTimeoutMs =

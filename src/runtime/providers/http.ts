@@ -480,7 +480,7 @@ export function recordingTransport(inner: Transport, file: string): Transport {
  * recorded (the last answer repeats). A request never recorded is an error naming the
  * file, since a replay must not reach a vendor.
  */
-export function replayTransport(file: string): Transport {
+export function replayTransport(file: string, served?: string): Transport {
   if (!existsSync(file)) {
     throw new HarnessError(
       ErrorCode.InvalidArgument,
@@ -495,7 +495,7 @@ export function replayTransport(file: string): Transport {
     list.push(exchange);
     byKey.set(exchange.key, list);
   }
-  const served = new Map<string, number>();
+  const answered = new Map<string, number>();
   return {
     async send(wire, provider) {
       const key = exchangeKey(wire);
@@ -506,8 +506,10 @@ export function replayTransport(file: string): Transport {
           `${provider}: ${file} has no recorded answer for ${wire.method} ${new URL(wire.url).pathname} with this body (key ${key.slice(0, 12)}); the run asked something the recording never saw. Record it again.`,
         );
       }
-      const index = served.get(key) ?? 0;
-      served.set(key, index + 1);
+      const index = answered.get(key) ?? 0;
+      answered.set(key, index + 1);
+      if (served !== undefined)
+        appendFileSync(served, `${JSON.stringify({ key, path: new URL(wire.url).pathname, body: wire.body ?? '' })}\n`);
       const exchange = list[Math.min(index, list.length - 1)] as RecordedExchange;
       async function* body(): AsyncIterable<Uint8Array> {
         for (const chunk of exchange.chunks) yield Buffer.from(chunk, 'base64');

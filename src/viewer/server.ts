@@ -1,0 +1,334 @@
+/**
+ * The trace viewer's server: a read-only page on loopback over a store, and the JSON it
+ * reads. `viewer(store)` for embedders, `npx io-harness view runs.db` from a shell.
+ *
+ * It opens its own read-only connection to the store's file (so it never writes, and a
+ * supervisor in this process or another goes on as before), serves the page prebuilt in
+ * the package (dist/viewer: no CDN, nothing fetched at run time), and follows live runs
+ * with server-sent events fed by polling the store's events after the last id sent.
+ *
+ * It answers GET only, on a loopback address only, and only to a Host header naming
+ * loopback (a page elsewhere that rebinds a name to 127.0.0.1 is refused), and only under
+ * a path made of a random token (`url` carries it), so another user of this machine who
+ * can reach the port cannot read the store. The page is served with a content security
+ * policy that allows nothing but itself.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, normalize, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { InvalidArgumentError } from '../errors.js';
+import { isTerminal } from '../runtime/events.js';
+import { type RunRecord, TraceReader } from '../store/reader.js';
+import { storeFileState } from '../store/schema.js';
+
+export interface ViewerOptions {
+  /** The port (default: one the system picks). */
+  port?: number;
+  /** A loopback address to listen on (default 127.0.0.1). */
+  host?: string;
+  /** How often live pages look for new events, in milliseconds (default 250). */
+  pollMs?: number;
+}
+
+export interface Viewer {
+  /** The page's address, its token included: whoever has it can read the store. */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+const ASSETS = fileURLToPath(new URL('./page/', import.meta.url));
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+};
+const SECURITY = {
+  'content-security-policy':
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+};
+/** The most trees a listing sends, newest first. */
+const LIST_LIMIT = 500;
+/** What one text field of a step may carry to the page (the store keeps it whole). */
+const CLIP = 4000;
+
+const clip = (text: string) =>
+  text.length > CLIP ? `${text.slice(0, CLIP)}… (${text.length - CLIP} more characters)` : text;
+
+/** Starts the viewer over `store` (a store, or the path of its file). */
+export async function viewer(store: { path: string } | string, options: ViewerOptions = {}): Promise<Viewer> {
+  const path = typeof store === 'string' ? store : store.path;
+  const host = options.host ?? '127.0.0.1';
+  if (!LOOPBACK.has(host))
+    throw new InvalidArgumentError(
+      `viewer: host ${host} is not a loopback address; the viewer serves this machine only (127.0.0.1 or ::1).`,
+    );
+  const state = storeFileState(path);
+  if (state.kind !== 'store')
+    throw new InvalidArgumentError(
+      state.kind === 'missing'
+        ? `viewer: there is no store at ${path}; pass the file your runs were kept in.`
+        : `viewer: ${path} is a SQLite file but not an io-harness store; nothing was changed.`,
+    );
+  if (!existsSync(join(ASSETS, 'index.html')))
+    throw new InvalidArgumentError(
+      `viewer: the page is not built (${ASSETS}index.html is missing); run npm run build in the package.`,
+    );
+  const reader = new TraceReader(path);
+  const pollMs = options.pollMs ?? 250;
+  const token = randomBytes(18).toString('base64url');
+  const streams = new Set<ServerResponse>();
+  const server = createServer((request, response) => {
+    try {
+      route(reader, token, request, response, streams, pollMs);
+    } catch (error) {
+      send(response, 500, { error: (error as Error).message });
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${shown}:${address.port}/${token}/`,
+    close: async () => {
+      for (const stream of streams) stream.end();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      reader.close();
+    },
+  };
+}
+
+function send(response: ServerResponse, status: number, body: unknown): void {
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...SECURITY });
+  response.end(JSON.stringify(body));
+}
+
+const same = (given: string, token: string) =>
+  given.length === token.length && timingSafeEqual(Buffer.from(given), Buffer.from(token));
+
+function route(
+  reader: TraceReader,
+  token: string,
+  request: IncomingMessage,
+  response: ServerResponse,
+  streams: Set<ServerResponse>,
+  pollMs: number,
+): void {
+  const hostHeader = (request.headers.host ?? '').replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  if (!LOOPBACK.has(hostHeader)) {
+    send(response, 403, { error: 'the viewer answers loopback hosts only' });
+    return;
+  }
+  if (request.method !== 'GET') {
+    send(response, 405, { error: 'the viewer is read-only: GET only' });
+    return;
+  }
+  const url = new URL(request.url ?? '/', 'http://localhost');
+  const [given, ...parts] = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  if (given === undefined || !same(given, token)) {
+    send(response, 404, { error: 'nothing here: open the address the viewer printed, token and all' });
+    return;
+  }
+  // The page's own links are relative to /<token>/: without the slash they would not be.
+  if (parts.length === 0 && !url.pathname.endsWith('/')) {
+    response.writeHead(308, { location: `/${token}/`, ...SECURITY });
+    response.end();
+    return;
+  }
+  if (parts[0] === 'api') {
+    if (parts[1] === 'trees' && parts.length === 2) {
+      send(response, 200, trees(reader));
+      return;
+    }
+    if (parts[1] === 'tree' && parts.length === 3) {
+      tree(reader, parts[2] as string, response);
+      return;
+    }
+    if (parts[1] === 'run' && parts.length === 3) {
+      run(reader, parts[2] as string, response);
+      return;
+    }
+    if (parts[1] === 'events' && parts.length === 2) {
+      events(reader, request, url, response, streams, pollMs);
+      return;
+    }
+    send(response, 404, { error: `no ${url.pathname}` });
+    return;
+  }
+  const file = parts.length === 0 || parts[0] === 'run' || parts[0] === 'tree' ? 'index.html' : parts.join('/');
+  const full = normalize(join(ASSETS, file));
+  if (!full.startsWith(ASSETS) || full.includes(`${sep}..`) || !TYPES[extname(full)] || !existsSync(full)) {
+    send(response, 404, { error: `no ${url.pathname}` });
+    return;
+  }
+  response.writeHead(200, { 'content-type': TYPES[extname(full)] as string, ...SECURITY });
+  response.end(readFileSync(full));
+}
+
+function summary(reader: TraceReader, run: RunRecord) {
+  const account = reader.account(run.runId);
+  return {
+    runId: run.runId,
+    rootId: run.rootId,
+    parentId: run.parentId,
+    address: run.address,
+    depth: run.depth,
+    status: run.status,
+    task: clip(run.task),
+    createdAt: run.createdAt,
+    endedAt: run.endedAt,
+    spent: account?.spent ?? { steps: 0, tokens: 0 },
+    ceilings: account?.ceilings ?? null,
+  };
+}
+
+function trees(reader: TraceReader) {
+  const roots = reader.runs();
+  return {
+    total: roots.length,
+    trees: roots
+      .slice(-LIST_LIMIT)
+      .reverse()
+      .map((root) => ({ ...summary(reader, root), runs: reader.runs(root.runId).length })),
+  };
+}
+
+function tree(reader: TraceReader, rootId: string, response: ServerResponse): void {
+  const root = reader.run(rootId);
+  if (!root || root.parentId !== null) {
+    send(response, 404, { error: `no tree ${rootId}` });
+    return;
+  }
+  const ledger = reader.ledger(rootId);
+  const runs = reader.runs(rootId);
+  send(response, 200, {
+    root: summary(reader, root),
+    // Some agent is still going (a paused one waits on a person, not on the tree).
+    live: runs.some((item) => !isTerminal(item.status) && item.status !== 'paused'),
+    runs: runs.map((item) => summary(reader, item)),
+    ledger: ledger
+      ? { root: ledger.root, maxTotalAgents: ledger.maxTotalAgents, maxConcurrentAgents: ledger.maxConcurrentAgents }
+      : null,
+    queue: reader
+      .queue(rootId)
+      .map((item) => ({ childRunId: item.childRunId, parentId: item.parentId, state: item.state })),
+    messages: reader.messages(rootId).map((item) => ({
+      msgId: item.msgId,
+      from: item.fromAddress,
+      to: item.toAddress,
+      read: item.consumedBy !== null,
+      body: clip(item.body),
+    })),
+    lastEventId: reader.treeEvents(rootId).at(-1)?.eventId ?? 0,
+  });
+}
+
+function run(reader: TraceReader, runId: string, response: ServerResponse): void {
+  const record = reader.run(runId);
+  if (!record) {
+    send(response, 404, { error: `no run ${runId}` });
+    return;
+  }
+  send(response, 200, {
+    run: {
+      ...summary(reader, record),
+      reply: record.reply === null ? null : clip(record.reply),
+      reason: record.outcome?.reason ?? null,
+    },
+    steps: reader.steps(runId).map((step) => ({
+      seq: step.seq,
+      model: step.completion.model,
+      text: clip(step.completion.text),
+      usage: step.usage,
+      toolCalls: step.completion.toolCalls.map((call) => ({
+        id: call.id,
+        name: call.name,
+        args: clip(JSON.stringify(call.args)),
+      })),
+      observations: step.observations.map((item) => ({
+        callId: item.callId,
+        name: item.name,
+        isError: item.isError,
+        content: clip(item.content),
+      })),
+    })),
+    events: reader
+      .events(runId)
+      .filter((event) =>
+        [
+          'refusal',
+          'gate-evaluated',
+          'gate-output',
+          'file-changed',
+          'run-paused',
+          'question-answered',
+          'spend',
+          'spawn-queued',
+          'schema-invalid',
+          'budget-exhausted',
+          'run-end',
+        ].includes(event.type),
+      ),
+    modelCalls: reader.modelCalls({ runId }).map((call) => ({
+      seq: call.seq,
+      attempt: call.attempt,
+      provider: call.provider,
+      model: call.model,
+      outcome: call.outcome,
+      inputTokens: call.inputTokens,
+      outputTokens: call.outputTokens,
+      cacheReadTokens: call.cacheReadTokens,
+      latencyMs: call.latencyMs,
+      ttftMs: call.ttftMs,
+    })),
+    patch: reader.patch(runId),
+  });
+}
+
+/** Server-sent events: every committed event after `after` (or Last-Event-ID), of one tree or all. */
+function events(
+  reader: TraceReader,
+  request: IncomingMessage,
+  url: URL,
+  response: ServerResponse,
+  streams: Set<ServerResponse>,
+  pollMs: number,
+): void {
+  const rootId = url.searchParams.get('root');
+  let after = Number(request.headers['last-event-id'] ?? url.searchParams.get('after') ?? 0);
+  if (!Number.isSafeInteger(after) || after < 0) after = 0;
+  response.writeHead(200, { 'content-type': 'text/event-stream', connection: 'keep-alive', ...SECURITY });
+  response.write('retry: 1000\n\n');
+  streams.add(response);
+  const tick = () => {
+    const batch = rootId ? reader.treeEvents(rootId, after).slice(0, 500) : reader.eventsAfter(after, 500);
+    for (const event of batch) {
+      after = event.eventId;
+      // Only what the page shows: type, ids and status; the texts are read from /api/run.
+      const { type, eventId, runId, rootId: root, seq, at } = event;
+      const status = event.type === 'run-end' ? event.status : undefined;
+      response.write(
+        `id: ${eventId}\ndata: ${JSON.stringify({ type, eventId, runId, rootId: root, seq, at, status })}\n\n`,
+      );
+    }
+  };
+  tick();
+  const timer = setInterval(tick, pollMs);
+  const stop = () => {
+    clearInterval(timer);
+    streams.delete(response);
+  };
+  request.on('close', stop);
+  response.on('close', stop);
+}

@@ -1,0 +1,177 @@
+/**
+ * The trace viewer as a person uses it: headless Chromium (Debian's `chromium`, driven by
+ * playwright-core) opens the page while a fan-out tree runs, sees the tree grow and every
+ * agent reach `finished`, opens one agent's run and sees its diff and its refusal. The
+ * screenshots are kept in test-artifacts/viewer/. Then the server's own guards: GET only,
+ * loopback Host headers only, nothing outside the page's files.
+ */
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { OpenAI, Policy, TaskContract } from '../dist/index.js';
+import { assistantTurns, ScriptedModelServer, wireToolResults } from '../dist/testing/index.js';
+import { viewer } from '../dist/viewer/server.js';
+import { later, supervisorOnStore, tempWorkspace } from './support/workspace.js';
+
+const ARTIFACTS = fileURLToPath(new URL('../test-artifacts/viewer/', import.meta.url));
+const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path));
+const WORKERS = 6;
+/** The page's document, as the functions run in it use it (this file is not compiled against the DOM's types). */
+declare const document: { querySelectorAll(selector: string): { length: number } };
+
+function raw(url: string, options: { method?: string; host?: string; path?: string }) {
+  const target = new URL(url);
+  return new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const sent = request(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: options.path ?? '/',
+        method: options.method ?? 'GET',
+        headers: { host: options.host ?? target.host },
+      },
+      (response) => {
+        let body = '';
+        response.on('data', (chunk) => {
+          body += chunk;
+        });
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+      },
+    );
+    sent.on('error', reject);
+    sent.end();
+  });
+}
+
+describe('the trace viewer', () => {
+  it('shows a live fan-out tree grow and finish in a real browser, then a run with its diff and refusal', {
+    timeout: 120_000,
+  }, async () => {
+    if (!CHROMIUM)
+      throw new Error('this test drives Debian’s chromium (apt-get install -y chromium), which is not installed here');
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const server = await ScriptedModelServer.start((call) => {
+      const task = String(call.body.messages.find((message) => message.role === 'user')?.content ?? '');
+      const part = /^write part (\d+)/.exec(task)?.[1];
+      const address = part ? `worker-${part}` : 'root';
+      const step = assistantTurns(call);
+      const latencyMs = 250;
+      if (address === 'root') {
+        if (step === 0)
+          return {
+            latencyMs,
+            toolCalls: Array.from({ length: WORKERS }, (_, i) => ({
+              name: 'spawn_agent',
+              args: { task: `write part ${i + 1}`, as: `worker-${i + 1}`, wait: false },
+            })),
+          };
+        const reports = wireToolResults(call)
+          .filter((result) => result.name === 'read_messages' && result.content.startsWith('['))
+          .flatMap((result) => JSON.parse(result.content));
+        if (reports.length < WORKERS)
+          return { latencyMs, toolCalls: [{ name: 'read_messages', args: { wait_secs: 30 } }] };
+        return { latencyMs, text: `all ${WORKERS} parts written` };
+      }
+      const n = address.split('-')[1];
+      if (step === 0)
+        return {
+          latencyMs,
+          toolCalls: [{ name: 'write_file', args: { path: `part-${n}.txt`, content: `part ${n}\n` } }],
+        };
+      if (step === 1)
+        return { latencyMs, toolCalls: [{ name: 'write_file', args: { path: `secrets/${n}.txt`, content: 'x\n' } }] };
+      return { latencyMs, text: `part ${n} written` };
+    });
+    later(() => server.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const { supervisor, store } = await supervisorOnStore({ maxConcurrentAgents: 3 });
+    const page = await viewer(store, { pollMs: 100 });
+    later(() => page.close());
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    later(() => browser.close());
+    const tab = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+
+    const root = tempWorkspace({ 'README.md': 'parts\n' });
+    const handle = supervisor.run({
+      contract: TaskContract.workspace('write the parts', root),
+      provider,
+      policy: Policy.default().layer('app').denyWrite('secrets/**'),
+    });
+    for await (const event of supervisor.events({ rootId: handle.rootId })) if (event.type === 'run-start') break;
+    await tab.goto(`${page.url}#/tree/${handle.rootId}`);
+    await tab.locator('[data-run]').first().waitFor();
+    const first = await tab.locator('[data-run]').count();
+    // The tree grows as the page watches, and every agent reaches finished.
+    await tab.waitForFunction((total) => document.querySelectorAll('[data-run]').length === total, WORKERS + 1, {
+      timeout: 60_000,
+    });
+    await tab.screenshot({ path: join(ARTIFACTS, 'tree-growing.png'), fullPage: true });
+    await tab.waitForFunction(
+      (total) => document.querySelectorAll('[data-run][data-run-status="finished"]').length === total,
+      WORKERS + 1,
+      { timeout: 60_000 },
+    );
+    const result = await handle.result;
+    expect(result.status).toBe('finished');
+    expect(first).toBeLessThan(WORKERS + 1);
+    await tab.screenshot({ path: join(ARTIFACTS, 'tree-finished.png'), fullPage: true });
+    const addresses = await tab.locator('[data-run] a').allTextContents();
+    expect(addresses.sort()).toEqual(['root', ...Array.from({ length: WORKERS }, (_, i) => `worker-${i + 1}`)].sort());
+
+    // One agent's run: its steps, its diff, its refusal with rule and layer.
+    await tab.locator('[data-run] a', { hasText: 'worker-2' }).click();
+    await tab.locator('[data-diff]').waitFor();
+    expect(await tab.locator('[data-diff]').textContent()).toContain('+part 2');
+    const refusal = await tab.locator('[data-refusal]').first().textContent();
+    expect(refusal).toMatch(/refused write_file: rule deny-write secrets\/\*\*, layer app/);
+    expect(await tab.locator('[data-step]').count()).toBe(3);
+    expect(await tab.locator('[data-model-call]').count()).toBeGreaterThanOrEqual(3);
+    await tab.screenshot({ path: join(ARTIFACTS, 'run.png'), fullPage: true });
+
+    // The list of trees has it, and the page loaded nothing from anywhere but itself.
+    const outside: string[] = [];
+    tab.on('request', (sent) => {
+      if (!sent.url().startsWith(page.url)) outside.push(sent.url());
+    });
+    await tab.goto(page.url);
+    await tab.locator(`[data-tree="${handle.rootId}"]`).waitFor();
+    expect(outside).toEqual([]);
+    for (const shot of ['tree-growing.png', 'tree-finished.png', 'run.png'])
+      expect(statSync(join(ARTIFACTS, shot)).size).toBeGreaterThan(10_000);
+  });
+
+  it('answers GET under its token on loopback names only, serves its own files only, and writes nothing', async () => {
+    const { store } = await supervisorOnStore();
+    const before = readFileSync(store.path);
+    const page = await viewer(store.path);
+    later(() => page.close());
+    const base = new URL(page.url).pathname; // /<token>/
+    expect((await raw(page.url, { path: `${base}api/trees` })).status).toBe(200);
+    // Without the token, or with another, there is nothing to read.
+    for (const path of [
+      '/api/trees',
+      '/',
+      `/${'x'.repeat(base.length - 2)}/api/trees`,
+      `${base.slice(0, -2)}/api/trees`,
+    ])
+      expect((await raw(page.url, { path })).status, path).toBe(404);
+    expect((await raw(page.url, { method: 'POST', path: `${base}api/trees` })).status).toBe(405);
+    expect((await raw(page.url, { host: 'attacker.example:80', path: `${base}api/trees` })).status).toBe(403);
+    for (const path of [
+      '../../package.json',
+      '%2e%2e/%2e%2e/package.json',
+      '..%2f..%2fpackage.json',
+      'server.js',
+      'api/run/nope',
+    ])
+      expect((await raw(page.url, { path: `${base}${path}` })).status, path).toBe(404);
+    const index = await raw(page.url, { path: base });
+    expect(index.body).toContain('<div id="app">');
+    await expect(viewer(store.path, { host: '0.0.0.0' })).rejects.toThrow(/not a loopback address/);
+    await expect(viewer(join(tempWorkspace(), 'none.db'))).rejects.toThrow(/there is no store/);
+    expect(readFileSync(store.path).equals(before)).toBe(true);
+  });
+});
