@@ -24,9 +24,10 @@ interface Ran {
 }
 
 /** Runs the CLI as a child process, to its end. */
-function cli(args: string[], env: Record<string, string> = {}): Promise<Ran> {
+function cli(args: string[], env: Record<string, string> = {}, cwd = process.cwd()): Promise<Ran> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
+      cwd,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -145,14 +146,28 @@ describe('the io-harness CLI', () => {
     expect(resumed.stderr).toMatch(/\d+ runs?: 1 finished/);
     expect(store.steps(paused.runId)[0]?.observations[0]?.content).toContain(process.version);
 
-    // rewind: the file back as it was; a file the run never wrote is not found.
+    // rewind: the file back as it was, run where the run worked; a file it never wrote is not found.
+    const elsewhere = await cli(['rewind', edited.runId, ...at]);
+    expect(elsewhere.status).toBe(2);
+    expect(elsewhere.stderr).toContain(`pass --root ${repo}`);
+    expect(readFileSync(join(repo, 'notes.txt'), 'utf8')).toBe('ship today\n');
     const rewound = json<{ files: { path: string; action: string }[] }>(
-      await cli(['rewind', edited.runId, ...at, '--json']),
+      await cli(['rewind', edited.runId, ...at, '--json'], {}, repo),
     );
     expect(rewound.files).toEqual([{ path: 'notes.txt', action: 'restored' }]);
     expect(readFileSync(join(repo, 'notes.txt'), 'utf8')).toBe('ship on friday\n');
-    const never = await cli(['rewind', edited.runId, 'never.txt', ...at]);
+    const never = await cli(['rewind', edited.runId, 'never.txt', ...at, '--root', repo]);
     expect(never.status).toBe(3);
+    // A store that says a run wrote a protected path (no run can) gets nothing written there.
+    const crafted = new Database(store.path);
+    crafted
+      .prepare("UPDATE restore_points SET path = '.git/hooks/pre-commit', content = ? WHERE run_id = ?")
+      .run(Buffer.from('#!/bin/sh\necho planted\n'), edited.runId);
+    crafted.close();
+    const planted = await cli(['rewind', edited.runId, ...at, '--root', repo]);
+    expect(planted.status).toBe(4);
+    expect(planted.stderr).toContain('.git/hooks/pre-commit is a protected path');
+    expect(existsSync(join(repo, '.git'))).toBe(false);
   });
 
   it('tails a live run from another process to its end, with a progress line', { timeout: 60_000 }, async () => {

@@ -11,7 +11,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import { OpenAI, type Store, TaskContract } from '../dist/index.js';
 import { otelObserver } from '../dist/otel/index.js';
@@ -212,5 +217,56 @@ describe('io-harness/otel', () => {
       // The export fails (or times out) on its own path, after the run.
       await provider.shutdown().catch(() => undefined);
     }
+  });
+
+  it('keeps a tool name only when it is spelled as one, and never a refusal’s rule', () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const observer = otelObserver({ tracer: provider.getTracer('io-harness') });
+    const base = { rootId: 'r', runId: 'r', generation: 1, eventId: 1 };
+    const said = 'the user password is hunter2';
+    observer({
+      ...base,
+      seq: null,
+      at: 1,
+      type: 'run-start',
+      task: 't',
+      address: 'root',
+      parentId: null,
+      resumed: false,
+    } as never);
+    observer({ ...base, seq: 1, at: 2, type: 'tool-call', callId: 'c1', name: said, args: {} } as never);
+    observer({
+      ...base,
+      seq: 1,
+      at: 2,
+      type: 'refusal',
+      callId: 'c1',
+      tool: said,
+      rule: 'deny-write sk-LEAKED/**',
+      layer: 'root',
+      reason: 'x',
+    } as never);
+    observer({
+      ...base,
+      seq: 1,
+      at: 3,
+      type: 'step-end',
+      toolCalls: [said],
+      inputTokens: 1,
+      outputTokens: 1,
+      cacheReadTokens: 0,
+      cachedShare: 0,
+      provider: 'p',
+      model: 'm',
+    } as never);
+    observer({ ...base, seq: null, at: 4, type: 'run-end', status: 'finished', reply: 'r' } as never);
+    const spans = exporter.getFinishedSpans();
+    expect(spans.map((span) => span.name)).toContain('execute_tool (not a tool name)');
+    const text = JSON.stringify(
+      spans.map((span) => [span.name, span.attributes, span.events.map((event) => event.attributes)]),
+    );
+    expect(text).not.toContain('hunter2');
+    expect(text).not.toContain('sk-LEAKED');
   });
 });

@@ -7,6 +7,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -139,6 +140,24 @@ describe('the trace viewer', () => {
     await tab.goto(page.url);
     await tab.locator(`[data-tree="${handle.rootId}"]`).waitFor();
     expect(outside).toEqual([]);
+    // A stream starts from now: the tree's history is not replayed to a page that read /api already.
+    const streamed = await new Promise<string>((resolve, reject) => {
+      const target = new URL(`${page.url}api/events`);
+      const sent = request({ host: target.hostname, port: target.port, path: target.pathname }, (response) => {
+        let body = '';
+        response.on('data', (chunk) => {
+          body += chunk;
+        });
+        setTimeout(() => {
+          response.destroy();
+          resolve(body);
+        }, 400);
+      });
+      sent.on('error', reject);
+      sent.end();
+    });
+    expect(store.treeEvents(handle.rootId).length).toBeGreaterThan(50);
+    expect(streamed).toBe('retry: 1000\n\n');
     for (const shot of ['tree-growing.png', 'tree-finished.png', 'run.png'])
       expect(statSync(join(ARTIFACTS, shot)).size).toBeGreaterThan(10_000);
   });
@@ -170,6 +189,18 @@ describe('the trace viewer', () => {
       expect((await raw(page.url, { path: `${base}${path}` })).status, path).toBe(404);
     const index = await raw(page.url, { path: base });
     expect(index.body).toContain('<div id="app">');
+    // A malformed escape is the client's error, not the server's.
+    expect((await raw(page.url, { path: `${base}%` })).status).toBe(400);
+    expect(
+      (await raw(page.url, { path: '/%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9/' }))
+        .status,
+    ).toBe(404);
+    // A connection that never sends a request does not keep close() waiting.
+    const silent = await viewer(store.path);
+    const socket = connect(Number(new URL(silent.url).port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    await silent.close();
+    socket.destroy();
     await expect(viewer(store.path, { host: '0.0.0.0' })).rejects.toThrow(/not a loopback address/);
     await expect(viewer(join(tempWorkspace(), 'none.db'))).rejects.toThrow(/there is no store/);
     expect(readFileSync(store.path).equals(before)).toBe(true);

@@ -8,7 +8,7 @@
  * SQLite or not a store of ours is refused unchanged, and the read commands open it
  * read-only.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parse as parseToml } from 'smol-toml';
@@ -228,7 +228,13 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
 }
 
 function exitFor(code: string): number {
-  if (code === 'RUN_NOT_FOUND' || code === 'QUESTION_NOT_FOUND' || code === 'NO_RESTORE_POINT') return EXIT.notFound;
+  if (
+    code === 'RUN_NOT_FOUND' ||
+    code === 'QUESTION_NOT_FOUND' ||
+    code === 'NO_RESTORE_POINT' ||
+    code === 'WORKSPACE_NOT_FOUND'
+  )
+    return EXIT.notFound;
   if (code === 'INVALID_ARGUMENT') return EXIT.usage;
   if (
     code === 'ALREADY_ANSWERED' ||
@@ -248,8 +254,14 @@ function exitFor(code: string): number {
 async function checkStore(path: string): Promise<void> {
   let state: ReturnType<typeof storeFileState>;
   try {
+    if (existsSync(path) && statSync(path).isDirectory())
+      throw new CliError(`${path} is a directory; pass --store <file>, the store's own file.`, EXIT.notFound);
     state = storeFileState(path);
   } catch (error) {
+    if (error instanceof CliError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM')
+      throw new CliError(`${path} cannot be read (${code}); give this user read access to it.`, EXIT.failed);
     if (HarnessError.isInstance(error)) throw new CliError(error.message, EXIT.refused);
     throw new CliError(
       `${path} is not a store io-harness can read (${(error as Error).message}); nothing was changed. Pass the file your runs were kept in.`,
@@ -532,6 +544,14 @@ async function rewindCommand(context: Context): Promise<number> {
         EXIT.usage,
       );
     const workspace = resolve(context.io.cwd, root);
+    // The store names the workspace; a store from elsewhere could name any directory. Without
+    // --root, only the directory this command runs in, or one inside it, is written.
+    const here = resolve(context.io.cwd);
+    if (context.values.root === undefined && workspace !== here && !workspace.startsWith(`${here}/`))
+      throw new CliError(
+        `run ${run.runId} worked in ${workspace}, which is not this directory or inside it; run rewind from there, or pass --root ${workspace} to say that is the workspace to write.`,
+        EXIT.usage,
+      );
     const result =
       path === undefined
         ? rewindRun(workspace, store, run.runId)
@@ -566,7 +586,10 @@ function readPrices(file: string): PriceTable {
   let data: unknown;
   try {
     if (file.endsWith('.toml')) {
-      const table = (parseToml(text) as { prices?: Record<string, Record<string, unknown>> }).prices ?? {};
+      const parsed = parseToml(text) as Record<string, unknown>;
+      const table = parsed.prices as Record<string, Record<string, unknown>> | undefined;
+      if (typeof table !== 'object' || table === null || Array.isArray(table))
+        throw new Error('it has no [prices.<model>] tables (set input and output for each model, as io.toml has them)');
       data = Object.fromEntries(
         Object.entries(table).map(([model, price]) => [
           model,
@@ -621,7 +644,18 @@ async function viewCommand(context: Context): Promise<number> {
   await checkStore(path);
   const { viewer } = await import('../viewer/server.js');
   const host = context.values.host as string | undefined;
-  const served = await viewer(path, { port, ...(host ? { host } : {}) });
+  let served: Awaited<ReturnType<typeof viewer>>;
+  try {
+    served = await viewer(path, { port, ...(host ? { host } : {}) });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES')
+      throw new CliError(
+        `port ${port} cannot be had (${code}); pass another --port, or 0 for one the system picks.`,
+        EXIT.usage,
+      );
+    throw error;
+  }
   context.io.out(
     context.json ? `${JSON.stringify({ url: served.url, store: path })}\n` : `viewing ${path} at ${served.url}\n`,
   );

@@ -89,7 +89,7 @@ export function otelObserver(options: OtelObserverOptions = {}): OtelObserver {
         return;
       }
       case 'tool-call':
-        runs.get(event.runId)?.tools.push({ name: event.name, callId: event.callId });
+        runs.get(event.runId)?.tools.push({ name: toolName(event.name), callId: event.callId });
         return;
       case 'step-end': {
         const run = runs.get(event.runId);
@@ -111,13 +111,10 @@ export function otelObserver(options: OtelObserverOptions = {}): OtelObserver {
         return;
       }
       case 'refusal':
+        // The tool alone: a rule's text can hold a pattern the model chose (a child's deny list).
         runs
           .get(event.runId)
-          ?.span.addEvent(
-            'io_harness.refusal',
-            { 'io_harness.tool': event.tool, 'io_harness.rule': event.rule, 'io_harness.layer': event.layer },
-            event.at,
-          );
+          ?.span.addEvent('io_harness.refusal', { 'io_harness.tool': toolName(event.tool) }, event.at);
         return;
       default:
         return;
@@ -128,6 +125,15 @@ export function otelObserver(options: OtelObserverOptions = {}): OtelObserver {
   };
   Object.defineProperty(observer, 'open', { get: () => runs.size });
   return observer;
+}
+
+/**
+ * A tool's name as the span carries it. The name is the model's to choose, so only one
+ * spelled as tool names are (letters, digits, `_`, `-`, `.`, at most 64) is kept; any other
+ * text is not the name of a tool, and is never put in a span.
+ */
+function toolName(name: string): string {
+  return /^[A-Za-z0-9_.-]{1,64}$/.test(name) ? name : '(not a tool name)';
 }
 
 /** A step's span, with its provider calls and tool calls under it. */

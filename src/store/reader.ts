@@ -412,6 +412,12 @@ export class TraceReader {
     return rows.map(toEvent);
   }
 
+  /** The id of the newest event in the store (0 when there is none). */
+  lastEventId(): number {
+    const row = this.#statements.get('SELECT MAX(event_id) AS id FROM events').get() as { id: number | null };
+    return row.id ?? 0;
+  }
+
   /** Events of every tree in commit order after `afterId`, at most `limit` of them: what a log catches up from. */
   eventsAfter(afterId = 0, limit = 1000): HarnessEvent[] {
     const rows = this.#statements

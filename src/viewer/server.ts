@@ -89,7 +89,9 @@ export async function viewer(store: { path: string } | string, options: ViewerOp
     try {
       route(reader, token, request, response, streams, pollMs);
     } catch (error) {
-      send(response, 500, { error: (error as Error).message });
+      // Half a response sent (an event stream, say): end it; nothing escapes to the process.
+      if (response.headersSent) response.destroy();
+      else send(response, 500, { error: (error as Error).message });
     }
   });
   await new Promise<void>((resolve, reject) => {
@@ -102,8 +104,10 @@ export async function viewer(store: { path: string } | string, options: ViewerOp
     url: `http://${shown}:${address.port}/${token}/`,
     close: async () => {
       for (const stream of streams) stream.end();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Every connection, a silent or half-sent one too: none may keep close() waiting.
       server.closeAllConnections();
+      await closed;
       reader.close();
     },
   };
@@ -114,8 +118,20 @@ function send(response: ServerResponse, status: number, body: unknown): void {
   response.end(JSON.stringify(body));
 }
 
-const same = (given: string, token: string) =>
-  given.length === token.length && timingSafeEqual(Buffer.from(given), Buffer.from(token));
+const same = (given: string, token: string) => {
+  const a = Buffer.from(given);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+};
+
+/** A path's segments decoded, or null for a malformed escape. */
+function segments(pathname: string): string[] | null {
+  try {
+    return pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    return null;
+  }
+}
 
 function route(
   reader: TraceReader,
@@ -135,7 +151,12 @@ function route(
     return;
   }
   const url = new URL(request.url ?? '/', 'http://localhost');
-  const [given, ...parts] = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  const decoded = segments(url.pathname);
+  if (decoded === null) {
+    send(response, 400, { error: 'the path has a malformed escape' });
+    return;
+  }
+  const [given, ...parts] = decoded;
   if (given === undefined || !same(given, token)) {
     send(response, 404, { error: 'nothing here: open the address the viewer printed, token and all' });
     return;
@@ -230,7 +251,6 @@ function tree(reader: TraceReader, rootId: string, response: ServerResponse): vo
       read: item.consumedBy !== null,
       body: clip(item.body),
     })),
-    lastEventId: reader.treeEvents(rootId).at(-1)?.eventId ?? 0,
   });
 }
 
@@ -306,15 +326,31 @@ function events(
   pollMs: number,
 ): void {
   const rootId = url.searchParams.get('root');
-  let after = Number(request.headers['last-event-id'] ?? url.searchParams.get('after') ?? 0);
-  if (!Number.isSafeInteger(after) || after < 0) after = 0;
+  const asked = request.headers['last-event-id'] ?? url.searchParams.get('after');
+  // A page reads what is there from /api and follows from here: no history replayed.
+  let after = asked === null || asked === undefined ? reader.lastEventId() : Number(asked);
+  if (!Number.isSafeInteger(after) || after < 0) after = reader.lastEventId();
   response.writeHead(200, { 'content-type': 'text/event-stream', connection: 'keep-alive', ...SECURITY });
   response.write('retry: 1000\n\n');
   streams.add(response);
+  let timer: NodeJS.Timeout | undefined;
+  const stop = () => {
+    clearInterval(timer);
+    streams.delete(response);
+  };
   const tick = () => {
-    const batch = rootId ? reader.treeEvents(rootId, after).slice(0, 500) : reader.eventsAfter(after, 500);
+    let batch: ReturnType<TraceReader['eventsAfter']>;
+    try {
+      batch = reader.eventsAfter(after, 500);
+    } catch {
+      // The store could not be read (a damaged row, a file gone): this stream ends, the server goes on.
+      stop();
+      response.destroy();
+      return;
+    }
+    const last = batch.at(-1)?.eventId;
     for (const event of batch) {
-      after = event.eventId;
+      if (rootId && event.rootId !== rootId) continue;
       // Only what the page shows: type, ids and status; the texts are read from /api/run.
       const { type, eventId, runId, rootId: root, seq, at } = event;
       const status = event.type === 'run-end' ? event.status : undefined;
@@ -322,13 +358,10 @@ function events(
         `id: ${eventId}\ndata: ${JSON.stringify({ type, eventId, runId, rootId: root, seq, at, status })}\n\n`,
       );
     }
+    if (last !== undefined) after = last;
   };
   tick();
-  const timer = setInterval(tick, pollMs);
-  const stop = () => {
-    clearInterval(timer);
-    streams.delete(response);
-  };
+  timer = setInterval(tick, pollMs);
   request.on('close', stop);
   response.on('close', stop);
 }

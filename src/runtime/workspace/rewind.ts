@@ -77,7 +77,25 @@ function assertSameWorkspace(root: string, recorded: string): void {
   }
 }
 
+/**
+ * Whether `path` is one no run may change (see PROTECTED_PATHS): a `.git` or `.io-harness`
+ * anywhere in it, or the workspace's own configuration. No run wrote one, so a restore
+ * point for one is not the run's: a rewind never writes it.
+ */
+function isProtected(path: string): boolean {
+  const parts = path.split(/[\\/]+/);
+  return (
+    parts.some((part) => part === '.git' || part === '.io-harness') || path === 'io.toml' || path === 'io.local.toml'
+  );
+}
+
 function putBack(root: string, path: string, content: Buffer | null): RewoundFile['action'] {
+  if (isProtected(path))
+    throw new HarnessError(
+      ErrorCode.RewindConflict,
+      `${path} is a protected path no run may change, so no rewind writes it (the store says otherwise: it was not written by a run of this runtime); nothing was changed.`,
+      { details: { path } },
+    );
   const absolute = resolve(root, path);
   // A directory swapped for a link since the run must not carry the rewind out of the workspace.
   const inside = relative(root, realTarget(absolute));
