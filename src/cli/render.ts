@@ -7,7 +7,8 @@
 import type { HarnessEvent } from '../runtime/events.js';
 import type { RunRecord, TraceReader } from '../store/reader.js';
 
-const clip = (text: string, max: number) => {
+/** `text` on one line, cut to `max` characters with an ellipsis. */
+export const clip = (text: string, max: number) => {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 };

@@ -24,7 +24,7 @@ import { Store } from '../store/store.js';
 import { SCHEMA_VERSION } from '../store/version.js';
 import { answerQuestion } from '../supervisor/questions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
-import { describeEvent, formatDuration, renderRun } from './render.js';
+import { clip, describeEvent, formatDuration, renderRun } from './render.js';
 
 /** What a command's exit status says. */
 export const EXIT = {
@@ -357,7 +357,7 @@ async function runsCommand(context: Context): Promise<number> {
     }
     for (const row of rows)
       context.io.out(
-        `${row.runId}  ${row.status.padEnd(18)} ${String(row.steps).padStart(4)} steps ${String(row.tokens).padStart(8)} tokens${row.runs === null ? `  ${row.address}` : `  ${row.runs} run${row.runs === 1 ? '' : 's'}`}  ${oneLine(row.task, 60)}\n`,
+        `${row.runId}  ${row.status.padEnd(18)} ${String(row.steps).padStart(4)} steps ${String(row.tokens).padStart(8)} tokens${row.runs === null ? `  ${row.address}` : `  ${row.runs} run${row.runs === 1 ? '' : 's'}`}  ${clip(row.task, 60)}\n`,
       );
     return EXIT.ok;
   });
@@ -382,7 +382,7 @@ async function sessionsCommand(context: Context): Promise<number> {
     for (const session of sessions) {
       context.io.out(`${session.sessionId}  ${session.turns.length} turns  ${session.root}\n`);
       for (const turn of session.turns)
-        context.io.out(`  ${turn.turnId}  ${String(turn.status).padEnd(12)} ${oneLine(turn.text, 70)}\n`);
+        context.io.out(`  ${turn.turnId}  ${String(turn.status).padEnd(12)} ${clip(turn.text, 70)}\n`);
     }
     return EXIT.ok;
   });
@@ -421,23 +421,20 @@ async function followCommand(context: Context): Promise<number> {
     const rootId = findRun(reader, context.positionals[0] as string).rootId;
     const { io } = context;
     let after = 0;
-    let progress = '';
+    const progress = progressOn(io);
     const started = Date.now();
     for (;;) {
       const events = reader.treeEvents(rootId, after);
       for (const event of events) {
         after = event.eventId;
-        if (progress && io.tty) io.err('\r\x1b[K');
+        progress.above();
         io.out(context.json ? `${JSON.stringify(event)}\n` : `${describeFollowed(event)}\n`);
       }
       const runs = reader.runs(rootId);
       const settled = runs.every((run) => isTerminal(run.status) || run.status === 'paused');
-      const line = progressLine(reader, rootId, runs, Date.now() - started);
-      if (io.tty) io.err(`\r\x1b[K${line}`);
-      else if (line !== progress) io.err(`${line}\n`);
-      progress = line;
+      progress.show(progressLine(reader, rootId, runs, Date.now() - started));
       if (settled && reader.treeEvents(rootId, after).length === 0) {
-        if (io.tty) io.err('\n');
+        progress.end();
         const root = reader.run(rootId);
         return root?.status === 'finished' ? EXIT.ok : EXIT.unfinished;
       }
@@ -448,6 +445,27 @@ async function followCommand(context: Context): Promise<number> {
 
 function describeFollowed(event: HarnessEvent): string {
   return `${new Date(event.at).toISOString().slice(11, 23)}  ${event.runId.slice(0, 8)}  ${describeEvent(event)}`;
+}
+
+/**
+ * The progress line on stderr: redrawn in place on a terminal, a line per change
+ * otherwise; `above` clears it before other output, `end` leaves it on its own line.
+ */
+function progressOn(io: CliIo) {
+  let last = '';
+  return {
+    show(line: string) {
+      if (io.tty) io.err(`\r\x1b[K${line}`);
+      else if (line !== last) io.err(`${line}\n`);
+      last = line;
+    },
+    above() {
+      if (last && io.tty) io.err('\r\x1b[K');
+    },
+    end() {
+      if (io.tty) io.err('\n');
+    },
+  };
 }
 
 function progressLine(reader: TraceReader, rootId: string, runs: RunRecord[], elapsedMs: number): string {
@@ -502,15 +520,11 @@ async function resumeCommand(context: Context): Promise<number> {
     const { io } = context;
     const supervisor = await Supervisor.start(store);
     const started = Date.now();
-    let last = '';
-    const show = () => {
-      const line = progressLine(store, rootId, store.runs(rootId), Date.now() - started);
-      if (io.tty) io.err(`\r\x1b[K${line}`);
-      else if (line !== last) io.err(`${line}\n`);
-      last = line;
-    };
+    const progress = progressOn(io);
+    const show = () => progress.show(progressLine(store, rootId, store.runs(rootId), Date.now() - started));
     const stop = supervisor.observe(
       (event) => {
+        progress.above();
         if (!context.json) io.out(`${describeFollowed(event)}\n`);
         show();
       },
@@ -518,7 +532,7 @@ async function resumeCommand(context: Context): Promise<number> {
     );
     try {
       const result = await (await supervisor.resume(rootId)).result;
-      if (io.tty) io.err('\n');
+      progress.end();
       if (context.json) print(context, result);
       else
         io.out(
@@ -665,9 +679,4 @@ async function viewCommand(context: Context): Promise<number> {
   });
   await served.close();
   return EXIT.ok;
-}
-
-function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
