@@ -1,12 +1,21 @@
 // Step commits per second through the store actor from 1, 16 and 64 concurrent actors
 // (each a worker thread awaiting its own commits), beside raw better-sqlite3: the same
-// rows, one transaction per step, on the main thread, in the same run.
+// rows, one transaction per step, on the main thread, in the same run. Then the same on
+// PostgreSQL (a throwaway cluster on loopback, or IO_HARNESS_BENCH_POSTGRES): through the
+// store actor, beside the same rows written by the same statements over one pg
+// connection, one transaction per step, on the main thread. The cluster commits with
+// synchronous_commit off, as SQLite's NORMAL does: a crash of the process loses nothing,
+// a loss of power may lose the last commits.
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MessageChannel, Worker } from 'node:worker_threads';
+import pg from 'pg';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
+import { sqliteWriter } from '../dist/store/local.js';
+import { PostgresStore } from '../dist/store/postgres/index.js';
 import { openWriter } from '../dist/store/schema.js';
-import { StoreWriter } from '../dist/store/writer.js';
+import { startCluster } from '../scripts/pg-cluster.mjs';
 import { rootInput, stepInput } from './support/rows.mjs';
 import { tempDir } from './support/temp.mjs';
 
@@ -15,7 +24,7 @@ const fresh = () => join(tempDir('io-harness-bench-'), 'runs.db');
 
 function raw() {
   const db = openWriter(fresh());
-  const writer = new StoreWriter(db);
+  const writer = sqliteWriter(db);
   const { generation } = writer.createRoot(rootInput('raw', 'bench'));
   const fence = { runId: 'raw', generation, owner: 'bench' };
   const commit = db.transaction((seq) => writer.commitStep(stepInput(fence, seq)));
@@ -26,12 +35,12 @@ function raw() {
   return TOTAL / seconds;
 }
 
-async function throughActor(actors) {
-  const path = fresh();
-  openWriter(path).close();
-  const storeWorker = await startStoreWorker({ path, synchronous: 'NORMAL', killAt: null });
+async function throughActor(actors, postgres = null, total = TOTAL) {
+  const path = postgres ? '' : fresh();
+  if (!postgres) openWriter(path).close();
+  const storeWorker = await startStoreWorker({ path, synchronous: 'NORMAL', killAt: null, postgres });
   const main = new StoreClient(storeWorker);
-  const steps = Math.ceil(TOTAL / actors);
+  const steps = Math.ceil(total / actors);
   const workers = [];
   for (let i = 0; i < actors; i++) {
     const runId = `run-${i}`;
@@ -72,4 +81,57 @@ for (const actors of [1, 16, 64]) {
     ratio: +(actor / baseline).toFixed(2),
   });
 }
-console.log(JSON.stringify({ bench: 'commit-throughput', commits: TOTAL, results }));
+
+/** A database of its own on the bench's server. */
+async function freshDatabase(server) {
+  const name = `bench_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: server });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** The same rows by the same statements, one transaction per step, awaited on the main thread. */
+async function rawPostgres(url, total) {
+  const store = await PostgresStore.open(url, { max: 1 });
+  const { generation } = await store.call('createRoot', rootInput('raw', 'bench'));
+  const fence = { runId: 'raw', generation, owner: 'bench' };
+  const start = performance.now();
+  for (let seq = 1; seq <= total; seq++) await store.call('commitStep', stepInput(fence, seq));
+  const seconds = (performance.now() - start) / 1000;
+  await store.close();
+  return total / seconds;
+}
+
+let postgres = null;
+let cluster = null;
+let server = process.env.IO_HARNESS_BENCH_POSTGRES;
+try {
+  if (!server) {
+    cluster = await startCluster({ prefix: 'io-harness-bench-pg-', settings: { synchronous_commit: 'off' } });
+    server = cluster.url;
+  }
+  // Fewer commits: PostgreSQL's are round trips on loopback, not calls into a library.
+  const total = Number(process.env.BENCH_PG_COMMITS ?? 3_000);
+  postgres = { commits: total, results: [] };
+  for (const actors of [1, 16, 64]) {
+    const baseline = await rawPostgres(await freshDatabase(server), total);
+    const actor = await throughActor(actors, { connectionString: await freshDatabase(server) }, total);
+    const sqliteActor = results.find((result) => result.actors === actors)?.actorPerSecond ?? null;
+    postgres.results.push({
+      actors,
+      actorPerSecond: Math.round(actor),
+      rawPgPerSecond: Math.round(baseline),
+      ratioToRawPg: +(actor / baseline).toFixed(2),
+      ratioToSqliteActor: sqliteActor ? +(actor / sqliteActor).toFixed(2) : null,
+    });
+  }
+} catch (error) {
+  postgres = { skipped: `no PostgreSQL to measure: ${error.message}` };
+} finally {
+  cluster?.stop();
+}
+console.log(JSON.stringify({ bench: 'commit-throughput', commits: TOTAL, results, postgres }));

@@ -28,7 +28,8 @@ describe('the store port', () => {
         /new Database\(/,
         /\.prepare\(/,
         /\bopenWriter\b/,
-        /\bnew StoreWriter\b/,
+        /\bsqliteWriter\(/,
+        /from 'pg'/,
         /\b(INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b/,
       ]) {
         if (pattern.test(text)) found.push(`${relative(SRC, path)}: ${pattern.source}`);

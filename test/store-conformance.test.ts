@@ -1,11 +1,13 @@
-/** The store port's conformance suite on the SQLite backend: in-process, and behind the store actor's thread. */
+/** The store port's conformance suite: on SQLite and on PostgreSQL, each in-process and behind the store actor's thread. */
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
 import { openLocalStore } from '../dist/store/local.js';
-import { sqliteReads } from '../dist/store/port.js';
+import { AGENT_READS, type StoreReads, sqliteReads } from '../dist/store/port.js';
+import { PostgresStore } from '../dist/store/postgres/index.js';
 import { TraceReader } from '../dist/store/reader.js';
 import { storePortConformance } from './support/conformance.js';
+import { freshDatabase } from './support/postgres.js';
 import { tempStorePath } from './support/processes.js';
 
 storePortConformance('SQLite, in-process', async () => {
@@ -34,3 +36,43 @@ storePortConformance('SQLite, behind the store actor', async () => {
     },
   };
 });
+
+storePortConformance('PostgreSQL', async () => {
+  const database = await freshDatabase();
+  const store = await PostgresStore.open(database.url);
+  return {
+    port: store,
+    close: async () => {
+      await store.close();
+      await database.drop();
+    },
+  };
+});
+
+storePortConformance('PostgreSQL, behind the store actor', async () => {
+  const database = await freshDatabase();
+  const reads = await PostgresStore.open(database.url);
+  const worker = await startStoreWorker({
+    path: '',
+    synchronous: 'NORMAL',
+    killAt: null,
+    postgres: { connectionString: database.url },
+  });
+  const client = new StoreClient(worker);
+  return {
+    port: { ...readsOf(reads), call: (op, input) => client.call(op, input) },
+    close: async () => {
+      await worker.terminate();
+      await reads.close();
+      await database.drop();
+    },
+  };
+});
+
+/** The reads of a PostgreSQL store as a plain object (its methods live on its prototype). */
+function readsOf(store: PostgresStore): StoreReads {
+  const reads: Record<string, unknown> = {};
+  for (const name of AGENT_READS)
+    reads[name] = (...args: unknown[]) => (store[name] as (...a: unknown[]) => unknown)(...args);
+  return reads as unknown as StoreReads;
+}

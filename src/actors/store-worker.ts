@@ -1,6 +1,7 @@
 /** The store actor's thread. See ./store.ts for the protocol. */
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { BatchWriter } from '../store/local.js';
+import type { Notifications } from '../store/records.js';
 import { errorReply, okReply, type Reply, type Request } from './protocol.js';
 import type { StoreControl, StoreOutput, StoreRequestBody, StoreSyncBody, StoreWorkerData } from './store.js';
 
@@ -12,13 +13,31 @@ interface Queued {
   request: Request<StoreRequestBody>;
 }
 
-const store = new BatchWriter(data.path, { synchronous: data.synchronous });
+/** The backend's batch writer: SQLite's answers at once, PostgreSQL's is awaited. */
+interface Batches {
+  run(
+    writes: readonly { op: string; input: unknown }[],
+    beforeCommit: () => void,
+  ):
+    | { outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[]; notifications: Notifications }
+    | Promise<{
+        outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[];
+        notifications: Notifications;
+      }>;
+  close(): void | Promise<void>;
+}
+
+const store: Batches = data.postgres
+  ? await (await import('../store/postgres/batch.js')).PostgresBatchWriter.open(data.postgres)
+  : new BatchWriter(data.path, { synchronous: data.synchronous });
 const killPoint = parseKillPoint(data.killAt);
 const batchesSeen = new Map<string, number>();
 let queue: Queued[] = [];
 /** Syncs waiting for the batch after them to be served (see StoreSyncBody). */
 let syncs: (() => void)[] = [];
 let scheduled = false;
+/** A batch is being served (PostgreSQL's take turns of the event loop): the next waits for it. */
+let serving = false;
 let closing = false;
 
 function parseKillPoint(spec: string | null): { op: string; n: number; phase: string } | null {
@@ -45,31 +64,40 @@ function maybeKill(phase: string, armed: boolean): void {
 function schedule(): void {
   if (!scheduled) {
     scheduled = true;
-    setImmediate(flush);
+    setImmediate(() => void flush());
   }
 }
 
-function flush(): void {
+async function flush(): Promise<void> {
   scheduled = false;
-  const batch = queue;
-  queue = [];
-  const synced = syncs;
-  syncs = [];
+  if (serving) return;
+  serving = true;
   try {
-    serve(batch);
+    // What arrived while a batch was served is the next batch.
+    while (queue.length > 0 || syncs.length > 0) {
+      const batch = queue;
+      queue = [];
+      const synced = syncs;
+      syncs = [];
+      try {
+        await serve(batch);
+      } finally {
+        for (const answer of synced) answer();
+      }
+    }
   } finally {
-    for (const answer of synced) answer();
+    serving = false;
   }
 }
 
-function serve(batch: Queued[]): void {
+async function serve(batch: Queued[]): Promise<void> {
   if (batch.length === 0) return;
   // The test hook costs nothing when no kill point is set.
   const armed = isKillBatch(batch);
   maybeKill('before', armed);
-  let done: ReturnType<BatchWriter['run']>;
+  let done: Awaited<ReturnType<Batches['run']>>;
   try {
-    done = store.run(
+    done = await store.run(
       batch.map(({ request }) => request.body),
       () => maybeKill('inside', armed),
     );
@@ -114,9 +142,10 @@ function listen(port: {
       listen(typed.port as MessagePort);
     } else if (typed.type === 'close' && !closing) {
       closing = true;
-      setImmediate(() => {
-        flush();
-        store.close();
+      setImmediate(async () => {
+        await flush();
+        while (serving) await new Promise((resolve) => setImmediate(resolve));
+        await store.close();
         const closed: StoreOutput = { type: 'closed' };
         main.postMessage(closed);
         process.exit(0);

@@ -8,6 +8,7 @@
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
 import type { StoreOperation, StoreOperations, StoreRequestBody, StoreWrites } from '../store/port.js';
+import type { PostgresTarget } from '../store/postgres/schema.js';
 import type { Notifications } from '../store/records.js';
 import { type Endpoint, RequestClient } from './protocol.js';
 
@@ -28,7 +29,10 @@ export type StoreControl = { type: 'attach'; port: MessagePort } | { type: 'clos
 export type StoreOutput = { type: 'ready' } | { type: 'notify'; notifications: Notifications } | { type: 'closed' };
 
 export interface StoreWorkerData {
+  /** The SQLite file; unused when `postgres` is given. */
   path: string;
+  /** The PostgreSQL store to write to instead of the file. */
+  postgres?: PostgresTarget | null;
   synchronous: 'NORMAL' | 'FULL';
   /** A test hook: `op:n:phase` SIGKILLs the process at that point. */
   killAt: string | null;

@@ -145,6 +145,14 @@ export const TRACE_COMMANDS: Record<string, Command> = {
     positionals: [0, 1],
     run: viewCommand,
   },
+  store: {
+    usage: 'io-harness store copy <file> <postgres-url> [--schema <name>] [--json]',
+    summary: 'copy a SQLite store into an empty PostgreSQL one, every table and every ledger checked',
+    help: "Copies every row of <file> (a store of ours) into the PostgreSQL store at <postgres-url>, which\nmust hold no rows yet (an empty database gets the store's tables; --schema keeps them in a\nschema of their own). One transaction: every table's count and every tree's ledger are read\nback from both before it commits, and nothing is kept if any differs. <file> is only read.",
+    options: { schema: { type: 'string' } },
+    positionals: [3, 3],
+    run: storeCommand,
+  },
   cost: {
     usage: `io-harness cost <run> ${COMMON} [--prices <file>]`,
     summary: "what a run's tree cost, priced by a table",
@@ -228,7 +236,9 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
 }
 
 function exitFor(code: string): number {
+  if (code === 'STORE_FAILED') return EXIT.failed;
   if (
+    code === 'STORE_UNREACHABLE' ||
     code === 'RUN_NOT_FOUND' ||
     code === 'QUESTION_NOT_FOUND' ||
     code === 'NO_RESTORE_POINT' ||
@@ -280,6 +290,38 @@ async function checkStore(path: string): Promise<void> {
     );
   // An older store is brought forward once, as opening it as a store does.
   if (state.version < SCHEMA_VERSION) (await Store.open(path)).close();
+}
+
+async function storeCommand(context: Context): Promise<number> {
+  const [action, file, url] = context.positionals as [string, string, string];
+  if (action !== 'copy')
+    throw new CliError(
+      `store has one action, copy (io-harness store copy <file> <postgres-url>); got ${JSON.stringify(action)}.`,
+      EXIT.usage,
+    );
+  if (!/^postgres(ql)?:\/\//i.test(url))
+    throw new CliError(
+      `the target is a PostgreSQL URL, such as postgres://user@localhost:5432/harness; got ${JSON.stringify(url)}.`,
+      EXIT.usage,
+    );
+  const source = resolve(context.io.cwd, file);
+  await checkStore(source);
+  const { copyStore } = await import('../store/postgres/copy.js');
+  const schema = context.values.schema as string | undefined;
+  const report = await copyStore(source, url, schema === undefined ? {} : { schema });
+  if (context.json) {
+    context.io.out(`${JSON.stringify(report)}\n`);
+    return EXIT.ok;
+  }
+  const rows = Object.entries(report.tables)
+    .filter(([, count]) => count > 0)
+    .map(([table, count]) => `${table} ${count}`)
+    .join(', ');
+  context.io.out(
+    `copied ${source} into ${report.target}: ${report.trees} tree${report.trees === 1 ? '' : 's'}; rows ${rows || 'none'}.\n` +
+      "Every table's count and every tree's ledger were read back from both before the copy was committed.\n",
+  );
+  return EXIT.ok;
 }
 
 async function withReader<T>(path: string, use: (reader: TraceReader) => T | Promise<T>): Promise<T> {

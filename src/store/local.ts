@@ -7,19 +7,48 @@
  */
 import type Database from 'better-sqlite3';
 import { ErrorCode, HarnessError } from '../errors.js';
-import { isStoreOperation, type StoreOperation, type StoreOperations, type StorePort, sqliteReads } from './port.js';
+import {
+  isStoreOperation,
+  STORE_OPERATIONS,
+  type StoreOperation,
+  type StoreOperations,
+  type StorePort,
+  sqliteReads,
+} from './port.js';
 import { TraceReader } from './reader.js';
 import type { Notifications } from './records.js';
 import { openWriter } from './schema.js';
-import { StoreWriter } from './writer.js';
+import type { Synced } from './sql.js';
+import { runSync, statementsOf } from './sqlite-run.js';
+import { WriteRules } from './writer.js';
+
+/** The store's writes on one SQLite connection, each run synchronously; the caller holds the transaction. */
+export type StoreWriter = Synced<Pick<WriteRules, StoreOperation>> &
+  Pick<WriteRules, 'takeNotifications' | 'markNotifications' | 'rollbackNotifications'>;
 
 type Handler = (input: never) => unknown;
+
+/** The write rules run on a SQLite connection. */
+export function sqliteWriter(db: Database.Database): StoreWriter {
+  const rules = new WriteRules();
+  const statements = statementsOf(db);
+  const writer: Record<string, unknown> = {
+    takeNotifications: () => rules.takeNotifications(),
+    markNotifications: () => rules.markNotifications(),
+    rollbackNotifications: (mark: number[]) => rules.rollbackNotifications(mark),
+  };
+  for (const op of STORE_OPERATIONS) {
+    const rule = (rules as unknown as Record<StoreOperation, (input: never) => Parameters<typeof runSync>[1]>)[op];
+    writer[op] = (input: never) => runSync(statements, rule.call(rules, input));
+  }
+  return writer as unknown as StoreWriter;
+}
 
 /** Runs one write against a writer by its operation's name; the caller holds the transaction. */
 export function applyWrite(writer: StoreWriter, op: string, input: unknown): unknown {
   if (!isStoreOperation(op)) throw new HarnessError(ErrorCode.Internal, `unknown store operation ${String(op)}`);
   const handler = (writer as unknown as Record<StoreOperation, Handler>)[op];
-  return handler.call(writer, input as never);
+  return handler(input as never);
 }
 
 export interface LocalStoreOptions {
@@ -39,7 +68,7 @@ export type Write = <K extends StoreOperation>(op: K, input: StoreOperations[K][
  */
 export function writeTogether<T>(path: string, body: (write: Write) => T): T {
   return inTransaction(path, (db) => {
-    const writer = new StoreWriter(db);
+    const writer = sqliteWriter(db);
     return body(((op: string, input: unknown) => applyWrite(writer, op, input)) as Write);
   });
 }
@@ -75,7 +104,7 @@ export class BatchWriter {
 
   constructor(path: string, options: { synchronous: 'NORMAL' | 'FULL' }) {
     this.#db = openWriter(path, { synchronous: options.synchronous });
-    this.#writer = new StoreWriter(this.#db);
+    this.#writer = sqliteWriter(this.#db);
     this.#begin = this.#db.prepare('BEGIN IMMEDIATE');
     this.#commit = this.#db.prepare('COMMIT');
     this.#savepoint = this.#db.prepare('SAVEPOINT request');
@@ -131,7 +160,7 @@ export interface LocalStore extends StorePort {
 /** Opens the store file at `path` (creating it) as an in-process store port. */
 export function openLocalStore(path: string, options: LocalStoreOptions = {}): LocalStore {
   const db = openWriter(path, { synchronous: options.synchronous ?? 'NORMAL' });
-  const writer = new StoreWriter(db);
+  const writer = sqliteWriter(db);
   const reader = new TraceReader(path);
   let closed = false;
   const write = db.transaction((op: string, input: unknown) => applyWrite(writer, op, input));

@@ -11,7 +11,9 @@ import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } fro
 import type { Completion, Usage } from '../runtime/provider.js';
 import type { ModelCallRecord, Observation } from './records.js';
 import { openReader } from './schema.js';
-import { StatementCache } from './statements.js';
+import * as sql from './sql.js';
+import { defineReads, type Q, type Synced } from './sql.js';
+import { runSync, statementsOf } from './sqlite-run.js';
 
 export interface RunRecord {
   runId: string;
@@ -348,43 +350,33 @@ function toTurn(row: TurnRow): TurnRecord {
   };
 }
 
-export class TraceReader {
-  readonly path: string;
-  readonly #db: Database.Database;
-  readonly #run: Database.Statement<[string], Row>;
-  readonly #inbox: Database.Statement<[string, string], Row>;
-  readonly #ledger: Database.Statement<[string], Row>;
-  readonly #statements: StatementCache;
+const RUN_BY_ID = 'SELECT * FROM runs WHERE run_id = ?';
+const INBOX = 'SELECT * FROM mailbox WHERE root_id = ? AND to_address = ? AND consumed_by IS NULL ORDER BY ordinal';
+const LEDGER_BY_ID = 'SELECT * FROM ledger WHERE run_id = ?';
 
-  /** `cacheKiB` bounds this connection's page cache (SQLite's default here is 16 MiB). */
-  constructor(path: string, options: { cacheKiB?: number } = {}) {
-    this.path = path;
-    this.#db = openReader(path, options);
-    this.#statements = new StatementCache(this.#db);
-    this.#run = this.#db.prepare('SELECT * FROM runs WHERE run_id = ?');
-    this.#inbox = this.#db.prepare(
-      'SELECT * FROM mailbox WHERE root_id = ? AND to_address = ? AND consumed_by IS NULL ORDER BY ordinal',
-    );
-    this.#ledger = this.#db.prepare('SELECT * FROM ledger WHERE run_id = ?');
-  }
-
+/**
+ * The typed reads of a store, for either backend: each a generator that yields the
+ * statements it needs (see sql.ts). {@link TraceReader} runs them on a SQLite file,
+ * synchronously; the PostgreSQL store runs the same reads and awaits them.
+ */
+export class TraceQueries {
   /** One run, or null. */
-  run(runId: string): RunRecord | null {
-    const row = this.#run.get(runId);
+  *run(runId: string): Q<RunRecord | null> {
+    const row = yield* sql.get(RUN_BY_ID, runId);
     return row ? toRun(row) : null;
   }
 
   /** Every run of a tree (root first, then in creation order), or every root when no tree is named. */
-  runs(rootId?: string): RunRecord[] {
+  *runs(rootId?: string): Q<RunRecord[]> {
     const rows =
       rootId === undefined
-        ? this.#statements.get('SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created_at, rowid').all()
-        : this.#statements.get('SELECT * FROM runs WHERE root_id = ? ORDER BY depth, created_at, rowid').all(rootId);
+        ? yield* sql.all('SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created_at, rowid')
+        : yield* sql.all('SELECT * FROM runs WHERE root_id = ? ORDER BY depth, created_at, rowid', rootId);
     return (rows as Row[]).map(toRun);
   }
 
-  steps(runId: string): StepRecord[] {
-    const rows = this.#statements.get('SELECT * FROM steps WHERE run_id = ? ORDER BY seq').all(runId) as Row[];
+  *steps(runId: string): Q<StepRecord[]> {
+    const rows = (yield* sql.all('SELECT * FROM steps WHERE run_id = ? ORDER BY seq', runId)) as Row[];
     return rows.map((row) => ({
       runId: row.run_id as string,
       seq: row.seq as number,
@@ -397,58 +389,64 @@ export class TraceReader {
   }
 
   /** A run's events in commit order; `afterId` reads only newer ones. */
-  events(runId: string, afterId = 0): HarnessEvent[] {
-    const rows = this.#statements
-      .get('SELECT * FROM events WHERE run_id = ? AND event_id > ? ORDER BY event_id')
-      .all(runId, afterId) as Row[];
+  *events(runId: string, afterId = 0): Q<HarnessEvent[]> {
+    const rows = (yield* sql.all(
+      'SELECT * FROM events WHERE run_id = ? AND event_id > ? ORDER BY event_id',
+      runId,
+      afterId,
+    )) as Row[];
     return rows.map(toEvent);
   }
 
   /** Every event of a tree in commit order; `afterId` reads only newer ones. */
-  treeEvents(rootId: string, afterId = 0): HarnessEvent[] {
-    const rows = this.#statements
-      .get('SELECT * FROM events WHERE root_id = ? AND event_id > ? ORDER BY event_id')
-      .all(rootId, afterId) as Row[];
+  *treeEvents(rootId: string, afterId = 0): Q<HarnessEvent[]> {
+    const rows = (yield* sql.all(
+      'SELECT * FROM events WHERE root_id = ? AND event_id > ? ORDER BY event_id',
+      rootId,
+      afterId,
+    )) as Row[];
     return rows.map(toEvent);
   }
 
   /** The id of the newest event in the store (0 when there is none). */
-  lastEventId(): number {
-    const row = this.#statements.get('SELECT MAX(event_id) AS id FROM events').get() as { id: number | null };
+  *lastEventId(): Q<number> {
+    const row = (yield* sql.get('SELECT MAX(event_id) AS id FROM events')) as { id: number | null };
     return row.id ?? 0;
   }
 
   /** Events of every tree in commit order after `afterId`, at most `limit` of them: what a log catches up from. */
-  eventsAfter(afterId = 0, limit = 1000): HarnessEvent[] {
-    const rows = this.#statements
-      .get('SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?')
-      .all(afterId, Math.max(1, Math.floor(limit))) as Row[];
+  *eventsAfter(afterId = 0, limit = 1000): Q<HarnessEvent[]> {
+    const rows = (yield* sql.all(
+      'SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?',
+      afterId,
+      Math.max(1, Math.floor(limit)),
+    )) as Row[];
     return rows.map(toEvent);
   }
 
-  account(runId: string): LedgerAccount | null {
-    const row = this.#ledger.get(runId);
+  *account(runId: string): Q<LedgerAccount | null> {
+    const row = yield* sql.get(LEDGER_BY_ID, runId);
     return row ? toAccount(row) : null;
   }
 
   /** The tree's one ledger: the root's ceilings and spend, every account, every draw. */
-  ledger(rootId: string): TreeLedger | null {
-    const rootRow = this.#ledger.get(rootId);
+  *ledger(rootId: string): Q<TreeLedger | null> {
+    const rootRow = yield* sql.get(LEDGER_BY_ID, rootId);
     if (!rootRow) return null;
-    const accounts = (
-      this.#statements.get('SELECT * FROM ledger WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]
-    ).map(toAccount);
-    const draws = (
-      this.#statements.get('SELECT * FROM draws WHERE root_id = ? ORDER BY rowid').all(rootId) as Row[]
-    ).map((row) => ({
-      drawId: row.draw_id as string,
-      runId: row.run_id as string,
-      seq: row.seq as number,
-      generation: row.generation as number,
-      steps: row.steps as number,
-      tokens: row.tokens as number,
-      at: row.at as number,
-    }));
+    const accounts = ((yield* sql.all('SELECT * FROM ledger WHERE root_id = ? ORDER BY rowid', rootId)) as Row[]).map(
+      toAccount,
+    );
+    const draws = ((yield* sql.all('SELECT * FROM draws WHERE root_id = ? ORDER BY rowid', rootId)) as Row[]).map(
+      (row) => ({
+        drawId: row.draw_id as string,
+        runId: row.run_id as string,
+        seq: row.seq as number,
+        generation: row.generation as number,
+        steps: row.steps as number,
+        tokens: row.tokens as number,
+        at: row.at as number,
+      }),
+    );
     return {
       rootId,
       root: toAccount(rootRow),
@@ -460,87 +458,88 @@ export class TraceReader {
   }
 
   /** Every message of a tree, in send order. */
-  messages(rootId: string): MessageRecord[] {
-    return (this.#statements.get('SELECT * FROM mailbox WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]).map(
+  *messages(rootId: string): Q<MessageRecord[]> {
+    return ((yield* sql.all('SELECT * FROM mailbox WHERE root_id = ? ORDER BY ordinal', rootId)) as Row[]).map(
       toMessage,
     );
   }
 
   /** Messages waiting for an address, oldest first. */
-  inbox(rootId: string, address: string): MessageRecord[] {
-    return this.#inbox.all(rootId, address).map(toMessage);
+  *inbox(rootId: string, address: string): Q<MessageRecord[]> {
+    return (yield* sql.all(INBOX, rootId, address)).map(toMessage);
   }
 
   /** The notes of durable memory in these scopes (`global`, a workspace root), in the store's order. */
-  notes(scopes: readonly string[]): NoteRecord[] {
+  *notes(scopes: readonly string[]): Q<NoteRecord[]> {
     if (scopes.length === 0) return [];
     return (
-      this.#statements
-        .get(`SELECT * FROM memory_notes WHERE scope IN (${scopes.map(() => '?').join(', ')}) ORDER BY note_id`)
-        .all(...scopes) as Row[]
+      (yield* sql.all(
+        `SELECT * FROM memory_notes WHERE scope IN (${scopes.map(() => '?').join(', ')}) ORDER BY note_id`,
+        ...scopes,
+      )) as Row[]
     ).map(toNote);
   }
 
   /** The notes a run drew on: carried in its requests (`block`) or recalled (`recall`), first drawn first. */
-  noteDraws(runId: string): { scope: string; key: string; how: 'block' | 'recall' }[] {
-    return this.#statements
-      .get(
-        `SELECT n.scope AS scope, n.key AS key, d.how AS how FROM memory_draws d JOIN memory_notes n ON n.note_id = d.note_id
+  *noteDraws(runId: string): Q<{ scope: string; key: string; how: 'block' | 'recall' }[]> {
+    return (yield* sql.all(
+      `SELECT n.scope AS scope, n.key AS key, d.how AS how FROM memory_draws d JOIN memory_notes n ON n.note_id = d.note_id
          WHERE d.run_id = ? ORDER BY d.drawn_at, n.note_id`,
-      )
-      .all(runId) as { scope: string; key: string; how: 'block' | 'recall' }[];
+      runId,
+    )) as { scope: string; key: string; how: 'block' | 'recall' }[];
   }
 
   /** Whether an address names an agent of that tree. */
-  hasAddress(rootId: string, address: string): boolean {
-    return (
-      this.#statements.get('SELECT 1 FROM runs WHERE root_id = ? AND address = ?').get(rootId, address) !== undefined
-    );
+  *hasAddress(rootId: string, address: string): Q<boolean> {
+    return (yield* sql.get('SELECT 1 FROM runs WHERE root_id = ? AND address = ?', rootId, address)) !== undefined;
   }
 
   /** The durable spawn queue of a tree, first in first. */
-  queue(rootId: string): QueueRecord[] {
-    return (
-      this.#statements.get('SELECT * FROM spawn_queue WHERE root_id = ? ORDER BY ordinal').all(rootId) as Row[]
-    ).map((row) => ({
-      ordinal: row.ordinal as number,
-      childRunId: row.child_run_id as string,
-      parentId: row.parent_id as string,
-      state: row.state as QueueRecord['state'],
-      enqueuedAt: row.enqueued_at as number,
-      admittedAt: row.admitted_at as number | null,
-    }));
+  *queue(rootId: string): Q<QueueRecord[]> {
+    return ((yield* sql.all('SELECT * FROM spawn_queue WHERE root_id = ? ORDER BY ordinal', rootId)) as Row[]).map(
+      (row) => ({
+        ordinal: row.ordinal as number,
+        childRunId: row.child_run_id as string,
+        parentId: row.parent_id as string,
+        state: row.state as QueueRecord['state'],
+        enqueuedAt: row.enqueued_at as number,
+        admittedAt: row.admitted_at as number | null,
+      }),
+    );
   }
 
   /** The first `limit` children still waiting in a tree's queue, first in first. */
-  queued(rootId: string, limit: number): string[] {
-    const rows = this.#statements
-      .get(`SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state = 'queued' ORDER BY ordinal LIMIT ?`)
-      .all(rootId, limit) as { child_run_id: string }[];
+  *queued(rootId: string, limit: number): Q<string[]> {
+    const rows = (yield* sql.all(
+      `SELECT child_run_id FROM spawn_queue WHERE root_id = ? AND state = 'queued' ORDER BY ordinal LIMIT ?`,
+      rootId,
+      limit,
+    )) as { child_run_id: string }[];
     return rows.map((row) => row.child_run_id);
   }
 
   /** Runs of a tree not yet in a terminal state. */
-  liveCount(rootId: string): number {
-    const row = this.#statements
-      // Reserved children (pending) are live only through their parent, which is running or paused.
-      .get(`SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('queued', 'running')`)
-      .get(rootId) as { n: number };
+  *liveCount(rootId: string): Q<number> {
+    // Reserved children (pending) are live only through their parent, which is running or paused.
+    const row = (yield* sql.get(
+      `SELECT count(*) AS n FROM runs WHERE root_id = ? AND status IN ('queued', 'running')`,
+      rootId,
+    )) as { n: number };
     return row.n;
   }
 
   /** Every model call of a tree, of one run, or of one step (`runId` and `seq`), every try included, in the order they were recorded. */
-  modelCalls(filter: { rootId?: string; runId?: string; seq?: number }): ModelCallRow[] {
+  *modelCalls(filter: { rootId?: string; runId?: string; seq?: number }): Q<ModelCallRow[]> {
     const rows = (
       filter.runId !== undefined && filter.seq !== undefined
-        ? this.#statements
-            .get('SELECT * FROM model_calls WHERE run_id = ? AND seq = ? ORDER BY call_id')
-            .all(filter.runId, filter.seq)
+        ? yield* sql.all(
+            'SELECT * FROM model_calls WHERE run_id = ? AND seq = ? ORDER BY call_id',
+            filter.runId,
+            filter.seq,
+          )
         : filter.runId !== undefined
-          ? this.#statements.get('SELECT * FROM model_calls WHERE run_id = ? ORDER BY call_id').all(filter.runId)
-          : this.#statements
-              .get('SELECT * FROM model_calls WHERE root_id = ? ORDER BY call_id')
-              .all(filter.rootId ?? '')
+          ? yield* sql.all('SELECT * FROM model_calls WHERE run_id = ? ORDER BY call_id', filter.runId)
+          : yield* sql.all('SELECT * FROM model_calls WHERE root_id = ? ORDER BY call_id', filter.rootId ?? '')
     ) as Row[];
     return rows.map((row) => ({
       callId: row.call_id as number,
@@ -564,9 +563,9 @@ export class TraceReader {
   }
 
   /** What a tree's model calls cost under `prices`, derived now from the stored token counts. */
-  cost(rootId: string, prices: PriceTable): CostReport {
+  *cost(rootId: string, prices: PriceTable): Q<CostReport> {
     const report: CostReport = { total: 0, byModel: {}, unpriced: [], text: '' };
-    for (const call of this.modelCalls({ rootId })) {
+    for (const call of yield* this.modelCalls({ rootId })) {
       const price = prices[call.model];
       if (!price) {
         if (!report.unpriced.includes(call.model)) report.unpriced.push(call.model);
@@ -588,29 +587,28 @@ export class TraceReader {
   }
 
   /** The restore point of one file of a run, or null when the run never touched it. */
-  restorePoint(runId: string, path: string): RestorePoint | null {
-    const row = this.#statements.get('SELECT * FROM restore_points WHERE run_id = ? AND path = ?').get(runId, path) as
+  *restorePoint(runId: string, path: string): Q<RestorePoint | null> {
+    const row = (yield* sql.get('SELECT * FROM restore_points WHERE run_id = ? AND path = ?', runId, path)) as
       | Row
       | undefined;
     return row ? toRestorePoint(row) : null;
   }
 
   /** Every restore point of a run, in the order the run first touched the files. */
-  restorePoints(runId: string): RestorePoint[] {
-    const rows = this.#statements
-      .get('SELECT * FROM restore_points WHERE run_id = ? ORDER BY seq, at, path')
-      .all(runId) as Row[];
+  *restorePoints(runId: string): Q<RestorePoint[]> {
+    const rows = (yield* sql.all(
+      'SELECT * FROM restore_points WHERE run_id = ? ORDER BY seq, at, path',
+      runId,
+    )) as Row[];
     return rows.map(toRestorePoint);
   }
 
   /** Every change a run's committed steps made, step by step, in the order made. */
-  fileChanges(runId: string, seq?: number): FileChangeRecord[] {
+  *fileChanges(runId: string, seq?: number): Q<FileChangeRecord[]> {
     const rows = (
       seq === undefined
-        ? this.#statements.get('SELECT * FROM file_changes WHERE run_id = ? ORDER BY seq, ordinal').all(runId)
-        : this.#statements
-            .get('SELECT * FROM file_changes WHERE run_id = ? AND seq = ? ORDER BY ordinal')
-            .all(runId, seq)
+        ? yield* sql.all('SELECT * FROM file_changes WHERE run_id = ? ORDER BY seq, ordinal', runId)
+        : yield* sql.all('SELECT * FROM file_changes WHERE run_id = ? AND seq = ? ORDER BY ordinal', runId, seq)
     ) as Row[];
     return rows.map((row) => ({
       runId: row.run_id as string,
@@ -629,10 +627,10 @@ export class TraceReader {
    * @example
    * writeFileSync('run.patch', store.patch(result.runId));
    */
-  patch(runId: string): string {
+  *patch(runId: string): Q<string> {
     const out: string[] = [];
     let step = -1;
-    for (const change of this.fileChanges(runId)) {
+    for (const change of yield* this.fileChanges(runId)) {
       if (change.seq !== step) {
         step = change.seq;
         out.push(`# io-harness run ${runId} step ${step}\n`);
@@ -643,10 +641,11 @@ export class TraceReader {
   }
 
   /** Every gate evaluation of a run, in the order evaluated (retries after the run included). */
-  gateEvaluations(runId: string): Extract<HarnessEvent, { type: 'gate-evaluated' }>[] {
-    const rows = this.#statements
-      .get(`SELECT * FROM events WHERE run_id = ? AND type = 'gate-evaluated' ORDER BY event_id`)
-      .all(runId) as Row[];
+  *gateEvaluations(runId: string): Q<Extract<HarnessEvent, { type: 'gate-evaluated' }>[]> {
+    const rows = (yield* sql.all(
+      `SELECT * FROM events WHERE run_id = ? AND type = 'gate-evaluated' ORDER BY event_id`,
+      runId,
+    )) as Row[];
     return rows.map(toEvent) as Extract<HarnessEvent, { type: 'gate-evaluated' }>[];
   }
 
@@ -657,7 +656,7 @@ export class TraceReader {
    * @example
    * for (const question of store.questions({ status: 'open' })) console.log(question.questionId, question.payload);
    */
-  questions(filter: { rootId?: string; runId?: string; status?: 'open' | 'answered' } = {}): QuestionRecord[] {
+  *questions(filter: { rootId?: string; runId?: string; status?: 'open' | 'answered' } = {}): Q<QuestionRecord[]> {
     const where: string[] = [];
     const values: string[] = [];
     if (filter.rootId !== undefined) {
@@ -672,20 +671,18 @@ export class TraceReader {
       where.push('status = ?');
       values.push(filter.status);
     }
-    const sql = `SELECT * FROM questions${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, rowid`;
-    return (this.#statements.get(sql).all(...values) as Row[]).map(toQuestion);
+    const text = `SELECT * FROM questions${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, rowid`;
+    return ((yield* sql.all(text, ...values)) as Row[]).map(toQuestion);
   }
 
-  question(questionId: string): QuestionRecord | null {
-    const row = this.#statements.get('SELECT * FROM questions WHERE question_id = ?').get(questionId) as
-      | Row
-      | undefined;
+  *question(questionId: string): Q<QuestionRecord | null> {
+    const row = (yield* sql.get('SELECT * FROM questions WHERE question_id = ?', questionId)) as Row | undefined;
     return row ? toQuestion(row) : null;
   }
 
   /** The step in progress a run will pick up (its completion), when its effects had begun. */
-  draft(runId: string): { seq: number; completion: Completion; partial: unknown } | null {
-    const row = this.#statements.get('SELECT seq, completion, partial FROM drafts WHERE run_id = ?').get(runId) as
+  *draft(runId: string): Q<{ seq: number; completion: Completion; partial: unknown } | null> {
+    const row = (yield* sql.get('SELECT seq, completion, partial FROM drafts WHERE run_id = ?', runId)) as
       | { seq: number; completion: string; partial: string | null }
       | undefined;
     return row
@@ -698,10 +695,12 @@ export class TraceReader {
   }
 
   /** What the files a step in progress wrote held before it did (cleared when the step commits). */
-  stepImages(runId: string, seq: number): { path: string; existed: boolean; content: Buffer | null }[] {
-    const rows = this.#statements
-      .get('SELECT path, existed, content FROM step_images WHERE run_id = ? AND seq = ? ORDER BY path')
-      .all(runId, seq) as Row[];
+  *stepImages(runId: string, seq: number): Q<{ path: string; existed: boolean; content: Buffer | null }[]> {
+    const rows = (yield* sql.all(
+      'SELECT path, existed, content FROM step_images WHERE run_id = ? AND seq = ? ORDER BY path',
+      runId,
+      seq,
+    )) as Row[];
     return rows.map((row) => ({
       path: row.path as string,
       existed: row.existed === 1,
@@ -710,43 +709,42 @@ export class TraceReader {
   }
 
   /** One journaled effect by its key (run:seq:call), or null. */
-  intent(key: string): IntentRecord | null {
-    const row = this.#statements.get('SELECT * FROM intents WHERE effect_key = ?').get(key) as Row | undefined;
+  *intent(key: string): Q<IntentRecord | null> {
+    const row = (yield* sql.get('SELECT * FROM intents WHERE effect_key = ?', key)) as Row | undefined;
     return row ? toIntent(row) : null;
   }
 
   /** The effects a run journaled before starting them. */
-  intents(runId: string): IntentRecord[] {
-    const rows = this.#statements
-      .get('SELECT * FROM intents WHERE run_id = ? ORDER BY seq, started_at, effect_key')
-      .all(runId) as Row[];
+  *intents(runId: string): Q<IntentRecord[]> {
+    const rows = (yield* sql.all(
+      'SELECT * FROM intents WHERE run_id = ? ORDER BY seq, started_at, effect_key',
+      runId,
+    )) as Row[];
     return rows.map(toIntent);
   }
 
   /** The spec a run was started with (provider and system prompt). */
   /** A session's row, or null where the store has none by that id. */
-  session(sessionId: string): SessionRecord | null {
-    const row = this.#statements.get('SELECT * FROM sessions WHERE session_id = ?').get(sessionId) as
-      | SessionRow
-      | undefined;
+  *session(sessionId: string): Q<SessionRecord | null> {
+    const row = (yield* sql.get('SELECT * FROM sessions WHERE session_id = ?', sessionId)) as SessionRow | undefined;
     return row ? toSession(row) : null;
   }
 
   /** Every session, oldest first. */
-  sessions(): SessionRecord[] {
-    const rows = this.#statements.get('SELECT * FROM sessions ORDER BY created_at, rowid').all() as SessionRow[];
+  *sessions(): Q<SessionRecord[]> {
+    const rows = (yield* sql.all('SELECT * FROM sessions ORDER BY created_at, rowid')) as SessionRow[];
     return rows.map(toSession);
   }
 
   /** A session's turns in the order they began, every branch's, the conflicted ones too. */
-  turns(sessionId: string): TurnRecord[] {
-    const rows = this.#statements.get(`${TURN_SELECT} WHERE session_id = ? ORDER BY seq`).all(sessionId) as TurnRow[];
+  *turns(sessionId: string): Q<TurnRecord[]> {
+    const rows = (yield* sql.all(`${TURN_SELECT} WHERE session_id = ? ORDER BY seq`, sessionId)) as TurnRow[];
     return rows.map(toTurn);
   }
 
   /** One turn, or null. */
-  turn(turnId: string): TurnRecord | null {
-    const row = this.#statements.get(`${TURN_SELECT} WHERE turn_id = ?`).get(turnId) as TurnRow | undefined;
+  *turn(turnId: string): Q<TurnRecord | null> {
+    const row = (yield* sql.get(`${TURN_SELECT} WHERE turn_id = ?`, turnId)) as TurnRow | undefined;
     return row ? toTurn(row) : null;
   }
 
@@ -755,40 +753,39 @@ export class TraceReader {
    * of: each turn's words and reply, its run's committed steps, and the corrections it took
    * (each with the step it came before). Three statements, however long the branch.
    */
-  branch(turnId: string): {
-    turn: TurnRecord;
-    steps: Pick<StepRecord, 'seq' | 'completion' | 'observations'>[];
-    steers: { before: number; text: string }[];
-  }[] {
+  *branch(turnId: string): Q<
+    {
+      turn: TurnRecord;
+      steps: Pick<StepRecord, 'seq' | 'completion' | 'observations'>[];
+      steers: { before: number; text: string }[];
+    }[]
+  > {
     // UNION, not UNION ALL: a turn met twice (a damaged file's cycle) ends the walk.
     const chain = `WITH RECURSIVE chain(turn_id) AS (
-        SELECT ?
+        SELECT CAST(? AS TEXT)
         UNION
         SELECT turns.parent FROM turns JOIN chain ON turns.turn_id = chain.turn_id
         WHERE turns.parent IS NOT NULL
       )`;
-    const turns = this.#statements
-      .get(
-        `${chain} SELECT turns.*, (SELECT COUNT(*) FROM steps WHERE steps.run_id = turns.run_id) AS steps FROM chain JOIN turns ON turns.turn_id = chain.turn_id ORDER BY turns.seq`,
-      )
-      .all(turnId) as TurnRow[];
+    const turns = (yield* sql.all(
+      `${chain} SELECT turns.*, (SELECT COUNT(*) FROM steps WHERE steps.run_id = turns.run_id) AS steps FROM chain JOIN turns ON turns.turn_id = chain.turn_id ORDER BY turns.seq`,
+      turnId,
+    )) as TurnRow[];
     const runs = `SELECT turns.run_id FROM chain JOIN turns ON turns.turn_id = chain.turn_id WHERE turns.run_id IS NOT NULL`;
     const steps = new Map<string, Pick<StepRecord, 'seq' | 'completion' | 'observations'>[]>();
-    for (const row of this.#statements
-      .get(
-        `${chain} SELECT run_id, seq, completion, observations FROM steps WHERE run_id IN (${runs}) ORDER BY run_id, seq`,
-      )
-      .all(turnId) as { run_id: string; seq: number; completion: string; observations: string }[]) {
+    for (const row of (yield* sql.all(
+      `${chain} SELECT run_id, seq, completion, observations FROM steps WHERE run_id IN (${runs}) ORDER BY run_id, seq`,
+      turnId,
+    )) as { run_id: string; seq: number; completion: string; observations: string }[]) {
       const list = steps.get(row.run_id) ?? [];
       list.push({ seq: row.seq, completion: JSON.parse(row.completion), observations: JSON.parse(row.observations) });
       steps.set(row.run_id, list);
     }
     const steers = new Map<string, { before: number; text: string }[]>();
-    for (const row of this.#statements
-      .get(
-        `${chain} SELECT run_id, taken_seq, body FROM steers WHERE run_id IN (${runs}) AND kind = 'steer' AND taken_seq IS NOT NULL ORDER BY steer_id`,
-      )
-      .all(turnId) as { run_id: string; taken_seq: number; body: string | null }[]) {
+    for (const row of (yield* sql.all(
+      `${chain} SELECT run_id, taken_seq, body FROM steers WHERE run_id IN (${runs}) AND kind = 'steer' AND taken_seq IS NOT NULL ORDER BY steer_id`,
+      turnId,
+    )) as { run_id: string; taken_seq: number; body: string | null }[]) {
       const list = steers.get(row.run_id) ?? [];
       list.push({ before: row.taken_seq, text: row.body ?? '' });
       steers.set(row.run_id, list);
@@ -804,22 +801,17 @@ export class TraceReader {
   }
 
   /** The corrections sent to a run that it ended before taking, oldest first. */
-  undeliveredSteers(runId: string): string[] {
-    const rows = this.#statements
-      .get(`SELECT body FROM steers WHERE run_id = ? AND kind = 'steer' AND taken_seq IS NULL ORDER BY steer_id`)
-      .all(runId) as { body: string | null }[];
+  *undeliveredSteers(runId: string): Q<string[]> {
+    const rows = (yield* sql.all(
+      `SELECT body FROM steers WHERE run_id = ? AND kind = 'steer' AND taken_seq IS NULL ORDER BY steer_id`,
+      runId,
+    )) as { body: string | null }[];
     return rows.map((row) => row.body ?? '');
   }
 
-  spec(runId: string): unknown {
-    const row = this.#statements.get('SELECT spec FROM runs WHERE run_id = ?').get(runId) as
-      | { spec: string }
-      | undefined;
+  *spec(runId: string): Q<unknown> {
+    const row = (yield* sql.get('SELECT spec FROM runs WHERE run_id = ?', runId)) as { spec: string } | undefined;
     return row ? JSON.parse(row.spec) : null;
-  }
-
-  close(): void {
-    this.#db.close();
   }
 }
 
@@ -863,3 +855,37 @@ function toIntent(row: Row): IntentRecord {
     finishedAt: (row.finished_at as number | null) ?? null,
   };
 }
+
+const QUERIES = new TraceQueries();
+
+/** The reads are TraceQueries' own, each run on this reader's connection (assigned below). */
+export interface TraceReader extends Synced<TraceQueries> {}
+
+/**
+ * The typed read API over a store file. It opens its own read-only connection, so
+ * any thread or process may use one while the store actor writes: traces, attach,
+ * tests and command-line tools all read through this. Every read of
+ * {@link TraceQueries} is a method of it, answered at once.
+ */
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: see the interface above.
+export class TraceReader {
+  readonly path: string;
+  readonly #db: Database.Database;
+
+  /** `cacheKiB` bounds this connection's page cache (SQLite's default here is 16 MiB). */
+  constructor(path: string, options: { cacheKiB?: number } = {}) {
+    this.path = path;
+    this.#db = openReader(path, options);
+  }
+
+  /** @internal Runs a read on this reader's connection. */
+  query<T>(body: Q<T>): T {
+    return runSync(statementsOf(this.#db), body);
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}
+
+defineReads(TraceReader, QUERIES);

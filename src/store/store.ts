@@ -9,12 +9,11 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
-import { applyWrite } from './local.js';
+import { applyWrite, type StoreWriter, sqliteWriter } from './local.js';
 import type { StoreOperation, StoreOperations } from './port.js';
 import { TraceReader } from './reader.js';
 import { archiveSessionRows, countSessionRows, deleteSessionRows, resumableRuns, sessionBytes } from './retention.js';
 import { openWriter } from './schema.js';
-import { StoreWriter } from './writer.js';
 
 export interface StoreOptions {
   /** `NORMAL` (default) survives a process crash; `FULL` also survives power loss, at about a third of the commit rate. */
@@ -40,6 +39,10 @@ export class Store extends TraceReader {
     if (typeof path !== 'string' || path.length === 0) {
       throw new InvalidArgumentError('Store.open needs the path of a SQLite file, for example Store.open("runs.db").');
     }
+    if (/^postgres(ql)?:\/\//i.test(path))
+      throw new InvalidArgumentError(
+        'Store.open opens a SQLite file; a PostgreSQL store opens with PostgresStore.open(url), imported from "io-harness/postgres". No file was made.',
+      );
     if (options.synchronous !== undefined && options.synchronous !== 'NORMAL' && options.synchronous !== 'FULL') {
       throw new InvalidArgumentError(
         `Store.open: synchronous must be "NORMAL" or "FULL", got ${JSON.stringify(options.synchronous)}.`,
@@ -76,7 +79,7 @@ export class Store extends TraceReader {
    */
   write<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): StoreOperations[K][1] {
     return this.#write((db) => {
-      this.#writer ??= new StoreWriter(db);
+      this.#writer ??= sqliteWriter(db);
       try {
         return applyWrite(this.#writer, op, input) as StoreOperations[K][1];
       } finally {

@@ -1,8 +1,9 @@
 /** Direct use of the store's write operations, for unit tests of their semantics on a real file. */
 import type Database from 'better-sqlite3';
 import { HOST } from '../../dist/store/liveness.js';
+import { type StoreWriter, sqliteWriter } from '../../dist/store/local.js';
 import { openWriter } from '../../dist/store/schema.js';
-import { type CommitStepInput, type Fence, StoreWriter } from '../../dist/store/writer.js';
+import type { CommitStepInput, Fence } from '../../dist/store/writer.js';
 import { tempStorePath } from './processes.js';
 
 export interface Claim {
@@ -26,12 +27,12 @@ export function claimOf(claim: Claim) {
 /** A fresh store file with its writer. */
 export function openStoreWriter(): { db: Database.Database; writer: StoreWriter } {
   const db = openWriter(tempStorePath());
-  return { db, writer: new StoreWriter(db) };
+  return { db, writer: sqliteWriter(db) };
 }
 
-/** Creates a root run with no ceilings under `claim`; returns its fence. */
-export function createRoot(writer: StoreWriter, runId: string, claim: Claim): Fence {
-  const { generation } = writer.createRoot({
+/** What creates a root run with no ceilings under `claim`. */
+export function rootInput(runId: string, claim: Claim) {
+  return {
     runId,
     task: 't',
     spec: { provider: null },
@@ -40,7 +41,12 @@ export function createRoot(writer: StoreWriter, runId: string, claim: Claim): Fe
     maxConcurrentAgents: null,
     maxWaitSecs: 30,
     claim: claimOf(claim),
-  });
+  };
+}
+
+/** Creates a root run with no ceilings under `claim`; returns its fence. */
+export function createRoot(writer: StoreWriter, runId: string, claim: Claim): Fence {
+  const { generation } = writer.createRoot(rootInput(runId, claim));
   return { runId, generation, owner: claim.owner };
 }
 

@@ -1,0 +1,127 @@
+/**
+ * What the store actor runs on PostgreSQL for each batch of writes it gathers: one
+ * transaction on one connection, each write in a savepoint of its own when the batch has
+ * more than one, so a write that throws is rolled back alone and its error returned in its
+ * place. A write PostgreSQL gives up to a deadlock is run again in its savepoint; a commit
+ * that fails throws, with nothing of the batch kept. The same contract as the SQLite
+ * actor's BatchWriter, awaited.
+ */
+import type pg from 'pg';
+import { isStoreOperation, type StoreOperation } from '../port.js';
+import type { Notifications } from '../records.js';
+import type { Q } from '../sql.js';
+import { emptyNotifications, WriteRules } from '../writer.js';
+import { PostgresConnection } from './connection.js';
+import { openPostgresSchema } from './index.js';
+import type { PostgresTarget } from './schema.js';
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+const RETRYABLE = new Set(['40P01', '40001']);
+const ATTEMPTS = 8;
+
+function retryable(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && RETRYABLE.has(code);
+}
+
+function ruleFor(rules: WriteRules, op: string, input: unknown): Q<unknown> {
+  if (!isStoreOperation(op)) throw new Error(`unknown store operation ${String(op)}`);
+  const rule = (rules as unknown as Record<StoreOperation, (input: unknown) => Q<unknown>>)[op];
+  return rule.call(rules, input);
+}
+
+function append(into: Notifications, from: Notifications): void {
+  into.events.push(...from.events);
+  into.mail.push(...from.mail);
+  into.spawned.push(...from.spawned);
+  into.ended.push(...from.ended);
+}
+
+export class PostgresBatchWriter {
+  readonly #connection: PostgresConnection;
+
+  private constructor(connection: PostgresConnection) {
+    this.#connection = connection;
+  }
+
+  /** Connects (one connection: the actor's batches are one after another) and checks the schema. */
+  static async open(target: PostgresTarget): Promise<PostgresBatchWriter> {
+    await openPostgresSchema(target);
+    return new PostgresBatchWriter(new PostgresConnection({ ...target, max: 1 }));
+  }
+
+  async run(
+    writes: readonly { op: string; input: unknown }[],
+    beforeCommit: () => void = () => undefined,
+  ): Promise<{ outcomes: Outcome[]; notifications: Notifications }> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connection.connect();
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const lone = writes.length === 1 ? (writes[0] as { op: string; input: unknown }) : null;
+        const done = lone ? await this.#alone(client, lone) : await this.#each(client, writes);
+        beforeCommit();
+        // A lone write that threw keeps nothing; a batch keeps what did not throw.
+        await client.query(done.outcomes.every((outcome) => outcome.ok) || !lone ? 'COMMIT' : 'ROLLBACK');
+        return done;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        if (retryable(error) && attempt < ATTEMPTS) continue;
+        throw this.#connection.errorOf(error);
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  /** A batch of one needs no savepoint: it commits, or rolls back, alone. */
+  async #alone(
+    client: pg.PoolClient,
+    write: { op: string; input: unknown },
+  ): Promise<{ outcomes: Outcome[]; notifications: Notifications }> {
+    const rules = new WriteRules({ lockRows: true });
+    try {
+      const value = await PostgresConnection.drive(client, ruleFor(rules, write.op, write.input));
+      return { outcomes: [{ ok: true, value }], notifications: rules.takeNotifications() };
+    } catch (error) {
+      if (retryable(error)) throw error;
+      return { outcomes: [{ ok: false, error: this.#connection.errorOf(error) }], notifications: emptyNotifications() };
+    }
+  }
+
+  async #each(
+    client: pg.PoolClient,
+    writes: readonly { op: string; input: unknown }[],
+  ): Promise<{ outcomes: Outcome[]; notifications: Notifications }> {
+    const outcomes: Outcome[] = [];
+    const notifications = emptyNotifications();
+    for (const write of writes) {
+      for (let attempt = 1; ; attempt++) {
+        const rules = new WriteRules({ lockRows: true });
+        await client.query('SAVEPOINT request');
+        try {
+          const value = await PostgresConnection.drive(client, ruleFor(rules, write.op, write.input));
+          await client.query('RELEASE SAVEPOINT request');
+          outcomes.push({ ok: true, value });
+          append(notifications, rules.takeNotifications());
+          break;
+        } catch (error) {
+          await client.query('ROLLBACK TO SAVEPOINT request');
+          await client.query('RELEASE SAVEPOINT request');
+          if (retryable(error) && attempt < ATTEMPTS) continue;
+          outcomes.push({ ok: false, error: this.#connection.errorOf(error) });
+          break;
+        }
+      }
+    }
+    return { outcomes, notifications };
+  }
+
+  async close(): Promise<void> {
+    await this.#connection.close();
+  }
+}

@@ -1,0 +1,180 @@
+/**
+ * The PostgreSQL side of the statements in sql.ts: a pool of `pg` connections, each
+ * statement sent with numbered parameters as a named prepared statement (parsed once per
+ * connection), its rows returned as SQLite would return them (64-bit integers and sums as
+ * numbers, not strings). A write runs in one transaction, retried whole when PostgreSQL
+ * gives it up to a deadlock or a serialization failure.
+ */
+import pg from 'pg';
+import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
+import type { Q, Query } from '../sql.js';
+import type { PostgresTarget } from './schema.js';
+
+const INT8 = 20;
+const NUMERIC = 1700;
+const toNumber = (value: string) => Number(value);
+/** Counts, ids and milliseconds are 64-bit in PostgreSQL and well within a double here. */
+const TYPES = {
+  getTypeParser(oid: number, format?: string) {
+    if (oid === INT8 || oid === NUMERIC) return toNumber;
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+};
+
+/** Deadlock detected, serialization failure: the transaction may simply be run again. */
+const RETRYABLE = new Set(['40P01', '40001']);
+const ATTEMPTS = 8;
+
+/** How a statement's text reads with numbered parameters, and the name it is prepared under. */
+const prepared = new Map<string, { name: string; text: string }>();
+function preparedOf(text: string): { name: string; text: string } {
+  let entry = prepared.get(text);
+  if (!entry) {
+    let n = 0;
+    entry = { name: `ioh_${prepared.size}`, text: text.replace(/\?/g, () => `$${++n}`) };
+    prepared.set(text, entry);
+  }
+  return entry;
+}
+
+/** A connection string with its password hidden, for messages. */
+export function redacted(connectionString: string): string {
+  try {
+    const url = new URL(connectionString);
+    if (url.password) url.password = '***';
+    return url.toString();
+  } catch {
+    return connectionString.replace(/:[^:@/]*@/, ':***@');
+  }
+}
+
+export class PostgresConnection {
+  readonly pool: pg.Pool;
+  readonly target: PostgresTarget;
+
+  constructor(target: PostgresTarget) {
+    this.target = target;
+    this.pool = new pg.Pool({
+      connectionString: target.connectionString,
+      max: target.max ?? 10,
+      connectionTimeoutMillis: target.connectTimeoutMs ?? 10_000,
+      types: TYPES,
+      application_name: 'io-harness',
+      ...(target.schema ? { options: `-c search_path=${quoteIdentifier(target.schema)}` } : {}),
+    });
+    // An idle connection the server drops is replaced on the next checkout; it must not end the process.
+    this.pool.on('error', () => undefined);
+  }
+
+  /** Runs a write or read to its end on `client`, awaiting each statement. */
+  static async drive<T>(client: pg.PoolClient, body: Q<T>): Promise<T> {
+    let step = body.next();
+    while (!step.done) {
+      let answer: unknown;
+      try {
+        answer = await answer_(client, step.value);
+      } catch (error) {
+        step = body.throw(error);
+        continue;
+      }
+      step = body.next(answer);
+    }
+    return step.value;
+  }
+
+  /** Runs `body` on a connection of the pool outside any transaction (each statement its own). */
+  async read<T>(body: Q<T>): Promise<T> {
+    const client = await this.connect();
+    try {
+      return await PostgresConnection.drive(client, body);
+    } catch (error) {
+      throw storeErrorOf(error, this.target);
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * Runs `make()` in one transaction, retried (with a fresh body) when PostgreSQL aborts
+   * it for a deadlock or a serialization failure. An error of the rules rolls back all of it.
+   */
+  async transaction<T>(make: () => Q<T>, after: (value: T) => void = () => undefined): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.connect();
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const value = await PostgresConnection.drive(client, make());
+        await client.query('COMMIT');
+        after(value);
+        return value;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        const code = (error as { code?: unknown }).code;
+        if (typeof code === 'string' && RETRYABLE.has(code) && attempt < ATTEMPTS) continue;
+        throw storeErrorOf(error, this.target);
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  /** What an error from this connection is to the caller (see storeErrorOf). */
+  errorOf(error: unknown): unknown {
+    return storeErrorOf(error, this.target);
+  }
+
+  async connect(): Promise<pg.PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      throw unreachable(error, this.target);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+async function answer_(client: pg.PoolClient, query: Query): Promise<unknown> {
+  const { name, text } = preparedOf(query.text);
+  const result = await client.query({ name, text, values: query.params as unknown[] });
+  if (query.op === 'get') return result.rows[0];
+  if (query.op === 'all') return result.rows;
+  return { changes: result.rowCount ?? 0 };
+}
+
+export function quoteIdentifier(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/** The server could not be reached, or refused the login. */
+export function unreachable(error: unknown, target: PostgresTarget): StoreError {
+  const reason = (error as Error)?.message || String(error);
+  return new StoreError(
+    ErrorCode.StoreUnreachable,
+    `cannot reach the PostgreSQL store at ${redacted(target.connectionString)}: ${reason}. ` +
+      'Check that the server is running and that the URL names its host, port, user, password and database. Nothing was written.',
+    { cause: error, details: { url: redacted(target.connectionString), sqlState: (error as { code?: unknown }).code } },
+  );
+}
+
+/** A rule's own error passes through; a database's becomes a StoreError naming its SQLSTATE. */
+function storeErrorOf(error: unknown, target: PostgresTarget): unknown {
+  if (HarnessError.isInstance(error)) return error;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== 'string') {
+    // The client's own word for a connection that went away; anything else is not the database's.
+    return /connection|terminated|timeout/i.test((error as Error)?.message ?? '') ? unreachable(error, target) : error;
+  }
+  // Connection exceptions (class 08), the server shutting down (57P0x), and the socket's own errors.
+  if (code.startsWith('08') || code.startsWith('57P0') || /^E[A-Z]+$/.test(code)) return unreachable(error, target);
+  return new StoreError(
+    ErrorCode.StoreFailed,
+    `the PostgreSQL store refused a statement: ${(error as Error).message} (SQLSTATE ${code}). The write was rolled back whole.`,
+    { cause: error, details: { sqlState: code } },
+  );
+}

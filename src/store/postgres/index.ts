@@ -1,0 +1,237 @@
+/**
+ * The PostgreSQL backend of the store port (`io-harness/postgres`): the same tables, the
+ * same rules and the same transaction boundaries as the SQLite file, on a server several
+ * hosts share. Every write is one transaction that locks the rows it decides on (the run
+ * and its accounts, `FOR UPDATE`), so a lease taken by another host fences this one
+ * inside the transaction that would have written. The typed reads of {@link TraceQueries}
+ * are all here too, each returning a promise.
+ *
+ * Only a program that imports this subpath loads `pg`; a SQLite-only one loads none of it.
+ */
+import { ErrorCode, InvalidArgumentError, StoreError } from '../../errors.js';
+import { isStoreOperation, type StoreOperation, type StoreOperations } from '../port.js';
+import { TraceQueries } from '../reader.js';
+import type { Notifications } from '../records.js';
+import { type Async, defineReads, type Q } from '../sql.js';
+import { WriteRules } from '../writer.js';
+import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
+import { META_TABLE, type PostgresTarget, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
+
+export type { PostgresTarget } from './schema.js';
+export { postgresMigration } from './schema.js';
+
+export interface PostgresStoreOptions {
+  /** The PostgreSQL schema the tables live in (default `public`); made when missing. */
+  schema?: string;
+  /** Connections this handle pools (default 10). */
+  max?: number;
+  /** Milliseconds to wait for a connection before giving up (default 10 000). */
+  connectTimeoutMs?: number;
+  /** What each committed write announced (events, mail, spawns, ends). */
+  onNotify?: (notifications: Notifications) => void;
+}
+
+/** A fixed key for the advisory lock that orders two hosts migrating the same database. */
+const MIGRATION_LOCK = 7_310_442_019;
+
+const QUERIES = new TraceQueries();
+
+/** Every read of {@link TraceQueries}, answered from the database (assigned below). */
+export interface PostgresStore extends Async<TraceQueries> {}
+
+/**
+ * A store on PostgreSQL: the store port's writes (`call`) and every typed read, each a
+ * promise. Open it with {@link PostgresStore.open}; close it to end its connections.
+ *
+ * @example
+ * const store = await PostgresStore.open('postgres://harness@db.internal/harness');
+ * console.log(await store.runs());
+ * await store.close();
+ */
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the reads are TraceQueries' own, assigned to the prototype below.
+export class PostgresStore {
+  /** The connection string, its password hidden. */
+  readonly url: string;
+  readonly schema: string;
+  readonly #connection: PostgresConnection;
+  readonly #onNotify: ((notifications: Notifications) => void) | undefined;
+  #closed = false;
+
+  private constructor(connection: PostgresConnection, options: PostgresStoreOptions) {
+    this.#connection = connection;
+    this.url = redacted(connection.target.connectionString);
+    this.schema = options.schema ?? 'public';
+    this.#onNotify = options.onNotify;
+  }
+
+  /**
+   * Connects to the database at `target` (a `postgres://` URL) and brings its schema up
+   * to date: an empty schema gets the store's tables; a store of ours at an older version
+   * is migrated forward; a schema holding other tables, or a store newer than this
+   * release, is refused with nothing written.
+   */
+  static async open(target: string | PostgresTarget, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    const given = typeof target === 'string' ? { connectionString: target } : target;
+    const connectionString = given?.connectionString;
+    if (typeof connectionString !== 'string' || !/^postgres(ql)?:\/\/./i.test(connectionString)) {
+      throw new InvalidArgumentError(
+        `PostgresStore.open needs a postgres:// URL, for example postgres://user:password@localhost:5432/harness; got ${JSON.stringify(typeof connectionString === 'string' ? redacted(connectionString) : connectionString)}.`,
+      );
+    }
+    const schema = options.schema ?? given.schema;
+    if (schema !== undefined && (typeof schema !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema))) {
+      throw new InvalidArgumentError(
+        `PostgresStore.open: schema is a PostgreSQL identifier (letters, digits and _, not starting with a digit), got ${JSON.stringify(schema)}.`,
+      );
+    }
+    const connection = new PostgresConnection({
+      connectionString,
+      ...(schema ? { schema } : {}),
+      max: options.max ?? given.max ?? 10,
+      connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+    });
+    try {
+      await prepareSchema(connection, schema ?? 'public');
+    } catch (error) {
+      await connection.close().catch(() => undefined);
+      throw error;
+    }
+    return new PostgresStore(connection, { ...options, ...(schema ? { schema } : {}) });
+  }
+
+  /** One of the store's writes, in a transaction of its own; resolves once committed. */
+  call<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): Promise<StoreOperations[K][1]> {
+    if (this.#closed)
+      return Promise.reject(
+        new StoreError(ErrorCode.StoreActorExited, `the PostgreSQL store ${this.url} is closed; open it again.`),
+      );
+    if (!isStoreOperation(op))
+      return Promise.reject(new StoreError(ErrorCode.Internal, `unknown store operation ${String(op)}`));
+    let rules = new WriteRules({ lockRows: true });
+    return this.#connection.transaction(
+      () => {
+        // A retried transaction starts from nothing, its announcements too.
+        rules = new WriteRules({ lockRows: true });
+        const rule = (rules as unknown as Record<StoreOperation, (input: unknown) => Q<unknown>>)[op];
+        return rule.call(rules, input) as Q<StoreOperations[K][1]>;
+      },
+      () => this.#onNotify?.(rules.takeNotifications()),
+    );
+  }
+
+  /** @internal Runs a read on a pooled connection. */
+  query<T>(body: Q<T>): Promise<T> {
+    if (this.#closed)
+      return Promise.reject(
+        new StoreError(ErrorCode.StoreActorExited, `the PostgreSQL store ${this.url} is closed; open it again.`),
+      );
+    return this.#connection.read(body);
+  }
+
+  /** Ends this handle's connections; the database keeps everything. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#connection.close();
+  }
+}
+
+defineReads(PostgresStore, QUERIES);
+
+/** Checks (and brings up to date) the schema at `target` on a connection of its own, then lets it go. */
+export async function openPostgresSchema(target: PostgresTarget): Promise<void> {
+  const connection = new PostgresConnection({ ...target, max: 1 });
+  try {
+    await prepareSchema(connection, target.schema ?? 'public');
+  } finally {
+    await connection.close();
+  }
+}
+
+/**
+ * Checks what the schema holds and brings it to this release's version, in one
+ * transaction under an advisory lock (two hosts opening an empty database at once make
+ * the tables once). Refuses, writing nothing, a schema that is not a store of ours or a
+ * store newer than this code.
+ */
+async function prepareSchema(connection: PostgresConnection, schema: string): Promise<void> {
+  const client = await connection.connect();
+  const where = `${redacted(connection.target.connectionString)}${schema === 'public' ? '' : ` (schema ${schema})`}`;
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    const tables = (
+      await client.query<{ name: string }>(
+        'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
+        [schema],
+      )
+    ).rows.map((row) => row.name);
+    let version = 0;
+    if (tables.includes(META_TABLE)) {
+      const meta = new Map(
+        (
+          await client.query<{ key: string; value: string }>(`SELECT key, value FROM ${quoteIdentifier(META_TABLE)}`)
+        ).rows.map((row) => [row.key, row.value]),
+      );
+      if (meta.get('store') !== STORE_MARK) throw notOurs(where, tables);
+      version = Number(meta.get('schema_version'));
+      if (!Number.isInteger(version) || version < 0) throw notOurs(where, tables);
+      if (version > SCHEMA_VERSION) {
+        throw new StoreError(
+          ErrorCode.StoreSchemaTooNew,
+          `the PostgreSQL store at ${where} is at schema version ${version}, newer than this io-harness understands (${SCHEMA_VERSION}). ` +
+            'Nothing was changed. Upgrade io-harness on this host to the release the other hosts run, or point it at another database.',
+          {
+            details: {
+              url: redacted(connection.target.connectionString),
+              fileVersion: version,
+              codeVersion: SCHEMA_VERSION,
+            },
+          },
+        );
+      }
+    } else if (tables.length > 0) {
+      throw notOurs(where, tables);
+    }
+    if (version < SCHEMA_VERSION) {
+      if (version === 0) {
+        await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`);
+        await client.query(
+          `CREATE TABLE ${quoteIdentifier(META_TABLE)} (key TEXT COLLATE "C" PRIMARY KEY, value TEXT COLLATE "C" NOT NULL)`,
+        );
+        await client.query(`INSERT INTO ${quoteIdentifier(META_TABLE)} (key, value) VALUES ('store', $1)`, [
+          STORE_MARK,
+        ]);
+      }
+      for (let next = version; next < SCHEMA_VERSION; next++) await client.query(postgresMigration(next));
+      await client.query(
+        `INSERT INTO ${quoteIdentifier(META_TABLE)} (key, value) VALUES ('schema_version', $1)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+        [String(SCHEMA_VERSION)],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    if (error instanceof StoreError || error instanceof InvalidArgumentError) throw error;
+    const code = (error as { code?: unknown }).code;
+    throw new StoreError(
+      ErrorCode.StoreOpenFailed,
+      `cannot prepare the PostgreSQL store at ${where}: ${(error as Error).message}${typeof code === 'string' ? ` (SQLSTATE ${code})` : ''}. ` +
+        'The user needs the right to create tables in that schema the first time; nothing was written.',
+      { cause: error, details: { sqlState: code } },
+    );
+  } finally {
+    client.release();
+  }
+}
+
+function notOurs(where: string, tables: string[]): StoreError {
+  const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, and ${tables.length - 5} more` : '');
+  return new StoreError(
+    ErrorCode.StoreNotOurs,
+    `the PostgreSQL database at ${where} holds tables that are not an io-harness store (${shown}). Nothing was written. ` +
+      'Give the store an empty database, or a schema of its own: PostgresStore.open(url, { schema: "io_harness" }).',
+    { details: { tables: tables.slice(0, 20) } },
+  );
+}
