@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConflictError, HarnessError, LeaseLostError } from '../dist/index.js';
@@ -68,6 +69,20 @@ describe('leases (one writer, injected clock)', () => {
     const { writer, clock } = setup({ owner: 'A', pid: deadPid(), host: 'elsewhere' });
     const take = (now: number) =>
       writer.acquireLease({ runId: 'r1', owner: 'B', pid: process.pid, host: HOST, ttlMs: 10_000, now });
+    expect(() => take(clock.now() + 5_000)).toThrow(ConflictError);
+    clock.advance(10_000);
+    expect(take(clock.now())).toEqual({ generation: 2 });
+  });
+
+  it('names a host by more than its name: a machine or container of the same name is another host, answered by the ttl', () => {
+    // On Linux the host is its name with a digest of the boot id and the pid namespace.
+    if (process.platform === 'linux')
+      expect(HOST).toMatch(new RegExp(`^${hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}#[0-9a-f]{8}$`));
+    const twin = `${hostname()}#00000000`;
+    const { writer, clock } = setup({ owner: 'A', pid: deadPid(), host: twin });
+    const take = (now: number) =>
+      writer.acquireLease({ runId: 'r1', owner: 'B', pid: process.pid, host: HOST, ttlMs: 10_000, now });
+    // The pid is not running here, which says nothing about a process over there.
     expect(() => take(clock.now() + 5_000)).toThrow(ConflictError);
     clock.advance(10_000);
     expect(take(clock.now())).toEqual({ generation: 2 });

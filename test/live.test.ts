@@ -4,13 +4,13 @@
  * them commits, and never when nobody listens.
  */
 import diagnostics from 'node:diagnostics_channel';
-import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ActorPool, type AgentOutput } from '../dist/actors/agent.js';
 import { serveHost } from '../dist/actors/host-channel.js';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
 import type { HarnessEvent, LiveEvent } from '../dist/index.js';
 import { LIVE_CHANNELS } from '../dist/index.js';
+import { HOST } from '../dist/store/liveness.js';
 import { type Harness, harness, script } from './support/harness.js';
 import { stubHost } from './support/hosts.js';
 import { tempStorePath } from './support/processes.js';
@@ -91,7 +91,7 @@ describe('the live channel', () => {
           maxTotalAgents: 1,
           maxConcurrentAgents: 1,
           maxWaitSecs: 30,
-          claim: { owner: 'test', pid: process.pid, host: hostname(), ttlMs: 60_000, now: Date.now() },
+          claim: { owner: 'test', pid: process.pid, host: HOST, ttlMs: 60_000, now: Date.now() },
         });
         const pool = new ActorPool({ isolation: 'thread' });
         const actor = pool.host(
