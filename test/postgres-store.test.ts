@@ -12,7 +12,7 @@ import { PostgresStore, postgresMigration } from '../dist/store/postgres/index.j
 import { Store } from '../dist/store/store.js';
 import { SCHEMA_VERSION } from '../dist/store/version.js';
 import { freshDatabase } from './support/postgres.js';
-import { emptyStep, rootInput } from './support/writer.js';
+import { claimOf, emptyStep, rootInput } from './support/writer.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -210,6 +210,75 @@ describe('a PostgreSQL store', () => {
     } finally {
       await worker.terminate();
       await reads.close();
+    }
+  });
+
+  it('holds what SQLite holds: a fraction of a second, a NUL, a branch of turns; its tables in its schema whatever the user’s', async () => {
+    const db = await database();
+    // A schema named for the user comes first on PostgreSQL's default search path: the store's tables do not go there.
+    await sql(db.url, 'CREATE SCHEMA postgres');
+    const store = await PostgresStore.open(db.url);
+    try {
+      expect(await tables(db.url, 'postgres')).toEqual([]);
+      await (await PostgresStore.open(db.url)).close();
+      await store.call('createRoot', { ...rootInput('half', { owner: 'o' }), maxWaitSecs: 0.5, task: 'a\u0000b' });
+      expect(await store.account('half')).toMatchObject({ maxWaitSecs: 0.5 });
+      // PostgreSQL's text cannot hold NUL: it is kept as U+FFFD rather than failing the write.
+      expect((await store.run('half'))?.task).toBe('a\uFFFDb');
+      await store.call('openSession', { sessionId: 's', root: '/w', now: 1 });
+      const first = await store.call('beginTurn', { sessionId: 's', turnId: 't1', parent: null, text: 'one', now: 2 });
+      await store.call('endTurn', { turnId: 't1', status: 'finished', reply: 'r1', now: 3 });
+      await store.call('beginTurn', { sessionId: 's', turnId: 't2', parent: 't1', text: 'two', now: 4 });
+      expect(first.seq).toBe(1);
+      expect((await store.branch('t2')).map((part) => part.turn.turnId)).toEqual(['t1', 't2']);
+      // Turns begun at once, on one session, each get a number of their own.
+      const seqs = await Promise.all(
+        [3, 4, 5, 6, 7, 8].map((n) =>
+          store.call('beginTurn', { sessionId: 's', turnId: `t${n}`, parent: 't1', text: String(n), now: n }),
+        ),
+      );
+      expect(seqs.map((begun) => begun.seq).sort()).toEqual([3, 4, 5, 6, 7, 8]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('lets a parent spawn while its children commit their last steps, all at once, with no deadlock', async () => {
+    const db = await database();
+    const store = await PostgresStore.open(db.url, { max: 24 });
+    try {
+      const root = await store.call('createRoot', rootInput('tree', { owner: 'o' }));
+      const fence = { runId: 'tree', generation: root.generation, owner: 'o' };
+      const spawnOf = (key: string, id: string) => ({
+        ...fence,
+        key,
+        task: 'child task',
+        as: null,
+        asked: { steps: null, tokens: null, wallMs: null },
+        maxWaitSecs: null,
+        newRunId: id,
+        queueNow: true,
+        now: Date.now(),
+      });
+      const children = [];
+      for (let i = 0; i < 12; i++) {
+        await store.call('spawn', spawnOf(`tree:1:${i}`, `c${i}`));
+        const admitted = await store.call('admit', { childId: `c${i}`, ...claimOf({ owner: 'o' }) });
+        children.push({ runId: `c${i}`, generation: (admitted as { generation: number }).generation, owner: 'o' });
+      }
+      const settled = await Promise.allSettled([
+        ...children.map((child) =>
+          store.call(
+            'commitStep',
+            emptyStep(child, 1, { final: { status: 'finished', reply: 'done', reason: null } } as never),
+          ),
+        ),
+        ...children.map((_, i) => store.call('spawn', spawnOf(`tree:2:${i}`, `d${i}`))),
+      ]);
+      expect(settled.filter((result) => result.status === 'rejected')).toEqual([]);
+      expect((await store.runs('tree')).length).toBe(25);
+    } finally {
+      await store.close();
     }
   });
 });

@@ -8,7 +8,8 @@
 import { systemClock } from '../clock.js';
 import { LeaseLostError } from '../errors.js';
 import type { LivePort } from '../runtime/live.js';
-import { type StorePort, sqliteReads } from '../store/port.js';
+import { AGENT_READS, type StorePort, type StoreReads, sqliteReads } from '../store/port.js';
+import type { PostgresTarget } from '../store/postgres/schema.js';
 import { TraceReader } from '../store/reader.js';
 import { runAgent } from './agent/loop.js';
 import type { ActorTask, AgentInput, AgentOutput, RunExit, WarmTask } from './agent.js';
@@ -32,6 +33,26 @@ function readerFor(path: string): TraceReader {
   return reader;
 }
 
+/** The thread's PostgreSQL handles, one per store, shared by the actors it hosts. */
+const postgresStores = new Map<string, Promise<StoreReads>>();
+
+/** An agent's reads of a PostgreSQL store: the same reads, over the thread's small pool. */
+function postgresReads(target: PostgresTarget): Promise<StoreReads> {
+  const key = `${target.connectionString}\n${target.schema ?? ''}`;
+  let reads = postgresStores.get(key);
+  if (!reads) {
+    reads = import('../store/postgres/index.js').then(({ PostgresStore }) => {
+      const handle = PostgresStore.attach(target, { max: 4 });
+      const bound: Record<string, unknown> = {};
+      for (const name of AGENT_READS)
+        bound[name] = (...args: unknown[]) => (handle[name] as (...a: unknown[]) => unknown)(...args);
+      return bound as unknown as StoreReads;
+    });
+    postgresStores.set(key, reads);
+  }
+  return reads;
+}
+
 /** The longest a step waits for its live events to be handed on before it commits. */
 const LIVE_FLUSH_BOUND_MS = 1_000;
 
@@ -47,7 +68,7 @@ export default async function hostActor(task: ActorTask | WarmTask): Promise<Run
   /** Set by a halt: nothing more is committed, and the run leaves at once. */
   let halted = false;
   const store: StorePort = {
-    ...sqliteReads(readerFor(task.storePath)),
+    ...(task.postgres ? await postgresReads(task.postgres) : sqliteReads(readerFor(task.storePath))),
     call: (op, input) =>
       halted ? Promise.reject(new LeaseLostError(start.runId, start.generation, null)) : writes.call(op, input),
   };

@@ -17,6 +17,7 @@ import type { LiveData } from '../runtime/live.js';
 import { poolEntry } from '../runtime/pool-entry.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 import type { ToolDefinitionData } from '../runtime/tools.js';
+import type { PostgresTarget } from '../store/postgres/schema.js';
 
 /** What starts a run on an actor. */
 export interface AgentStart {
@@ -84,7 +85,10 @@ export type AgentOutput =
 /** One actor as the pool's task: what it runs and the ports it holds for its life. */
 export interface ActorTask {
   start: AgentStart;
+  /** The SQLite file the actor reads; unused when `postgres` is given. */
   storePath: string;
+  /** The PostgreSQL store the actor reads instead. */
+  postgres?: PostgresTarget | null;
   /** Its own port to the store actor. */
   storePort: MessagePort;
   /** The actor's end of its host channel (see ./host-channel.ts). */
@@ -165,7 +169,12 @@ export class ActorPool {
   }
 
   /** Hosts one actor: its ports are made here, the store's end is handed to `attachStore`. */
-  host(start: AgentStart, storePath: string, attachStore: (port: MessagePort) => void): HostedActor {
+  host(
+    start: AgentStart,
+    storePath: string,
+    attachStore: (port: MessagePort) => void,
+    postgres: PostgresTarget | null = null,
+  ): HostedActor {
     const store = new MessageChannel();
     attachStore(store.port1);
     const host = new MessageChannel();
@@ -173,6 +182,7 @@ export class ActorPool {
     const task: ActorTask = {
       start,
       storePath,
+      ...(postgres ? { postgres } : {}),
       storePort: store.port2,
       hostPort: host.port2,
       controlPort: control.port2,

@@ -148,7 +148,7 @@ export const TRACE_COMMANDS: Record<string, Command> = {
   store: {
     usage: 'io-harness store copy <file> <postgres-url> [--schema <name>] [--json]',
     summary: 'copy a SQLite store into an empty PostgreSQL one, every table and every ledger checked',
-    help: "Copies every row of <file> (a store of ours) into the PostgreSQL store at <postgres-url>, which\nmust hold no rows yet (an empty database gets the store's tables; --schema keeps them in a\nschema of their own). One transaction: every table's count and every tree's ledger are read\nback from both before it commits, and nothing is kept if any differs. <file> is only read.",
+    help: "Copies every row of <file> (a store of ours) into the PostgreSQL store at <postgres-url>, which\nmust hold no rows yet (an empty database gets the store's tables; --schema keeps them in a\nschema of their own). One transaction: every table's count and every tree's ledger are read\nback from both before it commits, and nothing is kept if any differs. <file> is only read\n(an older store is brought forward first, as opening it does).",
     options: { schema: { type: 'string' } },
     positionals: [3, 3],
     run: storeCommand,

@@ -762,7 +762,7 @@ export class TraceQueries {
   > {
     // UNION, not UNION ALL: a turn met twice (a damaged file's cycle) ends the walk.
     const chain = `WITH RECURSIVE chain(turn_id) AS (
-        SELECT CAST(? AS TEXT)
+        SELECT turn_id FROM turns WHERE turn_id = ?
         UNION
         SELECT turns.parent FROM turns JOIN chain ON turns.turn_id = chain.turn_id
         WHERE turns.parent IS NOT NULL

@@ -21,6 +21,8 @@ export interface StoreOptions {
 }
 
 export class Store extends TraceReader {
+  /** Which backend this is (a `PostgresStore` says `postgres`). */
+  readonly kind = 'sqlite' as const;
   readonly synchronous: 'NORMAL' | 'FULL';
 
   private constructor(path: string, options: StoreOptions) {

@@ -6,13 +6,21 @@
 import type { ContractData } from '../runtime/contract/contract.js';
 import { checkOutput } from '../runtime/contract/output-check.js';
 import type { JsonSchema } from '../runtime/contract/output-schema.js';
-import type { TraceReader } from '../store/reader.js';
+import { TraceQueries, type TraceReader } from '../store/reader.js';
+import type { Q } from '../store/sql.js';
 
-export function outputOf(store: TraceReader, runId: string): unknown {
-  const run = store.run(runId);
+const reads = new TraceQueries();
+
+/** The answer, read from either backend. */
+export function* outputQuery(runId: string): Q<unknown> {
+  const run = yield* reads.run(runId);
   if (run?.status !== 'finished' || run.reply === null) return null;
-  const declared = (store.spec(runId) as { contract?: ContractData } | null)?.contract?.outputSchema;
+  const declared = ((yield* reads.spec(runId)) as { contract?: ContractData } | null)?.contract?.outputSchema;
   if (!declared) return null;
   const check = checkOutput(declared.schema as JsonSchema, run.reply);
   return check.ok ? check.value : null;
+}
+
+export function outputOf(store: TraceReader, runId: string): unknown {
+  return store.query(outputQuery(runId));
 }

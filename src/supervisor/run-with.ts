@@ -13,9 +13,11 @@ import type { RunStatus } from '../runtime/events.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
-import type { TraceReader } from '../store/reader.js';
+import type { PostgresStore } from '../store/postgres/index.js';
+import { TraceQueries, type TraceReader } from '../store/reader.js';
+import type { Q } from '../store/sql.js';
 import type { Store } from '../store/store.js';
-import { outputOf } from './output.js';
+import { outputQuery } from './output.js';
 import { type RetriedGate, type RunOptions, Supervisor, type SupervisorOptions } from './supervisor.js';
 
 /** How a run ended, as a union to switch on. */
@@ -71,7 +73,7 @@ export interface RunWithOptions {
   /** Answers the agent's questions about intent; without one the question is stored and the run pauses. */
   operator?: Operator;
   /** Receives the supervisor once started, e.g. to observe events or cancel. */
-  onStart?: (supervisor: Supervisor, rootId: string) => void;
+  onStart?: (supervisor: Supervisor<Store | PostgresStore>, rootId: string) => void;
   /** The embedder's own tools for the run (made with `tool()`). */
   tools?: readonly Tool<never>[];
   /**
@@ -87,8 +89,15 @@ export interface RunWithOptions {
 
 /** The outcome of a run in a store, whoever drove it. */
 export function outcomeOf(store: TraceReader, runId: string): RunResult {
-  const run = store.run(runId);
-  if (!run) throw new InvalidArgumentError(`no run ${runId} in ${store.path}.`);
+  return store.query(outcomeQuery(runId));
+}
+
+const reads = new TraceQueries();
+
+/** The outcome of a run, read from either backend. */
+export function* outcomeQuery(runId: string): Q<RunResult> {
+  const run = yield* reads.run(runId);
+  if (!run) throw new InvalidArgumentError(`no run ${runId} in this store.`);
   const reason = run.outcome?.reason ?? '';
   const status: RunStatus = run.status;
   let outcome: Outcome;
@@ -97,7 +106,7 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
       outcome = { kind: 'finished', reply: run.reply };
       break;
     case 'gate-failed': {
-      const last = store.gateEvaluations(runId).at(-1);
+      const last = (yield* reads.gateEvaluations(runId)).at(-1);
       const verdict = last && last.verdict !== 'passed' ? last.verdict : null;
       outcome = { kind: 'gate-failed', reason, verdict };
       break;
@@ -118,7 +127,7 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
       outcome = { kind: 'failed', reason };
       break;
     case 'paused': {
-      const open = store.questions({ runId, status: 'open' });
+      const open = yield* reads.questions({ runId, status: 'open' });
       outcome = {
         kind: 'paused',
         reason: open.length > 0 ? `waiting on ${open.map((q) => `${q.kind} ${q.questionId}`).join(', ')}` : 'paused',
@@ -129,9 +138,9 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
     default:
       outcome = { kind: 'paused', reason: reason || `the run is ${status}`, questions: [] };
   }
-  const account = store.account(runId);
+  const account = yield* reads.account(runId);
   const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0 };
-  for (const call of store.modelCalls({ rootId: run.rootId })) {
+  for (const call of yield* reads.modelCalls({ rootId: run.rootId })) {
     usage.inputTokens += call.inputTokens;
     usage.outputTokens += call.outputTokens;
     usage.cacheReadTokens += call.cacheReadTokens;
@@ -141,7 +150,7 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
     runId,
     outcome,
     reply: run.reply,
-    output: outputOf(store, runId),
+    output: yield* outputQuery(runId),
     usage: { steps: account?.spent.steps ?? 0, tokens: account?.spent.tokens ?? 0, ...usage },
   };
 }
@@ -160,7 +169,7 @@ export function outcomeOf(store: TraceReader, runId: string): RunResult {
 export async function runWith<Output = unknown>(
   contract: TaskContract<Output>,
   provider: ProviderSpec,
-  store: Store,
+  store: Store | PostgresStore,
   policy: Policy = Policy.default(),
   approver?: Approver,
   options: RunWithOptions = {},
@@ -184,7 +193,7 @@ export async function runWith<Output = unknown>(
 
 /** runWith on a supervisor already running (a session given one): the run's tree, to its outcome; the supervisor stays up. */
 export async function runOn<Output = unknown>(
-  supervisor: Supervisor,
+  supervisor: Supervisor<Store | PostgresStore>,
   contract: TaskContract<Output>,
   provider: ProviderSpec,
   policy: Policy,
@@ -219,7 +228,7 @@ export async function runOn<Output = unknown>(
   }
   await handle.result;
   // The answer was checked against the contract's own schema: the type holds.
-  return outcomeOf(supervisor.store, handle.rootId) as RunResult<Output>;
+  return (await supervisor.read(outcomeQuery(handle.rootId))) as RunResult<Output>;
 }
 
 /**
@@ -227,7 +236,7 @@ export async function runOn<Output = unknown>(
  * the run's gate against the workspace it left, records the evaluation, and closes.
  */
 export async function retryGate(
-  store: Store,
+  store: Store | PostgresStore,
   runId: string,
   options: { reviewer?: ProviderSpec } = {},
 ): Promise<RetriedGate> {

@@ -539,9 +539,10 @@ function checkSupervisor(store: Store, supervisor: unknown, where: string): Supe
   if (supervisor === undefined) return null;
   if (!(supervisor instanceof Supervisor))
     throw new InvalidArgumentError(`${where}: supervisor must be a Supervisor (await Supervisor.start(store)).`);
-  if (resolve(supervisor.store.path) !== resolve(store.path))
+  const runsOn = supervisor.store.kind === 'sqlite' ? supervisor.store.path : supervisor.store.url;
+  if (supervisor.store.kind !== 'sqlite' || resolve(supervisor.store.path) !== resolve(store.path))
     throw new InvalidArgumentError(
-      `${where}: the supervisor runs on ${supervisor.store.path}, not the session's store ${store.path}; start it on the same store.`,
+      `${where}: the supervisor runs on ${runsOn}, not the session's store ${store.path}; start it on the same store.`,
     );
   return supervisor;
 }

@@ -55,7 +55,10 @@ import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } fro
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
+import type { PostgresStore } from '../store/postgres/index.js';
+import { TraceQueries } from '../store/reader.js';
 import type { Notifications, RunSpec } from '../store/records.js';
+import type { Q } from '../store/sql.js';
 import type { Store } from '../store/store.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 import {
@@ -67,7 +70,10 @@ import {
   type SupervisorOptionsShape,
   supervisorOptionsSchema,
 } from './options.js';
-import { outputOf } from './output.js';
+import { outputQuery } from './output.js';
+
+/** The reads the supervisor makes, run on whichever backend holds the store. */
+const reads = new TraceQueries();
 
 /** The supervisor's lifecycle, state by state. */
 export type SupervisorState =
@@ -267,6 +273,13 @@ interface Tree {
   slots: Map<string, Slot>;
   byAddress: Map<string, Slot>;
   admitting: Set<string>;
+  /** The queue is being read for admission: the tree may not settle under it. */
+  pumping: boolean;
+  /** Another admission pass was asked for while one read the queue. */
+  pumpAgain: boolean;
+  /** A settle check is reading the store, or was put off while the queue was read. */
+  settling: boolean;
+  settleWanted: boolean;
   resumeQueue: (() => void)[];
   waiters: Map<string, (() => void)[]>;
   settled: boolean;
@@ -319,9 +332,12 @@ function positiveInteger(value: unknown, name: string): number {
   return value;
 }
 
-export class Supervisor {
+export class Supervisor<S extends Store | PostgresStore = Store> {
   readonly owner: string;
-  readonly store: Store;
+  /** The store it drives: a SQLite file, or a PostgreSQL store (`io-harness/postgres`). */
+  readonly store: S;
+  /** The same store, for the code that tells the backends apart. */
+  readonly #backend: Store | PostgresStore;
   readonly #options: Required<Pick<SupervisorOptions, 'maxConcurrentAgents' | 'maxTotalAgents' | 'leaseTtlMs'>> & {
     clock: Clock;
     killAt: string | null;
@@ -348,9 +364,10 @@ export class Supervisor {
   #failure: Error | null = null;
   #storeExited!: Promise<void>;
 
-  private constructor(store: Store, given: SupervisorOptions) {
+  private constructor(store: S, given: SupervisorOptions) {
     const options = checkOptions(supervisorOptionsSchema, given, 'Supervisor.start') as SupervisorOptions;
     this.store = store;
+    this.#backend = store;
     this.owner = `supervisor-${randomUUID()}`;
     // Every value was checked against the schema above.
     this.#options = {
@@ -438,7 +455,17 @@ export class Supervisor {
    * console.log(await handle.result);
    * await supervisor.close();
    */
-  static async start(store: Store, options: SupervisorOptions = {}): Promise<Supervisor> {
+  static async start<S extends Store | PostgresStore = Store>(
+    store: S,
+    options: SupervisorOptions = {},
+  ): Promise<Supervisor<S>> {
+    if (
+      (store as { kind?: unknown } | null)?.kind !== 'sqlite' &&
+      (store as { kind?: unknown } | null)?.kind !== 'postgres'
+    )
+      throw new InvalidArgumentError(
+        'Supervisor.start needs a store: await Store.open("runs.db"), or await PostgresStore.open(url) from "io-harness/postgres".',
+      );
     const supervisor = new Supervisor(store, options);
     await supervisor.#boot();
     if (options.warmWorkers) await supervisor.warm(options.warmWorkers);
@@ -453,9 +480,10 @@ export class Supervisor {
     // The agent threads boot while the store actor opens the file: the first agent does not wait for either in turn.
     if (this.#pool.isolation === 'shared') this.#pool.start();
     this.#storeWorker = await startStoreWorker({
-      path: this.store.path,
-      synchronous: this.store.synchronous,
+      path: this.#backend.kind === 'sqlite' ? this.#backend.path : '',
+      synchronous: this.#backend.kind === 'sqlite' ? this.#backend.synchronous : 'NORMAL',
       killAt: this.#options.killAt,
+      postgres: this.#backend.kind === 'postgres' ? this.#backend.target : null,
     });
     this.#storeClient = new StoreClient(this.#storeWorker, (message) => this.#onStoreOutput(message as StoreOutput));
     this.#storeClient.onPendingChange = (count) => {
@@ -472,6 +500,28 @@ export class Supervisor {
     this.#renewTimer = setInterval(() => void this.#renewLeases(), period);
     this.#renewTimer.unref();
     this.#state = 'running';
+  }
+
+  /** @internal Runs a read on the store: at once on SQLite, awaited on PostgreSQL. */
+  read<T>(body: Q<T>): Promise<T> {
+    try {
+      return this.#backend.kind === 'sqlite' ? Promise.resolve(this.#backend.query(body)) : this.#backend.query(body);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Where the store is, for messages. */
+  get #where(): string {
+    return this.#backend.kind === 'sqlite' ? this.#backend.path : this.#backend.url;
+  }
+
+  /** The SQLite store, for what reads a file synchronously; on PostgreSQL, a clear refusal. */
+  #sqlite(what: string): Store {
+    if (this.#backend.kind === 'sqlite') return this.#backend;
+    throw new InvalidArgumentError(
+      `${what} works on a SQLite store in this release; on PostgreSQL it is not there yet (docs/guides/postgres.md).`,
+    );
   }
 
   /**
@@ -498,14 +548,11 @@ export class Supervisor {
    */
   async retryGate(runId: string, options: { reviewer?: ProviderSpec } = {}): Promise<RetriedGate> {
     this.#assertRunning();
-    const run = this.store.run(runId);
+    const run = await this.read(reads.run(runId));
     if (!run) {
-      throw new HarnessError(
-        ErrorCode.RunNotFound,
-        `no run ${runId} in ${this.store.path}; list runs with store.runs().`,
-      );
+      throw new HarnessError(ErrorCode.RunNotFound, `no run ${runId} in ${this.#where}; list runs with store.runs().`);
     }
-    const contract = (this.store.spec(runId) as { contract?: ContractData } | null)?.contract;
+    const contract = ((await this.read(reads.spec(runId))) as { contract?: ContractData } | null)?.contract;
     if (!contract || contract.verification.kind === 'none') {
       throw new InvalidArgumentError(
         `run ${runId} has no gate to retry: it was not started with a verification criterion.`,
@@ -519,7 +566,9 @@ export class Supervisor {
       );
     }
     const gate = contract.verification;
-    const stored = this.store.spec(runId) as { provider?: ProviderSpec } | null;
+    const stored = (await this.read(reads.spec(runId))) as { provider?: ProviderSpec } | null;
+    const patch = gate.kind === 'command' ? '' : await this.read(reads.patch(runId));
+    const calls = gate.kind === 'command' ? [] : await this.read(reads.modelCalls({ rootId: run.rootId }));
     const secrets = stored?.provider ? contractSecrets(contract, stored.provider) : [];
     const evaluation =
       gate.kind === 'command'
@@ -534,9 +583,9 @@ export class Supervisor {
             options.reviewer ? checkProviderSpec(options.reviewer, 'retryGate()') : gate.provider,
             {
               goal: contract.goal,
-              patch: this.store.patch(runId),
+              patch,
               reply: run.reply ?? '',
-              writerModels: writingModels(this.store.modelCalls({ rootId: run.rootId })),
+              writerModels: writingModels(calls),
             },
           );
     const events = [gateEvent(evaluation, true), ...(evaluation.output ? [evaluation.output] : [])];
@@ -561,8 +610,12 @@ export class Supervisor {
   observe(observer: Observer | LiveObserver, filter?: EventFilter): () => void {
     const unsubscribe = this.#bus.subscribe(observer, filter);
     // An observer that acts (config.hooks()'s) is handed the store to catch up from and a way to end a tree.
+    if ((observer as Observer).attach && this.#backend.kind !== 'sqlite') {
+      unsubscribe();
+      this.#sqlite('An observer that catches up from the store (config.hooks())');
+    }
     (observer as Observer).attach?.({
-      store: this.store,
+      store: this.#backend as Store,
       cancel: (rootId, reason) => this.cancel(rootId, { reason }),
       ...(filter ? { filter } : {}),
     });
@@ -621,16 +674,18 @@ export class Supervisor {
    */
   events(filter?: EventFilter): AsyncIterableIterator<HarnessEvent> {
     const stream = this.#bus.stream(filter);
-    const rootId = filter?.rootId ?? (filter?.runId ? this.store.run(filter.runId)?.rootId : undefined);
-    if (rootId !== undefined && !this.#trees.has(rootId) && this.#settledInStore(rootId))
-      this.#bus.endTree(rootId, new Set(this.store.runs(rootId).map((run) => run.runId)));
+    void (async () => {
+      const rootId = filter?.rootId ?? (filter?.runId ? (await this.read(reads.run(filter.runId)))?.rootId : undefined);
+      if (rootId !== undefined && !this.#trees.has(rootId) && (await this.#settledInStore(rootId)))
+        this.#bus.endTree(rootId, new Set((await this.read(reads.runs(rootId))).map((run) => run.runId)));
+    })().catch(() => undefined);
     return stream;
   }
 
   /** Whether a tree no supervisor here drives has nothing left to run: its root terminal, none of it live. */
-  #settledInStore(rootId: string): boolean {
-    const root = this.store.run(rootId);
-    return root !== null && isTerminal(root.status) && this.store.liveCount(rootId) === 0;
+  async #settledInStore(rootId: string): Promise<boolean> {
+    const root = await this.read(reads.run(rootId));
+    return root !== null && isTerminal(root.status) && (await this.read(reads.liveCount(rootId))) === 0;
   }
 
   /**
@@ -761,15 +816,15 @@ export class Supervisor {
         `tree ${rootId} is already being driven by this supervisor; use the handle run() or resume() returned.`,
       );
     }
-    const runs = this.store.runs(rootId);
+    const runs = await this.read(reads.runs(rootId));
     const root = runs.find((run) => run.runId === rootId);
     if (!root) {
       throw new HarnessError(
         ErrorCode.RunNotFound,
-        `no tree with root ${rootId} in ${this.store.path}; list the roots with store.runs().`,
+        `no tree with root ${rootId} in ${this.#where}; list the roots with store.runs().`,
       );
     }
-    const ledger = this.store.ledger(rootId);
+    const ledger = await this.read(reads.ledger(rootId));
     const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, 'resume()');
     const tools = this.#treeTools(options.tools, 'resume()');
     const servers = this.#treeServers(options.mcp, 'resume()');
@@ -783,7 +838,7 @@ export class Supervisor {
       tools,
     );
     try {
-      const spec = this.store.spec(rootId) as RunSpec | null;
+      const spec = (await this.read(reads.spec(rootId))) as RunSpec | null;
       if (servers.length > 0) {
         const policy = spec?.policy ? Policy.from(spec.policy) : spec?.contract ? Policy.default() : null;
         await this.#connectServers(
@@ -854,6 +909,10 @@ export class Supervisor {
       slots: new Map(),
       byAddress: new Map(),
       admitting: new Set(),
+      pumping: false,
+      pumpAgain: false,
+      settling: false,
+      settleWanted: false,
       resumeQueue: [],
       waiters: new Map(),
       settled: false,
@@ -944,8 +1003,9 @@ export class Supervisor {
         ...(tree.toolDefinitions.length > 0 ? { tools: tree.toolDefinitions } : {}),
         ...(tree.approver ? {} : { approver: false }),
       },
-      this.store.path,
+      this.#backend.kind === 'sqlite' ? this.#backend.path : '',
       (port) => this.#storeWorker.postMessage({ type: 'attach', port }, [port]),
+      this.#backend.kind === 'postgres' ? this.#backend.target : null,
     );
     const slot: Slot = { tree, runId, address, generation, counted, parked: false, actor, halted: false };
     tree.slots.set(runId, slot);
@@ -1049,7 +1109,7 @@ export class Supervisor {
    */
   async rewindRun(workspace: string, runId: string): Promise<{ files: RewoundFile[]; cancelled: string[] }> {
     this.#assertRunning();
-    const { files, subtree } = rewindRunFiles(workspace, this.store, runId);
+    const { files, subtree } = rewindRunFiles(workspace, this.#sqlite('rewindRun'), runId);
     const dropped = await Promise.all(
       subtree.map((member) => this.#storeClient.call('dropBacklog', { runId: member, now: Date.now() })),
     );
@@ -1062,12 +1122,12 @@ export class Supervisor {
     body: { runId: string; childId: string; timeoutMs: number | null },
   ): Promise<WaitChildResult> {
     const tree = slot.tree;
-    const ended = () => {
-      const child = this.store.run(body.childId);
+    const ended = async () => {
+      const child = await this.read(reads.run(body.childId));
       return child !== null && isTerminal(child.status);
     };
     let outcome: 'ended' | 'background' = 'ended';
-    if (!ended()) {
+    if (!(await ended())) {
       if (slot.counted) {
         slot.parked = true;
         tree.active--;
@@ -1094,7 +1154,12 @@ export class Supervisor {
           }, body.timeoutMs);
         }
         // The child may have ended between the check and the registration.
-        if (ended()) onEnd();
+        void ended().then(
+          (yes) => {
+            if (yes) onEnd();
+          },
+          () => undefined,
+        );
       });
       if (slot.parked) {
         await new Promise<void>((resolve) => {
@@ -1105,8 +1170,8 @@ export class Supervisor {
       }
     }
     if (outcome === 'background') return { status: 'background' };
-    const child = this.store.run(body.childId);
-    const account = this.store.account(body.childId);
+    const child = await this.read(reads.run(body.childId));
+    const account = await this.read(reads.account(body.childId));
     return {
       status: 'ended',
       childStatus: child?.status ?? 'failed',
@@ -1124,42 +1189,75 @@ export class Supervisor {
       tree.active++;
       (tree.resumeQueue.shift() as () => void)();
     }
-    if (tree.cancelled) {
-      // A cancelled tree admits nothing more: whatever reached the queue since is cancelled too.
-      if (this.store.queued(tree.rootId, 1).length > 0) void this.#cancelQueued(tree);
+    void this.#admitQueued(tree);
+  }
+
+  /**
+   * Admits queued children into the free slots, first in first out. The queue is read
+   * from the store (awaited on PostgreSQL): one pass at a time per tree, and a pass asked
+   * for while one reads runs after it, so no child is admitted twice and none is missed.
+   */
+  async #admitQueued(tree: Tree): Promise<void> {
+    if (tree.pumping) {
+      tree.pumpAgain = true;
       return;
     }
-    const free = tree.maxConcurrent - tree.active;
-    if (free <= 0) return;
-    const candidates = this.store
-      .queued(tree.rootId, free + tree.admitting.size)
-      .filter((id) => !tree.admitting.has(id));
-    for (const childId of candidates.slice(0, free)) {
-      tree.admitting.add(childId);
-      tree.active++;
-      this.#storeClient.call('admit', { childId, ...this.#claim() }).then(
-        (admitted) => {
-          tree.admitting.delete(childId);
-          if (admitted.status === 'gone') {
-            tree.active--;
-            this.#guard(tree, () => {
-              this.#pump(tree);
-              this.#checkSettled(tree);
-            });
-            return;
-          }
-          this.#guard(tree, () => {
-            const child = this.store.run(childId);
-            if (!child) throw new HarnessError(ErrorCode.RunNotFound, `admitted run ${childId} is not in the store`);
-            this.#startActor(tree, childId, child.address, admitted.generation, true, false);
-          });
-        },
-        (error) => {
-          tree.admitting.delete(childId);
-          this.#failTree(tree, error as Error);
-        },
-      );
+    tree.pumping = true;
+    try {
+      do {
+        tree.pumpAgain = false;
+        if (tree.settled || this.#state !== 'running') return;
+        if (tree.cancelled) {
+          // A cancelled tree admits nothing more: whatever reached the queue since is cancelled too.
+          if ((await this.read(reads.queued(tree.rootId, 1))).length > 0) void this.#cancelQueued(tree);
+          return;
+        }
+        if (tree.maxConcurrent - tree.active <= 0) return;
+        const queued = await this.read(reads.queued(tree.rootId, tree.maxConcurrent + tree.admitting.size));
+        if (tree.settled || this.#state !== 'running' || tree.cancelled) continue;
+        // The slots free now, after the read.
+        const free = tree.maxConcurrent - tree.active;
+        for (const childId of queued.filter((id) => !tree.admitting.has(id)).slice(0, Math.max(0, free)))
+          this.#admit(tree, childId);
+      } while (tree.pumpAgain);
+    } catch (error) {
+      this.#failTree(tree, error instanceof Error ? error : new Error(String(error)));
+    } finally {
+      tree.pumping = false;
+      if (tree.settleWanted) {
+        tree.settleWanted = false;
+        this.#checkSettled(tree);
+      }
     }
+  }
+
+  #admit(tree: Tree, childId: string): void {
+    tree.admitting.add(childId);
+    tree.active++;
+    this.#storeClient.call('admit', { childId, ...this.#claim() }).then(
+      async (admitted) => {
+        if (admitted.status === 'gone') {
+          tree.admitting.delete(childId);
+          tree.active--;
+          this.#guard(tree, () => {
+            this.#pump(tree);
+            this.#checkSettled(tree);
+          });
+          return;
+        }
+        const child = await this.read(reads.run(childId)).catch((error: unknown) => error as Error);
+        tree.admitting.delete(childId);
+        this.#guard(tree, () => {
+          if (child instanceof Error) throw child;
+          if (!child) throw new HarnessError(ErrorCode.RunNotFound, `admitted run ${childId} is not in the store`);
+          this.#startActor(tree, childId, child.address, admitted.generation, true, false);
+        });
+      },
+      (error) => {
+        tree.admitting.delete(childId);
+        this.#failTree(tree, error as Error);
+      },
+    );
   }
 
   /** Runs supervisor bookkeeping for a tree; anything it throws fails that tree, never the embedder's process. */
@@ -1268,40 +1366,65 @@ export class Supervisor {
       this.#release(slot.runId, slot.generation);
     }
     tree.reject(error);
-    let runIds = new Set<string>();
-    try {
-      runIds = new Set(this.store.runs(tree.rootId).map((run) => run.runId));
-    } catch {
+    void this.read(reads.runs(tree.rootId)).then(
+      (runs) => this.#bus.endTree(tree.rootId, new Set(runs.map((run) => run.runId))),
       // The store cannot be read (it is closing): the iterators scoped to the tree's root still end.
-    }
-    this.#bus.endTree(tree.rootId, runIds);
+      () => this.#bus.endTree(tree.rootId, new Set()),
+    );
   }
 
   #checkSettled(tree: Tree): void {
     if (tree.settled || tree.slots.size > 0 || tree.admitting.size > 0) return;
-    if (this.store.liveCount(tree.rootId) > 0) {
-      // Runs left queued with nothing running to admit them: admit now.
-      this.#pump(tree);
+    if (tree.pumping || tree.settling) {
+      // The queue (or the tree) is being read: look again once that read is done.
+      tree.settleWanted = true;
       return;
     }
-    tree.settled = true;
-    tree.abort.abort();
-    this.#trees.delete(tree.rootId);
-    this.#keepAlive();
-    const root = this.store.run(tree.rootId);
-    const ledger = this.store.ledger(tree.rootId);
-    const runs = this.store.runs(tree.rootId);
-    tree.resolve({
-      rootId: tree.rootId,
-      status: root?.status ?? 'failed',
-      reason: root?.outcome?.reason ?? null,
-      reply: root?.reply ?? null,
-      output: outputOf(this.store, tree.rootId),
-      spent: ledger?.root.spent ?? { steps: 0, tokens: 0 },
-      runs: runs.length,
-    });
-    // Every event of the tree was delivered before it settled: its scoped iterators end after them.
-    this.#bus.endTree(tree.rootId, new Set(runs.map((run) => run.runId)));
+    void this.#settleIfDone(tree);
+  }
+
+  /** Settles the tree when the store has nothing of it left to run: its result, from the store. */
+  async #settleIfDone(tree: Tree): Promise<void> {
+    tree.settling = true;
+    try {
+      const live = await this.read(reads.liveCount(tree.rootId));
+      if (tree.settled || tree.slots.size > 0 || tree.admitting.size > 0) return;
+      if (live > 0) {
+        // Runs left queued with nothing running to admit them: admit now.
+        this.#pump(tree);
+        return;
+      }
+      const [root, ledger, runs, output] = await Promise.all([
+        this.read(reads.run(tree.rootId)),
+        this.read(reads.ledger(tree.rootId)),
+        this.read(reads.runs(tree.rootId)),
+        this.read(outputQuery(tree.rootId)),
+      ]);
+      if (tree.settled || tree.slots.size > 0 || tree.admitting.size > 0) return;
+      tree.settled = true;
+      tree.abort.abort();
+      this.#trees.delete(tree.rootId);
+      this.#keepAlive();
+      tree.resolve({
+        rootId: tree.rootId,
+        status: root?.status ?? 'failed',
+        reason: root?.outcome?.reason ?? null,
+        reply: root?.reply ?? null,
+        output,
+        spent: ledger?.root.spent ?? { steps: 0, tokens: 0 },
+        runs: runs.length,
+      });
+      // Every event of the tree was delivered before it settled: its scoped iterators end after them.
+      this.#bus.endTree(tree.rootId, new Set(runs.map((run) => run.runId)));
+    } catch (error) {
+      this.#failTree(tree, error instanceof Error ? error : new Error(String(error)));
+    } finally {
+      tree.settling = false;
+      if (tree.settleWanted && !tree.settled) {
+        tree.settleWanted = false;
+        this.#checkSettled(tree);
+      }
+    }
   }
 
   #onStoreOutput(message: StoreOutput): void {

@@ -2,8 +2,9 @@
  * What the store actor runs on PostgreSQL for each batch of writes it gathers: one
  * transaction on one connection, each write in a savepoint of its own when the batch has
  * more than one, so a write that throws is rolled back alone and its error returned in its
- * place. A write PostgreSQL gives up to a deadlock is run again in its savepoint; a commit
- * that fails throws, with nothing of the batch kept. The same contract as the SQLite
+ * place. A batch PostgreSQL gives up to a deadlock or a serialization failure runs again
+ * whole; a commit that fails throws, with nothing of the batch kept. It takes the store's
+ * write lock first (see BEGIN_WRITE). The same contract as the SQLite
  * actor's BatchWriter, awaited.
  */
 import type pg from 'pg';
@@ -11,7 +12,7 @@ import { isStoreOperation, type StoreOperation } from '../port.js';
 import type { Notifications } from '../records.js';
 import type { Q } from '../sql.js';
 import { emptyNotifications, WriteRules } from '../writer.js';
-import { PostgresConnection } from './connection.js';
+import { BEGIN_WRITE, PostgresConnection } from './connection.js';
 import { openPostgresSchema } from './index.js';
 import type { PostgresTarget } from './schema.js';
 
@@ -59,7 +60,7 @@ export class PostgresBatchWriter {
       const client = await this.#connection.connect();
       let broken = false;
       try {
-        await client.query('BEGIN');
+        for (const statement of BEGIN_WRITE) await client.query(statement);
         const lone = writes.length === 1 ? (writes[0] as { op: string; input: unknown }) : null;
         const done = lone ? await this.#alone(client, lone) : await this.#each(client, writes);
         beforeCommit();
@@ -100,22 +101,19 @@ export class PostgresBatchWriter {
     const outcomes: Outcome[] = [];
     const notifications = emptyNotifications();
     for (const write of writes) {
-      for (let attempt = 1; ; attempt++) {
-        const rules = new WriteRules({ lockRows: true });
-        await client.query('SAVEPOINT request');
-        try {
-          const value = await PostgresConnection.drive(client, ruleFor(rules, write.op, write.input));
-          await client.query('RELEASE SAVEPOINT request');
-          outcomes.push({ ok: true, value });
-          append(notifications, rules.takeNotifications());
-          break;
-        } catch (error) {
-          await client.query('ROLLBACK TO SAVEPOINT request');
-          await client.query('RELEASE SAVEPOINT request');
-          if (retryable(error) && attempt < ATTEMPTS) continue;
-          outcomes.push({ ok: false, error: this.#connection.errorOf(error) });
-          break;
-        }
+      const rules = new WriteRules({ lockRows: true });
+      await client.query('SAVEPOINT request');
+      try {
+        const value = await PostgresConnection.drive(client, ruleFor(rules, write.op, write.input));
+        await client.query('RELEASE SAVEPOINT request');
+        outcomes.push({ ok: true, value });
+        append(notifications, rules.takeNotifications());
+      } catch (error) {
+        // A deadlock or serialization failure is the transaction's: the whole batch runs again.
+        if (retryable(error)) throw error;
+        await client.query('ROLLBACK TO SAVEPOINT request');
+        await client.query('RELEASE SAVEPOINT request');
+        outcomes.push({ ok: false, error: this.#connection.errorOf(error) });
       }
     }
     return { outcomes, notifications };

@@ -21,6 +21,16 @@ const TYPES = {
   },
 };
 
+/**
+ * Every writing transaction begins by taking one advisory lock, held to its commit: the
+ * store's writes queue, as SQLite's one writer makes them. So two writers never take the
+ * same rows in opposite orders (no deadlock inside a tree), counts read before an insert
+ * hold (a session's next turn, a scope's notes at their cap), and ids handed out at
+ * insert rise in commit order, so a reader tailing the events by id misses none. Several
+ * hosts share the work of their agents (model calls, tools); the commits take turns.
+ */
+export const BEGIN_WRITE = ['BEGIN ISOLATION LEVEL READ COMMITTED', 'SELECT pg_advisory_xact_lock(7310, 0)'];
+
 /** Deadlock detected, serialization failure: the transaction may simply be run again. */
 const RETRYABLE = new Set(['40P01', '40001']);
 const ATTEMPTS = 8;
@@ -44,7 +54,12 @@ export function redacted(connectionString: string): string {
     if (url.password) url.password = '***';
     return url.toString();
   } catch {
-    return connectionString.replace(/:[^:@/]*@/, ':***@');
+    // Not a URL this can parse: hide all of what stands between the scheme and the host.
+    const at = connectionString.lastIndexOf('@');
+    const start = connectionString.indexOf('://');
+    return at > start && start >= 0
+      ? `${connectionString.slice(0, start + 3)}***${connectionString.slice(at)}`
+      : connectionString;
   }
 }
 
@@ -60,7 +75,8 @@ export class PostgresConnection {
       connectionTimeoutMillis: target.connectTimeoutMs ?? 10_000,
       types: TYPES,
       application_name: 'io-harness',
-      ...(target.schema ? { options: `-c search_path=${quoteIdentifier(target.schema)}` } : {}),
+      // Always the store's schema, so no user's own schema (search_path "$user") takes its tables.
+      options: `-c search_path=${quoteIdentifier(target.schema ?? 'public')}`,
     });
     // An idle connection the server drops is replaced on the next checkout; it must not end the process.
     this.pool.on('error', () => undefined);
@@ -102,12 +118,11 @@ export class PostgresConnection {
     for (let attempt = 1; ; attempt++) {
       const client = await this.connect();
       let broken = false;
+      let value: T;
       try {
-        await client.query('BEGIN');
-        const value = await PostgresConnection.drive(client, make());
+        for (const statement of BEGIN_WRITE) await client.query(statement);
+        value = await PostgresConnection.drive(client, make());
         await client.query('COMMIT');
-        after(value);
-        return value;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
@@ -118,6 +133,13 @@ export class PostgresConnection {
       } finally {
         client.release(broken);
       }
+      // Committed: what it announced is handed on, and nothing that does can undo it.
+      try {
+        after(value);
+      } catch {
+        // A listener's failure is its own.
+      }
+      return value;
     }
   }
 
@@ -139,9 +161,14 @@ export class PostgresConnection {
   }
 }
 
+/** PostgreSQL's text cannot hold NUL, which SQLite's can: it is kept as U+FFFD. */
+function textSafe(value: unknown): unknown {
+  return typeof value === 'string' && value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
+}
+
 async function answer_(client: pg.PoolClient, query: Query): Promise<unknown> {
   const { name, text } = preparedOf(query.text);
-  const result = await client.query({ name, text, values: query.params as unknown[] });
+  const result = await client.query({ name, text, values: query.params.map(textSafe) });
   if (query.op === 'get') return result.rows[0];
   if (query.op === 'all') return result.rows;
   return { changes: result.rowCount ?? 0 };
@@ -174,7 +201,7 @@ function storeErrorOf(error: unknown, target: PostgresTarget): unknown {
   if (code.startsWith('08') || code.startsWith('57P0') || /^E[A-Z]+$/.test(code)) return unreachable(error, target);
   return new StoreError(
     ErrorCode.StoreFailed,
-    `the PostgreSQL store refused a statement: ${(error as Error).message} (SQLSTATE ${code}). The write was rolled back whole.`,
+    `the PostgreSQL store refused a statement: ${(error as Error).message} (SQLSTATE ${code}). Nothing of that write was kept.`,
     { cause: error, details: { sqlState: code } },
   );
 }

@@ -71,7 +71,7 @@ export async function copyStore(
       return report;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
+      throw connection.errorOf(error);
     } finally {
       client.release();
     }
@@ -124,6 +124,12 @@ async function copyTables(source: Database.Database, client: pg.PoolClient, targ
     const sqliteColumns = new Set(
       (source.prepare(`SELECT name FROM pragma_table_info(?)`).all(table) as { name: string }[]).map((c) => c.name),
     );
+    const lacking = [...sqliteColumns].filter((name) => !into.some((column) => column.name === name));
+    if (lacking.length > 0)
+      throw new StoreError(
+        ErrorCode.StoreNotOurs,
+        `the store file's table ${table} has columns this release's PostgreSQL schema has not (${lacking.join(', ')}); nothing was copied.`,
+      );
     // rowid is SQLite's hidden key where PostgreSQL keeps it as a column: insertion order carries over.
     const copied = into.filter((column) => sqliteColumns.has(column.name) || column.name === 'rowid');
     const list = copied.map((column) => quoteIdentifier(column.name)).join(', ');
@@ -186,6 +192,6 @@ async function copyTables(source: Database.Database, client: pg.PoolClient, targ
 function mismatch(target: string, what: string): StoreError {
   return new StoreError(
     ErrorCode.StoreFailed,
-    `the copy into ${target} did not read back the same: ${what}. Nothing was kept; the PostgreSQL store is as it was.`,
+    `the copy into ${target} did not read back the same: ${what}. No row of it was kept.`,
   );
 }

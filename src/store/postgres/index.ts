@@ -50,6 +50,8 @@ export interface PostgresStore extends Async<TraceQueries> {}
  */
 // biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the reads are TraceQueries' own, assigned to the prototype below.
 export class PostgresStore {
+  /** Which backend this is (a SQLite `Store` says `sqlite`). */
+  readonly kind = 'postgres' as const;
   /** The connection string, its password hidden. */
   readonly url: string;
   readonly schema: string;
@@ -97,6 +99,22 @@ export class PostgresStore {
       throw error;
     }
     return new PostgresStore(connection, { ...options, ...(schema ? { schema } : {}) });
+  }
+
+  /**
+   * @internal A handle on a store already opened (and checked) by another: an agent thread's
+   * reads, the store actor's writes. No schema check, no migration.
+   */
+  static attach(target: PostgresTarget, options: PostgresStoreOptions = {}): PostgresStore {
+    return new PostgresStore(
+      new PostgresConnection({ ...target, max: options.max ?? target.max ?? 4 }),
+      target.schema ? { ...options, schema: target.schema } : options,
+    );
+  }
+
+  /** @internal Where the store is, password included: what the supervisor hands its threads. */
+  get target(): PostgresTarget {
+    return { ...this.#connection.target };
   }
 
   /** One of the store's writes, in a transaction of its own; resolves once committed. */
@@ -160,12 +178,16 @@ async function prepareSchema(connection: PostgresConnection, schema: string): Pr
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    // Every relation in the schema, whatever this user may read of it.
     const tables = (
       await client.query<{ name: string }>(
-        'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
+        `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY c.relname`,
         [schema],
       )
     ).rows.map((row) => row.name);
+    const schemaExists =
+      (await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rows.length > 0;
     let version = 0;
     if (tables.includes(META_TABLE)) {
       const meta = new Map(
@@ -195,7 +217,8 @@ async function prepareSchema(connection: PostgresConnection, schema: string): Pr
     }
     if (version < SCHEMA_VERSION) {
       if (version === 0) {
-        await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`);
+        // Made only when missing: making one needs a right on the database that owning one does not.
+        if (!schemaExists) await client.query(`CREATE SCHEMA ${quoteIdentifier(schema)}`);
         await client.query(
           `CREATE TABLE ${quoteIdentifier(META_TABLE)} (key TEXT COLLATE "C" PRIMARY KEY, value TEXT COLLATE "C" NOT NULL)`,
         );

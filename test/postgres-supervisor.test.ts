@@ -1,0 +1,89 @@
+/**
+ * A supervisor on a PostgreSQL store (the tests' real server): its store actor writes
+ * there, its agents read from there on their own threads, and it reads there to admit
+ * and settle. A tree whose children mail each other finishes with every message read
+ * once; a fan-out past the concurrency cap admits first in first out and never runs more
+ * than the cap; what reads a file synchronously says it is not there yet.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HarnessEvent } from '../dist/index.js';
+import { Supervisor } from '../dist/index.js';
+import { HOST } from '../dist/store/liveness.js';
+import { PostgresStore } from '../dist/store/postgres/index.js';
+import { script } from './support/harness.js';
+import { freshDatabase } from './support/postgres.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function onPostgres(options: Parameters<typeof Supervisor.start>[1] = {}) {
+  const db = await freshDatabase();
+  cleanups.push(() => db.drop());
+  const store = await PostgresStore.open(db.url);
+  cleanups.push(() => store.close());
+  const supervisor = await Supervisor.start(store, options);
+  cleanups.push(() => supervisor.close());
+  return { store, supervisor };
+}
+
+describe('a supervisor on PostgreSQL', () => {
+  it('drives a tree whose children mail each other to its end, every message read once, the ledger the tree’s', async () => {
+    const { store, supervisor } = await onPostgres();
+    const events: HarnessEvent[] = [];
+    supervisor.observe((event) => events.push(event));
+    const result = await supervisor.run({ task: 'mail', provider: await script('mailbox', { scenario: 'ordered' }) })
+      .result;
+    expect(result.status).toBe('finished');
+    const runs = await store.runs(result.rootId);
+    expect(runs.every((run) => run.status === 'finished')).toBe(true);
+    const reader = runs.find((run) => run.address === 'reader');
+    expect(reader?.reply).toBe('m1,m2,m3,m4');
+    const messages = (await store.messages(result.rootId)).filter((message) => message.toAddress === 'reader');
+    expect(messages.map((message) => message.body)).toEqual(['m1', 'm2', 'm3', 'm4']);
+    expect(messages.every((message) => message.consumedBy === reader?.runId)).toBe(true);
+    // The observer saw every committed event of the tree, in commit order.
+    const stored = await store.treeEvents(result.rootId);
+    expect(events.filter((event) => event.rootId === result.rootId).map((event) => event.eventId)).toEqual(
+      stored.map((event) => event.eventId),
+    );
+    const ledger = await store.ledger(result.rootId);
+    expect(result.spent).toEqual(ledger?.root.spent);
+    expect(ledger?.draws.length).toBeGreaterThan(0);
+    // Every lease the tree took named this host.
+    expect(new Set(runs.map((run) => run.lease.host))).toEqual(new Set([HOST]));
+  });
+
+  it('admits past the cap first in first out and never runs more than the cap at once', async () => {
+    const { store, supervisor } = await onPostgres({ maxConcurrentAgents: 2 });
+    const events: HarnessEvent[] = [];
+    supervisor.observe((event) => events.push(event));
+    const result = await supervisor.run({
+      task: 'six',
+      provider: await script('fanout', { children: 6, steps: 2, latencyMs: 20 }),
+    }).result;
+    expect(result).toMatchObject({ status: 'finished', reply: '6 reports', runs: 7 });
+    let live = 0;
+    let peak = 0;
+    for (const event of events) {
+      if (event.type === 'spawn-started') peak = Math.max(peak, ++live);
+      if (event.type === 'run-end' && event.runId !== result.rootId) live--;
+    }
+    expect(peak).toBe(2);
+    const queued = events.flatMap((event) => (event.type === 'spawn-queued' ? [event.childId] : []));
+    const started = events.flatMap((event) => (event.type === 'spawn-started' ? [event.runId] : []));
+    expect(started).toEqual(queued);
+    expect((await store.queue(result.rootId)).every((entry) => entry.state === 'admitted')).toBe(true);
+  });
+
+  it('says what reads a file synchronously is not there yet on PostgreSQL', async () => {
+    const { supervisor } = await onPostgres();
+    await expect(supervisor.rewindRun('/tmp', 'nope')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/rewindRun works on a SQLite store/),
+    });
+    const hook = Object.assign(() => undefined, { attach: () => undefined });
+    expect(() => supervisor.observe(hook)).toThrow(/catches up from the store/);
+  });
+});
