@@ -1,7 +1,7 @@
 // A child process that drives a tree and reports on stdout, one JSON object a line:
 //   {"rootId"} once the tree exists, {"ack":[runId, seq]} for every committed step,
 //   then {"result"} or {"error"}. Killed with SIGKILL by the crash tests.
-// usage: node driver.mjs <json: { store, mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
+// usage: node driver.mjs <json: { store (a file, or a postgres:// URL), mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
 // With `workspace: { goal, root, policy?, context?, memory?, budget? }` the tree is a workspace run (policy 'permissive',
@@ -11,11 +11,15 @@
 // configuration observe the tree.
 import { fileURLToPath } from 'node:url';
 import { CallbackApprover, Config, OpenAI, Policy, Store, Supervisor, TaskContract } from '../../dist/index.js';
+import { PostgresStore } from '../../dist/store/postgres/index.js';
 import { ScriptedModelServer } from '../../dist/testing/index.js';
 
 const config = JSON.parse(process.argv[2]);
 const say = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
-const store = await Store.open(config.store);
+// A postgres:// store is a PostgreSQL one; anything else is the path of a file.
+const store = /^postgres(ql)?:\/\//.test(config.store)
+  ? await PostgresStore.open(config.store)
+  : await Store.open(config.store);
 const supervisor = await Supervisor.start(store, { ...(config.supervisor ?? {}), killAt: config.killAt ?? null });
 supervisor.observe((event) => {
   if (event.type === 'step-end') say({ ack: [event.runId, event.seq] });
@@ -76,4 +80,4 @@ await supervisor.close();
 await server?.close();
 // What the tools' module holds open ends with the process.
 await toolsModule?.close?.();
-store.close();
+await store.close();
