@@ -3,15 +3,21 @@
  * there, its agents read from there on their own threads, and it reads there to admit
  * and settle. A tree whose children mail each other finishes with every message read
  * once; a fan-out past the concurrency cap admits first in first out and never runs more
- * than the cap; what reads a file synchronously says it is not there yet.
+ * than the cap; a workspace contract runs to its gate; a run paused on an approval is
+ * answered and resumed; what reads a file synchronously says it is not there yet.
  */
+
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HarnessEvent } from '../dist/index.js';
-import { Supervisor } from '../dist/index.js';
+import { CallbackApprover, OpenAI, Policy, runWith, Supervisor, TaskContract, Verification } from '../dist/index.js';
 import { HOST } from '../dist/store/liveness.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
+import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { script } from './support/harness.js';
 import { freshDatabase } from './support/postgres.js';
+import { later, tempWorkspace } from './support/workspace.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -85,5 +91,46 @@ describe('a supervisor on PostgreSQL', () => {
     });
     const hook = Object.assign(() => undefined, { attach: () => undefined });
     expect(() => supervisor.observe(hook)).toThrow(/catches up from the store/);
+  });
+
+  it('runs a workspace contract to its gate, and a run paused on an approval is answered and resumed', async () => {
+    const { store, supervisor } = await onPostgres();
+    const repo = tempWorkspace({ 'notes.txt': 'ship on friday\n' });
+    const server = await ScriptedModelServer.start((call) => {
+      const task = String(call.body.messages.find((message) => message.role === 'user')?.content ?? '');
+      const turn = assistantTurns(call);
+      if (task.startsWith('edit'))
+        return turn === 0
+          ? { toolCalls: [{ name: 'write_file', args: { path: 'notes.txt', content: 'ship today\n' } }] }
+          : { text: 'edited' };
+      return turn === 0 ? { toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] } : { text: 'ran it' };
+    });
+    later(() => server.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const gated = TaskContract.workspace('edit the notes', repo).withVerification(
+      Verification.command([
+        'node',
+        '-e',
+        "process.exit(require('fs').readFileSync('notes.txt','utf8').includes('today')?0:1)",
+      ]),
+    );
+    const edited = await runWith(gated, provider, store, Policy.default().layer('app').allowWrite('notes.txt'));
+    expect(edited.outcome.kind).toBe('finished');
+    expect(readFileSync(join(repo, 'notes.txt'), 'utf8')).toBe('ship today\n');
+    expect((await store.gateEvaluations(edited.runId)).at(-1)).toMatchObject({ verdict: 'passed' });
+    expect(await store.patch(edited.runId)).toContain('+ship today');
+
+    const handle = supervisor.run({
+      contract: TaskContract.workspace('version of node', repo),
+      provider,
+      policy: Policy.default(),
+      approver: new CallbackApprover(() => 'defer'),
+    });
+    expect((await handle.result).status).toBe('paused');
+    const [open] = await store.questions({ runId: handle.rootId, status: 'open' });
+    await supervisor.answer(open?.questionId as string, 'approve');
+    const resumed = await (await supervisor.resume(handle.rootId, { provider })).result;
+    expect(resumed).toMatchObject({ status: 'finished', reply: 'ran it' });
+    expect((await store.steps(handle.rootId))[0]?.observations[0]?.content).toContain(process.version);
   });
 });
