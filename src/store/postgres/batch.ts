@@ -12,19 +12,11 @@ import { isStoreOperation, type StoreOperation } from '../port.js';
 import type { Notifications } from '../records.js';
 import type { Q } from '../sql.js';
 import { emptyNotifications, WriteRules } from '../writer.js';
-import { BEGIN_WRITE, PostgresConnection } from './connection.js';
+import { ATTEMPTS, BEGIN_WRITE, PostgresConnection, retryable } from './connection.js';
 import { openPostgresSchema } from './index.js';
 import type { PostgresTarget } from './schema.js';
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
-const RETRYABLE = new Set(['40P01', '40001']);
-const ATTEMPTS = 8;
-
-function retryable(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  return typeof code === 'string' && RETRYABLE.has(code);
-}
 
 function ruleFor(rules: WriteRules, op: string, input: unknown): Q<unknown> {
   if (!isStoreOperation(op)) throw new Error(`unknown store operation ${String(op)}`);

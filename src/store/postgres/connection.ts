@@ -33,7 +33,14 @@ export const BEGIN_WRITE = ['BEGIN ISOLATION LEVEL READ COMMITTED', 'SELECT pg_a
 
 /** Deadlock detected, serialization failure: the transaction may simply be run again. */
 const RETRYABLE = new Set(['40P01', '40001']);
-const ATTEMPTS = 8;
+/** How many times a transaction given up that way is run before its error is the caller's. */
+export const ATTEMPTS = 8;
+
+/** Whether PostgreSQL gave the transaction up to a deadlock or a serialization failure. */
+export function retryable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && RETRYABLE.has(code);
+}
 
 /** How a statement's text reads with numbered parameters, and the name it is prepared under. */
 const prepared = new Map<string, { name: string; text: string }>();
@@ -127,8 +134,7 @@ export class PostgresConnection {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
         });
-        const code = (error as { code?: unknown }).code;
-        if (typeof code === 'string' && RETRYABLE.has(code) && attempt < ATTEMPTS) continue;
+        if (retryable(error) && attempt < ATTEMPTS) continue;
         throw storeErrorOf(error, this.target);
       } finally {
         client.release(broken);
