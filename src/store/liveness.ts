@@ -37,8 +37,14 @@ function hostIdentity(): string {
   return `${name}#${createHash('sha256').update(`${boot}\n${namespace}`).digest('hex').slice(0, 8)}`;
 }
 
-export function processLiveness(pid: number | null, host: string | null): Liveness {
-  if (pid === null || host === null || (host !== HOST && host !== NAME)) return 'unknown';
+/**
+ * Whether the process `pid` on `host` is there, asked from `here` (the host the asker names
+ * itself: {@link HOST} unless a supervisor was given another name). Only a lease held on
+ * the asker's own host can be answered by its pid.
+ */
+export function processLiveness(pid: number | null, host: string | null, here: string = HOST): Liveness {
+  const local = host === here || (here === HOST && host === NAME);
+  if (pid === null || host === null || !local) return 'unknown';
   try {
     process.kill(pid, 0);
   } catch (error) {

@@ -284,4 +284,10 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX memory_draws_by_run ON memory_draws(run_id);
   `,
+  // 9: several hosts on one tree: a parent waiting on a child gives its slot up in the row, so
+  // every host counts the tree's running agents from the rows (0 holds a slot, 1 parked, 2 wants it back).
+  `
+  ALTER TABLE runs ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
+  CREATE INDEX runs_by_lease ON runs(status, lease_expires_at);
+  `,
 ];

@@ -37,6 +37,11 @@ export interface StoreOperations {
   ];
   releaseLease: [Fence, undefined];
   admit: [LeaseClaim & { childId: string }, { status: 'admitted'; generation: number } | { status: 'gone' }];
+  claim: [
+    LeaseClaim & { roots: string[]; limit: number },
+    { claimed: { runId: string; rootId: string; address: string; generation: number; resumed: boolean }[] },
+  ];
+  park: [Fence & { want: 'park' | 'back'; now: number }, { granted: boolean }];
   spawn: [SpawnInput, SpawnResult];
   commitStep: [CommitStepInput, CommitStepResult];
   endRun: [EndRunInput, undefined];
@@ -110,6 +115,8 @@ const OPERATIONS: Record<StoreOperation, true> = {
   renewLeases: true,
   releaseLease: true,
   admit: true,
+  claim: true,
+  park: true,
   spawn: true,
   commitStep: true,
   endRun: true,

@@ -106,6 +106,15 @@ const LINE_REPLY_CHARS = 200;
 
 type Row = Record<string, unknown>;
 
+/** A run a host took with {@link WriteRules.claim}: to drive from its last step (`resumed`), or from its start. */
+export interface ClaimedRun {
+  runId: string;
+  rootId: string;
+  address: string;
+  generation: number;
+  resumed: boolean;
+}
+
 const INSERT_EVENT =
   'INSERT INTO events (root_id, run_id, seq, generation, type, data, at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING event_id';
 const INSERT_RUN = `INSERT INTO runs (run_id, root_id, parent_id, address, depth, ancestry, status, task, spec, spawn_key, created_at)
@@ -113,7 +122,16 @@ const INSERT_RUN = `INSERT INTO runs (run_id, root_id, parent_id, address, depth
 const INSERT_LEDGER = `INSERT INTO ledger (run_id, root_id, max_steps, max_tokens, max_wall_ms, started_at, max_total_agents, max_concurrent_agents, max_wait_secs)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 const TAKE_LEASE = `UPDATE runs SET lease_owner = ?, lease_pid = ?, lease_host = ?, lease_expires_at = ?,
-  generation = generation + 1 WHERE run_id = ? AND generation = ?`;
+  generation = generation + 1, parked = 0 WHERE run_id = ? AND generation = ?`;
+/**
+ * A tree's spawned agents that hold a slot now, on whichever host: running, under a lease
+ * that has not lapsed, and not parked on a child. (The root does not count against the cap.)
+ */
+const HOLDING = `SELECT COUNT(*) AS n FROM runs WHERE root_id = ? AND parent_id IS NOT NULL AND status = 'running'
+  AND lease_owner IS NOT NULL AND lease_expires_at > ? AND parked = 0 AND run_id <> ?`;
+/** Parents whose child has ended, waiting for a slot to go on: a free slot is theirs before the queue's. */
+const WANTING = `SELECT COUNT(*) AS n FROM runs WHERE root_id = ? AND status = 'running'
+  AND lease_owner IS NOT NULL AND lease_expires_at > ? AND parked = 2 AND run_id <> ?`;
 /** A draw on one account, made only when it stays within both its ceilings. */
 const DRAW = `UPDATE ledger SET steps_spent = steps_spent + ?, tokens_spent = tokens_spent + ?
   WHERE run_id = ?
@@ -160,8 +178,14 @@ export class WriteRules {
    * `lockRows`: read the rows a write decides on `FOR UPDATE` (PostgreSQL, where several
    * hosts write at once). SQLite's one writer at a time needs no row locks.
    */
+  /** What a claim adds to the rows it reads to take: PostgreSQL skips the rows another host holds. */
+  readonly #skipLocked: string;
+  readonly #skipLockedRuns: string;
+
   constructor(options: { lockRows?: boolean } = {}) {
     const lock = options.lockRows ? ' FOR UPDATE' : '';
+    this.#skipLocked = options.lockRows ? ' FOR UPDATE SKIP LOCKED' : '';
+    this.#skipLockedRuns = options.lockRows ? ' FOR UPDATE OF runs SKIP LOCKED' : '';
     this.#runById = `SELECT * FROM runs WHERE run_id = ?${lock}`;
     this.#ledgerById = `SELECT * FROM ledger WHERE run_id = ?${lock}`;
   }
@@ -267,7 +291,7 @@ export class WriteRules {
     const row = yield* this.#run(input.runId);
     const previous = row.lease_owner;
     if (previous !== null && previous !== input.owner) {
-      const liveness = processLiveness(row.lease_pid, row.lease_host);
+      const liveness = processLiveness(row.lease_pid, row.lease_host, input.host);
       const expires = row.lease_expires_at ?? 0;
       if (liveness !== 'dead' && expires > input.now) {
         throw new ConflictError(input.runId, {
@@ -340,6 +364,93 @@ export class WriteRules {
       input.now,
     );
     return { status: 'admitted', generation: lease.generation };
+  }
+
+  /**
+   * Takes runnable agents for a host, up to `limit`: first the runs of these trees that
+   * are running under no live lease (their host died, or let them go), then the queue, first
+   * in first out. Each tree's concurrency cap is counted from the rows, whichever host holds
+   * them, so it holds across every host; a slot a parent waits to have back is kept for it.
+   * On PostgreSQL the rows are read `FOR UPDATE SKIP LOCKED`, so two hosts claiming at once
+   * never take the same run.
+   */
+  *claim(input: LeaseClaim & { roots: string[]; limit: number }): Q<{ claimed: ClaimedRun[] }> {
+    const claimed: ClaimedRun[] = [];
+    if (input.roots.length === 0 || input.limit < 1) return { claimed };
+    const roots = input.roots.map(() => '?').join(', ');
+    const lapsed = yield* sql.all<RunRow>(
+      `SELECT * FROM runs WHERE root_id IN (${roots}) AND status = 'running'
+        AND (lease_owner IS NULL OR (lease_owner <> ? AND (lease_expires_at <= ? OR lease_host = ?)))
+        ORDER BY created_at, run_id LIMIT ?${this.#skipLocked}`,
+      ...input.roots,
+      input.owner,
+      input.now,
+      input.host,
+      input.limit * 4,
+    );
+    const queued = yield* sql.all<RunRow>(
+      `SELECT runs.* FROM spawn_queue JOIN runs ON runs.run_id = spawn_queue.child_run_id
+        WHERE spawn_queue.root_id IN (${roots}) AND spawn_queue.state = 'queued' AND runs.status = 'queued'
+        ORDER BY spawn_queue.ordinal LIMIT ?${this.#skipLockedRuns}`,
+      ...input.roots,
+      input.limit * 4,
+    );
+    const full = new Set<string>();
+    for (const row of [...lapsed, ...queued]) {
+      if (claimed.length >= input.limit) break;
+      if (full.has(row.root_id)) continue;
+      const wasRunning = row.status === 'running';
+      // A lease on this host whose process is gone is taken at once; a live one stays its owner's.
+      if (wasRunning && row.lease_owner !== null && (row.lease_expires_at ?? 0) > input.now) {
+        if (processLiveness(row.lease_pid, row.lease_host, input.host) !== 'dead') continue;
+      }
+      if (row.parent_id !== null) {
+        const ledger = yield* sql.get<LedgerRow>(this.#ledgerById, row.root_id);
+        const cap = ledger?.max_concurrent_agents ?? null;
+        if (cap !== null) {
+          const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, input.now, row.run_id))?.n ?? 0;
+          const wanting = (yield* sql.get<{ n: number }>(WANTING, row.root_id, input.now, row.run_id))?.n ?? 0;
+          if (Number(holding) + Number(wanting) >= cap) {
+            full.add(row.root_id);
+            continue;
+          }
+        }
+      }
+      if (wasRunning) {
+        const { generation } = yield* this.acquireLease({ runId: row.run_id, ...input });
+        claimed.push({ runId: row.run_id, rootId: row.root_id, address: row.address, generation, resumed: true });
+      } else {
+        const admitted = yield* this.admit({ childId: row.run_id, ...input });
+        if (admitted.status === 'admitted')
+          claimed.push({
+            runId: row.run_id,
+            rootId: row.root_id,
+            address: row.address,
+            generation: admitted.generation,
+            resumed: false,
+          });
+      }
+    }
+    return { claimed };
+  }
+
+  /**
+   * A parent waiting on a child gives its slot up (`park`), or asks for it back (`back`):
+   * granted when the tree has a slot free, counted from the rows as {@link claim} counts;
+   * otherwise it is marked as wanting one, which keeps the next free slot from the queue.
+   */
+  *park(input: Fence & { want: 'park' | 'back'; now: number }): Q<{ granted: boolean }> {
+    const row = yield* this.#fence(input);
+    if (input.want === 'park') {
+      yield* sql.run('UPDATE runs SET parked = 1 WHERE run_id = ?', row.run_id);
+      return { granted: true };
+    }
+    const ledger = yield* sql.get<LedgerRow>(this.#ledgerById, row.root_id);
+    const cap = ledger?.max_concurrent_agents ?? null;
+    const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, input.now, row.run_id))?.n ?? 0;
+    const granted = cap === null || Number(holding) < cap;
+    yield* sql.run('UPDATE runs SET parked = ? WHERE run_id = ?', granted ? 0 : 2, row.run_id);
+    return { granted };
   }
 
   /**
