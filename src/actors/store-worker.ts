@@ -27,8 +27,18 @@ interface Batches {
   close(): void | Promise<void>;
 }
 
+async function openPostgres(target: NonNullable<StoreWorkerData['postgres']>): Promise<Batches> {
+  const writer = await (await import('../store/postgres/batch.js')).PostgresBatchWriter.open(target);
+  // Other hosts' commits reach this one's supervisor as hints (see store/postgres/notify.ts).
+  await writer.listen((hint) => {
+    const message: StoreOutput = { type: 'hint', hint };
+    main.postMessage(message);
+  });
+  return writer;
+}
+
 const store: Batches = data.postgres
-  ? await (await import('../store/postgres/batch.js')).PostgresBatchWriter.open(data.postgres)
+  ? await openPostgres(data.postgres)
   : new BatchWriter(data.path, { synchronous: data.synchronous });
 const killPoint = parseKillPoint(data.killAt);
 const batchesSeen = new Map<string, number>();

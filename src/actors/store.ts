@@ -8,6 +8,7 @@
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
 import type { StoreOperation, StoreOperations, StoreRequestBody, StoreWrites } from '../store/port.js';
+import type { WorkHint } from '../store/postgres/notify.js';
 import type { PostgresTarget } from '../store/postgres/schema.js';
 import type { Notifications } from '../store/records.js';
 import { type Endpoint, RequestClient } from './protocol.js';
@@ -26,7 +27,12 @@ export type StoreSyncBody = { op: 'sync' };
 export type StoreControl = { type: 'attach'; port: MessagePort } | { type: 'close' };
 
 /** Messages the store worker sends the main thread besides replies. */
-export type StoreOutput = { type: 'ready' } | { type: 'notify'; notifications: Notifications } | { type: 'closed' };
+export type StoreOutput =
+  | { type: 'ready' }
+  | { type: 'notify'; notifications: Notifications }
+  /** What another host's commit hinted at, on PostgreSQL (see store/postgres/notify.ts). */
+  | { type: 'hint'; hint: WorkHint }
+  | { type: 'closed' };
 
 export interface StoreWorkerData {
   /** The SQLite file; unused when `postgres` is given. */

@@ -7,13 +7,15 @@
  * write lock first (see BEGIN_WRITE). The same contract as the SQLite
  * actor's BatchWriter, awaited.
  */
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { isStoreOperation, type StoreOperation } from '../port.js';
 import type { Notifications } from '../records.js';
 import type { Q } from '../sql.js';
 import { emptyNotifications, WriteRules } from '../writer.js';
-import { ATTEMPTS, BEGIN_WRITE, PostgresConnection, retryable } from './connection.js';
+import { ATTEMPTS, BEGIN_WRITE, connectionLost, PostgresConnection, retryable } from './connection.js';
 import { openPostgresSchema } from './index.js';
+import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
 import type { PostgresTarget } from './schema.js';
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -33,9 +35,20 @@ function append(into: Notifications, from: Notifications): void {
 
 export class PostgresBatchWriter {
   readonly #connection: PostgresConnection;
+  /** Names this writer's hints, so its own listener skips them. */
+  readonly #origin = randomUUID();
+  readonly #channel: string;
+  #listener: WorkListener | null = null;
 
   private constructor(connection: PostgresConnection) {
     this.#connection = connection;
+    this.#channel = channelOf(connection.target);
+  }
+
+  /** Hands on what other hosts' commits hint at (see notify.ts). */
+  async listen(onHint: (hint: WorkHint) => void): Promise<void> {
+    this.#listener = new WorkListener(this.#connection.target, this.#origin, onHint);
+    await this.#listener.start();
   }
 
   /** Connects (one connection: the actor's batches are one after another) and checks the schema. */
@@ -51,11 +64,16 @@ export class PostgresBatchWriter {
     for (let attempt = 1; ; attempt++) {
       const client = await this.#connection.connect();
       let broken = false;
+      let committing = false;
       try {
         for (const statement of BEGIN_WRITE) await client.query(statement);
         const lone = writes.length === 1 ? (writes[0] as { op: string; input: unknown }) : null;
         const done = lone ? await this.#alone(client, lone) : await this.#each(client, writes);
+        // Other hosts hear of new work when the commit lands (NOTIFY is delivered at commit, or never).
+        const hint = hintPayload(this.#origin, done.notifications);
+        if (hint !== null) await client.query('SELECT pg_notify($1, $2)', [this.#channel, hint]);
         beforeCommit();
+        committing = true;
         // A lone write that threw keeps nothing; a batch keeps what did not throw.
         await client.query(done.outcomes.every((outcome) => outcome.ok) || !lone ? 'COMMIT' : 'ROLLBACK');
         return done;
@@ -63,7 +81,8 @@ export class PostgresBatchWriter {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
         });
-        if (retryable(error) && attempt < ATTEMPTS) continue;
+        // A connection lost before COMMIT kept nothing: the batch runs again, fenced as before.
+        if ((retryable(error) || (!committing && connectionLost(error))) && attempt < ATTEMPTS) continue;
         throw this.#connection.errorOf(error);
       } finally {
         client.release(broken);
@@ -81,7 +100,7 @@ export class PostgresBatchWriter {
       const value = await PostgresConnection.drive(client, ruleFor(rules, write.op, write.input));
       return { outcomes: [{ ok: true, value }], notifications: rules.takeNotifications() };
     } catch (error) {
-      if (retryable(error)) throw error;
+      if (retryable(error) || connectionLost(error)) throw error;
       return { outcomes: [{ ok: false, error: this.#connection.errorOf(error) }], notifications: emptyNotifications() };
     }
   }
@@ -101,8 +120,8 @@ export class PostgresBatchWriter {
         outcomes.push({ ok: true, value });
         append(notifications, rules.takeNotifications());
       } catch (error) {
-        // A deadlock or serialization failure is the transaction's: the whole batch runs again.
-        if (retryable(error)) throw error;
+        // A deadlock, a serialization failure or a lost connection is the transaction's: the whole batch runs again.
+        if (retryable(error) || connectionLost(error)) throw error;
         await client.query('ROLLBACK TO SAVEPOINT request');
         await client.query('RELEASE SAVEPOINT request');
         outcomes.push({ ok: false, error: this.#connection.errorOf(error) });
@@ -112,6 +131,7 @@ export class PostgresBatchWriter {
   }
 
   async close(): Promise<void> {
+    await this.#listener?.close();
     await this.#connection.close();
   }
 }

@@ -33,6 +33,8 @@ export const BEGIN_WRITE = ['BEGIN ISOLATION LEVEL READ COMMITTED', 'SELECT pg_a
 
 /** Deadlock detected, serialization failure: the transaction may simply be run again. */
 const RETRYABLE = new Set(['40P01', '40001']);
+/** How long a connection may idle inside a transaction, by default (see PostgresTarget). */
+export const IDLE_IN_TRANSACTION_MS = 5_000;
 /** How many times a transaction given up that way is run before its error is the caller's. */
 export const ATTEMPTS = 8;
 
@@ -40,6 +42,19 @@ export const ATTEMPTS = 8;
 export function retryable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && RETRYABLE.has(code);
+}
+
+/**
+ * Whether the connection went away under the transaction: the server ended it (idle in a
+ * transaction too long, 25P03; terminated, 57P01), the link broke (class 08), or the
+ * client saw its socket close. Before COMMIT is sent nothing of the transaction was kept,
+ * so it may be run again on a fresh connection; at COMMIT whether it landed is not known.
+ */
+export function connectionLost(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string')
+    return code === '25P03' || code === '57P01' || code.startsWith('08') || /^E[A-Z]+$/.test(code);
+  return /connection terminated|not queryable|connection error/i.test((error as Error)?.message ?? '');
 }
 
 /** How a statement's text reads with numbered parameters, and the name it is prepared under. */
@@ -70,6 +85,8 @@ export function redacted(connectionString: string): string {
   }
 }
 
+const watched = new WeakSet<pg.PoolClient>();
+
 export class PostgresConnection {
   readonly pool: pg.Pool;
   readonly target: PostgresTarget;
@@ -82,8 +99,9 @@ export class PostgresConnection {
       connectionTimeoutMillis: target.connectTimeoutMs ?? 10_000,
       types: TYPES,
       application_name: 'io-harness',
-      // Always the store's schema, so no user's own schema (search_path "$user") takes its tables.
-      options: `-c search_path=${quoteIdentifier(target.schema ?? 'public')}`,
+      // Always the store's schema, so no user's own schema (search_path "$user") takes its tables;
+      // and a transaction left open by a frozen client is ended by the server (see PostgresTarget).
+      options: `-c search_path=${quoteIdentifier(target.schema ?? 'public')} -c idle_in_transaction_session_timeout=${Math.floor(Number(target.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_MS))}`,
     });
     // An idle connection the server drops is replaced on the next checkout; it must not end the process.
     this.pool.on('error', () => undefined);
@@ -125,16 +143,18 @@ export class PostgresConnection {
     for (let attempt = 1; ; attempt++) {
       const client = await this.connect();
       let broken = false;
+      let committing = false;
       let value: T;
       try {
         for (const statement of BEGIN_WRITE) await client.query(statement);
         value = await PostgresConnection.drive(client, make());
+        committing = true;
         await client.query('COMMIT');
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
         });
-        if (retryable(error) && attempt < ATTEMPTS) continue;
+        if ((retryable(error) || (!committing && connectionLost(error))) && attempt < ATTEMPTS) continue;
         throw storeErrorOf(error, this.target);
       } finally {
         client.release(broken);
@@ -156,7 +176,14 @@ export class PostgresConnection {
 
   async connect(): Promise<pg.PoolClient> {
     try {
-      return await this.pool.connect();
+      const client = await this.pool.connect();
+      // The server may end a connection while it is checked out (between two statements): the
+      // next statement fails, and the socket's own error must not end the process meanwhile.
+      if (!watched.has(client)) {
+        watched.add(client);
+        client.on('error', () => undefined);
+      }
+      return client;
     } catch (error) {
       throw unreachable(error, this.target);
     }

@@ -14,7 +14,7 @@ import { TraceQueries } from '../reader.js';
 import type { Notifications } from '../records.js';
 import { type Async, defineReads, type Q } from '../sql.js';
 import { WriteRules } from '../writer.js';
-import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
+import { IDLE_IN_TRANSACTION_MS, PostgresConnection, quoteIdentifier, redacted } from './connection.js';
 import { META_TABLE, type PostgresTarget, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
 
 export type { PostgresTarget } from './schema.js';
@@ -27,6 +27,11 @@ export interface PostgresStoreOptions {
   max?: number;
   /** Milliseconds to wait for a connection before giving up (default 10 000). */
   connectTimeoutMs?: number;
+  /**
+   * Milliseconds a connection may idle inside a transaction before the server ends it
+   * (default 5 000): how long a host frozen mid-write can hold up every other host's commits.
+   */
+  idleInTransactionTimeoutMs?: number;
   /** What each committed write announced (events, mail, spawns, ends). */
   onNotify?: (notifications: Notifications) => void;
 }
@@ -86,11 +91,18 @@ export class PostgresStore {
         `PostgresStore.open: schema is a PostgreSQL identifier (letters, digits and _, not starting with a digit), got ${JSON.stringify(schema)}.`,
       );
     }
+    const idle = options.idleInTransactionTimeoutMs ?? given.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_MS;
+    if (!Number.isSafeInteger(idle) || idle < 0) {
+      throw new InvalidArgumentError(
+        `PostgresStore.open: idleInTransactionTimeoutMs is a whole number of milliseconds (0 turns it off), got ${JSON.stringify(idle)}.`,
+      );
+    }
     const connection = new PostgresConnection({
       connectionString,
       ...(schema ? { schema } : {}),
       max: options.max ?? given.max ?? 10,
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+      idleInTransactionTimeoutMs: idle,
     });
     try {
       await prepareSchema(connection, schema ?? 'public');

@@ -62,6 +62,14 @@ export interface PostgresTarget {
   max?: number;
   /** Milliseconds to wait for a connection (default 10 000). */
   connectTimeoutMs?: number;
+  /**
+   * Milliseconds a connection may sit idle inside a transaction before the server ends it
+   * (PostgreSQL's `idle_in_transaction_session_timeout`; default 5 000). Writes take turns
+   * on one lock, so a host frozen mid-write (stopped, or cut off) would hold every other
+   * host's commits until then; its write is rolled back whole, and run again, fenced, if
+   * the host comes back.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /** The table that marks a schema as a store of ours and holds its version. */
