@@ -20,8 +20,18 @@ const base = {
   run: { budget: { steps: 1000, tokens: 100000 } },
 } satisfies Partial<DriverConfig>;
 
-/** Where to die: a commit before, inside and after it, mid-spawn, mid-queue, anywhere. */
-const POINTS = ['commitStep:20:inside', 'spawn:7:after', 'admit:11:before', '*:90:inside', 'commitStep:60:after'];
+/**
+ * Where to die: a commit before, inside and after it, mid-spawn, mid-claim (PostgreSQL
+ * admits by claiming from the rows), a parent parking on its child, anywhere.
+ */
+const POINTS = [
+  'commitStep:20:inside',
+  'spawn:7:after',
+  'claim:11:before',
+  'park:3:inside',
+  '*:90:inside',
+  'commitStep:60:after',
+];
 
 async function drive(config: DriverConfig): Promise<Driver> {
   const driver = new Driver(config);

@@ -29,6 +29,12 @@ const mcp = z.custom<unknown[]>((value) => Array.isArray(value), {
   error: 'mcp must be an array of MCP servers: { name, command: [...] } or { name, url }',
 });
 
+/** A host's name in its leases: printable, no spaces, short enough to read in a trace. */
+const hostName = z.custom<string>((value) => typeof value === 'string' && /^[\x21-\x7e]{1,200}$/.test(value), {
+  error: (issue) =>
+    `host must be a name of 1 to 200 printable characters without spaces (e.g. the machine's name), got ${shownValue(issue.input)}`,
+});
+
 const people = {
   approver: withMethod('approver', 'decide', 'new ApproveAll()'),
   planGate: withMethod('planGate', 'review', '{ review: async (plan) => ({ decision: "approve" }) }'),
@@ -52,6 +58,9 @@ export const supervisorOptionsSchema = z
     killAt: z.string().nullable().optional(),
     tools: tools.optional(),
     mcp: mcp.optional(),
+    host: hostName.optional(),
+    maxHostAgents: whole('maxHostAgents', 0).optional(),
+    pollMs: whole('pollMs', 10).optional(),
   })
   .superRefine((options, context) => {
     // Each isolation has its own option: given with the other, it would do nothing.

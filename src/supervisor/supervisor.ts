@@ -56,7 +56,8 @@ import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js
 import { briefingFor } from '../runtime/workspace/session.js';
 import { HOST } from '../store/liveness.js';
 import type { PostgresStore } from '../store/postgres/index.js';
-import { TraceQueries } from '../store/reader.js';
+import type { WorkHint } from '../store/postgres/notify.js';
+import { type RunRecord, TraceQueries } from '../store/reader.js';
 import type { Notifications, RunSpec } from '../store/records.js';
 import type { Q } from '../store/sql.js';
 import type { Store } from '../store/store.js';
@@ -121,6 +122,25 @@ export interface SupervisorOptions {
    * tools named `<server>__<tool>`, stopped when the tree ends (see docs/guides/mcp.md).
    */
   mcp?: McpServerSpec[];
+  /**
+   * The name this supervisor's leases give its host. Default: the machine's name, tagged with
+   * its boot and pid namespace. A lease held on this host whose process is gone is taken at
+   * once; one held on another host only when its ttl lapses. Give two supervisors on one
+   * machine different names to have them treat each other as separate hosts.
+   */
+  host?: string;
+  /**
+   * On PostgreSQL, where several hosts share trees: the most agents this supervisor drives at
+   * once across every tree (each tree's own cap holds across all hosts regardless). 0: a host
+   * that drives the roots it starts (and resumes) and leaves their spawned agents to the
+   * others. Default: no limit of the host's own.
+   */
+  maxHostAgents?: number;
+  /**
+   * On PostgreSQL: how often it looks at the store for work another host's hint may have
+   * missed (a queued agent, a lapsed lease, a child that ended, mail). Default 1 000 ms.
+   */
+  pollMs?: number;
 }
 
 export interface ResumeOptions {
@@ -308,7 +328,10 @@ interface Tree {
   result: Promise<TreeResult>;
 }
 
-const DEFAULTS = { maxConcurrentAgents: 16, maxTotalAgents: 1000, leaseTtlMs: 30_000, maxWaitSecs: 30 };
+const DEFAULTS = { maxConcurrentAgents: 16, maxTotalAgents: 1000, leaseTtlMs: 30_000, maxWaitSecs: 30, pollMs: 1_000 };
+
+/** The most runs one claim takes: a pass that takes this many claims again. */
+const CLAIM_BATCH = 16;
 
 /** How long close() gives halted actors to stop what they started before their threads are ended. */
 const HALT_BOUND_MS = 2_000;
@@ -338,10 +361,23 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   readonly store: S;
   /** The same store, for the code that tells the backends apart. */
   readonly #backend: Store | PostgresStore;
-  readonly #options: Required<Pick<SupervisorOptions, 'maxConcurrentAgents' | 'maxTotalAgents' | 'leaseTtlMs'>> & {
+  readonly #options: Required<
+    Pick<SupervisorOptions, 'maxConcurrentAgents' | 'maxTotalAgents' | 'leaseTtlMs' | 'host' | 'pollMs'>
+  > & {
     clock: Clock;
     killAt: string | null;
+    maxHostAgents: number;
   };
+  /**
+   * On PostgreSQL admission is shared with every other host on the store: runs are claimed
+   * from the rows (see WriteRules.claim), counted against each tree's cap whichever host
+   * holds them, and a lost lease costs this host the run, not the tree.
+   */
+  readonly #shared: boolean;
+  /** A claim is on its way to the store; another asked for meanwhile runs after it. */
+  #claiming = false;
+  #claimAgain = false;
+  #pollTimer: NodeJS.Timeout | null = null;
   /** The embedder's tools every tree of this supervisor has. */
   readonly #tools: readonly Tool<never>[];
   /** The MCP servers every tree of this supervisor has (started for each tree). */
@@ -376,7 +412,11 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       clock: options.clock ?? systemClock,
       killAt: options.killAt ?? null,
+      host: options.host ?? HOST,
+      pollMs: options.pollMs ?? DEFAULTS.pollMs,
+      maxHostAgents: options.maxHostAgents ?? Number.POSITIVE_INFINITY,
     };
+    this.#shared = store.kind === 'postgres';
     this.#tools = checkTools(options.tools, 'Supervisor.start');
     this.#mcp = options.mcp === undefined ? [] : checkSpecs(options.mcp, 'Supervisor.start');
     this.#pool = new ActorPool({
@@ -499,6 +539,10 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const period = Math.max(10, Math.floor(this.#options.leaseTtlMs / 3));
     this.#renewTimer = setInterval(() => void this.#renewLeases(), period);
     this.#renewTimer.unref();
+    if (this.#shared) {
+      this.#pollTimer = setInterval(() => this.#poll(), this.#options.pollMs);
+      this.#pollTimer.unref();
+    }
     this.#state = 'running';
   }
 
@@ -711,7 +755,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     return {
       owner: this.owner,
       pid: process.pid,
-      host: HOST,
+      host: this.#options.host,
       ttlMs: this.#options.leaseTtlMs,
       now: this.#options.clock.now(),
     };
@@ -762,6 +806,9 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const skills = options.skills === undefined ? [] : discoverSkills(options.skills);
     const agents = options.agents === undefined ? [] : checkAgents(options.agents, 'run()');
     const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, tools);
+    // Until its root is stored and started the tree is being admitted: nothing settles it meanwhile
+    // (a poll or another host's hint that looked now would find no run of it, and end it).
+    tree.admitting.add(rootId);
     void (async () => {
       try {
         if (servers.length > 0) {
@@ -794,8 +841,10 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
           maxWaitSecs,
           claim: this.#claim(),
         });
+        tree.admitting.delete(rootId);
         this.#startActor(tree, rootId, 'root', generation, false, false);
       } catch (error) {
+        tree.admitting.delete(rootId);
         this.#failTree(tree, error as Error);
       }
     })();
@@ -816,44 +865,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         `tree ${rootId} is already being driven by this supervisor; use the handle run() or resume() returned.`,
       );
     }
-    const runs = await this.read(reads.runs(rootId));
-    const root = runs.find((run) => run.runId === rootId);
-    if (!root) {
-      throw new HarnessError(
-        ErrorCode.RunNotFound,
-        `no tree with root ${rootId} in ${this.#where}; list the roots with store.runs().`,
-      );
-    }
-    const ledger = await this.read(reads.ledger(rootId));
-    const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, 'resume()');
-    const tools = this.#treeTools(options.tools, 'resume()');
-    const servers = this.#treeServers(options.mcp, 'resume()');
-    const tree = this.#newTree(
-      rootId,
-      ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
-      provider,
-      options.approver ?? null,
-      options.reviewer === undefined ? null : checkProviderSpec(options.reviewer, 'resume()'),
-      options,
-      tools,
-    );
-    try {
-      const spec = (await this.read(reads.spec(rootId))) as RunSpec | null;
-      if (servers.length > 0) {
-        const policy = spec?.policy ? Policy.from(spec.policy) : spec?.contract ? Policy.default() : null;
-        await this.#connectServers(
-          tree,
-          servers,
-          serverOptions(policy, spec?.contract ?? null, options.approver),
-          'resume()',
-        );
-      }
-      checkToolsGiven(rootId, spec?.tools ?? [], tree.tools);
-    } catch (error) {
-      // Nothing was resumed: the tree is let go here (its servers stop with it) and stays resumable.
-      this.#failTree(tree, error as Error);
-      throw error;
-    }
+    const { tree, runs } = await this.#adopt(rootId, options, 'resume()');
     const running = runs.filter((run) => run.status === 'running');
     const paused = runs.filter((run) => run.status === 'paused');
     const taken: { runId: string; generation: number; address: string }[] = [];
@@ -883,6 +895,78 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     this.#pump(tree);
     this.#checkSettled(tree);
     return this.#handle(tree);
+  }
+
+  /**
+   * Takes part in a tree on a PostgreSQL store that other hosts drive too: this supervisor
+   * claims the tree's runnable agents (queued ones, and runs whose lease lapsed because their
+   * host died or stopped) as the tree's cap across all hosts allows, and the handle's result
+   * settles when the whole tree has ended, whichever hosts drove it. Unlike resume() it takes
+   * no lease a live host holds, so it never conflicts; a tree already driven here returns its
+   * handle. Options as resume()'s: the provider, tools and servers again, for the runs this
+   * host takes; a paused run stays paused (resume() answers for it).
+   */
+  async join(rootId: string, given: ResumeOptions = {}): Promise<RunHandle> {
+    this.#assertRunning();
+    const options = checkOptions(resumeOptionsSchema, given, 'join()') as ResumeOptions;
+    if (!this.#shared) {
+      throw new InvalidArgumentError(
+        'join() shares a tree between hosts, which needs a PostgreSQL store (io-harness/postgres); on a SQLite file use resume().',
+      );
+    }
+    const driven = this.#trees.get(rootId);
+    if (driven) return this.#handle(driven);
+    const { tree } = await this.#adopt(rootId, options, 'join()');
+    this.#pump(tree);
+    this.#checkSettled(tree);
+    return this.#handle(tree);
+  }
+
+  /** A stored tree made a tree of this supervisor's, with what this process gives it: not yet driving any run. */
+  async #adopt(
+    rootId: string,
+    options: ResumeOptions,
+    where: 'resume()' | 'join()',
+  ): Promise<{ tree: Tree; runs: RunRecord[] }> {
+    const runs = await this.read(reads.runs(rootId));
+    const root = runs.find((run) => run.runId === rootId);
+    if (!root) {
+      throw new HarnessError(
+        ErrorCode.RunNotFound,
+        `no tree with root ${rootId} in ${this.#where}; list the roots with store.runs().`,
+      );
+    }
+    const ledger = await this.read(reads.ledger(rootId));
+    const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, where);
+    const tools = this.#treeTools(options.tools, where);
+    const servers = this.#treeServers(options.mcp, where);
+    const tree = this.#newTree(
+      rootId,
+      ledger?.maxConcurrentAgents ?? this.#options.maxConcurrentAgents,
+      provider,
+      options.approver ?? null,
+      options.reviewer === undefined ? null : checkProviderSpec(options.reviewer, where),
+      options,
+      tools,
+    );
+    try {
+      const spec = (await this.read(reads.spec(rootId))) as RunSpec | null;
+      if (servers.length > 0) {
+        const policy = spec?.policy ? Policy.from(spec.policy) : spec?.contract ? Policy.default() : null;
+        await this.#connectServers(
+          tree,
+          servers,
+          serverOptions(policy, spec?.contract ?? null, options.approver),
+          where,
+        );
+      }
+      checkToolsGiven(rootId, spec?.tools ?? [], tree.tools);
+    } catch (error) {
+      // Nothing was resumed: the tree is let go here (its servers stop with it) and stays resumable.
+      this.#failTree(tree, error as Error);
+      throw error;
+    }
+    return { tree, runs };
   }
 
   #newTree(
@@ -1128,11 +1212,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     };
     let outcome: 'ended' | 'background' = 'ended';
     if (!(await ended())) {
-      if (slot.counted) {
-        slot.parked = true;
-        tree.active--;
-        this.#pump(tree);
-      }
+      if (slot.counted) await this.#park(slot);
       outcome = await new Promise<'ended' | 'background'>((resolve) => {
         let timer: NodeJS.Timeout | null = null;
         const onEnd = () => {
@@ -1161,13 +1241,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
           () => undefined,
         );
       });
-      if (slot.parked) {
-        await new Promise<void>((resolve) => {
-          tree.resumeQueue.push(resolve);
-          this.#pump(tree);
-        });
-        slot.parked = false;
-      }
+      if (slot.parked) await this.#unpark(slot);
     }
     if (outcome === 'background') return { status: 'background' };
     const child = await this.read(reads.run(body.childId));
@@ -1182,9 +1256,57 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     };
   }
 
+  /** A parent gives its slot up while it waits on a child: in memory, or (shared) in its row, for every host to count. */
+  async #park(slot: Slot): Promise<void> {
+    const tree = slot.tree;
+    if (this.#shared) {
+      await this.#storeClient.call('park', { ...this.#fenceOf(slot), want: 'park', now: this.#options.clock.now() });
+      slot.parked = true;
+    } else {
+      slot.parked = true;
+      tree.active--;
+    }
+    this.#pump(tree);
+  }
+
+  /** The child ended: the parent takes a slot back before any queued child does, once one is free. */
+  async #unpark(slot: Slot): Promise<void> {
+    const tree = slot.tree;
+    if (!this.#shared) {
+      await new Promise<void>((resolve) => {
+        tree.resumeQueue.push(resolve);
+        this.#pump(tree);
+      });
+    } else {
+      // Asked again at each pass: the slot may be freed on another host.
+      while (
+        !(
+          await this.#storeClient.call('park', {
+            ...this.#fenceOf(slot),
+            want: 'back',
+            now: this.#options.clock.now(),
+          })
+        ).granted
+      ) {
+        await new Promise<void>((resolve) => tree.resumeQueue.push(resolve));
+      }
+    }
+    slot.parked = false;
+  }
+
+  #fenceOf(slot: Slot): { runId: string; generation: number; owner: string } {
+    return { runId: slot.runId, generation: slot.generation, owner: this.owner };
+  }
+
   /** Fills free slots: parents coming back from a wait first, then queued children in order. */
   #pump(tree: Tree): void {
     if (tree.settled || this.#state !== 'running') return;
+    if (this.#shared) {
+      // Each waiting parent asks for its slot again; then this host claims what it may.
+      for (const wake of tree.resumeQueue.splice(0)) wake();
+      void this.#claimPass();
+      return;
+    }
     while (tree.active < tree.maxConcurrent && tree.resumeQueue.length > 0) {
       tree.active++;
       (tree.resumeQueue.shift() as () => void)();
@@ -1228,6 +1350,107 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         tree.settleWanted = false;
         this.#checkSettled(tree);
       }
+    }
+  }
+
+  /**
+   * Shared admission (PostgreSQL): claims the runnable agents of this supervisor's trees that
+   * their caps and this host's allow, and starts an actor for each. One pass at a time; one
+   * asked for meanwhile runs after it. A claim the store refuses is tried at the next pass.
+   */
+  async #claimPass(): Promise<void> {
+    if (this.#state !== 'running') return;
+    if (this.#claiming) {
+      this.#claimAgain = true;
+      return;
+    }
+    this.#claiming = true;
+    try {
+      do {
+        this.#claimAgain = false;
+        const trees = [...this.#trees.values()].filter((tree) => !tree.settled);
+        // A cancelled tree admits nothing more: whatever reached its queue since is cancelled too.
+        for (const tree of trees) if (tree.cancelled) await this.#cancelQueued(tree);
+        const roots = trees.filter((tree) => !tree.cancelled).map((tree) => tree.rootId);
+        let held = 0;
+        for (const tree of trees) for (const slot of tree.slots.values()) if (slot.counted && !slot.parked) held++;
+        const limit = Math.min(CLAIM_BATCH, this.#options.maxHostAgents - held);
+        if (roots.length === 0 || limit < 1 || this.#state !== 'running') break;
+        const { claimed } = await this.#storeClient.call('claim', { ...this.#claim(), roots, limit });
+        for (const run of claimed) {
+          const tree = this.#trees.get(run.rootId);
+          if (!tree || tree.settled || tree.slots.has(run.runId)) {
+            this.#release(run.runId, run.generation);
+            continue;
+          }
+          this.#startActor(tree, run.runId, run.address, run.generation, run.runId !== run.rootId, run.resumed);
+        }
+        if (claimed.length === limit) this.#claimAgain = true;
+      } while (this.#claimAgain && this.#state === 'running');
+    } catch {
+      // The store refused this pass (or is closing): the next hint or poll tries again.
+    } finally {
+      this.#claiming = false;
+      for (const tree of [...this.#trees.values()]) {
+        if (tree.settleWanted) {
+          tree.settleWanted = false;
+          this.#checkSettled(tree);
+        }
+      }
+    }
+  }
+
+  /**
+   * Shared admission's safety net: what another host's hints would have said, looked up in
+   * the store. Waiting parents whose child ended are woken, every actor re-reads its inbox
+   * if it waits on it, and this host claims what is runnable and settles what has ended.
+   */
+  #poll(): void {
+    if (this.#state !== 'running') return;
+    for (const tree of [...this.#trees.values()]) {
+      if (tree.waiters.size > 0) void this.#wakeEnded(tree);
+      for (const slot of tree.slots.values()) this.#post(slot, { type: 'mail' });
+      this.#guard(tree, () => {
+        this.#pump(tree);
+        this.#checkSettled(tree);
+      });
+    }
+  }
+
+  /** Wakes the parents waiting on children of `tree` that have ended, wherever they ran. */
+  async #wakeEnded(tree: Tree): Promise<void> {
+    const runs = await this.read(reads.runs(tree.rootId)).catch(() => []);
+    for (const run of runs) if (isTerminal(run.status)) this.#childEnded(tree, run.runId);
+  }
+
+  #childEnded(tree: Tree, runId: string): void {
+    const waiters = tree.waiters.get(runId);
+    if (!waiters) return;
+    tree.waiters.delete(runId);
+    for (const waiter of waiters) waiter();
+  }
+
+  /** What another host's commit hinted at: mail for an actor here, a child ended, work to claim. */
+  #onHint(hint: WorkHint): void {
+    if (hint.all) {
+      this.#poll();
+      return;
+    }
+    for (const mail of hint.mail) {
+      const slot = this.#trees.get(mail.rootId)?.byAddress.get(mail.to);
+      if (slot) this.#post(slot, { type: 'mail' });
+    }
+    for (const ended of hint.ended) {
+      const tree = this.#trees.get(ended.rootId);
+      if (tree) this.#childEnded(tree, ended.runId);
+    }
+    for (const rootId of hint.roots) {
+      const tree = this.#trees.get(rootId);
+      if (tree)
+        this.#guard(tree, () => {
+          this.#pump(tree);
+          this.#checkSettled(tree);
+        });
     }
   }
 
@@ -1309,7 +1532,13 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         owner: this.owner,
         generation: slot.generation,
       });
-      this.#failTree(tree, new LeaseLostError(slot.runId, slot.generation, null));
+      // Shared: another host took the run over; this one lets it go and goes on with the tree.
+      if (this.#shared)
+        this.#guard(tree, () => {
+          this.#pump(tree);
+          this.#checkSettled(tree);
+        });
+      else this.#failTree(tree, new LeaseLostError(slot.runId, slot.generation, null));
     } else if (exit.kind === 'error') {
       // The run stays resumable (a provider this process could not build, say): its
       // lease is given back, so a resume need not wait for the lease to lapse.
@@ -1375,7 +1604,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
 
   #checkSettled(tree: Tree): void {
     if (tree.settled || tree.slots.size > 0 || tree.admitting.size > 0) return;
-    if (tree.pumping || tree.settling) {
+    if (tree.pumping || tree.settling || this.#claiming) {
       // The queue (or the tree) is being read: look again once that read is done.
       tree.settleWanted = true;
       return;
@@ -1428,6 +1657,10 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   }
 
   #onStoreOutput(message: StoreOutput): void {
+    if (message.type === 'hint') {
+      if (this.#state === 'running') this.#onHint(message.hint);
+      return;
+    }
     if (message.type !== 'notify') return;
     const notes: Notifications = message.notifications;
     this.#bus.publish(notes.events);
@@ -1443,11 +1676,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     for (const ended of notes.ended) {
       const tree = this.#trees.get(ended.rootId);
       if (!tree) continue;
-      const waiters = tree.waiters.get(ended.runId);
-      if (waiters) {
-        tree.waiters.delete(ended.runId);
-        for (const waiter of waiters) waiter();
-      }
+      this.#childEnded(tree, ended.runId);
       // An interrupted root takes its tree with it: its children stop at their next boundary.
       if (ended.runId === tree.rootId && ended.status === 'interrupted' && !tree.cancelled)
         void this.#handle(tree)
@@ -1497,7 +1726,15 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
             owner: this.owner,
             generation: slot.generation,
           });
-          this.#failTree(tree, new LeaseLostError(runId, slot.generation, null));
+          if (this.#shared) {
+            // Another host drives it now: stop this actor before it tries to commit, and go on with the tree.
+            this.#halt(slot);
+            this.#dropSlot(slot);
+            this.#guard(tree, () => {
+              this.#pump(tree);
+              this.#checkSettled(tree);
+            });
+          } else this.#failTree(tree, new LeaseLostError(runId, slot.generation, null));
         }
       }
     } catch {
@@ -1529,6 +1766,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     this.#state = 'draining';
     this.#keepAlive();
     if (this.#renewTimer) clearInterval(this.#renewTimer);
+    if (this.#pollTimer) clearInterval(this.#pollTimer);
     for (const tree of [...this.#trees.values()]) {
       this.#failTree(
         tree,

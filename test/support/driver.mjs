@@ -1,7 +1,8 @@
 // A child process that drives a tree and reports on stdout, one JSON object a line:
 //   {"rootId"} once the tree exists, {"ack":[runId, seq]} for every committed step,
 //   then {"result"} or {"error"}. Killed with SIGKILL by the crash tests.
-// usage: node driver.mjs <json: { store (a file, or a postgres:// URL), mode: 'run'|'resume', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
+// usage: node driver.mjs <json: { store (a file, or a postgres:// URL), mode: 'run'|'resume'|'join', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
+// Mode 'join' takes part in a tree another process drives (PostgreSQL); {"lost": runId} says another host took a run.
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
 // With `workspace: { goal, root, policy?, context?, memory?, budget? }` the tree is a workspace run (policy 'permissive',
@@ -23,6 +24,7 @@ const store = /^postgres(ql)?:\/\//.test(config.store)
 const supervisor = await Supervisor.start(store, { ...(config.supervisor ?? {}), killAt: config.killAt ?? null });
 supervisor.observe((event) => {
   if (event.type === 'step-end') say({ ack: [event.runId, event.seq] });
+  if (event.type === 'lease-lost') say({ lost: event.runId });
 });
 // With `hooks: { root, userFile }` the configuration's hooks are installed, as an embedder would.
 if (config.hooks) supervisor.observe(Config.discover(config.hooks.root, { userFile: config.hooks.userFile }).hooks());
@@ -68,7 +70,11 @@ try {
     handle = supervisor.run({ ...work, provider, ...people, ...(config.run ?? {}) });
   } else {
     // The key was never stored: hand the provider back (its server is new, at a new port).
-    handle = await supervisor.resume(config.rootId, { ...(provider ? { provider } : {}), ...people });
+    const again = { ...(provider ? { provider } : {}), ...people };
+    handle =
+      config.mode === 'join'
+        ? await supervisor.join(config.rootId, again)
+        : await supervisor.resume(config.rootId, again);
   }
   say({ rootId: handle.rootId, pid: process.pid, owner: supervisor.owner });
   const result = await handle.result;

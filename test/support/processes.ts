@@ -70,7 +70,8 @@ export function tempStorePath(prefix = 'io-harness-test-'): string {
 
 export interface DriverConfig {
   store: string;
-  mode: 'run' | 'resume';
+  /** `join`: take part in a tree another process drives (PostgreSQL). */
+  mode: 'run' | 'resume' | 'join';
   rootId?: string;
   script?: string;
   /** `file#export`: a ModelScript factory under scripts/, served over HTTP by the driver. */
@@ -103,6 +104,8 @@ export interface DriverLine {
   pid?: number;
   owner?: string;
   ack?: [string, number];
+  /** Another host took this run over. */
+  lost?: string;
   result?: {
     rootId: string;
     status: string;

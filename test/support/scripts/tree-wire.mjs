@@ -1,7 +1,7 @@
 // The crash tests' seeded fan-out tree, served over HTTP by the scripted model server: a
 // root spawns `workers` children in batches, even children message their odd partner
 // (every tenth also waits on a grandchild), and the root reads one report per step until
-// it has them all. Every call reports a fixed number of tokens, so a run's ledger does not
+// it has them all (`readLimit` at a time, one by default). Every call reports a fixed number of tokens, so a run's ledger does not
 // depend on the order in which concurrent children happen to finish.
 import { assistantTurns, systemText, wireToolResults } from '../../../dist/testing/index.js';
 
@@ -10,6 +10,7 @@ const pad = (n) => String(n).padStart(2, '0');
 export function treeScript(options = {}) {
   const workers = options.workers ?? 50;
   const perStep = options.perStep ?? 10;
+  const readLimit = options.readLimit ?? 1;
   const usage = { inputTokens: 10, outputTokens: 5 };
   return (call) => {
     const address = /You are agent "([^"]+)"/.exec(systemText(call))?.[1] ?? '?';
@@ -25,11 +26,11 @@ export function treeScript(options = {}) {
         }
         return { text: `batch ${step + 1}`, toolCalls, usage };
       }
-      const reports = wireToolResults(call).filter(
-        (r) => r.name === 'read_messages' && r.content.startsWith('['),
-      ).length;
+      const reports = wireToolResults(call)
+        .filter((r) => r.name === 'read_messages' && r.content.startsWith('['))
+        .reduce((sum, r) => sum + JSON.parse(r.content).length, 0);
       if (reports < workers)
-        return { toolCalls: [{ name: 'read_messages', args: { wait_secs: 30, limit: 1 } }], usage };
+        return { toolCalls: [{ name: 'read_messages', args: { wait_secs: 30, limit: readLimit } }], usage };
       return { text: `collected ${workers} reports`, usage };
     }
     if (address.startsWith('g')) return { text: `grandchild ${address} done`, usage };

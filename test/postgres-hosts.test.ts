@@ -1,0 +1,306 @@
+/**
+ * Several hosts, one tree, on the tests' PostgreSQL server. Each "host" is a process of its
+ * own (or, for the lost-hint case, a supervisor of its own in this process) under a host
+ * name of its own, so a lease held by the other is answered by its ttl alone, as across
+ * machines. A 200-agent tree started on host A is driven by A and B both; A is SIGKILLed
+ * mid-tree and B finishes it with every crash-fuzz invariant intact, while a sampler reads
+ * the lease rows and never sees more of the tree running than its cap. A host stopped with
+ * SIGSTOP past its ttl loses its runs to the other and, continued, commits nothing more of
+ * them. Hints killed on their way (the listeners' connections terminated) delay a message
+ * and an admission, and lose neither. Each case says what it is doing as it goes.
+ */
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HarnessEvent } from '../dist/index.js';
+import { Store, Supervisor } from '../dist/index.js';
+import { PostgresStore } from '../dist/store/postgres/index.js';
+import { script } from './support/harness.js';
+import { checkInvariantsOf, postgresRows } from './support/invariants.js';
+import { freshDatabase } from './support/postgres.js';
+import { Driver, type DriverConfig, tempStorePath } from './support/processes.js';
+import { later, tempWorkspace } from './support/workspace.js';
+
+const MCP_FIXTURE = fileURLToPath(new URL('./fixtures/mcp-server.mjs', import.meta.url));
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function database(): Promise<string> {
+  const db = await freshDatabase();
+  later(() => db.drop());
+  return db.url;
+}
+
+/** A host process on the store: its own supervisor under its own host name, its own scripted model server. */
+function host(name: string, config: Omit<DriverConfig, 'supervisor'>, supervisor: Record<string, unknown> = {}) {
+  const driver = new Driver({
+    ...config,
+    supervisor: { maxConcurrentAgents: 8, leaseTtlMs: 2_000, pollMs: 100, ...supervisor, host: name },
+  });
+  cleanups.push(async () => {
+    if (driver.child.exitCode === null && driver.child.signalCode === null) {
+      driver.child.kill('SIGCONT');
+      driver.child.kill('SIGKILL');
+    }
+    await driver.exited;
+  });
+  return driver;
+}
+
+function tree(workers: number): Omit<DriverConfig, 'store' | 'mode'> {
+  return {
+    wireScript: 'tree-wire#treeScript',
+    // The root reads its reports ten at a time, so the tree's time is its agents', not 200 steps of the root's.
+    options: { workers, perStep: 20, readLimit: 10 },
+    run: { budget: { steps: 10_000, tokens: 1_000_000 } },
+  };
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 120_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+async function client(url: string): Promise<pg.Client> {
+  const connection = new pg.Client({
+    connectionString: url,
+    types: {
+      getTypeParser: (oid: number, format?: string) =>
+        oid === 20 || oid === 1700 ? Number : pg.types.getTypeParser(oid, format as 'text'),
+    },
+  });
+  await connection.connect();
+  cleanups.push(() => connection.end());
+  return connection;
+}
+
+/**
+ * Reads the tree's lease rows every few milliseconds and keeps the most spawned agents it
+ * saw running at once under a lease that had not lapsed and not parked on a child, as the
+ * claims count them. The time a lease is judged by is taken after the read returns, so a
+ * lease that lapsed before a claim took its run is never counted beside the claim's.
+ */
+function sampleHolding(
+  connection: pg.Client,
+  rootId: () => string | undefined,
+): { peak: number; stop(): Promise<void> } {
+  const state = { peak: 0, stopped: false };
+  const done = (async () => {
+    while (!state.stopped) {
+      const root = rootId();
+      if (root) {
+        const rows = (
+          await connection.query<{ lease_expires_at: number }>(
+            `SELECT lease_expires_at FROM runs WHERE root_id = $1 AND parent_id IS NOT NULL AND status = 'running'
+              AND lease_owner IS NOT NULL AND parked = 0`,
+            [root],
+          )
+        ).rows;
+        const now = Date.now();
+        state.peak = Math.max(state.peak, rows.filter((row) => row.lease_expires_at > now).length);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
+  return {
+    get peak() {
+      return state.peak;
+    },
+    async stop() {
+      state.stopped = true;
+      await done;
+    },
+  };
+}
+
+/** Who took each lease of the tree, from its lease-taken events. */
+async function leaseOwners(
+  connection: pg.Client,
+  rootId: string,
+): Promise<{ runId: string; owner: string; previous: string | null }[]> {
+  const rows = (
+    await connection.query<{ run_id: string; data: string }>(
+      `SELECT run_id, data FROM events WHERE root_id = $1 AND type = 'lease-taken'`,
+      [rootId],
+    )
+  ).rows;
+  return rows.map((row) => {
+    const data = JSON.parse(row.data) as { owner: string; previousOwner: string | null };
+    return { runId: row.run_id, owner: data.owner, previous: data.previousOwner };
+  });
+}
+
+describe('several hosts driving one tree on PostgreSQL', () => {
+  it('drives a 200-agent tree from two hosts within its cap, and the second finishes it after the first is SIGKILLed', {
+    timeout: 300_000,
+  }, async () => {
+    const url = await database();
+    const watch = await client(url);
+    // Neither host has a limit of its own: each would take all it could, and the tree's cap of 8 holds across both.
+    const a = host('host-a', { ...tree(200), store: url, mode: 'run' });
+    const { rootId } = (await a.waitFor((line) => line.rootId !== undefined)) as { rootId: string };
+    const sampler = sampleHolding(watch, () => rootId);
+    const b = host('host-b', { ...tree(200), store: url, mode: 'join', rootId });
+    await until('both hosts to commit steps of the tree', () => a.acks.length >= 30 && b.acks.length >= 10);
+    console.log(`two hosts: A committed ${a.acks.length} steps and B ${b.acks.length}; SIGKILL A`);
+    a.child.kill('SIGKILL');
+    expect((await a.exited).signal).toBe('SIGKILL');
+    await b.exited;
+    await sampler.stop();
+    expect(b.error, b.stderr).toBeUndefined();
+    expect(b.result).toMatchObject({ rootId, status: 'finished', reply: 'collected 200 reports' });
+    console.log(
+      `two hosts: B finished the tree (${b.result?.runs} runs); the most running at once was ${sampler.peak}`,
+    );
+
+    const rows = await postgresRows(url, rootId);
+    expect(rows.runs.length).toBe(221);
+    checkInvariantsOf(rows, [...a.acks, ...b.acks]);
+    // No step committed twice: one step-end event per step row.
+    const ends = rows.events.filter((event) => event.type === 'step-end');
+    expect(ends.length).toBe(rows.steps.length);
+    // Both hosts drove the tree, and B took over what A held when it died.
+    const owners = await leaseOwners(watch, rootId);
+    const aOwner = a.lines.find((line) => line.owner)?.owner as string;
+    const bOwner = b.lines.find((line) => line.owner)?.owner as string;
+    expect(owners.some((lease) => lease.owner === aOwner)).toBe(true);
+    expect(owners.some((lease) => lease.owner === bOwner && lease.previous === null)).toBe(true);
+    expect(owners.some((lease) => lease.owner === bOwner && lease.previous === aOwner)).toBe(true);
+    // The cap held across both hosts, read from the lease rows.
+    expect(sampler.peak).toBeLessThanOrEqual(8);
+    expect(sampler.peak).toBeGreaterThan(0);
+  });
+
+  it('gives the runs of a host stopped past its ttl to the other, and the stopped host, continued, commits none of them', {
+    timeout: 300_000,
+  }, async () => {
+    const url = await database();
+    const watch = await client(url);
+    const a = host('host-a', { ...tree(60), store: url, mode: 'run' }, { maxHostAgents: 4 });
+    const { rootId } = (await a.waitFor((line) => line.rootId !== undefined)) as { rootId: string };
+    const b = host('host-b', { ...tree(60), store: url, mode: 'join', rootId }, { maxHostAgents: 4 });
+    await until('both hosts to commit steps of the tree', () => a.acks.length >= 10 && b.acks.length >= 5);
+    const aOwner = a.lines.find((line) => line.owner)?.owner as string;
+    a.child.kill('SIGSTOP');
+    console.log('stopped host: A is stopped; waiting for B to take its runs once their leases lapse');
+    await until('B to take over a run of A', async () =>
+      (await leaseOwners(watch, rootId)).some((lease) => lease.previous === aOwner),
+    );
+    a.child.kill('SIGCONT');
+    console.log('stopped host: B took over; A is continued');
+    await Promise.all([a.exited, b.exited]);
+    expect(b.error, b.stderr).toBeUndefined();
+    expect(b.result).toMatchObject({ rootId, status: 'finished', reply: 'collected 60 reports' });
+    // A heard it lost the runs, and awaits the same tree's result, finished by both.
+    expect(
+      a.lines.some((line) => line.lost !== undefined),
+      a.stderr,
+    ).toBe(true);
+    expect(a.error, a.stderr).toBeUndefined();
+    expect(a.result).toMatchObject({ rootId, status: 'finished' });
+    // Nothing A committed came after a lease it held was taken: invariant 5 reads every event's generation.
+    const rows = await postgresRows(url, rootId);
+    checkInvariantsOf(rows, [...a.acks, ...b.acks]);
+    // Every run B took from A, A was refused a write of (a step's commit, or its lease's renewal), and let go.
+    const taken = (await leaseOwners(watch, rootId)).filter((lease) => lease.previous === aOwner);
+    const lost = new Set(a.lines.filter((line) => line.lost !== undefined).map((line) => line.lost));
+    for (const lease of taken) expect(lost.has(lease.runId), `A was not refused ${lease.runId}`).toBe(true);
+    console.log(`stopped host: B took ${taken.length} runs over from A; A was refused a write of each`);
+  });
+
+  it('delays and does not lose a message or an admission when the hints are lost', { timeout: 120_000 }, async () => {
+    const url = await database();
+    const watch = await client(url);
+    const storeA = await PostgresStore.open(url);
+    cleanups.push(() => storeA.close());
+    const storeB = await PostgresStore.open(url);
+    cleanups.push(() => storeB.close());
+    // A drives only the root; every spawned agent is B's to admit.
+    const front = await Supervisor.start(storeA, { host: 'front', maxHostAgents: 0, pollMs: 200 });
+    cleanups.push(() => front.close());
+    const worker = await Supervisor.start(storeB, { host: 'worker', pollMs: 200 });
+    cleanups.push(() => worker.close());
+    // Every listener's connection is terminated as soon as it is seen, for the whole run.
+    let killed = 0;
+    let killing = true;
+    const killer = (async () => {
+      while (killing) {
+        const rows = await watch.query(
+          `SELECT pg_terminate_backend(pid) AS gone FROM pg_stat_activity
+            WHERE application_name = 'io-harness-listen' AND datname = current_database() AND pid <> pg_backend_pid()`,
+        );
+        killed += rows.rows.filter((row) => row.gone).length;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    const first = new Promise<string>((resolve) =>
+      front.observe((event: HarnessEvent) => {
+        if (event.type === 'lease-taken') resolve(event.rootId);
+      }),
+    );
+    const handle = front.run({ task: 'mail', provider: await script('mailbox', { scenario: 'ordered' }) });
+    expect(await first).toBe(handle.rootId);
+    const joined = await worker.join(handle.rootId, { provider: await script('mailbox', { scenario: 'ordered' }) });
+    const [result, fromWorker] = await Promise.all([handle.result, joined.result]);
+    killing = false;
+    await killer;
+    console.log(`lost hints: ${killed} listener connections terminated while the tree ran`);
+    expect(killed).toBeGreaterThan(0);
+    expect(result, JSON.stringify(result)).toMatchObject({ status: 'finished', reply: 'sent four', runs: 2 });
+    expect(fromWorker).toEqual(result);
+    const runs = await storeA.runs(result.rootId);
+    const reader = runs.find((run) => run.address === 'reader');
+    // The reader was admitted by the worker host, and read every message the front host's root sent.
+    expect(reader?.lease.host).toBe('worker');
+    expect(reader?.reply).toBe('m1,m2,m3,m4');
+    const messages = (await storeA.messages(result.rootId)).filter((message) => message.toAddress === 'reader');
+    expect(messages.every((message) => message.consumedBy === reader?.runId)).toBe(true);
+  });
+
+  it('does not settle a tree a poll looks at before its root is stored', { timeout: 60_000 }, async () => {
+    const url = await database();
+    const storeA = await PostgresStore.open(url);
+    cleanups.push(() => storeA.close());
+    const storeB = await PostgresStore.open(url);
+    cleanups.push(() => storeB.close());
+    // A front host that claims nothing looks at its trees at once on every poll, here every 10 ms:
+    // many land between run() and its root's first commit.
+    const front = await Supervisor.start(storeA, { host: 'front', maxHostAgents: 0, pollMs: 10 });
+    cleanups.push(() => front.close());
+    const worker = await Supervisor.start(storeB, { host: 'worker', pollMs: 10 });
+    cleanups.push(() => worker.close());
+    const provider = await script('mailbox', { scenario: 'ordered' });
+    // Each tree starts an MCP server (a real process) before its root is stored: polls land meanwhile.
+    const mcp = [{ name: 'notes', command: ['node', MCP_FIXTURE], cwd: tempWorkspace() }];
+    const handles = Array.from({ length: 4 }, () => front.run({ task: 'mail', provider, mcp }));
+    const joined = await Promise.all(
+      handles.map(async (handle) => {
+        await until('the root to be stored', async () => Boolean(await storeB.run(handle.rootId)));
+        return worker.join(handle.rootId, { provider, mcp });
+      }),
+    );
+    const results = await Promise.all(handles.map((handle) => handle.result));
+    for (const result of results) expect(result).toMatchObject({ status: 'finished', reply: 'sent four', runs: 2 });
+    expect(await Promise.all(joined.map((handle) => handle.result))).toEqual(results);
+  });
+
+  it('refuses join() on a SQLite store, a tree it does not have, and a host name with spaces', async () => {
+    const sqlite = await Store.open(tempStorePath());
+    cleanups.push(async () => sqlite.close());
+    const local = await Supervisor.start(sqlite);
+    cleanups.push(() => local.close());
+    await expect(local.join('any')).rejects.toThrow(/needs a PostgreSQL store.*use resume\(\)/);
+    const store = await PostgresStore.open(await database());
+    cleanups.push(() => store.close());
+    const shared = await Supervisor.start(store);
+    cleanups.push(() => shared.close());
+    await expect(shared.join('no-such-root')).rejects.toMatchObject({ code: 'RUN_NOT_FOUND' });
+    await expect(Supervisor.start(store, { host: 'two words' })).rejects.toThrow(/host must be a name/);
+  });
+});
