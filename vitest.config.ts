@@ -1,8 +1,16 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The suites about the store that run on both backends: in the `sqlite` project (with
+ * every other suite) on a SQLite file, and again in the `postgres` project on a database
+ * of their own on the tests' PostgreSQL server (support/harness.ts, storeHarness). The
+ * crash fuzz (one file for each backend), the conformance suite and the PostgreSQL suites
+ * name their backends themselves and run once.
+ */
+const ON_BOTH = ['test/caps.test.ts', 'test/ledger.test.ts', 'test/mailbox.test.ts', 'test/spawn.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 60_000,
@@ -11,5 +19,16 @@ export default defineConfig({
     maxWorkers: 2,
     // A request that rewrites an entry it already sent, between folds, fails the run (see runtime/context).
     env: { IO_HARNESS_STRICT_PREFIX: '1' },
+    projects: [
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: ON_BOTH,
+          env: { IO_HARNESS_STRICT_PREFIX: '1', IO_HARNESS_TEST_STORE: 'postgres' },
+        },
+      },
+    ],
   },
 });

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HarnessEvent } from '../dist/index.js';
-import { type Harness, harness, observations, script } from './support/harness.js';
+import { observationsOf, type StoreHarness, script, storeHarness } from './support/harness.js';
 
-let h: Harness;
+let h: StoreHarness;
 afterEach(async () => {
   await h?.close();
 });
@@ -20,27 +20,27 @@ function peakConcurrency(events: HarnessEvent[], rootId: string): number {
 
 describe('admission caps', () => {
   it('refuses the spawn that would cross maxTotalAgents as an observation the parent reads', async () => {
-    h = await harness({ maxTotalAgents: 3 });
+    h = await storeHarness({ maxTotalAgents: 3 });
     const result = await h.supervisor.run({
       task: 'too many',
       provider: await script('fanout', { children: 4, finishEarly: true }),
     }).result;
     expect(result.status).toBe('finished');
     expect(result.runs).toBe(4);
-    const spawns = observations(h.store, result.rootId).filter((o) => o.name === 'spawn_agent');
+    const spawns = (await observationsOf(h.store, result.rootId)).filter((o) => o.name === 'spawn_agent');
     expect(spawns.slice(0, 3).every((o) => !o.isError)).toBe(true);
     expect(spawns[3]?.isError).toBe(true);
     expect(spawns[3]?.content).toBe(
       'spawn refused (maxTotalAgents): this tree may hold at most 3 spawned agents and already has 3; finish with the agents you have.',
     );
-    expect(h.store.events(result.rootId).filter((event) => event.type === 'spawn-refused')).toHaveLength(1);
-    expect(h.store.events(result.rootId).find((event) => event.type === 'refusal')).toMatchObject({
+    expect((await h.store.events(result.rootId)).filter((event) => event.type === 'spawn-refused')).toHaveLength(1);
+    expect((await h.store.events(result.rootId)).find((event) => event.type === 'refusal')).toMatchObject({
       rule: 'maxTotalAgents',
     });
   });
 
   it('queues past maxConcurrentAgents, admits first in first out, and completes every queued child', async () => {
-    h = await harness({ maxConcurrentAgents: 2 });
+    h = await storeHarness({ maxConcurrentAgents: 2 });
     const events: HarnessEvent[] = [];
     h.supervisor.observe((event) => events.push(event));
     const result = await h.supervisor.run({
@@ -52,12 +52,12 @@ describe('admission caps', () => {
     const queued = events.flatMap((event) => (event.type === 'spawn-queued' ? [event.childId] : []));
     const started = events.flatMap((event) => (event.type === 'spawn-started' ? [event.runId] : []));
     expect(started).toEqual(queued);
-    expect(h.store.queue(result.rootId).every((entry) => entry.state === 'admitted')).toBe(true);
-    for (const run of h.store.runs(result.rootId)) expect(run.status).toBe('finished');
+    expect((await h.store.queue(result.rootId)).every((entry) => entry.state === 'admitted')).toBe(true);
+    for (const run of await h.store.runs(result.rootId)) expect(run.status).toBe('finished');
   });
 
   it('finishes a hundred-agent task at concurrency 16', async () => {
-    h = await harness({ maxConcurrentAgents: 16 });
+    h = await storeHarness({ maxConcurrentAgents: 16 });
     const events: HarnessEvent[] = [];
     h.supervisor.observe((event) => events.push(event));
     const result = await h.supervisor.run({
@@ -66,11 +66,11 @@ describe('admission caps', () => {
     }).result;
     expect(result).toMatchObject({ status: 'finished', reply: '100 reports', runs: 101 });
     expect(peakConcurrency(events, result.rootId)).toBeLessThanOrEqual(16);
-    expect(h.store.runs(result.rootId).filter((run) => run.status === 'finished')).toHaveLength(101);
+    expect((await h.store.runs(result.rootId)).filter((run) => run.status === 'finished')).toHaveLength(101);
   });
 
   it('never charges a child that only waited in the queue', async () => {
-    h = await harness({ maxConcurrentAgents: 1 });
+    h = await storeHarness({ maxConcurrentAgents: 1 });
     const handle = h.supervisor.run({
       task: 'cancel me',
       provider: await script('fanout', { children: 4, steps: 50, latencyMs: 20 }),
@@ -86,11 +86,11 @@ describe('admission caps', () => {
     });
     await handle.cancel();
     const result = await handle.result;
-    const runs = h.store.runs(result.rootId);
+    const runs = await h.store.runs(result.rootId);
     expect(runs.every((run) => run.status === 'cancelled')).toBe(true);
     const neverRan = runs.filter((run) => run.lastSeq === 0 && run.runId !== result.rootId);
     expect(neverRan.length).toBeGreaterThanOrEqual(3);
-    const ledger = h.store.ledger(result.rootId);
+    const ledger = await h.store.ledger(result.rootId);
     for (const run of neverRan) {
       expect(ledger?.accounts.find((account) => account.runId === run.runId)?.spent).toEqual({ steps: 0, tokens: 0 });
       expect(ledger?.draws.filter((draw) => draw.runId === run.runId)).toEqual([]);
@@ -98,14 +98,14 @@ describe('admission caps', () => {
   });
 
   it('does not settle a tree while a child it started is still running', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({
       task: 'leave early',
       provider: await script('fanout', { children: 2, steps: 4, latencyMs: 30, finishEarly: true }),
     }).result;
-    const runs = h.store.runs(result.rootId);
+    const runs = await h.store.runs(result.rootId);
     expect(runs.every((run) => run.status === 'finished')).toBe(true);
-    const ends = h.store.treeEvents(result.rootId).filter((event) => event.type === 'run-end');
+    const ends = (await h.store.treeEvents(result.rootId)).filter((event) => event.type === 'run-end');
     expect(ends[0]?.runId).toBe(result.rootId); // the root answered first ...
     expect(ends).toHaveLength(3); // ... and the tree settled only after both children ended
   });

@@ -1,19 +1,19 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Harness, harness, observations, runByAddress, script } from './support/harness.js';
+import { observationsOf, runAt, type StoreHarness, script, storeHarness } from './support/harness.js';
 
-let h: Harness;
+let h: StoreHarness;
 afterEach(async () => {
   await h?.close();
 });
 
-function sumDraws(h: Harness, rootId: string) {
-  const draws = h.store.ledger(rootId)?.draws ?? [];
+async function sumDraws(h: StoreHarness, rootId: string) {
+  const draws = (await h.store.ledger(rootId))?.draws ?? [];
   return { steps: draws.reduce((s, d) => s + d.steps, 0), tokens: draws.reduce((s, d) => s + d.tokens, 0) };
 }
 
 describe('one ledger per tree', () => {
   it('clamps a child that asks for more than its parent has left, and records the clamp', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({
       task: 'delegate',
       budget: { steps: 20 },
@@ -36,11 +36,11 @@ describe('one ledger per tree', () => {
       }),
     }).result;
     expect(result.status).toBe('finished');
-    const big = runByAddress(h.store, result.rootId, 'big');
-    const bigger = runByAddress(h.store, result.rootId, 'bigger');
-    expect(h.store.account(big.runId)?.ceilings).toEqual({ steps: 20, tokens: 100_000, wallMs: null });
-    expect(h.store.account(bigger.runId)?.ceilings).toEqual({ steps: 20, tokens: 100_000, wallMs: null });
-    const clamps = h.store.treeEvents(result.rootId).filter((event) => event.type === 'budget-clamped');
+    const big = await runAt(h.store, result.rootId, 'big');
+    const bigger = await runAt(h.store, result.rootId, 'bigger');
+    expect((await h.store.account(big.runId))?.ceilings).toEqual({ steps: 20, tokens: 100_000, wallMs: null });
+    expect((await h.store.account(bigger.runId))?.ceilings).toEqual({ steps: 20, tokens: 100_000, wallMs: null });
+    const clamps = (await h.store.treeEvents(result.rootId)).filter((event) => event.type === 'budget-clamped');
     expect(clamps).toEqual([
       expect.objectContaining({
         runId: result.rootId,
@@ -53,14 +53,14 @@ describe('one ledger per tree', () => {
         clamps: [{ field: 'steps', asked: 100, granted: 20 }],
       }),
     ]);
-    expect(observations(h.store, result.rootId)[0]?.content).toContain('narrowed');
+    expect((await observationsOf(h.store, result.rootId))[0]?.content).toContain('narrowed');
     // Every descendant's draw counts against the root's one account.
-    expect(h.store.ledger(result.rootId)?.root.spent).toEqual(sumDraws(h, result.rootId));
-    expect(h.store.ledger(result.rootId)?.root.spent.steps).toBe(5);
+    expect((await h.store.ledger(result.rootId))?.root.spent).toEqual(await sumDraws(h, result.rootId));
+    expect((await h.store.ledger(result.rootId))?.root.spent.steps).toBe(5);
   });
 
   it('ends a run as budget-exhausted on the step ceiling, with the crossing draw in the trace', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({
       task: 'loop',
       budget: { steps: 3 },
@@ -68,8 +68,8 @@ describe('one ledger per tree', () => {
     }).result;
     expect(result.status).toBe('budget-exhausted');
     expect(result.spent.steps).toBe(3);
-    expect(sumDraws(h, result.rootId).steps).toBe(3);
-    const exhausted = h.store.events(result.rootId).find((event) => event.type === 'budget-exhausted');
+    expect((await sumDraws(h, result.rootId)).steps).toBe(3);
+    const exhausted = (await h.store.events(result.rootId)).find((event) => event.type === 'budget-exhausted');
     expect(exhausted).toMatchObject({
       ceiling: 'steps',
       limit: 3,
@@ -80,25 +80,25 @@ describe('one ledger per tree', () => {
   });
 
   it('refuses the draw that would cross the token ceiling and commits nothing of that step', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({
       task: 'loop',
       budget: { tokens: 400 },
       provider: await script('loop', { steps: 30 }),
     }).result;
     expect(result.status).toBe('budget-exhausted');
-    const ledger = h.store.ledger(result.rootId);
+    const ledger = await h.store.ledger(result.rootId);
     expect(ledger?.root.spent.tokens).toBeLessThanOrEqual(400);
-    expect(ledger?.root.spent).toEqual(sumDraws(h, result.rootId));
-    const exhausted = h.store.events(result.rootId).find((event) => event.type === 'budget-exhausted');
+    expect(ledger?.root.spent).toEqual(await sumDraws(h, result.rootId));
+    const exhausted = (await h.store.events(result.rootId)).find((event) => event.type === 'budget-exhausted');
     if (exhausted?.type !== 'budget-exhausted') throw new Error('no budget-exhausted event');
     expect(exhausted.ceiling).toBe('tokens');
     expect(exhausted.spent + exhausted.draw.tokens).toBeGreaterThan(400);
-    expect(h.store.run(result.rootId)?.lastSeq).toBe(ledger?.draws.length);
+    expect((await h.store.run(result.rootId))?.lastSeq).toBe(ledger?.draws.length);
   });
 
   it('makes a child share the tree\u2019s ceiling: its draws exhaust the root\u2019s account', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({
       task: 'share',
       budget: { steps: 5 },
@@ -112,16 +112,16 @@ describe('one ledger per tree', () => {
         },
       }),
     }).result;
-    const spender = runByAddress(h.store, result.rootId, 'spender');
+    const spender = await runAt(h.store, result.rootId, 'spender');
     expect(spender.status).toBe('budget-exhausted');
     expect(result.status).toBe('budget-exhausted');
     expect(result.spent.steps).toBe(5);
-    expect(sumDraws(h, result.rootId).steps).toBe(5);
-    const [spenderEnd] = h.store.events(spender.runId).filter((event) => event.type === 'budget-exhausted');
+    expect((await sumDraws(h, result.rootId)).steps).toBe(5);
+    const [spenderEnd] = (await h.store.events(spender.runId)).filter((event) => event.type === 'budget-exhausted');
     expect(spenderEnd).toMatchObject({ account: result.rootId, ceiling: 'steps', limit: 5 });
     // The root's own step (the one that waited) would cross the ceiling too: refused, not committed.
-    expect(h.store.run(result.rootId)?.lastSeq).toBe(0);
-    expect(h.store.events(result.rootId).find((event) => event.type === 'budget-exhausted')).toMatchObject({
+    expect((await h.store.run(result.rootId))?.lastSeq).toBe(0);
+    expect((await h.store.events(result.rootId)).find((event) => event.type === 'budget-exhausted')).toMatchObject({
       account: result.rootId,
       draw: { steps: 1 },
     });

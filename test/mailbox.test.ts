@@ -1,39 +1,39 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Harness, harness, observations, runByAddress, script } from './support/harness.js';
+import { observationsOf, runAt, type StoreHarness, script, storeHarness } from './support/harness.js';
 
-let h: Harness;
+let h: StoreHarness;
 afterEach(async () => {
   await h?.close();
 });
 
 describe('mailbox', () => {
   it('delivers every message exactly once, oldest first', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({ task: 'mail', provider: await script('mailbox', { scenario: 'ordered' }) })
       .result;
     expect(result.status).toBe('finished');
-    const reader = runByAddress(h.store, result.rootId, 'reader');
+    const reader = await runAt(h.store, result.rootId, 'reader');
     expect(reader.reply).toBe('m1,m2,m3,m4');
-    const messages = h.store.messages(result.rootId).filter((message) => message.toAddress === 'reader');
+    const messages = (await h.store.messages(result.rootId)).filter((message) => message.toAddress === 'reader');
     expect(messages.map((message) => message.body)).toEqual(['m1', 'm2', 'm3', 'm4']);
     for (const message of messages) {
       expect(message.consumedBy).toBe(reader.runId);
       // consumed in the step whose observation returned it
-      const step = h.store.steps(reader.runId).find((candidate) => candidate.seq === message.consumedSeq);
+      const step = (await h.store.steps(reader.runId)).find((candidate) => candidate.seq === message.consumedSeq);
       expect(step?.observations.some((o) => o.content.includes(message.msgId))).toBe(true);
     }
     // the reader's finishing line reached its parent
-    const line = h.store.messages(result.rootId).find((message) => message.toAddress === 'root');
+    const line = (await h.store.messages(result.rootId)).find((message) => message.toAddress === 'root');
     expect(line?.body).toMatch(/^\[reader finished\] m1,m2,m3,m4 \(steps \d+, tokens \d+\)$/);
     // message-read events name exactly the consumed ids, once each
-    const readIds = h.store
-      .events(reader.runId)
-      .flatMap((event) => (event.type === 'message-read' ? event.msgIds : []));
+    const readIds = (await h.store.events(reader.runId)).flatMap((event) =>
+      event.type === 'message-read' ? event.msgIds : [],
+    );
     expect(readIds).toEqual(messages.map((message) => message.msgId));
   });
 
   it('returns after a bounded wait when nothing arrives, and caps a longer wait at maxWaitSecs', async () => {
-    h = await harness();
+    h = await storeHarness();
     const honoured = await h.supervisor.run({
       task: 'wait',
       provider: await script('mailbox', { scenario: 'timeout', wait: 0.3 }),
@@ -48,7 +48,7 @@ describe('mailbox', () => {
   });
 
   it('refuses an address outside the sender\u2019s own tree', async () => {
-    h = await harness();
+    h = await storeHarness();
     const other = await h.supervisor.run({
       task: 'spawn a named child',
       provider: await script('program', {
@@ -58,22 +58,22 @@ describe('mailbox', () => {
         },
       }),
     }).result;
-    expect(h.store.hasAddress(other.rootId, 'only-in-x')).toBe(true);
+    expect(await h.store.hasAddress(other.rootId, 'only-in-x')).toBe(true);
     const result = await h.supervisor.run({
       task: 'reach out',
       provider: await script('mailbox', { scenario: 'outsider', to: 'only-in-x' }),
     }).result;
-    const [observation] = observations(h.store, result.rootId);
+    const [observation] = await observationsOf(h.store, result.rootId);
     expect(observation?.isError).toBe(true);
     expect(observation?.content).toContain('no agent has the address "only-in-x" in this tree');
-    const refusal = h.store.events(result.rootId).find((event) => event.type === 'refusal');
+    const refusal = (await h.store.events(result.rootId)).find((event) => event.type === 'refusal');
     expect(refusal).toMatchObject({ type: 'refusal', tool: 'send_message', rule: 'mailbox.tree' });
-    expect(h.store.messages(other.rootId).filter((message) => message.body === 'psst')).toEqual([]);
-    expect(h.store.messages(result.rootId)).toEqual([]);
+    expect((await h.store.messages(other.rootId)).filter((message) => message.body === 'psst')).toEqual([]);
+    expect(await h.store.messages(result.rootId)).toEqual([]);
   });
 
   it('lets a child lower its longest wait and never raise it', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({
       task: 'spawn two',
       maxWaitSecs: 10,
@@ -92,7 +92,7 @@ describe('mailbox', () => {
         },
       }),
     }).result;
-    expect(h.store.account(runByAddress(h.store, result.rootId, 'lower').runId)?.maxWaitSecs).toBe(2);
-    expect(h.store.account(runByAddress(h.store, result.rootId, 'higher').runId)?.maxWaitSecs).toBe(10);
+    expect((await h.store.account((await runAt(h.store, result.rootId, 'lower')).runId))?.maxWaitSecs).toBe(2);
+    expect((await h.store.account((await runAt(h.store, result.rootId, 'higher')).runId))?.maxWaitSecs).toBe(10);
   });
 });

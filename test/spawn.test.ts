@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Harness, harness, script } from './support/harness.js';
+import { type StoreHarness, script, storeHarness } from './support/harness.js';
 import { claimOf, createRoot, emptyStep, openStoreWriter } from './support/writer.js';
 
-let h: Harness | undefined;
+let h: StoreHarness | undefined;
 afterEach(async () => {
   await h?.close();
   h = undefined;
@@ -10,7 +10,7 @@ afterEach(async () => {
 
 describe('spawns belong to the step that asked for them', () => {
   it('never starts a child whose parent\u2019s step cannot be charged: that step runs none of its tools', async () => {
-    h = await harness();
+    h = await storeHarness();
     const result = await h.supervisor.run({
       task: 'spawn two, then run out',
       budget: { tokens: 5 },
@@ -31,13 +31,13 @@ describe('spawns belong to the step that asked for them', () => {
     expect(result.status).toBe('budget-exhausted');
     // The draw was known once the completion arrived; the step's spawns were never made.
     // (A reservation an uncommitted step did make is dropped: the writer-level case below.)
-    const children = h.store.runs(result.rootId).filter((run) => run.parentId === result.rootId);
+    const children = (await h.store.runs(result.rootId)).filter((run) => run.parentId === result.rootId);
     expect(children).toEqual([]);
-    const events = h.store.treeEvents(result.rootId);
+    const events = await h.store.treeEvents(result.rootId);
     expect(events.filter((event) => event.type === 'budget-exhausted')).toMatchObject([{ ceiling: 'tokens' }]);
     expect(events.filter((event) => event.type === 'spawn-started')).toEqual([]);
     expect(events.filter((event) => event.type === 'spawn-queued')).toEqual([]);
-    expect(h.store.ledger(result.rootId)?.draws).toEqual([]);
+    expect((await h.store.ledger(result.rootId))?.draws).toEqual([]);
   });
 
   it('releases a reserved child when the step commits, and drops one a re-run of the step did not ask for again', () => {

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { type Cluster, ERROR_VARIABLE, startTestCluster, URL_VARIABLE } from './postgres.js';
 
 export default async function setup(): Promise<() => void> {
+  // Each project of vitest.config.ts runs the global setup: the first one's run, and server, serve all.
+  if (process.env.IO_HARNESS_TEST_RUN) return () => undefined;
   const id = randomBytes(4).toString('hex');
   process.env.IO_HARNESS_TEST_RUN = id;
   let cluster: Cluster | null = null;
