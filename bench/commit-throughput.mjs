@@ -6,16 +6,14 @@
 // connection, one transaction per step, on the main thread. The cluster commits with
 // synchronous_commit off, as SQLite's NORMAL does: a crash of the process loses nothing,
 // a loss of power may lose the last commits.
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MessageChannel, Worker } from 'node:worker_threads';
-import pg from 'pg';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
 import { sqliteWriter } from '../dist/store/local.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
 import { openWriter } from '../dist/store/schema.js';
-import { startCluster } from '../scripts/pg-cluster.mjs';
+import { benchServer, freshDatabase } from './support/postgres.mjs';
 import { rootInput, stepInput } from './support/rows.mjs';
 import { tempDir } from './support/temp.mjs';
 
@@ -83,16 +81,6 @@ for (const actors of [1, 16, 64]) {
 }
 
 /** A database of its own on the bench's server. */
-async function freshDatabase(server) {
-  const name = `bench_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
 
 /** The same rows by the same statements, one transaction per step, awaited on the main thread. */
 async function rawPostgres(url, total) {
@@ -108,12 +96,9 @@ async function rawPostgres(url, total) {
 
 let postgres = null;
 let cluster = null;
-let server = process.env.IO_HARNESS_BENCH_POSTGRES;
 try {
-  if (!server) {
-    cluster = await startCluster({ prefix: 'io-harness-bench-pg-', settings: { synchronous_commit: 'off' } });
-    server = cluster.url;
-  }
+  cluster = await benchServer();
+  const server = cluster.url;
   // Fewer commits: PostgreSQL's are round trips on loopback, not calls into a library.
   const total = Number(process.env.BENCH_PG_COMMITS ?? 3_000);
   postgres = { commits: total, results: [] };

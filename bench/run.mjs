@@ -27,6 +27,7 @@ const benches = [
   ['streaming', ['streaming.mjs']],
   ['fanout-16', ['fanout.mjs', '16']],
   ['fanout-64', ['fanout.mjs', '64']],
+  ['fanout-hosts', ['fanout-hosts.mjs', '64']],
   ['wide-fanout-100', ['wide-fanout.mjs', '100']],
   ['wide-fanout-1000', ['wide-fanout.mjs', '1000']],
 ];
