@@ -300,7 +300,10 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     cleanups.push(() => store.close());
     const shared = await Supervisor.start(store);
     cleanups.push(() => shared.close());
-    await expect(shared.join('no-such-root')).rejects.toMatchObject({ code: 'RUN_NOT_FOUND' });
+    await expect(shared.join('no-such-root')).rejects.toMatchObject({
+      code: 'RUN_NOT_FOUND',
+      message: expect.stringContaining('once its root is stored'),
+    });
     await expect(Supervisor.start(store, { host: 'two words' })).rejects.toThrow(/host must be a name/);
   });
 });

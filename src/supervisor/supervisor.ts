@@ -933,7 +933,10 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     if (!root) {
       throw new HarnessError(
         ErrorCode.RunNotFound,
-        `no tree with root ${rootId} in ${this.#where}; list the roots with store.runs().`,
+        `no tree with root ${rootId} in ${this.#where}; list the roots with store.runs().` +
+          (where === 'join()'
+            ? ' A tree another host has just started is there once its root is stored (a moment after run() returns its handle): join then.'
+            : ''),
       );
     }
     const ledger = await this.read(reads.ledger(rootId));
