@@ -38,7 +38,7 @@ export interface StoreOperations {
   releaseLease: [Fence, undefined];
   admit: [LeaseClaim & { childId: string }, { status: 'admitted'; generation: number } | { status: 'gone' }];
   claim: [
-    LeaseClaim & { roots: string[]; limit: number },
+    LeaseClaim & { roots: string[]; limit: number; driving?: string[] },
     { claimed: { runId: string; rootId: string; address: string; generation: number; resumed: boolean }[] },
   ];
   park: [Fence & { want: 'park' | 'back'; now: number }, { granted: boolean }];

@@ -69,6 +69,8 @@ export function emptyNotifications(): Notifications {
 interface RunRow {
   run_id: string;
   root_id: string;
+  /** 0: holds its slot; 1: a parent waiting on a child, its slot given up; 2: wants it back. */
+  parked: number;
   parent_id: string | null;
   address: string;
   depth: number;
@@ -124,14 +126,16 @@ const INSERT_LEDGER = `INSERT INTO ledger (run_id, root_id, max_steps, max_token
 const TAKE_LEASE = `UPDATE runs SET lease_owner = ?, lease_pid = ?, lease_host = ?, lease_expires_at = ?,
   generation = generation + 1, parked = 0 WHERE run_id = ? AND generation = ?`;
 /**
- * A tree's spawned agents that hold a slot now, on whichever host: running, under a lease
- * that has not lapsed, and not parked on a child. (The root does not count against the cap.)
+ * A tree's spawned agents that hold a slot now, on whichever host: running under a lease,
+ * and not parked on a child. (The root does not count against the cap.) A lease that has
+ * lapsed still counts: its host may only be slow and renew it, and a claim takes such runs
+ * over before it admits anything new, so a lapsed run keeps its slot through a takeover.
  */
 const HOLDING = `SELECT COUNT(*) AS n FROM runs WHERE root_id = ? AND parent_id IS NOT NULL AND status = 'running'
-  AND lease_owner IS NOT NULL AND lease_expires_at > ? AND parked = 0 AND run_id <> ?`;
+  AND lease_owner IS NOT NULL AND parked = 0 AND run_id <> ?`;
 /** Parents whose child has ended, waiting for a slot to go on: a free slot is theirs before the queue's. */
 const WANTING = `SELECT COUNT(*) AS n FROM runs WHERE root_id = ? AND status = 'running'
-  AND lease_owner IS NOT NULL AND lease_expires_at > ? AND parked = 2 AND run_id <> ?`;
+  AND lease_owner IS NOT NULL AND parked = 2 AND run_id <> ?`;
 /** A draw on one account, made only when it stays within both its ceilings. */
 const DRAW = `UPDATE ledger SET steps_spent = steps_spent + ?, tokens_spent = tokens_spent + ?
   WHERE run_id = ?
@@ -374,18 +378,23 @@ export class WriteRules {
    * On PostgreSQL the rows are read `FOR UPDATE SKIP LOCKED`, so two hosts claiming at once
    * never take the same run.
    */
-  *claim(input: LeaseClaim & { roots: string[]; limit: number }): Q<{ claimed: ClaimedRun[] }> {
+  *claim(input: LeaseClaim & { roots: string[]; limit: number; driving?: string[] }): Q<{ claimed: ClaimedRun[] }> {
     const claimed: ClaimedRun[] = [];
     if (input.roots.length === 0 || input.limit < 1) return { claimed };
     const roots = input.roots.map(() => '?').join(', ');
+    // A lapsed lease of this owner's own is taken again too (a claim whose answer was lost, a
+    // release that failed), unless this owner drives that run now.
+    const driving = input.driving ?? [];
+    const notDriving = driving.length === 0 ? '' : ` AND run_id NOT IN (${driving.map(() => '?').join(', ')})`;
     const lapsed = yield* sql.all<RunRow>(
       `SELECT * FROM runs WHERE root_id IN (${roots}) AND status = 'running'
-        AND (lease_owner IS NULL OR (lease_owner <> ? AND (lease_expires_at <= ? OR lease_host = ?)))
+        AND (lease_owner IS NULL OR lease_expires_at <= ? OR (lease_owner <> ? AND lease_host = ?))${notDriving}
         ORDER BY created_at, run_id LIMIT ?${this.#skipLocked}`,
       ...input.roots,
-      input.owner,
       input.now,
+      input.owner,
       input.host,
+      ...driving,
       input.limit * 4,
     );
     const queued = yield* sql.all<RunRow>(
@@ -398,18 +407,21 @@ export class WriteRules {
     const full = new Set<string>();
     for (const row of [...lapsed, ...queued]) {
       if (claimed.length >= input.limit) break;
-      if (full.has(row.root_id)) continue;
       const wasRunning = row.status === 'running';
       // A lease on this host whose process is gone is taken at once; a live one stays its owner's.
       if (wasRunning && row.lease_owner !== null && (row.lease_expires_at ?? 0) > input.now) {
         if (processLiveness(row.lease_pid, row.lease_host, input.host) !== 'dead') continue;
       }
-      if (row.parent_id !== null) {
+      // A run under a lease that holds its slot, or waits for it back, is counted already:
+      // taking it over changes no count. Anything else needs a free slot.
+      const counted = wasRunning && row.lease_owner !== null && Number(row.parked) !== 1;
+      if (row.parent_id !== null && !counted) {
+        if (full.has(row.root_id)) continue;
         const ledger = yield* sql.get<LedgerRow>(this.#ledgerById, row.root_id);
         const cap = ledger?.max_concurrent_agents ?? null;
         if (cap !== null) {
-          const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, input.now, row.run_id))?.n ?? 0;
-          const wanting = (yield* sql.get<{ n: number }>(WANTING, row.root_id, input.now, row.run_id))?.n ?? 0;
+          const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, row.run_id))?.n ?? 0;
+          const wanting = (yield* sql.get<{ n: number }>(WANTING, row.root_id, row.run_id))?.n ?? 0;
           if (Number(holding) + Number(wanting) >= cap) {
             full.add(row.root_id);
             continue;
@@ -447,7 +459,7 @@ export class WriteRules {
     }
     const ledger = yield* sql.get<LedgerRow>(this.#ledgerById, row.root_id);
     const cap = ledger?.max_concurrent_agents ?? null;
-    const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, input.now, row.run_id))?.n ?? 0;
+    const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, row.run_id))?.n ?? 0;
     const granted = cap === null || Number(holding) < cap;
     yield* sql.run('UPDATE runs SET parked = ? WHERE run_id = ?', granted ? 0 : 2, row.run_id);
     return { granted };

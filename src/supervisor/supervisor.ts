@@ -126,7 +126,8 @@ export interface SupervisorOptions {
    * The name this supervisor's leases give its host. Default: the machine's name, tagged with
    * its boot and pid namespace. A lease held on this host whose process is gone is taken at
    * once; one held on another host only when its ttl lapses. Give two supervisors on one
-   * machine different names to have them treat each other as separate hosts.
+   * machine different names to have them treat each other as separate hosts; never give one
+   * name to two machines (each would take the other's live runs as dead).
    */
   host?: string;
   /**
@@ -1379,7 +1380,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         for (const tree of trees) for (const slot of tree.slots.values()) if (slot.counted && !slot.parked) held++;
         const limit = Math.min(CLAIM_BATCH, this.#options.maxHostAgents - held);
         if (roots.length === 0 || limit < 1 || this.#state !== 'running') break;
-        const { claimed } = await this.#storeClient.call('claim', { ...this.#claim(), roots, limit });
+        const driving = trees.flatMap((tree) => [...tree.slots.keys()]);
+        const { claimed } = await this.#storeClient.call('claim', { ...this.#claim(), roots, limit, driving });
         for (const run of claimed) {
           const tree = this.#trees.get(run.rootId);
           if (!tree || tree.settled || tree.slots.has(run.runId)) {
@@ -1443,9 +1445,11 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       const slot = this.#trees.get(mail.rootId)?.byAddress.get(mail.to);
       if (slot) this.#post(slot, { type: 'mail' });
     }
-    for (const ended of hint.ended) {
-      const tree = this.#trees.get(ended.rootId);
-      if (tree) this.#childEnded(tree, ended.runId);
+    // A hint that a child ended wakes its parent only once the store says so (a hint proves nothing).
+    const ends = new Set(hint.ended.map((ended) => ended.rootId));
+    for (const rootId of ends) {
+      const tree = this.#trees.get(rootId);
+      if (tree && tree.waiters.size > 0) void this.#wakeEnded(tree);
     }
     for (const rootId of hint.roots) {
       const tree = this.#trees.get(rootId);

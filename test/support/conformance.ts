@@ -449,5 +449,86 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
         });
         expect((await port.notes(['global', '/ws'])).map((item) => item.runs)).toEqual([1, 1]);
       }));
+
+    it('claims a host its runnable agents within the tree’s cap, takes lapsed runs over first, and parks a waiting parent', () =>
+      withPort(async (port) => {
+        const { generation } = await port.call('createRoot', {
+          runId: 'shared',
+          task: 't',
+          spec: { provider: null },
+          ceilings: { steps: null, tokens: null, wallMs: null },
+          maxTotalAgents: null,
+          maxConcurrentAgents: 2,
+          maxWaitSecs: 30,
+          claim: claim('owner-a'),
+        });
+        const fence = { runId: 'shared', generation, owner: 'owner-a' };
+        for (const n of [1, 2, 3, 4])
+          await port.call('spawn', { ...spawnInput(fence, `shared:1:${n}`, `c${n}`), as: `c${n}` });
+        const now = Date.now();
+        const onB = { ...claimOf({ owner: 'owner-b', host: 'host-b', now }), roots: ['shared'], limit: 10 };
+        const onC = { ...claimOf({ owner: 'owner-c', host: 'host-c', now }), roots: ['shared'], limit: 10 };
+        // The cap admits two, first in first out; another host then finds the tree full.
+        const first = await port.call('claim', onB);
+        expect(first.claimed.map((run) => [run.runId, run.resumed])).toEqual([
+          ['c1', false],
+          ['c2', false],
+        ]);
+        expect((await port.call('claim', onC)).claimed).toEqual([]);
+        // c1 waits on a child: its slot goes to the next in the queue, on whichever host claims.
+        const c1 = { runId: 'c1', generation: first.claimed[0]?.generation as number, owner: 'owner-b' };
+        expect(await port.call('park', { ...c1, want: 'park', now })).toEqual({ granted: true });
+        expect((await port.call('claim', onC)).claimed.map((run) => run.runId)).toEqual(['c3']);
+        // Its child ended: the tree is full, so c1 waits for a slot, and is counted as wanting one.
+        expect(await port.call('park', { ...c1, want: 'back', now })).toEqual({ granted: false });
+        const c3 = (await port.run('c3'))?.lease.generation as number;
+        await port.call('endRun', {
+          runId: 'c3',
+          generation: c3,
+          owner: 'owner-c',
+          status: 'finished',
+          reply: 'done',
+          reason: 'done',
+          events: [],
+          now,
+        });
+        // The slot c3 freed is c1's before the queue's: c4 stays queued.
+        expect((await port.call('claim', onC)).claimed).toEqual([]);
+        expect(await port.call('park', { ...c1, want: 'back', now })).toEqual({ granted: true });
+        const later = now + 3_600_000;
+        // B was only slow: woken past its ttl it still drives c1 and c2, whose lapsed leases keep
+        // their slots, so c4 is not admitted beside them; the root's lapsed lease it takes.
+        const woken = await port.call('claim', {
+          ...claimOf({ owner: 'owner-b', host: 'host-b', now: later }),
+          roots: ['shared'],
+          limit: 10,
+          driving: ['c1', 'c2'],
+        });
+        expect(woken.claimed.map((run) => run.runId)).toEqual(['shared']);
+        // B goes silent for good: C takes c1 and c2 over, resumed at a new generation, and, since
+        // they keep their slots, admits nothing beside them.
+        const takeover = await port.call('claim', {
+          ...claimOf({ owner: 'owner-c', host: 'host-c', now: later }),
+          roots: ['shared'],
+          limit: 10,
+        });
+        expect(takeover.claimed.map((run) => [run.runId, run.resumed])).toEqual([
+          ['c1', true],
+          ['c2', true],
+        ]);
+        expect(takeover.claimed[0]?.generation).toBeGreaterThan(c1.generation);
+        const stale = await thrown(port.call('park', { ...c1, want: 'park', now: later }));
+        expect(stale).toMatchObject({ code: 'LEASE_LOST' });
+        // A lease of this owner's own that lapsed is taken again, unless it drives that run now.
+        const own = (at: number, driving: string[]) =>
+          port.call('claim', {
+            ...claimOf({ owner: 'owner-c', host: 'host-c', now: at }),
+            roots: ['shared'],
+            limit: 10,
+            driving,
+          });
+        expect((await own(later + 3_600_000, ['c1', 'c2'])).claimed.map((run) => run.runId)).toEqual(['shared']);
+        expect((await own(later + 7_200_000, ['c1'])).claimed.map((run) => run.runId)).toEqual(['shared', 'c2']);
+      }));
   });
 }
