@@ -870,6 +870,9 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const running = runs.filter((run) => run.status === 'running');
     const paused = runs.filter((run) => run.status === 'paused');
     const taken: { runId: string; generation: number; address: string }[] = [];
+    // Until its runs are taken the tree is being admitted: a poll meanwhile would find nothing
+    // of it running (a paused root not yet resumed) and settle it as it was.
+    tree.admitting.add(rootId);
     try {
       for (const run of running) {
         const { generation } = await this.#storeClient.call('acquireLease', { runId: run.runId, ...this.#claim() });
@@ -882,12 +885,14 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
           taken.push({ runId: run.runId, generation: resumed.generation, address: run.address });
       }
     } catch (error) {
+      tree.admitting.delete(rootId);
       for (const lease of taken) {
         await this.#storeClient.call('releaseLease', { ...lease, owner: this.owner }).catch(() => undefined);
       }
       this.#failTree(tree, error as Error);
       throw error;
     }
+    tree.admitting.delete(rootId);
     for (const lease of taken) {
       const counted = lease.runId !== rootId;
       if (counted) tree.active++;
