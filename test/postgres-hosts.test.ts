@@ -10,13 +10,13 @@
  * and an admission, and lose neither. Each case says what it is doing as it goes.
  */
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HarnessEvent } from '../dist/index.js';
 import { Store, Supervisor } from '../dist/index.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
 import { script } from './support/harness.js';
-import { checkInvariantsOf, postgresRows } from './support/invariants.js';
+import { checkInvariantsOf, numericClient, postgresRows } from './support/invariants.js';
 import { freshDatabase } from './support/postgres.js';
 import { Driver, type DriverConfig, tempStorePath } from './support/processes.js';
 import { later, tempWorkspace } from './support/workspace.js';
@@ -68,14 +68,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>, ms =
 }
 
 async function client(url: string): Promise<pg.Client> {
-  const connection = new pg.Client({
-    connectionString: url,
-    types: {
-      getTypeParser: (oid: number, format?: string) =>
-        oid === 20 || oid === 1700 ? Number : pg.types.getTypeParser(oid, format as 'text'),
-    },
-  });
-  await connection.connect();
+  const connection = await numericClient(url);
   cleanups.push(() => connection.end());
   return connection;
 }

@@ -1420,10 +1420,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     for (const tree of [...this.#trees.values()]) {
       if (tree.waiters.size > 0) void this.#wakeEnded(tree);
       for (const slot of tree.slots.values()) this.#post(slot, { type: 'mail' });
-      this.#guard(tree, () => {
-        this.#pump(tree);
-        this.#checkSettled(tree);
-      });
+      this.#look(tree);
     }
   }
 
@@ -1458,12 +1455,16 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     }
     for (const rootId of hint.roots) {
       const tree = this.#trees.get(rootId);
-      if (tree)
-        this.#guard(tree, () => {
-          this.#pump(tree);
-          this.#checkSettled(tree);
-        });
+      if (tree) this.#look(tree);
     }
+  }
+
+  /** Claims (or admits) what the tree may run now, and settles it if nothing of it is left. */
+  #look(tree: Tree): void {
+    this.#guard(tree, () => {
+      this.#pump(tree);
+      this.#checkSettled(tree);
+    });
   }
 
   #admit(tree: Tree, childId: string): void {
@@ -1474,10 +1475,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         if (admitted.status === 'gone') {
           tree.admitting.delete(childId);
           tree.active--;
-          this.#guard(tree, () => {
-            this.#pump(tree);
-            this.#checkSettled(tree);
-          });
+          this.#look(tree);
           return;
         }
         const child = await this.read(reads.run(childId)).catch((error: unknown) => error as Error);
@@ -1530,10 +1528,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       this.#pump(tree);
       void this.#storeBarrier().then(() => {
         this.#dropSlot(slot);
-        this.#guard(tree, () => {
-          this.#pump(tree);
-          this.#checkSettled(tree);
-        });
+        this.#look(tree);
       });
       return;
     }
@@ -1545,11 +1540,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         generation: slot.generation,
       });
       // Shared: another host took the run over; this one lets it go and goes on with the tree.
-      if (this.#shared)
-        this.#guard(tree, () => {
-          this.#pump(tree);
-          this.#checkSettled(tree);
-        });
+      if (this.#shared) this.#look(tree);
       else this.#failTree(tree, new LeaseLostError(slot.runId, slot.generation, null));
     } else if (exit.kind === 'error') {
       // The run stays resumable (a provider this process could not build, say): its
@@ -1697,10 +1688,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       touched.add(tree);
     }
     for (const tree of touched) {
-      this.#guard(tree, () => {
-        this.#pump(tree);
-        this.#checkSettled(tree);
-      });
+      this.#look(tree);
     }
   }
 
@@ -1742,10 +1730,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
             // Another host drives it now: stop this actor before it tries to commit, and go on with the tree.
             this.#halt(slot);
             this.#dropSlot(slot);
-            this.#guard(tree, () => {
-              this.#pump(tree);
-              this.#checkSettled(tree);
-            });
+            this.#look(tree);
           } else this.#failTree(tree, new LeaseLostError(runId, slot.generation, null));
         }
       }

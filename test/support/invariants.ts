@@ -55,6 +55,18 @@ export function sqliteRows(path: string, rootId: string): TreeRows {
 
 /** A tree's rows from a PostgreSQL store, its 64-bit integers read as numbers (as SQLite gives them). */
 export async function postgresRows(url: string, rootId: string): Promise<TreeRows> {
+  const client = await numericClient(url);
+  try {
+    const out: Record<string, Row[]> = {};
+    for (const [table, text] of Object.entries(TREE_QUERIES)) out[table] = (await client.query(text, [rootId])).rows;
+    return out as unknown as TreeRows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** A connected `pg` client whose 64-bit integers and sums read as numbers, as SQLite gives them. */
+export async function numericClient(url: string): Promise<pg.Client> {
   const client = new pg.Client({
     connectionString: url,
     types: {
@@ -63,13 +75,7 @@ export async function postgresRows(url: string, rootId: string): Promise<TreeRow
     },
   });
   await client.connect();
-  try {
-    const out: Record<string, Row[]> = {};
-    for (const [table, text] of Object.entries(TREE_QUERIES)) out[table] = (await client.query(text, [rootId])).rows;
-    return out as unknown as TreeRows;
-  } finally {
-    await client.end();
-  }
+  return client;
 }
 
 export function snapshot(path: string, rootId: string): TreeSnapshot {
