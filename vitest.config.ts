@@ -8,7 +8,19 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * crash fuzz (one file for each backend), the conformance suite and the PostgreSQL suites
  * name their backends themselves and run once.
  */
-const ON_BOTH = ['test/caps.test.ts', 'test/ledger.test.ts', 'test/mailbox.test.ts', 'test/spawn.test.ts'];
+const ON_BOTH = [
+  'test/answer.test.ts',
+  'test/caps.test.ts',
+  'test/leases.test.ts',
+  'test/ledger.test.ts',
+  'test/mailbox.test.ts',
+  'test/memory.test.ts',
+  'test/people.test.ts',
+  'test/rewind.test.ts',
+  'test/sessions.test.ts',
+  'test/session-turns.test.ts',
+  'test/spawn.test.ts',
+];
 
 /**
  * The longest files, which say what they do as they go: started first, so the rest of the

@@ -1,11 +1,21 @@
 /**
  * Answering a paused run through a running supervisor: the answer goes through its store
  * actor, its observers see it, the first answer stands, and a resume carries the run on.
+ * Runs on both backends (vitest.config.ts); answerQuestion, from a process with no
+ * supervisor, on the suite's backend too.
  */
 import { describe, expect, it } from 'vitest';
-import { CallbackApprover, type HarnessEvent, OpenAI, Policy, Store, Supervisor, TaskContract } from '../dist/index.js';
+import {
+  answerQuestion,
+  CallbackApprover,
+  type HarnessEvent,
+  OpenAI,
+  Policy,
+  Supervisor,
+  TaskContract,
+} from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
-import { tempStorePath } from './support/processes.js';
+import { openFresh } from './support/backends.js';
 import { later, tempWorkspace } from './support/workspace.js';
 
 describe('supervisor.answer', () => {
@@ -18,12 +28,9 @@ describe('supervisor.answer', () => {
     );
     later(() => server.close());
     const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
-    const store = await Store.open(tempStorePath());
+    const store = await openFresh();
     const supervisor = await Supervisor.start(store);
-    later(async () => {
-      await supervisor.close();
-      store.close();
-    });
+    later(() => supervisor.close());
     const seen: HarnessEvent[] = [];
     supervisor.observe((event) => seen.push(event));
     const paused = await supervisor.run({
@@ -33,7 +40,7 @@ describe('supervisor.answer', () => {
       approver: new CallbackApprover(() => 'defer'),
     }).result;
     expect(paused.status).toBe('paused');
-    const [question] = store.questions({ status: 'open' });
+    const [question] = await store.questions({ status: 'open' });
     expect(question?.kind).toBe('approval');
     const questionId = question?.questionId as string;
 
@@ -47,6 +54,12 @@ describe('supervisor.answer', () => {
     });
     const resumed = await (await supervisor.resume(paused.rootId, { provider })).result;
     expect(resumed.status).toBe('finished');
-    expect(store.steps(paused.rootId)[0]?.observations[0]?.content).toContain(process.version);
+    expect((await store.steps(paused.rootId))[0]?.observations[0]?.content).toContain(process.version);
+    // answerQuestion, from no supervisor, on a question answered already: refused, naming the first.
+    await expect(
+      Promise.resolve().then(() => answerQuestion(store, questionId, 'deny', { by: 'carol' })),
+    ).rejects.toMatchObject({
+      code: 'ALREADY_ANSWERED',
+    });
   });
 });

@@ -6,31 +6,24 @@
  * note overrides a global one. At the cap the block keeps the notes the goal is about and
  * two runs assemble the same bytes; the reduce rung cuts the block to the notes about the
  * paths the run's tools named. The store-level rules (eviction by evidence, pinning,
- * restating, scopes) are table-tested in the port's conformance suite.
+ * restating, scopes) are table-tested in the port's conformance suite. Runs on both
+ * backends (vitest.config.ts): on PostgreSQL every read and write of a Memory is a promise.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { Memory, OpenAI, Policy, runWith, Store, TaskContract } from '../dist/index.js';
+import { describe, expect, it } from 'vitest';
+import { Memory, OpenAI, Policy, runWith, TaskContract } from '../dist/index.js';
 import { memoryBlock, runTerms } from '../dist/runtime/context/memory.js';
 import { type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
-import { Driver, tempStorePath } from './support/processes.js';
+import { type EitherStore, freshStore, openAt, openFresh } from './support/backends.js';
+import { Driver } from './support/processes.js';
 import { later, tempWorkspace } from './support/workspace.js';
-
-let cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const step of cleanup.reverse()) await step();
-  cleanup = [];
-});
 
 type Message = { role: string; content: unknown; tool_call_id?: string };
 type Call = { name: string; args: Record<string, unknown> };
 
-async function store() {
-  const opened = await Store.open(tempStorePath());
-  cleanup.push(async () => opened.close());
-  return opened;
-}
+/** A fresh store on the suite's backend, closed after the test. */
+const store = openFresh;
 
 const messagesOf = (call: ScriptedCall) => (call.body as { messages: Message[] }).messages;
 const systemOf = (call: ScriptedCall) => messagesOf(call)[0]?.content as string;
@@ -58,7 +51,7 @@ function results(server: ScriptedModelServer): string[] {
 }
 
 async function run(
-  trace: Store,
+  trace: EitherStore,
   root: string,
   calls: Call[],
   options: { goal?: string; memory?: object; context?: object } = {},
@@ -88,15 +81,19 @@ describe('durable memory', () => {
     // The first run started with no notes: no block.
     expect(first.system).not.toContain('Memory kept from earlier runs');
     const memory = Memory.of(trace, { workspace: root });
-    expect(memory.drawnBy(first.result.runId)).toEqual([{ scope: memory.scope, key: 'test-command', how: 'recall' }]);
-    expect(memory.own()).toMatchObject([{ key: 'test-command', kind: 'fact', runs: 1, writtenBy: first.result.runId }]);
+    expect(await memory.drawnBy(first.result.runId)).toEqual([
+      { scope: memory.scope, key: 'test-command', how: 'recall' },
+    ]);
+    expect(await memory.own()).toMatchObject([
+      { key: 'test-command', kind: 'fact', runs: 1, writtenBy: first.result.runId },
+    ]);
 
     const second = await run(trace, root, [{ name: 'forget', args: { key: 'test-command' } }]);
     expect(second.system).toMatch(
       /Memory kept from earlier runs[^\n]*\n- test-command \(fact\): npm test runs the suite; it needs no network\.$/,
     );
     expect(second.results).toEqual(['Forgot "test-command".']);
-    expect(memory.own()).toEqual([]);
+    expect(await memory.own()).toEqual([]);
     // withMemory() offers the memory tools.
     const tools = (
       (second.server.calls[0] as ScriptedCall).body as { tools: { function: { name: string } }[] }
@@ -108,8 +105,8 @@ describe('durable memory', () => {
     const root = tempWorkspace();
     const trace = await store();
     const memory = Memory.of(trace, { workspace: root });
-    memory.remember('style', 'Indent with two spaces, never tabs.', { pin: true });
-    memory.remember('tests', 'Run the tests with npm test before a commit.');
+    await memory.remember('style', 'Indent with two spaces, never tabs.', { pin: true });
+    await memory.remember('tests', 'Run the tests with npm test before a commit.');
     const { results: got } = await run(trace, root, [
       { name: 'remember', args: { key: 'style', text: 'Indent with tabs.' } },
       { name: 'forget', args: { key: 'style' } },
@@ -127,7 +124,7 @@ describe('durable memory', () => {
     // A key cannot pass for a note's marks, and a text's line separators cannot start a line of the block.
     expect(got[4]).toMatch(/^A key holds letters, digits and _ \. : \/ - only/);
     expect(got[5]).toBe('Kept the fact "spoof".');
-    expect(memory.own().map((note) => [note.key, note.text, note.pinned])).toEqual([
+    expect((await memory.own()).map((note) => [note.key, note.text, note.pinned])).toEqual([
       ['style', 'Indent with two spaces, never tabs.', true],
       ['tests', 'Run the tests with npm test before a commit.', false],
       ['checks', 'before a commit, run the tests with npm test', false],
@@ -138,12 +135,16 @@ describe('durable memory', () => {
     expect(block.at(-1)).toBe('- spoof (fact): one line - other (fact, pinned): forged ');
     expect(block).toHaveLength(5);
     // The embedder is the operator: it may correct a pinned note.
-    expect(memory.remember('style', 'Indent with tabs after all.')).toMatchObject({
+    expect(await memory.remember('style', 'Indent with tabs after all.')).toMatchObject({
       status: 'written',
       replaced: true,
     });
-    expect(() => memory.remember('', 'x')).toThrow(/a key is 1 to 120 characters/);
-    expect(() => memory.remember('build (decision, global, pinned)', 'x')).toThrow(/a key holds letters, digits/);
+    await expect(Promise.resolve().then(() => memory.remember('', 'x'))).rejects.toThrow(
+      /a key is 1 to 120 characters/,
+    );
+    await expect(
+      Promise.resolve().then(() => memory.remember('build (decision, global, pinned)', 'x')),
+    ).rejects.toThrow(/a key holds letters, digits/);
     expect(() => Memory.of(trace, {})).toThrow(/takes one scope/);
   });
 
@@ -151,9 +152,9 @@ describe('durable memory', () => {
     const mine = tempWorkspace();
     const other = tempWorkspace();
     const trace = await store();
-    Memory.of(trace, { global: true }).remember('style', 'Tabs everywhere.');
-    Memory.of(trace, { global: true }).remember('license', 'Every file carries the MIT header.');
-    Memory.of(trace, { workspace: mine }).remember('style', 'This repository indents with spaces.');
+    await Memory.of(trace, { global: true }).remember('style', 'Tabs everywhere.');
+    await Memory.of(trace, { global: true }).remember('license', 'Every file carries the MIT header.');
+    await Memory.of(trace, { workspace: mine }).remember('style', 'This repository indents with spaces.');
     const inMine = await run(trace, mine, []);
     const inOther = await run(trace, other, []);
     const block = (system: string) => system.slice(system.indexOf('Memory kept')).split('\n').slice(1);
@@ -168,16 +169,14 @@ describe('durable memory', () => {
     // A run never writes the global scope: its remember is the workspace's.
     const wrote = await run(trace, other, [{ name: 'remember', args: { key: 'license', text: 'Apache 2.0 here.' } }]);
     expect(wrote.results).toEqual(['Kept the fact "license".']);
-    expect(
-      Memory.of(trace, { global: true })
-        .own()
-        .map((note) => note.text),
-    ).toEqual(['Tabs everywhere.', 'Every file carries the MIT header.']);
-    expect(
-      Memory.of(trace, { workspace: other })
-        .notes()
-        .map((note) => note.text),
-    ).toEqual(['Tabs everywhere.', 'Apache 2.0 here.']);
+    expect((await Memory.of(trace, { global: true }).own()).map((note) => note.text)).toEqual([
+      'Tabs everywhere.',
+      'Every file carries the MIT header.',
+    ]);
+    expect((await Memory.of(trace, { workspace: other }).notes()).map((note) => note.text)).toEqual([
+      'Tabs everywhere.',
+      'Apache 2.0 here.',
+    ]);
   });
 
   it('at the cap keeps the notes the goal is about, in the store’s order, and two runs assemble the same bytes', async () => {
@@ -187,7 +186,7 @@ describe('durable memory', () => {
     const topics = ['parser', 'billing', 'renderer', 'scheduler'];
     for (let n = 0; n < 64; n++) {
       const topic = topics[n % topics.length] as string;
-      memory.remember(
+      await memory.remember(
         `note-${String(n).padStart(2, '0')}`,
         `The ${topic} module: observation ${n} about how the ${topic} behaves under load, kept from an earlier investigation of it.`,
       );
@@ -202,14 +201,14 @@ describe('durable memory', () => {
     expect(lines.length).toBeLessThan(64);
     const keys = lines.map((line) => /^- (note-\d+) /.exec(line)?.[1] as string);
     expect(keys).toEqual([...keys].sort());
-    const parser = memory.own().filter((note) => note.text.includes('parser'));
+    const parser = (await memory.own()).filter((note) => note.text.includes('parser'));
     for (const note of parser) expect(keys).toContain(note.key);
     expect(a.system.length - a.system.indexOf('Memory kept')).toBeLessThanOrEqual(
       Math.floor((16_000 * 0.8 * 0.1) / 0.3),
     );
     // The runs that carried a note are its evidence: at the cap, one the runs never drew on goes.
     const carried = new Set(keys);
-    const written = memory.remember('note-new', 'A new observation.');
+    const written = await memory.remember('note-new', 'A new observation.');
     expect(written.status).toBe('written');
     const evicted = written.status === 'written' ? written.evicted : null;
     expect(evicted?.runs).toBe(0);
@@ -255,7 +254,7 @@ describe('durable memory', () => {
     const filler =
       ' It was checked twice, and the details are kept here in full so a later run need not look again.'.repeat(3);
     for (let n = 0; n < 24; n++)
-      memory.remember(
+      await memory.remember(
         `n${String(n).padStart(2, '0')}`,
         n % 3 === 0
           ? `The ledger file holds one numbered line per entry (${n}).${filler}`
@@ -268,10 +267,12 @@ describe('durable memory', () => {
       // A window the tools, the block and a few reads fill: the reads push it over, and halving the block makes room.
       context: { reduce: true, window: 16_400 },
     });
-    const steps = trace.steps(result.runId);
+    const steps = await trace.steps(result.runId);
     const compaction = steps.find((step) => step.observations[0]?.name === '@compact');
     expect(compaction?.observations[0]?.compacted).toMatchObject({ rungs: ['reduce'], replacements: [] });
-    const event = trace.events(result.runId).find((item) => item.type === 'assembled' && item.rung === 'reduce');
+    const event = (await trace.events(result.runId)).find(
+      (item) => item.type === 'assembled' && item.rung === 'reduce',
+    );
     expect(event).toMatchObject({ rung: 'reduce' });
     // The request after the reduce: its system block lost notes, all of those left are about the ledger,
     // and its transcript is the one before it with the new step after, nothing rewritten.
@@ -302,10 +303,9 @@ describe('durable memory', () => {
   }, async () => {
     const root = tempWorkspace({ 'big.txt': 'numbers\n'.repeat(40) });
     const log = join(tempWorkspace(), 'requests.log');
-    const storePath = tempStorePath();
-    const seeded = await Store.open(storePath);
-    Memory.of(seeded, { workspace: root }).remember('numbers', 'big.txt holds forty lines of the word numbers.');
-    seeded.close();
+    const storePath = await freshStore();
+    const seeded = await openAt(storePath);
+    await Memory.of(seeded, { workspace: root }).remember('numbers', 'big.txt holds forty lines of the word numbers.');
     const base = {
       store: storePath,
       wireScript: 'context#readerScript',
@@ -318,11 +318,9 @@ describe('durable memory', () => {
     });
     expect((await first.exited).signal).toBe('SIGKILL');
     // Between the crash and the resume the memory changes: a new note, and the old one rewritten.
-    const between = await Store.open(storePath);
-    const memory = Memory.of(between, { workspace: root });
-    memory.remember('later', 'Written while the run was down.');
-    memory.remember('numbers', 'Rewritten while the run was down.');
-    between.close();
+    const memory = Memory.of(seeded, { workspace: root });
+    await memory.remember('later', 'Written while the run was down.');
+    await memory.remember('numbers', 'Rewritten while the run was down.');
     const second = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string });
     await second.exited;
     expect(second.result?.status, second.stderr).toBe('finished');

@@ -2,20 +2,21 @@
  * Runs that wait on a person: a deferred approval answered from another process after the
  * first exited; the plan gate approving, correcting, cancelling and deferring; a question
  * to the operator; a command interrupted by SIGKILL resuming paused on its intent; a child
- * that asks for more than its parent has.
+ * that asks for more than its parent has. Runs on both backends (vitest.config.ts).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { answerQuestion, type PlanDecision, Policy, runWith, Supervisor, TaskContract } from '../dist/index.js';
 import { assistantTurns, type ModelScript } from '../dist/testing/index.js';
-import { Driver, tempStorePath } from './support/processes.js';
-import { drive, later, openStore, serve, taskOf, tempWorkspace, thrown, turns } from './support/workspace.js';
+import { freshStore, openAt, openFresh } from './support/backends.js';
+import { Driver } from './support/processes.js';
+import { drive, failure, later, serve, taskOf, tempWorkspace, turns } from './support/workspace.js';
 
 describe('a deferred approval', () => {
   it('pauses the run; another process answers after the first exited; the first answer wins; resume continues', async () => {
     const root = tempWorkspace();
-    const path = tempStorePath();
+    const path = await freshStore();
     const base = {
       store: path,
       wireScript: 'workspace-command#commandScript',
@@ -28,8 +29,8 @@ describe('a deferred approval', () => {
     expect((await first.exited).code).toBe(0);
     const rootId = first.rootId as string;
 
-    const store = await openStore(path);
-    const open = store.questions({ status: 'open' });
+    const store = await openAt(path);
+    const open = await store.questions({ status: 'open' });
     expect(open).toHaveLength(1);
     expect(open[0]).toMatchObject({
       kind: 'approval',
@@ -37,25 +38,29 @@ describe('a deferred approval', () => {
       payload: { subject: 'node --version', rule: 'ask-exec *', layer: 'default' },
     });
     const questionId = open[0]?.questionId as string;
-    expect(answerQuestion(store, questionId, 'approve', { by: 'alice' })).toEqual({ runId: rootId, rootId });
-    const late = thrown(() => answerQuestion(store, questionId, 'deny', { by: 'bob' }));
+    expect(await answerQuestion(store, questionId, 'approve', { by: 'alice' })).toEqual({ runId: rootId, rootId });
+    const late = await failure(() => answerQuestion(store, questionId, 'deny', { by: 'bob' }));
     expect(late.code).toBe('ALREADY_ANSWERED');
     expect(late.message).toContain('alice');
-    expect(store.question(questionId)).toMatchObject({ status: 'answered', answer: 'approve', answeredBy: 'alice' });
-    expect(thrown(() => answerQuestion(store, 'approval:nope', 'approve')).code).toBe('QUESTION_NOT_FOUND');
+    expect(await store.question(questionId)).toMatchObject({
+      status: 'answered',
+      answer: 'approve',
+      answeredBy: 'alice',
+    });
+    expect((await failure(() => answerQuestion(store, 'approval:nope', 'approve'))).code).toBe('QUESTION_NOT_FOUND');
 
     // A third process resumes; it has no approver at all, and needs none: the answer is stored.
     const third = await drive({ ...base, mode: 'resume', rootId });
     expect(third.result?.status, third.stderr).toBe('finished');
-    const observations = store.steps(rootId).flatMap((step) => step.observations);
+    const observations = (await store.steps(rootId)).flatMap((step) => step.observations);
     expect(observations[0]?.content).toMatch(/node --version exited with status 0/);
-    const decisions = store.events(rootId).filter((event) => event.type === 'policy-decision');
+    const decisions = (await store.events(rootId)).filter((event) => event.type === 'policy-decision');
     expect(decisions.map((event) => event.answer)).toEqual(['defer', 'approve']);
   }, 60_000);
 
   it('refuses an answer of the wrong shape, storing nothing', async () => {
     const root = tempWorkspace();
-    const store = await openStore();
+    const store = await openFresh();
     const { provider } = await serve(
       turns([{ text: 'x', toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] }, { text: 'done' }]),
     );
@@ -63,10 +68,10 @@ describe('a deferred approval', () => {
       decide: () => 'defer',
     });
     expect(result.outcome).toMatchObject({ kind: 'paused' });
-    const [question] = store.questions({ status: 'open' });
-    const error = thrown(() => answerQuestion(store, question?.questionId as string, 'yes please'));
+    const [question] = await store.questions({ status: 'open' });
+    const error = await failure(() => answerQuestion(store, question?.questionId as string, 'yes please'));
     expect(error.code).toBe('INVALID_ARGUMENT');
-    expect(store.question(question?.questionId as string)?.status).toBe('open');
+    expect((await store.question(question?.questionId as string))?.status).toBe('open');
   });
 });
 
@@ -92,7 +97,7 @@ describe('the plan gate', () => {
 
   async function planned(gate: ((plan: unknown) => PlanDecision) | null) {
     const root = tempWorkspace();
-    const store = await openStore();
+    const store = await openFresh();
     const { provider, server } = await serve(planThenWork());
     const result = await runWith(
       TaskContract.workspace('write a.txt', root).withPlanGate(),
@@ -113,12 +118,12 @@ describe('the plan gate', () => {
     });
     expect(result.outcome.kind).toBe('finished');
     expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('planned\n');
-    const refusals = store.events(result.runId).filter((event) => event.type === 'refusal');
+    const refusals = (await store.events(result.runId)).filter((event) => event.type === 'refusal');
     expect(refusals.map((event) => [event.tool, event.rule])).toEqual([['write_file', 'plan-gate']]);
     expect(seen).toMatchObject([
       { steps: [{ description: 'write a.txt' }, { description: 'check it', owner: 'root' }] },
     ]);
-    expect(store.events(result.runId).filter((event) => event.type === 'plan-decided')).toMatchObject([
+    expect((await store.events(result.runId)).filter((event) => event.type === 'plan-decided')).toMatchObject([
       { decision: 'approve' },
     ]);
   });
@@ -130,7 +135,7 @@ describe('the plan gate', () => {
       note: 'no check needed',
     }));
     expect(result.outcome.kind).toBe('finished');
-    const told = store.steps(result.runId)[1]?.observations[0]?.content;
+    const told = (await store.steps(result.runId))[1]?.observations[0]?.content;
     expect(told).toContain('corrected and approved (no check needed)');
     expect(told).toContain('1. write a.txt, then stop');
   });
@@ -139,15 +144,15 @@ describe('the plan gate', () => {
     const { root, store, result } = await planned(() => ({ decision: 'cancel', note: 'not now' }));
     expect(result.outcome).toEqual({ kind: 'cancelled', reason: 'the plan gate cancelled the run: not now' });
     expect(existsSync(join(root, 'a.txt'))).toBe(false);
-    expect(store.events(result.runId).some((event) => event.type === 'plan-decided')).toBe(true);
+    expect((await store.events(result.runId)).some((event) => event.type === 'plan-decided')).toBe(true);
   });
 
   it('stores the plan and pauses with no gate in the process; an answer and a resume carry it out', async () => {
     const { root, store, result, server, provider } = await planned(null);
     expect(result.outcome).toMatchObject({ kind: 'paused' });
-    const [question] = store.questions({ status: 'open' });
+    const [question] = await store.questions({ status: 'open' });
     expect(question).toMatchObject({ kind: 'plan', payload: { steps: [{ description: 'write a.txt' }, {}] } });
-    answerQuestion(store, question?.questionId as string, { decision: 'approve' });
+    await answerQuestion(store, question?.questionId as string, { decision: 'approve' });
     const calls = server.calls.length;
     const supervisor = await Supervisor.start(store);
     later(() => supervisor.close());
@@ -162,7 +167,7 @@ describe('the plan gate', () => {
 describe('asking the operator', () => {
   it('answers in process, or pauses with the question and resumes on the stored answer', async () => {
     const root = tempWorkspace();
-    const store = await openStore();
+    const store = await openFresh();
     const script = turns([
       { text: 'unsure', toolCalls: [{ name: 'ask_operator', args: { question: 'keep the old API?' } }] },
       { text: 'done as told' },
@@ -179,7 +184,7 @@ describe('asking the operator', () => {
       },
     );
     expect(answered.outcome.kind).toBe('finished');
-    expect(store.steps(answered.runId)[0]?.observations[0]?.content).toBe(
+    expect((await store.steps(answered.runId))[0]?.observations[0]?.content).toBe(
       'The operator answered: yes: keep the old API?',
     );
 
@@ -191,7 +196,7 @@ describe('asking the operator', () => {
       Policy.default(),
     );
     expect(paused.outcome).toMatchObject({ kind: 'paused' });
-    const [question] = store.questions({ runId: paused.runId, status: 'open' });
+    const [question] = await store.questions({ runId: paused.runId, status: 'open' });
     expect(question).toMatchObject({ kind: 'question', payload: { question: 'keep the old API?' } });
     const supervisor = await Supervisor.start(store);
     later(() => supervisor.close());
@@ -200,14 +205,14 @@ describe('asking the operator', () => {
     expect((await (await supervisor.resume(paused.runId, { provider: afterwards.provider })).result).status).toBe(
       'finished',
     );
-    expect(store.steps(paused.runId)[0]?.observations[0]?.content).toBe('The operator answered: no, drop it');
+    expect((await store.steps(paused.runId))[0]?.observations[0]?.content).toBe('The operator answered: no, drop it');
   });
 });
 
 describe('an interrupted command', () => {
   it('resumes paused on its intent after a SIGKILL, and a skip does not run it again', async () => {
     const root = tempWorkspace();
-    const path = tempStorePath();
+    const path = await freshStore();
     // The command leaves a mark each time it starts, then runs for a while.
     const argv = ['node', '-e', "require('fs').appendFileSync('starts.txt', 'x'); setTimeout(() => {}, 4000)"];
     const base = {
@@ -220,31 +225,31 @@ describe('an interrupted command', () => {
     later(() => {
       first.child.kill('SIGKILL');
     });
-    const store = await openStore(path);
+    const store = await openAt(path);
     for (let i = 0; i < 500 && !existsSync(join(root, 'starts.txt')); i++) await new Promise((r) => setTimeout(r, 20));
     expect(existsSync(join(root, 'starts.txt'))).toBe(true);
     first.child.kill('SIGKILL');
     await first.exited;
     const rootId = first.rootId as string;
-    expect(store.intents(rootId)).toMatchObject([{ kind: 'exec', result: null }]);
+    expect(await store.intents(rootId)).toMatchObject([{ kind: 'exec', result: null }]);
 
     const second = await drive({ ...base, mode: 'resume', rootId });
     expect(second.result?.status, second.stderr).toBe('paused');
-    const [question] = store.questions({ status: 'open' });
+    const [question] = await store.questions({ status: 'open' });
     expect(question).toMatchObject({ kind: 'intent', runId: rootId });
     expect(JSON.stringify(question?.payload)).toContain('appendFileSync');
-    answerQuestion(store, question?.questionId as string, 'skip');
+    await answerQuestion(store, question?.questionId as string, 'skip');
     const third = await drive({ ...base, mode: 'resume', rootId });
     expect(third.result?.status, third.stderr).toBe('finished');
     expect(readFileSync(join(root, 'starts.txt'), 'utf8')).toBe('x');
-    expect(store.steps(rootId)[0]?.observations[0]?.content).toContain('chose to skip it');
+    expect((await store.steps(rootId))[0]?.observations[0]?.content).toContain('chose to skip it');
   }, 60_000);
 });
 
 describe('an interrupted retry', () => {
   it('asks again when the command a person chose to retry is itself interrupted, instead of running it a third time', async () => {
     const root = tempWorkspace();
-    const path = tempStorePath();
+    const path = await freshStore();
     const argv = ['node', '-e', "require('fs').appendFileSync('starts.txt', 'x'); setTimeout(() => {}, 4000)"];
     const base = {
       store: path,
@@ -252,7 +257,7 @@ describe('an interrupted retry', () => {
       options: { argv },
       workspace: { goal: 'run it', root },
     };
-    const store = await openStore(path);
+    const store = await openAt(path);
     const starts = () =>
       existsSync(join(root, 'starts.txt')) ? readFileSync(join(root, 'starts.txt'), 'utf8').length : 0;
     const killOnStart = async (config: Parameters<typeof drive>[0], count: number) => {
@@ -268,16 +273,16 @@ describe('an interrupted retry', () => {
     const first = await killOnStart({ ...base, mode: 'run' }, 1);
     const rootId = first.rootId as string;
     expect((await drive({ ...base, mode: 'resume', rootId })).result?.status).toBe('paused');
-    const [asked] = store.questions({ status: 'open' });
-    answerQuestion(store, asked?.questionId as string, 'retry');
+    const [asked] = await store.questions({ status: 'open' });
+    await answerQuestion(store, asked?.questionId as string, 'retry');
     // The retry starts the command again (the second start), and that process dies too.
     await killOnStart({ ...base, mode: 'resume', rootId }, 2);
     const again = await drive({ ...base, mode: 'resume', rootId });
     expect(again.result?.status, again.stderr).toBe('paused');
-    const open = store.questions({ status: 'open' });
+    const open = await store.questions({ status: 'open' });
     expect(open).toHaveLength(1);
     expect(open[0]?.questionId).not.toBe(asked?.questionId);
-    answerQuestion(store, open[0]?.questionId as string, 'skip');
+    await answerQuestion(store, open[0]?.questionId as string, 'skip');
     expect((await drive({ ...base, mode: 'resume', rootId })).result?.status).toBe('finished');
     expect(starts()).toBe(2);
   }, 90_000);
@@ -286,7 +291,7 @@ describe('an interrupted retry', () => {
 describe('a pause after a spawn in the same step', () => {
   it('settles the tree as paused, and a resume releases the child when the step commits', async () => {
     const root = tempWorkspace();
-    const store = await openStore();
+    const store = await openFresh();
     const script: ModelScript = (call) => {
       const task = taskOf(call);
       if (task.startsWith('helper')) return { text: 'helper done' };
@@ -305,20 +310,20 @@ describe('a pause after a spawn in the same step', () => {
       decide: () => 'defer',
     });
     expect(paused.outcome).toMatchObject({ kind: 'paused' });
-    const [question] = store.questions({ status: 'open' });
-    answerQuestion(store, question?.questionId as string, 'approve');
+    const [question] = await store.questions({ status: 'open' });
+    await answerQuestion(store, question?.questionId as string, 'approve');
     const supervisor = await Supervisor.start(store);
     later(() => supervisor.close());
     const tree = await (await supervisor.resume(paused.runId, { provider })).result;
     expect(tree.status).toBe('finished');
-    expect(store.runs(paused.runId).find((run) => run.address === 'helper')?.status).toBe('finished');
+    expect((await store.runs(paused.runId)).find((run) => run.address === 'helper')?.status).toBe('finished');
   });
 });
 
 describe('inherit and narrow', () => {
   it('gives a child its parent policy plus deny-only layers, and refuses a child that asks for more', async () => {
     const root = tempWorkspace();
-    const store = await openStore();
+    const store = await openFresh();
     const script: ModelScript = (call) => {
       const task = taskOf(call);
       if (task.startsWith('write src')) {
@@ -343,12 +348,12 @@ describe('inherit and narrow', () => {
     const result = await runWith(TaskContract.workspace('delegate', root), provider, store, Policy.default());
     expect(result.outcome.kind).toBe('finished');
     expect(existsSync(join(root, 'src', 'x.txt'))).toBe(false);
-    const child = store.runs(result.runId).find((run) => run.address === 'narrow');
-    const refusal = store.events(child?.runId as string).find((event) => event.type === 'refusal');
+    const child = (await store.runs(result.runId)).find((run) => run.address === 'narrow');
+    const refusal = (await store.events(child?.runId as string)).find((event) => event.type === 'refusal');
     expect(refusal).toMatchObject({ tool: 'write_file', rule: 'deny-write src/**' });
     expect(refusal?.type === 'refusal' && refusal.reason).toContain('layer narrowed for narrow by root');
-    const rootRefusals = store.events(result.runId).filter((event) => event.type === 'refusal');
+    const rootRefusals = (await store.events(result.runId)).filter((event) => event.type === 'refusal');
     expect(rootRefusals).toMatchObject([{ tool: 'spawn_agent', rule: 'policy.narrow-only' }]);
-    expect(store.runs(result.runId).some((run) => run.address === 'greedy')).toBe(false);
+    expect((await store.runs(result.runId)).some((run) => run.address === 'greedy')).toBe(false);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Undo: restore points written before the file, rewind after a real SIGKILL and a
  * resume in another process, rewindRun leaving the trace and the ledger as they were,
- * and rewindStep reversing one step's hunks or refusing, changing nothing.
+ * and rewindStep reversing one step's hunks or refusing, changing nothing. Runs on both
+ * backends (vitest.config.ts): on PostgreSQL every read, and every rewind, is a promise.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,55 +14,67 @@ import {
   rewindRun,
   rewindStep,
   runWith,
-  Store,
+  Supervisor,
   TaskContract,
 } from '../dist/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
-import { tempStorePath } from './support/processes.js';
-import { drive, later, tempWorkspace, thrown } from './support/workspace.js';
+import { type EitherStore, freshStore, openAt, openFresh } from './support/backends.js';
+import { drive, failure, later, tempWorkspace } from './support/workspace.js';
 
 describe('rewind after a crash', () => {
   it('restores a modified file and deletes a created one after SIGKILL and resume; rewindRun keeps steps and ledger', async () => {
     const root = tempWorkspace({ 'kept.txt': 'original kept\n', 'late.txt': 'original late\n' });
-    const path = tempStorePath();
-    const base = { store: path, wireScript: 'workspace-crash#crashScript', workspace: { goal: 'change files', root } };
+    const location = await freshStore();
+    const base = {
+      store: location,
+      wireScript: 'workspace-crash#crashScript',
+      workspace: { goal: 'change files', root },
+    };
     // Killed inside the store actor before step 2 commits: step 2's writes are on disk, its step is not.
     const first = await drive({ ...base, mode: 'run', killAt: 'commitStep:2:before' });
     expect((await first.exited).signal).toBe('SIGKILL');
     const rootId = first.rootId as string;
     expect(readFileSync(join(root, 'late.txt'), 'utf8')).toBe('changed in step two\n');
-    const store = await Store.open(path);
-    later(() => store.close());
-    expect(store.run(rootId)?.lastSeq).toBe(1);
+    const store = await openAt(location);
+    expect((await store.run(rootId))?.lastSeq).toBe(1);
     // The restore point of a file first touched by the uncommitted step was committed before the write.
-    expect(store.restorePoint(rootId, 'late.txt')?.content?.toString()).toBe('original late\n');
+    expect((await store.restorePoint(rootId, 'late.txt'))?.content?.toString()).toBe('original late\n');
 
     const second = await drive({ ...base, mode: 'resume', rootId });
     expect(second.result?.status, second.stderr).toBe('finished');
     expect(readFileSync(join(root, 'kept.txt'), 'utf8')).toBe('changed twice\n');
-    expect(store.restorePoint(rootId, 'late.txt')?.content?.toString()).toBe('original late\n');
+    expect((await store.restorePoint(rootId, 'late.txt'))?.content?.toString()).toBe('original late\n');
 
-    expect(rewind(root, store, rootId, 'kept.txt')).toEqual({ path: 'kept.txt', action: 'restored' });
+    expect(await rewind(root, store, rootId, 'kept.txt')).toEqual({ path: 'kept.txt', action: 'restored' });
     expect(readFileSync(join(root, 'kept.txt'), 'utf8')).toBe('original kept\n');
-    expect(rewind(root, store, rootId, join(root, 'created.txt'))).toEqual({ path: 'created.txt', action: 'deleted' });
+    expect(await rewind(root, store, rootId, join(root, 'created.txt'))).toEqual({
+      path: 'created.txt',
+      action: 'deleted',
+    });
     expect(existsSync(join(root, 'created.txt'))).toBe(false);
-    const none = thrown(() => rewind(root, store, rootId, 'never-touched.txt'));
+    const none = await failure(() => rewind(root, store, rootId, 'never-touched.txt'));
     expect(none.code).toBe('NO_RESTORE_POINT');
     expect(none.message).toContain('never wrote that file');
 
-    const steps = JSON.stringify(store.steps(rootId));
-    const ledger = JSON.stringify(store.ledger(rootId));
-    const events = store.events(rootId).length;
-    const whole = rewindRun(root, store, rootId);
+    const steps = JSON.stringify(await store.steps(rootId));
+    const ledger = JSON.stringify(await store.ledger(rootId));
+    const events = (await store.events(rootId)).length;
+    const whole = await rewindRun(root, store, rootId);
     expect(whole.files).toEqual([
       { path: 'created.txt', action: 'unchanged' },
       { path: 'kept.txt', action: 'unchanged' },
       { path: 'late.txt', action: 'restored' },
     ]);
     expect(readFileSync(join(root, 'late.txt'), 'utf8')).toBe('original late\n');
-    expect(JSON.stringify(store.steps(rootId))).toBe(steps);
-    expect(JSON.stringify(store.ledger(rootId))).toBe(ledger);
-    expect(store.events(rootId).length).toBe(events);
+    expect(JSON.stringify(await store.steps(rootId))).toBe(steps);
+    expect(JSON.stringify(await store.ledger(rootId))).toBe(ledger);
+    expect((await store.events(rootId)).length).toBe(events);
+    // Through a supervisor on the same store, the same answer.
+    writeFileSync(join(root, 'late.txt'), 'changed by hand\n');
+    const supervisor = await Supervisor.start(store);
+    later(() => supervisor.close());
+    expect((await supervisor.rewindRun(root, rootId)).files).toContainEqual({ path: 'late.txt', action: 'restored' });
+    expect(readFileSync(join(root, 'late.txt'), 'utf8')).toBe('original late\n');
   }, 120_000);
 });
 
@@ -69,10 +82,9 @@ describe('rewindStep and the patch series', () => {
   const lines = (n: number, change: Record<number, string> = {}) =>
     `${Array.from({ length: n }, (_, i) => change[i + 1] ?? `line ${i + 1}`).join('\n')}\n`;
 
-  async function threeSteps(): Promise<{ root: string; store: Store; runId: string }> {
+  async function threeSteps(): Promise<{ root: string; store: EitherStore; runId: string }> {
     const root = tempWorkspace({ 'a.txt': lines(30) });
-    const store = await Store.open(tempStorePath());
-    later(() => store.close());
+    const store = await openFresh();
     const script: ModelScript = (call) =>
       [
         {
@@ -98,16 +110,16 @@ describe('rewindStep and the patch series', () => {
 
   it('renders a step-ordered patch series and reverses steps newest first', async () => {
     const { root, store, runId } = await threeSteps();
-    const series = store.patch(runId);
+    const series = await store.patch(runId);
     expect(series.indexOf('step 1')).toBeLessThan(series.indexOf('step 2'));
     expect(series).toContain('+TWO');
     expect(series).toContain('+++ b/b.txt');
-    expect(rewindStep(root, store, runId, 2)).toEqual([
+    expect(await rewindStep(root, store, runId, 2)).toEqual([
       { path: 'b.txt', action: 'deleted' },
       { path: 'a.txt', action: 'restored' },
     ]);
     expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe(lines(30, { 2: 'TWO' }));
-    rewindStep(root, store, runId, 1);
+    await rewindStep(root, store, runId, 1);
     expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe(lines(30));
   });
 
@@ -115,11 +127,11 @@ describe('rewindStep and the patch series', () => {
     const { root, store, runId } = await threeSteps();
     writeFileSync(join(root, 'a.txt'), lines(30, { 2: 'edited by hand', 25: 'TWENTY-FIVE' }));
     const before = readFileSync(join(root, 'a.txt'), 'utf8');
-    const error = thrown(() => rewindStep(root, store, runId, 1));
+    const error = await failure(() => rewindStep(root, store, runId, 1));
     expect(error.code).toBe('REWIND_CONFLICT');
     expect(error.message).toMatch(/a\.txt, hunk 1 \(@@ -1,\d+ \+1,\d+ @@\)/);
     expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe(before);
     expect(existsSync(join(root, 'b.txt'))).toBe(true);
-    expect(thrown(() => rewindStep(root, store, runId, 3)).code).toBe('NO_RESTORE_POINT');
+    expect((await failure(() => rewindStep(root, store, runId, 3))).code).toBe('NO_RESTORE_POINT');
   });
 });

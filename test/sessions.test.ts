@@ -3,7 +3,7 @@
  * turns before it on its branch, a session re-opened from another process, two processes
  * racing a turn on one head, a branch from an earlier turn, and bad input refused with
  * nothing written. The model decides by the request it is sent, so what a turn's request
- * held is what the answers show.
+ * held is what the answers show. Runs on both backends (vitest.config.ts).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,8 +18,8 @@ import {
   TurnConflictError,
 } from '../dist/index.js';
 import type { ModelScript } from '../dist/testing/index.js';
-import { tempStorePath } from './support/processes.js';
-import { openStore, runScript, serve, tempWorkspace } from './support/workspace.js';
+import { freshStore, openAt, openFresh, openInScript } from './support/backends.js';
+import { runScript, serve, tempWorkspace } from './support/workspace.js';
 
 type Message = { role: string; content?: unknown; tool_calls?: unknown[] };
 
@@ -65,34 +65,34 @@ const policy = Policy.default().layer('test').allowRead('**');
 
 /** Runs `body` (an async function's body, given `Session`, `store` and `provider`) in a node process of its own. */
 async function inProcess(
-  storePath: string,
+  location: string,
   provider: unknown,
   body: string,
   started: (pid: number) => void = () => undefined,
 ): Promise<string> {
   const dist = new URL('../dist/index.js', import.meta.url).href;
   const code = `
-    const { Session, Store, Policy } = await import(${JSON.stringify(dist)});
-    const store = await Store.open(${JSON.stringify(storePath)});
+    const { Session, Policy } = await import(${JSON.stringify(dist)});
+    ${openInScript(location)}
     const provider = ${JSON.stringify(provider)};
     const policy = Policy.default().layer('test').allowRead('**');
     try { ${body} } catch (error) { console.log('error ' + error.code + ' ' + error.message); }
-    store.close();`;
+    await store.close();`;
   return runScript(code, started);
 }
 
 describe('sessions', () => {
   it("carries what turn 1's tool found to turn 3, across a second process that re-opens the session", async () => {
     const root = tempWorkspace({ 'notes.txt': 'codeword: pelican\n' });
-    const path = tempStorePath();
-    const store = await openStore(path);
+    const path = await freshStore();
+    const store = await openAt(path);
     const { provider } = await serve(script);
     const session = await Session.open(store, root);
     const first = await session.turn('read notes.txt', { provider, policy });
     expect(first.reply).toBe('I read notes.txt.');
     const second = await session.turn('thanks', { provider, policy });
     expect(second.reply).toMatch(/^You said: thanks/);
-    expect(session.head).toBe(second.turnId);
+    expect(await session.head).toBe(second.turnId);
     // Turn 3 in another process, from the store alone.
     const said = await inProcess(
       path,
@@ -102,13 +102,13 @@ describe('sessions', () => {
        console.log('reply ' + third.reply);`,
     );
     expect(said).toContain('reply The code word is pelican.');
-    const turns = session.turns();
+    const turns = await session.turns();
     expect(turns.map((turn) => [turn.text, turn.status, turn.parent])).toEqual([
       ['read notes.txt', 'finished', null],
       ['thanks', 'finished', first.turnId],
       ['what was the code word?', 'finished', second.turnId],
     ]);
-    expect(session.head).toBe(turns[2]?.turnId);
+    expect(await session.head).toBe(turns[2]?.turnId);
     // Each turn is a run of its own, and the third's request held the first's tool result.
     expect(new Set(turns.map((turn) => turn.runId)).size).toBe(3);
     const third = requests.filter((request) => request.opening.startsWith('what was the code word?')).at(-1);
@@ -122,7 +122,7 @@ describe('sessions', () => {
 
   it('streams the reply as the model writes it, in order and before the outcome; a reader that stops stops nothing', async () => {
     const root = tempWorkspace({ 'notes.txt': 'codeword: heron\n' });
-    const store = await openStore();
+    const store = await openFresh();
     const { provider } = await serve(script);
     const session = await Session.open(store, root);
     const order: string[] = [];
@@ -150,13 +150,13 @@ describe('sessions', () => {
     for await (const event of next) seen.push(event.type);
     expect((await next).reply).toBe('I read notes.txt.');
     expect(seen).toEqual(expect.arrayContaining(['text', 'tool-call-start', 'tool-call-end']));
-    expect(session.turns().map((turn) => turn.status)).toEqual(['finished', 'finished']);
+    expect((await session.turns()).map((turn) => turn.status)).toEqual(['finished', 'finished']);
   });
 
   it('lets one of two processes racing a turn on one head win; the other gets ConflictError and its row stays', async () => {
     const root = tempWorkspace();
-    const path = tempStorePath();
-    const store = await openStore(path);
+    const path = await freshStore();
+    const store = await openAt(path);
     const { provider } = await serve(script);
     const session = await Session.open(store, root);
     await session.turn('hello', { provider, policy });
@@ -168,23 +168,23 @@ describe('sessions', () => {
        await session.turn('slow answer please', { provider, policy });
        console.log('won');`,
     );
-    for (let i = 0; i < 500 && session.turns().length < 2; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(session.turns()).toHaveLength(2);
+    for (let i = 0; i < 500 && (await session.turns()).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await session.turns()).toHaveLength(2);
     const fast = await session.turn('quick one', { provider, policy });
     const said = await racing;
     expect(said).toMatch(/error CONFLICT session \S+: turn \S+ ended after another turn moved the head/);
     expect(said).not.toContain('won');
-    const turns = session.turns();
+    const turns = await session.turns();
     const slow = turns.find((turn) => turn.text === 'slow answer please');
     // Kept and readable, reply and all, but not on the head's branch.
     expect(slow).toMatchObject({ status: 'conflicted', reply: 'slowly answered', parent: turns[0]?.turnId });
-    expect(session.head).toBe(fast.turnId);
+    expect(await session.head).toBe(fast.turnId);
   });
 
   it('completes a turn whose process was killed mid-turn: no committed step again, and the head on it', async () => {
     const root = tempWorkspace({ 'notes.txt': 'codeword: osprey\n' });
-    const path = tempStorePath();
-    const store = await openStore(path);
+    const path = await freshStore();
+    const store = await openAt(path);
     // The first request after the file was read never comes back in time: the process is killed while it waits.
     let stalled = false;
     const { server, provider } = await serve(async (call) => {
@@ -211,12 +211,12 @@ describe('sessions', () => {
     for (let i = 0; i < 1000 && !stalled; i++) await new Promise((r) => setTimeout(r, 10));
     expect(stalled).toBe(true);
     // A correction sent while the turn's process is stalled outlives the kill: the resumed run takes it.
-    session.steer(session.turns()[0]?.turnId as string, 'keep it short STEER-AFTER-KILL');
+    await session.steer((await session.turns())[0]?.turnId as string, 'keep it short STEER-AFTER-KILL');
     process.kill(killer, 'SIGKILL');
     expect(await child).not.toContain('ended by itself');
-    const [killed] = session.turns();
+    const [killed] = await session.turns();
     expect(killed).toMatchObject({ status: 'running', text: 'read notes.txt' });
-    const steps = store.steps(killed?.runId as string);
+    const steps = await store.steps(killed?.runId as string);
     expect(steps).toHaveLength(1);
     const before = server.calls.length;
     const resumed = await session.resumeTurn(undefined, { provider });
@@ -229,19 +229,21 @@ describe('sessions', () => {
       { role: 'tool' },
       { role: 'user', content: 'keep it short STEER-AFTER-KILL' },
     ]);
-    expect(store.events(killed?.runId as string).filter((event) => event.type === 'steered')).toMatchObject([
+    expect((await store.events(killed?.runId as string)).filter((event) => event.type === 'steered')).toMatchObject([
       { text: 'keep it short STEER-AFTER-KILL', before: 2 },
     ]);
-    expect(store.events(killed?.runId as string).filter((event) => event.type === 'tool-call')).toHaveLength(1);
-    expect(session.turns()).toMatchObject([{ turnId: killed?.turnId, status: 'finished', reply: 'I read notes.txt.' }]);
-    expect(session.head).toBe(killed?.turnId);
+    expect((await store.events(killed?.runId as string)).filter((event) => event.type === 'tool-call')).toHaveLength(1);
+    expect(await session.turns()).toMatchObject([
+      { turnId: killed?.turnId, status: 'finished', reply: 'I read notes.txt.' },
+    ]);
+    expect(await session.head).toBe(killed?.turnId);
     await expect(session.resumeTurn()).rejects.toMatchObject({ code: ErrorCode.TurnNotFound });
   });
 
   it('is followed from a second process: every event once and in order, a deferred approval answered there, the turn resumed', async () => {
     const root = tempWorkspace({ 'notes.txt': 'old\n' });
-    const path = tempStorePath();
-    const store = await openStore(path);
+    const path = await freshStore();
+    const store = await openAt(path);
     const { provider } = await serve(async (call) => {
       const { opening, after } = ownTurn(messagesOf(call));
       if (!opening.startsWith('rewrite notes.txt')) return script(call);
@@ -249,7 +251,7 @@ describe('sessions', () => {
       return { toolCalls: [{ name: 'write_file', args: { path: 'notes.txt', content: 'new\n' } }] };
     });
     const session = await Session.open(store, root);
-    const attach = Attach.open(store, session.id);
+    const attach = await Attach.open(store, session.id);
     const seen: number[] = [];
     const following = (async () => {
       for await (const event of attach.events({ pollMs: 10 })) seen.push(event.eventId);
@@ -268,12 +270,12 @@ describe('sessions', () => {
        console.log('owner ' + turn.outcome.kind);`,
     );
     expect(owner).toContain('owner paused');
-    const [parked] = attach.parked();
+    const [parked] = await attach.parked();
     expect(parked).toMatchObject({ kind: 'approval', status: 'open' });
-    attach.answer(parked?.questionId as string, 'approve', { by: 'attacher' });
+    await attach.answer(parked?.questionId as string, 'approve', { by: 'attacher' });
     let lost: unknown = null;
     try {
-      attach.answer(parked?.questionId as string, 'deny', { by: 'late' });
+      await attach.answer(parked?.questionId as string, 'deny', { by: 'late' });
     } catch (error) {
       lost = error;
     }
@@ -289,38 +291,41 @@ describe('sessions', () => {
     });
     expect(resumed.outcome.kind).toBe('finished');
     expect(readFileSync(join(root, 'notes.txt'), 'utf8')).toBe('new\n');
-    expect(session.head).toBe(resumed.turnId);
-    for (let i = 0; i < 100 && seen.length < attach.read().length; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await session.head).toBe(resumed.turnId);
+    for (let i = 0; i < 100 && seen.length < (await attach.read()).length; i++)
+      await new Promise((r) => setTimeout(r, 10));
     attach.close();
     await following;
     // Every committed event of the turn, once each, in commit order.
-    expect(seen).toEqual(attach.read().map((event) => event.eventId));
+    expect(seen).toEqual((await attach.read()).map((event) => event.eventId));
     expect(new Set(seen).size).toBe(seen.length);
     expect(seen.length).toBeGreaterThan(5);
-    expect(() => Attach.open(store, 'nothing-by-this-id')).toThrow(/no run and no session nothing-by-this-id/);
+    await expect(Promise.resolve().then(() => Attach.open(store, 'nothing-by-this-id'))).rejects.toThrow(
+      /no run and no session nothing-by-this-id/,
+    );
   });
 
   it('branches from an earlier turn: the next request holds that turn and none after it', async () => {
     const root = tempWorkspace();
-    const store = await openStore();
+    const store = await openFresh();
     const { provider } = await serve(script);
     const session = await Session.open(store, root);
     const one = await session.turn('one', { provider, policy });
     await session.turn('two', { provider, policy });
     await session.turn('three', { provider, policy });
-    session.branch(one.turnId);
-    expect(session.head).toBe(one.turnId);
+    await session.branch(one.turnId);
+    expect(await session.head).toBe(one.turnId);
     const four = await session.turn('four', { provider, policy });
     const request = requests.filter((item) => item.opening.startsWith('four')).at(-1);
     const users = request?.messages.filter((message) => message.role === 'user').map((message) => message.content);
     expect(users).toEqual(['one', expect.stringMatching(/^four/)]);
     expect(JSON.stringify(request?.messages)).not.toMatch(/You said: (two|three)|"(two|three)"/);
-    expect(session.turns().find((turn) => turn.turnId === four.turnId)?.parent).toBe(one.turnId);
-    expect(session.head).toBe(four.turnId);
+    expect((await session.turns()).find((turn) => turn.turnId === four.turnId)?.parent).toBe(one.turnId);
+    expect(await session.head).toBe(four.turnId);
   });
 
   it('refuses a session or turn that is not there, a turn of another session, and empty input, writing nothing', async () => {
-    const store = await openStore();
+    const store = await openFresh();
     const { provider } = await serve(script);
     const code = async (action: () => unknown) => {
       try {
@@ -348,9 +353,9 @@ describe('sessions', () => {
       code: ErrorCode.InvalidArgument,
       message: expect.stringContaining('already in this store'),
     });
-    expect(mine.turns()).toEqual([]);
-    expect(mine.head).toBeNull();
-    expect(store.sessions().map((item) => item.sessionId)).toEqual([mine.id, other.id]);
+    expect(await mine.turns()).toEqual([]);
+    expect(await mine.head).toBeNull();
+    expect((await store.sessions()).map((item) => item.sessionId)).toEqual([mine.id, other.id]);
     expect(join(mine.root)).toBe(mine.root);
   });
 

@@ -2,8 +2,9 @@
  * Durable memory for the embedder: the notes a store keeps for a workspace (or above every
  * workspace, in the global scope), read and corrected from the embedder's thread. What the
  * embedder writes may be pinned, and then no run overwrites or forgets it. Each write is a
- * transaction of its own on the store file (SQLite's lock orders it against the store
- * actor of a supervisor using the same file).
+ * transaction of its own on the store (SQLite's lock orders it against the store actor of
+ * a supervisor using the same file; PostgreSQL's row locks, against every host's). On a
+ * PostgreSQL store each read and write answers with a promise.
  */
 import { InvalidArgumentError } from '../errors.js';
 import {
@@ -19,8 +20,12 @@ import {
   wordsOf,
   workspaceScope,
 } from '../runtime/context/memory.js';
+import { type Answer, type AnyStore, type Effects, perform, read, write } from './either.js';
+import { TraceQueries } from './reader.js';
 import type { RememberResult } from './records.js';
 import type { Store } from './store.js';
+
+const QUERIES = new TraceQueries();
 
 export type { NoteKind, NoteRecord } from '../runtime/context/memory.js';
 
@@ -32,14 +37,14 @@ export interface MemoryOptions {
   cap?: number;
 }
 
-/** One scope of a store's durable memory. */
-export class Memory {
-  readonly #store: Store;
+/** One scope of a store's durable memory: answers at once on SQLite, with promises on PostgreSQL. */
+export class Memory<S extends AnyStore = Store> {
+  readonly #store: S;
   /** `global`, or the workspace root's real path. */
   readonly scope: string;
   readonly cap: number;
 
-  private constructor(store: Store, scope: string, cap: number) {
+  private constructor(store: S, scope: string, cap: number) {
     this.#store = store;
     this.scope = scope;
     this.cap = cap;
@@ -52,7 +57,7 @@ export class Memory {
    * const memory = Memory.of(store, { workspace: '/repo' });
    * memory.remember('test-command', 'npm test runs the suite; it needs no network.', { pin: true });
    */
-  static of(store: Store, options: MemoryOptions): Memory {
+  static of<S extends AnyStore = Store>(store: S, options: MemoryOptions): Memory<S> {
     if (typeof options !== 'object' || options === null)
       throw new InvalidArgumentError('Memory.of takes { workspace: root } or { global: true }.');
     const { workspace, global, cap } = options;
@@ -71,66 +76,89 @@ export class Memory {
     );
   }
 
+  #do<T>(body: Effects<T>): Answer<S, T> {
+    return perform(this.#store, body);
+  }
+
   /**
    * Keeps a note under `key` (replacing the one there, pinned or not: the embedder is the
    * operator). `pin: true` makes it a correction no run may overwrite or forget; `pin:
    * false` releases it. Says which note went to make room at the cap, and which note this
    * one restates under another key.
    */
-  remember(key: string, text: string, options: { kind?: NoteKind; pin?: boolean } = {}): RememberResult {
-    checkNote(key, text, options.kind);
-    return this.#store.write('remember', {
-      scope: this.scope,
-      key: key.trim(),
-      kind: options.kind ?? 'fact',
-      text: text.trim(),
-      by: null,
-      ...(options.pin === undefined ? {} : { pin: options.pin }),
-      cap: this.cap,
-      now: Date.now(),
-    });
+  remember(key: string, text: string, options: { kind?: NoteKind; pin?: boolean } = {}): Answer<S, RememberResult> {
+    const memory = this;
+    return this.#do(
+      (function* () {
+        checkNote(key, text, options.kind);
+        return yield* write('remember', {
+          scope: memory.scope,
+          key: key.trim(),
+          kind: options.kind ?? 'fact',
+          text: text.trim(),
+          by: null,
+          ...(options.pin === undefined ? {} : { pin: options.pin }),
+          cap: memory.cap,
+          now: Date.now(),
+        });
+      })(),
+    );
   }
 
   /** Drops the note under `key`; false when there was none. */
-  forget(key: string): boolean {
-    return (
-      this.#store.write('forget', { scope: this.scope, key: String(key).trim(), by: null, now: Date.now() }).status ===
-      'forgotten'
+  forget(key: string): Answer<S, boolean> {
+    const scope = this.scope;
+    return this.#do(
+      (function* () {
+        const { status } = yield* write('forget', { scope, key: String(key).trim(), by: null, now: Date.now() });
+        return status === 'forgotten';
+      })(),
     );
   }
 
   /** Pins the note under `key`: no run may overwrite or forget it. False when there is none. */
-  pin(key: string): boolean {
-    return this.#pin(key, true);
+  pin(key: string): Answer<S, boolean> {
+    return this.#do(this.#pin(key, true));
   }
 
-  unpin(key: string): boolean {
-    return this.#pin(key, false);
+  unpin(key: string): Answer<S, boolean> {
+    return this.#do(this.#pin(key, false));
   }
 
-  #pin(key: string, pinned: boolean): boolean {
+  *#pin(key: string, pinned: boolean): Effects<boolean> {
     const trimmed = String(key).trim();
-    return this.#store.write('pinNote', { scope: this.scope, key: trimmed, pinned, now: Date.now() }).status === 'done';
+    return (yield* write('pinNote', { scope: this.scope, key: trimmed, pinned, now: Date.now() })).status === 'done';
   }
 
   /** This scope's own notes, in the store's order. */
-  own(): NoteRecord[] {
-    return this.#store.notes([this.scope]);
+  own(): Answer<S, NoteRecord[]> {
+    return this.#do(read(QUERIES.notes([this.scope])));
   }
 
   /** What a run in this workspace sees: its notes, and the global ones it has none of its own for, in the store's order. */
-  notes(): NoteRecord[] {
-    return visibleNotes(this.#store.notes(this.scope === GLOBAL_SCOPE ? [GLOBAL_SCOPE] : [GLOBAL_SCOPE, this.scope]));
+  notes(): Answer<S, NoteRecord[]> {
+    return this.#do(this.#visible());
+  }
+
+  *#visible(): Effects<NoteRecord[]> {
+    return visibleNotes(
+      yield* read(QUERIES.notes(this.scope === GLOBAL_SCOPE ? [GLOBAL_SCOPE] : [GLOBAL_SCOPE, this.scope])),
+    );
   }
 
   /** The notes a run would be given for `query`, best first (no draw is recorded). */
-  recall(query: string, limit = 20): NoteRecord[] {
-    return rankNotes(this.notes(), wordsOf(query)).slice(0, limit);
+  recall(query: string, limit = 20): Answer<S, NoteRecord[]> {
+    const memory = this;
+    return this.#do(
+      (function* () {
+        return rankNotes(yield* memory.#visible(), wordsOf(query)).slice(0, limit);
+      })(),
+    );
   }
 
   /** The notes a run drew on, in this store: carried in its requests (`block`) or recalled (`recall`). */
-  drawnBy(runId: string): { scope: string; key: string; how: 'block' | 'recall' }[] {
-    return this.#store.noteDraws(runId);
+  drawnBy(runId: string): Answer<S, { scope: string; key: string; how: 'block' | 'recall' }[]> {
+    return this.#do(read(QUERIES.noteDraws(runId)));
   }
 }
 

@@ -9,51 +9,73 @@
  */
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { type HarnessEvent, isTerminal } from '../runtime/events.js';
-import type { QuestionRecord } from '../store/reader.js';
+import { type Answer, type AnyStore, type Effects, perform, read, whereIs, write } from '../store/either.js';
+import { type QuestionRecord, TraceQueries } from '../store/reader.js';
 import type { Store } from '../store/store.js';
-import { answerQuestion } from './questions.js';
 
-export class Attach {
-  readonly #store: Store;
+const QUERIES = new TraceQueries();
+
+/**
+ * A follower on either backend: on a SQLite store its reads and its answer are at once,
+ * on a PostgreSQL store each is a promise (`events()` is iterated alike on both).
+ */
+export class Attach<S extends AnyStore = Store> {
+  readonly #store: S;
   /** The session followed, or null for one tree. */
   readonly sessionId: string | null;
   readonly #rootId: string | null;
   #closed = false;
 
-  private constructor(store: Store, sessionId: string | null, rootId: string | null) {
+  private constructor(store: S, sessionId: string | null, rootId: string | null) {
     this.#store = store;
     this.sessionId = sessionId;
     this.#rootId = rootId;
   }
 
   /** Follows the tree of `id` (any run of it), or the session `id`. */
-  static open(store: Store, id: string): Attach {
-    if (typeof id !== 'string' || id === '')
-      throw new InvalidArgumentError('Attach.open needs a run id or a session id.');
-    if (store.session(id)) return new Attach(store, id, null);
-    const run = store.run(id);
-    if (run) return new Attach(store, null, run.rootId);
-    throw new HarnessError(
-      ErrorCode.RunNotFound,
-      `no run and no session ${id} in ${store.path}; list them with store.runs() and store.sessions().`,
-      { details: { id } },
+  static open<S extends AnyStore = Store>(store: S, id: string): Answer<S, Attach<S>> {
+    return perform(
+      store,
+      (function* () {
+        if (typeof id !== 'string' || id === '')
+          throw new InvalidArgumentError('Attach.open needs a run id or a session id.');
+        if (yield* read(QUERIES.session(id))) return new Attach(store, id, null);
+        const run = yield* read(QUERIES.run(id));
+        if (run) return new Attach(store, null, run.rootId);
+        throw new HarnessError(
+          ErrorCode.RunNotFound,
+          `no run and no session ${id} in ${whereIs(store)}; list them with store.runs() and store.sessions().`,
+          { details: { id } },
+        );
+      })(),
     );
   }
 
+  #do<T>(body: Effects<T>): Answer<S, T> {
+    return perform(this.#store, body);
+  }
+
   /** The trees followed: the run's, or every turn's of the session so far. */
-  roots(): string[] {
+  roots(): Answer<S, string[]> {
+    return this.#do(this.#roots());
+  }
+
+  *#roots(): Effects<string[]> {
     if (this.#rootId) return [this.#rootId];
-    return this.#store
-      .turns(this.sessionId as string)
+    return (yield* read(QUERIES.turns(this.sessionId as string)))
       .map((turn) => turn.runId)
       .filter((runId): runId is string => runId !== null);
   }
 
   /** The committed events of the followed trees after `afterId`, in commit order. */
-  read(afterId = 0): HarnessEvent[] {
-    return this.roots()
-      .flatMap((root) => this.#store.treeEvents(root, afterId))
-      .sort((a, b) => a.eventId - b.eventId);
+  read(afterId = 0): Answer<S, HarnessEvent[]> {
+    return this.#do(this.#read(afterId));
+  }
+
+  *#read(afterId: number): Effects<HarnessEvent[]> {
+    const events: HarnessEvent[] = [];
+    for (const root of yield* this.#roots()) events.push(...(yield* read(QUERIES.treeEvents(root, afterId))));
+    return events.sort((a, b) => a.eventId - b.eventId);
   }
 
   /**
@@ -65,20 +87,31 @@ export class Attach {
     const pollMs = options.pollMs ?? 25;
     let after = 0;
     for (;;) {
-      const batch = this.read(after);
+      const batch = await this.#do(this.#read(after));
       for (const event of batch) {
         after = event.eventId;
         yield event;
       }
       if (this.#closed || options.signal?.aborted) return;
-      if (batch.length === 0 && this.#rootId && this.#ended(this.#rootId) && this.read(after).length === 0) return;
+      if (batch.length === 0 && this.#rootId && (await this.#do(this.#ended(this.#rootId)))) {
+        if ((await this.#do(this.#read(after))).length === 0) return;
+        continue;
+      }
       await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
   }
 
   /** What the followed runs are parked on: their open questions (approvals, plans, questions, interrupted commands). */
-  parked(): QuestionRecord[] {
-    return this.roots().flatMap((rootId) => this.#store.questions({ rootId, status: 'open' }));
+  parked(): Answer<S, QuestionRecord[]> {
+    const attach = this;
+    return this.#do(
+      (function* () {
+        const open: QuestionRecord[] = [];
+        for (const rootId of yield* attach.#roots())
+          open.push(...(yield* read(QUERIES.questions({ rootId, status: 'open' }))));
+        return open;
+      })(),
+    );
   }
 
   /**
@@ -86,18 +119,23 @@ export class Attach {
    * refused with ALREADY_ANSWERED, naming who answered and what. The run goes on when its
    * owner resumes it (`session.resumeTurn()`, `supervisor.resume()`); attaching never does.
    */
-  answer(questionId: string, answer: unknown, options: { by?: string } = {}): void {
-    const question = this.roots()
-      .flatMap((rootId) => this.#store.questions({ rootId }))
-      .find((item) => item.questionId === questionId);
-    if (!question) {
-      throw new HarnessError(
-        ErrorCode.QuestionNotFound,
-        `question ${questionId} is not one of the followed runs'; list them with attach.parked().`,
-        { details: { questionId } },
-      );
-    }
-    answerQuestion(this.#store, questionId, answer, options);
+  answer(questionId: string, answer: unknown, options: { by?: string } = {}): Answer<S, void> {
+    const attach = this;
+    return this.#do(
+      (function* () {
+        let question: QuestionRecord | undefined;
+        for (const rootId of yield* attach.#roots())
+          question ??= (yield* read(QUERIES.questions({ rootId }))).find((item) => item.questionId === questionId);
+        if (!question) {
+          throw new HarnessError(
+            ErrorCode.QuestionNotFound,
+            `question ${questionId} is not one of the followed runs'; list them with attach.parked().`,
+            { details: { questionId } },
+          );
+        }
+        yield* write('answer', { questionId, answer, by: options.by ?? `pid ${process.pid}`, now: Date.now() });
+      })(),
+    );
   }
 
   /** Stops the iteration of `events()`. Nothing else happens: the runs go on. */
@@ -106,8 +144,8 @@ export class Attach {
   }
 
   /** Whether the tree's root has ended for good (a paused one may still be resumed and write more). */
-  #ended(rootId: string): boolean {
-    const status = this.#store.run(rootId)?.status;
+  *#ended(rootId: string): Effects<boolean> {
+    const status = (yield* read(QUERIES.run(rootId)))?.status;
     return status !== undefined && isTerminal(status);
   }
 }

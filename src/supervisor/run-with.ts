@@ -72,8 +72,8 @@ export interface RunWithOptions {
   planGate?: PlanGate;
   /** Answers the agent's questions about intent; without one the question is stored and the run pauses. */
   operator?: Operator;
-  /** Receives the supervisor once started, e.g. to observe events or cancel. */
-  onStart?: (supervisor: Supervisor<Store | PostgresStore>, rootId: string) => void;
+  /** Receives the supervisor once started, e.g. to observe events or cancel; a promise it returns is awaited. */
+  onStart?: (supervisor: Supervisor<Store | PostgresStore>, rootId: string) => unknown;
   /** The embedder's own tools for the run (made with `tool()`). */
   tools?: readonly Tool<never>[];
   /**
@@ -219,7 +219,7 @@ export async function runOn<Output = unknown>(
   };
   const handle = supervisor.run(runOptions);
   try {
-    options.onStart?.(supervisor, handle.rootId);
+    await options.onStart?.(supervisor, handle.rootId);
   } catch (error) {
     // Nothing the caller set up holds the tree: it does not run on unowned.
     await handle.cancel().catch(() => undefined);

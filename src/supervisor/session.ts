@@ -17,10 +17,21 @@ import type { Tool } from '../runtime/custom-tool.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
-import type { SessionRecord, TurnRecord } from '../store/reader.js';
+import {
+  type Answer,
+  type AnyStore,
+  type Effects,
+  isPostgres,
+  perform,
+  read,
+  whereIs,
+  write,
+} from '../store/either.js';
+import type { PostgresStore } from '../store/postgres/index.js';
+import { type SessionRecord, TraceQueries, type TurnRecord } from '../store/reader.js';
 import type { Store } from '../store/store.js';
 import type { LiveObserver } from './event-bus.js';
-import { outcomeOf, type RunResult, type RunWithOptions, runOn, runWith } from './run-with.js';
+import { outcomeQuery, type RunResult, type RunWithOptions, runOn, runWith } from './run-with.js';
 import { Supervisor } from './supervisor.js';
 
 /** What a turn is run with: the model, and the run's policy, approver and tools. */
@@ -54,7 +65,7 @@ export interface SessionOptions {
    * so a turn pays for no thread start-up (without it, each turn starts and closes a
    * supervisor of its own). A contract's leaseTtlMs does not apply to a supervisor given.
    */
-  supervisor?: Supervisor;
+  supervisor?: Supervisor<Store> | Supervisor<PostgresStore> | Supervisor<AnyStore>;
 }
 
 /** How far a turn may fan out: the most agents its tree may spawn (the root not counted), and how many run at once. */
@@ -85,7 +96,7 @@ export type TurnEvent =
  * they happen (every event from the turn's start, in order, however late the iteration
  * begins). Stopping the iteration stops nothing but the iteration.
  */
-export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEvent> {
+export class TurnHandle<S extends AnyStore = Store> implements PromiseLike<TurnResult>, AsyncIterable<TurnEvent> {
   readonly result: Promise<TurnResult>;
   readonly #events: TurnEvent[] = [];
   readonly #waiting = new Set<() => void>();
@@ -93,8 +104,10 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
 
   /** The turn's id, known from the start (a second process steers it by this id through Session.steer). */
   readonly turnId: string;
-  readonly #deliver: Deliver;
-  readonly #byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => void;
+  /** True on PostgreSQL, where a steer or an interrupt is a promise. */
+  readonly #async: boolean;
+  readonly #deliver: Deliver<S>;
+  readonly #byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => Answer<S, void>;
   #runId: string | null = null;
   readonly #before: { kind: 'steer' | 'interrupt'; text: string | null }[] = [];
   /** Corrections held before the run existed that could not be written when it did. */
@@ -103,10 +116,12 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
   /** @internal */
   constructor(
     turnId: string,
-    deliver: Deliver,
-    byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => void,
-    run: (push: (event: TurnEvent) => void, started: (runId: string) => void) => Promise<TurnResult>,
+    async: boolean,
+    deliver: Deliver<S>,
+    byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => Answer<S, void>,
+    run: (push: (event: TurnEvent) => void, started: (runId: string) => void | Promise<void>) => Promise<TurnResult>,
   ) {
+    this.#async = async;
     this.#deliver = deliver;
     this.#byTurn = byTurn;
     this.turnId = turnId;
@@ -119,12 +134,12 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
         this.#events.push(event);
         wake();
       },
-      (runId) => {
+      async (runId) => {
         // What was sent before the run existed goes to it now, in order, before its first step.
         this.#runId = runId;
         for (const item of this.#before.splice(0)) {
           try {
-            this.#deliver(runId, item.kind, item.text);
+            await this.#deliver(runId, item.kind, item.text);
           } catch {
             // Reported with the result, as a correction the turn never took.
             if (item.text !== null) this.#lost.push(item.text);
@@ -154,24 +169,30 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
   /**
    * Corrects the turn while it runs: `text` reaches the answering agent (the root, never a
    * child) at its next step boundary, as the user's words. Throws TURN_ENDED, writing
-   * nothing, once the turn has ended.
+   * nothing, once the turn has ended (on PostgreSQL, the promise it returns is rejected so).
    */
-  steer(text: string): void {
+  steer(text: string): Answer<S, void> {
     if (typeof text !== 'string' || text.trim() === '')
-      throw new InvalidArgumentError('turn.steer needs the correction, a non-empty string.');
-    this.#send('steer', text);
+      return this.#refuse(new InvalidArgumentError('turn.steer needs the correction, a non-empty string.'));
+    return this.#send('steer', text);
   }
 
   /** Ends the turn at its next step boundary as `interrupted`, its committed steps kept. Throws TURN_ENDED once it has ended. */
-  interrupt(): void {
-    this.#send('interrupt', null);
+  interrupt(): Answer<S, void> {
+    return this.#send('interrupt', null);
   }
 
-  #send(kind: 'steer' | 'interrupt', text: string | null): void {
+  #refuse(error: Error): Answer<S, void> {
+    if (this.#async) return Promise.reject(error) as Answer<S, void>;
+    throw error;
+  }
+
+  #send(kind: 'steer' | 'interrupt', text: string | null): Answer<S, void> {
     // Once the handle's result is in, the turn is reached by its id: a paused turn still can be.
-    if (this.#done) this.#byTurn(this.turnId, kind, text);
-    else if (this.#runId === null) this.#before.push({ kind, text });
-    else this.#deliver(this.#runId, kind, text);
+    if (this.#done) return this.#byTurn(this.turnId, kind, text);
+    if (this.#runId !== null) return this.#deliver(this.#runId, kind, text);
+    this.#before.push({ kind, text });
+    return (this.#async ? Promise.resolve() : undefined) as Answer<S, void>;
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<TurnEvent> {
@@ -185,7 +206,7 @@ export class TurnHandle implements PromiseLike<TurnResult>, AsyncIterable<TurnEv
 }
 
 /** Writes a steer or an interrupt for a turn's root run. */
-type Deliver = (runId: string, kind: 'steer' | 'interrupt', text: string | null) => void;
+type Deliver<S> = (runId: string, kind: 'steer' | 'interrupt', text: string | null) => Answer<S, void>;
 
 /** The error for steering or interrupting a turn that has ended. */
 function turnEnded(kind: 'steer' | 'interrupt', turnId?: string, status?: string): never {
@@ -210,14 +231,21 @@ export class TurnConflictError extends ConflictError {
 /** The turn statuses a turn can be resumed from: its process was killed, or it paused for a person. */
 const RESUMABLE: ReadonlySet<string> = new Set(['running', 'paused']);
 
-export class Session {
+const QUERIES = new TraceQueries();
+
+/**
+ * A session on either backend. On a SQLite store its reads and its small writes (the head,
+ * the turns, a branch, a steer) answer at once; on a PostgreSQL store each is a promise.
+ * A turn is awaited on both.
+ */
+export class Session<S extends AnyStore = Store> {
   readonly id: string;
   readonly root: string;
-  readonly #store: Store;
+  readonly #store: S;
   /** The embedder's running supervisor the turns run on; without one, each turn starts and closes its own. */
-  readonly #supervisor: Supervisor | null;
+  readonly #supervisor: Supervisor<S> | null;
 
-  private constructor(store: Store, record: SessionRecord, supervisor: Supervisor | null) {
+  private constructor(store: S, record: SessionRecord, supervisor: Supervisor<S> | null) {
     this.#store = store;
     this.#supervisor = supervisor;
     this.id = record.sessionId;
@@ -231,7 +259,11 @@ export class Session {
    * const session = await Session.open(store, repoDir);
    * const first = await session.turn('the test suite is failing; why?', { provider });
    */
-  static async open(store: Store, root: string, options: SessionOptions & { id?: string } = {}): Promise<Session> {
+  static async open<S extends AnyStore = Store>(
+    store: S,
+    root: string,
+    options: SessionOptions & { id?: string } = {},
+  ): Promise<Session<S>> {
     if (typeof root !== 'string' || root === '')
       throw new InvalidArgumentError('Session.open needs the workspace directory the turns work in.');
     const supervisor = checkSupervisor(store, options.supervisor, 'Session.open');
@@ -239,52 +271,71 @@ export class Session {
     if (typeof sessionId !== 'string' || sessionId.trim() === '')
       throw new InvalidArgumentError('Session.open: id must be a non-empty string when given.');
     const absolute = resolve(root);
-    store.write('openSession', { sessionId, root: absolute, now: Date.now() });
+    await perform(store, write('openSession', { sessionId, root: absolute, now: Date.now() }));
     return new Session(store, { sessionId, root: absolute, head: null, createdAt: Date.now() }, supervisor);
   }
 
   /** The session `sessionId` in `store`, from any process. */
-  static async resume(store: Store, sessionId: string, options: SessionOptions = {}): Promise<Session> {
+  static async resume<S extends AnyStore = Store>(
+    store: S,
+    sessionId: string,
+    options: SessionOptions = {},
+  ): Promise<Session<S>> {
     const supervisor = checkSupervisor(store, options.supervisor, 'Session.resume');
-    const record = store.session(sessionId);
+    const record = await perform(store, read(QUERIES.session(sessionId)));
     if (!record) {
       throw new HarnessError(
         ErrorCode.SessionNotFound,
-        `no session ${sessionId} in ${store.path}; list them with store.sessions(), or open one with Session.open(store, root).`,
+        `no session ${sessionId} in ${whereIs(store)}; list them with store.sessions(), or open one with Session.open(store, root).`,
         { details: { sessionId } },
       );
     }
     return new Session(store, record, supervisor);
   }
 
+  /** Runs reads and writes on the session's store: at once on SQLite, a promise on PostgreSQL. */
+  #do<T>(body: Effects<T>): Answer<S, T> {
+    return perform(this.#store, body);
+  }
+
   /** The turn the next one follows (null before the first). */
-  get head(): string | null {
-    return this.#store.session(this.id)?.head ?? null;
+  get head(): Answer<S, string | null> {
+    return this.#do(this.#head());
+  }
+
+  *#head(): Effects<string | null> {
+    return (yield* read(QUERIES.session(this.id)))?.head ?? null;
   }
 
   /** Every turn of the session, every branch's, in the order they began. */
-  turns(): TurnRecord[] {
-    return this.#store.turns(this.id);
+  turns(): Answer<S, TurnRecord[]> {
+    return this.#do(read(QUERIES.turns(this.id)));
   }
 
   /** Makes `fromTurnId` the head: the next turn follows it, and sees it and the turns before it, no later ones. */
-  branch(fromTurnId: string): void {
-    const turn = this.#turn(fromTurnId);
-    if (turn.status === 'running')
-      throw new InvalidArgumentError(`turn ${fromTurnId} has not ended; branch from a turn that has.`);
-    this.#store.write('moveHead', { sessionId: this.id, turnId: fromTurnId });
+  branch(fromTurnId: string): Answer<S, void> {
+    const session = this;
+    return this.#do(
+      (function* () {
+        const turn = yield* session.#turn(fromTurnId);
+        if (turn.status === 'running')
+          throw new InvalidArgumentError(`turn ${fromTurnId} has not ended; branch from a turn that has.`);
+        yield* write('moveHead', { sessionId: session.id, turnId: fromTurnId });
+      })(),
+    );
   }
 
   /**
    * Runs one turn: `text` is what the user says; its run begins with the turns before it on
    * this branch. Await the handle for the result, or iterate it for the text as it streams.
    */
-  turn(text: string, options: TurnOptions): TurnHandle {
+  turn(text: string, options: TurnOptions): TurnHandle<S> {
     const turnId = randomUUID();
-    return new TurnHandle(
+    return new TurnHandle<S>(
       turnId,
+      isPostgres(this.#store),
       (runId, kind, text) => this.#send(runId, kind, text),
-      (id, kind, text) => this.#send(this.#running(id, kind), kind, text),
+      (id, kind, text) => this.#do(this.#sendTo(id, kind, text)),
       (push, started) => this.#run(turnId, text, options, push, started),
     );
   }
@@ -293,31 +344,40 @@ export class Session {
    * Corrects a running turn from any process (see TurnHandle.steer): the words reach its
    * root at its next step boundary. TURN_ENDED, writing nothing, for a turn that has ended.
    */
-  steer(turnId: string, text: string): void {
-    if (typeof text !== 'string' || text.trim() === '')
-      throw new InvalidArgumentError('session.steer needs the correction, a non-empty string.');
-    this.#send(this.#running(turnId, 'steer'), 'steer', text);
+  steer(turnId: string, text: string): Answer<S, void> {
+    const session = this;
+    return this.#do(
+      (function* () {
+        if (typeof text !== 'string' || text.trim() === '')
+          throw new InvalidArgumentError('session.steer needs the correction, a non-empty string.');
+        yield* session.#sendTo(turnId, 'steer', text);
+      })(),
+    );
   }
 
   /** Interrupts a running turn from any process (see TurnHandle.interrupt). */
-  interrupt(turnId: string): void {
-    this.#send(this.#running(turnId, 'interrupt'), 'interrupt', null);
+  interrupt(turnId: string): Answer<S, void> {
+    return this.#do(this.#sendTo(turnId, 'interrupt', null));
   }
 
   /** Writes a steer or an interrupt for a turn's root run. */
-  #send(runId: string, kind: 'steer' | 'interrupt', text: string | null): void {
-    this.#store.write('steer', { runId, kind, text, by: 'the user', now: Date.now() });
+  #send(runId: string, kind: 'steer' | 'interrupt', text: string | null): Answer<S, void> {
+    return this.#do(this.#steerRun(runId, kind, text));
   }
 
-  /** The root run of a turn that can still be steered. */
-  #running(turnId: string, kind: 'steer' | 'interrupt'): string {
-    const turn = this.#turn(turnId);
+  *#steerRun(runId: string, kind: 'steer' | 'interrupt', text: string | null): Effects<void> {
+    yield* write('steer', { runId, kind, text, by: 'the user', now: Date.now() });
+  }
+
+  /** Writes a steer or an interrupt for the root run of a turn that can still be steered. */
+  *#sendTo(turnId: string, kind: 'steer' | 'interrupt', text: string | null): Effects<void> {
+    const turn = yield* this.#turn(turnId);
     if (!RESUMABLE.has(turn.status)) turnEnded(kind, turnId, turn.status);
     if (!turn.runId)
       throw new InvalidArgumentError(
         `turn ${turnId} has not started its run yet; steer it through the handle session.turn() gave, which holds it until then.`,
       );
-    return turn.runId;
+    yield* this.#steerRun(turn.runId, kind, text);
   }
 
   async #run(
@@ -325,7 +385,7 @@ export class Session {
     text: string,
     options: TurnOptions,
     push: (event: TurnEvent) => void,
-    started: (runId: string) => void,
+    started: (runId: string) => void | Promise<void>,
   ): Promise<TurnResult> {
     if (typeof text !== 'string' || text.trim() === '')
       throw new InvalidArgumentError('session.turn needs what the user says, a non-empty string.');
@@ -340,9 +400,15 @@ export class Session {
     // A turn whose contract judges its answer (a gate, a plan gate, an answer's shape) is work from the start.
     const data = contract.toJSON();
     const judged = data.verification.kind !== 'none' || data.planGate || data.outputSchema !== null;
-    const parent = this.head;
-    const history = this.#history(parent);
-    this.#store.write('beginTurn', { sessionId: this.id, turnId, parent, text, now: Date.now() });
+    const session = this;
+    const history = await this.#do(
+      (function* () {
+        const parent = yield* session.#head();
+        const history = yield* session.#history(parent);
+        yield* write('beginTurn', { sessionId: session.id, turnId, parent, text, now: Date.now() });
+        return history;
+      })(),
+    );
     let result: RunResult;
     let unsubscribe: () => void = () => undefined;
     try {
@@ -361,9 +427,8 @@ export class Session {
         ...(options.tools ? { tools: options.tools } : {}),
         ...(options.mcp ? { mcp: options.mcp } : {}),
         ...(options.skills ? { skills: options.skills } : {}),
-        onStart: (supervisor, rootId) => {
-          this.#store.write('startedTurn', { turnId, runId: rootId });
-          started(rootId);
+        onStart: async (supervisor, rootId) => {
+          // Heard from the first event on: the subscription is made before anything is awaited.
           unsubscribe = supervisor.observe(
             (event) => {
               options.observer?.(event);
@@ -376,11 +441,14 @@ export class Session {
             },
             { rootId, live: true },
           );
+          const recorded = this.#do(write('startedTurn', { turnId, runId: rootId }));
+          const delivered = started(rootId);
+          await Promise.all([recorded, delivered]);
         },
       };
       result = this.#supervisor
         ? await runOn(
-            this.#supervisor,
+            this.#supervisor as Supervisor<AnyStore>,
             contract,
             options.provider,
             options.policy ?? Policy.default(),
@@ -390,13 +458,7 @@ export class Session {
         : await runWith(contract, options.provider, this.#store, options.policy, options.approver, turnOptions);
     } catch (error) {
       // No run to follow: the turn is kept as failed, and the head stays where it was.
-      this.#store.write('endTurn', {
-        turnId,
-        status: 'failed',
-        reply: null,
-        now: Date.now(),
-        advance: false,
-      });
+      await this.#do(write('endTurn', { turnId, status: 'failed', reply: null, now: Date.now(), advance: false }));
       throw error;
     } finally {
       unsubscribe();
@@ -405,21 +467,26 @@ export class Session {
   }
 
   /** Ends a turn as its run ended, moving the head to it by compare-and-swap; a turn that lost the race is a conflict. */
-  #end(turnId: string, result: RunResult): TurnResult {
-    const ended = this.#store.write('endTurn', {
-      turnId,
-      status: result.outcome.kind,
-      reply: result.reply,
-      now: Date.now(),
-    });
-    if (!ended.advanced) throw new TurnConflictError(this.id, turnId, ended.head);
-    return {
-      ...result,
-      turnId,
-      kind: this.#store.turn(turnId)?.kind ?? 'work',
-      // A paused turn takes what waits for it when it is resumed: nothing is undelivered yet.
-      undelivered: result.outcome.kind === 'paused' ? [] : this.#store.undeliveredSteers(result.runId),
-    };
+  async #end(turnId: string, result: RunResult): Promise<TurnResult> {
+    const session = this;
+    return await this.#do(
+      (function* (): Effects<TurnResult> {
+        const ended = yield* write('endTurn', {
+          turnId,
+          status: result.outcome.kind,
+          reply: result.reply,
+          now: Date.now(),
+        });
+        if (!ended.advanced) throw new TurnConflictError(session.id, turnId, ended.head);
+        return {
+          ...result,
+          turnId,
+          kind: (yield* read(QUERIES.turn(turnId)))?.kind ?? 'work',
+          // A paused turn takes what waits for it when it is resumed: nothing is undelivered yet.
+          undelivered: result.outcome.kind === 'paused' ? [] : yield* read(QUERIES.undeliveredSteers(result.runId)),
+        };
+      })(),
+    );
   }
 
   /**
@@ -435,10 +502,8 @@ export class Session {
   ): Promise<TurnResult> {
     const turn =
       turnId === undefined
-        ? this.turns()
-            .filter((item) => RESUMABLE.has(item.status))
-            .at(-1)
-        : this.#turn(turnId);
+        ? (await this.#do(read(QUERIES.turns(this.id)))).filter((item) => RESUMABLE.has(item.status)).at(-1)
+        : await this.#do(this.#turn(turnId));
     if (!turn) {
       throw new HarnessError(ErrorCode.TurnNotFound, `session ${this.id} has no turn running or paused to resume.`, {
         details: { sessionId: this.id },
@@ -459,19 +524,19 @@ export class Session {
         ...(options.tools ? { tools: options.tools } : {}),
       });
       await handle.result;
-      result = outcomeOf(this.#store, turn.runId);
+      result = await supervisor.read(outcomeQuery(turn.runId));
     } finally {
       if (supervisor !== this.#supervisor) await supervisor.close();
     }
     return this.#end(turn.turnId, result);
   }
 
-  #turn(turnId: string): TurnRecord {
-    const turn = typeof turnId === 'string' ? this.#store.turn(turnId) : null;
+  *#turn(turnId: string): Effects<TurnRecord> {
+    const turn = typeof turnId === 'string' ? yield* read(QUERIES.turn(turnId)) : null;
     if (!turn) {
       throw new HarnessError(
         ErrorCode.TurnNotFound,
-        `no turn ${String(turnId)} in ${this.#store.path}; list this session's with session.turns().`,
+        `no turn ${String(turnId)} in ${whereIs(this.#store)}; list this session's with session.turns().`,
         { details: { turnId } },
       );
     }
@@ -488,16 +553,22 @@ export class Session {
    * head by default), oldest turn first, each turn's words, its steps' calls and results,
    * the corrections it took, and its reply.
    */
-  history(turnId: string | null = this.head): TranscriptEntry[] {
-    if (turnId !== null) this.#turn(turnId);
-    return this.#history(turnId);
+  history(turnId?: string | null): Answer<S, TranscriptEntry[]> {
+    const session = this;
+    return this.#do(
+      (function* () {
+        const head = turnId === undefined ? yield* session.#head() : turnId;
+        if (head !== null) yield* session.#turn(head);
+        return yield* session.#history(head);
+      })(),
+    );
   }
 
   /** The transcript of the branch that ends at `head`, oldest turn first. */
-  #history(head: string | null): TranscriptEntry[] {
+  *#history(head: string | null): Effects<TranscriptEntry[]> {
     const history: TranscriptEntry[] = [];
     if (head === null) return history;
-    for (const { turn, steps, steers } of this.#store.branch(head)) {
+    for (const { turn, steps, steers } of yield* read(QUERIES.branch(head))) {
       history.push({ role: 'user', text: turn.text });
       const before = history.length;
       const appended = appendSteered(history, steps, steers, (steps.at(-1)?.seq ?? 0) + 1);
@@ -534,15 +605,19 @@ function checkContainment(value: unknown): Containment | null {
   return value as Containment;
 }
 
-/** A supervisor given to a session: one of this library's, on the session's store file. */
-function checkSupervisor(store: Store, supervisor: unknown, where: string): Supervisor | null {
+/** A supervisor given to a session: one of this library's, on the session's store. */
+function checkSupervisor<S extends AnyStore>(store: S, supervisor: unknown, where: string): Supervisor<S> | null {
   if (supervisor === undefined) return null;
   if (!(supervisor instanceof Supervisor))
     throw new InvalidArgumentError(`${where}: supervisor must be a Supervisor (await Supervisor.start(store)).`);
-  const runsOn = supervisor.store.kind === 'sqlite' ? supervisor.store.path : supervisor.store.url;
-  if (supervisor.store.kind !== 'sqlite' || resolve(supervisor.store.path) !== resolve(store.path))
+  const given = supervisor.store as AnyStore;
+  const same =
+    given.kind === 'sqlite'
+      ? store.kind === 'sqlite' && resolve(given.path) === resolve(store.path)
+      : store.kind === 'postgres' && given.url === store.url && given.schema === store.schema;
+  if (!same)
     throw new InvalidArgumentError(
-      `${where}: the supervisor runs on ${runsOn}, not the session's store ${store.path}; start it on the same store.`,
+      `${where}: the supervisor runs on ${whereIs(given)}, not the session's store ${whereIs(store)}; start it on the same store.`,
     );
-  return supervisor;
+  return supervisor as Supervisor<S>;
 }

@@ -54,6 +54,7 @@ import { discoverSkills, type SkillRoot } from '../runtime/skills.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';
+import { perform } from '../store/either.js';
 import { HOST } from '../store/liveness.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import type { WorkHint } from '../store/postgres/notify.js';
@@ -1202,7 +1203,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
    */
   async rewindRun(workspace: string, runId: string): Promise<{ files: RewoundFile[]; cancelled: string[] }> {
     this.#assertRunning();
-    const { files, subtree } = rewindRunFiles(workspace, this.#sqlite('rewindRun'), runId);
+    const { files, subtree } = await perform(this.#backend, rewindRunFiles(workspace, this.#where, runId));
     const dropped = await Promise.all(
       subtree.map((member) => this.#storeClient.call('dropBacklog', { runId: member, now: Date.now() })),
     );

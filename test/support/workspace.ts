@@ -96,6 +96,16 @@ export function thrown(fn: () => unknown): HarnessError {
   throw new Error('expected an error');
 }
 
+/** {@link thrown} for a call that may answer with a promise (a PostgreSQL store's): its error, thrown or rejected. */
+export async function failure(fn: () => unknown): Promise<HarnessError> {
+  try {
+    await fn();
+  } catch (error) {
+    return error as HarnessError;
+  }
+  throw new Error('expected an error');
+}
+
 /**
  * Runs `code` (an ES module's text) in a node process of its own, to its exit, and returns
  * what it printed. A file, not --input-type=module -e: the worker threads it starts

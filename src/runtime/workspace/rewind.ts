@@ -8,13 +8,16 @@
 import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
+import { type Answer, type AnyStore, type Effects, perform, read, whereIs, write } from '../../store/either.js';
 import { processLiveness } from '../../store/liveness.js';
 import { writeTogether } from '../../store/local.js';
-import type { RestorePoint, TraceReader } from '../../store/reader.js';
+import { type RestorePoint, type RunRecord, TraceQueries, type TraceReader } from '../../store/reader.js';
 import { isTerminal } from '../events.js';
 import { escapes, realTarget } from '../policy/policy.js';
 import { reverseApply } from './diffs.js';
 import { replaceFile } from './files.js';
+
+const QUERIES = new TraceQueries();
 
 export interface RewoundFile {
   path: string;
@@ -47,25 +50,28 @@ function relativePath(root: string, path: string): string {
   return inside.split(sep).join('/');
 }
 
-/** Refuses to change files under a run that a live process is still driving. */
-function assertNotLive(store: TraceReader, runId: string): void {
-  const run = store.run(runId);
+/**
+ * Refuses to change files under a run that a live process is still driving: one on this
+ * host whose pid answers, or one on another host whose lease has not lapsed.
+ */
+function* assertNotLive(where: string, runId: string): Effects<RunRecord> {
+  const run = yield* read(QUERIES.run(runId));
   if (!run) {
-    throw new HarnessError(ErrorCode.RunNotFound, `no run ${runId} in ${store.path}; list runs with store.runs().`, {
+    throw new HarnessError(ErrorCode.RunNotFound, `no run ${runId} in ${where}; list runs with store.runs().`, {
       details: { runId },
     });
   }
-  if (
-    !isTerminal(run.status) &&
-    run.lease.owner !== null &&
-    processLiveness(run.lease.pid, run.lease.host) !== 'dead'
-  ) {
-    throw new HarnessError(
-      ErrorCode.RunStillLive,
-      `run ${runId} is ${run.status} and held by ${run.lease.owner} (pid ${run.lease.pid ?? 'unknown'}); rewind it once that process has stopped or the run has ended.`,
-      { details: { runId, status: run.status } },
-    );
+  if (!isTerminal(run.status) && run.lease.owner !== null) {
+    const liveness = processLiveness(run.lease.pid, run.lease.host);
+    const lapsed = liveness === 'unknown' && run.lease.expiresAt !== null && run.lease.expiresAt < Date.now();
+    if (liveness !== 'dead' && !lapsed)
+      throw new HarnessError(
+        ErrorCode.RunStillLive,
+        `run ${runId} is ${run.status} and held by ${run.lease.owner} (pid ${run.lease.pid ?? 'unknown'}${run.lease.host ? ` on ${run.lease.host}` : ''}); rewind it once that process has stopped or the run has ended.`,
+        { details: { runId, status: run.status } },
+      );
   }
+  return run;
 }
 
 /** The restore points were taken in one workspace: rewinding another would write into the wrong tree. */
@@ -120,15 +126,25 @@ function putBack(root: string, path: string, content: Buffer | null): RewoundFil
 /**
  * Puts one file back as it was before run `runId` first touched it, deleting it when
  * the run created it. Says plainly (NO_RESTORE_POINT) when the run never touched it.
+ * On a PostgreSQL store, the answer is a promise.
  *
  * @example
  * rewind(repoDir, store, result.runId, 'src/app.js');
  */
-export function rewind(workspace: string, store: TraceReader, runId: string, path: string): RewoundFile {
+export function rewind<S extends AnyStore | TraceReader>(
+  workspace: string,
+  store: S,
+  runId: string,
+  path: string,
+): Answer<S, RewoundFile> {
+  return perform(store, rewindFile(workspace, whereIs(store), runId, path));
+}
+
+function* rewindFile(workspace: string, where: string, runId: string, path: string): Effects<RewoundFile> {
   const root = workspaceRoot(workspace);
   const relativeTo = relativePath(root, path);
-  assertNotLive(store, runId);
-  const point = store.restorePoint(runId, relativeTo);
+  yield* assertNotLive(where, runId);
+  const point = yield* read(QUERIES.restorePoint(runId, relativeTo));
   if (point) assertSameWorkspace(root, point.workspace);
   if (!point) {
     throw new HarnessError(
@@ -145,19 +161,27 @@ export function rewind(workspace: string, store: TraceReader, runId: string, pat
  * children it left waiting (reserved or queued, never started) are cancelled. Steps,
  * events and the ledger are not touched. With a supervisor running in this process,
  * `supervisor.rewindRun(workspace, runId)` does the same through its store actor, and its
- * observers see the cancelled children end.
+ * observers see the cancelled children end. On a PostgreSQL store, the answer is a promise.
  */
-export function rewindRun(
+export function rewindRun<S extends AnyStore | TraceReader>(
   workspace: string,
-  store: TraceReader,
+  store: S,
   runId: string,
-): { files: RewoundFile[]; cancelled: string[] } {
-  const { files, subtree } = rewindRunFiles(workspace, store, runId);
-  // The backlog is a write to the store: one short transaction of its own (see writeTogether).
-  const cancelled = writeTogether(store.path, (write) =>
-    subtree.flatMap((member) => write('dropBacklog', { runId: member, now: Date.now() }).cancelled),
-  );
-  return { files, cancelled };
+): Answer<S, { files: RewoundFile[]; cancelled: string[] }> {
+  const body = function* (): Effects<{ files: RewoundFile[]; cancelled: string[] }> {
+    const { files, subtree } = yield* rewindRunFiles(workspace, whereIs(store), runId);
+    const cancelled: string[] = [];
+    for (const member of subtree)
+      cancelled.push(...(yield* write('dropBacklog', { runId: member, now: Date.now() })).cancelled);
+    return { files, cancelled };
+  };
+  // A reader that is not a Store handle writes the backlog on a connection of its own, one short transaction each.
+  const own =
+    (store as { kind?: unknown }).kind === undefined
+      ? (op: 'dropBacklog', input: unknown) =>
+          writeTogether((store as TraceReader).path, (write) => write(op, input as never))
+      : undefined;
+  return perform(store, body(), own as never);
 }
 
 /**
@@ -165,27 +189,27 @@ export function rewindRun(
  * started touched, and says whose backlog is to be dropped (the run and those agents).
  * Refuses, changing nothing, while any of them is held by a live owner.
  */
-export function rewindRunFiles(
+export function* rewindRunFiles(
   workspace: string,
-  store: TraceReader,
+  where: string,
   runId: string,
-): { files: RewoundFile[]; subtree: string[] } {
+): Effects<{ files: RewoundFile[]; subtree: string[] }> {
   const root = workspaceRoot(workspace);
-  const run = store.run(runId);
+  const run = yield* read(QUERIES.run(runId));
   if (!run) {
-    throw new HarnessError(ErrorCode.RunNotFound, `no run ${runId} in ${store.path}; list runs with store.runs().`, {
+    throw new HarnessError(ErrorCode.RunNotFound, `no run ${runId} in ${where}; list runs with store.runs().`, {
       details: { runId },
     });
   }
   // The run and every agent it started: children work in the same workspace.
-  const subtree = store
-    .runs(run.rootId)
-    .filter((candidate) => candidate.runId === runId || candidate.ancestry.includes(runId));
-  for (const member of subtree) assertNotLive(store, member.runId);
+  const subtree = (yield* read(QUERIES.runs(run.rootId))).filter(
+    (candidate) => candidate.runId === runId || candidate.ancestry.includes(runId),
+  );
+  for (const member of subtree) yield* assertNotLive(where, member.runId);
   // One restore point per file: the earliest any run of the subtree took.
   const earliest = new Map<string, RestorePoint>();
   for (const member of subtree) {
-    for (const point of store.restorePoints(member.runId)) {
+    for (const point of yield* read(QUERIES.restorePoints(member.runId))) {
       assertSameWorkspace(root, point.workspace);
       const seen = earliest.get(point.path);
       if (!seen || point.at < seen.at) earliest.set(point.path, point);
@@ -200,16 +224,25 @@ export function rewindRunFiles(
 /**
  * Reverse-applies the changes one step made, newest first, as a unit: when a later
  * change no longer lets a hunk fit, nothing is written and the error names the file
- * and the hunk (REWIND_CONFLICT). Walk back from the newest step to undo several.
+ * and the hunk (REWIND_CONFLICT). Walk back from the newest step to undo several. On a
+ * PostgreSQL store, the answer is a promise.
  */
-export function rewindStep(workspace: string, store: TraceReader, runId: string, seq: number): RewoundFile[] {
+export function rewindStep<S extends AnyStore | TraceReader>(
+  workspace: string,
+  store: S,
+  runId: string,
+  seq: number,
+): Answer<S, RewoundFile[]> {
+  return perform(store, reverseStep(workspace, whereIs(store), runId, seq));
+}
+
+function* reverseStep(workspace: string, where: string, runId: string, seq: number): Effects<RewoundFile[]> {
   const root = workspaceRoot(workspace);
-  assertNotLive(store, runId);
-  const lastSeq = store.run(runId)?.lastSeq ?? 0;
+  const lastSeq = (yield* assertNotLive(where, runId)).lastSeq;
   if (!Number.isInteger(seq) || seq < 1 || seq > lastSeq) {
     throw new InvalidArgumentError(`run ${runId} has no step ${seq}; its steps are 1 to ${lastSeq}.`);
   }
-  const changes = store.fileChanges(runId, seq);
+  const changes = yield* read(QUERIES.fileChanges(runId, seq));
   if (changes.length === 0) {
     throw new HarnessError(
       ErrorCode.NoRestorePoint,
