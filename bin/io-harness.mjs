@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 
 const USAGE = `usage: io-harness <command> [options]; io-harness <command> --help says more
 
-Reading and acting on a store (--store <file>, default $IO_HARNESS_STORE or ./runs.db; --json for scripts):
+Reading and acting on a store (--store <file> or a postgres:// URL, default $IO_HARNESS_STORE or ./runs.db; --json for scripts):
 TRACE_COMMANDS
 
 Other commands:

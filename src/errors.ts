@@ -14,6 +14,7 @@ export const ErrorCode = {
   StoreOpenFailed: 'STORE_OPEN_FAILED',
   StoreNotOurs: 'STORE_NOT_OURS',
   StoreNotEmpty: 'STORE_NOT_EMPTY',
+  StoreNotFound: 'STORE_NOT_FOUND',
   StoreUnreachable: 'STORE_UNREACHABLE',
   StoreFailed: 'STORE_FAILED',
   StoreActorExited: 'STORE_ACTOR_EXITED',

@@ -8,46 +8,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { CallbackApprover, OpenAI, Policy, runWith, Session, TaskContract } from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
+import { BIN, cli, json } from './support/cli.js';
 import { later, setEnv, supervisorOnStore, tempWorkspace } from './support/workspace.js';
-
-const BIN = fileURLToPath(new URL('../bin/io-harness.mjs', import.meta.url));
-
-interface Ran {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI as a child process, to its end. */
-function cli(args: string[], env: Record<string, string> = {}, cwd = process.cwd()): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
-
-const json = <T>(ran: Ran): T => {
-  expect(ran.stderr === '' || ran.status === 0, ran.stderr).toBe(true);
-  return JSON.parse(ran.stdout) as T;
-};
 
 describe('the io-harness CLI', () => {
   it('lists, shows, prices, answers, resumes and rewinds real runs, with --json and exit statuses', {

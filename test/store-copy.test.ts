@@ -1,44 +1,15 @@
-/**
- * `npx io-harness store copy runs.db postgres://...` on a store real runs wrote (a tree
- * whose children mailed each other, a workspace run that changed a file, a run paused on
- * an approval, a session's turn, a note of durable memory), run as a child process
- * against the tests' PostgreSQL server: every table's count, every tree's ledger and the
- * reads themselves equal on both sides; the ids go on from where the file's stopped. And
- * what it refuses, copying nothing: a store that holds rows, a file that is not a store,
- * a server it cannot reach, a target that is not a URL.
- */
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CallbackApprover, Memory, OpenAI, Policy, runWith, Session, TaskContract } from '../dist/index.js';
+import { Memory } from '../dist/index.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
-import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
+import { cli, workspaceRuns } from './support/cli.js';
 import { type Harness, harness, script } from './support/harness.js';
 import { freshDatabase } from './support/postgres.js';
 import { later, tempWorkspace } from './support/workspace.js';
 import { rootInput } from './support/writer.js';
-
-const BIN = fileURLToPath(new URL('../bin/io-harness.mjs', import.meta.url));
-
-function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
 
 async function counts(url: string): Promise<Record<string, number>> {
   const client = new pg.Client({ connectionString: url });
@@ -76,32 +47,7 @@ describe('store copy', () => {
     expect(mailed.status).toBe('finished');
     // A workspace run that changed a file, and one paused on an approval.
     const repo = tempWorkspace({ 'notes.txt': 'ship on friday\n' });
-    const server = await ScriptedModelServer.start((call) => {
-      const task = String(call.body.messages.find((message) => message.role === 'user')?.content ?? '');
-      const turn = assistantTurns(call);
-      if (task.startsWith('edit'))
-        return turn === 0
-          ? { toolCalls: [{ name: 'write_file', args: { path: 'notes.txt', content: 'ship today\n' } }] }
-          : { text: 'edited' };
-      if (task.startsWith('version'))
-        return turn === 0 ? { toolCalls: [{ name: 'exec', args: { argv: ['node', '--version'] } }] } : { text: 'ok' };
-      return { text: 'hello' };
-    });
-    later(() => server.close());
-    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
-    const policy = Policy.default().layer('app').allowWrite('notes.txt');
-    const edited = await runWith(TaskContract.workspace('edit the notes', repo), provider, store, policy);
-    expect(edited.outcome.kind).toBe('finished');
-    const paused = await runWith(
-      TaskContract.workspace('version of node', repo),
-      provider,
-      store,
-      Policy.default(),
-      new CallbackApprover(() => 'defer'),
-    );
-    expect(paused.outcome.kind).toBe('paused');
-    const session = await Session.open(store, repo);
-    await session.turn('say hello', { provider, policy });
+    const { edited, session } = await workspaceRuns(store, repo);
     Memory.of(store, { workspace: repo }).remember('test-command', 'npm test runs the suite.', { pin: true });
 
     const db = await freshDatabase();

@@ -5,6 +5,7 @@
  * ledger; then gates, questions, children, the reply and the run's diff.
  */
 import type { HarnessEvent } from '../runtime/events.js';
+import type { PostgresStore } from '../store/postgres/index.js';
 import type { RunRecord, TraceReader } from '../store/reader.js';
 
 /** `text` on one line, cut to `max` characters with an ellipsis. */
@@ -109,9 +110,9 @@ const shown = (event: HarnessEvent) =>
   !QUIET.has(event.type) && !(event.type === 'policy-decision' && event.effect === 'allow');
 
 /** The whole of `show`'s text for one run. */
-export function renderRun(reader: TraceReader, run: RunRecord): string {
+export async function renderRun(reader: TraceReader | PostgresStore, run: RunRecord): Promise<string> {
   const out: string[] = [];
-  const account = reader.account(run.runId);
+  const account = await reader.account(run.runId);
   const took = run.endedAt === null ? 'still going' : `took ${formatDuration(run.endedAt - run.createdAt)}`;
   out.push(`run ${run.runId}  ${run.status}`);
   out.push(`  address ${run.address}${run.parentId ? `, parent ${run.parentId}` : ''}, tree ${run.rootId}`);
@@ -127,15 +128,15 @@ export function renderRun(reader: TraceReader, run: RunRecord): string {
     );
   }
   if (run.outcome?.reason) out.push(`  reason: ${run.outcome.reason}`);
-  const events = reader.events(run.runId);
-  const calls = reader.modelCalls({ runId: run.runId });
+  const events = await reader.events(run.runId);
+  const calls = await reader.modelCalls({ runId: run.runId });
   const bySeq = new Map<number, HarnessEvent[]>();
   const loose: HarnessEvent[] = [];
   for (const event of events) {
     if (event.seq === null) loose.push(event);
     else bySeq.set(event.seq, [...(bySeq.get(event.seq) ?? []), event]);
   }
-  const steps = reader.steps(run.runId);
+  const steps = await reader.steps(run.runId);
   for (const step of steps) {
     out.push('');
     const call = calls.filter((item) => item.seq === step.seq).at(-1);
@@ -161,13 +162,13 @@ export function renderRun(reader: TraceReader, run: RunRecord): string {
     out.push('');
     for (const event of rest) out.push(describeEvent(event));
   }
-  const open = reader.questions({ runId: run.runId, status: 'open' });
+  const open = await reader.questions({ runId: run.runId, status: 'open' });
   if (open.length > 0) {
     out.push('');
     out.push('open questions (answer with: io-harness answer <question> <answer>):');
     for (const question of open) out.push(`  ${question.questionId}  ${question.kind}`);
   }
-  const children = reader.runs(run.rootId).filter((other) => other.parentId === run.runId);
+  const children = (await reader.runs(run.rootId)).filter((other) => other.parentId === run.runId);
   if (children.length > 0) {
     out.push('');
     out.push('children:');
@@ -177,7 +178,7 @@ export function renderRun(reader: TraceReader, run: RunRecord): string {
     out.push('');
     out.push(`reply:${indent(run.reply, 2)}`);
   }
-  const patch = reader.patch(run.runId);
+  const patch = await reader.patch(run.runId);
   if (patch.trim() !== '') {
     out.push('');
     out.push('diff:');

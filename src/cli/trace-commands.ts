@@ -6,7 +6,8 @@
  *
  * A store is never made by a command: a path with no file is an error, a file that is not
  * SQLite or not a store of ours is refused unchanged, and the read commands open it
- * read-only.
+ * read-only. `--store` takes a postgres:// URL too (an empty database is refused, not
+ * given tables); every command but `view` reads and acts on it alike.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -18,6 +19,8 @@ import { HarnessError } from '../errors.js';
 import type { PriceTable } from '../runtime/budget.js';
 import { type HarnessEvent, isTerminal } from '../runtime/events.js';
 import { rewind, rewindRun } from '../runtime/workspace/rewind.js';
+import { whereIs } from '../store/either.js';
+import type { PostgresStore } from '../store/postgres/index.js';
 import { formatCost, type RunRecord, TraceReader } from '../store/reader.js';
 import { storeFileState } from '../store/schema.js';
 import { Store } from '../store/store.js';
@@ -78,7 +81,7 @@ interface Context {
   storePath: string;
 }
 
-const COMMON = '[--store <file>] [--json]';
+const COMMON = '[--store <file|postgres-url>] [--json]';
 
 export const TRACE_COMMANDS: Record<string, Command> = {
   runs: {
@@ -207,7 +210,7 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
   const values = parsed.values as Record<string, string | boolean | undefined>;
   if (values.help) {
     io.out(
-      `${usage}\n\n${command.summary}.\n${command.help}\n\n--store <file>  the store (default: $IO_HARNESS_STORE, else ./runs.db)\n--json          machine-readable output\n`,
+      `${usage}\n\n${command.summary}.\n${command.help}\n\n--store <file>  the store: a SQLite file, or a postgres:// URL (default: $IO_HARNESS_STORE, else ./runs.db)\n--json          machine-readable output\n`,
     );
     return EXIT.ok;
   }
@@ -218,7 +221,9 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
     );
     return EXIT.usage;
   }
-  const storePath = resolve(io.cwd, (values.store as string | undefined) ?? io.env.IO_HARNESS_STORE ?? 'runs.db');
+  const given = (values.store as string | undefined) ?? io.env.IO_HARNESS_STORE ?? 'runs.db';
+  // A PostgreSQL store is named by its URL; a file, by its path from here.
+  const storePath = isPostgresUrl(given) ? given : resolve(io.cwd, given);
   try {
     return await command.run({ io, positionals: parsed.positionals, values, json: values.json === true, storePath });
   } catch (error) {
@@ -239,6 +244,7 @@ function exitFor(code: string): number {
   if (code === 'STORE_FAILED') return EXIT.failed;
   if (
     code === 'STORE_UNREACHABLE' ||
+    code === 'STORE_NOT_FOUND' ||
     code === 'RUN_NOT_FOUND' ||
     code === 'QUESTION_NOT_FOUND' ||
     code === 'NO_RESTORE_POINT' ||
@@ -324,9 +330,23 @@ async function storeCommand(context: Context): Promise<number> {
   return EXIT.ok;
 }
 
-async function withReader<T>(path: string, use: (reader: TraceReader) => T | Promise<T>): Promise<T> {
-  await checkStore(path);
-  const reader = new TraceReader(path);
+/** What the read commands read: a SQLite file's read-only reader, or a PostgreSQL store (every read awaited). */
+type Reader = TraceReader | PostgresStore;
+
+function isPostgresUrl(location: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(location);
+}
+
+/** The PostgreSQL store at `url`, which must be one already: an empty database is refused, never given tables. */
+async function openPostgres(url: string): Promise<PostgresStore> {
+  const { PostgresStore } = await import('../store/postgres/index.js');
+  return PostgresStore.open(url, { create: false, max: 2 });
+}
+
+async function withReader<T>(location: string, use: (reader: Reader) => T | Promise<T>): Promise<T> {
+  if (isPostgresUrl(location)) return withPostgres(location, use);
+  await checkStore(location);
+  const reader = new TraceReader(location);
   try {
     return await use(reader);
   } finally {
@@ -334,9 +354,10 @@ async function withReader<T>(path: string, use: (reader: TraceReader) => T | Pro
   }
 }
 
-async function withStore<T>(path: string, use: (store: Store) => T | Promise<T>): Promise<T> {
-  await checkStore(path);
-  const store = await Store.open(path);
+async function withStore<T>(location: string, use: (store: Store | PostgresStore) => T | Promise<T>): Promise<T> {
+  if (isPostgresUrl(location)) return withPostgres(location, use);
+  await checkStore(location);
+  const store = await Store.open(location);
   try {
     return await use(store);
   } finally {
@@ -344,11 +365,20 @@ async function withStore<T>(path: string, use: (store: Store) => T | Promise<T>)
   }
 }
 
+async function withPostgres<T>(url: string, use: (store: PostgresStore) => T | Promise<T>): Promise<T> {
+  const store = await openPostgres(url);
+  try {
+    return await use(store);
+  } finally {
+    await store.close();
+  }
+}
+
 /** A run by its id, or by a prefix of one that names one run alone. */
-function findRun(reader: TraceReader, given: string): RunRecord {
-  const exact = reader.run(given);
+async function findRun(reader: Reader, given: string): Promise<RunRecord> {
+  const exact = await reader.run(given);
   if (exact) return exact;
-  const matches = given.length >= 4 ? allRuns(reader).filter((run) => run.runId.startsWith(given)) : [];
+  const matches = given.length >= 4 ? (await allRuns(reader)).filter((run) => run.runId.startsWith(given)) : [];
   if (matches.length === 1) return matches[0] as RunRecord;
   if (matches.length > 1)
     throw new CliError(
@@ -358,25 +388,28 @@ function findRun(reader: TraceReader, given: string): RunRecord {
         .join(', ')}, ...); give more of the id.`,
       EXIT.usage,
     );
-  throw new CliError(`there is no run ${given} in ${reader.path}; \`io-harness runs\` lists them.`, EXIT.notFound);
+  throw new CliError(`there is no run ${given} in ${whereIs(reader)}; \`io-harness runs\` lists them.`, EXIT.notFound);
 }
 
-function allRuns(reader: TraceReader): RunRecord[] {
-  return reader.runs().flatMap((root) => reader.runs(root.runId));
+async function allRuns(reader: Reader): Promise<RunRecord[]> {
+  const runs: RunRecord[] = [];
+  for (const root of await reader.runs()) runs.push(...(await reader.runs(root.runId)));
+  return runs;
 }
 
 const print = (context: Context, value: unknown) => context.io.out(`${JSON.stringify(value, null, 2)}\n`);
 
 async function runsCommand(context: Context): Promise<number> {
   const status = context.values.status as string | undefined;
-  return withReader(context.storePath, (reader) => {
-    const roots = reader.runs();
-    const listed = (context.values.all ? allRuns(reader) : roots).filter(
+  return withReader(context.storePath, async (reader) => {
+    const roots = await reader.runs();
+    const listed = (context.values.all ? await allRuns(reader) : roots).filter(
       (run) => status === undefined || run.status === status,
     );
-    const rows = listed.map((run) => {
-      const account = reader.account(run.runId);
-      return {
+    const rows = [];
+    for (const run of listed) {
+      const account = await reader.account(run.runId);
+      rows.push({
         runId: run.runId,
         rootId: run.rootId,
         address: run.address,
@@ -384,17 +417,19 @@ async function runsCommand(context: Context): Promise<number> {
         task: run.task,
         steps: account?.spent.steps ?? 0,
         tokens: account?.spent.tokens ?? 0,
-        runs: run.parentId === null ? reader.runs(run.runId).length : null,
+        runs: run.parentId === null ? (await reader.runs(run.runId)).length : null,
         createdAt: run.createdAt,
         endedAt: run.endedAt,
-      };
-    });
+      });
+    }
     if (context.json) {
       print(context, rows);
       return EXIT.ok;
     }
     if (rows.length === 0) {
-      context.io.out(status ? `no runs with status ${status} in ${reader.path}\n` : `no runs in ${reader.path}\n`);
+      context.io.out(
+        status ? `no runs with status ${status} in ${whereIs(reader)}\n` : `no runs in ${whereIs(reader)}\n`,
+      );
       return EXIT.ok;
     }
     for (const row of rows)
@@ -406,21 +441,23 @@ async function runsCommand(context: Context): Promise<number> {
 }
 
 async function sessionsCommand(context: Context): Promise<number> {
-  return withReader(context.storePath, (reader) => {
-    const sessions = reader.sessions().map((session) => ({
-      ...session,
-      turns: reader.turns(session.sessionId).map((turn) => ({
-        turnId: turn.turnId,
-        text: turn.text,
-        status: turn.status,
-        runId: turn.runId,
-      })),
-    }));
+  return withReader(context.storePath, async (reader) => {
+    const sessions = [];
+    for (const session of await reader.sessions())
+      sessions.push({
+        ...session,
+        turns: (await reader.turns(session.sessionId)).map((turn) => ({
+          turnId: turn.turnId,
+          text: turn.text,
+          status: turn.status,
+          runId: turn.runId,
+        })),
+      });
     if (context.json) {
       print(context, sessions);
       return EXIT.ok;
     }
-    if (sessions.length === 0) context.io.out(`no sessions in ${reader.path}\n`);
+    if (sessions.length === 0) context.io.out(`no sessions in ${whereIs(reader)}\n`);
     for (const session of sessions) {
       context.io.out(`${session.sessionId}  ${session.turns.length} turns  ${session.root}\n`);
       for (const turn of session.turns)
@@ -431,23 +468,23 @@ async function sessionsCommand(context: Context): Promise<number> {
 }
 
 async function showCommand(context: Context): Promise<number> {
-  return withReader(context.storePath, (reader) => {
-    const run = findRun(reader, context.positionals[0] as string);
+  return withReader(context.storePath, async (reader) => {
+    const run = await findRun(reader, context.positionals[0] as string);
     if (context.json) {
       print(context, {
         run,
-        account: reader.account(run.runId),
-        steps: reader.steps(run.runId),
-        events: reader.events(run.runId),
-        modelCalls: reader.modelCalls({ runId: run.runId }),
-        gates: reader.gateEvaluations(run.runId),
-        questions: reader.questions({ runId: run.runId }),
-        children: reader.runs(run.rootId).filter((other) => other.parentId === run.runId),
-        patch: reader.patch(run.runId),
+        account: await reader.account(run.runId),
+        steps: await reader.steps(run.runId),
+        events: await reader.events(run.runId),
+        modelCalls: await reader.modelCalls({ runId: run.runId }),
+        gates: await reader.gateEvaluations(run.runId),
+        questions: await reader.questions({ runId: run.runId }),
+        children: (await reader.runs(run.rootId)).filter((other) => other.parentId === run.runId),
+        patch: await reader.patch(run.runId),
       });
       return EXIT.ok;
     }
-    context.io.out(renderRun(reader, run));
+    context.io.out(await renderRun(reader, run));
     return EXIT.ok;
   });
 }
@@ -460,24 +497,24 @@ async function followCommand(context: Context): Promise<number> {
       EXIT.usage,
     );
   return withReader(context.storePath, async (reader) => {
-    const rootId = findRun(reader, context.positionals[0] as string).rootId;
+    const rootId = (await findRun(reader, context.positionals[0] as string)).rootId;
     const { io } = context;
     let after = 0;
     const progress = progressOn(io);
     const started = Date.now();
     for (;;) {
-      const events = reader.treeEvents(rootId, after);
+      const events = await reader.treeEvents(rootId, after);
       for (const event of events) {
         after = event.eventId;
         progress.above();
         io.out(context.json ? `${JSON.stringify(event)}\n` : `${describeFollowed(event)}\n`);
       }
-      const runs = reader.runs(rootId);
+      const runs = await reader.runs(rootId);
       const settled = runs.every((run) => isTerminal(run.status) || run.status === 'paused');
-      progress.show(progressLine(reader, rootId, runs, Date.now() - started));
-      if (settled && reader.treeEvents(rootId, after).length === 0) {
+      progress.show(await progressLine(reader, rootId, runs, Date.now() - started));
+      if (settled && (await reader.treeEvents(rootId, after)).length === 0) {
         progress.end();
-        const root = reader.run(rootId);
+        const root = await reader.run(rootId);
         return root?.status === 'finished' ? EXIT.ok : EXIT.unfinished;
       }
       await new Promise((done) => setTimeout(done, interval));
@@ -510,26 +547,26 @@ function progressOn(io: CliIo) {
   };
 }
 
-function progressLine(reader: TraceReader, rootId: string, runs: RunRecord[], elapsedMs: number): string {
+async function progressLine(reader: Reader, rootId: string, runs: RunRecord[], elapsedMs: number): Promise<string> {
   const counts = new Map<string, number>();
   for (const run of runs) counts.set(run.status, (counts.get(run.status) ?? 0) + 1);
-  const spent = reader.ledger(rootId)?.root.spent ?? { steps: 0, tokens: 0 };
+  const spent = (await reader.ledger(rootId))?.root.spent ?? { steps: 0, tokens: 0 };
   const states = [...counts.entries()].map(([status, count]) => `${count} ${status}`).join(', ');
   return `[${formatDuration(elapsedMs)}] ${runs.length} run${runs.length === 1 ? '' : 's'}: ${states}; ${spent.steps} steps, ${spent.tokens} tokens`;
 }
 
 async function answerCommand(context: Context): Promise<number> {
   const [questionId, text] = context.positionals as [string, string];
-  return withStore(context.storePath, (store) => {
-    const question = store.question(questionId);
+  return withStore(context.storePath, async (store) => {
+    const question = await store.question(questionId);
     if (!question)
       throw new CliError(
-        `there is no question ${questionId} in ${store.path}; \`io-harness show <run>\` lists a run's open questions.`,
+        `there is no question ${questionId} in ${whereIs(store)}; \`io-harness show <run>\` lists a run's open questions.`,
         EXIT.notFound,
       );
     const answer = answerValue(question.kind, text);
     const by = (context.values.by as string | undefined) ?? context.io.env.USER ?? `pid ${process.pid}`;
-    const { runId, rootId } = answerQuestion(store, questionId, answer, { by });
+    const { runId, rootId } = await answerQuestion(store, questionId, answer, { by });
     if (context.json) print(context, { questionId, kind: question.kind, answer, by, runId, rootId });
     else
       context.io.out(
@@ -558,12 +595,20 @@ function answerValue(kind: string, text: string): unknown {
 
 async function resumeCommand(context: Context): Promise<number> {
   return withStore(context.storePath, async (store) => {
-    const rootId = findRun(store, context.positionals[0] as string).rootId;
+    const rootId = (await findRun(store, context.positionals[0] as string)).rootId;
     const { io } = context;
     const supervisor = await Supervisor.start(store);
     const started = Date.now();
     const progress = progressOn(io);
-    const show = () => progress.show(progressLine(store, rootId, store.runs(rootId), Date.now() - started));
+    // Drawn in turn: a line read while the last is still being read waits for it, so lines never cross.
+    let drawing: Promise<void> = Promise.resolve();
+    const show = () => {
+      drawing = drawing
+        .then(async () =>
+          progress.show(await progressLine(store, rootId, await store.runs(rootId), Date.now() - started)),
+        )
+        .catch(() => undefined);
+    };
     const stop = supervisor.observe(
       (event) => {
         progress.above();
@@ -574,6 +619,7 @@ async function resumeCommand(context: Context): Promise<number> {
     );
     try {
       const result = await (await supervisor.resume(rootId)).result;
+      await drawing;
       progress.end();
       if (context.json) print(context, result);
       else
@@ -590,9 +636,9 @@ async function resumeCommand(context: Context): Promise<number> {
 
 async function rewindCommand(context: Context): Promise<number> {
   const [given, path] = context.positionals as [string, string | undefined];
-  return withStore(context.storePath, (store) => {
-    const run = findRun(store, given);
-    const spec = store.spec(run.runId) as { contract?: { root?: string } } | null;
+  return withStore(context.storePath, async (store) => {
+    const run = await findRun(store, given);
+    const spec = (await store.spec(run.runId)) as { contract?: { root?: string } } | null;
     const root = (context.values.root as string | undefined) ?? spec?.contract?.root;
     if (!root)
       throw new CliError(
@@ -610,8 +656,8 @@ async function rewindCommand(context: Context): Promise<number> {
       );
     const result =
       path === undefined
-        ? rewindRun(workspace, store, run.runId)
-        : { files: [rewind(workspace, store, run.runId, path)], cancelled: [] as string[] };
+        ? await rewindRun(workspace, store, run.runId)
+        : { files: [await rewind(workspace, store, run.runId, path)], cancelled: [] as string[] };
     if (context.json) print(context, { runId: run.runId, root: workspace, ...result });
     else {
       if (result.files.length === 0) context.io.out(`run ${run.runId} changed no files\n`);
@@ -678,9 +724,9 @@ async function costCommand(context: Context): Promise<number> {
   const prices = file ? readPrices(resolve(context.io.cwd, file)) : Config.discover(context.io.cwd).prices();
   if (Object.keys(prices).length === 0)
     throw new CliError('no prices: pass --prices <file> (JSON or TOML), or set [prices] in your io.toml.', EXIT.usage);
-  return withReader(context.storePath, (reader) => {
-    const run = findRun(reader, context.positionals[0] as string);
-    const report = reader.cost(run.rootId, prices);
+  return withReader(context.storePath, async (reader) => {
+    const run = await findRun(reader, context.positionals[0] as string);
+    const report = await reader.cost(run.rootId, prices);
     if (context.json) print(context, { rootId: run.rootId, ...report });
     else {
       context.io.out(`${run.rootId}: ${report.text}\n`);
@@ -693,7 +739,12 @@ async function costCommand(context: Context): Promise<number> {
 
 async function viewCommand(context: Context): Promise<number> {
   const file = context.positionals[0];
-  const path = file === undefined ? context.storePath : resolve(context.io.cwd, file);
+  const path = file === undefined ? context.storePath : isPostgresUrl(file) ? file : resolve(context.io.cwd, file);
+  if (isPostgresUrl(path))
+    throw new CliError(
+      'the viewer reads a SQLite store file in this release, not a PostgreSQL one; the other commands (runs, show, follow, cost, ...) read PostgreSQL alike (docs/guides/postgres.md).',
+      EXIT.usage,
+    );
   const port = context.values.port === undefined ? 0 : Number(context.values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw new CliError('--port is a port number from 0 to 65535 (0: one the system picks).', EXIT.usage);

@@ -34,6 +34,11 @@ export interface PostgresStoreOptions {
   idleInTransactionTimeoutMs?: number;
   /** What each committed write announced (events, mail, spawns, ends). */
   onNotify?: (notifications: Notifications) => void;
+  /**
+   * False: an empty database is refused (STORE_NOT_FOUND) instead of given the store's
+   * tables, for a reader that must not make a store where there was none. Default true.
+   */
+  create?: boolean;
 }
 
 /** A fixed key for the advisory lock that orders two hosts migrating the same database. */
@@ -105,7 +110,7 @@ export class PostgresStore {
       idleInTransactionTimeoutMs: idle,
     });
     try {
-      await prepareSchema(connection, schema ?? 'public');
+      await prepareSchema(connection, schema ?? 'public', options.create ?? true);
     } catch (error) {
       await connection.close().catch(() => undefined);
       throw error;
@@ -184,7 +189,7 @@ export async function openPostgresSchema(target: PostgresTarget): Promise<void> 
  * the tables once). Refuses, writing nothing, a schema that is not a store of ours or a
  * store newer than this code.
  */
-async function prepareSchema(connection: PostgresConnection, schema: string): Promise<void> {
+async function prepareSchema(connection: PostgresConnection, schema: string, create = true): Promise<void> {
   const client = await connection.connect();
   const where = `${redacted(connection.target.connectionString)}${schema === 'public' ? '' : ` (schema ${schema})`}`;
   try {
@@ -226,6 +231,13 @@ async function prepareSchema(connection: PostgresConnection, schema: string): Pr
       }
     } else if (tables.length > 0) {
       throw notOurs(where, tables);
+    } else if (!create) {
+      throw new StoreError(
+        ErrorCode.StoreNotFound,
+        `there is no io-harness store at ${where}: ${schemaExists ? 'the schema holds no tables' : 'there is no such schema'}. Nothing was written. ` +
+          'Point at the database (and schema) your runs were kept in; a supervisor started on it makes the store.',
+        { details: { url: redacted(connection.target.connectionString), schema } },
+      );
     }
     if (version < SCHEMA_VERSION) {
       if (version === 0) {

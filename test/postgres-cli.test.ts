@@ -1,0 +1,126 @@
+/**
+ * `npx io-harness` on a PostgreSQL store (`--store postgres://...`): each command run as a
+ * child process against a database real runs wrote, over a model on loopback. It lists,
+ * shows, prices, answers, resumes, rewinds and follows as it does a file; an empty
+ * database is refused with nothing written (no tables made), one of someone else's too,
+ * and the viewer says it reads a file. On the tests' real server.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { OpenAI, Supervisor, TaskContract } from '../dist/index.js';
+import { PostgresStore } from '../dist/store/postgres/index.js';
+import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
+import { POSTGRES, sqlRows } from './support/backends.js';
+import { cli, json, workspaceRuns } from './support/cli.js';
+import { later, tempWorkspace } from './support/workspace.js';
+
+async function relations(url: string): Promise<number> {
+  const rows = await sqlRows(
+    url,
+    "SELECT count(*) AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'",
+  );
+  return Number(rows[0]?.n);
+}
+
+describe('the io-harness CLI on PostgreSQL', () => {
+  it('lists, shows, prices, answers, resumes and rewinds runs a PostgreSQL store holds', {
+    timeout: 120_000,
+  }, async () => {
+    const repo = tempWorkspace({ 'notes.txt': 'ship on friday\n' });
+    const { store: url } = await POSTGRES.fresh();
+    const store = await PostgresStore.open(url);
+    later(() => store.close());
+    const { edited, paused, session } = await workspaceRuns(store, repo);
+    const at = ['--store', url];
+
+    const all = json<{ runId: string; status: string }[]>(await cli(['runs', ...at, '--json']));
+    expect(all.map((run) => run.runId)).toEqual(expect.arrayContaining([edited.runId, paused.runId]));
+    const parked = json<{ runId: string }[]>(await cli(['runs', ...at, '--status', 'paused', '--json']));
+    expect(parked.map((run) => run.runId)).toEqual([paused.runId]);
+    expect((await cli(['runs', ...at])).stdout).toContain(`${edited.runId}  finished`);
+    const sessions = json<{ sessionId: string; turns: { text: string }[] }[]>(await cli(['sessions', ...at, '--json']));
+    expect(sessions).toMatchObject([{ sessionId: session.id, turns: [{ text: 'say hello' }] }]);
+
+    const shown = await cli(['show', edited.runId.slice(0, 12), ...at]);
+    expect(shown.status, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`run ${edited.runId}  finished`);
+    expect(shown.stdout).toContain('+ship today');
+    expect((await cli(['show', paused.runId, ...at])).stdout).toMatch(
+      /open questions[^\n]*\n {2}approval:\S+ {2}approval/,
+    );
+
+    const prices = join(tempWorkspace(), 'prices.json');
+    writeFileSync(prices, JSON.stringify({ scripted: { input: 3, output: 15 } }));
+    const cost = json<{ total: number }>(await cli(['cost', edited.runId, ...at, '--prices', prices, '--json']));
+    expect(cost.total).toBeGreaterThan(0);
+
+    // Answered and resumed by other processes, on the same database.
+    const [open] = await store.questions({ runId: paused.runId, status: 'open' });
+    const answered = json<{ kind: string; answer: string }>(
+      await cli(['answer', open?.questionId as string, 'approve', ...at, '--by', 'ada', '--json']),
+    );
+    expect(answered).toMatchObject({ kind: 'approval', answer: 'approve' });
+    const again = await cli(['answer', open?.questionId as string, 'deny', ...at]);
+    expect(again.status).toBe(4);
+    expect(again.stderr).toContain('already answered by ada');
+    const resumed = await cli(['resume', paused.runId, ...at, '--json']);
+    expect(resumed.status, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ status: 'finished', reply: 'ran it' });
+    expect((await store.steps(paused.runId))[0]?.observations[0]?.content).toContain(process.version);
+
+    const rewound = json<{ files: { path: string; action: string }[] }>(
+      await cli(['rewind', edited.runId, ...at, '--json'], {}, repo),
+    );
+    expect(rewound.files).toEqual([{ path: 'notes.txt', action: 'restored' }]);
+    expect(readFileSync(join(repo, 'notes.txt'), 'utf8')).toBe('ship on friday\n');
+    expect((await cli(['show', 'no-such-run', ...at])).status).toBe(3);
+  });
+
+  it('tails a live run on PostgreSQL from another process to its end', { timeout: 60_000 }, async () => {
+    const server = await ScriptedModelServer.start((call) =>
+      assistantTurns(call) < 3
+        ? { toolCalls: [{ name: 'find', args: { pattern: '*' } }], latencyMs: 400 }
+        : { text: 'looked three times' },
+    );
+    later(() => server.close());
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const { store: url } = await POSTGRES.fresh();
+    const store = await PostgresStore.open(url);
+    later(() => store.close());
+    const supervisor = await Supervisor.start(store);
+    later(() => supervisor.close());
+    const handle = supervisor.run({ contract: TaskContract.workspace('look around', tempWorkspace()), provider });
+    for await (const event of supervisor.events({ rootId: handle.rootId })) if (event.type === 'run-start') break;
+    const following = cli(['follow', handle.rootId, '--store', url]);
+    expect((await handle.result).status).toBe('finished');
+    const followed = await following;
+    expect(followed.status, followed.stderr).toBe(0);
+    expect(followed.stdout.match(/step \d committed/g)).toHaveLength(4);
+    expect(followed.stdout.trimEnd().split('\n').at(-1)).toMatch(/ {2}ended finished/);
+  });
+
+  it('refuses an empty database and one of someone else’s, writing nothing, and says the viewer reads a file', async () => {
+    const { store: empty } = await POSTGRES.fresh();
+    const listed = await cli(['runs', '--store', empty]);
+    expect(listed.status).toBe(3);
+    expect(listed.stderr).toContain('there is no io-harness store at');
+    expect(await relations(empty)).toBe(0);
+
+    const { store: theirs } = await POSTGRES.fresh();
+    const client = new pg.Client({ connectionString: theirs });
+    await client.connect();
+    await client.query('CREATE TABLE invoices (id INT)');
+    await client.end();
+    const refused = await cli(['show', 'abc', '--store', theirs]);
+    expect(refused.status).toBe(4);
+    expect(refused.stderr).toContain('not an io-harness store (invoices)');
+    expect(await relations(theirs)).toBe(1);
+
+    const viewed = await cli(['view', '--store', empty]);
+    expect(viewed.status).toBe(2);
+    expect(viewed.stderr).toContain('the viewer reads a SQLite store file');
+    expect(await relations(empty)).toBe(0);
+  });
+});
