@@ -15,6 +15,7 @@ export const ErrorCode = {
   StoreNotOurs: 'STORE_NOT_OURS',
   StoreNotEmpty: 'STORE_NOT_EMPTY',
   StoreNotFound: 'STORE_NOT_FOUND',
+  StoreSchemaOld: 'STORE_SCHEMA_OLD',
   StoreUnreachable: 'STORE_UNREACHABLE',
   StoreFailed: 'STORE_FAILED',
   StoreActorExited: 'STORE_ACTOR_EXITED',

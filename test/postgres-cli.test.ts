@@ -3,14 +3,16 @@
  * child process against a database real runs wrote, over a model on loopback. It lists,
  * shows, prices, answers, resumes, rewinds and follows as it does a file; an empty
  * database is refused with nothing written (no tables made), one of someone else's too,
- * and the viewer says it reads a file. On the tests' real server.
+ * an older store is not migrated, `--schema` reads a store in a schema of its own, and the
+ * viewer says it reads a file. On the tests' real server.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { OpenAI, Supervisor, TaskContract } from '../dist/index.js';
-import { PostgresStore } from '../dist/store/postgres/index.js';
+import { PostgresStore, postgresMigration } from '../dist/store/postgres/index.js';
+import { SCHEMA_VERSION } from '../dist/store/version.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { POSTGRES, sqlRows } from './support/backends.js';
 import { cli, json, workspaceRuns } from './support/cli.js';
@@ -117,6 +119,31 @@ describe('the io-harness CLI on PostgreSQL', () => {
     expect(refused.status).toBe(4);
     expect(refused.stderr).toContain('not an io-harness store (invoices)');
     expect(await relations(theirs)).toBe(1);
+
+    // A store of an older schema is shared by hosts of that release: a read does not migrate it.
+    const { store: older } = await POSTGRES.fresh();
+    const version = SCHEMA_VERSION - 1;
+    const admin = new pg.Client({ connectionString: older });
+    await admin.connect();
+    await admin.query('CREATE TABLE io_harness_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
+    await admin.query(
+      `INSERT INTO io_harness_meta VALUES ('store', 'io-harness store'), ('schema_version', '${version}')`,
+    );
+    for (let step = 0; step < version; step++) await admin.query(postgresMigration(step));
+    await admin.end();
+    const stale = await cli(['runs', '--store', older]);
+    expect(stale.status).toBe(4);
+    expect(stale.stderr).toContain(`is at schema version ${version}, older than`);
+    expect(await sqlRows(older, "SELECT value FROM io_harness_meta WHERE key = 'schema_version'")).toEqual([
+      { value: String(version) },
+    ]);
+
+    // A store in a schema of its own is read with --schema; --schema with a file is a usage error.
+    const { store: schemed } = await POSTGRES.fresh();
+    await (await PostgresStore.open(schemed, { schema: 'harness' })).close();
+    expect(json<unknown[]>(await cli(['runs', '--store', schemed, '--schema', 'harness', '--json']))).toEqual([]);
+    expect((await cli(['runs', '--store', schemed])).status).toBe(3);
+    expect((await cli(['runs', '--store', 'runs.db', '--schema', 'harness'])).status).toBe(2);
 
     const viewed = await cli(['view', '--store', empty]);
     expect(viewed.status).toBe(2);

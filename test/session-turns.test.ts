@@ -208,6 +208,31 @@ describe('session turns', () => {
     expect(users(requests[0]?.messages ?? []).slice(1, 3)).toEqual(['mention FLAMINGO too', 'and PUFFIN']);
   });
 
+  it('takes a correction sent before the turn\u2019s run exists, at its first boundary, with none lost', async () => {
+    const root = tempWorkspace({ 'a.txt': 'alpha\n' });
+    const store = await openFresh();
+    const requests: Request[] = [];
+    const { provider } = await serve((call) => {
+      const request = requestOf(call);
+      requests.push(request);
+      return request.messages.some((message) => message.role === 'tool')
+        ? { text: 'done' }
+        : { toolCalls: [{ name: 'read_file', args: { path: 'a.txt' } }] };
+    });
+    const session = await Session.open(store, root);
+    const turn = session.turn('read a.txt', { provider, policy });
+    // Sent at once: the handle holds them until the run is there, then sends them in order.
+    await turn.steer('EARLY ONE');
+    await turn.steer('EARLY TWO');
+    const result = await turn;
+    expect(result.outcome.kind).toBe('finished');
+    expect(result.undelivered).toEqual([]);
+    expect(
+      (await store.events(result.runId)).filter((event) => event.type === 'steered').map((event) => event.text),
+    ).toEqual(['EARLY ONE', 'EARLY TWO']);
+    expect(users(requests.at(-1)?.messages ?? []).slice(1)).toEqual(['EARLY ONE', 'EARLY TWO']);
+  });
+
   it('ends an interrupted turn at the next boundary, its steps kept; steering or interrupting it after is refused', async () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const path = await freshStore();

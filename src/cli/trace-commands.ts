@@ -199,6 +199,7 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
       options: {
         ...command.options,
         store: { type: 'string' },
+        schema: { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -210,7 +211,7 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
   const values = parsed.values as Record<string, string | boolean | undefined>;
   if (values.help) {
     io.out(
-      `${usage}\n\n${command.summary}.\n${command.help}\n\n--store <file>  the store: a SQLite file, or a postgres:// URL (default: $IO_HARNESS_STORE, else ./runs.db)\n--json          machine-readable output\n`,
+      `${usage}\n\n${command.summary}.\n${command.help}\n\n--store <file>  the store: a SQLite file, or a postgres:// URL (default: $IO_HARNESS_STORE, else ./runs.db)\n--schema <name> with a postgres:// store, the schema it is in (default public)\n--json          machine-readable output\n`,
     );
     return EXIT.ok;
   }
@@ -224,6 +225,10 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
   const given = (values.store as string | undefined) ?? io.env.IO_HARNESS_STORE ?? 'runs.db';
   // A PostgreSQL store is named by its URL; a file, by its path from here.
   const storePath = isPostgresUrl(given) ? given : resolve(io.cwd, given);
+  if (values.schema !== undefined && !isPostgresUrl(given) && name !== 'store') {
+    io.err(`io-harness ${name}: --schema names a PostgreSQL schema; it goes with --store postgres://...\n${usage}\n`);
+    return EXIT.usage;
+  }
   try {
     return await command.run({ io, positionals: parsed.positionals, values, json: values.json === true, storePath });
   } catch (error) {
@@ -338,13 +343,14 @@ function isPostgresUrl(location: string): boolean {
 }
 
 /** The PostgreSQL store at `url`, which must be one already: an empty database is refused, never given tables. */
-async function openPostgres(url: string): Promise<PostgresStore> {
+async function openPostgres(url: string, schema: string | undefined): Promise<PostgresStore> {
   const { PostgresStore } = await import('../store/postgres/index.js');
-  return PostgresStore.open(url, { create: false, max: 2 });
+  return PostgresStore.open(url, { create: false, max: 2, ...(schema === undefined ? {} : { schema }) });
 }
 
-async function withReader<T>(location: string, use: (reader: Reader) => T | Promise<T>): Promise<T> {
-  if (isPostgresUrl(location)) return withPostgres(location, use);
+async function withReader<T>(context: Context, use: (reader: Reader) => T | Promise<T>): Promise<T> {
+  const location = context.storePath;
+  if (isPostgresUrl(location)) return withPostgres(context, use);
   await checkStore(location);
   const reader = new TraceReader(location);
   try {
@@ -354,8 +360,9 @@ async function withReader<T>(location: string, use: (reader: Reader) => T | Prom
   }
 }
 
-async function withStore<T>(location: string, use: (store: Store | PostgresStore) => T | Promise<T>): Promise<T> {
-  if (isPostgresUrl(location)) return withPostgres(location, use);
+async function withStore<T>(context: Context, use: (store: Store | PostgresStore) => T | Promise<T>): Promise<T> {
+  const location = context.storePath;
+  if (isPostgresUrl(location)) return withPostgres(context, use);
   await checkStore(location);
   const store = await Store.open(location);
   try {
@@ -365,8 +372,8 @@ async function withStore<T>(location: string, use: (store: Store | PostgresStore
   }
 }
 
-async function withPostgres<T>(url: string, use: (store: PostgresStore) => T | Promise<T>): Promise<T> {
-  const store = await openPostgres(url);
+async function withPostgres<T>(context: Context, use: (store: PostgresStore) => T | Promise<T>): Promise<T> {
+  const store = await openPostgres(context.storePath, context.values.schema as string | undefined);
   try {
     return await use(store);
   } finally {
@@ -401,7 +408,7 @@ const print = (context: Context, value: unknown) => context.io.out(`${JSON.strin
 
 async function runsCommand(context: Context): Promise<number> {
   const status = context.values.status as string | undefined;
-  return withReader(context.storePath, async (reader) => {
+  return withReader(context, async (reader) => {
     const roots = await reader.runs();
     const listed = (context.values.all ? await allRuns(reader) : roots).filter(
       (run) => status === undefined || run.status === status,
@@ -441,7 +448,7 @@ async function runsCommand(context: Context): Promise<number> {
 }
 
 async function sessionsCommand(context: Context): Promise<number> {
-  return withReader(context.storePath, async (reader) => {
+  return withReader(context, async (reader) => {
     const sessions = [];
     for (const session of await reader.sessions())
       sessions.push({
@@ -468,7 +475,7 @@ async function sessionsCommand(context: Context): Promise<number> {
 }
 
 async function showCommand(context: Context): Promise<number> {
-  return withReader(context.storePath, async (reader) => {
+  return withReader(context, async (reader) => {
     const run = await findRun(reader, context.positionals[0] as string);
     if (context.json) {
       print(context, {
@@ -496,7 +503,7 @@ async function followCommand(context: Context): Promise<number> {
       '--interval is how often to look, in milliseconds: a whole number from 10 to 60000.',
       EXIT.usage,
     );
-  return withReader(context.storePath, async (reader) => {
+  return withReader(context, async (reader) => {
     const rootId = (await findRun(reader, context.positionals[0] as string)).rootId;
     const { io } = context;
     let after = 0;
@@ -557,7 +564,7 @@ async function progressLine(reader: Reader, rootId: string, runs: RunRecord[], e
 
 async function answerCommand(context: Context): Promise<number> {
   const [questionId, text] = context.positionals as [string, string];
-  return withStore(context.storePath, async (store) => {
+  return withStore(context, async (store) => {
     const question = await store.question(questionId);
     if (!question)
       throw new CliError(
@@ -594,7 +601,7 @@ function answerValue(kind: string, text: string): unknown {
 }
 
 async function resumeCommand(context: Context): Promise<number> {
-  return withStore(context.storePath, async (store) => {
+  return withStore(context, async (store) => {
     const rootId = (await findRun(store, context.positionals[0] as string)).rootId;
     const { io } = context;
     const supervisor = await Supervisor.start(store);
@@ -609,7 +616,7 @@ async function resumeCommand(context: Context): Promise<number> {
         )
         .catch(() => undefined);
     };
-    const stop = supervisor.observe(
+    const unobserve = supervisor.observe(
       (event) => {
         progress.above();
         if (!context.json) io.out(`${describeFollowed(event)}\n`);
@@ -617,8 +624,15 @@ async function resumeCommand(context: Context): Promise<number> {
       },
       { rootId },
     );
+    let stopped = false;
+    const stop = () => {
+      if (!stopped) unobserve();
+      stopped = true;
+    };
     try {
       const result = await (await supervisor.resume(rootId)).result;
+      // No line drawn after the result: the observer goes first, then the last line is let finish.
+      stop();
       await drawing;
       progress.end();
       if (context.json) print(context, result);
@@ -636,7 +650,7 @@ async function resumeCommand(context: Context): Promise<number> {
 
 async function rewindCommand(context: Context): Promise<number> {
   const [given, path] = context.positionals as [string, string | undefined];
-  return withStore(context.storePath, async (store) => {
+  return withStore(context, async (store) => {
     const run = await findRun(store, given);
     const spec = (await store.spec(run.runId)) as { contract?: { root?: string } } | null;
     const root = (context.values.root as string | undefined) ?? spec?.contract?.root;
@@ -724,7 +738,7 @@ async function costCommand(context: Context): Promise<number> {
   const prices = file ? readPrices(resolve(context.io.cwd, file)) : Config.discover(context.io.cwd).prices();
   if (Object.keys(prices).length === 0)
     throw new CliError('no prices: pass --prices <file> (JSON or TOML), or set [prices] in your io.toml.', EXIT.usage);
-  return withReader(context.storePath, async (reader) => {
+  return withReader(context, async (reader) => {
     const run = await findRun(reader, context.positionals[0] as string);
     const report = await reader.cost(run.rootId, prices);
     if (context.json) print(context, { rootId: run.rootId, ...report });

@@ -135,9 +135,10 @@ export class TurnHandle<S extends AnyStore = Store> implements PromiseLike<TurnR
         wake();
       },
       async (runId) => {
-        // What was sent before the run existed goes to it now, in order, before its first step.
-        this.#runId = runId;
-        for (const item of this.#before.splice(0)) {
+        // What was sent before the run existed goes to it now, in order, before its first step;
+        // what is sent while that is written waits its turn behind it.
+        while (this.#before.length > 0) {
+          const item = this.#before.shift() as { kind: 'steer' | 'interrupt'; text: string | null };
           try {
             await this.#deliver(runId, item.kind, item.text);
           } catch {
@@ -145,6 +146,7 @@ export class TurnHandle<S extends AnyStore = Store> implements PromiseLike<TurnR
             if (item.text !== null) this.#lost.push(item.text);
           }
         }
+        this.#runId = runId;
       },
     )
       .then((result) =>
@@ -441,9 +443,9 @@ export class Session<S extends AnyStore = Store> {
             },
             { rootId, live: true },
           );
-          const recorded = this.#do(write('startedTurn', { turnId, runId: rootId }));
-          const delivered = started(rootId);
-          await Promise.all([recorded, delivered]);
+          // The turn names its run before anything is sent to it: a steer is taken only by a turn's root.
+          await this.#do(write('startedTurn', { turnId, runId: rootId }));
+          await started(rootId);
         },
       };
       result = this.#supervisor

@@ -7,14 +7,28 @@
  * The id names the run's process, so a run killed before its teardown (its directories
  * and its cluster left behind) is swept by the next run's setup once that process is gone.
  */
-import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Cluster, ERROR_VARIABLE, startTestCluster, URL_VARIABLE } from './postgres.js';
 
-/** A run's directories: `io-harness-test-<id>-…` (stores) and `io-harness-pg-<id>-…` (its cluster), the id `p<pid>r<hex>`. */
-const LEFT_BY_RUN = /^io-harness-(test|pg)-p(\d+)r[0-9a-f]{8}-/;
+/**
+ * A run's directories: `io-harness-test-<id>-…` (stores) and `io-harness-pg-<id>-…` (its
+ * cluster), the id `p<pid>n<namespace>r<hex>`: a pid means one process only within its pid
+ * namespace, so only runs of this namespace are judged by it (another container's are left).
+ */
+const LEFT_BY_RUN = /^io-harness-(test|pg)-p(\d+)n([0-9a-f]{6})r[0-9a-f]{8}-/;
+
+function pidNamespace(): string {
+  let link = '';
+  try {
+    link = readlinkSync('/proc/self/ns/pid');
+  } catch {
+    // No namespaces to tell apart.
+  }
+  return createHash('sha256').update(link).digest('hex').slice(0, 6);
+}
 
 function running(pid: number): boolean {
   try {
@@ -27,7 +41,9 @@ function running(pid: number): boolean {
 
 /** Removes what runs whose process has gone left in the temp directories, stopping a cluster's server first. */
 function sweepDeadRuns(): void {
-  for (const dir of new Set([tmpdir(), '/tmp'])) {
+  const namespace = pidNamespace();
+  // As root the cluster is made under /tmp, wherever TMPDIR points (scripts/pg-cluster.mjs).
+  for (const dir of new Set([tmpdir(), ...(process.getuid?.() === 0 ? ['/tmp'] : [])])) {
     let names: string[];
     try {
       names = readdirSync(dir);
@@ -36,32 +52,46 @@ function sweepDeadRuns(): void {
     }
     for (const name of names) {
       const match = LEFT_BY_RUN.exec(name);
-      if (!match || running(Number(match[2]))) continue;
+      if (!match || match[3] !== namespace || running(Number(match[2]))) continue;
       const path = join(dir, name);
-      const postmaster = join(path, 'data', 'postmaster.pid');
-      if (match[1] === 'pg' && existsSync(postmaster)) {
-        const [first, data] = readFileSync(postmaster, 'utf8').split('\n');
-        const pid = Number(first);
-        // Only that cluster's server: a postgres process, its pid file naming this data directory.
-        const comm = existsSync(`/proc/${pid}/comm`) ? readFileSync(`/proc/${pid}/comm`, 'utf8').trim() : '';
-        if (Number.isInteger(pid) && pid > 0 && comm.startsWith('postgres') && data === join(path, 'data')) {
-          try {
-            process.kill(pid, 'SIGQUIT');
-          } catch {
-            // Gone already.
-          }
-        }
+      try {
+        sweep(path, match[1] === 'pg');
+      } catch {
+        // Not ours to stop or remove (another user's, under a shared /tmp): left.
       }
-      rmSync(path, { recursive: true, force: true });
     }
   }
+}
+
+/** Stops the server of a cluster's directory, if one runs there, and removes the directory. */
+function sweep(path: string, cluster: boolean): void {
+  const postmaster = join(path, 'data', 'postmaster.pid');
+  if (cluster && existsSync(postmaster)) {
+    const [first, data] = readFileSync(postmaster, 'utf8').split('\n');
+    const pid = Number(first);
+    // Only that cluster's server: a live postgres whose command line names this data directory.
+    let command = '';
+    try {
+      command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      // Not running.
+    }
+    if (data === join(path, 'data') && /postgres/.test(command) && command.includes(join(path, 'data'))) {
+      try {
+        process.kill(pid, 'SIGQUIT');
+      } catch {
+        // Gone already.
+      }
+    }
+  }
+  rmSync(path, { recursive: true, force: true });
 }
 
 export default async function setup(): Promise<() => void> {
   // Each project of vitest.config.ts runs the global setup: the first one's run, and server, serve all.
   if (process.env.IO_HARNESS_TEST_RUN) return () => undefined;
   sweepDeadRuns();
-  const id = `p${process.pid}r${randomBytes(4).toString('hex')}`;
+  const id = `p${process.pid}n${pidNamespace()}r${randomBytes(4).toString('hex')}`;
   process.env.IO_HARNESS_TEST_RUN = id;
   let cluster: Cluster | null = null;
   if (!process.env[URL_VARIABLE]) {

@@ -51,8 +51,10 @@ function relativePath(root: string, path: string): string {
 }
 
 /**
- * Refuses to change files under a run that a live process is still driving: one on this
- * host whose pid answers, or one on another host whose lease has not lapsed.
+ * Refuses to change files under a run that a live process may still be driving: only a
+ * dead owner on this host lets it go ahead. A lease on another host that has lapsed still
+ * counts (its host may only be slow, and would renew it and write on over the rewind):
+ * resume the run elsewhere first, or end it.
  */
 function* assertNotLive(where: string, runId: string): Effects<RunRecord> {
   const run = yield* read(QUERIES.run(runId));
@@ -62,9 +64,7 @@ function* assertNotLive(where: string, runId: string): Effects<RunRecord> {
     });
   }
   if (!isTerminal(run.status) && run.lease.owner !== null) {
-    const liveness = processLiveness(run.lease.pid, run.lease.host);
-    const lapsed = liveness === 'unknown' && run.lease.expiresAt !== null && run.lease.expiresAt < Date.now();
-    if (liveness !== 'dead' && !lapsed)
+    if (processLiveness(run.lease.pid, run.lease.host) !== 'dead')
       throw new HarnessError(
         ErrorCode.RunStillLive,
         `run ${runId} is ${run.status} and held by ${run.lease.owner} (pid ${run.lease.pid ?? 'unknown'}${run.lease.host ? ` on ${run.lease.host}` : ''}); rewind it once that process has stopped or the run has ended.`,

@@ -35,8 +35,9 @@ export interface PostgresStoreOptions {
   /** What each committed write announced (events, mail, spawns, ends). */
   onNotify?: (notifications: Notifications) => void;
   /**
-   * False: an empty database is refused (STORE_NOT_FOUND) instead of given the store's
-   * tables, for a reader that must not make a store where there was none. Default true.
+   * False: the database must hold a store of this release already, for a reader that must
+   * not change a shared database: an empty one is refused (STORE_NOT_FOUND) instead of given
+   * the store's tables, and an older store (STORE_SCHEMA_OLD) instead of migrated. Default true.
    */
   create?: boolean;
 }
@@ -239,6 +240,19 @@ async function prepareSchema(connection: PostgresConnection, schema: string, cre
         { details: { url: redacted(connection.target.connectionString), schema } },
       );
     }
+    if (version < SCHEMA_VERSION && version > 0 && !create)
+      throw new StoreError(
+        ErrorCode.StoreSchemaOld,
+        `the PostgreSQL store at ${where} is at schema version ${version}, older than this io-harness's (${SCHEMA_VERSION}); nothing was changed. ` +
+          'Migrating a shared store is not done in passing: stop the hosts of the older release, then open it once with this one (PostgresStore.open, or a supervisor started on it).',
+        {
+          details: {
+            url: redacted(connection.target.connectionString),
+            fileVersion: version,
+            codeVersion: SCHEMA_VERSION,
+          },
+        },
+      );
     if (version < SCHEMA_VERSION) {
       if (version === 0) {
         // Made only when missing: making one needs a right on the database that owning one does not.
