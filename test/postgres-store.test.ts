@@ -117,6 +117,13 @@ describe('a PostgreSQL store', () => {
     expect(closed.message).toContain('127.0.0.1:1');
     expect(closed.message).not.toContain('secret');
     expect(closed.message).toMatch(/Check that the server is running/);
+    // A password in the query, as pg also reads one, is hidden too.
+    const queried = await thrown(
+      PostgresStore.open('postgres://someone@127.0.0.1:1/harness?password=hunter2&sslpassword=k3y'),
+    );
+    expect(queried).toMatchObject({ code: 'STORE_UNREACHABLE' });
+    expect(queried.message).toContain('127.0.0.1:1');
+    expect(queried.message).not.toMatch(/hunter2|k3y/);
     const db = await database();
     const missing = new URL(db.url);
     missing.pathname = '/no_such_database';

@@ -74,6 +74,8 @@ export function redacted(connectionString: string): string {
   try {
     const url = new URL(connectionString);
     if (url.password) url.password = '***';
+    // pg also reads a password from the query (`?password=`, `?sslpassword=`): hidden alike.
+    for (const key of [...url.searchParams.keys()]) if (/pass/i.test(key)) url.searchParams.set(key, '***');
     return url.toString();
   } catch {
     // Not a URL this can parse: hide all of what stands between the scheme and the host.
