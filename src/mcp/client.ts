@@ -27,6 +27,7 @@ import { EgressRefusal, type NetTarget, policyGate, targetKey } from '../runtime
 import { directExecutor } from '../runtime/exec/executor.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
+import { LinearOutputSchemas } from './output-schemas.js';
 import { checkSpecs, type McpHttpServer, type McpServerSpec } from './spec.js';
 
 export type { McpHttpServer, McpServerSpec, McpStdioServer } from './spec.js';
@@ -213,7 +214,8 @@ class Connection {
   }
 
   async open(): Promise<void> {
-    const client = new Client(CLIENT);
+    // Results are checked against the tools' output schemas with patterns on the linear-time engine.
+    const client = new Client(CLIENT, { jsonSchemaValidator: new LinearOutputSchemas() });
     const transport = this.#transport();
     let died = false;
     client.onclose = () => {

@@ -22,6 +22,7 @@ import {
   MAX_IMAGES_PER_RESULT,
   MAX_RESULT_IMAGE_BYTES,
 } from './images.js';
+import { ajvRegExp, LINEAR_PATTERN_ADVICE, LinearPatternError } from './linear-regex.js';
 import type { ToolDefinitionData, ToolEffect } from './tools.js';
 
 export type { ToolDefinitionData, ToolEffect } from './tools.js';
@@ -341,7 +342,16 @@ function checkJsonSchema(name: string, schema: Record<string, unknown>): Record<
 let sharedAjv: Ajv2020 | null = null;
 
 function newAjv(): Ajv2020 {
-  return new Ajv2020({ allErrors: true, strictSchema: true, strictTypes: false, strictTuples: false });
+  // Patterns (`pattern`, `patternProperties`) run on RE2's linear-time engine: the arguments
+  // are the model's, checked on the main thread, where a backtracking pattern would stop
+  // every run of the process. See linear-regex.ts.
+  return new Ajv2020({
+    allErrors: true,
+    strictSchema: true,
+    strictTypes: false,
+    strictTuples: false,
+    code: { regExp: ajvRegExp },
+  });
 }
 
 function jsonValidator(name: string, schema: Record<string, unknown>) {
@@ -356,6 +366,11 @@ function jsonValidator(name: string, schema: Record<string, unknown>) {
   try {
     validate = ajv.compile(schema);
   } catch (error) {
+    if (error instanceof LinearPatternError) {
+      throw new InvalidArgumentError(`tool(${name}): in its parameters, ${error.message}. ${LINEAR_PATTERN_ADVICE}.`, {
+        details: { tool: name, pattern: error.pattern },
+      });
+    }
     throw new InvalidArgumentError(
       `tool(${name}): parameters is not a usable JSON Schema (2020-12): ${(error as Error).message}.`,
     );

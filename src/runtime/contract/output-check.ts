@@ -11,6 +11,7 @@
  */
 
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { ajvRegExp } from '../linear-regex.js';
 import { type JsonSchema, OutputSchema } from './output-schema.js';
 
 export type { JsonSchema } from './output-schema.js';
@@ -87,7 +88,9 @@ function validatorFor(schema: JsonSchema): ValidateFunction {
     // `$schema` is informational (the subset means the same under every draft), and ajv
     // would refuse to compile a draft URI it has no meta-schema for.
     const { $schema: _ignored, ...rest } = declared;
-    ajv ??= new Ajv({ allErrors: true, strict: false });
+    // A `pattern` runs on RE2's linear-time engine: the answer is the model's text, and on
+    // the main thread (supervisor/output.ts) a backtracking pattern would stall every run.
+    ajv ??= new Ajv({ allErrors: true, strict: false, code: { regExp: ajvRegExp } });
     validate = ajv.compile(rest);
     if (byText.size >= BY_TEXT_LIMIT) byText.delete(byText.keys().next().value!);
     byText.set(text, validate);

@@ -14,6 +14,7 @@
  */
 
 import { InvalidArgumentError, OutputSchemaError } from '../../errors.js';
+import { LINEAR_PATTERN_ADVICE, LinearPatternError, linearRegExp } from '../linear-regex.js';
 
 /** A JSON Schema object. Once declared through {@link OutputSchema.of} it is deep-frozen. */
 export type JsonSchema = { [key: string]: unknown };
@@ -343,6 +344,17 @@ function walkKeyword(keyword: string, value: unknown, pointer: string, ancestors
           pointer,
           `output schema keyword "pattern" at ${pointer}: ${JSON.stringify(value)} is not a valid regular expression ` +
             `(${(error as Error).message}). Fix the expression, or remove "pattern".`,
+        );
+      }
+      try {
+        // And compiled as the check runs it, on the linear-time engine, so one it cannot run is refused now.
+        linearRegExp(value, 'u');
+      } catch (error) {
+        if (!(error instanceof LinearPatternError)) throw error;
+        throw new OutputSchemaError(
+          keyword,
+          pointer,
+          `output schema keyword "pattern" at ${pointer}: ${error.message}. ${LINEAR_PATTERN_ADVICE}.`,
         );
       }
       return value;
