@@ -4,7 +4,7 @@
  *   landlock-exec [--read PATH]... [--write PATH]... [--pin PATH]... [--protect PATH]... [--connect-port N]...
  *                 [--net] [--cgroup DIR]... [--cpu-secs N] [--file-bytes N] [--memory-bytes N]
  *                 [--processes N] [--relay-port N --relay-socket PATH] [--report]
- *                 [--join-only | --mounts-only]
+ *                 [--mask PATH]... [--mask-source DIR] [--join-only | --mounts-only]
  *                 -- PROGRAM [ARG]...
  *
  * Reads are allowed beneath each --read path, reads and writes beneath each --write
@@ -17,7 +17,10 @@
  * renamed or removed (a mount point cannot); then each --protect path (inside a --write
  * one) is bind-mounted read-only over itself,
  * which needs a mount namespace of the helper's own (unshare --mount); a Landlock domain
- * cannot mount, so the command cannot undo it. Each --cgroup directory (cgroup v1 or v2)
+ * cannot mount, so the command cannot undo it. Each --mask path is hidden: the directory
+ * or file at --mask-source DIR named `dir` or `file` (both mode 000, made by the harness)
+ * is bound over it read-only, so neither its content nor, for a directory, the names in
+ * it can be read; a link there is left alone (a mount would follow it). Each --cgroup directory (cgroup v1 or v2)
  * is joined before anything else, so its limits hold for everything the command starts.
  *
  * With --join-only, the helper joins the --cgroup directories, sets the limits and
@@ -224,6 +227,24 @@ static void protect(const char *path) {
   }
   /* Only the read-only flag changes: the mount's others (nosuid, nodev) may be locked where it came from. */
   set_read_only(path, 1, 1);
+}
+
+/* Where the masks come from: a directory holding `dir` and `file`, both mode 000 and empty. */
+static const char *mask_source = NULL;
+
+static void mask(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return;
+    fail(path);
+  }
+  if (S_ISLNK(st.st_mode)) return;
+  char source[4096];
+  if (snprintf(source, sizeof source, "%s/%s", mask_source, S_ISDIR(st.st_mode) ? "dir" : "file") >=
+      (int)sizeof source)
+    usage("a --mask-source path is too long");
+  if (mount(source, path, NULL, MS_BIND, NULL) != 0) fail(path);
+  set_read_only(path, 1, 0);
 }
 
 static void pin(const char *path) {
@@ -544,10 +565,11 @@ static void limits(long long cpu, long long fsize, long long memory, long long p
 }
 
 /* The pins and protected paths bound, the working directory entered again, and the relay forked (unless `relay` is NULL). */
-static void bind_and_relay(const char **pins, int npins, const char **protects, int nprotects, const char *relay,
-                           unsigned long long port) {
+static void bind_and_relay(const char **pins, int npins, const char **protects, int nprotects, const char **masks,
+                           int nmasks, const char *relay, unsigned long long port) {
   for (int k = 0; k < npins; k++) pin(pins[k]);
   for (int k = 0; k < nprotects; k++) protect(protects[k]);
+  for (int k = 0; k < nmasks; k++) mask(masks[k]);
   reenter_cwd();
   if (relay) start_relay(port, relay);
 }
@@ -560,10 +582,11 @@ static void close_inherited(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *pins[MAX_ITEMS], *protects[MAX_ITEMS], *cgroups[MAX_ITEMS];
-  unsigned long long ports[MAX_ITEMS];
-  int nreads = 0, nwrites = 0, npins = 0, nprotects = 0, ncgroups = 0, nports = 0, net = 0, report = 0, join_only = 0,
-      mounts_only = 0, confine_mounts = 0;
+  static const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *pins[MAX_ITEMS], *protects[MAX_ITEMS],
+      *cgroups[MAX_ITEMS], *masks[MAX_ITEMS];
+  static unsigned long long ports[MAX_ITEMS];
+  int nreads = 0, nwrites = 0, npins = 0, nprotects = 0, ncgroups = 0, nports = 0, nmasks = 0, net = 0, report = 0,
+      join_only = 0, mounts_only = 0, confine_mounts = 0;
   long long cpu = -1, fsize = -1, memory = -1, processes = -1;
   unsigned long long relay_port = 0;
   const char *relay_socket = NULL;
@@ -608,6 +631,11 @@ int main(int argc, char **argv) {
     } else if (strcmp(arg, "--protect") == 0) {
       if (nprotects == MAX_ITEMS) usage("too many --protect paths");
       protects[nprotects++] = value;
+    } else if (strcmp(arg, "--mask") == 0) {
+      if (nmasks == MAX_ITEMS) usage("too many --mask paths");
+      masks[nmasks++] = value;
+    } else if (strcmp(arg, "--mask-source") == 0) {
+      mask_source = value;
     } else if (strcmp(arg, "--cgroup") == 0) {
       if (ncgroups == MAX_ITEMS) usage("too many --cgroup directories");
       cgroups[ncgroups++] = value;
@@ -634,6 +662,7 @@ int main(int argc, char **argv) {
   if (!report && i >= argc) usage("no command after --");
   if ((relay_port != 0) != (relay_socket != NULL)) usage("--relay-port and --relay-socket go together");
   if (join_only && mounts_only) usage("--join-only and --mounts-only do not go together");
+  if (nmasks > 0 && mask_source == NULL) usage("--mask needs --mask-source");
 
   if (join_only) {
     for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
@@ -646,7 +675,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
     /* No --read but "/" is known here: the tree stays readable, and read-only but for the --write paths. */
     confine_tree(writes, nwrites);
-    bind_and_relay(pins, npins, protects, nprotects, report ? NULL : relay_socket, relay_port);
+    bind_and_relay(pins, npins, protects, nprotects, masks, nmasks, report ? NULL : relay_socket, relay_port);
     limits(cpu, fsize, memory, processes);
     drop_capabilities();
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("PR_SET_NO_NEW_PRIVS");
@@ -656,6 +685,7 @@ int main(int argc, char **argv) {
              unix_denied ? "false" : "true");
       json_list("write", writes, nwrites);
       json_list("protect", protects, nprotects);
+      json_list("mask", masks, nmasks);
       printf("}\n");
       return 0;
     }
@@ -669,7 +699,7 @@ int main(int argc, char **argv) {
 
   for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
   if (confine_mounts) confine_tree(writes, nwrites);
-  bind_and_relay(pins, npins, protects, nprotects, report ? NULL : relay_socket, relay_port);
+  bind_and_relay(pins, npins, protects, nprotects, masks, nmasks, report ? NULL : relay_socket, relay_port);
   limits(cpu, fsize, memory, processes);
 
   struct ruleset_attr attr = {.handled_access_fs = fs_rights(abi), .handled_access_net = 0, .scoped = 0};
@@ -701,6 +731,7 @@ int main(int argc, char **argv) {
     json_list("read", reads, nreads);
     json_list("write", writes, nwrites);
     json_list("protect", protects, nprotects);
+    json_list("mask", masks, nmasks);
     json_list("cgroups", cgroups, ncgroups);
     printf(",\"connectPorts\":[");
     for (int k = 0; k < nports; k++) printf("%s%llu", k ? "," : "", ports[k]);

@@ -3,15 +3,16 @@
  * loads namespaced <plugin>__<name> (skills, agents a spawn may name, templates, bins, MCP
  * servers, hooks; its deny rules a layer <plugin>__deny), so a refusal, a tool call and a
  * child say which bundle brought them. A bundle declared in a workspace file may not bring
- * a hook, an MCP server or a bin; a broken bundle is dropped and reported, and the run
- * goes on with a bundle-problem event in its trace.
+ * a hook, an MCP server or a bin (each refusal a bundle-problem event in the run's trace);
+ * a bundle that does not load is reported, and the configuration refuses to give a policy,
+ * a contract or hooks until it does: it fails closed, never without the bundle's deny rules.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { Config, type HarnessEvent } from '../dist/index.js';
+import { Config, type ConfigError, type HarnessEvent } from '../dist/index.js';
 import { serve, supervisorOnStore, tempWorkspace } from './support/workspace.js';
 
 /** Writes `files` (path → text) under `dir`. */
@@ -307,7 +308,7 @@ describe('capability bundles', () => {
     expect(() => Config.discover(root, { userFile })).toThrow(/may not hold __/);
   });
 
-  it('drops a broken bundle and reports it, and the run goes on with the problem in its trace', async () => {
+  it('reports a broken bundle, and refuses the configuration until it loads: no policy, contract or hooks without its deny rules', async () => {
     const root = tempWorkspace({ 'a.txt': 'a\n' });
     const home = tempWorkspace();
     write(join(home, 'kit'), KIT);
@@ -364,14 +365,33 @@ describe('capability bundles', () => {
     );
     expect(explained.stderr.match(/bundle dropped/g)).toHaveLength(5);
 
+    // Fails closed: a bundle that did not load would take its deny rules with it, so the
+    // configuration gives no policy, contract or hooks until it loads, and says which and why.
+    for (const call of [() => config.runOptions('answer'), () => config.policy(), () => config.hooks()]) {
+      const refused = (() => {
+        try {
+          call();
+        } catch (error) {
+          return error as ConfigError;
+        }
+        throw new Error('a configuration with a dropped bundle was used');
+      })();
+      expect(refused.code).toBe('CONFIG_REFUSED');
+      expect(refused.message).toMatch(/5 bundles the configuration names could not be loaded/);
+      for (const problem of problems) expect(refused.message).toContain(problem.plugin);
+      expect(refused.message).toMatch(/mend it, or remove its \[\[plugin\]\] entry/);
+    }
+    // Mended, the same configuration runs, and a contribution refused (not a bundle dropped) is in the trace.
+    writeFileSync(userFile, '[[plugin]]\npath = "kit"\n');
+    const mended = Config.discover(root, { userFile });
     const { provider } = await serve(() => ({ text: 'done' }));
     const { store, supervisor } = await supervisorOnStore();
-    const handle = supervisor.run({ ...config.runOptions('answer'), provider });
+    const handle = supervisor.run({ ...mended.runOptions('answer'), provider });
     expect((await handle.result).status).toBe('finished');
     const recorded = store.events(handle.rootId).filter((event) => event.type === 'bundle-problem') as Extract<
       HarnessEvent,
       { type: 'bundle-problem' }
     >[];
-    expect(recorded.map((event) => event.plugin)).toEqual(problems.map((problem) => problem.plugin));
+    expect(recorded.map((event) => event.plugin)).toEqual(mended.problems().map((problem) => problem.plugin));
   });
 });

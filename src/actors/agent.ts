@@ -13,6 +13,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { SerializedError } from '../errors.js';
 import type { RunStatus } from '../runtime/events.js';
+import type { KeptPath } from '../runtime/exec/containment/kept.js';
 import type { LiveData } from '../runtime/live.js';
 import { poolEntry } from '../runtime/pool-entry.js';
 import type { ProviderSpec } from '../runtime/provider.js';
@@ -39,6 +40,11 @@ export interface AgentStart {
    * refusal says so. Otherwise the host's `approve` answers (the supervisor's asks the tree's).
    */
   approver?: boolean;
+  /**
+   * What the supervisor's thread keeps from every command (the store's files, the
+   * configuration's, the binaries the harness runs): kept by this thread's containment too.
+   */
+  kept?: KeptPath[];
 }
 
 /** Supervisor to actor, over its control port. */

@@ -15,7 +15,7 @@
  * checked on its own, with its own lines, before anything is merged, and no partial
  * configuration is ever used: the first problem throws.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { z } from 'zod';
@@ -33,6 +33,7 @@ import {
   TaskContract,
 } from '../runtime/contract/contract.js';
 import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../runtime/exec/containment/boundary.js';
+import { keepFromCommands } from '../runtime/exec/containment/kept.js';
 import type { Executor } from '../runtime/exec/executor.js';
 import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
@@ -190,7 +191,9 @@ export class Config {
     const files: { scope: ConfigScope; file: string; present: boolean }[] = [];
     const findings: Findings = { env: new Set(), warnings: [] };
     for (const { scope, file } of paths) {
-      const present = existsSync(file);
+      // An empty directory where a file is looked for is the containment's placeholder (it
+      // keeps a run's commands from making the file): no file is there.
+      const present = existsSync(file) && !emptyDirectory(file);
       files.push({ scope, file, present });
       if (!present) continue;
       const parsed = readToml(file, { noLinks: scope !== 'user' });
@@ -242,6 +245,7 @@ export class Config {
     config.#guidance = config.#readGuidance();
     config.#hooks = config.#hookSpecs();
     config.#loadBundles();
+    config.#keepFromCommands();
     for (const warning of findings.warnings)
       process.emitWarning(warning, { type: 'DeprecationWarning', code: 'IO_HARNESS_CONFIG_RENAMED' });
     return config;
@@ -461,8 +465,36 @@ export class Config {
     return structuredClone((this.#data.app as Table | undefined) ?? {});
   }
 
-  /** The policy: its base, then every `[[policy.layer]]` in order (deny wins in any layer). */
+  /**
+   * The policy: its base, then every `[[policy.layer]]` in order (deny wins in any layer).
+   * Refused (a {@link ConfigError}, `CONFIG_REFUSED`) while a bundle the configuration
+   * names failed to load: see {@link problems}.
+   */
   policy(): Policy {
+    this.#assertWhole('policy');
+    return this.#policy();
+  }
+
+  /**
+   * Fails closed: a bundle that did not load would take its deny rules (and its guidance)
+   * with it, so a configuration with one dropped gives no policy and no contract, and the
+   * error names each bundle and why. `config explain` and {@link problems} still show it.
+   */
+  #assertWhole(what: string): void {
+    const dropped = this.#problems.filter((problem) => problem.dropped);
+    if (dropped.length === 0) return;
+    throw new ConfigError(
+      ErrorCode.ConfigRefused,
+      `config.${what}(): ${dropped.length === 1 ? 'a bundle' : `${dropped.length} bundles`} the configuration names could not be loaded (${dropped
+        .map((problem) => `${problem.file}: ${problem.plugin}: ${problem.message}`)
+        .join(
+          '; ',
+        )}). A bundle that fails to load would take its deny rules with it, so nothing of the configuration is used until it loads: mend it, or remove its [[plugin]] entry.`,
+      { details: { problems: dropped.map((problem) => ({ ...problem })) } },
+    );
+  }
+
+  #policy(): Policy {
     const section = (this.#data.policy ?? {}) as NonNullable<ConfigBody['policy']>;
     const base =
       section.base === 'empty'
@@ -646,8 +678,10 @@ export class Config {
 
   /**
    * What went wrong with the bundles: one dropped whole (`dropped: true`), or a contribution
-   * refused (a workspace-declared bundle's hook, MCP server or bin). Never fatal; a
-   * contract from {@link contract} records each as a `bundle-problem` event.
+   * refused (a workspace-declared bundle's hook, MCP server or bin). A bundle dropped whole
+   * fails the configuration closed: {@link policy} and {@link contract} refuse, naming it. A
+   * contribution refused is not fatal; a contract from {@link contract} records it as a
+   * `bundle-problem` event.
    */
   problems(): BundleProblem[] {
     return this.#problems.map((problem) => ({ ...problem }));
@@ -680,12 +714,36 @@ export class Config {
     };
   }
 
+  /**
+   * The rule of trust: every file and directory this configuration reads (its files, the
+   * guidance, every bundle named, loaded or not, the skills' roots, the hooks' programs) is
+   * kept read-only to every contained command from now on, wherever it sits, so no run can
+   * change what the next load reads (see runtime/exec/containment/kept.ts).
+   */
+  #keepFromCommands(): void {
+    const section = this.#data.instructions as ConfigBody['instructions'];
+    const paths = [
+      ...this.files.map((item) => item.file),
+      ...(section?.files ?? ['AGENTS.md']).map((name) => filePath(name, this.root)),
+      ...this.#bundleDirs,
+      ...this.skills().map((skill) => resolve(this.root, typeof skill === 'string' ? skill : skill.root)),
+      ...this.hookSpecs().flatMap((hook) => {
+        const program = hook.run?.[0];
+        return program?.includes('/') ? [resolve(this.root, program)] : [];
+      }),
+    ];
+    for (const path of paths) keepFromCommands(path, 'protect');
+  }
+
+  /** The directory of every bundle `[[plugin]]` names, loaded or not. */
+  #bundleDirs: string[] = [];
+
   /** Reads the bundles `[[plugin]]` names, in order: each loaded, or dropped and reported. */
   #loadBundles(): void {
     const entries = (this.#data.plugin ?? []) as NonNullable<ConfigBody['plugin']>;
     const taken = new Set<string>();
     // What the configuration's own policy (before any bundle's deny rules) lets be read, inside the workspace.
-    const policy = this.policy();
+    const policy = this.#policy();
     const readable = (path: string) =>
       !inside(path, this.root) ||
       policy.decide({ kind: 'read', path: relative(realTarget(this.root), realTarget(path)) }, this.root).effect ===
@@ -696,6 +754,7 @@ export class Config {
       const fromWorkspace = origin?.scope !== 'user';
       const base = origin && origin.file !== '(defaults)' ? dirname(origin.file) : this.root;
       const dir = filePath(entry.path, base);
+      this.#bundleDirs.push(dir);
       const { bundle, problems, name } = loadBundle(dir, {
         fromWorkspace,
         declaredIn,
@@ -720,6 +779,7 @@ export class Config {
 
   /** A workspace contract for `goal` with this configuration's budget, context, memory, sandbox and toolchain. */
   contract(goal: string): TaskContract {
+    this.#assertWhole('contract');
     const budget = this.budget();
     const context = this.context();
     const memory = this.memory();
@@ -1215,5 +1275,13 @@ function merge(
       target[key] = structuredClone(value);
       record(value, at, sourceAt);
     }
+  }
+}
+/** Whether `path` is a directory with nothing in it. */
+function emptyDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory() && readdirSync(path).length === 0;
+  } catch {
+    return false;
   }
 }

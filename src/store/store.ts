@@ -9,6 +9,7 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
+import { keepStoreFiles } from '../runtime/exec/containment/kept.js';
 import { applyWrite, type StoreWriter, sqliteWriter } from './local.js';
 import type { StoreOperation, StoreOperations } from './port.js';
 import { TraceReader } from './reader.js';
@@ -57,6 +58,8 @@ export class Store extends TraceReader {
       );
     const absolute = resolve(path);
     openWriter(absolute, options).close();
+    // A resumed run reads its policy, contract and sandbox back from here: no command of any run may read or change it.
+    keepStoreFiles(absolute);
     return new Store(absolute, options);
   }
 

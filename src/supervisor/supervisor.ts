@@ -35,6 +35,7 @@ import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type ContractData, contractSecrets, TaskContract } from '../runtime/contract/contract.js';
 import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/custom-tool.js';
 import { type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
+import { keptPaths } from '../runtime/exec/containment/kept.js';
 import { commandEnvironment } from '../runtime/exec/run-command.js';
 import { type LiveEvent, liveChannelsWanted, publishLive } from '../runtime/live.js';
 import type {
@@ -1096,6 +1097,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         live: this.#liveWanted(),
         ...(tree.toolDefinitions.length > 0 ? { tools: tree.toolDefinitions } : {}),
         ...(tree.approver ? {} : { approver: false }),
+        kept: keptPaths(),
       },
       this.#backend.kind === 'sqlite' ? this.#backend.path : '',
       (port) => this.#storeWorker.postMessage({ type: 'attach', port }, [port]),

@@ -19,6 +19,7 @@ import {
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../../runtime/events.js';
 import { ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
+import { keepAll } from '../../runtime/exec/containment/kept.js';
 import { directExecutor, type Executor } from '../../runtime/exec/executor.js';
 import type { CommandCheck } from '../../runtime/policy/commands.js';
 import { type Act, Policy, type PolicyData } from '../../runtime/policy/policy.js';
@@ -860,6 +861,7 @@ export class AgentRun implements RunContext {
 
 /** Runs one agent from where its trace leaves it, against the given ports. */
 export function runAgent(start: AgentStart, ports: AgentPorts): { exit: Promise<RunExit>; agent: AgentRun } {
+  keepAll(start.kept);
   const agent = new AgentRun(start, ports);
   return { agent, exit: agent.start() };
 }

@@ -472,6 +472,28 @@ function matches(rule: PolicyRule, act: Act, subject: string): boolean {
   return glob(rule.pattern, rule.effect === 'deny').some((matcher) => matcher.match(subject));
 }
 
+/**
+ * The deny rule that covers reading `subject` (workspace-relative, posix, or absolute as
+ * {@link resolvePath} gives it) and the layer it is in, or null when no deny rule does: a
+ * path is kept from the run's commands only where a rule denies it in so many words, not
+ * where no rule happens to allow it. Nothing is resolved here, so a walk of a large tree
+ * can ask about every entry.
+ */
+export function readDeniedBy(policy: Policy, subject: string): { rule: string; layer: string } | null {
+  for (const layer of [FLOOR, ...policy.layers])
+    for (const rule of layer.rules)
+      if (rule.act === 'read' && rule.effect === 'deny' && matches(rule, { kind: 'read', path: subject }, subject))
+        return { rule: `deny-read ${rule.pattern}`, layer: layer.name };
+  return null;
+}
+
+/** Whether any layer denies reading something in so many words (see {@link readDeniedBy}). */
+export function deniesReads(policy: Policy): boolean {
+  return [FLOOR, ...policy.layers].some((layer) =>
+    layer.rules.some((rule) => rule.act === 'read' && rule.effect === 'deny'),
+  );
+}
+
 /** A compiled glob. */
 interface Matcher {
   match(subject: string): boolean;

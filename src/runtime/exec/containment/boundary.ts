@@ -25,7 +25,8 @@ import {
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
-import type { Policy } from '../../policy/policy.js';
+import { deniesReads, type Policy, readDeniedBy } from '../../policy/policy.js';
+import type { KeptPath } from './kept.js';
 import { bwrapPrefix, type HostRungs, type RungName, SETPRIV_FLAGS, unsharePrefix } from './rungs.js';
 
 /**
@@ -140,8 +141,17 @@ export interface Boundary {
   writable: string[];
   /** Paths inside the workspace kept read-only (see {@link PROTECTED_PATHS}). */
   protectedPaths: { path: string; dir: boolean }[];
-  /** An empty directory of the run's own, mounted read-only where a protected directory does not exist yet. */
+  /** An empty directory of the run's own, mounted read-only where a protected path does not exist yet. */
   empty: string;
+  /**
+   * Paths hidden from commands: a store's files and what the policy denies reading in so
+   * many words (see {@link readMasks}). A directory is hidden with its names, a file by
+   * its content; each is bound over from `maskSource` (`dir` and `file`, both mode 000).
+   */
+  masked: { path: string; dir: boolean }[];
+  maskSource: string;
+  /** False when the workspace was too large to look through whole for denied reads. */
+  masksComplete: boolean;
   /**
    * Files in the workspace with another name somewhere (a hard link made before the run):
    * kept read-only, so a write through one cannot reach a file outside. `complete` is false
@@ -209,14 +219,20 @@ export function boundaryFor(options: {
   tmp: string;
   home: string;
   empty: string;
+  /** A directory of the run's own holding `dir` and `file`, both empty and mode 000: what masks are bound from. */
+  maskSource: string;
   caches: string[];
   /** The network the run's rung gives its commands (see {@link Boundary.network}). */
   network: Boundary['network'];
+  /** What the policy denies reading in so many words is hidden from commands (null: nothing is). */
+  policy?: Policy | null;
+  /** What the harness trusts and keeps from commands (see ./kept.ts). */
+  kept?: readonly KeptPath[];
 }): Boundary {
   const { sandbox, root, tmp, home } = options;
   const realRoot = real(root);
-  const scan: WorkspaceScan =
-    sandbox.access === 'read-only' ? { hardLinks: [], repositories: [], complete: true } : scanWorkspace(realRoot);
+  const policy = options.policy ?? null;
+  const denies = policy !== null && deniesReads(policy);
   const writable = [
     ...(sandbox.access === 'read-only' ? [] : [realRoot]),
     real(tmp),
@@ -224,6 +240,15 @@ export function boundaryFor(options: {
     ...options.caches,
     ...sandbox.writableRoots.map(real),
   ];
+  const scan: WorkspaceScan =
+    sandbox.access === 'read-only' && !denies
+      ? { hardLinks: [], repositories: [], denied: [], complete: true }
+      : scanWorkspace(realRoot, {
+          links: sandbox.access !== 'read-only',
+          ...(denies ? { denied: (path: string) => readDeniedBy(policy as Policy, path) !== null } : {}),
+        });
+  const kept = options.kept ?? [];
+  const protectedKept = kept.filter((entry) => entry.how === 'protect').map((entry) => entry.path);
   return {
     access: sandbox.access,
     root: realRoot,
@@ -233,10 +258,18 @@ export function boundaryFor(options: {
         ...PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
         ...scan.repositories.map((path) => ({ path, dir: true })),
         ...submodulePaths(realRoot).map((path) => ({ path: join(path, '.git'), dir: true })),
+        ...protectedKept.map((path) => ({ path: real(path), dir: isDirectory(path) })),
       ],
       [...new Set(writable)],
     ),
     empty: options.empty,
+    masked: [
+      ...keptMasks(kept, [...new Set(writable)]),
+      ...scan.denied,
+      ...(denies ? absoluteMasks(policy as Policy, realRoot) : []),
+    ],
+    maskSource: options.maskSource,
+    masksComplete: scan.complete,
     hardLinks: { paths: scan.hardLinks, complete: scan.complete },
     network: options.network,
     tmp: real(tmp),
@@ -244,6 +277,70 @@ export function boundaryFor(options: {
     caps: sandbox.caps,
   };
 }
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The kept paths to hide: each that exists, by its real path; and one kept even where it
+ * does not exist (a store's journal) that is missing inside a writable root gets an empty
+ * file made in its place first (a placeholder, removed when the run ends), so that no
+ * command can make it.
+ */
+function keptMasks(kept: readonly KeptPath[], writable: readonly string[]): { path: string; dir: boolean }[] {
+  const out: { path: string; dir: boolean }[] = [];
+  for (const entry of kept) {
+    if (entry.how !== 'mask') continue;
+    let stat: ReturnType<typeof lstatSync> | null = null;
+    try {
+      stat = lstatSync(entry.path);
+    } catch {
+      stat = null;
+    }
+    if (stat === null) {
+      const parent = real(dirname(entry.path));
+      const path = join(parent, basename(entry.path));
+      if (entry.evenAbsent && holder(path, writable) !== null) out.push({ path, dir: false });
+      continue;
+    }
+    const path = real(entry.path);
+    out.push({ path, dir: isDirectory(path) });
+  }
+  return out;
+}
+
+/**
+ * What an absolute deny rule names outside the workspace, where it can be found without a
+ * walk: the path itself when it has no wildcard, or the directory before its first
+ * wildcard when the rule covers all that is in it (`/home/me/.ssh/**`). A rule with a
+ * wildcard inside a name outside the workspace is not hidden (the policy still refuses
+ * the agent's own reads of it).
+ */
+function absoluteMasks(policy: Policy, root: string): { path: string; dir: boolean }[] {
+  const out: { path: string; dir: boolean }[] = [];
+  for (const layer of policy.layers)
+    for (const rule of layer.rules) {
+      if (rule.act !== 'read' || rule.effect !== 'deny' || !rule.pattern.startsWith('/')) continue;
+      const literal = rule.pattern.split('/');
+      const first = literal.findIndex((part) => /[*?[\]{}]/.test(part));
+      const base = (first === -1 ? literal : literal.slice(0, first)).join('/') || '/';
+      if (base === '/' || base === root || root.startsWith(`${base}/`)) continue;
+      if (first !== -1 && readDeniedBy(policy, `${base}/${PROBE_NAME}`) === null) continue;
+      if (!existsSync(base)) continue;
+      const path = real(base);
+      if (path === root || root.startsWith(`${path}/`) || path === '/') continue;
+      out.push({ path, dir: isDirectory(path) });
+    }
+  return out;
+}
+
+/** A name no rule written for people names: a rule that covers it covers every name in its directory. */
+const PROBE_NAME = '.io-harness-any-name-0';
 
 /** The directories `.gitmodules` names for submodules (inside the workspace): each one's `.git`, made or not, is protected. */
 function submodulePaths(root: string): string[] {
@@ -335,27 +432,43 @@ function readSmall(path: string): string {
 const WALK_LIMIT = 100_000;
 const MAX_KEPT = 2_000;
 
-/** What a walk of the workspace found that a command must not change. */
+/** What a walk of the workspace found that a command must not change, or see. */
 export interface WorkspaceScan {
   /** Regular files with more than one name (a hard link made before the run). */
   hardLinks: string[];
   /** The `.git` of each repository nested below the workspace's root (a directory or a gitfile). */
   repositories: string[];
+  /**
+   * What the policy denies reading: a directory all of whose contents are denied (hidden
+   * with its names), else each denied file or directory itself.
+   */
+  denied: { path: string; dir: boolean }[];
   /** False when the workspace was too large to look through whole. */
   complete: boolean;
 }
 
 /**
  * Walks `root`, following no link, not into any `.git`, and stopping at
- * {@link WALK_LIMIT} entries: the files with another name, and the nested repositories.
- * Inside the boundary no command can link a file from outside in (the rest of the tree
- * is another, read-only mount, and Landlock refuses the reference), so the links that
+ * {@link WALK_LIMIT} entries: the files with another name (with `links`), the nested
+ * repositories, and what `denied` says of each entry's workspace-relative path. Inside
+ * the boundary no command can link a file from outside in (the rest of the tree is
+ * another, read-only mount, and Landlock refuses the reference), so the links that
  * matter are the ones that were there when the run began.
  */
-export function scanWorkspace(root: string): WorkspaceScan {
-  const scan: WorkspaceScan = { hardLinks: [], repositories: [], complete: true };
+export function scanWorkspace(
+  root: string,
+  options: { links?: boolean; denied?: (path: string) => boolean } = {},
+): WorkspaceScan {
+  const links = options.links ?? true;
+  const denied = options.denied;
+  const scan: WorkspaceScan = { hardLinks: [], repositories: [], denied: [], complete: true };
   const stack = [root];
   let seen = 0;
+  const hide = (path: string, dir: boolean): boolean => {
+    if (scan.denied.length === MAX_KEPT) return false;
+    scan.denied.push({ path, dir });
+    return true;
+  };
   while (stack.length > 0) {
     const dir = stack.pop() as string;
     let entries: Dirent[];
@@ -367,12 +480,19 @@ export function scanWorkspace(root: string): WorkspaceScan {
     for (const entry of entries) {
       if (++seen > WALK_LIMIT) return { ...scan, complete: false };
       const path = join(dir, entry.name);
+      const relativePath = denied ? relative(root, path).normalize('NFC') : '';
       if (entry.name === '.git') {
         if (dir !== root && (entry.isDirectory() || entry.isFile() || entry.isSymbolicLink()))
           scan.repositories.push(path);
         if (scan.repositories.length > MAX_KEPT) return { ...scan, complete: false };
-      } else if (entry.isDirectory()) stack.push(path);
-      else if (entry.isFile()) {
+      } else if (entry.isDirectory()) {
+        // A directory denied itself, or all of whose contents a rule denies: hidden whole, names too.
+        if (denied && (denied(relativePath) || denied(`${relativePath}/${PROBE_NAME}`))) {
+          if (!hide(path, true)) return { ...scan, complete: false };
+        } else stack.push(path);
+      } else if (entry.isFile()) {
+        if (denied?.(relativePath) && !hide(path, false)) return { ...scan, complete: false };
+        if (!links) continue;
         try {
           if (lstatSync(path).nlink > 1) {
             if (scan.hardLinks.length === MAX_KEPT) return { ...scan, complete: false };
@@ -396,19 +516,18 @@ export function scanWorkspace(root: string): WorkspaceScan {
  *   way of a deeper path (a worktree's `.git` file) is bound so and the walk stops;
  * - a symbolic link stops the walk (what it names, where that is writable, is a protected
  *   path of its own: see resolveProtected);
- * - the first missing component of a protected directory gets an empty read-only
- *   directory mounted in its place, and a missing protected file gets /dev/null (the
- *   mount points, empty, are removed after the run).
+ * - the first missing component of a protected path gets an empty read-only directory
+ *   mounted in its place, a missing file too (the mount points, empty, are removed after
+ *   the run; git lists no empty directory, so none shows as untracked meanwhile).
  * `existingOnly` keeps to what exists.
  */
 export function protectedMounts(
   boundary: Boundary,
   existingOnly: boolean,
-): { pin: string[]; bind: string[]; empty: string[]; null: string[] } {
+): { pin: string[]; bind: string[]; empty: string[] } {
   const pin = new Set<string>();
   const bind = new Set<string>();
   const empty = new Set<string>();
-  const nothing = new Set<string>();
   for (const entry of boundary.protectedPaths) {
     // Walked from the writable root that holds it (the workspace, or a declared root a gitdir is in).
     const base = holder(entry.path, [boundary.root, ...boundary.writable]);
@@ -425,7 +544,9 @@ export function protectedMounts(
         stat = null;
       }
       if (stat === null) {
-        if (!existingOnly) (entry.dir || !last ? empty : nothing).add(at);
+        // An empty directory, for a file too: nothing can be made in it or in its place, and
+        // git shows no empty directory as untracked while the run is on.
+        if (!existingOnly) empty.add(at);
         break;
       }
       if (stat.isSymbolicLink()) break;
@@ -437,14 +558,65 @@ export function protectedMounts(
     }
   }
   // A path already covered by a mount above it needs none of its own.
-  const covered = (path: string) =>
-    [...bind, ...empty, ...nothing].some((other) => other !== path && path.startsWith(`${other}/`));
+  const covered = (path: string) => [...bind, ...empty].some((other) => other !== path && path.startsWith(`${other}/`));
   return {
     // Shallowest first: a mount inside a pinned directory goes on top of it.
     pin: [...pin].filter((path) => !bind.has(path)).sort((a, b) => a.length - b.length),
     bind: [...bind].filter((path) => !covered(path)),
     empty: [...empty].filter((path) => !covered(path)),
-    null: [...nothing].filter((path) => !covered(path)),
+  };
+}
+
+/**
+ * What hides the masked paths, walked as the protected ones are: every directory on the
+ * way inside a writable root pinned (bound over itself, so no command can rename it and
+ * the mask with it, or put a link in its place), a link on the way leaves the path alone
+ * (what it leads to is masked by its own name where the walk found it), and a placeholder
+ * file made where a kept file is missing. Each directory is hidden with its names, each
+ * file by its content; one inside another mask needs nothing of its own.
+ */
+export function maskMounts(boundary: Boundary): { pin: string[]; dirs: string[]; files: string[]; make: string[] } {
+  const pin = new Set<string>();
+  const dirs = new Set<string>();
+  const files = new Set<string>();
+  const make = new Set<string>();
+  for (const entry of boundary.masked) {
+    const base = holder(entry.path, boundary.writable);
+    const parts = base === null || base === entry.path ? [entry.path] : relative(base, entry.path).split('/');
+    let at = base === null || base === entry.path ? '' : base;
+    const pinned: string[] = [];
+    let target: { path: string; dir: boolean } | null = null;
+    for (const [index, part] of parts.entries()) {
+      at = at === '' ? part : join(at, part);
+      const last = index === parts.length - 1;
+      let stat: ReturnType<typeof lstatSync> | null = null;
+      try {
+        stat = lstatSync(at);
+      } catch {
+        stat = null;
+      }
+      if (stat === null) {
+        if (last && !entry.dir && base !== null) {
+          make.add(at);
+          target = { path: at, dir: false };
+        }
+        break;
+      }
+      if (stat.isSymbolicLink()) break;
+      if (last) target = { path: at, dir: stat.isDirectory() };
+      else if (!stat.isDirectory()) break;
+      else if (base !== null) pinned.push(at);
+    }
+    if (target === null) continue;
+    for (const path of pinned) pin.add(path);
+    (target.dir ? dirs : files).add(target.path);
+  }
+  const covered = (path: string) => [...dirs].some((other) => other !== path && path.startsWith(`${other}/`));
+  return {
+    pin: [...pin].filter((path) => !covered(path) && !dirs.has(path)).sort((a, b) => a.length - b.length),
+    dirs: [...dirs].filter((path) => !covered(path)),
+    files: [...files].filter((path) => !covered(path)),
+    make: [...make].filter((path) => !covered(path)),
   };
 }
 
@@ -476,6 +648,10 @@ function helperArgs(
     for (const path of mounts.pin) args.push('--pin', path);
     for (const path of mounts.bind) args.push('--protect', path);
     for (const path of boundary.hardLinks.paths) args.push('--protect', path);
+    const masks = maskMounts(boundary);
+    for (const path of masks.pin) args.push('--pin', path);
+    for (const path of [...masks.dirs, ...masks.files]) args.push('--mask', path);
+    if (masks.dirs.length + masks.files.length > 0) args.push('--mask-source', boundary.maskSource);
   }
   if (boundary.network === 'open') args.push('--net');
   // Through the proxy: TCP connects only to the relay's port (Landlock ABI 4 and later), the relay forked before Landlock.
@@ -492,15 +668,16 @@ function helperArgs(
 
 /**
  * Makes, in the workspace itself, the mount points for protected paths that do not exist
- * yet: an empty directory, or an empty file (as bubblewrap does for its own binds), so that
- * the helper can bind them read-only. The paths made, to go when the run's session closes.
+ * yet (an empty directory) and for kept files that are to be masked even where missing (an
+ * empty file), so that they can be bound over. The paths made, to go when the run's
+ * session closes.
  */
-function makeMountPoints(mounts: ReturnType<typeof protectedMounts>): string[] {
+function makeMountPoints(mounts: { bind: string[]; empty: string[] }, files: readonly string[] = []): string[] {
   // Those another run made and this one binds too: removed by whichever of them closes last.
   const made: string[] = mounts.bind.filter((path) => existsSync(registryEntry(path)));
   for (const [paths, dir] of [
     [mounts.empty, true],
-    [mounts.null, false],
+    [files, false],
   ] as const) {
     for (const path of paths) {
       try {
@@ -622,18 +799,22 @@ export function wrapForRung(
     for (const path of boundary.writable) args.push('--bind', path, path);
     // Files with another name outside: read-only, so no write reaches that other name.
     for (const path of boundary.hardLinks.paths) args.push('--ro-bind', path, path);
+    const masks = maskMounts(boundary);
     let madeMountPoints: string[] = [];
     if (boundary.access !== 'read-only') {
-      // Nothing there yet: an empty directory or file is made in its place and bound read-only, so nothing can be made in it.
-      madeMountPoints = makeMountPoints(protectedMounts(boundary, false));
+      // Nothing there yet: an empty directory is made in its place and bound read-only, so nothing can be made in it.
+      madeMountPoints = makeMountPoints(protectedMounts(boundary, false), masks.make);
       const mounts = protectedMounts(boundary, false);
       for (const path of mounts.pin) args.push('--bind', path, path);
       for (const path of mounts.bind) args.push('--ro-bind', path, path);
       // Made and gone again meanwhile (another run closed): bubblewrap makes its own.
       for (const path of mounts.empty) args.push('--ro-bind', boundary.empty, path);
-      for (const path of mounts.null) args.push('--ro-bind', '/dev/null', path);
-      madeMountPoints.push(...mounts.empty, ...mounts.null);
-    }
+      madeMountPoints.push(...mounts.empty, ...masks.make);
+    } else madeMountPoints = makeMountPoints({ bind: [], empty: [] }, masks.make);
+    // Hidden: what the harness trusts and what the policy denies reading, with their names for a directory.
+    for (const path of masks.pin) args.push('--bind', path, path);
+    for (const path of masks.dirs) args.push('--ro-bind', join(boundary.maskSource, 'dir'), path);
+    for (const path of masks.files) args.push('--ro-bind', join(boundary.maskSource, 'file'), path);
     args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay }));
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
@@ -643,7 +824,11 @@ export function wrapForRung(
   const namespaces = unsharePrefix(unshare, boundary.network === 'open');
   // The helper mounts them itself, in the mount namespace unshare gave it (bubblewrap's are its own),
   // over mount points made here first for the protected paths not there yet.
-  const mountPoints = () => (boundary.access !== 'read-only' ? makeMountPoints(protectedMounts(boundary, false)) : []);
+  const mountPoints = () =>
+    makeMountPoints(
+      boundary.access !== 'read-only' ? protectedMounts(boundary, false) : { bind: [], empty: [] },
+      maskMounts(boundary).make,
+    );
   if (rung === 'landlock') {
     const madeMountPoints = mountPoints();
     // The grants with mounts as well as Landlock: a read-only mount refuses what Landlock has no right for

@@ -5,6 +5,7 @@
  * is reported once, as the run's `contained` event.
  */
 import {
+  chmodSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -15,7 +16,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ContainmentUnavailableError } from '../../../errors.js';
 import { dropWithheldAssignments } from '../../policy/commands.js';
 import type { Policy } from '../../policy/policy.js';
@@ -42,6 +43,7 @@ import {
   type SandboxData,
   wrapForRung,
 } from './boundary.js';
+import { type KeptPath, keptPaths } from './kept.js';
 import { type ProbeReport, probeContainment } from './probe.js';
 import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
@@ -75,6 +77,14 @@ export type ContainedReport = {
   filesystem: 'enforced' | 'not established';
   /** The protected paths, those that do not exist yet too: read-only to commands (`enforced`), or not. */
   protectedPaths: 'enforced' | 'not established';
+  /**
+   * Reads: what the policy denies reading in so many words, and the store, hidden from
+   * commands (`enforced`); `partial` where the workspace was too large to look through
+   * whole for them; `not established` on a rung that cannot hide a path (the floor, full
+   * access, the namespaces rung without its helper): there commands read what the
+   * harness's user may.
+   */
+  reads: 'enforced' | 'partial' | 'not established';
   /** The network the commands have: none at all, only the run's egress proxy, or the host's. */
   network: 'none' | 'proxy' | 'host';
   /**
@@ -137,6 +147,7 @@ export function describeContainment(
     access: sandbox.access,
     filesystem: confined ? 'enforced' : 'not established',
     protectedPaths: confined ? 'enforced' : 'not established',
+    reads: confined ? 'enforced' : 'not established',
     network,
     egress: network === 'none' ? 'denied' : network === 'proxy' ? 'proxy' : 'not established',
     processes: namespaced ? 'pid-namespace' : processContainment().mechanism,
@@ -454,7 +465,9 @@ export class ContainedExecutor implements Executor {
 
   /** What the run's commands get. */
   contained(): ContainedReport {
-    return this.#report;
+    if (this.#report.reads !== 'enforced') return this.#report;
+    // Whether every denied path was found is known once the workspace has been looked through.
+    return this.boundary().masksComplete ? this.#report : { ...this.#report, reads: 'partial' };
   }
 
   #probed: Promise<ProbeReport> | null = null;
@@ -493,17 +506,25 @@ export class ContainedExecutor implements Executor {
     const home = join(dir, 'home');
     const tmp = join(dir, 'tmp');
     const empty = join(dir, 'empty');
+    const maskSource = join(dir, 'mask');
     const caches = furnishHome(home, this.#sandbox.sharedCaches === true);
     mkdirSync(tmp, { mode: 0o700 });
     mkdirSync(empty, { mode: 0o500 });
+    // What a mask is bound from: an empty directory and an empty file no one may read.
+    mkdirSync(maskSource, { mode: 0o700 });
+    mkdirSync(join(maskSource, 'dir'), { mode: 0o000 });
+    writeFileSync(join(maskSource, 'file'), '', { mode: 0o000 });
     this.#boundary = boundaryFor({
       sandbox: this.#sandbox,
       root: this.#root,
       tmp,
       home,
       empty,
+      maskSource,
       caches,
       network: this.#report.network === 'host' ? 'open' : this.#report.network,
+      policy: this.#policy,
+      kept: [...keptPaths(), ...harnessBinaries(this.#host)],
     });
     return this.#boundary;
   }
@@ -648,11 +669,37 @@ export class ContainedExecutor implements Executor {
     await Promise.all(this.#listeners.splice(0).map((listener) => listener.close().catch(() => undefined)));
     await this.#proxy?.close();
     this.#proxy = null;
-    if (this.#dir) rmSync(this.#dir, { recursive: true, force: true });
+    if (this.#dir) {
+      try {
+        chmodSync(join(this.#dir, 'mask', 'dir'), 0o700);
+      } catch {
+        // never made
+      }
+      rmSync(this.#dir, { recursive: true, force: true });
+    }
     this.#dir = null;
     this.#boundary = null;
     await this.#base.close?.();
   }
+}
+
+/**
+ * The binaries the harness runs itself to contain a command (bubblewrap, unshare, setpriv,
+ * the helper and the directory it is cached in), by their real paths: kept read-only to
+ * every command wherever they sit, so none can be replaced from inside a run for the next
+ * command, or the next process, to run uncontained.
+ */
+function harnessBinaries(host: HostRungs): KeptPath[] {
+  const paths = [
+    host.bubblewrap.ok ? host.bubblewrap.argv0 : null,
+    host.unshare?.[0] ?? null,
+    host.setpriv ?? null,
+    host.binary,
+    host.binary ? dirname(host.binary) : null,
+  ];
+  return paths
+    .filter((path): path is string => typeof path === 'string' && path.startsWith('/'))
+    .map((path) => ({ path, how: 'protect' as const }));
 }
 
 /** The run directories' names: the prefix, the owning process's pid, a dash. */

@@ -1,12 +1,14 @@
 /**
  * The Landlock helper (native/landlock-exec.c): built with the system C compiler on first
  * use, no node-gyp, and cached by the hash of its source, so a changed source is built
- * anew and a cached binary is never one of another source. A host with no compiler, or
- * whose kernel has no Landlock, has no helper; {@link landlockHelper} says why.
+ * anew and a cached binary is never one of another source. The bytes built are recorded
+ * (their sha256 beside the binary) and checked before the binary is first run in a
+ * process: one that does not match is removed and built again. A host with no compiler,
+ * or whose kernel has no Landlock, has no helper; {@link landlockHelper} says why.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,6 +66,29 @@ export function landlockHelper(): Helper {
   return built;
 }
 
+/** The sha256 of a file's bytes, in hex. */
+function digest(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex');
+}
+
+/**
+ * Whether the binary at `path` is the one recorded beside it when it was built: a regular
+ * file of this user's, written by no one else (not group- or world-writable), whose bytes
+ * hash to the record. The cache directory is kept read-only to every contained command
+ * (see contained.ts), so no run can rewrite the two together.
+ */
+function verified(path: string): boolean {
+  try {
+    const stat = lstatSync(path);
+    const uid = process.getuid?.();
+    if (!stat.isFile() || (stat.mode & 0o022) !== 0 || (uid !== undefined && stat.uid !== uid)) return false;
+    const recorded = readFileSync(`${path}.sha256`, 'utf8').trim();
+    return recorded.length === 64 && recorded === digest(path);
+  } catch {
+    return false;
+  }
+}
+
 function build(): Helper {
   if (process.platform !== 'linux') return { ok: false, reason: `Landlock is Linux's; this is ${process.platform}` };
   let source: Buffer;
@@ -75,6 +100,13 @@ function build(): Helper {
   const hash = createHash('sha256').update(source).update(process.arch).digest('hex').slice(0, 16);
   const dir = cacheDir();
   const binary = join(dir, `landlock-exec-${hash}`);
+  // Trusted by content, never by name: a binary whose bytes are not the ones this harness
+  // built and recorded (replaced, or a half-written one) is never run, on the host or in
+  // a sandbox; it is built again.
+  if (existsSync(binary) && !verified(binary)) {
+    rmSync(binary, { force: true });
+    rmSync(`${binary}.sha256`, { force: true });
+  }
   if (!existsSync(binary)) {
     const compiler = ['cc', 'gcc', 'clang']
       .map((name) => findProgram(name, process.env.PATH, '/'))
@@ -94,7 +126,10 @@ function build(): Helper {
       return { ok: false, reason: `the helper did not compile: ${said.split('\n')[0]}` };
     }
     chmodSync(partial, 0o755);
+    writeFileSync(`${binary}.sha256.${process.pid}.partial`, `${digest(partial)}\n`, { mode: 0o644 });
+    renameSync(`${binary}.sha256.${process.pid}.partial`, `${binary}.sha256`);
     renameSync(partial, binary);
+    if (!verified(binary)) return { ok: false, reason: `the helper at ${binary} changed as it was built` };
   }
   // Verified by running it: it applies a ruleset and reports what it could.
   const probe = spawnSync(binary, ['--read', '/', '--report'], { encoding: 'utf8', timeout: 10_000 });

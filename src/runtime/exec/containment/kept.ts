@@ -1,0 +1,63 @@
+/**
+ * The rule of trust, as the containment holds it: whatever the harness reads back later
+ * to decide what a run may do (the store and the specs stored in it, the configuration's
+ * files, bundles, skills and guidance) and every binary it runs itself is kept out of
+ * reach of the run's commands, wherever it sits on disk. Each part of the harness that
+ * opens or reads such a thing says so here once; every contained command then gets it
+ * read-only (`protect`) or hidden altogether (`mask`: its content unreadable, and for a
+ * directory its names too). A list of names cannot do this: a store or a bundle may sit
+ * anywhere, and a fixed list leaves out the next thing the harness learns to read.
+ *
+ * The list is per thread (an actor's thread is handed the main thread's list with each
+ * run it starts: see {@link keepAll}) and only grows: a path once trusted stays kept.
+ */
+import { resolve } from 'node:path';
+
+/** `protect`: read-only to commands; `mask`: neither readable nor writable (a store holds other runs' data). */
+export type Keeping = 'protect' | 'mask';
+
+/** A path kept from commands, and how. */
+export interface KeptPath {
+  path: string;
+  how: Keeping;
+  /**
+   * For a path that may not exist while a command runs (a store's journal): whether a
+   * placeholder is to be made and kept in its place, so a command cannot make it.
+   */
+  evenAbsent?: boolean;
+}
+
+const kept = new Map<string, KeptPath>();
+
+/** Keeps `path` from every contained command this thread starts from now on; a mask is never weakened to a protection. */
+export function keepFromCommands(path: string, how: Keeping, options: { evenAbsent?: boolean } = {}): void {
+  const absolute = resolve(path);
+  const known = kept.get(absolute);
+  const strongest: Keeping = known?.how === 'mask' ? 'mask' : how;
+  kept.set(absolute, {
+    path: absolute,
+    how: strongest,
+    ...(options.evenAbsent || known?.evenAbsent ? { evenAbsent: true } : {}),
+  });
+}
+
+/** Keeps every path of `paths` (a list another thread sent: see {@link keptPaths}). */
+export function keepAll(paths: readonly KeptPath[] | undefined): void {
+  for (const entry of paths ?? [])
+    keepFromCommands(entry.path, entry.how, entry.evenAbsent ? { evenAbsent: true } : {});
+}
+
+/** What this thread keeps from commands, as data another thread can take. */
+export function keptPaths(): KeptPath[] {
+  return [...kept.values()].map((entry) => ({ ...entry }));
+}
+
+/**
+ * A SQLite store's file and the files SQLite keeps beside it: each hidden from commands,
+ * and the journals kept even where they do not exist yet (a journal or write-ahead log a
+ * command made would be replayed into the store the next time it opens).
+ */
+export function keepStoreFiles(file: string): void {
+  keepFromCommands(file, 'mask');
+  for (const suffix of ['-wal', '-shm', '-journal']) keepFromCommands(`${file}${suffix}`, 'mask', { evenAbsent: true });
+}
