@@ -5,6 +5,8 @@
  * the prototype chain. The codes are listed in docs/ERRORS.md.
  */
 
+import { scrubError, scrubText, scrubValue } from './runtime/secrets.js';
+
 const MARKER = Symbol.for('io-harness.error');
 
 export const ErrorCode = {
@@ -71,10 +73,11 @@ export class HarnessError extends Error {
   readonly [MARKER] = true;
 
   constructor(code: ErrorCode, message: string, options: HarnessErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    // Every secret this thread holds is scrubbed from what an error says, before its stack is taken.
+    super(scrubText(message), options.cause === undefined ? undefined : { cause: scrubError(options.cause) });
     this.name = 'HarnessError';
     this.code = code;
-    this.details = options.details ?? {};
+    this.details = scrubValue(options.details ?? {});
   }
 
   /**
@@ -192,6 +195,11 @@ export class ContainmentUnavailableError extends HarnessError {
 }
 
 export function serializeError(error: unknown): SerializedError {
+  // What crosses a thread says no secret this thread holds, whoever raised it.
+  return scrubValue(serializedOf(error));
+}
+
+function serializedOf(error: unknown): SerializedError {
   if (HarnessError.isInstance(error)) {
     const fields = typeof error.serializedFields === 'function' ? error.serializedFields() : undefined;
     return {
@@ -270,7 +278,9 @@ const CLASS_OF_CODE: Partial<Record<string, string>> = {
  * Rebuilds an error that crossed a boundary as the class it was thrown as (its name); one
  * raised as a plain HarnessError is rebuilt as the class its code means, or as itself.
  */
-export function deserializeError(data: SerializedError): HarnessError {
+export function deserializeError(given: SerializedError): HarnessError {
+  // Nor what arrives: the thread that raised it may not have held every secret this one does.
+  const data = scrubValue(given);
   const details = data.details ?? {};
   const rebuild = REBUILDERS.get(data.name) ?? REBUILDERS.get(CLASS_OF_CODE[data.code] ?? '');
   let error: HarnessError;

@@ -1,5 +1,6 @@
 /** The store actor's thread. See ./store.ts for the protocol. */
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { holdSecrets } from '../runtime/secrets.js';
 import { BatchWriter } from '../store/local.js';
 import type { Notifications } from '../store/records.js';
 import { errorReply, okReply, type Reply, type Request } from './protocol.js';
@@ -148,6 +149,8 @@ function listen(port: {
     } else if (typed.type === 'request') {
       queue.push({ request: typed as Request<StoreRequestBody>, reply: (reply) => port.postMessage(reply) });
       schedule();
+    } else if (typed.type === 'secrets') {
+      holdSecrets(typed.values);
     } else if (typed.type === 'attach') {
       listen(typed.port as MessagePort);
     } else if (typed.type === 'close' && !closing) {

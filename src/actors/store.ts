@@ -23,8 +23,15 @@ export type { StoreOperation, StoreOperations, StoreRequestBody } from '../store
  */
 export type StoreSyncBody = { op: 'sync' };
 
-/** Messages the main thread sends the store worker besides requests. */
-export type StoreControl = { type: 'attach'; port: MessagePort } | { type: 'close' };
+/**
+ * Messages the main thread sends the store worker besides requests. `secrets`: values the
+ * worker scrubs from every write from now on (see runtime/secrets.ts); sent on the port
+ * before the writes that may carry them, so it is held when they are served.
+ */
+export type StoreControl =
+  | { type: 'attach'; port: MessagePort }
+  | { type: 'secrets'; values: string[] }
+  | { type: 'close' };
 
 /** Messages the store worker sends the main thread besides replies. */
 export type StoreOutput =

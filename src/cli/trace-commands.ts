@@ -18,6 +18,13 @@ import { Config } from '../config/config.js';
 import { HarnessError } from '../errors.js';
 import type { PriceTable } from '../runtime/budget.js';
 import { type HarnessEvent, isTerminal } from '../runtime/events.js';
+import {
+  connectionSecrets,
+  holdSecrets,
+  isKeyValueConnection,
+  maskedConnection,
+  scrubText,
+} from '../runtime/secrets.js';
 import { rewind, rewindRun } from '../runtime/workspace/rewind.js';
 import { whereIs } from '../store/either.js';
 import type { PostgresStore } from '../store/postgres/index.js';
@@ -183,7 +190,12 @@ const defaultIo = (): CliIo => ({
 });
 
 /** Runs one command; resolves to its exit status (it never exits the process itself). */
-export async function runTraceCommand(name: string, args: string[], io: CliIo = defaultIo()): Promise<number> {
+export async function runTraceCommand(name: string, args: string[], raw: CliIo = defaultIo()): Promise<number> {
+  // A database password in --store or in a command's arguments (store copy's target, in URL or
+  // key/value form) is held before anything is printed, and no line printed says a held secret.
+  for (const arg of args) holdSecrets(connectionSecrets(arg));
+  if (raw.env.IO_HARNESS_STORE) holdSecrets(connectionSecrets(raw.env.IO_HARNESS_STORE));
+  const io: CliIo = { ...raw, out: (text) => raw.out(scrubText(text)), err: (text) => raw.err(scrubText(text)) };
   const command = TRACE_COMMANDS[name];
   if (!command) {
     io.err(`io-harness: there is no command ${JSON.stringify(name)}\n`);
@@ -223,6 +235,12 @@ export async function runTraceCommand(name: string, args: string[], io: CliIo = 
     return EXIT.usage;
   }
   const given = (values.store as string | undefined) ?? io.env.IO_HARNESS_STORE ?? 'runs.db';
+  if (isKeyValueConnection(given) && /\bhost\s*=|\bpassword\s*=|\bdbname\s*=/i.test(given)) {
+    io.err(
+      `io-harness ${name}: --store takes a file or a postgres:// URL, not a connection string in key/value form (got ${JSON.stringify(maskedConnection(given))}).\n${usage}\n`,
+    );
+    return EXIT.usage;
+  }
   // A PostgreSQL store is named by its URL; a file, by its path from here.
   const storePath = isPostgresUrl(given) ? given : resolve(io.cwd, given);
   if (values.schema !== undefined && !isPostgresUrl(given) && name !== 'store') {
@@ -312,7 +330,7 @@ async function storeCommand(context: Context): Promise<number> {
     );
   if (!/^postgres(ql)?:\/\//i.test(url))
     throw new CliError(
-      `the target is a PostgreSQL URL, such as postgres://user@localhost:5432/harness; got ${JSON.stringify(url)}.`,
+      `the target is a PostgreSQL URL, such as postgres://user@localhost:5432/harness; got ${JSON.stringify(maskedConnection(url))}.`,
       EXIT.usage,
     );
   const source = resolve(context.io.cwd, file);

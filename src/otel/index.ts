@@ -28,6 +28,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type { HarnessEvent } from '../runtime/events.js';
+import { scrubText, scrubValue } from '../runtime/secrets.js';
 import type { Store } from '../store/store.js';
 import type { Observer, ObserverContext } from '../supervisor/event-bus.js';
 
@@ -65,18 +66,18 @@ export function otelObserver(options: OtelObserverOptions = {}): OtelObserver {
         runs.get(event.runId)?.span.end(event.at);
         const parent = event.parentId ? runs.get(event.parentId)?.context : undefined;
         const span = tracer.startSpan(
-          `invoke_agent ${event.address}`,
+          scrubText(`invoke_agent ${event.address}`),
           {
             kind: SpanKind.INTERNAL,
             startTime: event.at,
-            attributes: {
+            attributes: clean({
               'gen_ai.operation.name': 'invoke_agent',
               'gen_ai.agent.id': event.runId,
               'gen_ai.agent.name': event.address,
               'io_harness.root_id': event.rootId,
               'io_harness.resumed': event.resumed,
               ...(event.parentId ? { 'io_harness.parent_id': event.parentId } : {}),
-            },
+            }),
           },
           parent ?? ROOT_CONTEXT,
         );
@@ -104,7 +105,7 @@ export function otelObserver(options: OtelObserverOptions = {}): OtelObserver {
         const run = runs.get(event.runId);
         if (!run) return;
         const status = event.type === 'run-end' ? event.status : 'paused';
-        run.span.setAttribute('io_harness.run.status', status);
+        run.span.setAttribute('io_harness.run.status', scrubText(status));
         if (FAILED.has(status)) run.span.setStatus({ code: SpanStatusCode.ERROR, message: status });
         run.span.end(event.at);
         runs.delete(event.runId);
@@ -114,7 +115,7 @@ export function otelObserver(options: OtelObserverOptions = {}): OtelObserver {
         // The tool alone: a rule's text can hold a pattern the model chose (a child's deny list).
         runs
           .get(event.runId)
-          ?.span.addEvent('io_harness.refusal', { 'io_harness.tool': toolName(event.tool) }, event.at);
+          ?.span.addEvent('io_harness.refusal', clean({ 'io_harness.tool': toolName(event.tool) }), event.at);
         return;
       default:
         return;
@@ -125,6 +126,15 @@ export function otelObserver(options: OtelObserverOptions = {}): OtelObserver {
   };
   Object.defineProperty(observer, 'open', { get: () => runs.size });
   return observer;
+}
+
+/**
+ * Attributes with every secret this process holds scrubbed from their values (see
+ * runtime/secrets.ts): a model or provider name, an address or an id could carry one as
+ * easily as any text, and an exported span leaves the process.
+ */
+function clean(attributes: Attributes): Attributes {
+  return scrubValue(attributes);
 }
 
 /**
@@ -148,13 +158,13 @@ function stepSpans(
     `step ${seq}`,
     {
       startTime: run.stepStart,
-      attributes: {
+      attributes: clean({
         'io_harness.step.seq': seq,
         'gen_ai.response.model': event.model,
         'gen_ai.usage.input_tokens': event.inputTokens,
         'gen_ai.usage.output_tokens': event.outputTokens,
         'gen_ai.usage.cache_read.input_tokens': event.cacheReadTokens,
-      },
+      }),
     },
     run.context,
   );
@@ -180,10 +190,14 @@ function stepSpans(
       ...(call.ttftMs === null ? {} : { 'gen_ai.response.time_to_first_chunk': call.ttftMs / 1000 }),
       ...(call.statusCode === null ? {} : { 'http.response.status_code': call.statusCode }),
     };
-    const span = tracer.startSpan(`chat ${call.model}`, { kind: SpanKind.CLIENT, startTime: at, attributes }, inStep);
+    const span = tracer.startSpan(
+      scrubText(`chat ${call.model}`),
+      { kind: SpanKind.CLIENT, startTime: at, attributes: clean(attributes) },
+      inStep,
+    );
     if (call.outcome !== 'ok') {
-      span.setAttribute('error.type', call.outcome);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: call.outcome });
+      span.setAttribute('error.type', scrubText(call.outcome));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: scrubText(call.outcome) });
     }
     at = Math.min(at + latency, event.at);
     span.end(at);
@@ -191,15 +205,15 @@ function stepSpans(
   // What ran after the answer, to the commit: the step's tools (their own times are not kept).
   for (const tool of run.tools) {
     const span = tracer.startSpan(
-      `execute_tool ${tool.name}`,
+      scrubText(`execute_tool ${tool.name}`),
       {
         kind: SpanKind.INTERNAL,
         startTime: at,
-        attributes: {
+        attributes: clean({
           'gen_ai.operation.name': 'execute_tool',
           'gen_ai.tool.name': tool.name,
           'gen_ai.tool.call.id': tool.callId,
-        },
+        }),
       },
       inStep,
     );

@@ -6,6 +6,7 @@
 import { pathToFileURL } from 'node:url';
 import { ErrorCode, HarnessError } from '../errors.js';
 import type { ImageAttachment } from './images.js';
+import { isHarmlessHeader, maskedUrl } from './secrets.js';
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
@@ -229,7 +230,13 @@ export function keyVariables(spec: ProviderSpec): string[] {
   return spec.apiKeyEnv ? [spec.apiKeyEnv] : [];
 }
 
-/** The spec with every key removed: what may be written to the store. */
+/**
+ * The spec with every secret removed: what may be written to the store. The key goes;
+ * of the headers only the harmless ones stay (content type, user agent, the vendor's
+ * version and beta headers: see HARMLESS_HEADERS in secrets.ts), whatever the others are
+ * called; the base URL keeps its host and path, its user name, password and key-like
+ * query parameters masked.
+ */
 export function redactSpec(spec: ProviderSpec): ProviderSpec {
   if (spec.kind === 'fallback') return { ...spec, providers: spec.providers.map(redactSpec) };
   if (spec.kind === 'module') return spec;
@@ -237,19 +244,23 @@ export function redactSpec(spec: ProviderSpec): ProviderSpec {
   const kept: Record<string, string> = {};
   let dropped = false;
   for (const [name, value] of Object.entries(headers ?? {})) {
-    if (SECRET_HEADER.test(name)) dropped = true;
-    else kept[name] = value;
+    if (isHarmlessHeader(name)) kept[name] = value;
+    else dropped = true;
   }
   const redacted: HttpProviderSpec = { ...rest };
   if (headers !== undefined) redacted.headers = kept;
+  if (spec.baseUrl !== undefined) {
+    const masked = maskedUrl(spec.baseUrl);
+    if (masked !== spec.baseUrl) {
+      redacted.baseUrl = masked;
+      dropped = true;
+    }
+  }
   // The marker stops a later process from quietly sending some other key (from the
   // environment) to this spec's host: it must be handed the provider again.
   if (apiKey !== undefined || dropped) redacted.apiKeyRedacted = true;
   return redacted;
 }
-
-/** Header names that carry credentials: never stored. */
-const SECRET_HEADER = /^(authorization|proxy-authorization|cookie|x-api-key|api-key)$|key|token|secret/i;
 
 type ProviderFactory = (options: JsonValue | undefined) => Provider | Promise<Provider>;
 

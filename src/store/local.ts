@@ -7,6 +7,7 @@
  */
 import type Database from 'better-sqlite3';
 import { ErrorCode, HarnessError } from '../errors.js';
+import { scrubValue } from '../runtime/secrets.js';
 import {
   isStoreOperation,
   STORE_OPERATIONS,
@@ -48,7 +49,8 @@ export function sqliteWriter(db: Database.Database): StoreWriter {
 export function applyWrite(writer: StoreWriter, op: string, input: unknown): unknown {
   if (!isStoreOperation(op)) throw new HarnessError(ErrorCode.Internal, `unknown store operation ${String(op)}`);
   const handler = (writer as unknown as Record<StoreOperation, Handler>)[op];
-  return handler(input as never);
+  // No secret this thread holds is written: every row of every write, its events too (see runtime/secrets.ts).
+  return handler(scrubValue(input) as never);
 }
 
 export interface LocalStoreOptions {

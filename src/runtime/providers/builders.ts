@@ -6,6 +6,7 @@
  */
 import { InvalidArgumentError } from '../../errors.js';
 import type { FallbackProviderSpec, HttpProviderSpec, ProviderSpec, RetryOptions } from '../provider.js';
+import { maskedUrl } from '../secrets.js';
 import { findPreset, PRESETS, type Preset } from './presets.js';
 
 export interface CommonOptions {
@@ -38,7 +39,7 @@ function checkUrl(url: string, where: string): string {
     );
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new InvalidArgumentError(`${where}: ${JSON.stringify(url)} is not an http(s) URL.`);
+    throw new InvalidArgumentError(`${where}: ${JSON.stringify(maskedUrl(url))} is not an http(s) URL.`);
   }
   return url.replace(/\/+$/, '');
 }

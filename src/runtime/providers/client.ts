@@ -20,6 +20,7 @@ import type {
   ToolCall,
 } from '../provider.js';
 import { loadProvider } from '../provider.js';
+import { DEFAULT_KEY_ENV, holdSecrets, providerSecrets, scrubText } from '../secrets.js';
 import { checkIdleTimeout } from './builders.js';
 import {
   bodyError,
@@ -45,12 +46,6 @@ const DEFAULT_BASE_URLS = {
   openai: 'https://api.openai.com/v1',
   anthropic: 'https://api.anthropic.com',
   openrouter: 'https://openrouter.ai/api/v1',
-} as const;
-
-const DEFAULT_KEY_ENV = {
-  openai: 'OPENAI_API_KEY',
-  anthropic: 'ANTHROPIC_API_KEY',
-  openrouter: 'OPENROUTER_API_KEY',
 } as const;
 
 /** The blank line that ends an event (LF framing, which is what vendors send). */
@@ -652,7 +647,9 @@ function estimatedUsage(requestChars: number, text: string, calls: readonly Tool
   };
 }
 
-function vendorMessage(body: string): string {
+function vendorMessage(given: string): string {
+  // Scrubbed before it is cut, so no part of a key the vendor echoed is left at the cut.
+  const body = scrubText(given);
   try {
     const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
     if (typeof parsed.error === 'string') return parsed.error;
@@ -838,6 +835,8 @@ export async function buildHttpProvider(spec: Exclude<ProviderSpec, { kind: 'mod
     (spec.kind === 'compatible' && preset?.local && !spec.apiKey && !spec.apiKeyEnv && !spec.apiKeyRedacted)
       ? null
       : resolveKey(spec, envName, name);
+  // From here on this thread scrubs the key, the headers and the URL's credentials from every error it raises.
+  holdSecrets(providerSecrets(key === null ? spec : { ...spec, apiKey: key }));
   const config: WireConfig = {
     name,
     baseUrl,

@@ -3,6 +3,7 @@
  * failure is classified, and what a vendor says about its rate limits.
  */
 import { ErrorCode, HarnessError, registerErrorClass } from '../../errors.js';
+import { scrubText } from '../secrets.js';
 
 /** Tokens of one model call. Cache and reasoning counts are 0 where the vendor does not report them. */
 export interface CallUsage {
@@ -107,7 +108,8 @@ export class ProviderError extends HarnessError {
     this.kind = init.kind;
     this.provider = init.provider;
     this.statusCode = statusCode;
-    this.responseBody = init.responseBody ?? null;
+    // A vendor's body may echo the key it was sent: scrubbed like the message.
+    this.responseBody = init.responseBody == null ? null : scrubText(init.responseBody);
     this.retryAfterMs = init.retryAfterMs ?? null;
     this.rateLimits = init.rateLimits ?? null;
     this.isRetryable = retryable;

@@ -7,6 +7,7 @@
  */
 import { imagesNotShown, shownImages } from '../images.js';
 import { keptOfSent, type ModelRequest, type ToolCall, type TranscriptEntry } from '../provider.js';
+import { scrubText } from '../secrets.js';
 import type { WireRequest } from './http.js';
 import type { SseEvent } from './sse.js';
 import { isDone, scanTemplateRun } from './sse.js';
@@ -82,7 +83,7 @@ function parseJson(data: string, provider: string): unknown {
     throw new ProviderError({
       kind: 'undecodable',
       provider,
-      message: `${provider}: the stream carried an event that is not JSON: ${JSON.stringify(data.slice(0, 120))}`,
+      message: `${provider}: the stream carried an event that is not JSON: ${JSON.stringify(scrubText(data).slice(0, 120))}`,
       cause,
     });
   }
@@ -181,12 +182,15 @@ function notAnAnswer(provider: string, body: Json, field: string): ProviderError
   return new ProviderError({
     kind: 'undecodable',
     provider,
-    message: `${provider}: the answer is JSON but not a completion (it has no ${field}): ${JSON.stringify(body).slice(0, 200)}`,
+    message: `${provider}: the answer is JSON but not a completion (it has no ${field}): ${scrubText(JSON.stringify(body)).slice(0, 200)}`,
   });
 }
 
+/** `base` and `path` joined, the path going before the base's query (`https://h/v1?api-version=1`). */
 function joinUrl(base: string, path: string): string {
-  return `${base.replace(/\/+$/, '')}${path}`;
+  const query = base.indexOf('?');
+  const [head, tail] = query < 0 ? [base, ''] : [base.slice(0, query), base.slice(query)];
+  return `${head.replace(/\/+$/, '')}${path}${tail}`;
 }
 
 /**

@@ -9,6 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { scrubValue } from '../../runtime/secrets.js';
 import { isStoreOperation, type StoreOperation } from '../port.js';
 import type { Notifications } from '../records.js';
 import type { Q } from '../sql.js';
@@ -23,7 +24,8 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 function ruleFor(rules: WriteRules, op: string, input: unknown): Q<unknown> {
   if (!isStoreOperation(op)) throw new Error(`unknown store operation ${String(op)}`);
   const rule = (rules as unknown as Record<StoreOperation, (input: unknown) => Q<unknown>>)[op];
-  return rule.call(rules, input);
+  // No secret this thread holds is written (see runtime/secrets.ts).
+  return rule.call(rules, scrubValue(input));
 }
 
 function append(into: Notifications, from: Notifications): void {

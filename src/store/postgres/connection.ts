@@ -7,6 +7,7 @@
  */
 import pg from 'pg';
 import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
+import { connectionSecrets, holdSecrets, isKeyValueConnection, maskedConnection } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
 import type { PostgresTarget } from './schema.js';
 
@@ -69,14 +70,16 @@ function preparedOf(text: string): { name: string; text: string } {
   return entry;
 }
 
-/** A connection string with its password hidden, for messages. */
+/**
+ * A connection string with its password hidden, for messages: a URL's password and its
+ * `?password=`/`?sslpassword=` (any key-like parameter), or in key/value form
+ * (`host=h password=p`) every key-like value, quoted or not.
+ */
 export function redacted(connectionString: string): string {
+  if (isKeyValueConnection(connectionString)) return maskedConnection(connectionString);
   try {
-    const url = new URL(connectionString);
-    if (url.password) url.password = '***';
-    // pg also reads a password from the query (`?password=`, `?sslpassword=`): hidden alike.
-    for (const key of [...url.searchParams.keys()]) if (/pass/i.test(key)) url.searchParams.set(key, '***');
-    return url.toString();
+    new URL(connectionString);
+    return maskedConnection(connectionString);
   } catch {
     // Not a URL this can parse: hide all of what stands between the scheme and the host.
     const at = connectionString.lastIndexOf('@');
@@ -95,6 +98,8 @@ export class PostgresConnection {
 
   constructor(target: PostgresTarget) {
     this.target = target;
+    // Whatever this thread raises or writes from now on is scrubbed of the password.
+    holdSecrets(connectionSecrets(target.connectionString));
     this.pool = new pg.Pool({
       connectionString: target.connectionString,
       max: target.max ?? 10,

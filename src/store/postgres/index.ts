@@ -9,6 +9,7 @@
  * Only a program that imports this subpath loads `pg`; a SQLite-only one loads none of it.
  */
 import { ErrorCode, InvalidArgumentError, StoreError } from '../../errors.js';
+import { connectionSecrets, holdSecrets, scrubValue } from '../../runtime/secrets.js';
 import { isStoreOperation, type StoreOperation, type StoreOperations } from '../port.js';
 import { TraceQueries } from '../reader.js';
 import type { Notifications } from '../records.js';
@@ -86,6 +87,8 @@ export class PostgresStore {
   static async open(target: string | PostgresTarget, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
     const given = typeof target === 'string' ? { connectionString: target } : target;
     const connectionString = given?.connectionString;
+    // Held before anything is said about it: a string in key/value form is refused without its password.
+    if (typeof connectionString === 'string') holdSecrets(connectionSecrets(connectionString));
     if (typeof connectionString !== 'string' || !/^postgres(ql)?:\/\/./i.test(connectionString)) {
       throw new InvalidArgumentError(
         `PostgresStore.open needs a postgres:// URL, for example postgres://user:password@localhost:5432/harness; got ${JSON.stringify(typeof connectionString === 'string' ? redacted(connectionString) : connectionString)}.`,
@@ -149,7 +152,8 @@ export class PostgresStore {
         // A retried transaction starts from nothing, its announcements too.
         rules = new WriteRules({ lockRows: true });
         const rule = (rules as unknown as Record<StoreOperation, (input: unknown) => Q<unknown>>)[op];
-        return rule.call(rules, input) as Q<StoreOperations[K][1]>;
+        // No secret this thread holds is written (see runtime/secrets.ts).
+        return rule.call(rules, scrubValue(input)) as Q<StoreOperations[K][1]>;
       },
       () => this.#onNotify?.(rules.takeNotifications()),
     );
