@@ -18,7 +18,7 @@ import {
   type WaitChildResult,
 } from '../actors/agent.js';
 import { serveHost } from '../actors/host-channel.js';
-import { StoreClient, type StoreOutput, startStoreWorker } from '../actors/store.js';
+import { StoreClient, type StoreControl, type StoreOutput, startStoreWorker } from '../actors/store.js';
 import { type Clock, systemClock } from '../clock.js';
 import {
   ActorExitedError,
@@ -51,6 +51,7 @@ import type {
 import { Policy } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec, type TranscriptEntry } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
+import { heldSecrets, holdSecrets, onSecretsHeld, providerSecrets, scrubError } from '../runtime/secrets.js';
 import { discoverSkills, type SkillRoot } from '../runtime/skills.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
@@ -402,6 +403,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   #renewTimer: NodeJS.Timeout | null = null;
   #failure: Error | null = null;
   #storeExited!: Promise<void>;
+  /** Stops handing the store actor the secrets this thread comes to hold. */
+  #forgetSecrets: () => void = () => undefined;
 
   private constructor(store: S, given: SupervisorOptions) {
     const options = checkOptions(supervisorOptionsSchema, given, 'Supervisor.start') as SupervisorOptions;
@@ -535,7 +538,18 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     };
     this.#keepAlive();
     this.#storeExited = new Promise((resolve) => this.#storeWorker.once('exit', () => resolve()));
-    this.#storeWorker.on('exit', () => this.#onStoreExit());
+    // The store actor scrubs every write of each secret this thread holds: those held now, and each one
+    // held later, sent on its port ahead of the writes that could carry it.
+    const forward = (values: readonly string[]) => {
+      const message: StoreControl = { type: 'secrets', values: [...values] };
+      this.#storeWorker.postMessage(message);
+    };
+    forward(heldSecrets());
+    this.#forgetSecrets = onSecretsHeld(forward);
+    this.#storeWorker.on('exit', () => {
+      this.#forgetSecrets();
+      this.#onStoreExit();
+    });
     this.#storeWorker.on('error', (error) => {
       this.#failure = error;
     });
@@ -616,6 +630,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const stored = (await this.read(reads.spec(runId))) as { provider?: ProviderSpec } | null;
     const patch = gate.kind === 'command' ? '' : await this.read(reads.patch(runId));
     const calls = gate.kind === 'command' ? [] : await this.read(reads.modelCalls({ rootId: run.rootId }));
+    holdProviderSecrets([stored?.provider, options.reviewer, ...contractProviders(contract)]);
     const secrets = stored?.provider ? contractSecrets(contract, stored.provider) : [];
     const evaluation =
       gate.kind === 'command'
@@ -808,6 +823,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const servers = this.#treeServers(options.mcp, 'run()');
     const skills = options.skills === undefined ? [] : discoverSkills(options.skills);
     const agents = options.agents === undefined ? [] : checkAgents(options.agents, 'run()');
+    holdProviderSecrets([provider, ...contractProviders(data)]);
     const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, tools);
     // Until its root is stored and started the tree is being admitted: nothing settles it meanwhile
     // (a poll or another host's hint that looked now would find no run of it, and end it).
@@ -962,6 +978,13 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     );
     try {
       const spec = (await this.read(reads.spec(rootId))) as RunSpec | null;
+      // What the tree's runs will call, given now or stored (a stored spec's key is read from its variable).
+      holdProviderSecrets([
+        provider,
+        tree.reviewer,
+        spec?.provider as ProviderSpec | undefined,
+        ...contractProviders(spec?.contract),
+      ]);
       if (servers.length > 0) {
         const policy = spec?.policy ? Policy.from(spec.policy) : spec?.contract ? Policy.default() : null;
         await this.#connectServers(
@@ -1589,6 +1612,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   /** Stops a tree in this process without ending its runs: what was committed stays, and it can be resumed. */
   #failTree(tree: Tree, error: Error): void {
     if (tree.settled) return;
+    // An error an embedder is handed says no secret this process holds, wherever it was raised.
+    scrubError(error);
     tree.settled = true;
     tree.abort.abort();
     this.#trees.delete(tree.rootId);
@@ -1865,6 +1890,24 @@ function checkToolsGiven(rootId: string, stored: StoredTool[], given: Map<string
     `tree ${rootId} was started with ${wants.join(' and ')}, which this process was not given. Nothing was resumed, and the tree stays resumable.`,
     { details: { rootId, missing: missing.map((item) => item.name), ...(servers.length > 0 ? { servers } : {}) } },
   );
+}
+
+/** The providers a contract names besides the tree's: its review gate's and its escalation's. */
+function contractProviders(data: ContractData | null | undefined): ProviderSpec[] {
+  if (!data) return [];
+  return [
+    ...(data.verification.kind === 'review' ? [data.verification.provider] : []),
+    ...(data.escalation ? [data.escalation.provider] : []),
+  ];
+}
+
+/**
+ * Holds the secrets of each spec in this thread (and, through the forwarding set up at
+ * boot, in the store actor) before anything a run of them says is written: keys given or
+ * read from their variables, credential headers, base URL credentials.
+ */
+function holdProviderSecrets(specs: readonly (ProviderSpec | null | undefined)[]): void {
+  for (const spec of specs) if (spec && typeof spec === 'object') holdSecrets(providerSecrets(spec));
 }
 
 /** A contract as stored: a review gate's provider without its key. */
