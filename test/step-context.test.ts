@@ -14,10 +14,21 @@ import { personTools } from '../dist/actors/agent/people.js';
 import { registryFor } from '../dist/actors/agent/toolset.js';
 import { TREE_TOOLS } from '../dist/actors/agent/tree-tools.js';
 import { Policy, TaskContract } from '../dist/index.js';
+import { policyGate } from '../dist/runtime/exec/containment/proxy.js';
+import { executorFor } from '../dist/runtime/exec/factory.js';
 import type { Act } from '../dist/runtime/policy/policy.js';
 import { type Tool, ToolRegistry, type ToolResult } from '../dist/runtime/tools.js';
 import { settleCommand, settleDecision, WorkspaceSession, workspaceTools } from '../dist/runtime/workspace/session.js';
-import { tempWorkspace } from './support/workspace.js';
+import { later, tempWorkspace } from './support/workspace.js';
+
+/** A workspace session over `root`, its commands run by the executor factory's executor for a run, closed after the test. */
+function workspaceSession(root: string, policy: Policy): WorkspaceSession {
+  const contract = TaskContract.workspace('t', root).toJSON();
+  const executor = executorFor({ purpose: 'run', contract, policy, egress: policyGate(policy, root) });
+  const made = new WorkspaceSession(contract, policy, [], executor);
+  later(() => made.close());
+  return made;
+}
 
 interface Asked {
   authorized: Act[];
@@ -86,7 +97,7 @@ describe('one Tool type', () => {
   it('has a workspace write ask the step context for its decision, its restore point, its diff and its event', async () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const policy = Policy.default();
-    const session = new WorkspaceSession(TaskContract.workspace('t', root).toJSON(), policy);
+    const session = workspaceSession(root, policy);
     const registry = registryFor('workspace', false);
     const { context, asked } = recordingContext(policy, root, { workspace: session });
     const result = await registry.dispatch('write_file', { path: 'a.txt', content: 'beta\n' }, context);
@@ -102,7 +113,7 @@ describe('one Tool type', () => {
   it('has a command journaled through the step context, and a refusal named by rule and layer before anything runs', async () => {
     const root = tempWorkspace();
     const policy = Policy.default().layer('team').allowExec('node *').denyExec('rm *');
-    const session = new WorkspaceSession(TaskContract.workspace('t', root).toJSON(), policy);
+    const session = workspaceSession(root, policy);
     const registry = registryFor('workspace', false);
     const ran = recordingContext(policy, root, { workspace: session });
     const result = await registry.dispatch('exec', { argv: ['node', '--version'] }, ran.context);
@@ -117,7 +128,7 @@ describe('one Tool type', () => {
   it('gives a read started early its result only after the same decision as ever', async () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const policy = Policy.default();
-    const session = new WorkspaceSession(TaskContract.workspace('t', root).toJSON(), policy);
+    const session = workspaceSession(root, policy);
     const registry = registryFor('workspace', false);
     const early = registry.startEarly(
       'read_file',

@@ -15,9 +15,9 @@
  * checked on its own, with its own lines, before anything is merged, and no partial
  * configuration is ever used: the first problem throws.
  */
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
@@ -37,6 +37,7 @@ import { keepFromCommands } from '../runtime/exec/containment/kept.js';
 import type { Executor } from '../runtime/exec/executor.js';
 import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
+import { readBounded } from '../runtime/read-bounded.js';
 import type { SkillRoot } from '../runtime/skills.js';
 import type { ToolchainOverrides } from '../runtime/workspace/toolchain.js';
 import { type BundleBin, type BundleProblem, type LoadedBundle, loadBundle, type PromptTemplate } from './bundles.js';
@@ -242,11 +243,13 @@ export class Config {
     const config = new Config(workspace, files, userFile, profile, data, origins);
     config.#shown = shown;
     config.#findings = findings;
+    // The renamed keys, said as deprecations below; what reading the rest warns of is said where it is found.
+    const renamed = [...findings.warnings];
     config.#guidance = config.#readGuidance();
     config.#hooks = config.#hookSpecs();
     config.#loadBundles();
     config.#keepFromCommands();
-    for (const warning of findings.warnings)
+    for (const warning of renamed)
       process.emitWarning(warning, { type: 'DeprecationWarning', code: 'IO_HARNESS_CONFIG_RENAMED' });
     return config;
   }
@@ -255,7 +258,10 @@ export class Config {
    * Reads the guidance `[instructions] files` names (the workspace's AGENTS.md when it names
    * none): each a regular file, from the workspace root unless the user file named it by an
    * absolute path; a file not there is skipped, and so is one the configuration's own
-   * policy does not let be read.
+   * policy does not let be read. Inside the workspace a symbolic link is never followed: a
+   * guidance file that is one, or is reached through one, is skipped with a warning. An
+   * agent can plant a link at AGENTS.md (to a directory, a device, a file outside the
+   * workspace), and it must neither make every later load throw nor be read.
    */
   #readGuidance(): InstructionFile[] {
     const section = this.#data.instructions as ConfigBody['instructions'];
@@ -274,6 +280,17 @@ export class Config {
           `${where}: instructions.files[${index}]: ${path} ${why}; name a regular file of guidance, or set files = [] to put none in (nothing of the configuration was used).`,
           { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `instructions.files[${index}]` } },
         );
+      const skipLink = (link: string) => {
+        const warning = `${where}: instructions.files[${index}]: ${path} ${link === path ? 'is a symbolic link' : `is reached through a symbolic link, ${link}`}; guidance in the workspace is read only from regular files, so it was skipped. Make it a regular file, or name the file the link leads to.`;
+        this.#findings.warnings.push(warning);
+        process.emitWarning(warning, { code: 'IO_HARNESS_GUIDANCE_SKIPPED' });
+      };
+      // Looked at before anything follows it (a link to itself would make the stat below throw).
+      const link = linkOnTheWay(this.root, path);
+      if (link !== null) {
+        skipLink(link);
+        continue;
+      }
       let there: ReturnType<typeof statSync> | undefined;
       try {
         there = statSync(path, { throwIfNoEntry: false });
@@ -289,14 +306,23 @@ export class Config {
           `${where}: instructions.files[${index}] names ${JSON.stringify(name)}, outside the workspace; a file inside the workspace may only name the workspace's own guidance. If you mean it, name it in your user file, ${this.userFile ?? defaultUserFile()} (nothing of the configuration was used).`,
           { details: { file: origin?.file ?? null, line: origin?.line ?? null, key: `instructions.files[${index}]` } },
         );
-      // By its real path: a link (AGENTS.md to CLAUDE.md, say) is read as what it leads to, decided as that.
+      // By its real path: a name the user file gave outside the workspace may be a link, read as what it leads to.
       const relativePath = relative(realTarget(this.root), realTarget(path));
       if (within && policy.decide({ kind: 'read', path: relativePath }, this.root).effect !== 'allow') continue;
       if (!there.isFile()) throw bad('is not a regular file');
       if (there.size > MAX_INSTRUCTION_CHARS * 4) throw bad(`is above ${MAX_INSTRUCTION_CHARS * 4} bytes`);
-      const text = readFileSync(path, 'utf8')
-        .replace(/^\uFEFF/, '')
-        .trimEnd();
+      // Through one descriptor, and in the workspace with no link followed at the name: one
+      // swapped in since the look above is refused by the open, and skipped the same way.
+      const read = readBounded(path, MAX_INSTRUCTION_CHARS * 4, { noFollow: beneath(this.root, path) });
+      if (!read.ok && read.code === 'ELOOP') {
+        skipLink(path);
+        continue;
+      }
+      if (!read.ok)
+        throw bad(
+          read.problem === 'not-file' ? 'is not a regular file' : `cannot be read (${read.code || read.problem})`,
+        );
+      const text = read.text.replace(/^\uFEFF/, '').trimEnd();
       total += text.length;
       if (total > MAX_INSTRUCTION_CHARS)
         throw bad(
@@ -1277,6 +1303,35 @@ function merge(
     }
   }
 }
+/** Whether `path`, as written, names something beneath `root` (no link resolved). */
+function beneath(root: string, path: string): boolean {
+  const below = relative(resolve(root), resolve(path));
+  return below !== '' && !escapes(below);
+}
+
+/**
+ * The first symbolic link on the way from `root` down to `path`, `path` itself included;
+ * null when there is none, and for a path that is not beneath `root`.
+ */
+function linkOnTheWay(root: string, path: string): string | null {
+  if (!beneath(root, path)) return null;
+  const below = relative(resolve(root), resolve(path));
+  let at = resolve(root);
+  for (const part of below.split(sep)) {
+    at = join(at, part);
+    let stat: ReturnType<typeof lstatSync>;
+    try {
+      stat = lstatSync(at, { throwIfNoEntry: false });
+    } catch {
+      // Not a directory on the way, say: no link; what follows says what is wrong with the name.
+      return null;
+    }
+    if (stat === undefined) return null;
+    if (stat.isSymbolicLink()) return at;
+  }
+  return null;
+}
+
 /** Whether `path` is a directory with nothing in it. */
 function emptyDirectory(path: string): boolean {
   try {

@@ -217,6 +217,12 @@ export type EventData =
       reasons: string[];
       /** Evaluated again after the run ended, by retryGate. */
       retried: boolean;
+      /**
+       * The rung a command gate ran on (`full-access` where the contract asked for none);
+       * null for a review gate, which starts no process. Absent from events recorded
+       * before it was.
+       */
+      containment?: ContainedReport['rung'] | null;
     }
   | {
       /** What a failing command gate printed (both streams, bounded) and how it exited. */

@@ -34,8 +34,9 @@ import { type AgentDefinition, checkAgents } from '../runtime/agents.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type ContractData, contractSecrets, TaskContract } from '../runtime/contract/contract.js';
 import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/custom-tool.js';
-import { type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
+import { type EventData, type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
 import { keptPaths } from '../runtime/exec/containment/kept.js';
+import { executorFor } from '../runtime/exec/factory.js';
 import { commandEnvironment } from '../runtime/exec/run-command.js';
 import { type LiveEvent, liveChannelsWanted, publishLive } from '../runtime/live.js';
 import type {
@@ -48,7 +49,7 @@ import type {
   PlanGate,
   PlanReview,
 } from '../runtime/policy/approval.js';
-import { Policy } from '../runtime/policy/policy.js';
+import { Policy, type PolicyData } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec, type TranscriptEntry } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { heldSecrets, holdSecrets, onSecretsHeld, providerSecrets, scrubError } from '../runtime/secrets.js';
@@ -627,19 +628,16 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       );
     }
     const gate = contract.verification;
-    const stored = (await this.read(reads.spec(runId))) as { provider?: ProviderSpec } | null;
+    const stored = (await this.read(reads.spec(runId))) as { provider?: ProviderSpec; policy?: PolicyData } | null;
     const patch = gate.kind === 'command' ? '' : await this.read(reads.patch(runId));
     const calls = gate.kind === 'command' ? [] : await this.read(reads.modelCalls({ rootId: run.rootId }));
     holdProviderSecrets([stored?.provider, options.reviewer, ...contractProviders(contract)]);
     const secrets = stored?.provider ? contractSecrets(contract, stored.provider) : [];
+    // What the containment recorded: the rung it chose again here, and the egress proxy's decisions.
+    const recorded: EventData[] = [];
     const evaluation =
       gate.kind === 'command'
-        ? await evaluateCommandGate(
-            gate,
-            contract.root,
-            undefined,
-            commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []),
-          )
+        ? await this.#retryCommandGate(gate, contract, stored?.policy, secrets, recorded)
         : await evaluateReviewGate(
             gate,
             options.reviewer ? checkProviderSpec(options.reviewer, 'retryGate()') : gate.provider,
@@ -650,7 +648,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
               writerModels: writingModels(calls),
             },
           );
-    const events = [gateEvent(evaluation, true), ...(evaluation.output ? [evaluation.output] : [])];
+    const events = [...recorded, gateEvent(evaluation, true), ...(evaluation.output ? [evaluation.output] : [])];
     const { status } = await this.#storeClient.call('regate', {
       runId,
       events,
@@ -659,6 +657,37 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       now: Date.now(),
     });
     return { verdict: evaluation.verdict, exitStatus: evaluation.exitStatus, reasons: evaluation.reasons, status };
+  }
+
+  /**
+   * A command gate run again, contained as its run was: the executor factory's, from the
+   * run's stored contract (its sandbox and workspace) and policy (its egress rules), so the
+   * code the run wrote runs on the same terms it did in the run. Refused with
+   * CONTAINMENT_UNAVAILABLE where the contract names a rung this host cannot give.
+   */
+  async #retryCommandGate(
+    gate: Extract<ContractData['verification'], { kind: 'command' }>,
+    contract: ContractData,
+    policyData: PolicyData | undefined,
+    secrets: string[],
+    recorded: EventData[],
+  ) {
+    // As the run itself: its stored policy, else the default one a workspace run gets.
+    const policy = policyData ? Policy.from(policyData) : Policy.default();
+    const executor = executorFor({
+      purpose: 'gate-retry',
+      contract,
+      policy,
+      record: (event) => recorded.push(event),
+    });
+    try {
+      recorded.push({ type: 'contained', ...executor.contained() });
+      return await evaluateCommandGate(gate, contract.root, executor, {
+        env: commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []),
+      });
+    } finally {
+      await executor.close();
+    }
   }
 
   /**

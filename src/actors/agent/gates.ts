@@ -3,6 +3,7 @@
  * command, or a review by another model). Each may send feedback to the model, bounded by
  * the contract's retries, instead of ending the run.
  */
+import { ErrorCode, HarnessError } from '../../errors.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { RunStatus } from '../../runtime/events.js';
 import type { Executor } from '../../runtime/exec/executor.js';
@@ -30,7 +31,8 @@ export type Verdict =
 export interface JudgeParts {
   workspace: WorkspaceSession | null;
   reviewer: ProviderSpec | undefined;
-  executor: Executor;
+  /** What runs a command gate: the run's executor; null for a run without a contract, which has no gate. */
+  executor: Executor | null;
 }
 
 /** The final answer, judged. `spent` counts the re-prompts and is updated; `calls` gains the review's call. */
@@ -123,7 +125,12 @@ async function evaluateGate(
   const gate = contract.verification;
   if (gate.kind === 'command') {
     await parts.workspace?.noteContainment((event) => context.step.events.push(event));
-    return evaluateCommandGate(gate, contract.root, context.signal, parts.workspace?.commandEnv, parts.executor);
+    if (!parts.executor)
+      throw new HarnessError(ErrorCode.Internal, 'a command gate was to run with no executor: the run has no contract');
+    return evaluateCommandGate(gate, contract.root, parts.executor, {
+      signal: context.signal,
+      env: parts.workspace?.commandEnv,
+    });
   }
   if (gate.kind === 'review') {
     const { run, store, step } = context;

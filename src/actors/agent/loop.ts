@@ -18,9 +18,10 @@ import {
 } from '../../runtime/context/memory.js';
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../../runtime/events.js';
-import { ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
+import { containmentLine } from '../../runtime/exec/containment/contained.js';
 import { keepAll } from '../../runtime/exec/containment/kept.js';
-import { directExecutor, type Executor } from '../../runtime/exec/executor.js';
+import type { Executor } from '../../runtime/exec/executor.js';
+import { executorFor } from '../../runtime/exec/factory.js';
 import type { CommandCheck } from '../../runtime/policy/commands.js';
 import { type Act, Policy, type PolicyData } from '../../runtime/policy/policy.js';
 import {
@@ -104,9 +105,10 @@ export class AgentRun implements RunContext {
   }
   /**
    * What starts the run's commands: the executor the ports give (used as it is: whoever
-   * gives one contains it), else the direct executor inside the run's containment.
+   * gives one contains it), else the factory's for the run's contract and policy. None for
+   * a run without a contract, which starts no process.
    */
-  #executor: Executor = directExecutor;
+  #executor: Executor | null = null;
   get host() {
     return this.#ports.host;
   }
@@ -202,12 +204,13 @@ export class AgentRun implements RunContext {
     this.#policy = spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null;
     let briefing: string | null = null;
     if (contract) {
-      if (this.#ports.executor) this.#executor = this.#ports.executor;
+      let executor: Executor;
+      if (this.#ports.executor) executor = this.#ports.executor;
       else {
         try {
-          this.#executor = new ContainedExecutor(directExecutor, {
-            ...(contract.sandbox ? { sandbox: contract.sandbox } : {}),
-            root: contract.root,
+          executor = executorFor({
+            purpose: 'run',
+            contract,
             policy: this.#policy,
             egress: egressGate(this, this.#policy, contract.root, (event) => this.step.events.push(event)),
           });
@@ -217,8 +220,9 @@ export class AgentRun implements RunContext {
           return this.#end('failed', error.message);
         }
       }
+      this.#executor = executor;
       const secrets = contractSecrets(contract, this.#start.provider ?? spec.provider);
-      this.#workspace = new WorkspaceSession(contract, this.#policy as Policy, secrets, this.#executor);
+      this.#workspace = new WorkspaceSession(contract, this.#policy as Policy, secrets, executor);
       briefing = spec.briefing ?? this.#workspace.briefing();
     }
     const registry = registryFor(
@@ -748,7 +752,7 @@ export class AgentRun implements RunContext {
   #opening(task: string, briefing: string | null): string {
     if (!this.#contract || !this.#workspace) return task;
     const parts = [task, briefing ?? this.#workspace.briefing()];
-    const contained = this.#executor.contained?.();
+    const contained = this.#executor?.contained?.();
     if (contained) parts.push(containmentLine(contained));
     // The mask is stated here, past the cache breakpoint, so the tool definitions never change.
     if (this.#contract.toolMask.length > 0) {

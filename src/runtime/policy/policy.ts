@@ -209,7 +209,10 @@ export class Policy {
   askNet(pattern: string): Policy {
     return this.#add('ask', 'net', pattern);
   }
-  /** Lets the agents call the embedder's tools whose names match (`*` matches any run of characters). */
+  /**
+   * Lets the agents call the embedder's tools whose names match (`*` matches any run of
+   * characters). Tool rules ignore case, whatever their effect: `Delete_All` is `delete_all`.
+   */
   allowTool(pattern: string): Policy {
     return this.#add('allow', 'tool', pattern);
   }
@@ -460,7 +463,9 @@ function realOrSelf(path: string): string {
 }
 
 function matches(rule: PolicyRule, act: Act, subject: string): boolean {
-  if (act.kind === 'tool') return wildcard(rule.pattern, subject);
+  // Tool names ignore case, every rule of every effect: `deny-tool evil__delete*` also refuses
+  // `evil__Delete_All`, which a server may list beside it as another tool.
+  if (act.kind === 'tool') return wildcard(rule.pattern.toLowerCase(), subject.toLowerCase());
   if (act.kind === 'net') return wildcard(netPattern(rule.pattern), subject);
   // A path outside the workspace is matched only by a rule written as an absolute path:
   // `**` means everything in the workspace, not everything on the machine.

@@ -6,7 +6,8 @@
  */
 import type { VerificationData } from '../contract/contract.js';
 import type { EventData, GateVerdict } from '../events.js';
-import { directExecutor, type Executor } from '../exec/executor.js';
+import type { ContainedReport } from '../exec/containment/contained.js';
+import type { Executor } from '../exec/executor.js';
 import { type Completion, loadProvider, type ProviderSpec } from '../provider.js';
 
 /** Accounting rows of a reviewer's calls carry this before the provider's name. */
@@ -26,18 +27,28 @@ export interface GateEvaluation {
   output: Extract<EventData, { type: 'gate-output' }> | null;
   /** The reviewer's model call, for the accounting table. */
   reviewCall: Completion | null;
+  /**
+   * The rung a command gate ran on (`full-access` where the contract asked for none), as
+   * its executor reports it; null for a review, which starts no process, and for an
+   * executor that reports none.
+   */
+  containment: ContainedReport['rung'] | null;
 }
 
-/** Runs a command gate in `root`. */
+/**
+ * Runs a command gate in `root` with `executor`: the run's, or on a retry one the executor
+ * factory made from the run's stored contract and policy. The gate often runs code the run
+ * wrote (its tests), so it is contained as the run's commands are and gets the environment
+ * they get, without the variables that hold the tree's keys.
+ */
 export async function evaluateCommandGate(
   gate: Extract<VerificationData, { kind: 'command' }>,
   root: string,
-  signal?: AbortSignal,
-  env?: NodeJS.ProcessEnv,
-  executor: Executor = directExecutor,
+  executor: Executor,
+  options: { signal?: AbortSignal | undefined; env?: NodeJS.ProcessEnv | undefined } = {},
 ): Promise<GateEvaluation> {
-  // The gate often runs code the run wrote (its tests): it gets the environment the run's
-  // own commands get, without the variables that hold the tree's keys.
+  const { signal, env } = options;
+  const containment = executor.contained?.().rung ?? null;
   const result = await executor.run({
     argv: gate.argv,
     purpose: 'gate',
@@ -55,6 +66,7 @@ export async function evaluateCommandGate(
       reasons: [`the gate could not run: ${result.error}`],
       output: null,
       reviewCall: null,
+      containment,
     };
   }
   const passed = !result.timedOut && result.signal === null && result.exitStatus === gate.expectExit;
@@ -84,6 +96,7 @@ export async function evaluateCommandGate(
           truncated: result.droppedStdout > 0 || result.droppedStderr > 0,
         },
     reviewCall: null,
+    containment,
   };
 }
 
@@ -116,6 +129,7 @@ export async function evaluateReviewGate(
     reasons: [reason],
     output: null,
     reviewCall: call,
+    containment: null,
   });
   // Asked before the call when the spec names its model: a refused review is not paid for.
   const named = provider.kind === 'module' || provider.kind === 'fallback' ? null : (provider.model ?? null);
@@ -159,6 +173,7 @@ export async function evaluateReviewGate(
     reasons: verdict.reasons,
     output: null,
     reviewCall: completion,
+    containment: null,
   };
 }
 
@@ -185,6 +200,7 @@ export function gateEvent(evaluation: GateEvaluation, retried: boolean): EventDa
     exitStatus: evaluation.exitStatus,
     reasons: evaluation.reasons,
     retried,
+    containment: evaluation.containment,
   };
 }
 

@@ -12,7 +12,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import type { ArgumentSchema } from '../arguments.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
-import { directExecutor, type Executor } from '../exec/executor.js';
+import type { Executor } from '../exec/executor.js';
 import type { Job } from '../exec/jobs.js';
 import { commandEnvironment, describeCommand } from '../exec/run-command.js';
 import { type CommandCheck, checkArgv } from '../policy/commands.js';
@@ -402,13 +402,12 @@ export class WorkspaceSession {
     return this.#env;
   }
 
-  /** `secrets`: environment variables commands must not inherit (the provider specs' key variables). */
-  constructor(
-    contract: ContractData,
-    policy: Policy,
-    secrets: readonly string[] = [],
-    executor: Executor = directExecutor,
-  ) {
+  /**
+   * `secrets`: environment variables commands must not inherit (the provider specs' key
+   * variables). `executor`: what starts the run's commands, the executor factory's for the
+   * run (src/runtime/exec/factory.ts); there is no default.
+   */
+  constructor(contract: ContractData, policy: Policy, secrets: readonly string[], executor: Executor) {
     this.#executor = executor;
     this.#env = commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []);
     this.#contract = contract;
