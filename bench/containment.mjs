@@ -1,11 +1,18 @@
 // The wall time containment adds to a command: `true` run 200 times on each rung this
 // host offers (bubblewrap with the Landlock helper, the helper under unshare, namespaces
 // with setpriv) beside the same command spawned plainly (the direct executor, which puts
-// it in a PID namespace of its own) in the same process, alternated. Prints p50 and p99
-// of each, and each rung's p50 over the plain one's.
+// it in a PID namespace of its own) in the same process, alternated. Each rung twice: as
+// before the rule of trust (nothing hidden), and with what a run now gets — a store in the
+// workspace hidden with its three journals, two directories and a file pattern the policy
+// denies reading hidden, the trusted binaries kept read-only (`<rung>+kept`). Prints p50
+// and p99 of each, and each one's p50 over the plain one's.
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Policy } from 'io-harness';
 import { ContainedExecutor } from '../dist/runtime/exec/containment/contained.js';
+import { keepStoreFiles } from '../dist/runtime/exec/containment/kept.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
 import { directExecutor } from '../dist/runtime/exec/executor.js';
 import { commandEnvironment } from '../dist/runtime/exec/run-command.js';
@@ -27,12 +34,32 @@ for (const rung of ['bubblewrap', 'landlock', 'namespaces']) {
     policy: Policy.default(),
   });
 }
+// The plain rungs' boundaries made now, while nothing is kept: they stay as before the rule of trust.
+for (const executor of Object.values(executors)) executor.boundary?.();
+// The same rungs with something to hide.
+const kept = tempDir('io-harness-bench-kept-');
+for (const dir of ['secrets', 'private', 'src']) mkdirSync(join(kept, dir));
+for (let i = 0; i < 20; i++) writeFileSync(join(kept, 'src', `f${i}.pem`), 'x');
+writeFileSync(join(kept, 'runs.db'), '');
+writeFileSync(join(kept, 'runs.db-wal'), '');
+writeFileSync(join(kept, 'runs.db-shm'), '');
+keepStoreFiles(join(kept, 'runs.db'));
+const denying = Policy.default().layer('app').denyRead('secrets').denyRead('private').denyRead('**/*.pem');
+for (const rung of ['bubblewrap', 'landlock', 'namespaces']) {
+  if (!host[rung].ok) continue;
+  executors[`${rung}+kept`] = new ContainedExecutor(directExecutor, {
+    sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
+    root: kept,
+    policy: denying,
+  });
+}
 const times = Object.fromEntries(Object.keys(executors).map((name) => [name, []]));
 const request = { argv: ['true'], purpose: 'exec', cwd: root, timeoutMs: 10_000, outputLimit: 1024, env };
+const keptRequest = { ...request, cwd: kept };
 for (let i = 0; i < RUNS + 10; i++) {
   for (const [name, executor] of Object.entries(executors)) {
     const start = performance.now();
-    const result = await executor.run(request);
+    const result = await executor.run(name.endsWith('+kept') ? keptRequest : request);
     const ms = performance.now() - start;
     if (result.exitStatus !== 0) throw new Error(`${name}: true exited ${result.exitStatus}: ${result.stderr}`);
     if (i >= 10) times[name].push(ms);

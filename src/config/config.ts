@@ -297,8 +297,9 @@ export class Config {
       } catch (error) {
         throw bad(`cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
       }
-      // Not there (a link to nothing included): skipped, as the default AGENTS.md is when a repository has none.
-      if (!there) continue;
+      // Not there: skipped, as the default AGENTS.md is when a repository has none. An empty
+      // directory in its place is the containment's placeholder while a run is on: not there either.
+      if (!there || (there.isDirectory() && emptyDirectory(path))) continue;
       const within = inside(path, this.root);
       if (!within && fromWorkspace)
         throw new ConfigError(
