@@ -34,7 +34,6 @@ import {
 } from '../runtime/contract/contract.js';
 import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../runtime/exec/containment/boundary.js';
 import { keepFromCommands } from '../runtime/exec/containment/kept.js';
-import type { Executor } from '../runtime/exec/executor.js';
 import { escapes, Policy, type PolicyLayer, realTarget } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
 import { readBounded } from '../runtime/read-bounded.js';
@@ -361,15 +360,14 @@ export class Config {
    * that way, an audit log catches up from the store first, and a cancel hook can end a
    * tree. With no `[[hook]]` it does nothing.
    */
-  hooks(options: { executor?: Executor } = {}): HookObserver {
+  hooks(): HookObserver {
     const sandbox = this.sandbox();
     return hookObserver(this.hookSpecs(), {
       cwd: this.root,
       scrubbed: this.scrubbedEnv(),
-      // Contained as the run's own commands are: the same sandbox and policy.
+      // Contained as the run's own commands are, by the executor factory: the same sandbox and policy.
       sandbox: { ...DEFAULT_SANDBOX, ...(sandbox ?? {}) },
       policy: this.policy(),
-      ...(options.executor ? { executor: options.executor } : {}),
     });
   }
 

@@ -18,9 +18,9 @@ import { appendFileSync, closeSync, existsSync, fstatSync, mkdirSync, openSync, 
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { HarnessEvent } from '../runtime/events.js';
 import type { SandboxData } from '../runtime/exec/containment/boundary.js';
-import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
-import { directExecutor, type Executor } from '../runtime/exec/executor.js';
-import { commandEnvironment, describeCommand } from '../runtime/exec/run-command.js';
+import type { ContainedExecutor, ContainedReport } from '../runtime/exec/containment/contained.js';
+import { executorFor } from '../runtime/exec/factory.js';
+import { type CommandResult, commandEnvironment, describeCommand, notStarted } from '../runtime/exec/run-command.js';
 import type { Policy } from '../runtime/policy/policy.js';
 import type { Observer, ObserverContext } from '../supervisor/event-bus.js';
 import { filePath } from './substitute.js';
@@ -48,6 +48,8 @@ export interface HookFailure {
   eventId: number;
   rootId: string;
   message: string;
+  /** For a `run` hook's program: the rung it ran on (`full-access` where the sandbox asked for none). */
+  containment?: ContainedReport['rung'];
 }
 
 /** The observer `config.hooks()` returns. */
@@ -58,6 +60,12 @@ export type HookObserver = Observer & {
   readonly failures: readonly HookFailure[];
   /** Waits for the commands under way, then ends what their containment holds (its own directories). */
   close(): Promise<void>;
+  /**
+   * What the `run` hooks' programs get (the rung, what it enforces), as a run's `contained`
+   * event says it. Throws CONTAINMENT_UNAVAILABLE where the sandbox names a rung this host
+   * cannot give (every program then fails, saying so).
+   */
+  contained(): ContainedReport;
 };
 
 /** Commands a `run` hook may have waiting before events are dropped (and the drop noted). */
@@ -73,27 +81,22 @@ export function hookObserver(
   options: {
     cwd: string;
     scrubbed?: readonly string[];
-    /** Runs the hooks' programs; default: contained as a run's commands are, by `sandbox` and `policy`. */
-    executor?: Executor;
+    /** What the programs are granted, as a run's commands are by its contract: with `cwd` as the workspace. */
     sandbox?: SandboxData;
+    /** Decides the programs' connections through the egress proxy (none, without a `net` rule). */
     policy?: Policy;
   },
 ): HookObserver {
-  // Made at the first program, so an observer with no run hook starts no containment.
-  let contained: ContainedExecutor | null = null;
-  const executor: Executor = options.executor ?? {
-    run: (request) => {
-      contained ??= new ContainedExecutor(directExecutor, {
-        ...(options.sandbox ? { sandbox: options.sandbox } : {}),
-        root: options.cwd,
-        policy: options.policy ?? null,
-      });
-      return contained.run(request);
-    },
-    start: () => {
-      throw new Error('a hook runs its program to its end');
-    },
-    containment: () => (contained ?? directExecutor).containment(),
+  // The executor factory's, made when first asked for, so an observer with no run hook starts no containment.
+  let executor: ContainedExecutor | null = null;
+  const contain = (): ContainedExecutor => {
+    executor ??= executorFor({
+      purpose: 'hook',
+      root: options.cwd,
+      ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+      policy: options.policy ?? null,
+    });
+    return executor;
   };
   const failures: HookFailure[] = [];
   const fail = (failure: HookFailure) => {
@@ -104,7 +107,7 @@ export function hookObserver(
   const logs = hooks.filter((hook) => hook.append).map((hook) => new AuditLog(hook));
   const runners = hooks
     .filter((hook) => hook.run)
-    .map((hook) => new Runner(hook, options.cwd, options.scrubbed ?? [], executor, fail, () => context));
+    .map((hook) => new Runner(hook, options.cwd, options.scrubbed ?? [], contain, fail, () => context));
   const observer = ((event: HarnessEvent) => {
     for (const log of logs)
       try {
@@ -128,8 +131,9 @@ export function hookObserver(
   };
   observer.close = async () => {
     await observer.idle();
-    await contained?.close();
+    await executor?.close();
   };
+  observer.contained = () => contain().contained();
   Object.defineProperty(observer, 'failures', { get: () => failures });
   return observer;
 }
@@ -282,7 +286,7 @@ class Runner {
   readonly #hook: HookSpec;
   readonly #cwd: string;
   readonly #scrubbed: readonly string[];
-  readonly #executor: Executor;
+  readonly #contain: () => ContainedExecutor;
   readonly #fail: (failure: HookFailure) => void;
   readonly #context: () => ObserverContext | null;
   #chain: Promise<void> = Promise.resolve();
@@ -292,14 +296,14 @@ class Runner {
     hook: HookSpec,
     cwd: string,
     scrubbed: readonly string[],
-    executor: Executor,
+    contain: () => ContainedExecutor,
     fail: (failure: HookFailure) => void,
     context: () => ObserverContext | null,
   ) {
     this.#hook = hook;
     this.#cwd = cwd;
     this.#scrubbed = scrubbed;
-    this.#executor = executor;
+    this.#contain = contain;
     this.#fail = fail;
     this.#context = context;
   }
@@ -343,19 +347,34 @@ class Runner {
       IO_HARNESS_ROOT_ID: event.rootId,
       IO_HARNESS_RUN_ID: event.runId,
     };
-    const result = await this.#executor.run({
-      argv,
-      purpose: 'hook',
-      cwd: this.#cwd,
-      timeoutMs: this.#hook.timeoutMs,
-      outputLimit: 16 * 1024,
-      env,
-    });
+    let result: CommandResult;
+    let containment: ContainedReport['rung'] | undefined;
+    try {
+      const executor = this.#contain();
+      containment = executor.contained().rung;
+      result = await executor.run({
+        argv,
+        purpose: 'hook',
+        cwd: this.#cwd,
+        timeoutMs: this.#hook.timeoutMs,
+        outputLimit: 16 * 1024,
+        env,
+      });
+    } catch (error) {
+      // The containment the sandbox names cannot be had here: the program is not run with less.
+      result = notStarted((error as Error).message);
+    }
     if (result.started && result.exitStatus === 0 && !result.timedOut) return;
     const what = describeCommand(argv, result).split('\n')[0] as string;
     const stderr = result.stderr.trim().split('\n')[0]?.slice(0, 200);
     const message = `${what}${stderr ? `: ${stderr}` : ''}`;
-    this.#fail({ hook: this.#hook.name, eventId: event.eventId, rootId: event.rootId, message });
+    this.#fail({
+      hook: this.#hook.name,
+      eventId: event.eventId,
+      rootId: event.rootId,
+      message,
+      ...(containment ? { containment } : {}),
+    });
     if (this.#hook.onFailure !== 'cancel') return;
     const context = this.#context();
     if (!context) {
