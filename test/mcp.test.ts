@@ -67,6 +67,35 @@ async function httpServer(): Promise<{ url: string; calls: string[] }> {
   return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, calls };
 }
 
+/**
+ * The processes of the fixture working in `dir`, by their ids here, found through /proc: a
+ * contained server's own process id is its PID namespace's, not one to look up here.
+ */
+function fixtureProcesses(dir: string): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((name) => {
+      try {
+        return (
+          readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('mcp-server.mjs') &&
+          readlinkSync(`/proc/${name}/cwd`) === dir
+        );
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+/** Whether a process runs: there, and not a zombie waiting to be reaped. */
+function isRunning(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
 async function connect(...specs: Parameters<typeof McpServers.connect>[0]) {
   const mcp = await McpServers.connect(specs, { connectTimeoutMs: 5_000 });
   cleanup.push(() => mcp.close());
@@ -98,6 +127,7 @@ describe('MCP servers', () => {
       'notes__crash',
       'notes__env_seen',
       'notes__fails',
+      'notes__instance',
       'notes__note_read',
       'notes__note_write',
       'notes__pid',
@@ -215,20 +245,8 @@ describe('MCP servers', () => {
     expect(readFileSync(join(dir, 'b.txt'), 'utf8')).toBe('in');
     // It said its pid (inside its own PID namespace, so not one to look up here).
     expect(Number(pid?.content)).toBeGreaterThan(0);
-    // Any process of the fixture still working in this workspace, found through /proc.
-    const alive = () =>
-      readdirSync('/proc')
-        .filter((name) => /^\d+$/.test(name))
-        .some((name) => {
-          try {
-            return (
-              readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('mcp-server.mjs') &&
-              readlinkSync(`/proc/${name}/cwd`) === dir
-            );
-          } catch {
-            return false;
-          }
-        });
+    // Any process of the fixture still working in this workspace.
+    const alive = () => fixtureProcesses(dir).length > 0;
     for (let i = 0; i < 200 && alive(); i++) await new Promise((r) => setTimeout(r, 25));
     expect(alive()).toBe(false);
   });
@@ -304,27 +322,19 @@ describe('MCP servers', () => {
     const dir = tempWorkspace();
     const notes = { name: 'notes', command: ['node', FIXTURE], cwd: dir };
     const { store, supervisor: running } = await supervisorOnStore({ mcp: [notes] });
-    const { provider } = await model([{ name: 'notes__pid', args: {} }]);
-    const first = running.run({ task: 'say the pid', provider });
-    const second = running.run({ task: 'say the pid', provider });
+    const { provider } = await model([{ name: 'notes__instance', args: {} }]);
+    const first = running.run({ task: 'say which server', provider });
+    const second = running.run({ task: 'say which server', provider });
     await Promise.all([first.result, second.result]);
-    const pids = [first.rootId, second.rootId].map((rootId) => {
+    const instances = [first.rootId, second.rootId].map((rootId) => {
       const [said] = store.steps(rootId).flatMap((step) => step.observations);
-      expect(said).toMatchObject({ name: 'notes__pid', isError: false });
-      return Number(said?.content);
+      expect(said).toMatchObject({ name: 'notes__instance', isError: false });
+      return said?.content;
     });
     // One server each, both gone once their trees ended.
-    expect(new Set(pids).size).toBe(2);
-    const alive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    for (let i = 0; i < 200 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 25));
-    expect(pids.filter(alive)).toEqual([]);
+    expect(new Set(instances).size).toBe(2);
+    for (let i = 0; i < 200 && fixtureProcesses(dir).length > 0; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(fixtureProcesses(dir)).toEqual([]);
     // The stored spec says where the tool came from, so a resume can say what to give back.
     const stored = (store.spec(first.rootId) as { tools: { name: string; server?: string }[] }).tools;
     expect(stored).toContainEqual({ name: 'notes__pid', effect: 'acts', server: 'notes' });
@@ -369,12 +379,15 @@ describe('MCP servers', () => {
     const slow = join(dir, 'slow-calls.txt');
     for (let i = 0; i < 400 && !existsSync(slow); i++) await new Promise((r) => setTimeout(r, 25));
     expect(existsSync(slow)).toBe(true);
-    const pid = Number(store.steps(handle.rootId)[0]?.observations[0]?.content);
-    expect(pid).toBeGreaterThan(0);
+    expect(Number(store.steps(handle.rootId)[0]?.observations[0]?.content)).toBeGreaterThan(0);
+    // Its processes as this host sees them (contained, the id it said is its namespace's).
+    const pids = fixtureProcesses(dir);
+    expect(pids.length).toBeGreaterThan(0);
     await running.close();
     await expect(handle.result).rejects.toMatchObject({ code: ErrorCode.SupervisorClosed });
     // No waiting here: close() returned after the server's process was gone.
-    expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
+    // A zombie left for this host's init to reap runs nothing: gone as well.
+    expect(pids.filter(isRunning)).toEqual([]);
   });
 
   it("offers a server's resources and prompts as tools that read, decided by the policy by their names", async () => {

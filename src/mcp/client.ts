@@ -21,10 +21,10 @@ import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/tran
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import { ErrorCode, HarnessError } from '../errors.js';
 import { type Tool, type ToolImage, ToolOutput, tool } from '../runtime/custom-tool.js';
-import type { SandboxData } from '../runtime/exec/containment/boundary.js';
-import { ContainedExecutor } from '../runtime/exec/containment/contained.js';
+import { DEFAULT_SANDBOX, type SandboxData } from '../runtime/exec/containment/boundary.js';
+import type { ContainedExecutor, ContainedReport } from '../runtime/exec/containment/contained.js';
 import { EgressRefusal, type NetTarget, policyGate, targetKey } from '../runtime/exec/containment/proxy.js';
-import { directExecutor } from '../runtime/exec/executor.js';
+import { executorFor } from '../runtime/exec/factory.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
 import { LinearOutputSchemas } from './output-schemas.js';
@@ -44,16 +44,25 @@ export interface McpConnectOptions {
   root?: string;
   approver?: Approver;
   /**
-   * Starts the stdio servers inside this containment, as a run's commands are (writes
-   * only under `root`, protected paths read-only, the network as the policy says, the
-   * caps): the sandbox of the run they serve. `{}` asks for the default sandbox. Where
-   * that containment sends commands' connections through an egress proxy, the HTTP
-   * servers' connections go through it too: every one read strictly, held to the address
-   * floor (unless the server's `allowLocalAddress`), decided by the policy, and dialled at
-   * the address that was checked. Without it, stdio servers run uncontained and HTTP ones
-   * are dialled as the policy decided at connect.
+   * The containment the stdio servers start in, as a run's commands do (writes only under
+   * the workspace, protected paths read-only, the network as the policy says, the caps).
+   *
+   * The workspace a server may write is `root`, or where no `root` is given its own `cwd`
+   * (else the current directory); it also writes a HOME and TMPDIR of its own.
+   *
+   * - Not given (the default): the default sandbox. A server has no network unless the
+   *   policy names a host (then only through an egress proxy, to the hosts it allows);
+   *   with no policy at all, the egress proxy with the address floor. HTTP servers are
+   *   dialled as the policy decided at connect.
+   * - `{ sandbox }`: that sandbox (a tree's servers get their run's contract's; `{}` for
+   *   the default). Where it sends commands' connections through an egress proxy, the HTTP
+   *   servers' connections go through it too: every one read strictly, held to the address
+   *   floor (unless the server's `allowLocalAddress`), decided by the policy, and dialled at
+   *   the address that was checked.
+   * - `'full-access'`: the servers run uncontained, with your user's access, as a contract
+   *   `withFullAccess()` runs its commands. Say it only of servers you trust that far.
    */
-  contain?: { sandbox?: SandboxData };
+  contain?: { sandbox?: SandboxData } | 'full-access';
   /** How long connecting to a server (and listing its tools) may take. Default 10,000. */
   connectTimeoutMs?: number;
   /** How long one call may take before it is an observation that says so. Default 60,000. */
@@ -511,11 +520,19 @@ export class McpServers {
   /** Tools a server listed that are not offered, and why. */
   readonly skipped: readonly McpSkippedTool[];
 
-  readonly #executor: ContainedExecutor | null;
+  /** The executors the stdio servers run in, by the workspace each contains them to; ended with them. */
+  readonly #executors: Map<string, ContainedExecutor>;
+  /** Each stdio server's executor, by the server's name. */
+  readonly #containedBy: Map<string, ContainedExecutor>;
 
-  private constructor(connections: Connection[], executor: ContainedExecutor | null) {
+  private constructor(
+    connections: Connection[],
+    executors: Map<string, ContainedExecutor>,
+    containedBy: Map<string, ContainedExecutor>,
+  ) {
     this.#connections = connections;
-    this.#executor = executor;
+    this.#executors = executors;
+    this.#containedBy = containedBy;
     const tools: Tool<never>[] = [];
     const skipped: McpSkippedTool[] = [];
     for (const connection of connections) {
@@ -562,36 +579,63 @@ export class McpServers {
     const workspace = resolve(root ?? '.');
     // The hosts an approver let through when the servers were decided: their connections through the proxy are not asked again.
     const approved = new Set<string>();
-    // One executor for the servers' containment, ended with them.
-    const executor = contain
-      ? new ContainedExecutor(directExecutor, {
-          ...(contain.sandbox ? { sandbox: contain.sandbox } : {}),
-          root: workspace,
+    // The executor factory's, one for each workspace the servers are contained to, ended with them.
+    const sandbox = contain === 'full-access' ? { ...DEFAULT_SANDBOX, access: 'full' as const } : contain?.sandbox;
+    const executors = new Map<string, ContainedExecutor>();
+    const containedBy = new Map<string, ContainedExecutor>();
+    const executorAt = (at: string): ContainedExecutor => {
+      let executor = executors.get(at);
+      if (!executor) {
+        executor = executorFor({
+          purpose: 'mcp-server',
+          root: at,
+          ...(sandbox ? { sandbox } : {}),
           policy: policy ?? null,
           egress: policyGate(policy ?? null, workspace, approved),
-        })
-      : null;
-    const wrap: Wrap | null = executor ? (argv, cwd, env) => executor.wrapCommand(argv, cwd, env) : null;
-    const connections = checked.map(
-      (spec) =>
-        new Connection(spec, settings, wrap, executor?.dialer({ callId: '', tool: `mcp:${spec.name}` }) ?? null),
-    );
-    // Every server decided before any is started: a refusal starts none.
+        });
+        executors.set(at, executor);
+      }
+      return executor;
+    };
+    const closeAll = () => Promise.all([...executors.values()].map((executor) => executor.close()));
+    let connections: Connection[];
     try {
+      connections = checked.map((spec) => {
+        if ('url' in spec) {
+          // Through the containment's egress proxy where the caller named the containment (a tree's run's).
+          const dial =
+            contain && contain !== 'full-access'
+              ? executorAt(workspace).dialer({ callId: '', tool: `mcp:${spec.name}` })
+              : null;
+          return new Connection(spec, settings, null, dial);
+        }
+        const executor = executorAt(root !== undefined ? workspace : resolve(spec.cwd ?? '.'));
+        containedBy.set(spec.name, executor);
+        return new Connection(spec, settings, (argv, cwd, env) => executor.wrapCommand(argv, cwd, env), null);
+      });
+      // Every server decided before any is started: a refusal starts none.
       if (policy)
         for (const connection of connections) await connection.authorize(policy, workspace, approver, approved);
     } catch (error) {
-      await executor?.close();
+      await closeAll();
       throw error;
     }
     const opened = await Promise.allSettled(connections.map((connection) => connection.open()));
     const failed = opened.find((outcome) => outcome.status === 'rejected');
     if (failed) {
       await Promise.all(connections.map((connection) => connection.close()));
-      await executor?.close();
+      await closeAll();
       throw (failed as PromiseRejectedResult).reason;
     }
-    return new McpServers(connections, executor);
+    return new McpServers(connections, executors, containedBy);
+  }
+
+  /**
+   * What a stdio server's process gets (its rung, what it enforces), as a run's
+   * `contained` event says it; null for an HTTP server, or a name that is not a server here.
+   */
+  contained(server: string): ContainedReport | null {
+    return this.#containedBy.get(server)?.contained() ?? null;
   }
 
   /** The servers' tools, named `<server>__<tool>`, sorted by name: hand them to a run as `tools`. */
@@ -602,7 +646,7 @@ export class McpServers {
   /** Stops the stdio servers and hangs up on the HTTP ones. */
   async close(): Promise<void> {
     await Promise.all(this.#connections.map((connection) => connection.close()));
-    await this.#executor?.close();
+    await Promise.all([...this.#executors.values()].map((executor) => executor.close()));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
