@@ -39,6 +39,29 @@ describe('the store port', () => {
   });
 });
 
+describe('the executor factory', () => {
+  it('is the only way to an executor: nothing else constructs one, nothing outside src/runtime/exec names the direct one', () => {
+    const files = sources(SRC);
+    const factory = readFileSync(join(SRC, 'runtime', 'exec', 'factory.ts'), 'utf8');
+    // What the rule looks for is there to be found, in the one place it may be.
+    expect(factory).toMatch(/new ContainedExecutor\(directExecutor/);
+    const found: string[] = [];
+    for (const path of files) {
+      const text = readFileSync(path, 'utf8');
+      const where = relative(SRC, path);
+      // Anywhere, src/runtime/exec included: no parameter or field falls back to the direct executor.
+      if (/(?<![=!<>])=\s*directExecutor\b|\?\?\s*directExecutor\b/.test(text))
+        found.push(`${where}: defaults to directExecutor`);
+      // The factory alone constructs the containing executor, here as anywhere.
+      if (where !== 'runtime/exec/factory.ts' && /new ContainedExecutor\b/.test(text))
+        found.push(`${where}: constructs ContainedExecutor`);
+      if (!where.startsWith('runtime/exec/') && /\bdirectExecutor\b/.test(text))
+        found.push(`${where}: names directExecutor`);
+    }
+    expect(found).toEqual([]);
+  });
+});
+
 describe('the tool declarations', () => {
   it('say what kind of act each built-in tool is, and the model sees only name, description and parameters', async () => {
     const { registryFor } = await import('../dist/actors/agent/toolset.js');
