@@ -1873,7 +1873,11 @@ function storedTool(definition: ToolDefinitionData, server: string | undefined):
   return { name: definition.name, effect: definition.effect, ...(server === undefined ? {} : { server }) };
 }
 
-/** How a tree's MCP servers are decided and contained: by its policy, at its workspace, inside its run's containment. */
+/**
+ * How a tree's MCP servers are decided and contained: by its policy, at its workspace, inside
+ * its run's containment; a tree without a contract, in the default containment at each
+ * server's own cwd (see McpConnectOptions.contain).
+ */
 function serverOptions(
   policy: Policy | null,
   contract: ContractData | null,

@@ -49,7 +49,11 @@ export interface AgentPorts {
   store: StorePort;
   host: AgentHost;
   clock: Clock;
-  /** What starts the run's commands, its gate and its checker; the direct executor when absent. */
+  /**
+   * What starts the run's commands, its gate and its checker, used as it is (whoever gives
+   * one contains it: a test of the loop); absent, the executor factory's for the run's
+   * contract and policy.
+   */
   executor?: Executor;
   /** Where the run says what it does as it happens; absent when nobody is listening, and then nothing is published. */
   live?: LivePort;

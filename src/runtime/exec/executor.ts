@@ -1,10 +1,12 @@
 /**
  * The executor: the one way the runtime starts a child process. exec, shell, shell_start,
- * a command gate and the toolchain's checker each ask it, naming what the command is for;
- * later, MCP stdio servers will too. The direct executor is the first implementation: the
- * program looked up on PATH, contained in its own PID namespace where Linux allows it and
- * its own process group always, killed with everything it started at a timeout or a
- * cancel, its output bounded (see ./run-command.ts). A sandbox wraps an executor.
+ * a command gate, the toolchain's checker and a hook each ask it, naming what the command
+ * is for; an MCP stdio server's command line is wrapped by it. Every executor comes from the
+ * executor factory (./factory.ts), which puts containment (./containment/contained.ts)
+ * around the direct executor below: the program looked up on PATH, in its own PID
+ * namespace where Linux allows it and its own process group always, killed with everything
+ * it started at a timeout or a cancel, its output bounded (see ./run-command.ts). Nothing
+ * outside src/runtime/exec names the direct executor (test/layout.test.ts).
  */
 import type { ContainedReport } from './containment/contained.js';
 import type { ProbeReport } from './containment/probe.js';
