@@ -2,7 +2,7 @@
 // io-harness <command>: the commands of the package.
 //   io-harness runs | sessions | show | follow | answer | resume | rewind | cost  (see --help; dist/cli)
 //   io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
-//   io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
+//   io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr> [--allow-remote]]
 // serves the workspace tools of <dir> over MCP (stdio, or streamable HTTP with --http),
 // every call a step of a run kept in <db>, under the policy (default: Policy.default()).
 import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
@@ -17,10 +17,11 @@ TRACE_COMMANDS
 
 Other commands:
        io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
-       io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr>]
+       io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr> [--allow-remote]]
 
 Serves the workspace tools of <dir> over MCP: on stdio, or streamable HTTP on
-<host>:<port>/mcp with --http (host 127.0.0.1 unless given). Every call is a step of a
+<host>:<port>/mcp with --http (host 127.0.0.1 unless given). A host that is not a
+loopback address is refused unless --allow-remote says so. Every call is a step of a
 run kept in <db>, decided by the policy in <file.json> (a policy's data, as
 policy.toJSON() writes it) or Policy.default().
 
@@ -67,6 +68,7 @@ try {
       policy: { type: 'string' },
       http: { type: 'string' },
       host: { type: 'string' },
+      'allow-remote': { type: 'boolean' },
     },
     strict: true,
   }));
@@ -75,7 +77,31 @@ try {
 }
 if (!values.root) fail('mcp-server needs --root, the workspace to serve');
 if (values.host !== undefined && values.http === undefined) fail('--host is for --http; give the port too');
+if (values['allow-remote'] && values.host === undefined)
+  fail('--allow-remote is for --host; name the address to listen on (the default, 127.0.0.1, is loopback)');
 if (!values.store) fail('mcp-server needs --store, the SQLite file the runs are kept in');
+
+// The calls read, write and run commands in the workspace: served to this machine only, unless said in so many words.
+if (values.host !== undefined && !values['allow-remote']) {
+  const { addressOf } = await import('../dist/runtime/exec/containment/address-floor.js');
+  const name = values.host.toLowerCase().replace(/\.$/, '');
+  const address = addressOf(name.replace(/^\[(.*)\]$/, '$1'));
+  const bytes = address?.bytes ?? [];
+  // 127.0.0.0/8, ::1, or 127.0.0.0/8 mapped into IPv6 (::ffff:127.x.y.z); a name other than localhost may lead anywhere.
+  const loopback =
+    name === 'localhost' ||
+    (address?.version === 4 && bytes[0] === 127) ||
+    (address?.version === 6 && bytes.slice(0, 15).every((byte) => byte === 0) && bytes[15] === 1) ||
+    (address?.version === 6 &&
+      bytes.slice(0, 10).every((byte) => byte === 0) &&
+      bytes[10] === 0xff &&
+      bytes[11] === 0xff &&
+      bytes[12] === 127);
+  if (!loopback)
+    fail(
+      `--host ${values.host} is not a loopback address: the server would take calls that read, write and run commands in ${values.root} from other machines. It listens on loopback (127.0.0.1, ::1, localhost) unless you add --allow-remote to say you mean it; every request still needs the bearer token.`,
+    );
+}
 
 const { Policy, Store, Supervisor } = await import('../dist/index.js');
 const { WorkspaceMcpServer } = await import('../dist/mcp/serve.js');
