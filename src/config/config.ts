@@ -1302,6 +1302,7 @@ function merge(
     }
   }
 }
+
 /** Whether `path`, as written, names something beneath `root` (no link resolved). */
 function beneath(root: string, path: string): boolean {
   const below = relative(resolve(root), resolve(path));
