@@ -440,7 +440,14 @@ export function realTarget(absolute: string, hops = 0): string {
     if (stat && statSync(existing, { throwIfNoEntry: false })) break;
     if (stat && hops < 40) {
       // A dangling link: follow it to the target a write would create.
-      return realTarget(join(resolve(dirname(existing), readlinkSync(existing)), ...rest), hops + 1);
+      let target: string;
+      try {
+        target = readlinkSync(existing);
+      } catch {
+        // Gone or replaced since the lstat (a command racing the decision): look again, counted as a hop.
+        return realTarget(absolute, hops + 1);
+      }
+      return realTarget(join(resolve(dirname(existing), target), ...rest), hops + 1);
     }
     const parent = dirname(existing);
     if (parent === existing) break;
