@@ -7,29 +7,25 @@
  *
  * Every path is checked against the workspace root's realpath after following
  * symbolic links (through the deepest ancestor that exists), so neither `../`, an
- * absolute path nor a link can reach outside. Every refusal and error is a
- * {@link ToolResult} whose content says what happened and what to do instead,
- * because its reader is the model.
+ * absolute path nor a link can reach outside. A change is then read, written and deleted
+ * by that resolved path without following a link at any component (./beneath.ts), so a
+ * link swapped in after the check is refused rather than followed, and protected names
+ * (`.git`, the harness's configuration) are checked on that resolved path. Every refusal
+ * and error is a {@link ToolResult} whose content says what happened and what to do
+ * instead, because its reader is the model.
  */
-import { randomBytes } from 'node:crypto';
 import {
-  chmodSync,
   closeSync,
   constants,
   type Dirent,
   lstatSync,
-  mkdirSync,
   openSync,
   readdirSync,
   readlinkSync,
   readSync,
   realpathSync,
-  renameSync,
-  rmSync,
   type Stats,
   statSync,
-  unlinkSync,
-  writeFileSync,
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve as resolvePath, sep } from 'node:path';
 import { parsePatch, type StructuredPatch } from 'diff';
@@ -37,6 +33,7 @@ import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { ArgumentSchema } from '../arguments.js';
 import { compileGlob } from '../policy/globs.js';
 import type { ToolResult } from '../tools.js';
+import { lookBeneath, type Refused, refuseProtected, removeBeneath, replaceBeneath } from './beneath.js';
 import { applyHunks, DEV_NULL, diffStat, message, quote, recountHunks, unifiedDiff } from './diffs.js';
 import {
   decode,
@@ -429,32 +426,95 @@ export class Workspace {
   /**
    * Carries out a planned change: writes `after` (creating parent directories) through a
    * temporary file in the same directory renamed over the target, so a reader never sees
-   * half a file; or deletes the file when `after` is null. The path is checked again, so
-   * a link planted since the plan cannot redirect the write. Throws a HarnessError when
-   * the path is refused or the filesystem fails.
+   * half a file; or deletes the file when `after` is null. The change's path is acted on
+   * as planned, component by component, without following a link: one put in the way
+   * since the plan refuses the change, and so does a protected name. Throws an
+   * InvalidArgumentError naming the rule (`details.rule`) when refused, a HarnessError
+   * when the filesystem fails; {@link applyOrRefuse} answers a refusal instead.
    */
   apply(change: FileChange): void {
-    const located = this.#locate(change.path, false);
-    if (!located.ok) {
-      throw new InvalidArgumentError(`cannot apply a change to ${change.path}: ${located.result.content}`);
-    }
-    const target = located.absolute;
-    try {
-      if (change.after === null) {
-        try {
-          unlinkSync(target);
-        } catch (problem) {
-          if ((problem as NodeJS.ErrnoException).code !== 'ENOENT') throw problem;
-        }
-        return;
-      }
-      replaceFile(target, change.after);
-    } catch (problem) {
-      throw new HarnessError(ErrorCode.Internal, `could not write ${change.path}: ${message(problem)}`, {
-        cause: problem,
-        details: { path: change.path },
+    const refused = this.applyOrRefuse(change);
+    if (refused) {
+      throw new InvalidArgumentError(`cannot apply a change to ${change.path}: ${refused.content}`, {
+        details: { path: change.path, rule: refused.refusal?.rule ?? null },
       });
     }
+  }
+
+  /**
+   * {@link apply}, answering the refusal (a {@link ToolResult} naming its rule) instead of
+   * throwing it, and null once the change is made. Throws only when the filesystem fails.
+   */
+  applyOrRefuse(change: FileChange): ToolResult | null {
+    return this.restore(change.path, change.after);
+  }
+
+  /**
+   * Puts `content` at `path` (or deletes the file when null), as {@link applyOrRefuse}
+   * does: by the path as given, with no link followed on the way.
+   */
+  restore(path: string, content: string | Uint8Array | null): ToolResult | null {
+    const plain = this.#plain(path);
+    if (!plain.ok) return plain.result;
+    try {
+      const done =
+        content === null ? removeBeneath(this.root, plain.path) : replaceBeneath(this.root, plain.path, content);
+      return done.ok ? null : refusedResult(done);
+    } catch (problem) {
+      throw new HarnessError(ErrorCode.Internal, `could not write ${path}: ${message(problem)}`, {
+        cause: problem,
+        details: { path },
+      });
+    }
+  }
+
+  /** `input` as a workspace-relative path by name alone, no link followed: the path an act names. */
+  #plain(input: string): { ok: true; path: string } | { ok: false; result: ToolResult } {
+    if (typeof input !== 'string' || input === '' || input.includes('\0')) {
+      return {
+        ok: false,
+        result: error(`path ${JSON.stringify(input)} is not a path; pass a path relative to the workspace root.`),
+      };
+    }
+    const inside = relative(this.root, resolvePath(this.root, input));
+    if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
+      return boundary(`${input} is not a file inside the workspace ${this.root}; name a file inside it.`);
+    }
+    const path = inside.split(sep).join('/');
+    if (this.file !== null && path !== this.file) {
+      return {
+        ok: false,
+        result: refusal(
+          'workspace.single-file',
+          `${input} was refused: this workspace is limited to the single file ${this.file}. Work on ${this.file} only.`,
+        ),
+      };
+    }
+    return { ok: true, path };
+  }
+
+  /**
+   * What `path` holds now, read by name with no link followed: the bytes a restore point
+   * keeps (null when there is no file), or the refusal or error to answer instead.
+   */
+  current(path: string): { ok: true; content: Buffer | null } | { ok: false; result: ToolResult } {
+    const plain = this.#plain(path);
+    if (!plain.ok) return plain;
+    let looked: ReturnType<typeof lookBeneath>;
+    try {
+      looked = lookBeneath(this.root, plain.path, MAX_WRITE_BYTES, true);
+    } catch (problem) {
+      return { ok: false, result: error(`${path} cannot be read: ${message(problem)}.`) };
+    }
+    if (!looked.ok) return { ok: false, result: refusedResult(looked) };
+    if (looked.kind === 'file') return { ok: true, content: looked.bytes };
+    if (looked.kind === 'missing' || looked.kind === 'blocked') return { ok: true, content: null };
+    return {
+      ok: false,
+      result: error(
+        `${path} changed since it was read (it is now ${looked.kind === 'directory' ? 'a directory' : looked.kind === 'too-large' ? 'above the write limit' : 'not a regular file'}); nothing was written. Read it again.`,
+      ),
+    };
   }
 
   /** grep: lines matching a JavaScript regular expression, as `path:line:text`, paths sorted. */
@@ -657,72 +717,66 @@ export class Workspace {
     return { ok: true, absolute: real, relative: path };
   }
 
-  /** A path to change and its current text; refusals for a directory, a special file or a binary file. */
+  /**
+   * A path to change and its current text; refusals for a protected path (as resolved, or
+   * as written), a link on the way, a directory, a special file or a binary file.
+   */
   #target(
     input: string,
     tool: string,
-  ): { ok: true; absolute: string; relative: string; before: string | null } | { ok: false; result: ToolResult } {
+  ): { ok: true; relative: string; before: string | null } | { ok: false; result: ToolResult } {
     const located = this.#locate(input, false);
     if (!located.ok) return located;
-    const { absolute, relative: path } = located;
-    const stats = statOrNull(absolute);
-    if (!stats) {
-      // The file will be created: the deepest ancestor that exists must be a directory.
-      let ancestor = dirname(absolute);
-      while (!statOrNull(ancestor) && dirname(ancestor) !== ancestor) ancestor = dirname(ancestor);
-      if (!statOrNull(ancestor)?.isDirectory()) {
-        const name = relative(this.root, ancestor).split(sep).join('/');
-        return { ok: false, result: error(`${path} cannot be created: ${name} is a file, not a directory.`) };
-      }
-      return { ok: true, absolute, relative: path, before: null };
-    }
-    if (stats.isDirectory()) {
-      return { ok: false, result: error(`${path} is a directory, not a file; ${tool} changes one file.`) };
-    }
-    if (!stats.isFile()) {
-      return {
-        ok: false,
-        result: error(`${path} is not a regular file (a device, socket or pipe); ${tool} changes text files.`),
-      };
-    }
-    // Refused before its content is read: the diff and the restore point would hold it.
-    if (stats.nlink > 1) return { ok: false, result: hardLinkRefusal(path, stats.nlink, 'write') };
-    let before: string | null;
+    const path = located.relative;
+    const written = relative(this.root, resolvePath(this.root, input)).split(sep).join('/');
+    const guarded = refuseProtected(path) ?? refuseProtected(written);
+    if (guarded) return { ok: false, result: refusedResult(guarded) };
+    let looked: ReturnType<typeof lookBeneath>;
     try {
+      // Read by the resolved path with no link followed: a link swapped in since is refused, not read through.
+      looked = lookBeneath(this.root, path, MAX_WRITE_BYTES);
+    } catch (problem) {
+      return { ok: false, result: error(`${path} cannot be read: ${message(problem)}.`) };
+    }
+    if (!looked.ok) return { ok: false, result: refusedResult(looked) };
+    switch (looked.kind) {
+      case 'missing':
+        return { ok: true, relative: path, before: null };
+      case 'blocked':
+        return { ok: false, result: error(`${path} cannot be created: ${looked.at} is a file, not a directory.`) };
+      case 'directory':
+        return { ok: false, result: error(`${path} is a directory, not a file; ${tool} changes one file.`) };
+      case 'special':
+        return {
+          ok: false,
+          result: error(`${path} is not a regular file (a device, socket or pipe); ${tool} changes text files.`),
+        };
+      // Refused before its content is read: the diff and the restore point would hold it.
+      case 'linked':
+        return { ok: false, result: hardLinkRefusal(path, looked.names, 'write') };
       // A file above the write limit is not read: its diff and restore point would not fit either.
-      const read = readRegular(absolute, MAX_WRITE_BYTES);
-      if ('problem' in read) {
-        if (read.problem === 'linked') return { ok: false, result: hardLinkRefusal(path, read.size, 'write') };
-        if (read.problem === 'not-regular') {
-          return {
-            ok: false,
-            result: error(`${path} is not a regular file (a device, socket or pipe); ${tool} changes text files.`),
-          };
-        }
+      case 'too-large':
         return {
           ok: false,
           result: refusal(
             'write.ceiling',
-            `${path} is ${read.size} bytes, above the write limit of ${MAX_WRITE_BYTES} bytes, so ${tool} does not change it; a source file is far smaller.`,
+            `${path} is ${looked.size} bytes, above the write limit of ${MAX_WRITE_BYTES} bytes, so ${tool} does not change it; a source file is far smaller.`,
           ),
         };
-      }
-      before = hasNul(read.bytes.subarray(0, SNIFF_BYTES)) ? null : decode(read.bytes);
-    } catch (problem) {
-      return { ok: false, result: error(`${path} cannot be read: ${message(problem)}.`) };
     }
+    const before = hasNul(looked.bytes.subarray(0, SNIFF_BYTES)) ? null : decode(looked.bytes);
     if (before === null) {
       return {
         ok: false,
         result: binaryRefusal(
           'write.binary',
           path,
-          stats.size,
+          looked.bytes.length,
           `${tool} changes text files only, so nothing was changed`,
         ),
       };
     }
-    return { ok: true, absolute, relative: path, before };
+    return { ok: true, relative: path, before };
   }
 
   /** The change from `before` to `after`, or word that there is none. */
@@ -982,27 +1036,6 @@ function positiveInteger(name: string, value: number | undefined, fallback: numb
 }
 
 /**
- * Writes `content` to `target` (creating parent directories) through a temporary file in
- * the same directory renamed over it, keeping its mode: a reader never sees half a file,
- * and the name is replaced rather than written through, so a second name of the old file
- * (a hard link, perhaps outside the workspace) keeps its content.
- */
-export function replaceFile(target: string, content: string | Uint8Array): void {
-  const directory = dirname(target);
-  mkdirSync(directory, { recursive: true });
-  const mode = statOrNull(target)?.mode;
-  const temporary = join(directory, `.${basename(target)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
-  try {
-    writeFileSync(temporary, content, { flag: 'wx' });
-    if (mode !== undefined) chmodSync(temporary, mode & 0o7777);
-    renameSync(temporary, target);
-  } catch (problem) {
-    rmSync(temporary, { force: true });
-    throw problem;
-  }
-}
-
-/**
  * The realpath of `path`, for a path that may not exist yet: the realpath of its deepest
  * existing ancestor with the rest appended. A dangling symbolic link is followed to
  * where it points, so a link to a missing file outside the root cannot be written through.
@@ -1021,7 +1054,16 @@ function realpathDeep(path: string, hops = 0): string {
   } catch {
     stats = undefined;
   }
-  if (stats?.isSymbolicLink()) return realpathDeep(resolvePath(dirname(path), readlinkSync(path)), hops + 1);
+  if (stats?.isSymbolicLink()) {
+    let target: string;
+    try {
+      target = readlinkSync(path);
+    } catch {
+      // Gone or replaced since the lstat (a command racing the check): look again, counted as a hop.
+      return realpathDeep(path, hops + 1);
+    }
+    return realpathDeep(resolvePath(dirname(path), target), hops + 1);
+  }
   const parent = dirname(path);
   if (parent === path) return path;
   return join(realpathDeep(parent, hops), basename(path));
@@ -1080,6 +1122,15 @@ function error(content: string): ToolResult {
 
 function refusal(rule: string, reason: string): ToolResult {
   return { content: reason, isError: true, refusal: { rule, reason } };
+}
+
+/** A refusal of the file acts beneath the root (a link on the way, a protected path), for the model. */
+function refusedResult(refused: Refused): ToolResult {
+  return {
+    content: refused.reason,
+    isError: true,
+    refusal: { rule: refused.rule, reason: refused.reason, layer: 'runtime' },
+  };
 }
 
 function boundary(reason: string): { ok: false; result: ToolResult } {

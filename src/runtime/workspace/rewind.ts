@@ -5,7 +5,7 @@
  * a resume — while the steps, events and ledger stay exactly as they were: the spend
  * happened, and an undo that erased it would make the trace lie.
  */
-import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { existsSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import { type Answer, type AnyStore, type Effects, perform, read, whereIs, write } from '../../store/either.js';
@@ -13,9 +13,9 @@ import { processLiveness } from '../../store/liveness.js';
 import { writeTogether } from '../../store/local.js';
 import { type RestorePoint, type RunRecord, TraceQueries, type TraceReader } from '../../store/reader.js';
 import { isTerminal } from '../events.js';
-import { escapes, realTarget } from '../policy/policy.js';
+import { escapes } from '../policy/policy.js';
+import { type Looked, lookBeneath, protectedName, type Refused, removeBeneath, replaceBeneath } from './beneath.js';
 import { reverseApply } from './diffs.js';
-import { replaceFile } from './files.js';
 
 const QUERIES = new TraceQueries();
 
@@ -84,43 +84,48 @@ function assertSameWorkspace(root: string, recorded: string): void {
 }
 
 /**
- * Whether `path` is one no run may change (see PROTECTED_PATHS): a `.git` or `.io-harness`
- * anywhere in it, or the workspace's own configuration. No run wrote one, so a restore
- * point for one is not the run's: a rewind never writes it.
+ * Puts one file back by its path, walked beneath the root with no link followed (see
+ * ./beneath.ts): a link put in the way since the run, a protected path (which no run
+ * wrote: the store says otherwise) or a directory moved mid-act refuses the rewind
+ * (REWIND_CONFLICT, `details.rule`), never carrying it into `.git` or out of the workspace.
  */
-function isProtected(path: string): boolean {
-  const parts = path.split(/[\\/]+/);
-  return (
-    parts.some((part) => part === '.git' || part === '.io-harness') || path === 'io.toml' || path === 'io.local.toml'
-  );
-}
-
 function putBack(root: string, path: string, content: Buffer | null): RewoundFile['action'] {
-  if (isProtected(path))
+  const guarded = protectedName(path);
+  if (guarded !== null)
     throw new HarnessError(
       ErrorCode.RewindConflict,
       `${path} is a protected path no run may change, so no rewind writes it (the store says otherwise: it was not written by a run of this runtime); nothing was changed.`,
-      { details: { path } },
+      { details: { path, rule: `fs.protected-path ${guarded}` } },
     );
-  const absolute = resolve(root, path);
-  // A directory swapped for a link since the run must not carry the rewind out of the workspace.
-  const inside = relative(root, realTarget(absolute));
-  if (inside === '' || escapes(inside)) {
-    throw new HarnessError(
-      ErrorCode.RewindConflict,
-      `${path} now leads outside the workspace (a link was put in its way); nothing was written there. Remove the link and rewind again.`,
-      { details: { path } },
-    );
-  }
   if (content === null) {
-    if (!existsSync(absolute)) return 'unchanged';
-    rmSync(absolute, { force: true });
-    return 'deleted';
+    const removed = removeBeneath(root, path);
+    if (!removed.ok) throw refusedRewind(path, removed);
+    return removed.removed ? 'deleted' : 'unchanged';
   }
-  if (existsSync(absolute) && readFileSync(absolute).equals(content)) return 'unchanged';
+  if (currentBytes(root, path)?.equals(content)) return 'unchanged';
   // Replaced by name, not written through: a hard link planted since the run keeps its content.
-  replaceFile(absolute, content);
+  const replaced = replaceBeneath(root, path, content);
+  if (!replaced.ok) throw refusedRewind(path, replaced);
   return 'restored';
+}
+
+/** What `path` holds now, read with no link followed; null when there is no file. */
+function currentBytes(root: string, path: string): Buffer | null {
+  const looked: Looked = lookBeneath(root, path, Number.POSITIVE_INFINITY, true);
+  if (!looked.ok) throw refusedRewind(path, looked);
+  if (looked.kind === 'file') return looked.bytes;
+  if (looked.kind === 'missing' || looked.kind === 'blocked') return null;
+  throw new HarnessError(
+    ErrorCode.RewindConflict,
+    `${path} is now ${looked.kind === 'directory' ? 'a directory' : 'not a regular file'}, so it cannot be put back; nothing was changed there. Move it aside and rewind again.`,
+    { details: { path } },
+  );
+}
+
+function refusedRewind(path: string, refused: Refused): HarnessError {
+  return new HarnessError(ErrorCode.RewindConflict, `${path} was not put back: ${refused.reason}`, {
+    details: { path, rule: refused.rule },
+  });
 }
 
 /**
@@ -253,12 +258,9 @@ function* reverseStep(workspace: string, where: string, runId: string, seq: numb
   // Work out every file's content first, in memory; write only when all of it fits.
   const state = new Map<string, string | null>();
   for (const change of [...changes].reverse()) {
-    const absolute = resolve(root, change.path);
     const current = state.has(change.path)
       ? (state.get(change.path) as string | null)
-      : existsSync(absolute)
-        ? readFileSync(absolute, 'utf8')
-        : null;
+      : (currentBytes(root, change.path)?.toString('utf8') ?? null);
     const reversed = reverseApply(change.diff, current);
     if (!reversed.ok) {
       throw new HarnessError(

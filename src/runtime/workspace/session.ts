@@ -8,7 +8,7 @@
  * the policy's settling, the approver, the intent journal, restore points and the step's
  * trace are reached through the step context each call is given ({@link WorkspaceCall}).
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { relative, resolve, sep } from 'node:path';
 import type { ArgumentSchema } from '../arguments.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
@@ -30,7 +30,6 @@ import {
   type GrepArgs,
   type PatchArgs,
   type Planned,
-  replaceFile,
   Workspace,
   type WriteArgs,
 } from './files.js';
@@ -445,18 +444,14 @@ export class WorkspaceSession {
 
   /**
    * Puts back what a step interrupted by a crash had written, so its re-run starts from
-   * the committed state and records its own diffs. Returns the paths put back.
+   * the committed state and records its own diffs. Returns the paths put back. A path a
+   * link now leads through, or a protected one, is left as it is: it is put back by name
+   * with no link followed, or not at all.
    */
   rollBack(images: { path: string; existed: boolean; content: Buffer | null }[]): string[] {
     for (const image of images) {
-      const resolved = this.workspace.resolve(image.path);
-      if (!resolved.ok) continue;
-      if (image.existed && image.content) {
-        // Replaced by name, not written through: a hard link planted since keeps its content.
-        replaceFile(resolved.absolute, image.content);
-      } else {
-        rmSync(resolved.absolute, { force: true });
-      }
+      // Replaced by name, not written through: a hard link planted since keeps its content.
+      this.workspace.restore(image.path, image.existed && image.content ? image.content : null);
     }
     return images.map((image) => image.path);
   }
@@ -519,12 +514,21 @@ export class WorkspaceSession {
     const planned = plan();
     if (!planned.ok) return planned.result;
     const change = planned.change;
-    await this.#saveRestorePoint(change, call);
+    // The policy decided on where the path led when it looked; the plan resolved it again.
+    // Through a link, the file the change acts on is decided on too, by its own name.
+    if (change.path !== this.#asWritten(path)) {
+      const target = await call.authorize({ kind: 'write', path: change.path });
+      if (target) return target;
+    }
+    const saved = await this.#saveRestorePoint(change, call);
+    if (saved) return saved;
+    let applied: ToolResult | null;
     try {
-      this.workspace.apply(change);
+      applied = this.workspace.applyOrRefuse(change);
     } catch (error) {
       return { content: `could not write ${change.path}: ${(error as Error).message}`, isError: true };
     }
+    if (applied) return applied;
     call.change({ path: change.path, diff: change.diff });
     const { added, removed } = diffStat(change.diff);
     call.record({
@@ -539,22 +543,24 @@ export class WorkspaceSession {
     return { content: checked ? `${describeChange(change)}\n${checked}` : describeChange(change), isError: false };
   }
 
+  /** `path` relative to the root by name alone, as the model wrote it. */
+  #asWritten(path: string): string {
+    const root = this.workspace.root;
+    return relative(root, resolve(root, path)).split(sep).join('/');
+  }
+
   /**
    * Before every write, a fenced store call: the run's restore point on first touch, the
    * step's own image, and a lease check, so a driver that lost its lease writes nothing.
+   * The bytes are read by the change's path with no link followed; a link swapped in
+   * since the plan refuses the write (the answer), before anything is stored.
    */
-  async #saveRestorePoint(change: FileChange, call: StepContext): Promise<void> {
+  async #saveRestorePoint(change: FileChange, call: StepContext): Promise<ToolResult | null> {
     // The bytes as they are on disk, not as decoded text: a binary file is put back exactly.
-    const resolved = this.workspace.resolve(change.path);
-    if (!resolved.ok) throw new Error(`a planned change names a path outside the workspace: ${change.path}`);
-    let content: Uint8Array | null;
-    try {
-      content = readFileSync(resolved.absolute);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      content = null;
-    }
-    await call.restorePoint(change.path, content);
+    const current = this.workspace.current(change.path);
+    if (!current.ok) return current.result;
+    await call.restorePoint(change.path, current.content);
+    return null;
   }
 
   /** After a write: the project's cheap checker, when there is one and the policy allows it outright. */
