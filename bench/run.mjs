@@ -11,6 +11,7 @@ const benches = [
   ['step-overhead', ['step-overhead.mjs']],
   ['sequential-steps', ['sequential-steps.mjs']],
   ['workspace-step', ['workspace-step.mjs']],
+  ['file-write', ['file-write.mjs']],
   ['tool-roundtrip', ['tool-roundtrip.mjs']],
   ['memory-runs', ['memory-runs.mjs']],
   ['first-agent', ['first-agent.mjs']],
