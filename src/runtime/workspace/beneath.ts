@@ -45,9 +45,9 @@ import { isAbsolute, join, relative, sep } from 'node:path';
 import { PROTECTED_PATHS } from '../exec/containment/boundary.js';
 
 /** The rule of a refusal because a component of the path is a symbolic link. */
-export const LINK_IN_PATH = 'fs.link-in-path';
+const LINK_IN_PATH = 'fs.link-in-path';
 /** The rule of a refusal because a directory on the path moved between its open and the act. */
-export const PATH_MOVED = 'fs.path-moved';
+const PATH_MOVED = 'fs.path-moved';
 /** The rule of a refusal because the path is (or is under) a protected one: `fs.protected-path .git`. */
 export const protectedRule = (name: string): string => `fs.protected-path ${name}`;
 

@@ -14,7 +14,15 @@ import { writeTogether } from '../../store/local.js';
 import { type RestorePoint, type RunRecord, TraceQueries, type TraceReader } from '../../store/reader.js';
 import { isTerminal } from '../events.js';
 import { escapes } from '../policy/policy.js';
-import { type Looked, lookBeneath, protectedName, type Refused, removeBeneath, replaceBeneath } from './beneath.js';
+import {
+  type Looked,
+  lookBeneath,
+  protectedName,
+  protectedRule,
+  type Refused,
+  removeBeneath,
+  replaceBeneath,
+} from './beneath.js';
 import { reverseApply } from './diffs.js';
 
 const QUERIES = new TraceQueries();
@@ -95,7 +103,7 @@ function putBack(root: string, path: string, content: Buffer | null): RewoundFil
     throw new HarnessError(
       ErrorCode.RewindConflict,
       `${path} is a protected path no run may change, so no rewind writes it (the store says otherwise: it was not written by a run of this runtime); nothing was changed.`,
-      { details: { path, rule: `fs.protected-path ${guarded}` } },
+      { details: { path, rule: protectedRule(guarded) } },
     );
   if (content === null) {
     const removed = removeBeneath(root, path);
