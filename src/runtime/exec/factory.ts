@@ -18,10 +18,9 @@
  * substitution (src/config/substitute.ts): see docs/guides/containment.md for why.
  */
 import type { EventData } from '../events.js';
-import type { Policy } from '../policy/policy.js';
 import type { SandboxData } from './containment/boundary.js';
 import { ContainedExecutor } from './containment/contained.js';
-import { type CommandOrigin, type EgressGate, type EgressVerdict, netVerdict } from './containment/proxy.js';
+import { type EgressGate, recordingGate } from './containment/proxy.js';
 import { directExecutor } from './executor.js';
 
 /**
@@ -89,48 +88,4 @@ export function executorFor(request: ExecutorRequest): ContainedExecutor {
     ...(grants.sandbox ? { sandbox: grants.sandbox } : {}),
     ...(egress ? { egress } : {}),
   });
-}
-
-/**
- * The policy alone deciding connections made outside a run (no one to answer an ask:
- * refused), each decision and refusal handed to `record` as a run's would be recorded.
- */
-function recordingGate(policy: Policy | null, root: string, record: (event: EventData) => void): EgressGate {
-  const refusal = (verdict: Extract<EgressVerdict, { ok: false }>, origin: CommandOrigin | null) =>
-    record({
-      type: 'refusal',
-      callId: origin?.callId ?? '',
-      tool: origin?.tool ?? 'net',
-      rule: verdict.rule,
-      layer: verdict.layer,
-      reason: verdict.reason,
-    });
-  return {
-    async decide(target, origin) {
-      if (!policy) return { ok: true };
-      const decision = policy.decide({ kind: 'net', host: target.host, port: target.port }, root);
-      record({
-        type: 'policy-decision',
-        act: 'net',
-        subject: decision.subject,
-        effect: decision.effect,
-        rule: decision.rule,
-        layer: decision.layer,
-      });
-      const verdict = netVerdict(decision);
-      if (!verdict.ok) refusal(verdict, origin);
-      return verdict;
-    },
-    refused(target, verdict, origin) {
-      record({
-        type: 'policy-decision',
-        act: 'net',
-        subject: `${target.host}:${target.port}`,
-        effect: 'deny',
-        rule: verdict.rule,
-        layer: verdict.layer,
-      });
-      refusal(verdict, origin);
-    },
-  };
 }

@@ -26,7 +26,8 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { connect, isIP, type Socket } from 'node:net';
-import type { Decision, Policy } from '../../policy/policy.js';
+import type { EventData } from '../../events.js';
+import type { Act, Decision, Policy } from '../../policy/policy.js';
 import {
   addressOf,
   canonicalAddress,
@@ -547,5 +548,62 @@ export function policyGate(policy: Policy | null, root: string, approved: Readon
       return decision.effect === 'ask' && approved.has(targetKey(target)) ? { ok: true } : netVerdict(decision);
     },
     refused: () => undefined,
+  };
+}
+
+/**
+ * The policy deciding each connection, every decision and refusal handed to `record` as
+ * a run's trace holds them (against the tool call whose command asked). An `ask` goes to
+ * `ask` when given (a run's approver, asked once per host and port by the caller's own
+ * bookkeeping), and is refused where nobody is there to answer.
+ */
+export function recordingGate(
+  policy: Policy | null,
+  root: string,
+  record: (event: EventData) => void,
+  ask?: (
+    act: Extract<Act, { kind: 'net' }>,
+    decision: Extract<Decision, { effect: 'ask' }>,
+  ) => Promise<'approve' | 'deny' | 'defer'>,
+): EgressGate {
+  const refusal = (verdict: Extract<EgressVerdict, { ok: false }>, origin: CommandOrigin | null): void =>
+    record({
+      type: 'refusal',
+      callId: origin?.callId ?? '',
+      tool: origin?.tool ?? 'net',
+      rule: verdict.rule,
+      layer: verdict.layer,
+      reason: verdict.reason,
+    });
+  return {
+    async decide(target, origin) {
+      if (!policy) return { ok: true };
+      const act = { kind: 'net' as const, host: target.host, port: target.port };
+      const decision = policy.decide(act, root);
+      const answer = decision.effect === 'ask' && ask ? await ask(act, decision) : undefined;
+      record({
+        type: 'policy-decision',
+        act: 'net',
+        subject: decision.subject,
+        effect: decision.effect,
+        rule: decision.rule,
+        layer: decision.layer,
+        ...(answer === undefined ? {} : { answer }),
+      });
+      const verdict = netVerdict(decision, answer);
+      if (!verdict.ok) refusal(verdict, origin);
+      return verdict;
+    },
+    refused(target, verdict, origin) {
+      record({
+        type: 'policy-decision',
+        act: 'net',
+        subject: `${target.host}:${target.port}`,
+        effect: 'deny',
+        rule: verdict.rule,
+        layer: verdict.layer,
+      });
+      refusal(verdict, origin);
+    },
   };
 }
