@@ -4,10 +4,10 @@
  * directory and a home of its own (never the shared ones), to the detected toolchain's
  * caches and to the roots its contract declares, and nothing else; the protected paths
  * inside the workspace stay read-only even where they do not exist yet; a run whose
- * policy names no host has no network at all.
+ * policy names no host has no network at all. What it hides from them is in ./masks.ts, the
+ * mount points it makes on the host in ./mount-points.ts.
  */
 
-import { createHash } from 'node:crypto';
 import {
   type Dirent,
   existsSync,
@@ -17,16 +17,16 @@ import {
   readFileSync,
   readlinkSync,
   realpathSync,
-  rmdirSync,
-  rmSync,
   statSync,
   symlinkSync,
-  writeFileSync,
 } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { homedir } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { deniesReads, type Policy, readDeniedBy } from '../../policy/policy.js';
 import type { KeptPath } from './kept.js';
+import { absoluteMasks, keptMasks, maskMounts, PROBE_NAME } from './masks.js';
+import { makeMountPoints } from './mount-points.js';
+import { components, holder, isDirectory, real } from './paths.js';
 import { bwrapPrefix, type HostRungs, type RungName, SETPRIV_FLAGS, unsharePrefix } from './rungs.js';
 
 /**
@@ -176,15 +176,6 @@ export function policyAllowsEgress(policy: Policy | null): boolean {
   return policy.layers.some((layer) => layer.rules.some((rule) => rule.act === 'net' && rule.effect !== 'deny'));
 }
 
-/** The real path of `path`, or `path` itself where it does not exist. */
-function real(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
-  }
-}
-
 /**
  * The run's home: the toolchains' installations of the harness's home linked in (read),
  * and with `shared` its caches too (writable); nothing else of it (no dotfiles, no
@@ -278,70 +269,6 @@ export function boundaryFor(options: {
   };
 }
 
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The kept paths to hide: each that exists, by its real path; and one kept even where it
- * does not exist (a store's journal) that is missing inside a writable root gets an empty
- * file made in its place first (a placeholder, removed when the run ends), so that no
- * command can make it.
- */
-function keptMasks(kept: readonly KeptPath[], writable: readonly string[]): { path: string; dir: boolean }[] {
-  const out: { path: string; dir: boolean }[] = [];
-  for (const entry of kept) {
-    if (entry.how !== 'mask') continue;
-    let stat: ReturnType<typeof lstatSync> | null = null;
-    try {
-      stat = lstatSync(entry.path);
-    } catch {
-      stat = null;
-    }
-    if (stat === null) {
-      const parent = real(dirname(entry.path));
-      const path = join(parent, basename(entry.path));
-      if (entry.evenAbsent && holder(path, writable) !== null) out.push({ path, dir: false });
-      continue;
-    }
-    const path = real(entry.path);
-    out.push({ path, dir: isDirectory(path) });
-  }
-  return out;
-}
-
-/**
- * What an absolute deny rule names outside the workspace, where it can be found without a
- * walk: the path itself when it has no wildcard, or the directory before its first
- * wildcard when the rule covers all that is in it (`/home/me/.ssh/**`). A rule with a
- * wildcard inside a name outside the workspace is not hidden (the policy still refuses
- * the agent's own reads of it).
- */
-function absoluteMasks(policy: Policy, root: string): { path: string; dir: boolean }[] {
-  const out: { path: string; dir: boolean }[] = [];
-  for (const layer of policy.layers)
-    for (const rule of layer.rules) {
-      if (rule.act !== 'read' || rule.effect !== 'deny' || !rule.pattern.startsWith('/')) continue;
-      const literal = rule.pattern.split('/');
-      const first = literal.findIndex((part) => /[*?[\]{}]/.test(part));
-      const base = (first === -1 ? literal : literal.slice(0, first)).join('/') || '/';
-      if (base === '/' || base === root || root.startsWith(`${base}/`)) continue;
-      if (first !== -1 && readDeniedBy(policy, `${base}/${PROBE_NAME}`) === null) continue;
-      if (!existsSync(base)) continue;
-      const path = real(base);
-      if (path === root || root.startsWith(`${path}/`) || path === '/') continue;
-      out.push({ path, dir: isDirectory(path) });
-    }
-  return out;
-}
-
-/** A name no rule written for people names: a rule that covers it covers every name in its directory. */
-const PROBE_NAME = '.io-harness-any-name-0';
-
 /** The directories `.gitmodules` names for submodules (inside the workspace): each one's `.git`, made or not, is protected. */
 function submodulePaths(root: string): string[] {
   let text: string;
@@ -356,14 +283,6 @@ function submodulePaths(root: string): string[] {
     if (path.startsWith(`${root}/`) && paths.length < MAX_KEPT) paths.push(path);
   }
   return paths;
-}
-
-/** The directory within `roots` that holds `path`, the deepest; null when none does. */
-function holder(path: string, roots: readonly string[]): string | null {
-  let best: string | null = null;
-  for (const root of roots)
-    if ((path === root || path.startsWith(`${root}/`)) && (best === null || root.length > best.length)) best = root;
-  return best;
 }
 
 /**
@@ -532,17 +451,7 @@ export function protectedMounts(
     // Walked from the writable root that holds it (the workspace, or a declared root a gitdir is in).
     const base = holder(entry.path, [boundary.root, ...boundary.writable]);
     if (base === null || base === entry.path) continue;
-    const parts = relative(base, entry.path).split('/');
-    let at = base;
-    for (const [index, part] of parts.entries()) {
-      at = join(at, part);
-      const last = index === parts.length - 1;
-      let stat: ReturnType<typeof lstatSync> | null = null;
-      try {
-        stat = lstatSync(at);
-      } catch {
-        stat = null;
-      }
+    for (const { at, last, stat } of components(base, entry.path)) {
       if (stat === null) {
         // An empty directory, for a file too: nothing can be made in it or in its place, and
         // git shows no empty directory as untracked while the run is on.
@@ -564,59 +473,6 @@ export function protectedMounts(
     pin: [...pin].filter((path) => !bind.has(path)).sort((a, b) => a.length - b.length),
     bind: [...bind].filter((path) => !covered(path)),
     empty: [...empty].filter((path) => !covered(path)),
-  };
-}
-
-/**
- * What hides the masked paths, walked as the protected ones are: every directory on the
- * way inside a writable root pinned (bound over itself, so no command can rename it and
- * the mask with it, or put a link in its place), a link on the way leaves the path alone
- * (what it leads to is masked by its own name where the walk found it), and a placeholder
- * file made where a kept file is missing. Each directory is hidden with its names, each
- * file by its content; one inside another mask needs nothing of its own.
- */
-export function maskMounts(boundary: Boundary): { pin: string[]; dirs: string[]; files: string[]; make: string[] } {
-  const pin = new Set<string>();
-  const dirs = new Set<string>();
-  const files = new Set<string>();
-  const make = new Set<string>();
-  for (const entry of boundary.masked) {
-    const base = holder(entry.path, boundary.writable);
-    const parts = base === null || base === entry.path ? [entry.path] : relative(base, entry.path).split('/');
-    let at = base === null || base === entry.path ? '' : base;
-    const pinned: string[] = [];
-    let target: { path: string; dir: boolean } | null = null;
-    for (const [index, part] of parts.entries()) {
-      at = at === '' ? part : join(at, part);
-      const last = index === parts.length - 1;
-      let stat: ReturnType<typeof lstatSync> | null = null;
-      try {
-        stat = lstatSync(at);
-      } catch {
-        stat = null;
-      }
-      if (stat === null) {
-        if (last && !entry.dir && base !== null) {
-          make.add(at);
-          target = { path: at, dir: false };
-        }
-        break;
-      }
-      if (stat.isSymbolicLink()) break;
-      if (last) target = { path: at, dir: stat.isDirectory() };
-      else if (!stat.isDirectory()) break;
-      else if (base !== null) pinned.push(at);
-    }
-    if (target === null) continue;
-    for (const path of pinned) pin.add(path);
-    (target.dir ? dirs : files).add(target.path);
-  }
-  const covered = (path: string) => [...dirs].some((other) => other !== path && path.startsWith(`${other}/`));
-  return {
-    pin: [...pin].filter((path) => !covered(path) && !dirs.has(path)).sort((a, b) => a.length - b.length),
-    dirs: [...dirs].filter((path) => !covered(path)),
-    files: [...files].filter((path) => !covered(path)),
-    make: [...make].filter((path) => !covered(path)),
   };
 }
 
@@ -664,112 +520,6 @@ function helperArgs(
   if (caps.memoryBytes !== undefined && !extra.cgroups.memory) args.push('--memory-bytes', String(caps.memoryBytes));
   if (caps.processes !== undefined && !extra.cgroups.pids) args.push('--processes', String(caps.processes));
   return args;
-}
-
-/**
- * Makes, in the workspace itself, the mount points for protected paths that do not exist
- * yet (an empty directory) and for kept files that are to be masked even where missing (an
- * empty file), so that they can be bound over. The paths made, to go when the run's
- * session closes.
- */
-function makeMountPoints(mounts: { bind: string[]; empty: string[] }, files: readonly string[] = []): string[] {
-  // Those another run made and this one binds too: removed by whichever of them closes last.
-  const made: string[] = mounts.bind.filter((path) => existsSync(registryEntry(path)));
-  for (const [paths, dir] of [
-    [mounts.empty, true],
-    [files, false],
-  ] as const) {
-    for (const path of paths) {
-      try {
-        if (dir) mkdirSync(path);
-        else writeFileSync(path, '', { flag: 'wx' });
-        registerMountPoint(path);
-        made.push(path);
-      } catch {
-        // Made by another run meanwhile (this run removes it too, if it is the last to close), or the parent went.
-        if (existsSync(registryEntry(path))) made.push(path);
-      }
-    }
-  }
-  return made;
-}
-
-/**
- * Where the harness notes the mount points it made, by the hash of their path, so that
- * whichever run closes last removes one another run made (and a crashed run's, the next
- * run on that workspace): an empty file of the user's own is never taken for one.
- */
-function registryEntry(path: string): string {
-  return join(tmpdir(), 'io-harness-mount-points', createHash('sha256').update(path).digest('hex').slice(0, 32));
-}
-
-function registerMountPoint(path: string): void {
-  const entry = registryEntry(path);
-  mkdirSync(dirname(entry), { recursive: true, mode: 0o700 });
-  writeFileSync(entry, path);
-}
-
-/**
- * Removes the empty directories and files made to mount over protected paths that did not
- * exist, newest first; one that is no longer empty stays. Left by a crash, they are empty
- * and harmless (an empty `.git` is no repository to git, an empty `.git/config` a valid one).
- */
-export function removeMountPoints(paths: string[]): void {
-  if (paths.length === 0) return;
-  const inUse = mountedElsewhere();
-  for (const path of [...new Set(paths)].reverse()) {
-    // Another run's command still mounts on it (the same workspace, in another run): removing
-    // it would detach that command's protection, and the path could be made there. Left for
-    // the last run to close.
-    if (inUse.has(path)) continue;
-    try {
-      const stat = lstatSync(path);
-      if (stat.isDirectory()) rmdirSync(path);
-      else if (stat.isFile() && stat.size === 0) rmSync(path);
-    } catch {
-      // not empty, busy, or gone
-    }
-    if (!existsSync(path)) rmSync(registryEntry(path), { force: true });
-  }
-}
-
-/**
- * The mount points of every mount namespace but this process's own, read from
- * /proc/<pid>/mountinfo once per namespace (the paths as the kernel escapes them: a space
- * is \\040). Where /proc cannot be read, nothing is known to be in use.
- */
-function mountedElsewhere(): Set<string> {
-  const points = new Set<string>();
-  let own = '';
-  try {
-    own = readlinkSync('/proc/self/ns/mnt');
-  } catch {
-    return points;
-  }
-  const seen = new Set<string>([own]);
-  let pids: string[];
-  try {
-    pids = readdirSync('/proc').filter((name) => /^[0-9]+$/.test(name));
-  } catch {
-    return points;
-  }
-  for (const pid of pids) {
-    try {
-      const namespace = readlinkSync(`/proc/${pid}/ns/mnt`);
-      if (seen.has(namespace)) continue;
-      seen.add(namespace);
-      for (const line of readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n')) {
-        const point = line.split(' ')[4];
-        if (point)
-          points.add(
-            point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))),
-          );
-      }
-    } catch {
-      // gone, or not ours to read
-    }
-  }
-  return points;
 }
 
 /** A command wrapped for its rung: what to spawn, and the mount points bubblewrap made that are to go after it. */

@@ -38,12 +38,12 @@ import {
   furnishHome,
   policyAllowsEgress,
   type Relay,
-  removeMountPoints,
   type SandboxCaps,
   type SandboxData,
   wrapForRung,
 } from './boundary.js';
 import { type KeptPath, keptPaths } from './kept.js';
+import { removeMountPoints } from './mount-points.js';
 import { type ProbeReport, probeContainment } from './probe.js';
 import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
