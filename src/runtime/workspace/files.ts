@@ -468,6 +468,15 @@ export class Workspace {
     }
   }
 
+  /** The refusal of a path other than the one file a single-file workspace is limited to; null when it may be used. */
+  #outsideSingleFile(input: string, path: string): ToolResult | null {
+    if (this.file === null || path === this.file) return null;
+    return refusal(
+      'workspace.single-file',
+      `${input} was refused: this workspace is limited to the single file ${this.file}. Work on ${this.file} only.`,
+    );
+  }
+
   /** `input` as a workspace-relative path by name alone, no link followed: the path an act names. */
   #plain(input: string): { ok: true; path: string } | { ok: false; result: ToolResult } {
     if (typeof input !== 'string' || input === '' || input.includes('\0')) {
@@ -481,15 +490,8 @@ export class Workspace {
       return boundary(`${input} is not a file inside the workspace ${this.root}; name a file inside it.`);
     }
     const path = inside.split(sep).join('/');
-    if (this.file !== null && path !== this.file) {
-      return {
-        ok: false,
-        result: refusal(
-          'workspace.single-file',
-          `${input} was refused: this workspace is limited to the single file ${this.file}. Work on ${this.file} only.`,
-        ),
-      };
-    }
+    const single = this.#outsideSingleFile(input, path);
+    if (single) return { ok: false, result: single };
     return { ok: true, path };
   }
 
@@ -705,15 +707,8 @@ export class Workspace {
       return boundary(`${input} is the workspace root itself, a directory; name a file inside it.`);
     }
     const path = inside === '' ? '.' : inside.split(sep).join('/');
-    if (this.file !== null && path !== this.file) {
-      return {
-        ok: false,
-        result: refusal(
-          'workspace.single-file',
-          `${input} was refused: this workspace is limited to the single file ${this.file}. Work on ${this.file} only.`,
-        ),
-      };
-    }
+    const single = this.#outsideSingleFile(input, path);
+    if (single) return { ok: false, result: single };
     return { ok: true, absolute: real, relative: path };
   }
 
