@@ -18,6 +18,7 @@ const benches = [
   ['policy', ['policy.mjs']],
   ['containment', ['containment.mjs']],
   ['proxy', ['proxy.mjs']],
+  ['scrub', ['scrub.mjs']],
   ['retention', ['retention.mjs']],
   ['sessions', ['sessions.mjs']],
   ['mcp', ['mcp.mjs']],

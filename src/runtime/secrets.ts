@@ -279,8 +279,26 @@ function currentPattern(): RegExp | null {
 export function scrubText(text: string): string {
   const found = currentPattern();
   if (found === null || typeof text !== 'string' || text.length < MIN_SECRET_LENGTH) return text;
+  if (!holdsSecret(text, found)) return text;
   found.lastIndex = 0;
-  return found.test(text) ? text.replace(found, MASK) : text;
+  return text.replace(found, MASK);
+}
+
+/** Spellings past which one pass of the pattern beats a search for each (see {@link holdsSecret}). */
+const SEARCHED_ONE_BY_ONE = 16;
+
+/**
+ * Whether `text` holds a secret. Every string of every store write is asked (the store
+ * actor's hot path), and nearly all hold none: for the few spellings a process usually
+ * holds, a plain search for each is several times faster than the alternation's one pass.
+ */
+function holdsSecret(text: string, found: RegExp): boolean {
+  if (spelled.size <= SEARCHED_ONE_BY_ONE) {
+    for (const spelling of spelled) if (text.includes(spelling)) return true;
+    return false;
+  }
+  found.lastIndex = 0;
+  return found.test(text);
 }
 
 /**
