@@ -86,6 +86,15 @@ describe('what the harness trusts', () => {
     const script = turns([
       { text: 'attack', toolCalls: [{ name: 'exec', args: { argv: ['sh', 'attack.sh'] } }] },
       { text: 'write', toolCalls: [writeLocked] },
+      // The harness's own file tools, which no mount reaches, are held to the same list.
+      {
+        text: 'tools',
+        toolCalls: [
+          { name: 'read_file', args: { path: 'runs.db' } },
+          { name: 'write_file', args: { path: 'runs.db-journal', content: 'x' } },
+          { name: 'write_file', args: { path: 'tools/guard/plugin.toml', content: 'name = "guard"\n' } },
+        ],
+      },
       { text: 'ask', toolCalls: [{ name: 'ask_operator', args: { question: 'go on?' } }] },
       { text: 'again', toolCalls: [writeLocked] },
       { text: 'done' },
@@ -118,6 +127,9 @@ describe('what the harness trusts', () => {
       .filter((event): event is Extract<HarnessEvent, { type: 'refusal' }> => event.type === 'refusal');
     expect(refusals.map((refusal) => [refusal.tool, refusal.layer])).toEqual([
       ['write_file', 'guard__deny'],
+      ['read_file', 'trust'],
+      ['write_file', 'trust'],
+      ['write_file', 'trust'],
       ['write_file', 'guard__deny'],
     ]);
     // The store is whole.

@@ -19,7 +19,7 @@ import {
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
 import type { EventData, RunStatus } from '../../runtime/events.js';
 import { containmentLine } from '../../runtime/exec/containment/contained.js';
-import { keepAll } from '../../runtime/exec/containment/kept.js';
+import { keepAll, withKept } from '../../runtime/exec/containment/kept.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
 import type { CommandCheck } from '../../runtime/policy/commands.js';
@@ -201,7 +201,11 @@ export class AgentRun implements RunContext {
     const contract = spec.contract ?? null;
     this.#contract = contract;
     this.#policyData = spec.policy ?? null;
-    this.#policy = spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null;
+    // What the harness trusts is out of its own file tools' reach too (not stored: the thread's list, each time).
+    this.#policy = withKept(
+      spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null,
+      contract?.root ?? '.',
+    );
     let briefing: string | null = null;
     if (contract) {
       let executor: Executor;

@@ -11,7 +11,10 @@
  * The list is per thread (an actor's thread is handed the main thread's list with each
  * run it starts: see {@link keepAll}) and only grows: a path once trusted stays kept.
  */
-import { resolve } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { escape } from 'minimatch';
+import { escapes, Policy, type PolicyLayer } from '../../policy/policy.js';
 
 /** `protect`: read-only to commands; `mask`: neither readable nor writable (a store holds other runs' data). */
 export type Keeping = 'protect' | 'mask';
@@ -60,4 +63,42 @@ export function keptPaths(): KeptPath[] {
 export function keepStoreFiles(file: string): void {
   keepFromCommands(file, 'mask');
   for (const suffix of ['-wal', '-shm', '-journal']) keepFromCommands(`${file}${suffix}`, 'mask', { evenAbsent: true });
+}
+
+/** The name of the policy layer that holds the harness's own file tools to the list (see {@link withKept}). */
+export const TRUST_LAYER = 'trust';
+
+/** `path` by its real path, or its parent's real path and its name where it does not exist. */
+function realish(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    try {
+      return join(realpathSync(dirname(path)), path.slice(dirname(path).length + 1));
+    } catch {
+      return path;
+    }
+  }
+}
+
+/**
+ * `policy` with what this thread keeps from commands denied to the harness's own file
+ * tools too, as a layer of its own named {@link TRUST_LAYER}: a hidden path may be neither
+ * read nor written, a protected one not written. The mounts keep commands away; the run's
+ * `read_file`, `write_file`, `grep` and `find` act in the harness's process, where no mount
+ * reaches, and decide by the policy, so the same list goes there. Null stays null.
+ */
+export function withKept(policy: Policy | null, root: string): Policy | null {
+  if (policy === null || kept.size === 0) return policy;
+  const realRoot = realish(root);
+  const rules: PolicyLayer['rules'] = [];
+  for (const entry of kept.values()) {
+    const path = realish(entry.path);
+    const inside = relative(realRoot, path);
+    if (inside === '') continue;
+    const pattern = escapes(inside) ? escape(path) : escape(inside);
+    rules.push({ effect: 'deny', act: 'write', pattern });
+    if (entry.how === 'mask') rules.push({ effect: 'deny', act: 'read', pattern });
+  }
+  return Policy.from({ layers: [...policy.toJSON().layers, { name: TRUST_LAYER, rules }] });
 }
