@@ -13,7 +13,7 @@
  */
 import { realpathSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { escape } from 'minimatch';
+import { escape as escapeGlob } from 'minimatch';
 import { escapes, Policy, type PolicyLayer } from '../../policy/policy.js';
 
 /** `protect`: read-only to commands; `mask`: neither readable nor writable (a store holds other runs' data). */
@@ -96,7 +96,7 @@ export function withKept(policy: Policy | null, root: string): Policy | null {
     const path = realish(entry.path);
     const inside = relative(realRoot, path);
     if (inside === '') continue;
-    const pattern = escapes(inside) ? escape(path) : escape(inside);
+    const pattern = escapes(inside) ? escapeGlob(path) : escapeGlob(inside);
     rules.push({ effect: 'deny', act: 'write', pattern });
     if (entry.how === 'mask') rules.push({ effect: 'deny', act: 'read', pattern });
   }
