@@ -4,7 +4,8 @@
  *   landlock-exec [--read PATH]... [--write PATH]... [--pin PATH]... [--protect PATH]... [--connect-port N]...
  *                 [--net] [--cgroup DIR]... [--cpu-secs N] [--file-bytes N] [--memory-bytes N]
  *                 [--processes N] [--relay-port N --relay-socket PATH] [--report]
- *                 [--mask PATH]... [--mask-source DIR] [--join-only | --mounts-only]
+ *                 [--mask PATH]... [--mask-source DIR] [--written-bytes N] [--written-fd FD]
+ *                 [--join-only | --mounts-only]
  *                 -- PROGRAM [ARG]...
  *
  * Reads are allowed beneath each --read path, reads and writes beneath each --write
@@ -43,7 +44,10 @@
  *
  * As the first process of a PID namespace (under unshare), the helper forks the command
  * and stays as the namespace's init, reaping orphans and exiting as the command did
- * (128 + the signal's number for a signal).
+ * (128 + the signal's number for a signal). With --written-bytes or --written-fd it does so
+ * under bubblewrap too (a subreaper there), counts what the namespace's processes write to
+ * storage every tenth of a second, kills them all past --written-bytes (exiting 137), and
+ * writes the total (and ` capped`) as one line to --written-fd when the command ends.
  *
  * With --report, the helper applies all of it and then, instead of executing anything,
  * prints what it applied as one JSON line on standard output and exits 0. Errors go to
@@ -74,6 +78,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <stddef.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
@@ -537,23 +542,83 @@ static void reenter_cwd(void) {
  * one), so its end is the namespace's. unshare would report a command killed by a signal
  * (a cap's SIGXCPU) as a failure of its own.
  */
+/*
+ * What the command may write to storage in all (--written-bytes; negative: no cap), and the
+ * descriptor the total is written to when it ends (--written-fd; negative: none).
+ */
+static long long written_cap = -1;
+static int written_fd = -1;
+
+/*
+ * What the processes of this PID namespace have written to storage, in bytes: the sum of
+ * each one's write_bytes, which holds what its reaped children wrote too (the kernel adds
+ * a child's counts to its reaper's), so nothing that ended is lost. Pages are counted as
+ * they are first dirtied: a file written and then removed still counts.
+ */
+static unsigned long long written_total(void) {
+  unsigned long long total = 0;
+  DIR *proc = opendir("/proc");
+  if (!proc) return 0;
+  struct dirent *entry;
+  while ((entry = readdir(proc)) != NULL) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    char path[300], text[1024];
+    snprintf(path, sizeof path, "/proc/%s/io", entry->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) continue;
+    text[n] = 0;
+    const char *at = strstr(text, "\nwrite_bytes: ");
+    if (at) total += strtoull(at + 14, NULL, 10);
+  }
+  closedir(proc);
+  return total;
+}
+
 static int run(char **command) {
-  pid_t child = getpid() == 1 ? fork() : 0;
+  int counting = written_cap >= 0 || written_fd >= 0;
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (counting) {
+    /* Woken at once when a child ends, else every tenth of a second to count. Orphans come back here to be reaped. */
+    sigprocmask(SIG_BLOCK, &chld, &old);
+    if (getpid() != 1) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  }
+  pid_t child = getpid() == 1 || counting ? fork() : 0;
   if (child < 0) fail("fork");
   if (child == 0) {
+    if (counting) sigprocmask(SIG_SETMASK, &old, NULL);
     execvp(command[0], command);
     fprintf(stderr, "landlock-exec: cannot execute %s: %s\n", command[0], strerror(errno));
     return 127;
   }
   /* The command (another process now) cannot trace its init, nor read its memory and environment. */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  for (;;) {
+  int result = -1, capped = 0;
+  while (result < 0) {
     int status;
-    pid_t pid = waitpid(-1, &status, 0);
+    pid_t pid = waitpid(-1, &status, counting ? WNOHANG : 0);
     if (pid < 0 && errno == EINTR) continue;
     if (pid < 0) return 125;
-    if (pid == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (pid == child) {
+      result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    } else if (pid == 0) {
+      if (written_cap >= 0 && !capped && written_total() > (unsigned long long)written_cap) {
+        capped = 1;
+        kill(-1, SIGKILL);
+      }
+      struct timespec tenth = {0, 100 * 1000 * 1000};
+      sigtimedwait(&chld, NULL, &tenth);
+    }
   }
+  if (written_fd >= 0) {
+    dprintf(written_fd, "%llu%s\n", written_total(), capped ? " capped" : "");
+    close(written_fd);
+  }
+  return capped ? 128 + SIGKILL : result;
 }
 
 /* The caps a command is killed at (a negative value: none). */
@@ -574,10 +639,16 @@ static void bind_and_relay(const char **pins, int npins, const char **protects, 
   if (relay) start_relay(port, relay);
 }
 
-/* Nothing the harness held open reaches the command. */
+/* Nothing the harness held open reaches the command (the count's descriptor is the helper's alone, closed on exec). */
 static void close_inherited(void) {
-  if (syscall(__NR_close_range, 3U, ~0U, 0) != 0) {
-    for (int fd = 3; fd < 1024; fd++) close(fd);
+  unsigned int from = 3;
+  if (written_fd >= 3) {
+    if (fcntl(written_fd, F_SETFD, FD_CLOEXEC) != 0) fail("--written-fd");
+    if (written_fd > 3) syscall(__NR_close_range, 3U, (unsigned int)written_fd - 1, 0);
+    from = (unsigned int)written_fd + 1;
+  }
+  if (syscall(__NR_close_range, from, ~0U, 0) != 0) {
+    for (int fd = (int)from; fd < 1024; fd++) close(fd);
   }
 }
 
@@ -650,6 +721,10 @@ int main(int argc, char **argv) {
       cpu = (long long)number(value, arg);
     } else if (strcmp(arg, "--file-bytes") == 0) {
       fsize = (long long)number(value, arg);
+    } else if (strcmp(arg, "--written-bytes") == 0) {
+      written_cap = (long long)number(value, arg);
+    } else if (strcmp(arg, "--written-fd") == 0) {
+      written_fd = (int)number(value, arg);
     } else if (strcmp(arg, "--memory-bytes") == 0) {
       memory = (long long)number(value, arg);
     } else if (strcmp(arg, "--processes") == 0) {

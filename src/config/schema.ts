@@ -80,6 +80,7 @@ const caps = z.strictObject({
   cpu_secs: positiveInt('CPU time a command may use, in seconds.').optional(),
   processes: positiveInt('Processes a command may have at once.').optional(),
   file_bytes: positiveInt('The largest file a command may write, in bytes.').optional(),
+  written_bytes: positiveInt("What a run's commands may write to disk in all, in bytes.").optional(),
   output_bytes: positiveInt('What a command may print, both streams, in bytes.').optional(),
 });
 

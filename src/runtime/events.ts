@@ -198,7 +198,7 @@ export type EventData =
       /** A command was stopped by one of the contract's sandbox caps (the cap and its limit). */
       type: 'cap-reached';
       callId: string;
-      cap: 'cpuSecs' | 'fileBytes' | 'processes' | 'memoryBytes' | 'outputBytes' | 'wallSecs';
+      cap: 'cpuSecs' | 'fileBytes' | 'writtenBytes' | 'processes' | 'memoryBytes' | 'outputBytes' | 'wallSecs';
       limit: number;
     }
   | ({

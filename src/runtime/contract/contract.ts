@@ -12,7 +12,12 @@ import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { PriceTable } from '../budget.js';
 import type { ContextData } from '../context/assembler.js';
-import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../exec/containment/boundary.js';
+import {
+  DEFAULT_DISK_CAPS,
+  DEFAULT_SANDBOX,
+  type SandboxCaps,
+  type SandboxData,
+} from '../exec/containment/boundary.js';
 import { RUNGS, type RungName } from '../exec/containment/rungs.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
@@ -768,7 +773,9 @@ export class TaskContract<Output = unknown> {
    * (`bubblewrap`, `landlock`, `namespaces`, `floor`), and a run on a host that cannot
    * give it fails before its first step, naming it; without one, the strongest the host
    * offers is used. `caps` kill a command past them: `memoryBytes`, `cpuSecs`,
-   * `processes`, `fileBytes`, `outputBytes`, `wallSecs`. `sharedCaches: true` lets the commands write the
+   * `processes`, `fileBytes`, `writtenBytes` (all the run's commands together), `outputBytes`,
+   * `wallSecs`; `fileBytes` and `writtenBytes` are on by default (4 GiB and 16 GiB) and
+   * lifted with null. `sharedCaches: true` lets the commands write the
    * toolchains' caches in the harness's home (`~/.npm`, `~/.cargo/registry`, `~/.m2`, …)
    * instead of caches of the run's own: faster installs, but what a command leaves there
    * is what the next build on this machine reads and may run.
@@ -796,15 +803,29 @@ export class TaskContract<Output = unknown> {
       );
     }
     const caps: SandboxCaps = {};
-    const capNames = ['memoryBytes', 'cpuSecs', 'processes', 'fileBytes', 'outputBytes', 'wallSecs'] as const;
+    const capNames = [
+      'memoryBytes',
+      'cpuSecs',
+      'processes',
+      'fileBytes',
+      'writtenBytes',
+      'outputBytes',
+      'wallSecs',
+    ] as const;
+    // The disk's caps are on unless lifted, in so many words: null.
+    const liftable: readonly string[] = Object.keys(DEFAULT_DISK_CAPS);
     for (const [name, value] of Object.entries(options.caps ?? {})) {
       if (!capNames.includes(name as (typeof capNames)[number])) {
         throw new InvalidArgumentError(`withSandbox: caps.${name} is not a cap; the caps are ${capNames.join(', ')}.`);
       }
       if (value === undefined) continue;
+      if (value === null && liftable.includes(name)) {
+        (caps as Record<string, null>)[name] = null;
+        continue;
+      }
       if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
         throw new InvalidArgumentError(
-          `withSandbox: caps.${name} must be a whole number above 0, got ${JSON.stringify(value)}.`,
+          `withSandbox: caps.${name} must be a whole number above 0${liftable.includes(name) ? ', or null to lift it' : ''}, got ${JSON.stringify(value)}.`,
         );
       }
       caps[name as (typeof capNames)[number]] = value;

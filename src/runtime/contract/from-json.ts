@@ -116,7 +116,8 @@ const contractSchema = z.strictObject({
           memoryBytes: count('sandbox.caps.memoryBytes', 1).optional(),
           cpuSecs: count('sandbox.caps.cpuSecs', 1).optional(),
           processes: count('sandbox.caps.processes', 1).optional(),
-          fileBytes: count('sandbox.caps.fileBytes', 1).optional(),
+          fileBytes: count('sandbox.caps.fileBytes', 1).nullable().optional(),
+          writtenBytes: count('sandbox.caps.writtenBytes', 1).nullable().optional(),
           outputBytes: count('sandbox.caps.outputBytes', 1).optional(),
           wallSecs: count('sandbox.caps.wallSecs', 1).optional(),
         })

@@ -43,6 +43,8 @@ export interface JobRequest {
   bare?: boolean;
   /** See {@link CommandRequest.origin}. */
   origin?: CommandOrigin;
+  /** Called when the job has ended with what its wrapper reported on descriptor 3 (see CommandOptions.counted). */
+  counted?: (report: string) => void;
 }
 
 export interface Executor {
@@ -63,6 +65,7 @@ export interface Executor {
 /** Spawns each command directly (see the module's comment). */
 export const directExecutor: Executor = {
   run: (request) => runCommand(request.argv, request),
-  start: (request) => startJob(request.argv, request.cwd, request.outputLimit, request.env, request.bare),
+  start: (request) =>
+    startJob(request.argv, request.cwd, request.outputLimit, request.env, request.bare, request.counted),
   containment: processContainment,
 };

@@ -5,7 +5,7 @@
  * group), so a dev server's children go with it even when they left its group.
  */
 import { spawn } from 'node:child_process';
-import { commandEnvironment, commandSpawnOptions, containedSpawn, killCommand } from './run-command.js';
+import { commandEnvironment, commandSpawnOptions, containedSpawn, killCommand, readCounted } from './run-command.js';
 
 export interface Job {
   /** Output since the last poll (bounded; the cut stated), and whether it still runs. */
@@ -21,13 +21,16 @@ export function startJob(
   limit: number,
   env: NodeJS.ProcessEnv = commandEnvironment(),
   bare = false,
+  /** Called, when the job has ended, with what its wrapper reported on descriptor 3 (see CommandOptions.counted). */
+  counted?: (report: string) => void,
 ): Job {
   const spawned = containedSpawn(argv, cwd, env, bare);
   let pending = '';
   let dropped = 0;
   let ended: string | null = null;
   if (!spawned.ok) return notStarted(spawned.error);
-  const child = spawn(spawned.file, spawned.args, commandSpawnOptions(cwd, env));
+  const child = spawn(spawned.file, spawned.args, commandSpawnOptions(cwd, env, counted !== undefined));
+  if (counted) void readCounted(child).then(counted);
   const keep = (chunk: Buffer) => {
     const text = chunk.toString('utf8');
     const room = limit - pending.length;
@@ -72,7 +75,8 @@ export function startJob(
 }
 
 /** A job whose program could not be found: it ended before it began, and says why. */
-function notStarted(error: string): Job {
+/** A job that could not be started: its poll says why. */
+export function notStarted(error: string): Job {
   return {
     poll: () => `could not start: ${error}\n--- output since the last poll:\n`,
     settle: async () => {},

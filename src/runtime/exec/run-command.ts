@@ -30,9 +30,14 @@ export interface CommandResult {
   droppedStderr: number;
   /** The sandbox cap that ended the command, when one did (see SandboxCaps). */
   capReached?: {
-    cap: 'cpuSecs' | 'fileBytes' | 'processes' | 'memoryBytes' | 'outputBytes' | 'wallSecs';
+    cap: 'cpuSecs' | 'fileBytes' | 'writtenBytes' | 'processes' | 'memoryBytes' | 'outputBytes' | 'wallSecs';
     limit: number;
   };
+  /**
+   * What the command's wrapper reported on descriptor 3 when it ended (with
+   * {@link CommandOptions.counted}): the containment helper's count of the bytes written.
+   */
+  counted?: string;
   /** True when the command was killed for printing more than `killAfterOutputBytes`. */
   outputKilled?: boolean;
 }
@@ -51,6 +56,12 @@ export interface CommandOptions {
    * has put its own namespaces around it, so the PID namespace prefix is not added.
    */
   bare?: boolean;
+  /**
+   * Opens descriptor 3 of the spawned process as a pipe the wrapper reports on when the
+   * command ends (the containment helper's count of what it wrote): read into
+   * {@link CommandResult.counted}.
+   */
+  counted?: boolean;
 }
 
 /**
@@ -204,10 +215,24 @@ export function containedSpawn(
 }
 
 /** Spawn options shared by every command: no stdin, both streams piped, its own process group. */
-export function commandSpawnOptions(cwd: string, env: NodeJS.ProcessEnv): SpawnOptions {
+export function commandSpawnOptions(cwd: string, env: NodeJS.ProcessEnv, counted = false): SpawnOptions {
   // Its own process group as well, so a timeout or a cancel kills what it started even
   // where there is no PID namespace (and the namespace's first process with it).
-  return { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true };
+  return { cwd, env, stdio: ['ignore', 'pipe', 'pipe', ...(counted ? (['pipe'] as const) : [])], detached: true };
+}
+
+/** What a wrapper writes on descriptor 3 of `child`, bounded: handed to `done` once the pipe closes. */
+export function readCounted(child: ReturnType<typeof spawn>): Promise<string> {
+  const pipe = child.stdio[3] as NodeJS.ReadableStream | null | undefined;
+  if (!pipe) return Promise.resolve('');
+  let text = '';
+  pipe.on('data', (chunk: Buffer) => {
+    if (text.length < 256) text += chunk.toString('utf8');
+  });
+  return new Promise((resolve) => {
+    pipe.once('end', () => resolve(text.slice(0, 256)));
+    pipe.once('error', () => resolve(text.slice(0, 256)));
+  });
 }
 
 /**
@@ -288,13 +313,14 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
         resolve(notStarted(spawned.error));
         return;
       }
-      child = spawn(spawned.file, spawned.args, commandSpawnOptions(options.cwd, env));
+      child = spawn(spawned.file, spawned.args, commandSpawnOptions(options.cwd, env, options.counted));
     } catch (error) {
       // An argv Node refuses outright (a NUL byte in an argument) is a command that could not start.
       resolve(notStarted(`the command cannot be started: ${(error as Error).message}`));
       return;
     }
     const contained = spawned.containment.mechanism === 'pid-namespace' && !options.bare;
+    const report = options.counted ? readCounted(child) : Promise.resolve('');
     const killGroup = () => killCommand(child.pid);
     const timer = setTimeout(
       () => {
@@ -350,14 +376,18 @@ export function runCommand(argv: readonly string[], options: CommandOptions): Pr
         finish({ started: false, error: failed[0], exitStatus: null, signal: null, timedOut: false });
         return;
       }
-      finish({
-        started: true,
-        error: null,
-        exitStatus: code,
-        signal,
-        timedOut,
-        ...(outputKilled ? { outputKilled } : {}),
-      });
+      // 'close' comes once every stdio stream has ended, the count's pipe with them.
+      void report.then((counted) =>
+        finish({
+          started: true,
+          error: null,
+          exitStatus: code,
+          signal,
+          timedOut,
+          ...(outputKilled ? { outputKilled } : {}),
+          ...(options.counted ? { counted } : {}),
+        }),
+      );
     });
   });
 }
@@ -390,11 +420,18 @@ class Bounded {
   }
 }
 
+/** What a cap's stop adds to the observation, where there is more to say than its name. */
+const CAP_SAYS: Partial<Record<NonNullable<CommandResult['capReached']>['cap'], string>> = {
+  cpuSecs: ': SIGXCPU',
+  fileBytes: ': SIGXFSZ',
+  writtenBytes: ": the run's commands wrote that much to disk in all",
+};
+
 /** A command's result as an observation a model can read; truncation stated. */
 export function describeCommand(argv: readonly string[], result: CommandResult): string {
   if (!result.started) return `could not run ${argv.join(' ')}: ${result.error}`;
   const status = result.capReached
-    ? `was stopped by its ${result.capReached.cap} cap (${result.capReached.limit})${result.capReached.cap === 'cpuSecs' ? ': SIGXCPU' : result.capReached.cap === 'fileBytes' ? ': SIGXFSZ' : ''}`
+    ? `was stopped by its ${result.capReached.cap} cap (${result.capReached.limit})${CAP_SAYS[result.capReached.cap] ?? ''}`
     : result.timedOut
       ? 'timed out and was killed'
       : result.signal

@@ -48,12 +48,39 @@ export interface SandboxCaps {
   cpuSecs?: number;
   /** Processes the command may have at once (a pids cgroup where this host delegates one, else RLIMIT_NPROC). */
   processes?: number;
-  /** The largest file the command may write, in bytes (RLIMIT_FSIZE: SIGXFSZ past it). */
-  fileBytes?: number;
+  /**
+   * The largest file the command may write, in bytes (RLIMIT_FSIZE: SIGXFSZ past it). On by
+   * default ({@link DEFAULT_DISK_CAPS}); null lifts it.
+   */
+  fileBytes?: number | null;
+  /**
+   * What the run's commands may write to storage in all, in bytes: each command is killed
+   * past what the run has left, and none is started once it is spent. On by default
+   * ({@link DEFAULT_DISK_CAPS}); null lifts it.
+   */
+  writtenBytes?: number | null;
   /** What the command may print, both streams together, in bytes: killed, with all it started, past it. */
   outputBytes?: number;
   /** The command's wall clock, in seconds (the tool call's own timeout still applies when shorter): killed at it. */
   wallSecs?: number;
+}
+
+/**
+ * The caps on the disk every contained command has unless its contract lifts them (sets
+ * them to null): one file of 4 GiB, and 16 GiB written by all the run's commands together,
+ * so that no run fills the disk by accident or on purpose.
+ */
+export const DEFAULT_DISK_CAPS = { fileBytes: 4 * 1024 ** 3, writtenBytes: 16 * 1024 ** 3 } as const;
+
+/** The caps a command is held to: the contract's, the disk's defaults under them, none lifted. */
+export type Caps = { [K in keyof SandboxCaps]?: number };
+
+/** `caps` with the disk's defaults where the contract set none, and without those it lifted (null). */
+export function capsOf(caps: SandboxCaps): Caps {
+  const out: Caps = {};
+  for (const [name, value] of Object.entries({ ...DEFAULT_DISK_CAPS, ...caps }))
+    if (typeof value === 'number') out[name as keyof Caps] = value;
+  return out;
 }
 
 /** The contract's sandbox, as stored. */
@@ -167,7 +194,8 @@ export interface Boundary {
   /** The run's own directories: its commands' TMPDIR and HOME. */
   tmp: string;
   home: string;
-  caps: SandboxCaps;
+  /** The caps, the disk's defaults included (see {@link capsOf}). */
+  caps: Caps;
 }
 
 /** Whether a policy lets any host be dialled (allowed or asked about); a policy that names none denies egress. */
@@ -265,7 +293,7 @@ export function boundaryFor(options: {
     network: options.network,
     tmp: real(tmp),
     home: real(home),
-    caps: sandbox.caps,
+    caps: capsOf(sandbox.caps),
   };
 }
 
@@ -493,9 +521,20 @@ export interface JoinedCgroups {
   memory: boolean;
 }
 
+/**
+ * What a command may still write (the run's `writtenBytes` less what its commands wrote;
+ * null: no cap), and whether the helper reports its count on descriptor 3.
+ */
+export interface Written {
+  left: number | null;
+  report: boolean;
+}
+
+const NOT_COUNTED: Written = { left: null, report: false };
+
 function helperArgs(
   boundary: Boundary,
-  extra: { protect: boolean; cgroups: JoinedCgroups; relay: Relay | null },
+  extra: { protect: boolean; cgroups: JoinedCgroups; relay: Relay | null; written: Written },
 ): string[] {
   const args = ['--read', '/'];
   for (const path of boundary.writable) args.push('--write', path);
@@ -516,6 +555,8 @@ function helperArgs(
   const caps = boundary.caps;
   if (caps.cpuSecs !== undefined) args.push('--cpu-secs', String(caps.cpuSecs));
   if (caps.fileBytes !== undefined) args.push('--file-bytes', String(caps.fileBytes));
+  if (extra.written.left !== null) args.push('--written-bytes', String(extra.written.left));
+  if (extra.written.report) args.push('--written-fd', '3');
   // Memory and processes: a cgroup where the host has one (joined in front of the rung); else RLIMIT_AS and RLIMIT_NPROC.
   if (caps.memoryBytes !== undefined && !extra.cgroups.memory) args.push('--memory-bytes', String(caps.memoryBytes));
   if (caps.processes !== undefined && !extra.cgroups.pids) args.push('--processes', String(caps.processes));
@@ -541,6 +582,7 @@ export function wrapForRung(
   argv: readonly string[],
   cgroups: JoinedCgroups = { pids: false, memory: false },
   relay: Relay | null = null,
+  written: Written = NOT_COUNTED,
 ): Wrapped {
   const helper = host.helper.ok ? host.helper.path : '';
   if (rung === 'bubblewrap') {
@@ -565,7 +607,7 @@ export function wrapForRung(
     for (const path of masks.pin) args.push('--bind', path, path);
     for (const path of masks.dirs) args.push('--ro-bind', join(boundary.maskSource, 'dir'), path);
     for (const path of masks.files) args.push('--ro-bind', join(boundary.maskSource, 'file'), path);
-    args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay }));
+    args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay, written }));
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
     return { argv: args, madeMountPoints };
@@ -583,7 +625,7 @@ export function wrapForRung(
     const madeMountPoints = mountPoints();
     // The grants with mounts as well as Landlock: a read-only mount refuses what Landlock has no right for
     // (chmod, utimes, xattrs of a file outside), and no device node outside /dev/null and its kind opens.
-    const args = ['--confine-mounts', ...helperArgs(boundary, { protect: true, cgroups, relay })];
+    const args = ['--confine-mounts', ...helperArgs(boundary, { protect: true, cgroups, relay, written })];
     return { argv: [...namespaces, helper, ...args, '--write', '/dev/null', '--', ...argv], madeMountPoints };
   }
   if (rung === 'namespaces') {
@@ -593,7 +635,7 @@ export function wrapForRung(
       return { argv: [...namespaces, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv], madeMountPoints: [] };
     }
     const madeMountPoints = mountPoints();
-    const args = helperArgs(boundary, { protect: true, cgroups, relay });
+    const args = helperArgs(boundary, { protect: true, cgroups, relay, written });
     return { argv: [...namespaces, host.binary, '--mounts-only', ...args, '--', ...argv], madeMountPoints };
   }
   return { argv: [...argv], madeMountPoints: [] };

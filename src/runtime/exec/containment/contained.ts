@@ -22,7 +22,7 @@ import { dropWithheldAssignments } from '../../policy/commands.js';
 import type { Policy } from '../../policy/policy.js';
 import type { CommandRequest, Executor, JobRequest } from '../executor.js';
 import { findProgram } from '../find-program.js';
-import type { Job } from '../jobs.js';
+import { type Job, notStarted as jobNotStarted } from '../jobs.js';
 import {
   type CommandResult,
   type Containment,
@@ -34,12 +34,15 @@ import {
   type Access,
   type Boundary,
   boundaryFor,
+  type Caps,
+  capsOf,
   DEFAULT_SANDBOX,
   furnishHome,
   policyAllowsEgress,
   type Relay,
   type SandboxCaps,
   type SandboxData,
+  type Written,
   wrapForRung,
 } from './boundary.js';
 import { type KeptPath, keptPaths } from './kept.js';
@@ -153,13 +156,13 @@ export function describeContainment(
     processes: namespaced ? 'pid-namespace' : processContainment().mechanism,
     landlockAbi: (rung === 'bubblewrap' || rung === 'landlock') && host.helper.ok ? host.helper.report.abi : null,
     passedOver,
-    caps: capsApplied(sandbox.caps, rung, host),
+    caps: capsApplied(capsOf(sandbox.caps), rung, host),
   };
 }
 
 /** How each cap is applied on `rung`: by the helper's rlimits, the processes by a pids cgroup where one can be made. */
 function capsApplied(
-  caps: SandboxCaps,
+  caps: Caps,
   rung: RungName | 'full-access',
   host: HostRungs,
 ): Partial<Record<keyof SandboxCaps, string>> {
@@ -169,6 +172,8 @@ function capsApplied(
   const how: Record<keyof SandboxCaps, string> = {
     cpuSecs: 'RLIMIT_CPU (SIGXCPU at the cap)',
     fileBytes: 'RLIMIT_FSIZE (SIGXFSZ past it)',
+    writtenBytes:
+      "the helper's count of what the command's processes write to storage, every tenth of a second; killed past what the run has left, none started once it is spent",
     memoryBytes: memory ? `a memory cgroup (${memory.file}: killed past it)` : 'RLIMIT_AS (allocations past it fail)',
     outputBytes: "counted by the harness on both streams; the command's namespace killed past it",
     wallSecs: "the harness's timer; the command's namespace killed at it",
@@ -306,13 +311,15 @@ function counted(dir: string | null, files: readonly string[], key: string): boo
 /** The cap a command's end shows it reached: the signal the cap sends, a kill by the memory cgroup, or a fork the pids cgroup refused. */
 function capReached(
   result: CommandResult,
-  caps: SandboxCaps,
+  caps: Caps,
   cgroups: CommandCgroups,
   walled: boolean,
 ): CommandResult['capReached'] {
   if (result.timedOut)
     return walled && caps.wallSecs !== undefined ? { cap: 'wallSecs', limit: caps.wallSecs } : undefined;
   if (result.outputKilled && caps.outputBytes !== undefined) return { cap: 'outputBytes', limit: caps.outputBytes };
+  if (caps.writtenBytes !== undefined && / capped$/.test((result.counted ?? '').trim()))
+    return { cap: 'writtenBytes', limit: caps.writtenBytes };
   // A rung's first process reports its command's death by a signal as 128 + the signal's number.
   const signal =
     result.signal ??
@@ -544,8 +551,37 @@ export class ContainedExecutor implements Executor {
     return { ...base, ...proxyEnvironment(relay.port) };
   }
 
+  /** The caps the run's commands are held to, the disk's defaults included. */
+  get #caps(): Caps {
+    return capsOf(this.#sandbox.caps);
+  }
+
+  /** What the run's commands have written to storage so far, by the helper's count of each. */
+  #written = 0;
+
+  /** What a command may still write: the run's `writtenBytes` less what its commands wrote (null: no cap). */
+  #left(): number | null {
+    const cap = this.#caps.writtenBytes;
+    return cap === undefined ? null : Math.max(0, cap - this.#written);
+  }
+
+  /** Adds a command's count (the helper's report: the bytes, then ` capped` if it was stopped). */
+  #count(report: string | undefined): void {
+    const bytes = /^(\d+)/.exec((report ?? '').trim())?.[1];
+    if (bytes !== undefined) this.#written += Number(bytes);
+  }
+
+  /** The refusal of a command once the run's commands have written all they may. */
+  #spent(): CommandResult | null {
+    if (this.#left() !== 0) return null;
+    const cap = this.#caps.writtenBytes as number;
+    return notStarted(
+      `the run's commands have written ${this.#written} bytes to disk, their writtenBytes cap (${cap}), so no more commands are started; a contract that needs more raises the cap (withSandbox({ caps: { writtenBytes } })) or lifts it (null)`,
+    );
+  }
+
   async run(original: CommandRequest): Promise<CommandResult> {
-    const caps = this.#sandbox.caps;
+    const caps = this.#caps;
     // The harness's own caps, on every rung: the wall clock (the call's timeout where it is
     // the shorter) and the output, past which the command is killed.
     const walled = caps.wallSecs !== undefined && caps.wallSecs * 1000 < original.timeoutMs;
@@ -565,9 +601,15 @@ export class ContainedExecutor implements Executor {
     if (located.kind === 'missing')
       return notStarted(`the program ${JSON.stringify(program)} was not found (is it installed and on PATH?)`);
     if (located.kind === 'not-executable') return notStarted(`spawn ${program} EACCES`);
-    const { argv, env, cgroups, listener } = this.#wrap(rung, request, [located.path, ...args]);
+    const spent = this.#spent();
+    if (spent) return spent;
+    const { argv, env, cgroups, listener } = this.#wrap(rung, request, [located.path, ...args], {
+      left: this.#left(),
+      report: true,
+    });
     try {
-      const result = await this.#base.run({ ...request, argv, env, bare: true });
+      const result = await this.#base.run({ ...request, argv, env, bare: true, counted: true });
+      this.#count(result.counted);
       const failed = setupFailure(rung, result);
       if (failed) return notStarted(`the ${rung} sandbox could not start the command: ${failed}`);
       const reached = capReached(result, caps, cgroups, walled);
@@ -586,15 +628,16 @@ export class ContainedExecutor implements Executor {
     rung: RungName,
     request: { cwd: string; env?: NodeJS.ProcessEnv | undefined; origin?: CommandOrigin | undefined },
     argv: string[],
+    written: Written,
   ) {
-    const caps = this.#sandbox.caps;
+    const caps = this.#caps;
     const listener = this.#relay(request.origin ?? null);
     const relay = listener?.relay ?? null;
     const cgroups = commandCgroups(caps, this.#host.binary);
     const joined = { pids: cgroups.pids !== null, memory: cgroups.memory !== null };
     // What the model hands an `env` on the argv is held to the same rules as what the harness hands down.
     const command = dropWithheldAssignments(argv, isWithheldVariable);
-    const wrapped = wrapForRung(rung, this.#host, this.boundary(), request.cwd, command, joined, relay);
+    const wrapped = wrapForRung(rung, this.#host, this.boundary(), request.cwd, command, joined, relay, written);
     this.#madeMountPoints.push(...wrapped.madeMountPoints);
     return {
       argv: this.#joining(cgroups.dirs, wrapped.argv),
@@ -617,9 +660,12 @@ export class ContainedExecutor implements Executor {
     const located = findProgram(program, request.env?.PATH, request.cwd);
     const path = located.kind === 'found' ? located.path : program;
     // A background command's listener lives as long as the run: ended when the run's session closes.
-    const { argv, env, cgroups } = this.#wrap(rung, request, [path, ...args]);
+    // What it writes counts against the run when it ends; it may not write past what was left when it started.
+    const spent = this.#spent();
+    if (spent) return jobNotStarted(spent.error ?? '');
+    const { argv, env, cgroups } = this.#wrap(rung, request, [path, ...args], { left: this.#left(), report: true });
     this.#cgroups.push(...cgroups.dirs);
-    return this.#base.start({ ...request, argv, env, bare: true });
+    return this.#base.start({ ...request, argv, env, bare: true, counted: (report) => this.#count(report) });
   }
 
   /**
@@ -640,7 +686,8 @@ export class ContainedExecutor implements Executor {
     const located = findProgram(program, env.PATH, cwd);
     // A program not found is left for the spawner to report, naming it.
     const path = located.kind === 'found' ? located.path : program;
-    const wrapped = this.#wrap(rung, { cwd, env }, [path, ...args]);
+    // A server is held to what the run had left when it started; what it writes is not counted back.
+    const wrapped = this.#wrap(rung, { cwd, env }, [path, ...args], { left: this.#left(), report: false });
     this.#cgroups.push(...wrapped.cgroups.dirs);
     if (wrapped.listener) this.#listeners.push(wrapped.listener);
     return { argv: wrapped.argv, env: wrapped.env };
