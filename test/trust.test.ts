@@ -177,6 +177,30 @@ describe('what the harness trusts', () => {
     expect(existsSync(planted)).toBe(false);
     expect(hash(built.path)).toBe(original);
   });
+
+  it("finds the programs it runs itself in the system's directories, never in a PATH entry a run could write", () => {
+    // A directory a run can write, first on PATH (as node_modules/.bin is for npm scripts), with a
+    // bwrap, unshare, setpriv and cc of its own that would leave a mark if the harness ran them.
+    const planted = tempWorkspace();
+    const mark = join(planted, 'ran');
+    for (const name of ['bwrap', 'unshare', 'setpriv', 'cc', 'gcc', 'clang'])
+      writeFileSync(join(planted, name), `#!/bin/sh\necho ${name} >> ${mark}\nexit 1\n`, { mode: 0o755 });
+    const own = mkdtempSync(join(tmpdir(), 'io-harness-helper-cache-'));
+    later(() => rmSync(own, { recursive: true, force: true }));
+    const probe = `import { hostRungs } from ${JSON.stringify(new URL('../dist/runtime/exec/containment/rungs.js', import.meta.url).href)};
+      const host = hostRungs(); console.log(JSON.stringify({ bwrap: host.bubblewrap.ok ? host.bubblewrap.argv0 : host.bubblewrap.reason, unshare: host.unshare?.[0] ?? null, setpriv: host.setpriv, helper: host.helper.ok }));`;
+    const found = spawnSync(process.execPath, ['--input-type=module', '-e', probe], {
+      encoding: 'utf8',
+      env: { ...process.env, PATH: `${planted}:${process.env.PATH}`, XDG_CACHE_HOME: own },
+    });
+    expect(found.status, found.stderr).toBe(0);
+    const seen = JSON.parse(found.stdout) as Record<string, string | boolean | null>;
+    expect(seen.bwrap).toMatch(/^\/(usr\/)?(local\/)?s?bin\/bwrap$/);
+    expect(seen.unshare).toMatch(/^\/(usr\/)?(local\/)?s?bin\/unshare$/);
+    expect(seen.setpriv).toMatch(/^\/(usr\/)?(local\/)?s?bin\/setpriv$/);
+    expect(seen.helper).toBe(true);
+    expect(existsSync(mark) ? readFileSync(mark, 'utf8') : '').toBe('');
+  });
 });
 
 describe('reads confined like writes', () => {

@@ -30,3 +30,23 @@ export function findProgram(program: string, path: string | undefined, cwd: stri
   }
   return blocked === null ? { kind: 'missing' } : { kind: 'not-executable', path: blocked };
 }
+
+/**
+ * Where the harness looks for the programs it runs itself (bubblewrap, unshare, setpriv, the
+ * C compiler that builds the containment helper): the system's directories, never PATH. A
+ * PATH entry may be a directory a run can write (`node_modules/.bin`, a workspace's `bin`,
+ * the current directory), and a program planted there would run on the host, uncontained,
+ * the next time the harness starts its containment. `IO_HARNESS_SYSTEM_PATH` replaces the
+ * list, for a host that keeps them elsewhere; it is read from the harness's own
+ * environment, which no run's command can change.
+ */
+export const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** A program the harness runs itself, found in {@link SYSTEM_PATH} (see there). */
+export function findSystemProgram(program: string, env: NodeJS.ProcessEnv = process.env): Located {
+  const path = (env.IO_HARNESS_SYSTEM_PATH ?? SYSTEM_PATH)
+    .split(':')
+    .filter((dir) => dir.startsWith('/'))
+    .join(':');
+  return findProgram(program, path, '/');
+}

@@ -14,7 +14,7 @@
 import { type SpawnOptions, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { TOOLCHAIN_VARIABLES } from '../workspace/toolchain.js';
-import { findProgram } from './find-program.js';
+import { findProgram, findSystemProgram } from './find-program.js';
 
 export interface CommandResult {
   /** False when the program could not be started at all; `error` says why. */
@@ -167,7 +167,7 @@ export function processContainment(): Containment {
 
 function probeContainment(): Containment {
   if (process.platform !== 'linux') return { mechanism: 'process-group', reason: `${process.platform} is not Linux` };
-  const unshare = findProgram('unshare', process.env.PATH, process.cwd());
+  const unshare = findSystemProgram('unshare');
   if (unshare.kind !== 'found') return { mechanism: 'process-group', reason: 'util-linux unshare is not on PATH' };
   const variants: string[][] = [
     ['--user', '--map-current-user'],

@@ -12,7 +12,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, 
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { findProgram } from '../find-program.js';
+import { findSystemProgram } from '../find-program.js';
 
 /** What the helper reports it applied (its `--report` line). */
 export interface LandlockReport {
@@ -109,9 +109,13 @@ function build(): Helper {
   }
   if (!existsSync(binary)) {
     const compiler = ['cc', 'gcc', 'clang']
-      .map((name) => findProgram(name, process.env.PATH, '/'))
+      .map((name) => findSystemProgram(name))
       .find((found) => found.kind === 'found');
-    if (compiler?.kind !== 'found') return { ok: false, reason: 'no C compiler (cc, gcc or clang) on PATH' };
+    if (compiler?.kind !== 'found')
+      return {
+        ok: false,
+        reason: "no C compiler (cc, gcc or clang) in the system's directories (IO_HARNESS_SYSTEM_PATH names others)",
+      };
     try {
       makeDirs(dir);
     } catch (error) {

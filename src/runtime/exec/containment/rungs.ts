@@ -15,7 +15,7 @@
  * - `floor`: the command's own PID namespace or process group; nothing else is confined.
  */
 import { spawnSync } from 'node:child_process';
-import { findProgram } from '../find-program.js';
+import { findSystemProgram } from '../find-program.js';
 import { type Helper, landlockHelper } from './helper.js';
 
 export type RungName = 'bubblewrap' | 'landlock' | 'namespaces' | 'floor';
@@ -118,9 +118,8 @@ function probe(): HostRungs {
       setpriv: null,
     };
   }
-  const path = process.env.PATH;
   const helper = landlockHelper();
-  const bwrap = findProgram('bwrap', path, '/');
+  const bwrap = findSystemProgram('bwrap');
   let bubblewrap: RungProbe;
   if (bwrap.kind !== 'found') bubblewrap = none('bubblewrap (bwrap) is not installed');
   else if (!helper.ok) bubblewrap = none(`the Landlock helper is not available: ${helper.reason}`);
@@ -130,9 +129,9 @@ function probe(): HostRungs {
     bubblewrap =
       result.status === 0 ? { ok: true, argv0: bwrap.path } : none(`bubblewrap cannot start: ${said(result)}`);
   }
-  const unshareFound = findProgram('unshare', path, '/');
+  const unshareFound = findSystemProgram('unshare');
   let unshare: string[] | null = null;
-  let unshareReason = 'util-linux unshare is not on PATH';
+  let unshareReason = "util-linux unshare is not in the system's directories";
   if (unshareFound.kind === 'found') {
     // A user namespace even as root: capabilities there hold over nothing of the host's
     // (open_by_handle_at, sethostname and the like need the host's own).
@@ -167,11 +166,11 @@ function probe(): HostRungs {
     landlock =
       result.status === 0 ? { ok: true, argv0: helper.path } : none(`the helper cannot start: ${said(result)}`);
   }
-  const setprivFound = findProgram('setpriv', path, '/');
+  const setprivFound = findSystemProgram('setpriv');
   const setpriv = setprivFound.kind === 'found' ? setprivFound.path : null;
   let namespaces: RungProbe;
   if (!unshare) namespaces = none(unshareReason);
-  else if (!setpriv) namespaces = none('util-linux setpriv is not on PATH');
+  else if (!setpriv) namespaces = none("util-linux setpriv is not in the system's directories");
   else {
     const [file, ...args] = [...unsharePrefix(unshare, false), setpriv, ...SETPRIV_FLAGS, '--', 'true'];
     const result = spawnSync(file as string, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000 });
