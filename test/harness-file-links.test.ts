@@ -233,12 +233,12 @@ describe('rewinds through a swapped directory', () => {
 });
 
 /**
- * A process that swaps `docs` for a link to `.git` and back as fast as it can, until a
+ * A process that swaps `docs` for a link (to `.git`, or another target) and back as fast as it can, until a
  * stop file appears, printing how many swaps it has made; it leaves `docs` a directory.
  */
 const SWAPPER = `
 import { existsSync, lstatSync, renameSync, symlinkSync, unlinkSync } from 'node:fs';
-const [root, stopFile] = process.argv.slice(2);
+const [root, stopFile, target = '.git'] = process.argv.slice(2);
 process.chdir(root);
 let swaps = 0;
 let moved = 0;
@@ -256,7 +256,7 @@ for (let round = 0; ; round++) {
     process.stdout.write('swaps ' + swaps + '\\n');
   }
   try { renameSync('docs', 'docs-real'); } catch {}
-  try { symlinkSync('.git', 'docs'); swaps++; } catch {}
+  try { symlinkSync(target, 'docs'); swaps++; } catch {}
   settle();
 }
 settle();
@@ -270,10 +270,11 @@ class Swapper {
   readonly done: Promise<number>;
   readonly #stopFile: string;
 
-  constructor(root: string) {
+  /** `target`: what the link leads to (`.git` unless said). */
+  constructor(root: string, target = '.git') {
     const scripts = tempWorkspace({ 'swapper.mjs': SWAPPER });
     this.#stopFile = join(scripts, 'stop');
-    this.child = spawn(process.execPath, [join(scripts, 'swapper.mjs'), root, this.#stopFile], {
+    this.child = spawn(process.execPath, [join(scripts, 'swapper.mjs'), root, this.#stopFile, target], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     later(() => {
@@ -379,4 +380,43 @@ describe('a background process swapping docs for a link to .git in a tight loop'
     expect(listing(join(root, '.git'))).toEqual(before);
     expect(rewinds).toBeGreaterThanOrEqual(refusedRewinds);
   }, 120_000);
+});
+
+describe('reads through a swapped directory', () => {
+  it('reads only the path the policy decided: one that resolves elsewhere now is refused', () => {
+    const root = repository({ 'docs/api.env': 'nothing here\n', 'secrets/api.env': 'KEY=sk-live-4711\n' });
+    const workspace = new Workspace({ root });
+    const decided = workspace.resolve('docs/api.env');
+    expect(decided.ok).toBe(true);
+    swapForLink(root, 'docs', 'secrets');
+    const read = workspace.read({ path: 'docs/api.env' }, (decided as { relative: string }).relative);
+    expect(read.isError).toBe(true);
+    expect(read.refusal?.rule).toBe('fs.path-moved');
+    expect(read.content).not.toContain('sk-live-4711');
+  });
+
+  it('never hands the model a file the policy denies while a process swaps the directory it reads, over 1,000 swaps', async () => {
+    const root = repository({ 'docs/api.env': 'nothing here\n', 'secrets/api.env': 'KEY=sk-live-4711\n' });
+    const store = await openStore();
+    const swapper = new Swapper(root, 'secrets');
+    await swapper.ready;
+    const server = await ScriptedModelServer.start((call) => {
+      const turn = assistantTurns(call);
+      if ((turn >= 10 && swapper.swaps >= 1000) || turn >= 40) return { text: 'done' };
+      return {
+        text: `turn ${turn}`,
+        toolCalls: Array.from({ length: 30 }, () => ({ name: 'read_file', args: { path: 'docs/api.env' } })),
+      };
+    });
+    later(() => server.close());
+    const provider: HttpProviderSpec = { kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' };
+    const policy = Policy.default().layer('app').allowRead('**').denyRead('secrets');
+    const result = await runWith(TaskContract.workspace('read the docs', root), provider, store, policy);
+    expect(swapper.swaps).toBeGreaterThanOrEqual(1000);
+    await swapper.stop();
+    expect(result.outcome.kind).toBe('finished');
+    const seen = (await store.steps(result.runId)).flatMap((step) => step.observations.map((o) => o.content));
+    expect(seen.length).toBeGreaterThanOrEqual(300);
+    for (const content of seen) expect(content).not.toContain('sk-live-4711');
+  });
 });

@@ -637,7 +637,11 @@ export class AgentRun implements RunContext {
         observations.push(
           ...freshness.stale(
             this.#seq,
-            (path) => workspace.readNow({ path }),
+            // A refresh is a read like any other: decided by the policy first.
+            (path) =>
+              this.#policy?.decide({ kind: 'read', path }, workspace.workspace.root).effect === 'allow'
+                ? workspace.readNow({ path }, path)
+                : { content: `the policy does not let ${path} be read`, isError: true },
             new Set(this.step.changes.map((change) => change.path)),
           ),
         );

@@ -153,7 +153,7 @@ const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O
  * `root` (a realpath), opening each directory without following a link and making the
  * missing ones when `create`. The caller closes the parent it gets.
  */
-function walk(root: string, path: string, create: boolean): Walk {
+function walk(root: string, path: string, create: boolean, protect = true): Walk {
   const parts = path.split('/');
   if (parts.some((part) => part === '' || part === '.' || part === '..' || part.includes('\0'))) {
     return {
@@ -165,7 +165,7 @@ function walk(root: string, path: string, create: boolean): Walk {
       },
     };
   }
-  const refused = refuseProtected(path);
+  const refused = protect ? refuseProtected(path) : null;
   if (refused) return { kind: 'refused', refused };
   const descriptors = walksByDescriptor();
   let directory = new Directory(descriptors ? openSync(root, DIRECTORY_FLAGS) : null, root);
@@ -302,12 +302,12 @@ export type Looked =
 
 /**
  * What is at `path` beneath `root`: a regular file's bytes (up to `limit`), or what it is
- * instead; refused when a component is a link or the path is protected. A file with
- * several names is read only when `readLinked` (its other names cannot be found from this
- * one, and one may lie where the reader may not look).
+ * instead; refused when a component is a link, or (with `protect`, for a change) the path
+ * is protected. A file with several names is read only when `readLinked` (its other names
+ * cannot be found from this one, and one may lie where the reader may not look).
  */
-export function lookBeneath(root: string, path: string, limit: number, readLinked = false): Looked {
-  const walked = walk(root, path, false);
+export function lookBeneath(root: string, path: string, limit: number, readLinked = false, protect = true): Looked {
+  const walked = walk(root, path, false, protect);
   if (walked.kind === 'refused') return walked.refused;
   if (walked.kind === 'missing') return { ok: true, kind: 'missing' };
   if (walked.kind === 'blocked') return { ok: true, kind: 'blocked', at: walked.at };

@@ -33,7 +33,14 @@ import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { ArgumentSchema } from '../arguments.js';
 import { compileGlob } from '../policy/globs.js';
 import type { ToolResult } from '../tools.js';
-import { lookBeneath, type Refused, refuseProtected, removeBeneath, replaceBeneath } from './beneath.js';
+import {
+  lookBeneath,
+  type Refused,
+  refuseProtected,
+  removeBeneath,
+  replaceBeneath,
+  walksByDescriptor,
+} from './beneath.js';
 import { applyHunks, DEV_NULL, diffStat, message, quote, recountHunks, unifiedDiff } from './diffs.js';
 import {
   decode,
@@ -50,6 +57,9 @@ import {
 } from './search.js';
 
 export { applyHunks, diffStat, hunkHeader, reverseApply, unifiedDiff } from './diffs.js';
+
+/** What the filesystem says when a path changed under an act that found it whole a moment before. */
+const MOVED_CODES: ReadonlySet<string> = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'ELOOP', 'EEXIST', 'ENOTEMPTY']);
 
 /** The default ceiling on one read, in bytes. */
 export const DEFAULT_MAX_READ_BYTES = 262144;
@@ -221,11 +231,20 @@ export class Workspace {
     return this.#locate(path, false);
   }
 
-  /** read_file: the exact text of a file, or of lines start_line..end_line (1-based, inclusive). */
-  read(args: ReadArgs): ToolResult {
+  /**
+   * read_file: the exact text of a file, or of lines start_line..end_line (1-based,
+   * inclusive). `decided`: the resolved path a policy allowed (see {@link resolve}); a path
+   * that resolves elsewhere now (a link swapped in on the way since) is refused, not read.
+   */
+  read(args: ReadArgs, decided?: string): ToolResult {
     const located = this.#locate(args.path, false);
     if (!located.ok) return located.result;
     const { absolute, relative: path } = located;
+    if (decided !== undefined && path !== decided)
+      return refusal(
+        'fs.path-moved',
+        `${args.path} led to ${decided} when the policy decided on it and leads to ${path} now (a link on the way changed), so it was not read; read it again.`,
+      );
     for (const name of ['start_line', 'end_line'] as const) {
       const value = args[name];
       if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
@@ -250,7 +269,11 @@ export class Workspace {
     }
     let text: string | null;
     try {
-      const read = readRegular(absolute, ranged ? MAX_RANGED_READ_BYTES : this.#maxReadBytes);
+      const limit = ranged ? MAX_RANGED_READ_BYTES : this.#maxReadBytes;
+      // Opened beneath the root by the path just resolved, no link followed: one a command
+      // swapped in since (to a file the policy denies) is refused, not read.
+      const read = walksByDescriptor() ? this.#readBeneath(path, limit) : readRegular(absolute, limit);
+      if ('result' in read) return read.result;
       if ('problem' in read) {
         if (read.problem === 'linked') return hardLinkRefusal(path, read.size, 'read');
         if (read.problem === 'not-regular')
@@ -291,6 +314,25 @@ export class Workspace {
     }
     const clamped = end > total ? ` (end_line ${end} is past the end: the file has ${total} lines)` : '';
     return { content: `lines ${start}-${last} of ${total}${clamped}:\n${selected}`, isError: false };
+  }
+
+  /** A file's bytes read beneath the root (see read), in readRegular's terms, or the call's refusal. */
+  #readBeneath(path: string, limit: number): ReturnType<typeof readRegular> | { result: ToolResult } {
+    const looked = lookBeneath(this.root, path, limit, false, false);
+    if (!looked.ok) return { result: refusal(looked.rule, looked.reason) };
+    switch (looked.kind) {
+      case 'file':
+        return { bytes: looked.bytes };
+      case 'linked':
+        return { problem: 'linked', size: looked.names };
+      case 'too-large':
+        return { problem: 'too-large', size: looked.size };
+      case 'missing':
+      case 'blocked':
+        return { result: error(`there is no file at ${path}; use find to look for it.`) };
+      default:
+        return { problem: 'not-regular', size: 0 };
+    }
   }
 
   /** write_file: replace (or create) a whole file. */
@@ -461,6 +503,14 @@ export class Workspace {
         content === null ? removeBeneath(this.root, plain.path) : replaceBeneath(this.root, plain.path, content);
       return done.ok ? null : refusedResult(done);
     } catch (problem) {
+      // The plan found the way there; a directory on it gone, or turned into a file or a link,
+      // since is the tree changing under the act (a command racing it): refused, never followed.
+      const code = (problem as NodeJS.ErrnoException).code;
+      if (code !== undefined && MOVED_CODES.has(code))
+        return refusal(
+          'fs.path-moved',
+          `${path} was refused: the directories on the way to it changed while it was written (${code}), so nothing was written there. Leave them in place and try again.`,
+        );
       throw new HarnessError(ErrorCode.Internal, `could not write ${path}: ${message(problem)}`, {
         cause: problem,
         details: { path },

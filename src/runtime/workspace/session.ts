@@ -170,7 +170,9 @@ const WORKSPACE_TOOLS = {
     kind: 'reads',
     early: (session, args, call) => {
       const located = session.locate(args);
-      return located.ok && call.decide({ kind: 'read', path: located.path }) === 'allow' ? session.readNow(args) : null;
+      return located.ok && call.decide({ kind: 'read', path: located.path }) === 'allow'
+        ? session.readNow(args, located.path)
+        : null;
     },
     singleFile: true,
     run: (session, args, call) => session.read('read_file', args, call),
@@ -479,16 +481,19 @@ export class WorkspaceSession {
     if (!located.ok) return located.result;
     const refused = await call.authorize({ kind: 'read', path: located.path });
     if (refused) return refused;
-    if (name === 'read_file') return call.started ?? this.readNow(args);
+    if (name === 'read_file') return call.started ?? this.readNow(args, located.path);
     // The model's pattern runs on the search pool, bounded in time and stopped with the run.
     return this.workspace.search(name, args as unknown as GrepArgs | FindArgs, (task) =>
       boundedSearch(task, call.signal),
     );
   }
 
-  /** The read itself, with no policy decision: for a read the policy already allows outright. */
-  readNow(args: Record<string, unknown>): ToolResult {
-    return this.workspace.read(args as { path: string; start_line?: number; end_line?: number });
+  /**
+   * The read itself, with no policy decision: for a read the policy already allowed, of
+   * `decided`, the path it resolved to then (one that resolves elsewhere now is refused).
+   */
+  readNow(args: Record<string, unknown>, decided: string): ToolResult {
+    return this.workspace.read(args as { path: string; start_line?: number; end_line?: number }, decided);
   }
 
   /**
