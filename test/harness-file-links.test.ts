@@ -395,7 +395,16 @@ describe('reads through a swapped directory', () => {
     expect(read.content).not.toContain('sk-live-4711');
   });
 
-  it('never hands the model a file the policy denies while a process swaps the directory it reads, over 1,000 swaps', async () => {
+  it('grep reads a listed file only where the listing found it: through a link swapped in since, it is not read', async () => {
+    const { readRegular } = await import('../dist/runtime/workspace/search.js');
+    const root = repository({ 'docs/api.env': 'nothing here\n', 'secrets/api.env': 'KEY=sk-live-4711\n' });
+    const listed = join(root, 'docs', 'api.env');
+    expect(readRegular(listed, 1024, true)).toMatchObject({ bytes: Buffer.from('nothing here\n') });
+    swapForLink(root, 'docs', 'secrets');
+    expect(readRegular(listed, 1024, true)).toEqual({ problem: 'moved', size: 0 });
+  });
+
+  it('never hands the model a file the policy denies while a process swaps the directory it reads or greps, over 1,000 swaps', async () => {
     const root = repository({ 'docs/api.env': 'nothing here\n', 'secrets/api.env': 'KEY=sk-live-4711\n' });
     const store = await openStore();
     const swapper = new Swapper(root, 'secrets');
@@ -405,7 +414,11 @@ describe('reads through a swapped directory', () => {
       if ((turn >= 10 && swapper.swaps >= 1000) || turn >= 40) return { text: 'done' };
       return {
         text: `turn ${turn}`,
-        toolCalls: Array.from({ length: 30 }, () => ({ name: 'read_file', args: { path: 'docs/api.env' } })),
+        toolCalls: Array.from({ length: 30 }, (_, i) =>
+          i % 2 === 0
+            ? { name: 'read_file', args: { path: 'docs/api.env' } }
+            : { name: 'grep', args: { pattern: 'KEY|nothing', path: 'docs' } },
+        ),
       };
     });
     later(() => server.close());

@@ -8,7 +8,7 @@
  * Everything here is plain data in and out (a task crosses a thread as a structured
  * clone), and imports nothing that is not needed to match.
  */
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, readlinkSync } from 'node:fs';
 import { minimatch } from 'minimatch';
 
 /** How much of a file is searched for a NUL byte to call it binary. */
@@ -121,7 +121,9 @@ function globMatches(path: string, base: string, glob: string, matchBase: boolea
  */
 function searchable(absolute: string, maxReadBytes: number): string | null | 'linked' {
   try {
-    const read = readRegular(absolute, maxReadBytes);
+    // The listing found it by a path with no link on it: a file that is elsewhere when it is
+    // opened (a directory on the way swapped for a link since) is not read.
+    const read = readRegular(absolute, maxReadBytes, true);
     if ('problem' in read) return read.problem === 'linked' ? 'linked' : null;
     return hasNul(read.bytes.subarray(0, SNIFF_BYTES)) ? null : decode(read.bytes);
   } catch {
@@ -138,9 +140,12 @@ function searchable(absolute: string, maxReadBytes: number): string | null | 'li
 export function readRegular(
   path: string,
   limit: number,
-): { bytes: Buffer } | { problem: 'not-regular' | 'linked' | 'too-large'; size: number } {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  exact = false,
+): { bytes: Buffer } | { problem: 'not-regular' | 'linked' | 'too-large' | 'moved'; size: number } {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | (exact ? constants.O_NOFOLLOW : 0));
   try {
+    // `exact`: what was opened must be at `path` itself (where the kernel can say: /proc/self/fd).
+    if (exact && openedElsewhere(fd, path)) return { problem: 'moved', size: 0 };
     const stats = fstatSync(fd);
     if (!stats.isFile()) return { problem: 'not-regular', size: stats.size };
     if (stats.nlink > 1) return { problem: 'linked', size: stats.nlink };
@@ -148,6 +153,15 @@ export function readRegular(
     return { bytes: readFileSync(fd) };
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Whether descriptor `fd` is open on a file other than the one at `path` (false where /proc cannot say). */
+function openedElsewhere(fd: number, path: string): boolean {
+  try {
+    return readlinkSync(`/proc/self/fd/${fd}`) !== path;
+  } catch {
+    return false;
   }
 }
 
