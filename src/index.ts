@@ -4,7 +4,7 @@
  * trace you own; a tree of agents draws from one budget ledger no child can raise.
  */
 
-export type { Isolation } from './actors/agent.js';
+export type { Isolation } from './actors/host.js';
 export type { Clock } from './clock.js';
 export { systemClock } from './clock.js';
 export type { BundleBin, BundleProblem, LoadedBundle, PromptTemplate } from './config/bundles.js';

@@ -46,7 +46,7 @@ describe('options at the edge', () => {
 
   it('says what each supervisor option must be', async () => {
     expect(await startRefusal({ isolation: 'process' })).toBe(
-      `Supervisor.start: isolation must be 'shared' (many actors to a thread, the default) or 'thread' (a thread each), got "process".`,
+      `Supervisor.start: isolation must be 'shared' (many actors to a thread, the default), 'thread' (a thread each) or 'in-process' (on the calling thread, no worker thread at all), got "process".`,
     );
     expect(await startRefusal({ threads: 1.5 })).toContain('threads must be a whole number of at least 1, got 1.5.');
     expect(await startRefusal({ leaseTtlMs: '30s' })).toContain(
@@ -57,6 +57,9 @@ describe('options at the edge', () => {
     // Options that belong to the other isolation are refused, saying which goes with which.
     expect(await startRefusal({ isolation: 'thread', threads: 4 })).toContain(
       "threads sizes the shared pool, and with isolation: 'thread' each agent has a thread of its own",
+    );
+    expect(await startRefusal({ isolation: 'in-process', warmWorkers: 2 })).toContain(
+      "with isolation: 'in-process' the agents run on the calling thread and no worker thread starts; drop threads and warmWorkers",
     );
     expect(await startRefusal({ idleThreadMs: 1000 })).toContain(
       "idleThreadMs is how long an idle thread of isolation: 'thread' waits",

@@ -62,7 +62,7 @@ export default async function hostActor(task: ActorTask | WarmTask): Promise<Run
     await client;
     return null;
   }
-  const { start, controlPort } = task;
+  const { start, controlPort, hostPort } = task;
   const writes = new StoreClient(task.storePort as unknown as Endpoint);
   task.storePort.on('close', () => writes.fail('the store actor closed its port'));
   /** Set by a halt: nothing more is committed, and the run leaves at once. */
@@ -107,17 +107,24 @@ export default async function hostActor(task: ActorTask | WarmTask): Promise<Run
   };
 
   const { agent, exit } = runAgent(start, { store, host, clock: systemClock, live: livePort });
+  /**
+   * Stops what the step started (the model call, a command, a wait on the host), and the
+   * next commit is refused: the run leaves as its last commit left it.
+   */
+  function halt(): void {
+    halted = true;
+    agent.cancel();
+    hostPort.close();
+  }
+  // The in-process host dropped: as the end of a thread would, at once and committing nothing more.
+  task.signal?.addEventListener('abort', halt, { once: true });
   controlPort.on('message', (input: AgentInput) => {
     if (input.type === 'mail') {
       agent.wakeMail();
     } else if (input.type === 'cancel') {
       agent.cancel(input.reason);
     } else if (input.type === 'halt') {
-      halted = true;
-      // Stops what the step started (the model call, a command, a wait on the host), and
-      // the next commit is refused: the run leaves as its last commit left it.
-      agent.cancel();
-      task.hostPort.close();
+      halt();
     } else if (input.type === 'live') {
       live = input.on;
     } else if (input.type === 'live-flushed') {

@@ -19,6 +19,7 @@ import { poolEntry } from '../runtime/pool-entry.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 import type { ToolDefinitionData } from '../runtime/tools.js';
 import type { PostgresTarget } from '../store/postgres/schema.js';
+import type { ActorHost } from './host.js';
 
 /** What starts a run on an actor. */
 export interface AgentStart {
@@ -101,6 +102,11 @@ export interface ActorTask {
   hostPort: MessagePort;
   /** The actor's end of its control port. */
   controlPort: MessagePort;
+  /**
+   * On the in-process host only (a signal does not cross to a thread): aborted when the
+   * host is dropped, it stops the actor as a halt does, at once, as a thread's end would.
+   */
+  signal?: AbortSignal;
 }
 
 /** A pool task that only loads what an agent needs, so the first agent on a thread does not pay for it. */
@@ -110,11 +116,11 @@ export interface WarmTask {
 
 export const AGENT_WORKER_URL = new URL('./agent-worker.js', import.meta.url);
 
-/** How actors are hosted on threads. */
-export type Isolation = 'shared' | 'thread';
+/** How the pool hosts actors on threads: many to a thread, or a thread each (see ./host.ts for the seam). */
+export type PoolIsolation = 'shared' | 'thread';
 
 export interface ActorPoolOptions {
-  isolation: Isolation;
+  isolation: PoolIsolation;
   /** With shared isolation, how many threads host the actors. Default: the cores available. */
   threads?: number;
   /** With thread isolation, how long an idle thread is kept for the next actor. */
@@ -139,8 +145,8 @@ const IDLE_THREAD_MS = 10_000;
  * durable queue, not the pool's); with thread isolation each live actor has a thread of its
  * own and an idle thread waits `idleThreadMs` for the next one.
  */
-export class ActorPool {
-  readonly isolation: Isolation;
+export class ActorPool implements ActorHost {
+  readonly isolation: PoolIsolation;
   readonly threads: number;
   readonly #idleThreadMs: number;
   #pool: Piscina | null = null;

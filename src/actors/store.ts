@@ -5,7 +5,8 @@
  * each request runs in a savepoint, so it stays all-or-nothing on its own, and no
  * reply is sent before the transaction that holds it has committed.
  */
-import { type MessagePort, Worker } from 'node:worker_threads';
+import { EventEmitter } from 'node:events';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
 import type { StoreOperation, StoreOperations, StoreRequestBody, StoreWrites } from '../store/port.js';
 import type { WorkHint } from '../store/postgres/notify.js';
@@ -79,6 +80,86 @@ export class StoreClient implements StoreWrites {
 }
 
 export const STORE_WORKER_URL = new URL('./store-worker.js', import.meta.url);
+
+/**
+ * The store actor as the supervisor holds it: a worker thread, or the same actor on the
+ * supervisor's own thread behind the same surface ({@link startStoreActor}).
+ */
+export interface StoreActorHandle extends Endpoint {
+  on(event: 'message', listener: (value: unknown) => void): unknown;
+  on(event: 'exit', listener: () => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  once(event: 'exit', listener: () => void): unknown;
+  /** Whether the actor holds the process up (see the supervisor's keep-alive). */
+  ref(): void;
+  unref(): void;
+}
+
+/**
+ * Starts the store actor where `where` says and resolves once it has opened the store:
+ * on a worker thread of its own, or on this thread (`isolation: 'in-process'`).
+ */
+export async function startStoreActor(
+  data: StoreWorkerData,
+  where: 'thread' | 'in-process',
+): Promise<StoreActorHandle> {
+  if (where === 'thread') return startStoreWorker(data);
+  const channel = new MessageChannel();
+  const handle = new InProcessStore(channel.port1, channel.port2);
+  const ready = new Promise<void>((resolve) => {
+    const onMessage = (message: unknown) => {
+      if ((message as StoreOutput).type !== 'ready') return;
+      handle.off('message', onMessage);
+      resolve();
+    };
+    handle.on('message', onMessage);
+  });
+  const { serveStore } = await import('./store-actor.js');
+  await serveStore(data, channel.port2, () => handle.exited());
+  await ready;
+  return handle;
+}
+
+/**
+ * The store actor on the supervisor's thread, behind a worker's surface: its messages go
+ * through a `MessageChannel`, cloned as between threads, and it "exits" when it has
+ * served a close.
+ */
+class InProcessStore extends EventEmitter implements StoreActorHandle {
+  readonly #port: MessagePort;
+  readonly #actorPort: MessagePort;
+
+  constructor(port: MessagePort, actorPort: MessagePort) {
+    super();
+    this.#port = port;
+    this.#actorPort = actorPort;
+    port.on('message', (message) => this.emit('message', message));
+  }
+
+  postMessage(value: unknown, transferList?: readonly (MessagePort | ArrayBuffer)[]): void {
+    this.#port.postMessage(value, transferList);
+  }
+
+  ref(): void {
+    this.#port.ref();
+    this.#actorPort.ref();
+  }
+
+  unref(): void {
+    this.#port.unref();
+    this.#actorPort.unref();
+  }
+
+  /** The actor closed its store: as a worker's exit. */
+  exited(): void {
+    // The `closed` message is posted just before: let it arrive first, as from a thread.
+    setImmediate(() => {
+      this.#port.close();
+      this.#actorPort.close();
+      this.emit('exit', 0);
+    });
+  }
+}
 
 /** Starts the store worker and resolves once it has opened the file. */
 export async function startStoreWorker(data: StoreWorkerData): Promise<Worker> {

@@ -49,8 +49,8 @@ export const supervisorOptionsSchema = z
     clock: withMethod('clock', 'now', 'systemClock').optional(),
     isolation: oneOf(
       'isolation',
-      ['shared', 'thread'],
-      "'shared' (many actors to a thread, the default) or 'thread' (a thread each)",
+      ['shared', 'thread', 'in-process'],
+      "'shared' (many actors to a thread, the default), 'thread' (a thread each) or 'in-process' (on the calling thread, no worker thread at all)",
     ).optional(),
     threads: whole('threads', 1).optional(),
     idleThreadMs: atLeastZero('idleThreadMs', 'milliseconds').optional(),
@@ -69,6 +69,13 @@ export const supervisorOptionsSchema = z
         code: 'custom',
         message:
           "threads sizes the shared pool, and with isolation: 'thread' each agent has a thread of its own; drop threads, or drop isolation: 'thread' to share them",
+      });
+    }
+    if (options.isolation === 'in-process' && (options.threads !== undefined || options.warmWorkers)) {
+      context.addIssue({
+        code: 'custom',
+        message:
+          "with isolation: 'in-process' the agents run on the calling thread and no worker thread starts; drop threads and warmWorkers, or pick 'shared' or 'thread'",
       });
     }
     if (options.isolation !== 'thread' && options.idleThreadMs !== undefined) {

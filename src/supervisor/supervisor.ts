@@ -6,19 +6,17 @@
  * observers, and settles a tree only when no run of it is left running.
  */
 import { randomUUID } from 'node:crypto';
-import type { Worker } from 'node:worker_threads';
 import type { HostToolCall } from '../actors/agent/ports.js';
-import {
-  ActorPool,
-  type AgentInput,
-  type AgentOutput,
-  type HostedActor,
-  type Isolation,
-  type RunExit,
-  type WaitChildResult,
-} from '../actors/agent.js';
+import type { AgentInput, AgentOutput, HostedActor, RunExit, WaitChildResult } from '../actors/agent.js';
+import { type ActorHost, actorHost, type Isolation } from '../actors/host.js';
 import { serveHost } from '../actors/host-channel.js';
-import { StoreClient, type StoreControl, type StoreOutput, startStoreWorker } from '../actors/store.js';
+import {
+  type StoreActorHandle,
+  StoreClient,
+  type StoreControl,
+  type StoreOutput,
+  startStoreActor,
+} from '../actors/store.js';
 import { type Clock, systemClock } from '../clock.js';
 import {
   ActorExitedError,
@@ -108,6 +106,10 @@ export interface SupervisorOptions {
    * model, and a thread costs ~24 MB and tens of milliseconds to start. `'thread'`: each
    * live actor on a thread of its own, as isolated as worker threads get (its own heap and
    * event loop; a thread that dies takes only its actor), at a thread's cost per agent.
+   * `'in-process'`: every actor, and the store actor, on the calling thread over message
+   * channels, with no worker thread started at all — for stepping through a run with a
+   * debugger's breakpoints, and for tests of tree logic. An actor that blocks the event
+   * loop blocks the supervisor with it.
    */
   isolation?: Isolation;
   /** With shared isolation, how many threads host the actors. Default: the cores available. */
@@ -393,10 +395,10 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   readonly #toolCalls = new Map<string, AbortController>();
   readonly #bus = new EventBus((wanted) => this.#broadcastLive(wanted));
   readonly #trees = new Map<string, Tree>();
-  readonly #pool: ActorPool;
+  readonly #pool: ActorHost;
   /** Every actor hosted and not yet exited, halted ones included: what close() waits for. */
   readonly #actors = new Set<HostedActor>();
-  #storeWorker!: Worker;
+  #storeWorker!: StoreActorHandle;
   /** Store requests of this thread waiting for their reply. */
   #storePending = 0;
   #storeClient!: StoreClient;
@@ -426,7 +428,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     this.#shared = store.kind === 'postgres';
     this.#tools = checkTools(options.tools, 'Supervisor.start');
     this.#mcp = options.mcp === undefined ? [] : checkSpecs(options.mcp, 'Supervisor.start');
-    this.#pool = new ActorPool({
+    this.#pool = actorHost({
       isolation: options.isolation ?? 'shared',
       ...(options.threads === undefined ? {} : { threads: options.threads }),
       ...(options.idleThreadMs === undefined ? {} : { idleThreadMs: options.idleThreadMs }),
@@ -526,12 +528,16 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   async #boot(): Promise<void> {
     // The agent threads boot while the store actor opens the file: the first agent does not wait for either in turn.
     if (this.#pool.isolation === 'shared') this.#pool.start();
-    this.#storeWorker = await startStoreWorker({
-      path: this.#backend.kind === 'sqlite' ? this.#backend.path : '',
-      synchronous: this.#backend.kind === 'sqlite' ? this.#backend.synchronous : 'NORMAL',
-      killAt: this.#options.killAt,
-      postgres: this.#backend.kind === 'postgres' ? this.#backend.target : null,
-    });
+    this.#storeWorker = await startStoreActor(
+      {
+        path: this.#backend.kind === 'sqlite' ? this.#backend.path : '',
+        synchronous: this.#backend.kind === 'sqlite' ? this.#backend.synchronous : 'NORMAL',
+        killAt: this.#options.killAt,
+        postgres: this.#backend.kind === 'postgres' ? this.#backend.target : null,
+      },
+      // In-process actors have their store actor in-process too: that isolation starts no thread at all.
+      this.#pool.isolation === 'in-process' ? 'in-process' : 'thread',
+    );
     this.#storeClient = new StoreClient(this.#storeWorker, (message) => this.#onStoreOutput(message as StoreOutput));
     this.#storeClient.onPendingChange = (count) => {
       this.#storePending = count;
@@ -1620,7 +1626,13 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   #onActorDied(slot: Slot, error: Error): void {
     this.#actors.delete(slot.actor);
     if (slot.halted) return;
-    const shared = this.#pool.isolation === 'shared' ? ', and with it every actor that thread hosted' : '';
+    const isolation = this.#pool.isolation;
+    const shared =
+      isolation === 'shared'
+        ? ', and with it every actor that thread hosted'
+        : isolation === 'in-process'
+          ? ', with every actor of the in-process host'
+          : '';
     this.#failTree(
       slot.tree,
       new ActorExitedError(

@@ -1,5 +1,6 @@
 // A child process that drives a tree and reports on stdout, one JSON object a line:
-//   {"rootId"} once the tree exists, {"ack":[runId, seq]} for every committed step,
+//   {"rootId"} once the tree exists, {"ack":[runId, seq]} for every committed step (and with the first,
+//   {"workers": n}, the worker threads the process runs then),
 //   then {"result"} or {"error"}. Killed with SIGKILL by the crash tests.
 // usage: node driver.mjs <json: { store (a file, or a postgres:// URL), mode: 'run'|'resume'|'join', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
 // Mode 'join' takes part in a tree another process drives (PostgreSQL); {"lost": runId} says another host took a run.
@@ -22,7 +23,13 @@ const store = /^postgres(ql)?:\/\//.test(config.store)
   ? await PostgresStore.open(config.store)
   : await Store.open(config.store);
 const supervisor = await Supervisor.start(store, { ...(config.supervisor ?? {}), killAt: config.killAt ?? null });
+let workersSaid = false;
 supervisor.observe((event) => {
+  // With its first step, how many worker threads the process runs (its diagnostic report lists them).
+  if (event.type === 'step-end' && !workersSaid) {
+    workersSaid = true;
+    say({ workers: process.report.getReport().workers.length });
+  }
   if (event.type === 'step-end') say({ ack: [event.runId, event.seq] });
   if (event.type === 'lease-lost') say({ lost: event.runId });
 });

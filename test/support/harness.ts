@@ -90,7 +90,8 @@ export interface StoreHarness {
 
 /**
  * The store the suites about the store run on: a SQLite file, or a PostgreSQL database of
- * its own when IO_HARNESS_TEST_STORE is `postgres`; a supervisor on it.
+ * its own when IO_HARNESS_TEST_STORE is `postgres`; a supervisor on it, hosting its actors
+ * in-process unless `options.isolation` says otherwise.
  */
 export async function storeHarness(options: SupervisorOptions = {}): Promise<StoreHarness> {
   let store: Store | PostgresStore;
@@ -102,7 +103,8 @@ export async function storeHarness(options: SupervisorOptions = {}): Promise<Sto
   } else {
     store = await Store.open(tempStorePath());
   }
-  const supervisor = await Supervisor.start(store, options);
+  // Tree logic (admission, mailbox, caps, settling) runs on the in-process host: no thread to start.
+  const supervisor = await Supervisor.start(store, { isolation: 'in-process', ...options });
   return {
     store: store as unknown as AnyStore,
     supervisor: supervisor as Supervisor<Store | PostgresStore>,

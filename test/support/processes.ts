@@ -104,6 +104,8 @@ export interface DriverLine {
   pid?: number;
   owner?: string;
   ack?: [string, number];
+  /** The worker threads the driver's process ran when its first step committed. */
+  workers?: number;
   /** Another host took this run over. */
   lost?: string;
   result?: {
@@ -176,6 +178,10 @@ export class Driver {
 
   get acks(): [string, number][] {
     return this.lines.flatMap((line) => (line.ack ? [line.ack] : []));
+  }
+
+  get workers(): number | undefined {
+    return this.lines.find((line) => line.workers !== undefined)?.workers;
   }
 
   get rootId(): string | undefined {
