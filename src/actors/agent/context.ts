@@ -13,6 +13,18 @@ import type { AgentHost } from './ports.js';
 import type { StepState } from './step.js';
 import type { ToolTiers } from './tiers.js';
 
+/**
+ * Where a run stands, as the parts of it that ask see it:
+ * - `preparing`: restored from the trace, before its first step;
+ * - `planning`: a root opened with a plan gate, before a plan is approved: it may read, and
+ *   leaves this phase only through an approved plan;
+ * - `working`: its steps act;
+ * - `cancelling`: asked to stop: the step in flight stops at its next call and commits what
+ *   it did, and the run ends as cancelled;
+ * - `ended`: it has left (ended, paused, lost its lease or failed): nothing more is done.
+ */
+export type Phase = 'preparing' | 'planning' | 'working' | 'cancelling' | 'ended';
+
 export interface RunContext {
   readonly store: StorePort;
   readonly host: AgentHost;
@@ -25,12 +37,16 @@ export interface RunContext {
   readonly step: StepState;
   /** Fires at a cancel and at the step's deadline. */
   readonly signal: AbortSignal;
+  readonly phase: Phase;
+  /** The run is asked to stop (its phase is `cancelling`). */
   readonly cancelled: boolean;
   readonly contract: ContractData | null;
   /** The run's policy as stored (a child's is its parent's, narrowed). */
   readonly policyData: PolicyData | null;
-  /** A run opened with a plan gate is planning until a plan is approved. */
-  planning: boolean;
+  /** A run opened with a plan gate is planning until a plan is approved (its phase is `planning`). */
+  readonly planning: boolean;
+  /** A plan was approved: the run leaves its planning phase. */
+  approvePlan(): void;
   /** The skills the run's spec carries (a root's: a child is offered none), sorted by name. */
   readonly skills: readonly SkillData[];
   /** Whether the tree has an approver to put an ask to (without one an ask is refused, saying so). */

@@ -11,8 +11,14 @@
  * resumed run sends the same bytes.
  */
 import { statSync } from 'node:fs';
+import type { EventData } from '../../runtime/events.js';
 import type { ToolResult } from '../../runtime/tools.js';
 import type { Observation } from '../../store/records.js';
+
+/** The files a step's own file tools changed, by call: its `file-changed` events. */
+export function changedIn(events: readonly EventData[]): { callId: string; path: string }[] {
+  return events.flatMap((event) => (event.type === 'file-changed' ? [{ callId: event.callId, path: event.path }] : []));
+}
 
 /** The name of a refresh's observation. */
 export const REFRESH = '@refresh';

@@ -215,7 +215,7 @@ export async function submitPlan(
   }
   const approved = decision.decision === 'correct' ? decision.steps : steps;
   step.events.push({ type: 'plan-decided', decision: decision.decision, steps: approved, note });
-  context.planning = false;
+  context.approvePlan();
   const listing = approved
     .map((item, index) => `${index + 1}. ${item.description}${item.owner ? ` (owner: ${item.owner})` : ''}`)
     .join('\n');

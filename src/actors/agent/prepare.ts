@@ -1,0 +1,328 @@
+/**
+ * A run prepared for its steps, once per process that drives it: restored from the trace,
+ * equipped (its policy, executor and workspace, its tools), its transcript rebuilt, its
+ * provider loaded, its window found and its memory block chosen; the files a step a crash
+ * interrupted had written put back. What a step needs of the run across steps is here, in
+ * {@link PreparedRun}; what it needs of one step is the step's own (see ./run-step.ts).
+ */
+import { createHash } from 'node:crypto';
+import { ErrorCode, HarnessError } from '../../errors.js';
+import { rosterCatalogue } from '../../runtime/agents.js';
+import { DEFAULT_SHARE } from '../../runtime/context/assembler.js';
+import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
+import { containmentLine } from '../../runtime/exec/containment/contained.js';
+import { withKept } from '../../runtime/exec/containment/kept.js';
+import type { Executor } from '../../runtime/exec/executor.js';
+import { executorFor } from '../../runtime/exec/factory.js';
+import { Policy } from '../../runtime/policy/policy.js';
+import {
+  loadProvider,
+  type Provider,
+  type ProviderSpec,
+  type RequestOptions,
+  type TranscriptEntry,
+} from '../../runtime/provider.js';
+import { ProviderError } from '../../runtime/providers/types.js';
+import { skillCatalogue } from '../../runtime/skills.js';
+import type { ToolRegistry } from '../../runtime/tools.js';
+import { WorkspaceSession } from '../../runtime/workspace/session.js';
+import type { RunRecord } from '../../store/reader.js';
+import type { RunSpec } from '../../store/records.js';
+import { Escalation } from './ask.js';
+import { Assembly, findWindow } from './assembly.js';
+import { Budget } from './budget.js';
+import type { AgentCall } from './context.js';
+import { egressGate } from './egress.js';
+import { changedIn, Freshness } from './freshness.js';
+import { chooseMemory } from './memory-block.js';
+import type { AgentRun } from './run.js';
+import { type Ended, ended, endRun } from './stage.js';
+import { type RestoredRun, restoreRun, type Spent, steerTurn } from './step.js';
+import { ToolTiers } from './tiers.js';
+import { defaultSystem, registryFor, workspaceSystem } from './toolset.js';
+
+/** The stored spec, as a run reads it: the provider is a spec. */
+export type RunSpecData = RunSpec & { provider: ProviderSpec };
+
+/** What the steps of a run share: prepared once, changed only by the stages. */
+export interface PreparedRun {
+  readonly agent: AgentRun;
+  readonly restored: RestoredRun;
+  readonly spec: RunSpecData;
+  readonly providerSpec: ProviderSpec;
+  readonly provider: Provider;
+  readonly registry: ToolRegistry<AgentCall>;
+  /** What the model has been shown: the session's earlier turns, the opening, the committed steps. */
+  readonly transcript: TranscriptEntry[];
+  /** Re-prompts spent, counted from the trace; the gates add to it. */
+  readonly spent: Spent;
+  readonly budget: Budget;
+  readonly assembly: Assembly;
+  /** The files the run has read whole, so one that changes after is read again for the model; null without a workspace. */
+  readonly freshness: Freshness | null;
+  /** What every request asks of the vendor: its cache key, and a root's answer shape. */
+  readonly options: RequestOptions;
+  readonly parentAddress: string | null;
+  /** The contract whose gates and shape judge a final answer: the root's; children report to their parent. */
+  readonly judge: ContractData | null;
+  /** The tools the contract withholds from the run. */
+  readonly mask: ReadonlySet<string>;
+  /** The run's tiers, when they keep something back. */
+  readonly tiered: ToolTiers | null;
+  /** A stronger model once the gate has failed often enough; null when the contract names none. */
+  readonly escalation: Escalation | null;
+  /** The step a pause kept, until the step it belongs to is acted on. */
+  draft: RestoredRun['draft'];
+  /** The window is checked to hold the head of a request once, at this process's first. */
+  room: 'unchecked' | 'checked';
+}
+
+export type Prepared = { kind: 'prepared'; run: PreparedRun } | Ended;
+
+/** Prepares the run the agent drives, or ends it when it cannot start (and says why in the trace). */
+export async function prepareRun(agent: AgentRun): Promise<Prepared> {
+  const { store, clock, start } = agent;
+  const restored = await restoreRun(store, start.runId);
+  if (!restored) throw new HarnessError(ErrorCode.RunNotFound, `run ${start.runId} is not in the store`);
+  const run = restored.run;
+  const spec = restored.spec as RunSpecData;
+  agent.seq = restored.seq;
+  const equipped = equip(agent, restored, spec);
+  if (typeof equipped === 'string') return endRun(agent, 'failed', equipped);
+  // A session's earlier turns on this branch, then this run's own opening and steps; after
+  // a fold, the opening, the fold's notes (the earlier turns are in them) and what came after.
+  const earlier = run.parentId === null && !restored.folded ? (spec.history ?? []) : [];
+  const transcript: TranscriptEntry[] = [
+    ...earlier,
+    { role: 'user', text: opening(agent, run.task, equipped.briefing) },
+    ...restored.history,
+  ];
+  await recordStart(agent, run);
+  // A turn's root takes what a person sent it before it started (or while it was down): a
+  // run resuming a paused step takes it once that step is committed, so the words come after it.
+  if (run.parentId === null && spec.session !== undefined && restored.draft === null) {
+    const waiting = await store.call('takeSteers', { ...agent.fence, now: clock.now() });
+    if (waiting.interrupt) return ended('interrupted');
+    for (const text of waiting.steers) transcript.push(steerTurn(text));
+  }
+  const providerSpec = start.provider ?? spec.provider;
+  const provider = await loadProvider(providerSpec);
+  if (run.lastSeq === 0 && !start.resumed) {
+    const refused = await refuseIfPrimaryUnreachable(agent, providerSpec, provider);
+    if (refused) return refused;
+  }
+  const parentAddress = run.parentId === null ? null : ((await store.run(run.parentId))?.address ?? null);
+  // The window every request is fitted to: found once, recorded, read back on a resume.
+  const window = await findWindow(agent, providerSpec, agent.policy, restored.window);
+  if (typeof window === 'string') return endRun(agent, 'failed', window);
+  const contract = agent.contract;
+  const assembly = new Assembly(
+    window,
+    contract?.context?.share ?? DEFAULT_SHARE,
+    restored,
+    earlier.length,
+    contract?.context,
+    systemBlock(agent, spec),
+  );
+  if (contract?.memory) await chooseMemory(agent, contract, assembly, restored, transcript);
+  const freshness = followReads(agent, restored);
+  await rollBack(agent);
+  const judge = contract !== null && run.parentId === null ? contract : null;
+  return {
+    kind: 'prepared',
+    run: {
+      agent,
+      restored,
+      spec,
+      providerSpec,
+      provider,
+      registry: equipped.registry,
+      transcript,
+      spent: restored.spent,
+      budget: new Budget(store, clock, run, contract),
+      assembly,
+      freshness,
+      options: {
+        cacheKey: cacheKey(spec.session ?? run.rootId),
+        ...(judge?.outputSchema ? { responseFormat: judge.outputSchema } : {}),
+      },
+      parentAddress,
+      judge,
+      mask: new Set(contract?.toolMask ?? []),
+      tiered: agent.tiers && agent.tiers.families.size > 0 ? agent.tiers : null,
+      // Escalation is counted from the trace like the re-prompts, so a resumed run stays escalated.
+      escalation: judge?.escalation ? new Escalation(providerSpec, judge.escalation, restored.escalated) : null,
+      draft: restored.draft,
+      room: 'unchecked',
+    },
+  };
+}
+
+/**
+ * Equips the agent with its policy, executor, workspace and tools, as the stored spec
+ * says; returns the registry and the workspace's briefing, or why the run is refused
+ * before its first step.
+ */
+function equip(
+  agent: AgentRun,
+  restored: RestoredRun,
+  spec: RunSpecData,
+): { registry: ToolRegistry<AgentCall>; briefing: string | null } | string {
+  const { run } = restored;
+  const contract = spec.contract ?? null;
+  // What the harness trusts is out of its own file tools' reach too (not stored: the thread's list, each time).
+  const policy = withKept(
+    spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null,
+    contract?.root ?? '.',
+  );
+  let executor: Executor | null = null;
+  let workspace: WorkspaceSession | null = null;
+  if (contract) {
+    executor = agent.ports.executor ?? null;
+    if (!executor) {
+      try {
+        executor = executorFor({
+          purpose: 'run',
+          contract,
+          policy,
+          egress: egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event)),
+        });
+      } catch (error) {
+        if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
+        // Asked for by name and not to be had: refused before the first step, never run with less.
+        return error.message;
+      }
+    }
+    const secrets = contractSecrets(contract, agent.start.provider ?? spec.provider);
+    workspace = new WorkspaceSession(contract, policy as Policy, secrets, executor);
+  }
+  const registry = registryFor(
+    contract === null ? 'agent' : contract.mode,
+    contract?.planGate === true,
+    agent.start.tools,
+    spec.spawn !== false,
+    (spec.skills ?? []).length > 0,
+    contract?.toolTiers === true,
+    contract?.memory !== undefined,
+  );
+  agent.equip({
+    run,
+    contract,
+    policyData: spec.policy ?? null,
+    policy,
+    workspace,
+    executor,
+    skills: spec.skills ?? [],
+    agents: spec.agents ?? [],
+    tiers: contract?.toolTiers ? new ToolTiers(registry, restored.expanded) : null,
+    // Planning until a plan is approved; a decision is in the trace of a committed step.
+    phase: contract?.planGate && run.parentId === null && !restored.planApproved ? 'planning' : 'working',
+  });
+  return { registry, briefing: workspace ? (spec.briefing ?? workspace.briefing()) : null };
+}
+
+/** The run's start in its trace, and what the configuration dropped or refused of its bundles, in the root's trace once. */
+async function recordStart(agent: AgentRun, run: RunRecord): Promise<void> {
+  const { start, contract } = agent;
+  await agent.store.call('recordEvents', {
+    ...agent.fence,
+    events: [
+      { type: 'run-start', task: run.task, address: run.address, parentId: run.parentId, resumed: start.resumed },
+      ...(run.parentId === null && run.lastSeq === 0 && !start.resumed
+        ? (contract?.bundleProblems ?? []).map((problem) => ({ type: 'bundle-problem' as const, ...problem }))
+        : []),
+    ],
+    now: agent.clock.now(),
+  });
+}
+
+/** The first user turn: the task, and for a workspace run where it is and what is withheld. */
+function opening(agent: AgentRun, task: string, briefing: string | null): string {
+  const { contract, workspace } = agent;
+  if (!contract || !workspace) return task;
+  const parts = [task, briefing ?? workspace.briefing()];
+  const contained = agent.executor?.contained?.();
+  if (contained) parts.push(containmentLine(contained));
+  // The mask is stated here, past the cache breakpoint, so the tool definitions never change.
+  if (contract.toolMask.length > 0) {
+    parts.push(`These tools are withheld for this run; a call to one is refused: ${contract.toolMask.join(', ')}.`);
+  }
+  return parts.join('\n\n');
+}
+
+/** The system block before the memory block: the same bytes every request of the run, so the cached prefix holds. */
+function systemBlock(agent: AgentRun, spec: RunSpecData): string {
+  const { contract, run, skills, agents, tiers } = agent;
+  const base = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
+  const tiered = tiers && tiers.families.size > 0 ? tiers : null;
+  return [
+    base,
+    ...(contract?.instructions && contract.instructions.length > 0 ? [guidanceBlock(contract.instructions)] : []),
+    // One line a skill, in the spec's sorted order.
+    ...(skills.length > 0 ? [skillCatalogue(skills)] : []),
+    ...(agents.length > 0 && spec.spawn !== false ? [rosterCatalogue(agents)] : []),
+    // What tiers keep back, named once.
+    ...(tiered ? [tiered.line()] : []),
+  ].join('\n\n');
+}
+
+/** Cache affinity: an opaque digest of the tree, never its id or a path. */
+function cacheKey(tree: string): string {
+  return createHash('sha256').update(`io-harness session ${tree}`).digest('hex').slice(0, 32);
+}
+
+/** A fallback chain that asks for it refuses to start when its primary cannot be reached. */
+async function refuseIfPrimaryUnreachable(
+  agent: AgentRun,
+  providerSpec: ProviderSpec,
+  provider: Provider,
+): Promise<Ended | null> {
+  if (providerSpec.kind !== 'fallback' || !providerSpec.refuseIfPrimaryUnreachable || !provider.probe) return null;
+  const refusal = await provider.probe(agent.signal).then(
+    () => null,
+    (error: unknown) => error,
+  );
+  if (!(refusal instanceof ProviderError) || refusal.kind !== 'connection') return null;
+  const primary = providerSpec.providers[0];
+  const name =
+    primary && primary.kind !== 'module' && primary.kind !== 'fallback'
+      ? (primary.name ?? primary.preset ?? primary.kind)
+      : refusal.provider;
+  const reason = `refused to start: the primary provider ${name} is unreachable (${refusal.message})`;
+  await agent.store.call('endRun', {
+    ...agent.fence,
+    status: 'failed',
+    reply: null,
+    reason,
+    events: [{ type: 'provider-unreachable', provider: name, message: refusal.message }],
+    now: agent.clock.now(),
+  });
+  return ended('failed');
+}
+
+/** What the run's committed steps read whole, to be read again once it changes; null without a workspace. */
+function followReads(agent: AgentRun, restored: RestoredRun): Freshness | null {
+  const workspace = agent.workspace;
+  if (!workspace) return null;
+  const freshness = new Freshness((path) => {
+    const resolved = workspace.workspace.resolve(path);
+    return resolved.ok ? { relative: resolved.relative, absolute: resolved.absolute } : null;
+  });
+  for (const step of restored.steps)
+    freshness.note(step.seq, step.completion.toolCalls, step.observations, changedIn(restored.stepEvents(step.seq)));
+  return freshness;
+}
+
+/**
+ * A step a crash interrupted after it had written files (and that did not pause) is
+ * re-run from the committed state: put those files back first. (A pause clears the images
+ * of what its step had done: those calls are not made again.)
+ */
+async function rollBack(agent: AgentRun): Promise<void> {
+  const { workspace, store } = agent;
+  if (!workspace) return;
+  const images = await store.stepImages(agent.start.runId, agent.seq);
+  if (images.length === 0) return;
+  const paths = workspace.rollBack(images);
+  await store.call('clearStepImages', { ...agent.fence, seq: agent.seq, paths, now: agent.clock.now() });
+}
