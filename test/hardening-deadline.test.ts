@@ -4,15 +4,21 @@
  * behind, and the run ends as budget-exhausted on the wall clock. A regular expression
  * that backtracks catastrophically runs on the search pool, where it is stopped.
  *
- * Every case is a real run (runWith, worker threads, a SQLite store file) over the
- * scripted model server on loopback. Nothing here measures how long anything took.
+ * Every case is a real run (a SQLite store file, real commands, the search pool) over the
+ * scripted model server on loopback. Nothing here measures how long anything took: where
+ * the deadline is the point, the run is driven in-process on a clock the test moves past
+ * it at a chosen moment (the model's request, a command that has started, a call that has
+ * begun), so how fast the machine is decides nothing. The search limit is the search
+ * pool's own, in real time.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../dist/clock.js';
 import { Policy, runWith, type Store, TaskContract } from '../dist/index.js';
+import { runInProcess } from './support/in-process.js';
 import { noneLeftUnder } from './support/processes.js';
-import { openStore, serve, tempWorkspace, turns } from './support/workspace.js';
+import { later, openStore, serve, tempWorkspace, turns } from './support/workspace.js';
 
 const WALL_SECS = 5;
 const TIMEOUT = 60_000;
@@ -20,6 +26,11 @@ const TIMEOUT = 60_000;
 /** The budget-exhausted events of a run. */
 function crossings(store: Store, runId: string) {
   return store.events(runId).filter((event) => event.type === 'budget-exhausted');
+}
+
+/** A file's text, or the empty string while it is not there. */
+function readIfThere(path: string): string {
+  return existsSync(path) ? readFileSync(path, 'utf8').trim() : '';
 }
 
 /** The run's store file and its write-ahead log, as bytes. */
@@ -33,17 +44,19 @@ describe('the wall clock inside a step', () => {
     'aborts a model call in flight at the deadline and ends the run on the wall clock',
     async () => {
       const root = tempWorkspace({ 'a.txt': 'hello\n' });
-      const store = await openStore();
-      // The model never answers.
-      const { server, provider } = await serve(turns([{ fault: 'hang' }]));
+      const clock = new ManualClock(Date.now());
+      // The model never answers, and the wall clock passes the deadline while it is asked.
+      const { server, provider } = await serve(() => {
+        clock.advance(WALL_SECS * 1000);
+        return { fault: 'hang' };
+      });
       const contract = TaskContract.workspace('say hello', root).withBudget({ wallSecs: WALL_SECS });
-      const result = await runWith(contract, provider, store);
-      expect(result.outcome.kind).toBe('budget-exhausted');
-      expect(crossings(store, result.runId)).toMatchObject([
-        { ceiling: 'wallMs', account: result.runId, limit: WALL_SECS * 1000 },
-      ]);
+      const { runId, exit, store } = await runInProcess(contract, provider, clock);
+      expect(exit).toEqual({ kind: 'ended', status: 'budget-exhausted' });
+      expect(store.run(runId)?.status).toBe('budget-exhausted');
+      expect(crossings(store, runId)).toMatchObject([{ ceiling: 'wallMs', account: runId, limit: WALL_SECS * 1000 }]);
       // The step had nothing to commit: no completion came.
-      expect(store.steps(result.runId)).toEqual([]);
+      expect(store.steps(runId)).toEqual([]);
       expect(server.calls).toHaveLength(1);
     },
     TIMEOUT,
@@ -57,7 +70,6 @@ describe('the wall clock inside a step', () => {
         'sleeper.mjs':
           "import { readlinkSync, writeFileSync } from 'node:fs';\nwriteFileSync('pid', readlinkSync('/proc/self'));\nsetTimeout(() => {}, 300_000);\n",
       });
-      const store = await openStore();
       const { provider } = await serve(
         turns([
           {
@@ -71,10 +83,20 @@ describe('the wall clock inside a step', () => {
           { text: 'done' },
         ]),
       );
+      // The wall clock passes the deadline once the command has said it runs.
+      const clock = new ManualClock(Date.now());
+      const watcher = watch(root, () => {
+        if (readIfThere(join(root, 'pid')) === '') return;
+        watcher.close();
+        clock.advance(WALL_SECS * 1000);
+      });
+      later(() => watcher.close());
       const policy = Policy.default().layer('test').allowExec('node sleeper.mjs');
       const contract = TaskContract.workspace('write and wait', root).withBudget({ wallSecs: WALL_SECS });
-      const result = await runWith(contract, provider, store, policy);
-      expect(result.outcome.kind).toBe('budget-exhausted');
+      const result = await runInProcess(contract, provider, clock, { policy });
+      const { store } = result;
+      expect(result.exit).toEqual({ kind: 'ended', status: 'budget-exhausted' });
+      expect(store.run(result.runId)?.status).toBe('budget-exhausted');
       expect(crossings(store, result.runId)).toMatchObject([{ ceiling: 'wallMs', account: result.runId }]);
       const events = store.events(result.runId);
       expect(
@@ -101,14 +123,21 @@ describe('the wall clock inside a step', () => {
     'leaves behind a call that does not listen to the deadline, whatever the tool',
     async () => {
       const root = tempWorkspace();
-      const store = await openStore();
       // read_messages waits on the inbox (up to 30 s) and listens to a cancel, not to the clock.
       const { provider } = await serve(
         turns([{ text: 'waiting', toolCalls: [{ name: 'read_messages', args: { wait_secs: 30 } }] }, { text: 'done' }]),
       );
       const contract = TaskContract.workspace('wait for mail', root).withBudget({ wallSecs: WALL_SECS });
-      const result = await runWith(contract, provider, store);
-      expect(result.outcome.kind).toBe('budget-exhausted');
+      // The wall clock passes the deadline once the wait has begun.
+      const clock = new ManualClock(Date.now());
+      const result = await runInProcess(contract, provider, clock, {
+        onLive: (data) => {
+          if (data.type === 'tool-call-start') clock.advance(WALL_SECS * 1000);
+        },
+      });
+      const { store } = result;
+      expect(result.exit).toEqual({ kind: 'ended', status: 'budget-exhausted' });
+      expect(store.run(result.runId)?.status).toBe('budget-exhausted');
       expect(crossings(store, result.runId)).toMatchObject([{ ceiling: 'wallMs', account: result.runId }]);
       const [observation] = store.steps(result.runId)[0]?.observations ?? [];
       expect(observation).toMatchObject({ name: 'read_messages', isError: true });
@@ -132,13 +161,20 @@ describe('a search that backtracks catastrophically', () => {
     'is stopped at the run deadline, and the run ends on the wall clock',
     async () => {
       const root = backtracking();
-      const store = await openStore();
       const { provider } = await serve(
         turns([{ text: 'searching', toolCalls: [{ name: 'grep', args: { pattern: PATTERN } }] }, { text: 'done' }]),
       );
       const contract = TaskContract.workspace('find the a lines', root).withBudget({ wallSecs: WALL_SECS });
-      const result = await runWith(contract, provider, store);
-      expect(result.outcome.kind).toBe('budget-exhausted');
+      // The wall clock passes the deadline once the search has begun, well inside the search pool's own limit.
+      const clock = new ManualClock(Date.now());
+      const result = await runInProcess(contract, provider, clock, {
+        onLive: (data) => {
+          if (data.type === 'tool-call-start') clock.advance(WALL_SECS * 1000);
+        },
+      });
+      const { store } = result;
+      expect(result.exit).toEqual({ kind: 'ended', status: 'budget-exhausted' });
+      expect(store.run(result.runId)?.status).toBe('budget-exhausted');
       expect(crossings(store, result.runId)).toMatchObject([{ ceiling: 'wallMs', account: result.runId }]);
       const [observation] = store.steps(result.runId)[0]?.observations ?? [];
       expect(observation).toMatchObject({ name: 'grep', isError: true });

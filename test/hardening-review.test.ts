@@ -2,28 +2,29 @@
  * Classes a second adversarial pass found in what runs commands and reads files, each
  * through a real `runWith` over the scripted model server: a command that leaves its
  * group and changes its user before it is killed, a pipe handed to grep, files far too
- * large to read or rewrite, reads that never yield past the wall clock, and arguments
+ * large to read or rewrite, reads that never yield past the wall clock (driven in-process
+ * on a clock the test moves, so the machine's speed decides nothing), and arguments
  * nested deeper than anything should walk.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../dist/clock.js';
 import { Policy, runWith, TaskContract } from '../dist/index.js';
+import { runInProcess } from './support/in-process.js';
 import { processGone } from './support/processes.js';
 import { openStore, serve, tempWorkspace, turns } from './support/workspace.js';
 
 async function drive(
   root: string,
   calls: { name: string; args: Record<string, unknown>; rawArguments?: string }[],
-  wallSecs?: number,
   fullAccess = false,
 ) {
   const store = await openStore();
   const { provider } = await serve(turns([{ text: 'trying', toolCalls: calls }, { text: 'done' }]));
   let contract = TaskContract.workspace('probe', root);
   if (fullAccess) contract = contract.withFullAccess();
-  if (wallSecs !== undefined) contract = contract.withBudget({ wallSecs });
   const result = await runWith(contract, provider, store, Policy.permissive());
   const observations = store.steps(result.runId).flatMap((step) => step.observations);
   return { result, observations, store };
@@ -48,7 +49,6 @@ describe('a second look at commands and files', () => {
       const { observations } = await drive(
         root,
         [{ name: 'exec', args: { argv: ['python3', '-c', program], timeout_secs: 2 } }],
-        undefined,
         true,
       );
       expect(observations[0]?.content).toContain('timed out and was killed');
@@ -102,8 +102,20 @@ describe('a second look at commands and files', () => {
         args: { path: 'log.txt', start_line: 1, end_line: 1 },
       })),
     ];
-    const { result, observations } = await drive(root, calls, 2);
-    expect(result.outcome.kind).toBe('budget-exhausted');
+    // Each call takes half a second by the run's clock; what runs the calls never
+    // yields to a timer, so the check between calls is what meets the passed deadline.
+    const clock = new ManualClock(Date.now());
+    const { provider } = await serve(turns([{ text: 'trying', toolCalls: calls }, { text: 'done' }]));
+    const contract = TaskContract.workspace('probe', root).withBudget({ wallSecs: 2 });
+    const { runId, exit, store } = await runInProcess(contract, provider, clock, {
+      policy: Policy.permissive(),
+      onLive: (data) => {
+        if (data.type === 'tool-call-end') clock.advance(500);
+      },
+    });
+    const observations = store.steps(runId).flatMap((step) => step.observations);
+    expect(exit).toEqual({ kind: 'ended', status: 'budget-exhausted' });
+    expect(store.run(runId)?.status).toBe('budget-exhausted');
     expect(observations.at(-1)?.content).toMatch(/^not run/);
   }, 120_000);
 

@@ -3,7 +3,7 @@
  * the chain (steps, tokens, cost, the wall clock), and the step's own deadline, which stops
  * what the step started when the earliest wall-clock ceiling is reached.
  */
-import type { Clock } from '../../clock.js';
+import { type Clock, setTimer } from '../../clock.js';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { DrawAmount, EventData } from '../../runtime/events.js';
@@ -17,7 +17,8 @@ export type Crossing = Extract<EventData, { type: 'budget-exhausted' }>;
 /**
  * How long a call still running when the wall clock runs out is given to stop (its signal
  * has fired, so a command is being killed) and report what it did, before the step ends
- * without it.
+ * without it. Real time whatever the run's clock: it is a wait on a process, not a
+ * reading of the budget.
  */
 const DEADLINE_GRACE_MS = 2_000;
 
@@ -161,7 +162,8 @@ function wallCrossing(account: string, wall: { started: number; limit: number },
 /**
  * One step's deadline, armed: at it the step's signal fires, so the model call, a command,
  * a search or a wait in flight is stopped. With no ceiling (or one further off than a timer
- * waits) the signal is the base one alone.
+ * waits) the signal is the base one alone. Both the timer and the check between calls are
+ * on the run's clock, so a test that moves the clock decides when the deadline passes.
  */
 export class Deadline {
   /** What the step passes to what it starts: the base signal (a cancel) and the deadline. */
@@ -170,7 +172,8 @@ export class Deadline {
   readonly #deadline: AbortSignal | null = null;
   /** Set when the deadline passed: the ceiling it crossed, as the event that says so. */
   #overdue: Crossing | null = null;
-  #timer: NodeJS.Timeout | undefined;
+  /** Cancels the deadline's timer. */
+  #disarm: () => void = () => undefined;
   /** Fires the deadline now if the clock has passed it: a call that ran without yielding kept its timer from firing. */
   readonly #fireIfDue: () => void = () => undefined;
 
@@ -187,7 +190,7 @@ export class Deadline {
       this.#overdue = wallCrossing(account, wall, clock.now());
       deadline.abort(new Error(`the wallMs ceiling of run ${account} was reached`));
     };
-    this.#timer = setTimeout(fire, delay);
+    this.#disarm = setTimer(clock, fire, delay);
     this.#fireIfDue = () => {
       if (clock.now() >= wall.at) fire();
     };
@@ -206,7 +209,7 @@ export class Deadline {
   }
 
   disarm(): void {
-    clearTimeout(this.#timer);
+    this.#disarm();
   }
 
   /**
@@ -222,11 +225,15 @@ export class Deadline {
       (result) => ({ result }),
       (error: unknown) => ({ error }),
     );
+    let onAbort: (() => void) | undefined;
     const reached = new Promise<'deadline'>((resolve) => {
+      onAbort = () => resolve('deadline');
       if (deadline.aborted) resolve('deadline');
-      else deadline.addEventListener('abort', () => resolve('deadline'), { once: true });
+      else deadline.addEventListener('abort', onAbort, { once: true });
     });
     const first = await Promise.race([settled, reached]);
+    // A call that settled first leaves no listener behind: a step may make many.
+    if (onAbort) deadline.removeEventListener('abort', onAbort);
     // A call the deadline stopped (an approver's wait, a pause) is stopped, not failed or halted.
     const stopped = (outcome: { result: ToolResult } | { error: unknown }) =>
       this.#overdue !== null && ('error' in outcome || outcome.result.halt !== undefined);
