@@ -1,7 +1,8 @@
 /**
  * The agent loop with no thread: one run driven in this test's own thread against the
  * SQLite backend of the store port and a scripted model, through a tool call, a refusal,
- * a pause on an approval, its resume, and the budget's end.
+ * a pause on an approval, its resume, and the budget's end; and the phases a run moves
+ * through (preparing, planning, working, cancelling, ended).
  */
 import { join } from 'node:path';
 import { isMainThread, threadId } from 'node:worker_threads';
@@ -204,5 +205,98 @@ describe('the executor', () => {
     expect(reader.events(runId).filter((event) => event.type === 'gate-evaluated')).toMatchObject([
       { verdict: 'passed' },
     ]);
+  });
+});
+
+describe('the run phase', () => {
+  it('moves from preparing to planning, to working once the plan is approved, and to ended', async () => {
+    const root = tempWorkspace();
+    const path = tempStorePath();
+    const store = openLocalStore(path);
+    later(() => store.close());
+    const provider: ModuleProviderSpec = {
+      kind: 'module' as const,
+      module: SCRIPT,
+      options: {
+        turns: [
+          { text: 'planning', toolCalls: [{ name: 'submit_plan', args: { steps: [{ description: 'write b' }] } }] },
+          { text: 'writing', toolCalls: [{ name: 'write_file', args: { path: 'b.txt', content: 'beta\n' } }] },
+          { text: 'done', toolCalls: [] },
+        ],
+      },
+    };
+    const contract = TaskContract.workspace('write b', root).withPlanGate().toJSON();
+    const policy = Policy.default().layer('test').allowWrite('**');
+    const runId = 'phases-root';
+    const { generation } = await store.call('createRoot', {
+      runId,
+      task: 'write b',
+      spec: { provider, contract, policy: policy.toJSON() },
+      ceilings: { steps: null, tokens: null, wallMs: null },
+      maxTotalAgents: 1,
+      maxConcurrentAgents: 1,
+      maxWaitSecs: 30,
+      claim: claimOf({ owner: 'only' }),
+    });
+    const seen: string[] = [];
+    const live = {
+      publish: (data: { type: string }) => {
+        if (data.type === 'tool-call-start') seen.push(handle.agent.phase);
+      },
+      flush: () => Promise.resolve(),
+    };
+    const host = stubHost({ reviewPlan: async () => ({ decision: 'approve' }) });
+    const handle = runAgent(
+      { type: 'start', runId, generation, owner: 'only', resumed: false, provider },
+      { store, host, clock: systemClock, live },
+    );
+    expect(handle.agent.phase).toBe('preparing');
+    expect(await handle.exit).toEqual({ kind: 'ended', status: 'finished' });
+    expect(seen).toEqual(['planning', 'working']);
+    expect(handle.agent.phase).toBe('ended');
+  });
+
+  it('is cancelling from a cancel until the run has left, and a cancel ends the run as cancelled', async () => {
+    const root = tempWorkspace();
+    const path = tempStorePath();
+    const store = openLocalStore(path);
+    later(() => store.close());
+    const provider: ModuleProviderSpec = {
+      kind: 'module' as const,
+      module: SCRIPT,
+      options: { turns: [{ text: 'asking', toolCalls: [{ name: 'ask_operator', args: { question: 'which?' } }] }] },
+    };
+    const contract = TaskContract.workspace('ask', root).toJSON();
+    const runId = 'cancel-root';
+    const { generation } = await store.call('createRoot', {
+      runId,
+      task: 'ask',
+      spec: { provider, contract, policy: Policy.default().toJSON() },
+      ceilings: { steps: null, tokens: null, wallMs: null },
+      maxTotalAgents: 1,
+      maxConcurrentAgents: 1,
+      maxWaitSecs: 30,
+      claim: claimOf({ owner: 'only' }),
+    });
+    const phases: string[] = [];
+    // The operator is asked, and the run is cancelled while the question waits.
+    const host = stubHost({
+      askOperator: () => {
+        phases.push(handle.agent.phase);
+        handle.agent.cancel('the test cancelled it');
+        phases.push(handle.agent.phase);
+        return new Promise(() => undefined);
+      },
+    });
+    const handle = runAgent(
+      { type: 'start', runId, generation, owner: 'only', resumed: false, provider },
+      { store, host, clock: systemClock },
+    );
+    expect(await handle.exit).toEqual({ kind: 'ended', status: 'cancelled' });
+    expect(phases).toEqual(['working', 'cancelling']);
+    expect(handle.agent.phase).toBe('ended');
+    const reader = new TraceReader(path);
+    later(() => reader.close());
+    expect(reader.run(runId)?.outcome).toEqual({ status: 'cancelled', reason: 'the test cancelled it' });
   });
 });
