@@ -4,7 +4,7 @@
 // markers of docs/guides/configuration.md; a test checks that the guide's tables are what
 // this prints, so the guide cannot drift from the code.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { RENAMED_KEYS } from '../dist/config/config.js';
+import { RENAMED_KEYS } from '../dist/config/renamed.js';
 import { describeKeys } from '../dist/config/schema.js';
 
 export function keysTable() {

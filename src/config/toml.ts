@@ -23,6 +23,15 @@ export interface ParsedFile {
   lines: Map<string, number>;
 }
 
+/** A table of parsed TOML data. */
+export type Table = Record<string, unknown>;
+/** Whether a value is a table (a TOML date is not). */
+export const isTable = (value: unknown): value is Table =>
+  typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Date);
+/** Whether a value is a non-empty array of tables. */
+export const isTables = (value: unknown): value is Table[] =>
+  Array.isArray(value) && value.length > 0 && value.every(isTable);
+
 /** Reads and parses `file`; a syntax error names its line and column, and nothing is used. */
 /** The largest configuration file read: far above any real one, and a bound on what a repository can make the caller parse. */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
