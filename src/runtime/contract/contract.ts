@@ -23,68 +23,12 @@ import { VARIABLE_NAME } from '../exec/run-command.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
+import { checkContext, checkMemory } from './options.js';
 import { OutputSchema, type ZodOutput, type ZodOutputLike } from './output-schema.js';
+import type { VerificationData } from './verification.js';
 
-/** How a run's work is checked before it may finish. */
-export type VerificationData =
-  | { kind: 'none' }
-  | { kind: 'command'; argv: string[]; expectExit: number; timeoutMs: number; outputLimit: number }
-  | { kind: 'review'; provider: ProviderSpec; rubric: string };
-
-/** Builders for a contract's criterion. */
-export const Verification = {
-  /** No gate: the run is done when the model says it is ("work out why the deploy fails" is a run, not a gate). */
-  none(): VerificationData {
-    return { kind: 'none' };
-  },
-  /**
-   * The project's own command, run in the workspace after the final answer; it passes
-   * when it exits with `expectExit` (default 0). A fixed argv, never a shell string.
-   *
-   * @example
-   * Verification.command(['node', '--test'])
-   */
-  command(
-    argv: readonly string[],
-    options: { expectExit?: number; timeoutSecs?: number; outputLimitBytes?: number } = {},
-  ): VerificationData {
-    if (!Array.isArray(argv) || argv.length === 0 || argv.some((part) => typeof part !== 'string' || part === '')) {
-      throw new InvalidArgumentError(
-        `Verification.command needs an argv: a non-empty array of non-empty strings, such as ['npm', 'test']; got ${JSON.stringify(argv)}.`,
-      );
-    }
-    const expectExit = options.expectExit ?? 0;
-    if (!Number.isInteger(expectExit) || expectExit < 0 || expectExit > 255) {
-      throw new InvalidArgumentError(
-        `Verification.command: expectExit must be an exit status 0-255, got ${expectExit}.`,
-      );
-    }
-    const timeoutSecs = options.timeoutSecs ?? 600;
-    if (typeof timeoutSecs !== 'number' || !(timeoutSecs > 0)) {
-      throw new InvalidArgumentError(`Verification.command: timeoutSecs must be above 0, got ${timeoutSecs}.`);
-    }
-    const outputLimit = options.outputLimitBytes ?? 16 * 1024;
-    if (!Number.isInteger(outputLimit) || outputLimit < 256) {
-      throw new InvalidArgumentError(
-        `Verification.command: outputLimitBytes must be a whole number of at least 256, got ${outputLimit}.`,
-      );
-    }
-    return { kind: 'command', argv: [...argv], expectExit, timeoutMs: Math.round(timeoutSecs * 1000), outputLimit };
-  },
-  /**
-   * A second model reads the run's change against `rubric` and returns a verdict with
-   * reasons. It refuses to review the model that wrote the change.
-   */
-  review(provider: ProviderSpec, rubric: string): VerificationData {
-    const spec = checkProviderSpec(provider, 'Verification.review');
-    if (typeof rubric !== 'string' || rubric.trim() === '') {
-      throw new InvalidArgumentError(
-        'Verification.review needs a rubric: what the reviewer is to check the change against.',
-      );
-    }
-    return { kind: 'review', provider: spec, rubric };
-  },
-};
+export type { VerificationData } from './verification.js';
+export { Verification } from './verification.js';
 
 /** The tools a workspace run can be offered, by name. */
 export const WORKSPACE_TOOL_NAMES = [
@@ -192,85 +136,7 @@ export interface MemoryData {
   cap?: number;
 }
 
-/** withMemory's options checked, or a clear error. */
-function checkMemory(options: unknown): MemoryData {
-  const where = 'withMemory';
-  if (typeof options !== 'object' || options === null || Array.isArray(options))
-    throw new InvalidArgumentError(`${where} takes { share?, cap? }, got ${JSON.stringify(options)}.`);
-  const { share, cap, ...rest } = options as Record<string, unknown>;
-  const unknown = Object.keys(rest);
-  if (unknown.length > 0)
-    throw new InvalidArgumentError(
-      `${where}: there is no option ${unknown.map((key) => JSON.stringify(key)).join(', ')} (the options are share and cap).`,
-    );
-  if (share !== undefined && (typeof share !== 'number' || !(share > 0 && share < 1)))
-    throw new InvalidArgumentError(
-      `${where}: share is the part of a request the memory block may take, above 0 and below 1 (such as 0.1), got ${JSON.stringify(share)}.`,
-    );
-  if (cap !== undefined && (typeof cap !== 'number' || !Number.isInteger(cap) || cap < 1 || cap > 100_000))
-    throw new InvalidArgumentError(
-      `${where}: cap is how many notes the workspace keeps, a whole number from 1 to 100000 (such as 64), got ${JSON.stringify(cap)}.`,
-    );
-  return { ...(share === undefined ? {} : { share }), ...(cap === undefined ? {} : { cap }) };
-}
-
 const DEFAULT_RETRIES = 2;
-
-/** withContext's options checked: a share in (0, 1], a window of whole tokens, rungs on or off, or a clear error. */
-function checkContext(options: unknown): ContextData {
-  const where = 'withContext';
-  const names = 'share, window, referenceCatalogue, collapse, reduce, snip, microcompact';
-  if (typeof options !== 'object' || options === null || Array.isArray(options))
-    throw new InvalidArgumentError(
-      `${where} takes { ${names.replaceAll(', ', '?, ')}? }, got ${JSON.stringify(options)}.`,
-    );
-  const { share, window, referenceCatalogue, collapse, reduce, snip, microcompact, ...rest } = options as Record<
-    string,
-    unknown
-  >;
-  const unknown = Object.keys(rest);
-  if (unknown.length > 0)
-    throw new InvalidArgumentError(
-      `${where}: there is no option ${unknown.map((key) => JSON.stringify(key)).join(', ')} (the options are ${names}).`,
-    );
-  if (share !== undefined && (typeof share !== 'number' || !(share > 0 && share <= 1)))
-    throw new InvalidArgumentError(
-      `${where}: share is the part of the model's window a request may fill, above 0 and at most 1 (such as 0.8), got ${JSON.stringify(share)}.`,
-    );
-  if (window !== undefined && (typeof window !== 'number' || !Number.isInteger(window) || window < 1024))
-    throw new InvalidArgumentError(
-      `${where}: window is the model's context window in tokens, a whole number of at least 1024 (such as 128000), got ${JSON.stringify(window)}.`,
-    );
-  for (const [name, value] of Object.entries({ referenceCatalogue, reduce, snip, microcompact }))
-    if (value !== undefined && typeof value !== 'boolean')
-      throw new InvalidArgumentError(`${where}: ${name} must be true or false, got ${JSON.stringify(value)}.`);
-  let collapsing: ContextData['collapse'];
-  if (collapse !== undefined) {
-    const over = typeof collapse === 'object' && collapse !== null ? (collapse as { over?: unknown }).over : undefined;
-    const valid =
-      typeof collapse === 'boolean' ||
-      (typeof collapse === 'object' &&
-        collapse !== null &&
-        Object.keys(collapse).every((key) => key === 'over') &&
-        typeof over === 'number' &&
-        over > 0 &&
-        over < 1);
-    if (!valid)
-      throw new InvalidArgumentError(
-        `${where}: collapse is true, false, or { over } with over the share of a request one result may take before it is sent shortened, above 0 and below 1 (such as 0.25), got ${JSON.stringify(collapse)}.`,
-      );
-    collapsing = typeof collapse === 'boolean' ? collapse : { over: over as number };
-  }
-  return {
-    ...(share === undefined ? {} : { share }),
-    ...(window === undefined ? {} : { window }),
-    ...(referenceCatalogue === undefined ? {} : { referenceCatalogue: referenceCatalogue as boolean }),
-    ...(collapsing === undefined ? {} : { collapse: collapsing }),
-    ...(reduce === undefined ? {} : { reduce: reduce as boolean }),
-    ...(snip === undefined ? {} : { snip: snip as boolean }),
-    ...(microcompact === undefined ? {} : { microcompact: microcompact as boolean }),
-  };
-}
 
 /** A contract's data with only its goal and root required: the rest as the builders default it. */
 export type ContractInput = Pick<ContractData, 'goal' | 'root'> & Partial<Omit<ContractData, 'goal' | 'root'>>;
