@@ -221,33 +221,8 @@ function walkKeyword(keyword: string, value: unknown, pointer: string, ancestors
     );
   };
   switch (keyword) {
-    case 'type': {
-      if (typeof value === 'string') {
-        if (!TYPES.has(value)) wrong(`one of ${[...TYPES].join(', ')} (or an array of them)`);
-        return value;
-      }
-      if (!Array.isArray(value) || value.length === 0)
-        wrong(`one of ${[...TYPES].join(', ')} or a non-empty array of them`);
-      const types = value as unknown[];
-      types.forEach((type, index) => {
-        if (typeof type !== 'string' || !TYPES.has(type)) {
-          throw new OutputSchemaError(
-            keyword,
-            `${pointer}/${index}`,
-            `output schema keyword "type" at ${pointer}/${index}: ${JSON.stringify(type)} is not a type; ` +
-              `use one of ${[...TYPES].join(', ')}.`,
-          );
-        }
-        if (types.indexOf(type) !== index) {
-          throw new OutputSchemaError(
-            keyword,
-            `${pointer}/${index}`,
-            `output schema keyword "type" at ${pointer}/${index}: "${type}" is listed twice; list each type once.`,
-          );
-        }
-      });
-      return Object.freeze([...types]);
-    }
+    case 'type':
+      return typeValue(value, pointer, wrong);
     case 'properties': {
       if (!isPlainObject(value)) return wrong('an object mapping property names to schemas');
       const copy: JsonSchema = {};
@@ -257,26 +232,8 @@ function walkKeyword(keyword: string, value: unknown, pointer: string, ancestors
       }
       return Object.freeze(copy);
     }
-    case 'required': {
-      if (!Array.isArray(value)) return wrong('an array of property names');
-      value.forEach((name: unknown, index) => {
-        if (typeof name !== 'string') {
-          throw new OutputSchemaError(
-            keyword,
-            `${pointer}/${index}`,
-            `output schema keyword "required" at ${pointer}/${index}: must be a property name (a string), got ${kindOf(name)}.`,
-          );
-        }
-        if (value.indexOf(name) !== index) {
-          throw new OutputSchemaError(
-            keyword,
-            `${pointer}/${index}`,
-            `output schema keyword "required" at ${pointer}/${index}: "${name}" is listed twice; list each property once.`,
-          );
-        }
-      });
-      return Object.freeze([...(value as string[])]);
-    }
+    case 'required':
+      return requiredValue(value, pointer, wrong);
     case 'additionalProperties':
       if (typeof value === 'boolean') return value;
       if (!isPlainObject(value)) return wrong('true, false or a schema object');
@@ -333,32 +290,8 @@ function walkKeyword(keyword: string, value: unknown, pointer: string, ancestors
     case 'uniqueItems':
       if (typeof value !== 'boolean') return wrong('true or false');
       return value;
-    case 'pattern': {
-      if (typeof value !== 'string') return wrong('a regular expression, as a string');
-      try {
-        // The 'u' flag is how the check compiles it, so a pattern valid only without it is refused here.
-        new RegExp(value, 'u');
-      } catch (error) {
-        throw new OutputSchemaError(
-          keyword,
-          pointer,
-          `output schema keyword "pattern" at ${pointer}: ${JSON.stringify(value)} is not a valid regular expression ` +
-            `(${(error as Error).message}). Fix the expression, or remove "pattern".`,
-        );
-      }
-      try {
-        // And compiled as the check runs it, on the linear-time engine, so one it cannot run is refused now.
-        linearRegExp(value, 'u');
-      } catch (error) {
-        if (!(error instanceof LinearPatternError)) throw error;
-        throw new OutputSchemaError(
-          keyword,
-          pointer,
-          `output schema keyword "pattern" at ${pointer}: ${error.message}. ${LINEAR_PATTERN_ADVICE}.`,
-        );
-      }
-      return value;
-    }
+    case 'pattern':
+      return patternValue(value, pointer, wrong);
     case 'description':
     case 'title':
     case '$schema':
@@ -368,6 +301,88 @@ function walkKeyword(keyword: string, value: unknown, pointer: string, ancestors
       // Unreachable: walkSchema refused every keyword outside the subset.
       return refuseKeyword(keyword, pointer, false);
   }
+}
+
+/** `type`: one of the types, or a non-empty array of them, each listed once. */
+function typeValue(value: unknown, pointer: string, wrong: (expected: string) => never): unknown {
+  const keyword = 'type';
+  if (typeof value === 'string') {
+    if (!TYPES.has(value)) wrong(`one of ${[...TYPES].join(', ')} (or an array of them)`);
+    return value;
+  }
+  if (!Array.isArray(value) || value.length === 0)
+    wrong(`one of ${[...TYPES].join(', ')} or a non-empty array of them`);
+  const types = value as unknown[];
+  types.forEach((type, index) => {
+    if (typeof type !== 'string' || !TYPES.has(type)) {
+      throw new OutputSchemaError(
+        keyword,
+        `${pointer}/${index}`,
+        `output schema keyword "type" at ${pointer}/${index}: ${JSON.stringify(type)} is not a type; ` +
+          `use one of ${[...TYPES].join(', ')}.`,
+      );
+    }
+    if (types.indexOf(type) !== index) {
+      throw new OutputSchemaError(
+        keyword,
+        `${pointer}/${index}`,
+        `output schema keyword "type" at ${pointer}/${index}: "${type}" is listed twice; list each type once.`,
+      );
+    }
+  });
+  return Object.freeze([...types]);
+}
+
+/** `required`: property names, each listed once. */
+function requiredValue(value: unknown, pointer: string, wrong: (expected: string) => never): unknown {
+  const keyword = 'required';
+  if (!Array.isArray(value)) return wrong('an array of property names');
+  value.forEach((name: unknown, index) => {
+    if (typeof name !== 'string') {
+      throw new OutputSchemaError(
+        keyword,
+        `${pointer}/${index}`,
+        `output schema keyword "required" at ${pointer}/${index}: must be a property name (a string), got ${kindOf(name)}.`,
+      );
+    }
+    if (value.indexOf(name) !== index) {
+      throw new OutputSchemaError(
+        keyword,
+        `${pointer}/${index}`,
+        `output schema keyword "required" at ${pointer}/${index}: "${name}" is listed twice; list each property once.`,
+      );
+    }
+  });
+  return Object.freeze([...(value as string[])]);
+}
+
+/** `pattern`: a regular expression valid with the 'u' flag, which the linear-time engine the check runs on can run. */
+function patternValue(value: unknown, pointer: string, wrong: (expected: string) => never): unknown {
+  const keyword = 'pattern';
+  if (typeof value !== 'string') return wrong('a regular expression, as a string');
+  try {
+    // The 'u' flag is how the check compiles it, so a pattern valid only without it is refused here.
+    new RegExp(value, 'u');
+  } catch (error) {
+    throw new OutputSchemaError(
+      keyword,
+      pointer,
+      `output schema keyword "pattern" at ${pointer}: ${JSON.stringify(value)} is not a valid regular expression ` +
+        `(${(error as Error).message}). Fix the expression, or remove "pattern".`,
+    );
+  }
+  try {
+    // And compiled as the check runs it, on the linear-time engine, so one it cannot run is refused now.
+    linearRegExp(value, 'u');
+  } catch (error) {
+    if (!(error instanceof LinearPatternError)) throw error;
+    throw new OutputSchemaError(
+      keyword,
+      pointer,
+      `output schema keyword "pattern" at ${pointer}: ${error.message}. ${LINEAR_PATTERN_ADVICE}.`,
+    );
+  }
+  return value;
 }
 
 function subschema(keyword: string, value: unknown, pointer: string, ancestors: Set<object>): JsonSchema {
