@@ -9,15 +9,11 @@
  * read-only. `--store` takes a postgres:// URL too (an empty database is refused, not
  * given tables); every command but `view` reads and acts on it alike.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { parse as parseToml } from 'smol-toml';
-import { z } from 'zod';
 import { Config } from '../config/config.js';
 import { HarnessError } from '../errors.js';
-import type { PriceTable } from '../runtime/budget.js';
-import { type HarnessEvent, isTerminal } from '../runtime/events.js';
+import { isTerminal } from '../runtime/events.js';
 import {
   connectionSecrets,
   holdSecrets,
@@ -27,66 +23,17 @@ import {
 } from '../runtime/secrets.js';
 import { rewind, rewindRun } from '../runtime/workspace/rewind.js';
 import { whereIs } from '../store/either.js';
-import type { PostgresStore } from '../store/postgres/index.js';
-import { formatCost, type RunRecord, TraceReader } from '../store/reader.js';
-import { storeFileState } from '../store/schema.js';
-import { Store } from '../store/store.js';
-import { SCHEMA_VERSION } from '../store/version.js';
+import { formatCost } from '../store/reader.js';
 import { answerQuestion } from '../supervisor/questions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
-import { clip, describeEvent, formatDuration, renderRun } from './render.js';
+import { CliError, type CliIo, type Command, type Context, EXIT, exitFor, print } from './command.js';
+import { readPrices } from './prices.js';
+import { describeFollowed, progressLine, progressOn } from './progress.js';
+import { clip, renderRun } from './render.js';
+import { allRuns, checkStore, findRun, isPostgresUrl, withReader, withStore } from './stores.js';
 
-/** What a command's exit status says. */
-export const EXIT = {
-  /** It did what it was asked. */
-  ok: 0,
-  /** Something failed that is not the caller's to fix (the store could not be read, a bug). */
-  failed: 1,
-  /** The command line was wrong: an unknown command or option, a missing argument. */
-  usage: 2,
-  /** What was named is not there: no store file, no such run, question or session. */
-  notFound: 3,
-  /** Refused, nothing changed: not a store of ours, a newer schema, answered already, a run still live. */
-  refused: 4,
-  /** `resume` or `follow`: the tree ended other than `finished` (paused, failed, cancelled, ...). */
-  unfinished: 5,
-} as const;
-
-export interface CliIo {
-  out(text: string): void;
-  err(text: string): void;
-  env: NodeJS.ProcessEnv;
-  cwd: string;
-  /** Whether stderr is a terminal (a progress line is redrawn in place there). */
-  tty: boolean;
-}
-
-class CliError extends Error {
-  readonly exit: number;
-  constructor(message: string, exit: number) {
-    super(message);
-    this.exit = exit;
-  }
-}
-
-interface Command {
-  usage: string;
-  summary: string;
-  /** What the command says under --help, after its usage. */
-  help: string;
-  options: Record<string, { type: 'string' | 'boolean'; short?: string }>;
-  /** The positional arguments it takes: the fewest and the most. */
-  positionals: [number, number];
-  run(context: Context): Promise<number>;
-}
-
-interface Context {
-  io: CliIo;
-  positionals: string[];
-  values: Record<string, string | boolean | undefined>;
-  json: boolean;
-  storePath: string;
-}
+export type { CliIo } from './command.js';
+export { EXIT } from './command.js';
 
 const COMMON = '[--store <file|postgres-url>] [--json]';
 
@@ -263,64 +210,6 @@ export async function runTraceCommand(name: string, args: string[], raw: CliIo =
   }
 }
 
-function exitFor(code: string): number {
-  if (code === 'STORE_FAILED') return EXIT.failed;
-  if (
-    code === 'STORE_UNREACHABLE' ||
-    code === 'STORE_NOT_FOUND' ||
-    code === 'RUN_NOT_FOUND' ||
-    code === 'QUESTION_NOT_FOUND' ||
-    code === 'NO_RESTORE_POINT' ||
-    code === 'WORKSPACE_NOT_FOUND'
-  )
-    return EXIT.notFound;
-  if (code === 'INVALID_ARGUMENT') return EXIT.usage;
-  if (
-    code === 'ALREADY_ANSWERED' ||
-    code === 'CONFLICT' ||
-    code === 'RUN_STILL_LIVE' ||
-    code === 'REWIND_CONFLICT' ||
-    code.startsWith('STORE_')
-  )
-    return EXIT.refused;
-  return EXIT.failed;
-}
-
-/**
- * Checks the file is a store of ours at a version this release reads, without writing to
- * it; an older store is brought forward once by opening it as a store.
- */
-async function checkStore(path: string): Promise<void> {
-  let state: ReturnType<typeof storeFileState>;
-  try {
-    if (existsSync(path) && statSync(path).isDirectory())
-      throw new CliError(`${path} is a directory; pass --store <file>, the store's own file.`, EXIT.notFound);
-    state = storeFileState(path);
-  } catch (error) {
-    if (error instanceof CliError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM')
-      throw new CliError(`${path} cannot be read (${code}); give this user read access to it.`, EXIT.failed);
-    if (HarnessError.isInstance(error)) throw new CliError(error.message, EXIT.refused);
-    throw new CliError(
-      `${path} is not a store io-harness can read (${(error as Error).message}); nothing was changed. Pass the file your runs were kept in.`,
-      EXIT.refused,
-    );
-  }
-  if (state.kind === 'missing')
-    throw new CliError(
-      `there is no store at ${path}; pass --store <file> (or set IO_HARNESS_STORE) to the file your runs were kept in.`,
-      EXIT.notFound,
-    );
-  if (state.kind === 'foreign')
-    throw new CliError(
-      `${path} is a SQLite file but not an io-harness store (it has no runs table); nothing was changed. Pass the file your runs were kept in.`,
-      EXIT.refused,
-    );
-  // An older store is brought forward once, as opening it as a store does.
-  if (state.version < SCHEMA_VERSION) (await Store.open(path)).close();
-}
-
 async function storeCommand(context: Context): Promise<number> {
   const [action, file, url] = context.positionals as [string, string, string];
   if (action !== 'copy')
@@ -352,77 +241,6 @@ async function storeCommand(context: Context): Promise<number> {
   );
   return EXIT.ok;
 }
-
-/** What the read commands read: a SQLite file's read-only reader, or a PostgreSQL store (every read awaited). */
-type Reader = TraceReader | PostgresStore;
-
-function isPostgresUrl(location: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(location);
-}
-
-/** The PostgreSQL store at `url`, which must be one already: an empty database is refused, never given tables. */
-async function openPostgres(url: string, schema: string | undefined): Promise<PostgresStore> {
-  const { PostgresStore } = await import('../store/postgres/index.js');
-  return PostgresStore.open(url, { create: false, max: 2, ...(schema === undefined ? {} : { schema }) });
-}
-
-async function withReader<T>(context: Context, use: (reader: Reader) => T | Promise<T>): Promise<T> {
-  const location = context.storePath;
-  if (isPostgresUrl(location)) return withPostgres(context, use);
-  await checkStore(location);
-  const reader = new TraceReader(location);
-  try {
-    return await use(reader);
-  } finally {
-    reader.close();
-  }
-}
-
-async function withStore<T>(context: Context, use: (store: Store | PostgresStore) => T | Promise<T>): Promise<T> {
-  const location = context.storePath;
-  if (isPostgresUrl(location)) return withPostgres(context, use);
-  await checkStore(location);
-  const store = await Store.open(location);
-  try {
-    return await use(store);
-  } finally {
-    store.close();
-  }
-}
-
-async function withPostgres<T>(context: Context, use: (store: PostgresStore) => T | Promise<T>): Promise<T> {
-  const store = await openPostgres(context.storePath, context.values.schema as string | undefined);
-  try {
-    return await use(store);
-  } finally {
-    await store.close();
-  }
-}
-
-/** A run by its id, or by a prefix of one that names one run alone. */
-async function findRun(reader: Reader, given: string): Promise<RunRecord> {
-  const exact = await reader.run(given);
-  if (exact) return exact;
-  const matches = given.length >= 4 ? (await allRuns(reader)).filter((run) => run.runId.startsWith(given)) : [];
-  if (matches.length === 1) return matches[0] as RunRecord;
-  if (matches.length > 1)
-    throw new CliError(
-      `${given} names ${matches.length} runs (${matches
-        .slice(0, 3)
-        .map((run) => run.runId)
-        .join(', ')}, ...); give more of the id.`,
-      EXIT.usage,
-    );
-  throw new CliError(`there is no run ${given} in ${whereIs(reader)}; \`io-harness runs\` lists them.`, EXIT.notFound);
-}
-
-async function allRuns(reader: Reader): Promise<RunRecord[]> {
-  const runs: RunRecord[] = [];
-  for (const root of await reader.runs()) runs.push(...(await reader.runs(root.runId)));
-  return runs;
-}
-
-const print = (context: Context, value: unknown) => context.io.out(`${JSON.stringify(value, null, 2)}\n`);
 
 async function runsCommand(context: Context): Promise<number> {
   const status = context.values.status as string | undefined;
@@ -547,39 +365,6 @@ async function followCommand(context: Context): Promise<number> {
   });
 }
 
-function describeFollowed(event: HarnessEvent): string {
-  return `${new Date(event.at).toISOString().slice(11, 23)}  ${event.runId.slice(0, 8)}  ${describeEvent(event)}`;
-}
-
-/**
- * The progress line on stderr: redrawn in place on a terminal, a line per change
- * otherwise; `above` clears it before other output, `end` leaves it on its own line.
- */
-function progressOn(io: CliIo) {
-  let last = '';
-  return {
-    show(line: string) {
-      if (io.tty) io.err(`\r\x1b[K${line}`);
-      else if (line !== last) io.err(`${line}\n`);
-      last = line;
-    },
-    above() {
-      if (last && io.tty) io.err('\r\x1b[K');
-    },
-    end() {
-      if (io.tty) io.err('\n');
-    },
-  };
-}
-
-async function progressLine(reader: Reader, rootId: string, runs: RunRecord[], elapsedMs: number): Promise<string> {
-  const counts = new Map<string, number>();
-  for (const run of runs) counts.set(run.status, (counts.get(run.status) ?? 0) + 1);
-  const spent = (await reader.ledger(rootId))?.root.spent ?? { steps: 0, tokens: 0 };
-  const states = [...counts.entries()].map(([status, count]) => `${count} ${status}`).join(', ');
-  return `[${formatDuration(elapsedMs)}] ${runs.length} run${runs.length === 1 ? '' : 's'}: ${states}; ${spent.steps} steps, ${spent.tokens} tokens`;
-}
-
 async function answerCommand(context: Context): Promise<number> {
   const [questionId, text] = context.positionals as [string, string];
   return withStore(context, async (store) => {
@@ -698,57 +483,6 @@ async function rewindCommand(context: Context): Promise<number> {
     }
     return EXIT.ok;
   });
-}
-
-const priceSchema = z.record(
-  z.string().min(1),
-  z.strictObject({
-    input: z.number().min(0),
-    output: z.number().min(0),
-    cacheRead: z.number().min(0).optional(),
-    cacheWrite: z.number().min(0).optional(),
-  }),
-);
-
-function readPrices(file: string): PriceTable {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new CliError(`--prices ${file} cannot be read (${(error as NodeJS.ErrnoException).code}).`, EXIT.notFound);
-  }
-  let data: unknown;
-  try {
-    if (file.endsWith('.toml')) {
-      const parsed = parseToml(text) as Record<string, unknown>;
-      const table = parsed.prices as Record<string, Record<string, unknown>> | undefined;
-      if (typeof table !== 'object' || table === null || Array.isArray(table))
-        throw new Error('it has no [prices.<model>] tables (set input and output for each model, as io.toml has them)');
-      data = Object.fromEntries(
-        Object.entries(table).map(([model, price]) => [
-          model,
-          Object.fromEntries(
-            Object.entries(price).map(([key, value]) => [
-              key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()),
-              value,
-            ]),
-          ),
-        ]),
-      );
-    } else data = JSON.parse(text);
-  } catch (error) {
-    throw new CliError(
-      `--prices ${file} is not valid ${file.endsWith('.toml') ? 'TOML' : 'JSON'}: ${(error as Error).message}`,
-      EXIT.usage,
-    );
-  }
-  const checked = priceSchema.safeParse(data);
-  if (!checked.success)
-    throw new CliError(
-      `--prices ${file}: ${checked.error.issues.map((issue) => `${issue.path.join('.') || '(the table)'}: ${issue.message}`).join('; ')}. A table is { "model": { "input": 3, "output": 15 } }, dollars per million tokens.`,
-      EXIT.usage,
-    );
-  return checked.data as PriceTable;
 }
 
 async function costCommand(context: Context): Promise<number> {
