@@ -1,11 +1,10 @@
 /**
  * The HTTP provider: one wire, one transport, retries with back-off that honour
  * Retry-After, and fallback across providers. Built inside the thread that uses it,
- * from a serialisable spec.
+ * from a serialisable spec. How an answer's body is read (a whole JSON answer or an event
+ * stream, under the idle deadline) is ./answer-body.ts.
  */
-import { isAscii } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { StringDecoder } from 'node:string_decoder';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type {
@@ -21,9 +20,9 @@ import type {
 } from '../provider.js';
 import { loadProvider } from '../provider.js';
 import { DEFAULT_KEY_ENV, holdSecrets, providerSecrets, scrubText } from '../secrets.js';
+import { closeBody, IdleWatch, readEventStream, readWholeAnswer, sniff } from './answer-body.js';
 import { checkIdleTimeout } from './builders.js';
 import {
-  bodyError,
   CallCancel,
   type CancelSignal,
   decodedBody,
@@ -38,9 +37,8 @@ import {
 import { bodyKind, contentCodings, headerValue } from './media-type.js';
 import { findPreset } from './presets.js';
 import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
-import { SseParser } from './sse.js';
 import { type CallUsage, type ModelInfo, ProviderError, type RateLimits, type StreamPart } from './types.js';
-import { anthropicWire, openAiWire, toolCallsOf, type Wire, type WireConfig, type WireDecoder } from './wires.js';
+import { anthropicWire, openAiWire, toolCallsOf, type Wire, type WireConfig } from './wires.js';
 
 const DEFAULT_BASE_URLS = {
   openai: 'https://api.openai.com/v1',
@@ -48,126 +46,8 @@ const DEFAULT_BASE_URLS = {
   openrouter: 'https://openrouter.ai/api/v1',
 } as const;
 
-/** The blank line that ends an event (LF framing, which is what vendors send). */
-const BLANK_LINE = Buffer.from('\n\n');
-
-/** The largest whole JSON answer read (a server that ignored `stream`). */
-const WHOLE_BODY_LIMIT = 16 * 1024 * 1024;
-/** The longest single event: past it a body is not an event stream this client will hold in memory. */
-const MAX_EVENT_CHARS = 64 * 1024 * 1024;
-/**
- * The most an event stream may send: far past any model's output limit, so only a server
- * that never ends (text deltas forever, which the idle deadline cannot see) reaches it.
- */
-const MAX_STREAM_BYTES = 256 * 1024 * 1024;
 /** The idle deadline when a spec names none: long enough for a local runtime's slow first token. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
-
-/**
- * The idle deadline of one call. `moved()` is called when the answer produces something
- * (its headers, an event, a chunk of a whole body); one timer, re-armed only when it
- * fires early, checks the time since, so a busy stream costs a clock read per chunk.
- */
-class IdleWatch {
-  readonly #ms: number;
-  readonly #onIdle: () => void;
-  #last = performance.now();
-  #timer: NodeJS.Timeout | null;
-  fired = false;
-
-  constructor(ms: number, onIdle: () => void) {
-    this.#ms = ms;
-    this.#onIdle = onIdle;
-    this.#timer = setTimeout(this.#check, ms);
-  }
-
-  moved(): void {
-    this.#last = performance.now();
-  }
-
-  #check = (): void => {
-    const quiet = performance.now() - this.#last;
-    if (quiet >= this.#ms - 1) {
-      this.#timer = null;
-      this.fired = true;
-      this.#onIdle();
-    } else {
-      this.#timer = setTimeout(this.#check, this.#ms - quiet);
-    }
-  };
-
-  stop(): void {
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
-  }
-}
-
-/** The body's next chunk; a failure to read it is the vendor's (a cut stream) or the caller's (a cancel). */
-async function nextChunk(
-  chunks: AsyncIterator<Uint8Array>,
-  provider: string,
-  signal: CancelSignal,
-): Promise<IteratorResult<Uint8Array>> {
-  try {
-    return await chunks.next();
-  } catch (error) {
-    throw bodyError(error, provider, signal);
-  }
-}
-
-/** Stops reading a body: the transport drains what is left for a moment, then closes the connection. */
-async function closeIterator(chunks: AsyncIterator<Uint8Array>): Promise<void> {
-  await Promise.resolve(chunks.return?.()).catch(() => undefined);
-}
-
-async function closeBody(body: AsyncIterable<Uint8Array>): Promise<void> {
-  await closeIterator(body[Symbol.asyncIterator]());
-}
-
-const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
-/** The first bytes of an event stream's lines: `:` (a comment), and d, e, i, r (data, event, id, retry). */
-const SSE_OPENERS = new Set([0x3a, 0x64, 0x65, 0x69, 0x72]);
-
-/**
- * Reads the body up to its first byte that is not whitespace: `{` or `[` means a whole
- * JSON answer, anything else an event stream. The bytes read are handed back in front of
- * the rest, so the caller reads the body from its start.
- */
-async function sniff(
-  chunks: AsyncIterator<Uint8Array>,
-  provider: string,
-  signal: CancelSignal,
-): Promise<{ json: boolean; events: boolean; chunks: AsyncIterator<Uint8Array> }> {
-  const held: Uint8Array[] = [];
-  let first: number | null = null;
-  let seen = Buffer.alloc(0);
-  while (first === null) {
-    const next = await nextChunk(chunks, provider, signal);
-    if (next.done) break;
-    held.push(next.value);
-    // Only the start is looked at, so what is kept to look at stays small.
-    seen = Buffer.concat([seen, next.value.subarray(0, 64)]);
-    // A UTF-8 byte order mark (which the network may cut anywhere) is not the first byte.
-    let from = 0;
-    if (seen[0] === 0xef) {
-      if (seen.length < 3) continue;
-      if (seen[1] === 0xbb && seen[2] === 0xbf) from = 3;
-    }
-    const at = seen.subarray(from).findIndex((byte) => !WHITESPACE.has(byte));
-    if (at >= 0) first = seen[from + at] as number;
-    else seen = seen.subarray(0, from);
-  }
-  return {
-    json: first === 0x7b || first === 0x5b,
-    // A comment or a field name opens the body: it is an event stream, whatever it was labelled.
-    events: first !== null && SSE_OPENERS.has(first),
-    chunks: {
-      next: () =>
-        held.length > 0 ? Promise.resolve({ value: held.shift() as Uint8Array, done: false }) : chunks.next(),
-      return: () => chunks.return?.() ?? Promise.resolve({ value: undefined, done: true }),
-    },
-  };
-}
 
 export class HttpProvider implements Provider {
   readonly name: string;
@@ -291,176 +171,21 @@ export class HttpProvider implements Provider {
       evident = sniffed.events;
     }
     if (kind === 'json') {
-      // A whole answer was generated before it was sent, so all of it must arrive within one
-      // idle deadline of the headers: bytes trickled (whitespace, say) do not keep it open.
-      const read = await readText({ [Symbol.asyncIterator]: () => chunks }, WHOLE_BODY_LIMIT, this.name);
-      // RFC 8259 lets a parser ignore a byte order mark; JSON.parse does not.
-      const text = read.charCodeAt(0) === 0xfeff ? read.slice(1) : read;
-      if (text.length >= WHOLE_BODY_LIMIT) {
-        throw new ProviderError({
-          kind: 'undecodable',
-          provider: this.name,
-          message: `${this.name}: the answer is larger than ${WHOLE_BODY_LIMIT} bytes of JSON`,
-        });
-      }
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch (cause) {
-        throw new ProviderError({
-          kind: 'undecodable',
-          provider: this.name,
-          message: `${this.name}: the answer is not JSON`,
-          cause,
-        });
-      }
-      emit(decoder.whole(parsed));
+      emit(decoder.whole(await readWholeAnswer(chunks, this.name)));
       return rateLimits;
     }
-    const parser = new SseParser();
-    // StringDecoder keeps a character split across chunks whole, at several times TextDecoder's speed.
-    const utf8 = new StringDecoder('utf8');
-    // Whether the decoder holds no part of a character: then an all-ASCII chunk (most of them)
-    // is its own text, copied as Latin-1 in about half the time UTF-8 decoding takes.
-    let whole = true;
-    const decode = (bytes: Buffer): string => {
-      if (whole && isAscii(bytes)) return bytes.toString('latin1');
-      // The decoder holds back bytes only when the chunk ends inside a character.
-      if (bytes.length > 0) whole = (bytes[bytes.length - 1] as number) < 0x80;
-      return utf8.write(bytes);
-    };
-    // Every event read (a ping, say, whatever its parts) is the stream moving; comments are not.
-    const progress = { events: 0 };
-    const counted = (text: string) => {
-      progress.events++;
-      onText(text);
-    };
-    // A completion gathered whole reads the plain text events of a chunk off its bytes.
-    const scanBytes = joined ? decoder.scanBytes?.bind(decoder) : undefined;
-    // Before the lane knows the stream's plain event, the first events go to the parser one
-    // by one, so the lane can start within the first chunk; after these many, a stream
-    // without plain events goes to the parser a chunk at a time.
-    let learning = 8;
-    let seen = 0;
-    let received = 0;
-    // Only a failure to read the body is the vendor's (a cut stream, a cancel); one thrown
-    // while decoding is a ProviderError already, and one thrown by a caller's hook is the
-    // caller's, which no retry would mend. Either way the request is given up.
-    for (;;) {
-      const next = await nextChunk(chunks, this.name, signal);
-      if (next.done) break;
-      const chunk = next.value;
-      try {
-        const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-        let from = 0;
-        if (scanBytes !== undefined && whole) {
-          for (;;) {
-            if (parser.idle()) {
-              const read = whole ? scanBytes(bytes, from, counted) : from;
-              if (read >= 0) from = read;
-              if (read >= 0 || learning === 0) break;
-              learning--;
-            }
-            // The next event goes to the parser first: one begun in an earlier chunk, or one
-            // the lane has yet to learn from.
-            const cut = bytes.indexOf(BLANK_LINE, from);
-            if (cut < 0) break;
-            this.#chunk(decode(bytes.subarray(from, cut + 2)), parser, decoder, emit, counted, joined, progress);
-            from = cut + 2;
-            if (!parser.idle() || decoder.finished) break;
-          }
-        }
-        if (from < bytes.length && !decoder.finished) {
-          this.#chunk(
-            decode(from === 0 ? bytes : bytes.subarray(from)),
-            parser,
-            decoder,
-            emit,
-            counted,
-            joined,
-            progress,
-          );
-        }
-        received += bytes.length;
-        if (received > MAX_STREAM_BYTES) {
-          throw new ProviderError({
-            kind: 'undecodable',
-            provider: this.name,
-            message: `${this.name}: the stream sent more than ${MAX_STREAM_BYTES} bytes without ending; no completion is that long`,
-          });
-        }
-        if (parser.buffered() > MAX_EVENT_CHARS) {
-          throw new ProviderError({
-            kind: 'undecodable',
-            provider: this.name,
-            message: `${this.name}: an event of the stream is longer than ${MAX_EVENT_CHARS} characters`,
-          });
-        }
-      } catch (error) {
-        await closeIterator(chunks);
-        throw error;
-      }
-      if (progress.events !== seen) {
-        seen = progress.events;
-        watch.moved();
-      }
-      if (decoder.finished) {
-        // The vendor said the answer is complete: the rest of the body is not waited for.
-        await closeIterator(chunks);
-        emit(decoder.finish(false));
-        return rateLimits;
-      }
-    }
-    for (const event of parser.push(utf8.end())) emit(decoder.event(event));
-    const ended = parser.end();
-    // Bytes that were not events under a media type that did not say so: not this wire at
-    // all (a sign-in page). No bytes at all is a cut stream, told as such below.
-    if (!evident && progress.events === 0 && received > 0) {
-      throw new ProviderError({
-        kind: 'undecodable',
-        provider: this.name,
-        message: `${this.name}: the answer (${contentType === null ? 'with no Content-Type' : `Content-Type ${JSON.stringify(contentType)}`}) is neither an event stream nor JSON.`,
-      });
-    }
-    emit(decoder.finish(ended.incomplete));
+    await readEventStream(chunks, {
+      provider: this.name,
+      decoder,
+      emit,
+      onText,
+      joined,
+      signal,
+      watch,
+      evident,
+      contentType,
+    });
     return rateLimits;
-  }
-
-  /** One decoded chunk: runs of plain events through the fast lane, the rest through the parser. */
-  #chunk(
-    input: string,
-    parser: SseParser,
-    decoder: WireDecoder,
-    emit: (parts: StreamPart[]) => void,
-    onText: (text: string) => void,
-    joined: boolean,
-    progress: { events: number },
-  ): void {
-    let text = input;
-    for (;;) {
-      // Past the terminator nothing is read, whatever the chunk still holds.
-      if (decoder.finished) return;
-      // The fast lane reads runs of plain text events; the parser takes whatever breaks a run.
-      if (decoder.scan && parser.idle()) {
-        const read = decoder.scan(text, onText, joined);
-        if (read > 0) text = text.slice(read);
-      }
-      const cut = text.indexOf('\n\n');
-      if (cut < 0 || !decoder.scan) {
-        for (const event of parser.push(text)) {
-          progress.events++;
-          emit(decoder.event(event));
-        }
-        return;
-      }
-      // One event at a time through the parser, so the fast lane can resume after it.
-      for (const event of parser.push(text.slice(0, cut + 2))) {
-        progress.events++;
-        emit(decoder.event(event));
-      }
-      text = text.slice(cut + 2);
-      if (text.length === 0) return;
-    }
   }
 
   /** The completion as it streams: text deltas, tool-call starts, deltas and ends, usage, end. One try, no retries. */
