@@ -38,15 +38,6 @@ export { checkOutput } from './runtime/contract/output-check.js';
 export type { JsonSchema } from './runtime/contract/output-schema.js';
 export { OUTPUT_SCHEMA_KEYWORDS, OutputSchema } from './runtime/contract/output-schema.js';
 export type {
-  ToolCallContext,
-  ToolCallResult,
-  ToolDeclaration,
-  ToolDefinitionData,
-  ToolEffect,
-  ToolImage,
-} from './runtime/custom-tool.js';
-export { MAX_TOOL_RESULT_CHARS, Tool, ToolOutput, tool } from './runtime/custom-tool.js';
-export type {
   DrawAmount,
   EventData,
   EventType,
@@ -116,6 +107,15 @@ export type {
   StreamPart,
 } from './runtime/providers/types.js';
 export { ProviderError } from './runtime/providers/types.js';
+export type {
+  ToolCallContext,
+  ToolCallResult,
+  ToolDeclaration,
+  ToolDefinitionData,
+  ToolEffect,
+  ToolImage,
+} from './runtime/tools/host-tool.js';
+export { MAX_TOOL_RESULT_CHARS, Tool, ToolOutput, tool } from './runtime/tools/host-tool.js';
 export type { GateEvaluation } from './runtime/verify/gate.js';
 export type { FileChange } from './runtime/workspace/files.js';
 export { reverseApply, unifiedDiff } from './runtime/workspace/files.js';

@@ -9,16 +9,18 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { AgentCall } from '../dist/actors/agent/context.js';
-import { personTools } from '../dist/actors/agent/people.js';
-import { registryFor } from '../dist/actors/agent/toolset.js';
-import { TREE_TOOLS } from '../dist/actors/agent/tree-tools.js';
 import { Policy, TaskContract } from '../dist/index.js';
 import { policyGate } from '../dist/runtime/exec/containment/proxy.js';
 import { executorFor } from '../dist/runtime/exec/factory.js';
 import type { Act } from '../dist/runtime/policy/policy.js';
-import { type Tool, ToolRegistry, type ToolResult } from '../dist/runtime/tools.js';
-import { settleCommand, settleDecision, WorkspaceSession, workspaceTools } from '../dist/runtime/workspace/session.js';
+import type { AgentCall } from '../dist/runtime/tools/context.js';
+import { settleCommand, settleDecision } from '../dist/runtime/tools/decisions.js';
+import { personTools } from '../dist/runtime/tools/families/people.js';
+import { TREE_TOOLS } from '../dist/runtime/tools/families/tree.js';
+import { workspaceTools } from '../dist/runtime/tools/families/workspace.js';
+import { registryFor, ToolRegistry } from '../dist/runtime/tools/registry.js';
+import type { Tool, ToolResult } from '../dist/runtime/tools/tool.js';
+import { WorkspaceSession } from '../dist/runtime/workspace/session.js';
 import { later, tempWorkspace } from './support/workspace.js';
 
 /** A workspace session over `root`, its commands run by the executor factory's executor for a run, closed after the test. */
@@ -82,7 +84,7 @@ function recordingContext(
 
 describe('one Tool type', () => {
   it('declares every built-in tool once, in its family, with a handler of its arguments and the step context', () => {
-    const registry = registryFor('workspace', true);
+    const registry = registryFor({ mode: 'workspace', planGate: true });
     const declared = [...TREE_TOOLS, ...workspaceTools('workspace'), ...personTools(true)] as Tool<AgentCall>[];
     expect(registry.definitions().map((definition) => definition.name)).toEqual(
       declared.map((tool) => tool.name).sort(),
@@ -98,7 +100,7 @@ describe('one Tool type', () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const policy = Policy.default();
     const session = workspaceSession(root, policy);
-    const registry = registryFor('workspace', false);
+    const registry = registryFor({ mode: 'workspace' });
     const { context, asked } = recordingContext(policy, root, { workspace: session });
     const result = await registry.dispatch('write_file', { path: 'a.txt', content: 'beta\n' }, context);
     expect(result.isError).toBe(false);
@@ -114,7 +116,7 @@ describe('one Tool type', () => {
     const root = tempWorkspace();
     const policy = Policy.default().layer('team').allowExec('node *').denyExec('rm *');
     const session = workspaceSession(root, policy);
-    const registry = registryFor('workspace', false);
+    const registry = registryFor({ mode: 'workspace' });
     const ran = recordingContext(policy, root, { workspace: session });
     const result = await registry.dispatch('exec', { argv: ['node', '--version'] }, ran.context);
     expect(result.content).toContain(process.version);
@@ -129,7 +131,7 @@ describe('one Tool type', () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const policy = Policy.default();
     const session = workspaceSession(root, policy);
-    const registry = registryFor('workspace', false);
+    const registry = registryFor({ mode: 'workspace' });
     const early = registry.startEarly(
       'read_file',
       { path: 'a.txt' },

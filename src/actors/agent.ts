@@ -17,9 +17,11 @@ import type { KeptPath } from '../runtime/exec/containment/kept.js';
 import type { LiveData } from '../runtime/live.js';
 import { poolEntry } from '../runtime/pool-entry.js';
 import type { ProviderSpec } from '../runtime/provider.js';
-import type { ToolDefinitionData } from '../runtime/tools.js';
+import type { ToolDefinitionData } from '../runtime/tools/tool.js';
 import type { PostgresTarget } from '../store/postgres/schema.js';
 import type { ActorHost } from './host.js';
+
+export type { WaitChildResult } from '../runtime/tools/ports.js';
 
 /** What starts a run on an actor. */
 export interface AgentStart {
@@ -64,17 +66,6 @@ export type AgentInput =
   | { type: 'live'; on: boolean }
   /** Every live event before the flush with this id has been handed on. */
   | { type: 'live-flushed'; id: number };
-
-export type WaitChildResult =
-  | {
-      status: 'ended';
-      childStatus: RunStatus;
-      reply: string | null;
-      steps: number;
-      tokens: number;
-      reason: string | null;
-    }
-  | { status: 'background' };
 
 /** How a run left the actor. */
 export type RunExit =

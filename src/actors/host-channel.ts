@@ -9,7 +9,7 @@ import type { MessagePort } from 'node:worker_threads';
 import { expose, transferHandlers, wrap } from 'comlink/dist/esm/comlink.mjs';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import { ActorExitedError, deserializeError, ErrorCode, type SerializedError, serializeError } from '../errors.js';
-import type { AgentHost } from './agent/ports.js';
+import type { AgentHost } from '../runtime/tools/ports.js';
 
 /** The methods of the host, by name: a new method of AgentHost must be named here too. */
 const METHODS: Record<keyof AgentHost, true> = {

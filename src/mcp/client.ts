@@ -20,13 +20,13 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import { ErrorCode, HarnessError } from '../errors.js';
-import { type Tool, type ToolImage, ToolOutput, tool } from '../runtime/custom-tool.js';
 import { DEFAULT_SANDBOX, type SandboxData } from '../runtime/exec/containment/boundary.js';
 import type { ContainedExecutor, ContainedReport } from '../runtime/exec/containment/contained.js';
 import { EgressRefusal, type NetTarget, policyGate, targetKey } from '../runtime/exec/containment/proxy.js';
 import { executorFor } from '../runtime/exec/factory.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
+import { type Tool, type ToolImage, ToolOutput, tool } from '../runtime/tools/host-tool.js';
 import { LinearOutputSchemas } from './output-schemas.js';
 import { checkSpecs, type McpHttpServer, type McpServerSpec } from './spec.js';
 

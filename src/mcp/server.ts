@@ -23,7 +23,7 @@ import { TaskContract } from '../runtime/contract/contract.js';
 import { type Approver, CallbackApprover } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import { OpenAI } from '../runtime/providers/builders.js';
-import { workspaceTools } from '../runtime/workspace/session.js';
+import { workspaceTools } from '../runtime/tools/families/workspace.js';
 import type { Store } from '../store/store.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { type ScriptedAnswer, ScriptedModelServer } from '../testing/model-server.js';

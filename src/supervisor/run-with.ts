@@ -8,11 +8,11 @@
 import { InvalidArgumentError } from '../errors.js';
 import type { McpServerSpec } from '../mcp/spec.js';
 import { TaskContract } from '../runtime/contract/contract.js';
-import type { Tool } from '../runtime/custom-tool.js';
 import type { RunStatus } from '../runtime/events.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
+import type { Tool } from '../runtime/tools/host-tool.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import { TraceQueries, type TraceReader } from '../store/reader.js';
 import type { Q } from '../store/sql.js';

@@ -13,10 +13,10 @@ import { appendSteered } from '../actors/agent/step.js';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import type { McpServerSpec } from '../mcp/spec.js';
 import { TaskContract } from '../runtime/contract/contract.js';
-import type { Tool } from '../runtime/custom-tool.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
+import type { Tool } from '../runtime/tools/host-tool.js';
 import {
   type Answer,
   type AnyStore,

@@ -6,7 +6,6 @@
  * observers, and settles a tree only when no run of it is left running.
  */
 import { randomUUID } from 'node:crypto';
-import type { HostToolCall } from '../actors/agent/ports.js';
 import type { AgentInput, AgentOutput, HostedActor, RunExit, WaitChildResult } from '../actors/agent.js';
 import { type ActorHost, actorHost, type Isolation } from '../actors/host.js';
 import { serveHost } from '../actors/host-channel.js';
@@ -31,7 +30,6 @@ import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
 import { type AgentDefinition, checkAgents } from '../runtime/agents.js';
 import { type Budget, validateBudget } from '../runtime/budget.js';
 import { type ContractData, contractSecrets, TaskContract } from '../runtime/contract/contract.js';
-import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/custom-tool.js';
 import { type EventData, type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
 import { keptPaths } from '../runtime/exec/containment/kept.js';
 import { executorFor } from '../runtime/exec/factory.js';
@@ -52,6 +50,8 @@ import { keyVariables, type ProviderSpec, redactSpec, type TranscriptEntry } fro
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { heldSecrets, holdSecrets, onSecretsHeld, providerSecrets, scrubError } from '../runtime/secrets.js';
 import { discoverSkills, type SkillRoot } from '../runtime/skills.js';
+import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/tools/host-tool.js';
+import type { HostToolCall } from '../runtime/tools/ports.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';

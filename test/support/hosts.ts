@@ -1,5 +1,5 @@
 /** A host for an agent run outside a supervisor: every service refuses, unless the test gives its own. */
-import type { AgentHost } from '../../dist/actors/agent/ports.js';
+import type { AgentHost } from '../../dist/runtime/tools/ports.js';
 
 export function stubHost(services: Partial<AgentHost> = {}): AgentHost {
   const refuse = (what: string) => () => Promise.reject(new Error(`no ${what} in this test`));

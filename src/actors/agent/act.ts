@@ -6,14 +6,14 @@
  * is reserved together.
  */
 import type { ToolCall } from '../../runtime/provider.js';
-import type { Halt, ToolRegistry, ToolResult } from '../../runtime/tools.js';
+import { CANCELLED, type Halt, type ToolResult } from '../../runtime/tools/tool.js';
+import type { ToolRegistry } from '../../runtime/tools/registry.js';
 import { callContext } from './call-context.js';
-import type { AgentCall } from './context.js';
-import * as people from './people.js';
+import type { AgentCall } from '../../runtime/tools/context.js';
 import type { PreparedRun } from './prepare.js';
 import { observedName } from './records.js';
 import type { Step, StepOutcome } from './stage.js';
-import * as tree from './tree-tools.js';
+import * as tree from '../../runtime/tools/families/tree.js';
 
 /** Runs the step's calls; a pause is the step's outcome, anything else goes on to the checks. */
 export async function act(run: PreparedRun, step: Step): Promise<StepOutcome | null> {
@@ -42,7 +42,7 @@ export async function act(run: PreparedRun, step: Step): Promise<StepOutcome | n
     if (halt?.kind === 'pause') return pause(run, step, halt, mark);
     if (halt?.kind === 'stop') {
       // Ended by a person (a cancel, a cancelled plan, an aborted command): the step commits what it did.
-      step.stop = halt === people.CANCELLED ? agent.cancelReason : halt.reason;
+      step.stop = halt === CANCELLED ? agent.cancelReason : halt.reason;
       break;
     }
     if (result.refusal) {

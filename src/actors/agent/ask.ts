@@ -16,7 +16,7 @@ import {
   type ProviderSpec,
   type ToolCall,
 } from '../../runtime/provider.js';
-import type { ToolResult } from '../../runtime/tools.js';
+import type { ToolResult } from '../../runtime/tools/tool.js';
 import { startEarly, withheldBy } from './act.js';
 import type { Admitted } from './check.js';
 import { checkWindow } from './check-window.js';

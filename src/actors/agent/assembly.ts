@@ -49,8 +49,8 @@ import {
   type ToolDefinition,
   type TranscriptEntry,
 } from '../../runtime/provider.js';
+import type { RunContext } from '../../runtime/tools/context.js';
 import type { Observation } from '../../store/records.js';
-import type { RunContext } from './context.js';
 import { answeredCall } from './records.js';
 import { COMPACT, FOLD, type RestoredRun, steerTurn } from './step.js';
 

@@ -8,7 +8,7 @@ import { ErrorCode, HarnessError } from '../../errors.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { DrawAmount, EventData } from '../../runtime/events.js';
 import type { Completion } from '../../runtime/provider.js';
-import type { ToolResult } from '../../runtime/tools.js';
+import type { ToolResult } from '../../runtime/tools/tool.js';
 import type { StoreReads } from '../../store/port.js';
 import type { LedgerAccount, RunRecord } from '../../store/reader.js';
 

@@ -7,8 +7,8 @@
 import type { EventData } from '../../runtime/events.js';
 import { type EgressGate, recordingGate } from '../../runtime/exec/containment/proxy.js';
 import type { Policy } from '../../runtime/policy/policy.js';
-import type { RunContext } from './context.js';
-import { approveNow } from './people.js';
+import type { RunContext } from '../../runtime/tools/context.js';
+import { approveNow } from '../../runtime/tools/decisions.js';
 
 export function egressGate(
   context: RunContext,

@@ -12,7 +12,7 @@
  */
 import { statSync } from 'node:fs';
 import type { EventData } from '../../runtime/events.js';
-import type { ToolResult } from '../../runtime/tools.js';
+import type { ToolResult } from '../../runtime/tools/tool.js';
 import type { Observation } from '../../store/records.js';
 
 /** The files a step's own file tools changed, by call: its `file-changed` events. */

@@ -8,6 +8,7 @@ import type { ContractData } from '../../runtime/contract/contract.js';
 import type { RunStatus } from '../../runtime/events.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import type { Completion, ProviderSpec } from '../../runtime/provider.js';
+import type { RunContext } from '../../runtime/tools/context.js';
 import {
   evaluateCommandGate,
   evaluateReviewGate,
@@ -19,7 +20,6 @@ import {
 } from '../../runtime/verify/gate.js';
 import type { WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { ModelCallRecord, Observation } from '../../store/records.js';
-import type { RunContext } from './context.js';
 import { answeredCall } from './records.js';
 import { FEEDBACK, type Spent } from './step.js';
 

@@ -24,22 +24,22 @@ import {
 } from '../../runtime/provider.js';
 import { ProviderError } from '../../runtime/providers/types.js';
 import { skillCatalogue } from '../../runtime/skills.js';
-import type { ToolRegistry } from '../../runtime/tools.js';
+import { registryFor, type ToolRegistry } from '../../runtime/tools/registry.js';
 import { WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { RunSpec } from '../../store/records.js';
 import { Escalation } from './ask.js';
 import { Assembly, findWindow } from './assembly.js';
 import { Budget } from './budget.js';
-import type { AgentCall } from './context.js';
+import type { AgentCall } from '../../runtime/tools/context.js';
 import { egressGate } from './egress.js';
 import { changedIn, Freshness } from './freshness.js';
 import { chooseMemory } from './memory-block.js';
 import type { AgentRun } from './run.js';
 import { type Ended, ended, endRun } from './stage.js';
 import { type RestoredRun, restoreRun, type Spent, steerTurn } from './step.js';
-import { ToolTiers } from './tiers.js';
-import { defaultSystem, registryFor, workspaceSystem } from './toolset.js';
+import { ToolTiers } from '../../runtime/tools/families/tiers.js';
+import { defaultSystem, workspaceSystem } from './prompts.js';
 
 /** The stored spec, as a run reads it: the provider is a spec. */
 export type RunSpecData = RunSpec & { provider: ProviderSpec };
@@ -196,15 +196,15 @@ function equip(
     const secrets = contractSecrets(contract, agent.start.provider ?? spec.provider);
     workspace = new WorkspaceSession(contract, policy as Policy, secrets, executor);
   }
-  const registry = registryFor(
-    contract === null ? 'agent' : contract.mode,
-    contract?.planGate === true,
-    agent.start.tools,
-    spec.spawn !== false,
-    (spec.skills ?? []).length > 0,
-    contract?.toolTiers === true,
-    contract?.memory !== undefined,
-  );
+  const registry = registryFor({
+    mode: contract === null ? 'agent' : contract.mode,
+    planGate: contract?.planGate === true,
+    hostTools: agent.start.tools,
+    spawn: spec.spawn !== false,
+    skills: (spec.skills ?? []).length > 0,
+    tiers: contract?.toolTiers === true,
+    memory: contract?.memory !== undefined,
+  });
   agent.equip({
     run,
     contract,

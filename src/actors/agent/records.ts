@@ -3,7 +3,7 @@
 import { callTarget, collapsedContent } from '../../runtime/context/rungs.js';
 import type { EventData } from '../../runtime/events.js';
 import type { CallAttempt, Completion, ProviderSpec, TranscriptEntry } from '../../runtime/provider.js';
-import { MAX_ARGUMENT_DEPTH, nestedDeeperThan } from '../../runtime/tools.js';
+import { MAX_ARGUMENT_DEPTH, nestedDeeperThan } from '../../runtime/tools/registry.js';
 import type { ModelCallRecord, Observation } from '../../store/records.js';
 
 /** The trace of the tries a model call took: each retry, each fallback, and a final failure. */

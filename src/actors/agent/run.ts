@@ -14,11 +14,11 @@ import type { WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { AgentInput } from '../agent.js';
 import { Deadline, type FirstWall } from './budget.js';
-import type { Phase, RunContext } from './context.js';
+import type { Phase, RunContext } from '../../runtime/tools/context.js';
 import type { AgentPorts } from './ports.js';
 import { StepState } from './step.js';
-import type { ToolTiers } from './tiers.js';
-import { MailWake } from './tree-tools.js';
+import type { ToolTiers } from '../../runtime/tools/families/tiers.js';
+import { MailWake } from '../../runtime/tools/families/tree.js';
 
 export type AgentStart = Extract<AgentInput, { type: 'start' }>;
 

@@ -5,7 +5,7 @@
  */
 import type { EventData, RunStatus } from '../../runtime/events.js';
 import type { Completion, RequestMetadata } from '../../runtime/provider.js';
-import type { ToolResult } from '../../runtime/tools.js';
+import type { ToolResult } from '../../runtime/tools/tool.js';
 import type { ModelCallRecord, Observation } from '../../store/records.js';
 import type { Crossing } from './budget.js';
 import type { PreparedRun } from './prepare.js';

@@ -6,7 +6,7 @@
 import type { NoteRecord } from '../../runtime/context/memory.js';
 import type { EventData } from '../../runtime/events.js';
 import type { Completion, ToolCall, TranscriptEntry } from '../../runtime/provider.js';
-import type { ToolResult } from '../../runtime/tools.js';
+import type { ToolResult } from '../../runtime/tools/tool.js';
 import type { StoreReads } from '../../store/port.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { FileDiff, ModelCallRecord, Observation, SentMessage } from '../../store/records.js';

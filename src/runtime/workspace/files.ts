@@ -32,7 +32,7 @@ import { parsePatch, type StructuredPatch } from 'diff';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import type { ArgumentSchema } from '../arguments.js';
 import { compileGlob } from '../policy/globs.js';
-import type { ToolResult } from '../tools.js';
+import type { ToolResult } from '../tools/tool.js';
 import {
   lookBeneath,
   type Refused,

@@ -10,7 +10,7 @@
  */
 import type { Piscina } from 'piscina';
 import { poolEntry } from '../pool-entry.js';
-import type { ToolResult } from '../tools.js';
+import type { ToolResult } from '../tools/tool.js';
 import type { SearchOutcome, SearchTask } from './search.js';
 
 /** The longest one grep or find may run, unless the run's own deadline (or a cancel) comes first. */

@@ -4,12 +4,12 @@
  * the tree, delivered when the step commits and consumed exactly once).
  */
 import { randomUUID } from 'node:crypto';
-import type { AgentDefinition } from '../../runtime/agents.js';
-import type { ArgumentSchema } from '../../runtime/arguments.js';
-import { Policy, type PolicyData } from '../../runtime/policy/policy.js';
-import type { Tool, ToolResult } from '../../runtime/tools.js';
-import type { StoreOperations } from '../../store/port.js';
-import type { AgentCall, MailWait, RunContext } from './context.js';
+import type { StoreOperations } from '../../../store/port.js';
+import type { AgentDefinition } from '../../agents.js';
+import type { ArgumentSchema } from '../../arguments.js';
+import { Policy, type PolicyData } from '../../policy/policy.js';
+import type { AgentCall, MailWait, RunContext } from '../context.js';
+import type { Tool, ToolResult } from '../tool.js';
 
 export interface SpawnArgs {
   task: string;

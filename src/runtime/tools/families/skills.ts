@@ -4,9 +4,9 @@
  * the file's real path. A path that resolves outside the skill's folder is refused first.
  */
 import { readFileSync } from 'node:fs';
-import { MAX_SKILL_CHARS, readSkillParameters, skillFile } from '../../runtime/skills.js';
-import type { Tool, ToolResult } from '../../runtime/tools.js';
-import type { AgentCall } from './context.js';
+import { MAX_SKILL_CHARS, readSkillParameters, skillFile } from '../../skills.js';
+import type { AgentCall } from '../context.js';
+import type { Tool, ToolResult } from '../tool.js';
 
 export const READ_SKILL: Tool<AgentCall> = {
   name: 'read_skill',

@@ -6,7 +6,7 @@
  * what it recalls is recorded as drawn on, as its block's notes are at its start. The
  * rules are in runtime/context/memory.ts; the store keeps the notes.
  */
-import type { ArgumentSchema } from '../../runtime/arguments.js';
+import type { ArgumentSchema } from '../../arguments.js';
 import {
   DEFAULT_MEMORY_CAP,
   GLOBAL_SCOPE,
@@ -22,9 +22,9 @@ import {
   visibleNotes,
   wordsOf,
   workspaceScope,
-} from '../../runtime/context/memory.js';
-import type { Tool, ToolResult } from '../../runtime/tools.js';
-import type { AgentCall, RunContext } from './context.js';
+} from '../../context/memory.js';
+import type { AgentCall, RunContext } from '../context.js';
+import type { Tool, ToolResult } from '../tool.js';
 
 /** The most notes one recall returns, and the most characters. */
 const RECALLED = 20;

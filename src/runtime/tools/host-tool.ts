@@ -11,9 +11,8 @@
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { toJSONSchema, z } from 'zod';
-import { builtInToolNames } from '../actors/agent/toolset.js';
-import { InvalidArgumentError } from '../errors.js';
-import { oneOf, problemsOf, quotedKeys } from './edges.js';
+import { InvalidArgumentError } from '../../errors.js';
+import { oneOf, problemsOf, quotedKeys } from '../edges.js';
 import {
   checkImage,
   type ImageAttachment,
@@ -21,11 +20,12 @@ import {
   imageLine,
   MAX_IMAGES_PER_RESULT,
   MAX_RESULT_IMAGE_BYTES,
-} from './images.js';
-import { ajvRegExp, LINEAR_PATTERN_ADVICE, LinearPatternError } from './linear-regex.js';
-import type { ToolDefinitionData, ToolEffect } from './tools.js';
+} from '../images.js';
+import { ajvRegExp, LINEAR_PATTERN_ADVICE, LinearPatternError } from '../linear-regex.js';
+import { builtInToolNames } from './names.js';
+import type { ToolDefinitionData, ToolEffect } from './tool.js';
 
-export type { ToolDefinitionData, ToolEffect } from './tools.js';
+export type { ToolDefinitionData, ToolEffect } from './tool.js';
 
 /** What a tool's `execute` is told about the call. */
 export interface ToolCallContext {

@@ -5,11 +5,11 @@
  * runs it over the host channel.
  */
 
-import type { ArgumentSchema } from '../../runtime/arguments.js';
-import type { Act } from '../../runtime/policy/policy.js';
-import { halted, type Tool, type ToolDefinitionData, type ToolResult } from '../../runtime/tools.js';
-import type { AgentCall, RunContext } from './context.js';
-import * as people from './people.js';
+import type { ArgumentSchema } from '../../arguments.js';
+import type { Act } from '../../policy/policy.js';
+import type { AgentCall, RunContext } from '../context.js';
+import { intent } from '../intents.js';
+import { CANCELLED, halted, type Tool, type ToolDefinitionData, type ToolResult } from '../tool.js';
 
 /**
  * One of the embedder's tools as the agent declares it: the main thread checks its
@@ -81,14 +81,12 @@ export function callHostTool(
   const call = async (): Promise<ToolResult> => {
     const signal = context.signal;
     if (signal.aborted)
-      return context.cancelled
-        ? halted(people.CANCELLED)
-        : { content: 'not run: the step was stopped.', isError: true };
+      return context.cancelled ? halted(CANCELLED) : { content: 'not run: the step was stopped.', isError: true };
     let onAbort: () => void = () => undefined;
     const cancelled = new Promise<ToolResult>((resolve) => {
       onAbort = () => {
         context.host.abortTool({ runId: run.runId, callId }).catch(() => undefined);
-        if (context.cancelled) resolve(halted(people.CANCELLED));
+        if (context.cancelled) resolve(halted(CANCELLED));
       };
       signal.addEventListener('abort', onAbort, { once: true });
     });
@@ -109,5 +107,5 @@ export function callHostTool(
   };
   if (definition.effect === 'reads') return call();
   const detail = `${definition.name} ${shownArguments(args, SHOWN_ARGUMENT_CHARS)}`;
-  return people.intent(context, callIndex, 'tool', detail, call);
+  return intent(context, callIndex, 'tool', detail, call);
 }

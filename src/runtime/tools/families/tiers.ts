@@ -9,9 +9,10 @@
  * Which families are open is kept in the trace (`tools-expanded` events), so a resumed run
  * offers what it offered before the crash.
  */
-import type { ArgumentSchema } from '../../runtime/arguments.js';
-import type { Tool, ToolRegistry, ToolResult } from '../../runtime/tools.js';
-import type { AgentCall } from './context.js';
+import type { ArgumentSchema } from '../../arguments.js';
+import type { AgentCall } from '../context.js';
+import type { ToolRegistry } from '../registry.js';
+import type { Tool, ToolResult } from '../tool.js';
 
 /** What each family is, for the line in the system block. */
 const ABOUT: Record<string, string> = {
