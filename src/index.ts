@@ -4,6 +4,8 @@
  * trace you own; a tree of agents draws from one budget ledger no child can raise.
  */
 
+import { HostTool } from './runtime/tools/host-tool.js';
+
 export type { Isolation } from './actors/host.js';
 export type { Clock } from './clock.js';
 export { systemClock } from './clock.js';
@@ -115,7 +117,7 @@ export type {
   ToolEffect,
   ToolImage,
 } from './runtime/tools/host-tool.js';
-export { MAX_TOOL_RESULT_CHARS, Tool, ToolOutput, tool } from './runtime/tools/host-tool.js';
+export { HostTool, MAX_TOOL_RESULT_CHARS, ToolOutput, tool } from './runtime/tools/host-tool.js';
 export type { GateEvaluation } from './runtime/verify/gate.js';
 export type { FileChange } from './runtime/workspace/files.js';
 export { reverseApply, unifiedDiff } from './runtime/workspace/files.js';
@@ -185,3 +187,14 @@ export type {
   TreeResult,
 } from './supervisor/supervisor.js';
 export { Supervisor } from './supervisor/supervisor.js';
+
+/**
+ * The embedder's tool class under its first name.
+ *
+ * @deprecated Use {@link HostTool}: the class is named for where it runs, so it is not
+ * confused with the runtime's own tool type. `Tool` is the same class (`instanceof` and
+ * `new` work alike), kept so code that names it keeps compiling.
+ */
+export const Tool = HostTool;
+/** @deprecated Use {@link HostTool}; see the value `Tool`. */
+export type Tool<Args = Record<string, unknown>> = HostTool<Args>;

@@ -10,11 +10,13 @@ import { z } from 'zod';
 import {
   answerQuestion,
   CallbackApprover,
+  HostTool,
   OpenAI,
   Policy,
   Store,
   Supervisor,
   TaskContract,
+  Tool,
   type ToolCallContext,
   tool,
 } from '../dist/index.js';
@@ -164,6 +166,13 @@ describe("the embedder's tools", () => {
     const { supervisor } = await supervisorOn({ tools: [broken] });
     const { provider } = await model([]);
     expect(() => supervisor.run({ task: 't', provider, tools: [broken] })).toThrow(/the tool broken is given twice/);
+  });
+
+  it('are HostTools, and the class keeps its first name, Tool, as a deprecated alias', () => {
+    expect(broken).toBeInstanceOf(HostTool);
+    expect(Tool).toBe(HostTool);
+    const named: Tool = new Tool({ name: 'old_name', description: 'x', parameters: z.object({}), execute: () => 'x' });
+    expect(named).toBeInstanceOf(HostTool);
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * MCP servers' tools as the embedder's own: each server is started (stdio) or dialled
- * (streamable HTTP) with the official SDK, and each of its tools becomes a {@link Tool}
+ * (streamable HTTP) with the official SDK, and each of its tools becomes a {@link HostTool}
  * named `<server>__<tool>`, its JSON Schema passed through. From there a call goes the way
  * every tool of the embedder's does: the policy decides it as an act of kind `tool` by
  * that name (allow, deny, or ask the approver), it is journaled as an intent before it is
@@ -26,7 +26,7 @@ import { EgressRefusal, type NetTarget, policyGate, targetKey } from '../runtime
 import { executorFor } from '../runtime/exec/factory.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import type { Act, Policy } from '../runtime/policy/policy.js';
-import { type Tool, type ToolImage, ToolOutput, tool } from '../runtime/tools/host-tool.js';
+import { type HostTool, type ToolImage, ToolOutput, tool } from '../runtime/tools/host-tool.js';
 import { LinearOutputSchemas } from './output-schemas.js';
 import { checkSpecs, type McpHttpServer, type McpServerSpec } from './spec.js';
 
@@ -448,9 +448,9 @@ function withoutDialect(schema: Record<string, unknown>): Record<string, unknown
  * `<server>__prompt` the same for prompts. Decided by the policy by those names, like
  * any tool; not journaled, as they change nothing.
  */
-function readingTools(connection: Connection): Tool<never>[] {
+function readingTools(connection: Connection): HostTool<never>[] {
   const server = connection.spec.name;
-  const made: Tool<never>[] = [];
+  const made: HostTool<never>[] = [];
   const reads = (
     name: string,
     description: string,
@@ -468,7 +468,7 @@ function readingTools(connection: Connection): Tool<never>[] {
         effect: 'reads',
         family: 'mcp',
         execute: (args, context) => run(args as Record<string, unknown>, context.signal),
-      }) as unknown as Tool<never>,
+      }) as unknown as HostTool<never>,
     );
   };
   if (connection.resources) {
@@ -516,7 +516,7 @@ function readingTools(connection: Connection): Tool<never>[] {
  */
 export class McpServers {
   readonly #connections: Connection[];
-  readonly #tools: Tool<never>[];
+  readonly #tools: HostTool<never>[];
   /** Tools a server listed that are not offered, and why. */
   readonly skipped: readonly McpSkippedTool[];
 
@@ -533,7 +533,7 @@ export class McpServers {
     this.#connections = connections;
     this.#executors = executors;
     this.#containedBy = containedBy;
-    const tools: Tool<never>[] = [];
+    const tools: HostTool<never>[] = [];
     const skipped: McpSkippedTool[] = [];
     for (const connection of connections) {
       const server = connection.spec.name;
@@ -557,7 +557,7 @@ export class McpServers {
               effect: 'acts',
               family: 'mcp',
               execute: (args, context) => connection.call(listed.name, args as Record<string, unknown>, context.signal),
-            }) as unknown as Tool<never>,
+            }) as unknown as HostTool<never>,
           );
         } catch (error) {
           skipped.push({ server, tool: listed.name, reason: (error as Error).message });
@@ -639,7 +639,7 @@ export class McpServers {
   }
 
   /** The servers' tools, named `<server>__<tool>`, sorted by name: hand them to a run as `tools`. */
-  tools(): Tool<never>[] {
+  tools(): HostTool<never>[] {
     return [...this.#tools];
   }
 

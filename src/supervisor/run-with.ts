@@ -12,7 +12,7 @@ import type { RunStatus } from '../runtime/events.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
-import type { Tool } from '../runtime/tools/host-tool.js';
+import type { HostTool as Tool } from '../runtime/tools/host-tool.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import { TraceQueries, type TraceReader } from '../store/reader.js';
 import type { Q } from '../store/sql.js';

@@ -16,7 +16,7 @@ import { TaskContract } from '../runtime/contract/contract.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
-import type { Tool } from '../runtime/tools/host-tool.js';
+import type { HostTool as Tool } from '../runtime/tools/host-tool.js';
 import {
   type Answer,
   type AnyStore,

@@ -50,7 +50,7 @@ import { keyVariables, type ProviderSpec, redactSpec, type TranscriptEntry } fro
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { heldSecrets, holdSecrets, onSecretsHeld, providerSecrets, scrubError } from '../runtime/secrets.js';
 import { discoverSkills, type SkillRoot } from '../runtime/skills.js';
-import { checkTools, type Tool, type ToolDefinitionData } from '../runtime/tools/host-tool.js';
+import { checkTools, type HostTool as Tool, type ToolDefinitionData } from '../runtime/tools/host-tool.js';
 import type { HostToolCall } from '../runtime/tools/ports.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';

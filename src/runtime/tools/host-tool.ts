@@ -148,8 +148,22 @@ function checkDeclaration(declaration: unknown): void {
   throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
 }
 
-/** A declared tool, checked: its wire definition computed once, its validator compiled once. */
-export class Tool<Args = Record<string, unknown>> {
+/**
+ * One of the embedder's tools, declared with {@link tool} and checked: its wire definition
+ * computed once, its validator compiled once. Named for where it runs, on the host (the
+ * main thread) of the tree; the runtime's own tools are declarations of another type, run
+ * on the agents' threads. Hand it to `Supervisor.start`, `run`, `runWith` or `resume` as `tools`.
+ *
+ * @example
+ * const lookup: HostTool<{ id: string }> = tool({
+ *   name: 'lookup_order',
+ *   description: 'Looks up an order by its id.',
+ *   parameters: z.object({ id: z.string() }),
+ *   effect: 'reads',
+ *   execute: ({ id }) => orders.get(id) ?? `no order ${id}`,
+ * });
+ */
+export class HostTool<Args = Record<string, unknown>> {
   readonly definition: ToolDefinitionData;
   readonly #validate: (args: unknown) => { ok: true; value: unknown } | { ok: false; problems: string[] };
   readonly #execute: (args: Args, context: ToolCallContext) => unknown;
@@ -275,23 +289,23 @@ function bounded(name: string, text: string, limit = MAX_TOOL_RESULT_CHARS): str
 }
 
 /** Declares a tool of the embedder's own; hand it to `Supervisor.start`, `run`, `runWith` or `resume` as `tools`. */
-export function tool<Args = Record<string, unknown>>(declaration: ToolDeclaration<Args>): Tool<Args> {
-  return new Tool(declaration);
+export function tool<Args = Record<string, unknown>>(declaration: ToolDeclaration<Args>): HostTool<Args> {
+  return new HostTool(declaration);
 }
 
 /** Checks a list of tools handed in as `tools`, and that no two share a name. */
-export function checkTools(tools: unknown, where: string): Tool<never>[] {
+export function checkTools(tools: unknown, where: string): HostTool<never>[] {
   if (tools === undefined) return [];
   if (!Array.isArray(tools)) throw new InvalidArgumentError(`${where}: tools must be an array of tool(...) values.`);
   const seen = new Set<string>();
   for (const item of tools) {
-    if (!(item instanceof Tool)) {
+    if (!(item instanceof HostTool)) {
       throw new InvalidArgumentError(`${where}: every entry of tools must be made with tool({ ... }).`);
     }
     if (seen.has(item.name)) throw new InvalidArgumentError(`${where}: two tools are named ${item.name}.`);
     seen.add(item.name);
   }
-  return tools as Tool<never>[];
+  return tools as HostTool<never>[];
 }
 
 function isZod(value: object): value is ZodLike<never> {
