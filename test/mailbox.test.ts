@@ -1,4 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../dist/clock.js';
+import type { RunContext } from '../dist/runtime/tools/context.js';
+import { MailWake, read } from '../dist/runtime/tools/families/tree.js';
 import { observationsOf, runAt, type StoreHarness, script, storeHarness } from './support/harness.js';
 
 let h: StoreHarness;
@@ -94,5 +97,44 @@ describe('mailbox', () => {
     }).result;
     expect((await h.store.account((await runAt(h.store, result.rootId, 'lower')).runId))?.maxWaitSecs).toBe(2);
     expect((await h.store.account((await runAt(h.store, result.rootId, 'higher')).runId))?.maxWaitSecs).toBe(10);
+  });
+});
+
+describe('an inbox wait', () => {
+  /** A run as read_messages sees it: an empty inbox, a cap of 30 s, the given clock. */
+  function emptyInbox(clock: ManualClock) {
+    return {
+      clock,
+      cancelled: false,
+      run: { runId: 'r', rootId: 'root', address: 'reader' },
+      step: { consumed: [] as string[] },
+      store: { account: async () => ({ maxWaitSecs: 30 }), inbox: async () => [] },
+    } as unknown as RunContext;
+  }
+
+  it('reads its deadline on the run’s clock, and still ends on a clock that does not move', async () => {
+    const clock = new ManualClock();
+    const mail = new MailWake();
+    let waiting: () => void = () => undefined;
+    const asleep = new Promise<void>((resolve) => {
+      waiting = resolve;
+    });
+    const watched = {
+      wait: (ms: number) => {
+        waiting();
+        return mail.wait(ms);
+      },
+    };
+    // The run's clock passes the deadline while the tool waits: the next wake ends a 30 s wait at once.
+    const waited = read(emptyInbox(clock), { wait_secs: 30 }, watched);
+    await asleep;
+    clock.advance(31_000);
+    mail.wake();
+    expect((await waited).content).toBe('no messages after waiting 30s.');
+    // A clock that never moves: the wait still ends once its time has passed for real.
+    const started = Date.now();
+    const frozen = await read(emptyInbox(new ManualClock()), { wait_secs: 0.2 }, new MailWake());
+    expect(frozen.content).toBe('no messages after waiting 0.2s.');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(150);
   });
 });

@@ -109,7 +109,8 @@ export interface AgentCall extends WorkspaceCall {
 
 /** Waits up to `ms` for mail to this agent, or a cancel, whichever is first. */
 export interface MailWait {
-  wait(ms: number): Promise<void>;
+  /** Resolves `woken` at mail or a cancel, `elapsed` when `ms` passed first. */
+  wait(ms: number): Promise<'woken' | 'elapsed'>;
 }
 
 /** What a call's step context is built from besides the run. */

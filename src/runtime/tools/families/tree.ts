@@ -136,16 +136,16 @@ export class MailWake implements MailWait {
     this.#waiter?.();
   }
 
-  /** Resolves after `ms`, or at the next wake. */
-  wait(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = (): void => {
+  /** Resolves `elapsed` after `ms`, or `woken` at the next wake. */
+  wait(ms: number): Promise<'woken' | 'elapsed'> {
+    return new Promise<'woken' | 'elapsed'>((resolve) => {
+      const done = (how: 'woken' | 'elapsed'): void => {
         clearTimeout(timer);
         this.#waiter = null;
-        resolve();
+        resolve(how);
       };
-      const timer = setTimeout(done, ms);
-      this.#waiter = done;
+      const timer = setTimeout(() => done('elapsed'), ms);
+      this.#waiter = () => done('woken');
     });
   }
 }
@@ -324,9 +324,11 @@ export async function read(context: RunContext, args: ReadArgs, mail: MailWait):
   const cap = account?.maxWaitSecs ?? 30;
   const asked = args.wait_secs ?? 0;
   const waitSecs = Math.min(asked, cap);
-  // A wait is real time, whatever the run's clock says.
-  const deadline = Date.now() + waitSecs * 1000;
+  // The deadline is read on the run's clock; the wait itself is a real timer, so a clock
+  // that does not move (a test's) still ends a wait once its time has passed for real.
+  const deadline = context.clock.now() + waitSecs * 1000;
   const taken = new Set(step.consumed);
+  let elapsed = false;
   for (;;) {
     const fresh = (await context.store.inbox(run.rootId, run.address))
       .filter((message) => !taken.has(message.msgId))
@@ -340,9 +342,9 @@ export async function read(context: RunContext, args: ReadArgs, mail: MailWait):
         isError: false,
       };
     }
-    const left = deadline - Date.now();
-    if (left <= 0 || context.cancelled) break;
-    await mail.wait(left);
+    const left = deadline - context.clock.now();
+    if (elapsed || left <= 0 || context.cancelled) break;
+    elapsed = (await mail.wait(left)) === 'elapsed';
   }
   const capped = asked > cap ? ` (the wait asked for ${asked}s was capped at ${cap}s)` : '';
   return { content: `no messages${waitSecs > 0 ? ` after waiting ${waitSecs}s` : ''}${capped}.`, isError: false };
