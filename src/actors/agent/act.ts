@@ -6,14 +6,14 @@
  * is reserved together.
  */
 import type { ToolCall } from '../../runtime/provider.js';
-import { CANCELLED, type Halt, type ToolResult } from '../../runtime/tools/tool.js';
-import type { ToolRegistry } from '../../runtime/tools/registry.js';
-import { callContext } from './call-context.js';
 import type { AgentCall } from '../../runtime/tools/context.js';
+import * as tree from '../../runtime/tools/families/tree.js';
+import type { ToolRegistry } from '../../runtime/tools/registry.js';
+import { CANCELLED, type Halt, type ToolResult } from '../../runtime/tools/tool.js';
+import { callContext } from './call-context.js';
 import type { PreparedRun } from './prepare.js';
 import { observedName } from './records.js';
 import type { Step, StepOutcome } from './stage.js';
-import * as tree from '../../runtime/tools/families/tree.js';
 
 /** Runs the step's calls; a pause is the step's outcome, anything else goes on to the checks. */
 export async function act(run: PreparedRun, step: Step): Promise<StepOutcome | null> {

@@ -24,6 +24,8 @@ import {
 } from '../../runtime/provider.js';
 import { ProviderError } from '../../runtime/providers/types.js';
 import { skillCatalogue } from '../../runtime/skills.js';
+import type { AgentCall } from '../../runtime/tools/context.js';
+import { ToolTiers } from '../../runtime/tools/families/tiers.js';
 import { registryFor, type ToolRegistry } from '../../runtime/tools/registry.js';
 import { WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
@@ -31,15 +33,13 @@ import type { RunSpec } from '../../store/records.js';
 import { Escalation } from './ask.js';
 import { Assembly, findWindow } from './assembly.js';
 import { Budget } from './budget.js';
-import type { AgentCall } from '../../runtime/tools/context.js';
 import { egressGate } from './egress.js';
 import { changedIn, Freshness } from './freshness.js';
 import { chooseMemory } from './memory-block.js';
+import { defaultSystem, workspaceSystem } from './prompts.js';
 import type { AgentRun } from './run.js';
 import { type Ended, ended, endRun } from './stage.js';
 import { type RestoredRun, restoreRun, type Spent, steerTurn } from './step.js';
-import { ToolTiers } from '../../runtime/tools/families/tiers.js';
-import { defaultSystem, workspaceSystem } from './prompts.js';
 
 /** The stored spec, as a run reads it: the provider is a spec. */
 export type RunSpecData = RunSpec & { provider: ProviderSpec };

@@ -10,15 +10,15 @@ import type { ContractData } from '../../runtime/contract/contract.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import type { Policy, PolicyData } from '../../runtime/policy/policy.js';
 import type { SkillData } from '../../runtime/skills.js';
+import type { Phase, RunContext } from '../../runtime/tools/context.js';
+import type { ToolTiers } from '../../runtime/tools/families/tiers.js';
+import { MailWake } from '../../runtime/tools/families/tree.js';
 import type { WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { RunRecord } from '../../store/reader.js';
 import type { AgentInput } from '../agent.js';
 import { Deadline, type FirstWall } from './budget.js';
-import type { Phase, RunContext } from '../../runtime/tools/context.js';
 import type { AgentPorts } from './ports.js';
 import { StepState } from './step.js';
-import type { ToolTiers } from '../../runtime/tools/families/tiers.js';
-import { MailWake } from '../../runtime/tools/families/tree.js';
 
 export type AgentStart = Extract<AgentInput, { type: 'start' }>;
 
