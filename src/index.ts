@@ -69,12 +69,12 @@ export type {
   PlanReview,
 } from './runtime/policy/approval.js';
 export { ApproveAll, CallbackApprover, DenyAll } from './runtime/policy/approval.js';
-export type { CommandCheck } from './runtime/policy/commands.js';
-export { checkArgv } from './runtime/policy/commands.js';
+export type { CommandCheck } from './runtime/policy/commands/index.js';
+export { checkArgv, checkShell } from './runtime/policy/commands/index.js';
 export type { Act, ActKind, Decision, Effect, PolicyData, PolicyLayer, PolicyRule } from './runtime/policy/policy.js';
 export { FLOOR, Policy, resolvePath } from './runtime/policy/policy.js';
 export type { ShellParse, ShellStage } from './runtime/policy/shell.js';
-export { checkShell, parseShell } from './runtime/policy/shell.js';
+export { parseShell } from './runtime/policy/shell.js';
 export type {
   CallAttempt,
   Completion,

@@ -8,9 +8,8 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type CommandCheck, checkArgv } from '../dist/runtime/policy/commands.js';
+import { type CommandCheck, checkArgv, checkShell } from '../dist/runtime/policy/commands/index.js';
 import { Policy } from '../dist/runtime/policy/policy.js';
-import { checkShell } from '../dist/runtime/policy/shell.js';
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'io-harness-boundary-')));
 const outside = realpathSync(mkdtempSync(join(tmpdir(), 'io-harness-outside-')));

@@ -21,9 +21,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkArgv, parseGitCommandLine } from '../dist/runtime/policy/commands.js';
+import { checkArgv, checkShell, parseGitCommandLine } from '../dist/runtime/policy/commands/index.js';
 import { Policy } from '../dist/runtime/policy/policy.js';
-import { checkShell } from '../dist/runtime/policy/shell.js';
 
 const base = realpathSync(mkdtempSync(join(tmpdir(), 'io-harness-options-')));
 const root = join(base, 'ws');

@@ -7,13 +7,12 @@
  * variable's value, what a subshell or a function would do) or what sh and bash read
  * differently.
  *
- * {@link checkShell} checks every stage of a parsed line as the program it really runs
- * (see commands.ts) and every redirect as a read or a write, before anything runs.
+ * `checkShell` (commands/index.ts) checks every stage of a parsed line as the program it
+ * really runs and every redirect as a read or a write, before anything runs; this module
+ * only parses, so the check depends on it and not the other way round.
  */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { type CommandCheck, checkLine } from './commands.js';
-import type { Policy } from './policy.js';
 
 /** How a stage connects to the next one. */
 export type ShellConnector = '|' | '&&' | '||' | ';' | '\n';
@@ -61,17 +60,6 @@ export function parseShell(line: string): ShellParse {
     if (error instanceof Refusal) return { ok: false, reason: error.message };
     throw error;
   }
-}
-
-/**
- * Checks a whole command line before anything of it runs: every stage with
- * {@link checkArgv} (an `X=1 cmd` prefix read like `env X=1 cmd`), every redirect target
- * as a write (`>`, `>>`, `2>`, `>&file`) or a read (`<`). `/dev/null` and fd duplications
- * (`2>&1`) are not files. A line the parser refuses is refused with rule
- * `shell.unsupported`; a `cd` moves where later relative paths resolve.
- */
-export function checkShell(line: string, policy: Policy, root: string): CommandCheck {
-  return checkLine(line, policy, root);
 }
 
 /**

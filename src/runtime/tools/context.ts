@@ -13,7 +13,7 @@ import type { Fence, FileDiff, SentMessage } from '../../store/records.js';
 import type { AgentDefinition } from '../agents.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
-import type { CommandCheck } from '../policy/commands.js';
+import type { CommandCheck } from '../policy/commands/index.js';
 import type { Act, Policy, PolicyData } from '../policy/policy.js';
 import type { Completion, ToolCall } from '../provider.js';
 import type { SkillData } from '../skills.js';

@@ -7,7 +7,7 @@
  */
 
 import type { EventData, QuestionKind } from '../events.js';
-import type { CommandCheck } from '../policy/commands.js';
+import type { CommandCheck } from '../policy/commands/index.js';
 import type { Act, Decision } from '../policy/policy.js';
 import type { RunContext } from './context.js';
 import { CANCELLED, type Halt, halted, type ToolResult } from './tool.js';

@@ -9,7 +9,7 @@ import type { QuestionInput } from '../../store/records.js';
 import type { ArgumentSchema } from '../arguments.js';
 import type { EventData } from '../events.js';
 import type { ImageAttachment } from '../images.js';
-import type { CommandCheck } from '../policy/commands.js';
+import type { CommandCheck } from '../policy/commands/index.js';
 import type { Act, Decision } from '../policy/policy.js';
 
 export interface ToolResult {

@@ -18,7 +18,7 @@ import {
 import { constants, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ContainmentUnavailableError } from '../../../errors.js';
-import { dropWithheldAssignments } from '../../policy/commands.js';
+import { dropWithheldAssignments } from '../../policy/commands/index.js';
 import type { Policy } from '../../policy/policy.js';
 import type { CommandRequest, Executor, JobRequest } from '../executor.js';
 import { findProgram } from '../find-program.js';

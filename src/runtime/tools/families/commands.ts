@@ -8,9 +8,9 @@
  */
 import type { ArgumentSchema } from '../../arguments.js';
 import { describeCommand } from '../../exec/run-command.js';
-import { checkArgv } from '../../policy/commands.js';
+import { checkArgv, checkShell } from '../../policy/commands/index.js';
 import type { Act } from '../../policy/policy.js';
-import { checkShell, lineShell } from '../../policy/shell.js';
+import { lineShell } from '../../policy/shell.js';
 import type { WorkspaceSession } from '../../workspace/session.js';
 import type { StepContext, ToolResult } from '../tool.js';
 import type { WorkspaceToolDeclaration } from './workspace.js';
