@@ -94,12 +94,12 @@ export type {
   TranscriptEntry,
   Usage,
 } from './runtime/provider.js';
-export { loadProvider } from './runtime/provider.js';
 export type { CommonOptions, CompatibleOptions, VendorOptions } from './runtime/providers/builders.js';
 export { Anthropic, Compatible, listModels, OpenAI, OpenRouter, withFallback } from './runtime/providers/builders.js';
 export { HttpProvider } from './runtime/providers/client.js';
 export type { Preset } from './runtime/providers/presets.js';
 export { PRESETS } from './runtime/providers/presets.js';
+export { loadProvider } from './runtime/providers/registry.js';
 export type {
   CallUsage,
   ModelInfo,

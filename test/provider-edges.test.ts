@@ -1,7 +1,8 @@
 /** Edges of the provider layer: keys that must not travel, decoders against odd but legal streams, retry limits. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { HarnessError, OpenAI, ProviderError } from '../dist/index.js';
-import { loadProvider, redactSpec } from '../dist/runtime/provider.js';
+import { redactSpec } from '../dist/runtime/provider.js';
+import { loadProvider } from '../dist/runtime/providers/registry.js';
 import { anthropicWire, openAiWire, toolCallsOf } from '../dist/runtime/providers/wires.js';
 import { ScriptedModelServer } from '../dist/testing/index.js';
 import { stubTransport, wireConfig } from './support/wire.js';

@@ -10,8 +10,8 @@
 import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Completion, type HttpProviderSpec, type ModelRequest, ProviderError } from '../dist/index.js';
-import { loadProvider } from '../dist/runtime/provider.js';
 import { HttpProvider } from '../dist/runtime/providers/client.js';
+import { loadProvider } from '../dist/runtime/providers/registry.js';
 import { openAiWire } from '../dist/runtime/providers/wires.js';
 import { type ScriptedAnswer, type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
 import { type Harness, harness } from './support/harness.js';

@@ -11,7 +11,7 @@ import {
   ProviderError,
   type TranscriptEntry,
 } from '../dist/index.js';
-import { loadProvider } from '../dist/runtime/provider.js';
+import { loadProvider } from '../dist/runtime/providers/registry.js';
 import { type ModelScript, type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/wire/${name}`, import.meta.url));

@@ -3,8 +3,6 @@
  * A provider never crosses a thread: the supervisor hands the actor a serialisable
  * {@link ProviderSpec} and the actor rebuilds the provider inside its own worker.
  */
-import { pathToFileURL } from 'node:url';
-import { ErrorCode, HarnessError } from '../errors.js';
 import type { ImageAttachment } from './images.js';
 import { isHarmlessHeader, maskedUrl } from './secrets.js';
 
@@ -260,56 +258,4 @@ export function redactSpec(spec: ProviderSpec): ProviderSpec {
   // environment) to this spec's host: it must be handed the provider again.
   if (apiKey !== undefined || dropped) redacted.apiKeyRedacted = true;
   return redacted;
-}
-
-type ProviderFactory = (options: JsonValue | undefined) => Provider | Promise<Provider>;
-
-const cache = new Map<string, Promise<Provider>>();
-
-/** Rebuilds a provider from its spec; cached per thread by the spec's JSON. */
-export function loadProvider(spec: ProviderSpec): Promise<Provider> {
-  const key = JSON.stringify(spec);
-  let pending = cache.get(key);
-  if (!pending) {
-    pending = build(spec);
-    cache.set(key, pending);
-    pending.catch(() => cache.delete(key));
-  }
-  return pending;
-}
-
-async function build(spec: ProviderSpec): Promise<Provider> {
-  if (spec.kind !== 'module') {
-    const { buildHttpProvider } = await import('./providers/client.js');
-    return buildHttpProvider(spec);
-  }
-  const url = /^[a-z]+:/i.test(spec.module) ? spec.module : pathToFileURL(spec.module).href;
-  let mod: Record<string, unknown>;
-  try {
-    mod = (await import(url)) as Record<string, unknown>;
-  } catch (cause) {
-    throw new HarnessError(
-      ErrorCode.ProviderLoadFailed,
-      `cannot import provider module ${spec.module}: ${(cause as Error).message}`,
-      {
-        cause,
-      },
-    );
-  }
-  const exportName = spec.export ?? 'default';
-  const factory = mod[exportName];
-  if (typeof factory !== 'function') {
-    throw new HarnessError(
-      ErrorCode.ProviderLoadFailed,
-      `provider module ${spec.module} has no function export ${JSON.stringify(exportName)}; export a factory (options) => Provider.`,
-    );
-  }
-  const provider = await (factory as ProviderFactory)(spec.options);
-  if (!provider || typeof provider.complete !== 'function') {
-    throw new HarnessError(
-      ErrorCode.ProviderLoadFailed,
-      `the factory ${exportName} in ${spec.module} did not return a Provider.`,
-    );
-  }
-  return provider;
 }

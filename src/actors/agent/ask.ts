@@ -7,15 +7,15 @@
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type { EventData } from '../../runtime/events.js';
-import {
-  type CallAttempt,
-  type Completion,
-  type CompletionHooks,
-  loadProvider,
-  type Provider,
-  type ProviderSpec,
-  type ToolCall,
+import type {
+  CallAttempt,
+  Completion,
+  CompletionHooks,
+  Provider,
+  ProviderSpec,
+  ToolCall,
 } from '../../runtime/provider.js';
+import { loadProvider } from '../../runtime/providers/registry.js';
 import type { ToolResult } from '../../runtime/tools/tool.js';
 import { startEarly, withheldBy } from './act.js';
 import type { Admitted } from './check.js';

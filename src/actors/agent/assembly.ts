@@ -40,15 +40,15 @@ import {
 } from '../../runtime/context/window.js';
 import type { EventData } from '../../runtime/events.js';
 import type { Policy } from '../../runtime/policy/policy.js';
-import {
-  type Completion,
-  loadProvider,
-  type ModelRequest,
-  type Provider,
-  type ProviderSpec,
-  type ToolDefinition,
-  type TranscriptEntry,
+import type {
+  Completion,
+  ModelRequest,
+  Provider,
+  ProviderSpec,
+  ToolDefinition,
+  TranscriptEntry,
 } from '../../runtime/provider.js';
+import { loadProvider } from '../../runtime/providers/registry.js';
 import type { RunContext } from '../../runtime/tools/context.js';
 import type { Observation } from '../../store/records.js';
 import { answeredCall } from './records.js';

@@ -15,13 +15,8 @@ import { withKept } from '../../runtime/exec/containment/kept.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
 import { Policy } from '../../runtime/policy/policy.js';
-import {
-  loadProvider,
-  type Provider,
-  type ProviderSpec,
-  type RequestOptions,
-  type TranscriptEntry,
-} from '../../runtime/provider.js';
+import type { Provider, ProviderSpec, RequestOptions, TranscriptEntry } from '../../runtime/provider.js';
+import { loadProvider } from '../../runtime/providers/registry.js';
 import { ProviderError } from '../../runtime/providers/types.js';
 import { skillCatalogue } from '../../runtime/skills.js';
 import type { AgentCall } from '../../runtime/tools/context.js';

@@ -7,6 +7,7 @@
 import { InvalidArgumentError } from '../../errors.js';
 import type { FallbackProviderSpec, HttpProviderSpec, ProviderSpec, RetryOptions } from '../provider.js';
 import { maskedUrl } from '../secrets.js';
+import { checkIdleTimeout } from './idle.js';
 import { findPreset, PRESETS, type Preset } from './presets.js';
 
 export interface CommonOptions {
@@ -68,19 +69,6 @@ function common(options: CommonOptions): Partial<HttpProviderSpec> {
   }
   return out;
 }
-
-/** An idle deadline: a positive number of milliseconds that a timer can hold. */
-export function checkIdleTimeout(value: unknown, where: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
-    throw new InvalidArgumentError(
-      `${where}: ${JSON.stringify(value)} is not an idle timeout; give a number of milliseconds above 0 and at most ${MAX_TIMER_MS} (about 24 days), such as 120000.`,
-    );
-  }
-  return value;
-}
-
-/** The longest delay a Node timer holds (2^31 - 1 ms). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 function requireEnv(variable: string, where: string): string {
   const value = process.env[variable];
@@ -256,8 +244,9 @@ export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
 
 /** The models a provider can run, with context windows and prices where the vendor publishes them. */
 export async function listModels(spec: HttpProviderSpec): Promise<import('./types.js').ModelInfo[]> {
-  const { buildHttpProvider, HttpProvider } = await import('./client.js');
-  const provider = await buildHttpProvider(checkProviderSpec(spec, 'listModels') as HttpProviderSpec);
-  if (!(provider instanceof HttpProvider)) throw new InvalidArgumentError('listModels takes one HTTP provider spec.');
-  return provider.models();
+  const checked = checkProviderSpec(spec, 'listModels');
+  if (checked.kind === 'module' || checked.kind === 'fallback')
+    throw new InvalidArgumentError('listModels takes one HTTP provider spec.');
+  const { buildHttpProvider } = await import('./from-spec.js');
+  return (await buildHttpProvider(checked)).models();
 }

@@ -8,7 +8,8 @@ import type { VerificationData } from '../contract/contract.js';
 import type { EventData, GateVerdict } from '../events.js';
 import type { ContainedReport } from '../exec/containment/contained.js';
 import type { Executor } from '../exec/executor.js';
-import { type Completion, loadProvider, type ProviderSpec } from '../provider.js';
+import type { Completion, ProviderSpec } from '../provider.js';
+import { loadProvider } from '../providers/registry.js';
 
 /** Accounting rows of a reviewer's calls carry this before the provider's name. */
 export const REVIEW_PREFIX = 'review:';
