@@ -64,6 +64,53 @@ export function clampToParent(asked: Ceilings, parentRemaining: Ceilings): { cei
   return { ceilings, clamps };
 }
 
+/** Steps and tokens: what a draw charges, and what an account has spent. */
+export interface Charge {
+  steps: number;
+  tokens: number;
+}
+
+/** The ceiling a draw would cross: which, what the account had spent of it, and its limit. */
+export interface CeilingCrossing {
+  ceiling: 'steps' | 'tokens';
+  spent: number;
+  limit: number;
+}
+
+/**
+ * The rule of a draw, the one place it is written: a draw fits an account when its steps
+ * and its tokens, added to what the account has spent, stay within each ceiling it has;
+ * otherwise the first ceiling it would cross (steps before tokens). A draw of no tokens
+ * crosses no tokens ceiling. The agent asks it before a step (may the next step be
+ * drawn?) and the store before it charges one, in the transaction that charges it.
+ */
+export function drawCrossing(
+  ceilings: Pick<Ceilings, 'steps' | 'tokens'>,
+  spent: Charge,
+  draw: Charge,
+): CeilingCrossing | null {
+  if (ceilings.steps !== null && spent.steps + draw.steps > ceilings.steps) {
+    return { ceiling: 'steps', spent: spent.steps, limit: ceilings.steps };
+  }
+  if (ceilings.tokens !== null && draw.tokens > 0 && spent.tokens + draw.tokens > ceilings.tokens) {
+    return { ceiling: 'tokens', spent: spent.tokens, limit: ceilings.tokens };
+  }
+  return null;
+}
+
+/**
+ * What an account has left of each ceiling at `now`: its steps and tokens less what it
+ * has spent, its wall clock less the time since it started; never below zero, and no
+ * ceiling where it has none. What a child's ceilings are clamped to ({@link clampToParent}).
+ */
+export function remaining(ceilings: Ceilings, spent: Charge, startedAt: number, now: number): Ceilings {
+  return {
+    steps: ceilings.steps === null ? null : Math.max(0, ceilings.steps - spent.steps),
+    tokens: ceilings.tokens === null ? null : Math.max(0, ceilings.tokens - spent.tokens),
+    wallMs: ceilings.wallMs === null ? null : Math.max(0, startedAt + ceilings.wallMs - now),
+  };
+}
+
 /**
  * What the embedder pays, per million tokens, by model id. Cost is derived on read
  * from this table and the stored token counts, so a price change never leaves a wrong

@@ -6,7 +6,7 @@
  * lease generation and owner first and refuses, writing nothing, when they moved.
  */
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError, LeaseLostError } from '../errors.js';
-import { type Ceilings, clampToParent } from '../runtime/budget.js';
+import { type CeilingCrossing, clampToParent, drawCrossing, remaining } from '../runtime/budget.js';
 import { GLOBAL_SCOPE, keyProblem, type NoteRecord, restated } from '../runtime/context/memory.js';
 import {
   type DrawAmount,
@@ -136,11 +136,13 @@ const HOLDING = `SELECT COUNT(*) AS n FROM runs WHERE root_id = ? AND parent_id 
 /** Parents whose child has ended, waiting for a slot to go on: a free slot is theirs before the queue's. */
 const WANTING = `SELECT COUNT(*) AS n FROM runs WHERE root_id = ? AND status = 'running'
   AND lease_owner IS NOT NULL AND parked = 2 AND run_id <> ?`;
-/** A draw on one account, made only when it stays within both its ceilings. */
+/**
+ * A draw charged to one account, with the account as it stands after it: the rule that
+ * says whether it may stand is drawCrossing (runtime/budget.ts), and a draw that crosses
+ * a ceiling is rolled back (see #draw).
+ */
 const DRAW = `UPDATE ledger SET steps_spent = steps_spent + ?, tokens_spent = tokens_spent + ?
-  WHERE run_id = ?
-    AND (max_steps IS NULL OR steps_spent + ? <= max_steps)
-    AND (max_tokens IS NULL OR tokens_spent + ? <= max_tokens)`;
+  WHERE run_id = ? RETURNING max_steps, max_tokens, steps_spent, tokens_spent`;
 const INSERT_DRAW =
   'INSERT INTO draws (draw_id, root_id, run_id, seq, generation, steps, tokens, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)';
 const INSERT_STEP =
@@ -548,16 +550,13 @@ export class WriteRules {
       }
     }
     const parentLedger = (yield* sql.get<LedgerRow>(this.#ledgerById, parent.run_id)) as LedgerRow;
-    const remaining: Ceilings = {
-      steps: parentLedger.max_steps === null ? null : Math.max(0, parentLedger.max_steps - parentLedger.steps_spent),
-      tokens:
-        parentLedger.max_tokens === null ? null : Math.max(0, parentLedger.max_tokens - parentLedger.tokens_spent),
-      wallMs:
-        parentLedger.max_wall_ms === null
-          ? null
-          : Math.max(0, parentLedger.started_at + parentLedger.max_wall_ms - input.now),
-    };
-    const { ceilings, clamps } = clampToParent(input.asked, remaining);
+    const left = remaining(
+      { steps: parentLedger.max_steps, tokens: parentLedger.max_tokens, wallMs: parentLedger.max_wall_ms },
+      { steps: parentLedger.steps_spent, tokens: parentLedger.tokens_spent },
+      parentLedger.started_at,
+      input.now,
+    );
+    const { ceilings, clamps } = clampToParent(input.asked, left);
     const ancestry = [...(JSON.parse(parent.ancestry) as string[]), parent.run_id];
     yield* sql.run(
       INSERT_RUN,
@@ -650,32 +649,24 @@ export class WriteRules {
       tokens: input.usage.inputTokens + input.usage.outputTokens,
     };
     const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
-    yield* sql.run('SAVEPOINT draw');
-    for (const id of chain) {
-      if ((yield* sql.run(DRAW, draw.steps, draw.tokens, id, draw.steps, draw.tokens)).changes !== 1) {
-        yield* sql.run('ROLLBACK TO draw');
-        yield* sql.run('RELEASE draw');
-        const ledger = (yield* sql.get<LedgerRow>(this.#ledgerById, id)) as LedgerRow;
-        const stepsCross = ledger.max_steps !== null && ledger.steps_spent + draw.steps > ledger.max_steps;
-        const ceiling = stepsCross ? 'steps' : 'tokens';
-        const spent = stepsCross ? ledger.steps_spent : ledger.tokens_spent;
-        const limit = (stepsCross ? ledger.max_steps : ledger.max_tokens) as number;
-        // The call happened even though its step cannot be charged: account for it.
-        yield* this.#calls(run, input.seq, input.generation, input.calls, input.now);
-        yield* this.#finish(
-          run,
-          input.generation,
-          input.seq - 1,
-          'budget-exhausted',
-          null,
-          `the ${ceiling} ceiling of run ${id} would be crossed`,
-          input.now,
-          [{ type: 'budget-exhausted', draw, ceiling, account: id, spent, limit }],
-        );
-        return { status: 'exhausted', runId: id, ceiling, spent, limit };
-      }
+    const refused = yield* this.#draw(chain, draw);
+    if (refused !== null) {
+      const { account, crossing } = refused;
+      const { ceiling, spent, limit } = crossing;
+      // The call happened even though its step cannot be charged: account for it.
+      yield* this.#calls(run, input.seq, input.generation, input.calls, input.now);
+      yield* this.#finish(
+        run,
+        input.generation,
+        input.seq - 1,
+        'budget-exhausted',
+        null,
+        `the ${ceiling} ceiling of run ${account} would be crossed`,
+        input.now,
+        [{ type: 'budget-exhausted', draw, ceiling, account, spent, limit }],
+      );
+      return { status: 'exhausted', runId: account, ceiling, spent, limit };
     }
-    yield* sql.run('RELEASE draw');
     const gen = input.generation;
     yield* sql.run(
       INSERT_DRAW,
@@ -909,37 +900,23 @@ export class WriteRules {
     const draw: DrawAmount = { steps: 0, tokens: usage.inputTokens + usage.outputTokens };
     const seq = run.last_seq + 1;
     const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
-    yield* sql.run('SAVEPOINT draw');
-    for (const id of chain) {
-      if ((yield* sql.run(DRAW, 0, draw.tokens, id, 0, draw.tokens)).changes !== 1) {
-        yield* sql.run('ROLLBACK TO draw');
-        yield* sql.run('RELEASE draw');
-        const ledger = (yield* sql.get<LedgerRow>(this.#ledgerById, id)) as LedgerRow;
-        yield* this.#calls(run, seq, input.generation, input.calls, input.now);
-        yield* this.#finish(
-          run,
-          input.generation,
-          run.last_seq,
-          'budget-exhausted',
-          null,
-          `the tokens ceiling of run ${id} would be crossed`,
-          input.now,
-          [
-            ...input.events,
-            {
-              type: 'budget-exhausted',
-              draw,
-              ceiling: 'tokens',
-              account: id,
-              spent: ledger.tokens_spent,
-              limit: ledger.max_tokens as number,
-            },
-          ],
-        );
-        return { status: 'exhausted' };
-      }
+    const refused = yield* this.#draw(chain, draw);
+    if (refused !== null) {
+      const { account, crossing } = refused;
+      const { ceiling, spent, limit } = crossing;
+      yield* this.#calls(run, seq, input.generation, input.calls, input.now);
+      yield* this.#finish(
+        run,
+        input.generation,
+        run.last_seq,
+        'budget-exhausted',
+        null,
+        `the ${ceiling} ceiling of run ${account} would be crossed`,
+        input.now,
+        [...input.events, { type: 'budget-exhausted', draw, ceiling, account, spent, limit }],
+      );
+      return { status: 'exhausted' };
     }
-    yield* sql.run('RELEASE draw');
     yield* sql.run(
       INSERT_DRAW,
       `${run.run_id}:${seq}`,
@@ -965,6 +942,30 @@ export class WriteRules {
       [...input.events, { type: 'spend', draw, treeSpent }],
     );
     return { status: 'finished' };
+  }
+
+  /**
+   * Charges `draw` to every account of `chain` (a run and its ancestors), all or none: the
+   * first account the draw would take over a ceiling ({@link drawCrossing}, the one rule)
+   * stops it, and nothing of it stays charged.
+   */
+  *#draw(chain: readonly string[], draw: DrawAmount): Q<{ account: string; crossing: CeilingCrossing } | null> {
+    yield* sql.run('SAVEPOINT draw');
+    for (const id of chain) {
+      const after = (yield* sql.get<LedgerRow>(DRAW, draw.steps, draw.tokens, id)) as LedgerRow;
+      const crossing = drawCrossing(
+        { steps: after.max_steps, tokens: after.max_tokens },
+        { steps: after.steps_spent - draw.steps, tokens: after.tokens_spent - draw.tokens },
+        draw,
+      );
+      if (crossing !== null) {
+        yield* sql.run('ROLLBACK TO draw');
+        yield* sql.run('RELEASE draw');
+        return { account: id, crossing };
+      }
+    }
+    yield* sql.run('RELEASE draw');
+    return null;
   }
 
   /**

@@ -5,6 +5,7 @@
  */
 import { type Clock, setTimer } from '../../clock.js';
 import { ErrorCode, HarnessError } from '../../errors.js';
+import { drawCrossing } from '../../runtime/budget.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { DrawAmount, EventData } from '../../runtime/events.js';
 import type { Completion } from '../../runtime/provider.js';
@@ -27,28 +28,10 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The steps or tokens ceiling of one account a draw would cross, as the event that says so. */
 export function ceilingCrossed(account: LedgerAccount, draw: DrawAmount): Crossing | null {
-  const { steps, tokens } = account.ceilings;
-  if (steps !== null && account.spent.steps + draw.steps > steps) {
-    return {
-      type: 'budget-exhausted',
-      draw,
-      ceiling: 'steps',
-      account: account.runId,
-      spent: account.spent.steps,
-      limit: steps,
-    };
-  }
-  if (tokens !== null && draw.tokens > 0 && account.spent.tokens + draw.tokens > tokens) {
-    return {
-      type: 'budget-exhausted',
-      draw,
-      ceiling: 'tokens',
-      account: account.runId,
-      spent: account.spent.tokens,
-      limit: tokens,
-    };
-  }
-  return null;
+  const crossed = drawCrossing(account.ceilings, account.spent, draw);
+  if (crossed === null) return null;
+  const { ceiling, spent, limit } = crossed;
+  return { type: 'budget-exhausted', draw, ceiling, account: account.runId, spent, limit };
 }
 
 /** One run's budget: the chain of accounts it draws on, read from the store. */
