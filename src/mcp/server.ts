@@ -5,7 +5,7 @@
  * the containment, the intent journal and the trace the server was started with.
  *
  * How: the served run's model is the client. A loopback endpoint on the OpenAI wire (held
- * by a random key) answers the run's model requests: each request waits for the client's
+ * by a random key: ./model-bridge.ts) answers the run's model requests: each request waits for the client's
  * next `tools/call`, which it answers as a completion with that one tool call; the request
  * after it carries the observation, which is the call's answer to the client. The agent
  * loop does the rest as it does for any model, so nothing served here has a path of its
@@ -14,7 +14,7 @@
  * A run ends when the client goes (or is idle for `idleMs`, so no model request is held
  * past the HTTP client's own timeouts); the next call starts another run.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -26,7 +26,7 @@ import { OpenAI } from '../runtime/providers/builders.js';
 import { workspaceTools } from '../runtime/tools/families/workspace.js';
 import type { Store } from '../store/store.js';
 import { Supervisor } from '../supervisor/supervisor.js';
-import { type ScriptedAnswer, ScriptedModelServer } from '../testing/model-server.js';
+import { type BridgeAnswer, ModelBridge } from './model-bridge.js';
 
 export interface WorkspaceMcpServerOptions {
   /** The workspace the tools reach. Ignored when `contract` is given (its root is used). */
@@ -123,7 +123,7 @@ class ServedRun {
   }
 
   /** Answers the run's model request: the observation goes to the call it answers, and the next call becomes the next completion. */
-  async answer(): Promise<ScriptedAnswer> {
+  async answer(): Promise<BridgeAnswer> {
     const done = this.#inFlight;
     this.#inFlight = null;
     if (done) done.resolve(this.server.observation(this.rootId, done.id));
@@ -167,13 +167,6 @@ class ServedRun {
   }
 }
 
-/** Compares a request's key with the server's in constant time. */
-function keyMatches(given: string | undefined, key: string): boolean {
-  const a = Buffer.from(given ?? '');
-  const b = Buffer.from(key);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
 function describe(result: unknown): string {
   const value = result as { status?: string; reason?: string | null };
   return `${value.status ?? 'unknown'}${value.reason ? ` (${value.reason})` : ''}`;
@@ -194,7 +187,7 @@ export class WorkspaceMcpServer {
   readonly #contract: TaskContract;
   readonly #tools: { name: string; description: string; inputSchema: Record<string, unknown> }[];
   readonly #key = randomBytes(24).toString('hex');
-  #bridge: ScriptedModelServer | null = null;
+  #bridge: ModelBridge | null = null;
   #supervisor: Supervisor | null = null;
   #ownSupervisor = true;
   #run: ServedRun | null = null;
@@ -268,14 +261,7 @@ export class WorkspaceMcpServer {
     server.#ownSupervisor = options.supervisor === undefined;
     server.#supervisor = options.supervisor ?? (await Supervisor.start(options.store));
     // The runs' model: only a request with this server's key is answered.
-    server.#bridge = await ScriptedModelServer.start(
-      (call) =>
-        keyMatches(call.headers.authorization, `Bearer ${server.#key}`)
-          ? (server.#run?.answer() ?? { text: 'No run is served.' })
-          : { fault: 'status', status: 401 },
-      // It answers from the client's calls alone, and keeps no request once answered.
-      { keepCalls: false },
-    );
+    server.#bridge = await ModelBridge.start(server.#key, () => server.#run?.answer() ?? { text: 'No run is served.' });
     return server;
   }
 
@@ -331,7 +317,7 @@ export class WorkspaceMcpServer {
     await this.#run?.ended;
     if (this.#run?.open) return this.#run;
     if (this.#closed) throw new Error('this server is closed');
-    const bridge = this.#bridge as ScriptedModelServer;
+    const bridge = this.#bridge as ModelBridge;
     const handle = (this.#supervisor as Supervisor).run({
       contract: this.#contract,
       policy: this.#policy,
