@@ -587,6 +587,9 @@ static int run(char **command) {
     sigprocmask(SIG_BLOCK, &chld, &old);
     if (getpid() != 1) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   }
+  /* Before the fork: the command (another process then) cannot trace its init, nor read its memory and environment,
+     even before this process would reach that line; its exec makes it dumpable again. */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   pid_t child = getpid() == 1 || counting ? fork() : 0;
   if (child < 0) fail("fork");
   if (child == 0) {
@@ -595,8 +598,6 @@ static int run(char **command) {
     fprintf(stderr, "landlock-exec: cannot execute %s: %s\n", command[0], strerror(errno));
     return 127;
   }
-  /* The command (another process now) cannot trace its init, nor read its memory and environment. */
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   int result = -1, capped = 0;
   while (result < 0) {
     int status;
