@@ -1,11 +1,12 @@
 /**
- * The trace viewer as a person uses it: headless Chromium (Debian's `chromium`, driven by
- * playwright-core) opens the page while a fan-out tree runs, sees the tree grow and every
- * agent reach `finished`, opens one agent's run and sees its diff and its refusal. The
- * screenshots are kept in test-artifacts/viewer/. Then the server's own guards: GET only,
- * loopback Host headers only, nothing outside the page's files.
+ * The trace viewer as a person uses it: headless Chromium (the host's `chromium`, else the
+ * one a dev dependency ships: support/chromium.ts; driven by playwright-core) opens the
+ * page while a fan-out tree runs, sees the tree grow and every agent reach `finished`,
+ * opens one agent's run and sees its diff and its refusal. The screenshots are kept in
+ * test-artifacts/viewer/. Then the server's own guards: GET only, loopback Host headers
+ * only, nothing outside the page's files.
  */
-import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -15,10 +16,10 @@ import { describe, expect, it } from 'vitest';
 import { OpenAI, Policy, TaskContract } from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer, wireToolResults } from '../dist/testing/index.js';
 import { viewer } from '../dist/viewer/server.js';
+import { testChromium } from './support/chromium.js';
 import { later, supervisorOnStore, tempWorkspace } from './support/workspace.js';
 
 const ARTIFACTS = fileURLToPath(new URL('../test-artifacts/viewer/', import.meta.url));
-const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path));
 const WORKERS = 6;
 /** The page's document, as the functions run in it use it (this file is not compiled against the DOM's types). */
 declare const document: { querySelectorAll(selector: string): { length: number } };
@@ -51,8 +52,8 @@ describe('the trace viewer', () => {
   it('shows a live fan-out tree grow and finish in a real browser, then a run with its diff and refusal', {
     timeout: 120_000,
   }, async () => {
-    if (!CHROMIUM)
-      throw new Error('this test drives Debian’s chromium (apt-get install -y chromium), which is not installed here');
+    // Throws, saying why, where there is neither the host's Chromium nor the packaged one.
+    const found = await testChromium();
     mkdirSync(ARTIFACTS, { recursive: true });
     const server = await ScriptedModelServer.start((call) => {
       const task = String(call.body.messages.find((message) => message.role === 'user')?.content ?? '');
@@ -91,7 +92,11 @@ describe('the trace viewer', () => {
     const { supervisor, store } = await supervisorOnStore({ maxConcurrentAgents: 3 });
     const page = await viewer(store, { pollMs: 100 });
     later(() => page.close());
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    const browser = await chromium.launch({
+      executablePath: found.executablePath,
+      args: found.args,
+      env: { ...process.env, ...found.env },
+    });
     later(() => browser.close());
     const tab = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 
