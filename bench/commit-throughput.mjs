@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
-import { sqliteWriter } from '../dist/store/local.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
-import { openWriter } from '../dist/store/schema.js';
+import { openWriter } from '../dist/store/sqlite/schema.js';
+import { sqliteWriter } from '../dist/store/sqlite/writer.js';
 import { benchServer, freshDatabase } from './support/postgres.mjs';
 import { rootInput, stepInput } from './support/rows.mjs';
 import { tempDir } from './support/temp.mjs';
@@ -23,9 +23,9 @@ const fresh = () => join(tempDir('io-harness-bench-'), 'runs.db');
 function raw() {
   const db = openWriter(fresh());
   const writer = sqliteWriter(db);
-  const { generation } = writer.createRoot(rootInput('raw', 'bench'));
+  const { generation } = writer.call('createRoot', rootInput('raw', 'bench'));
   const fence = { runId: 'raw', generation, owner: 'bench' };
-  const commit = db.transaction((seq) => writer.commitStep(stepInput(fence, seq)));
+  const commit = db.transaction((seq) => writer.call('commitStep', stepInput(fence, seq)));
   const start = performance.now();
   for (let seq = 1; seq <= TOTAL; seq++) commit.immediate(seq);
   const seconds = (performance.now() - start) / 1000;
@@ -36,7 +36,8 @@ function raw() {
 async function throughActor(actors, postgres = null, total = TOTAL) {
   const path = postgres ? '' : fresh();
   if (!postgres) openWriter(path).close();
-  const storeWorker = await startStoreWorker({ path, synchronous: 'NORMAL', killAt: null, postgres });
+  const target = postgres ? { kind: 'postgres', ...postgres } : { kind: 'sqlite', path, synchronous: 'NORMAL' };
+  const storeWorker = await startStoreWorker({ target, killAt: null });
   const main = new StoreClient(storeWorker);
   const steps = Math.ceil(total / actors);
   const workers = [];

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { sqliteWriter } from '../dist/store/local.js';
-import { openWriter } from '../dist/store/schema.js';
+import { openWriter } from '../dist/store/sqlite/schema.js';
+import { sqliteWriter } from '../dist/store/sqlite/writer.js';
 import { rootInput, stepInput } from './support/rows.mjs';
 
 const before = process.env.BEFORE_DIST;
@@ -25,9 +25,9 @@ const COMMITS = Number(process.env.BENCH_COMMITS ?? 6_000);
 function rate(open, make) {
   const db = open(join(mkdtempSync(join(tmpdir(), 'io-harness-bench-')), 'runs.db'));
   const writer = make(db);
-  const { generation } = writer.createRoot(rootInput('raw', 'bench'));
+  const { generation } = writer.call('createRoot', rootInput('raw', 'bench'));
   const fence = { runId: 'raw', generation, owner: 'bench' };
-  const commit = db.transaction((seq) => writer.commitStep(stepInput(fence, seq)));
+  const commit = db.transaction((seq) => writer.call('commitStep', stepInput(fence, seq)));
   const start = performance.now();
   for (let seq = 1; seq <= COMMITS; seq++) commit.immediate(seq);
   const perSecond = COMMITS / ((performance.now() - start) / 1000);
@@ -38,7 +38,13 @@ function rate(open, make) {
 const was = [];
 const now = [];
 for (let i = 0; i < 5; i++) {
-  was.push(rate(openBefore, (db) => new old.StoreWriter(db)));
+  was.push(
+    rate(openBefore, (db) => {
+      // The writer before had a method per operation.
+      const writer = new old.StoreWriter(db);
+      return { call: (op, input) => writer[op](input) };
+    }),
+  );
   now.push(rate(openWriter, (db) => sqliteWriter(db)));
 }
 const median = (values) => values.sort((a, b) => a - b)[2];

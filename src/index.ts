@@ -140,6 +140,7 @@ export {
 } from './runtime/workspace/toolchain.js';
 export type { MemoryOptions, NoteKind, NoteRecord } from './store/memory.js';
 export { Memory } from './store/memory.js';
+export { formatCost } from './store/queries.js';
 export type {
   CostReport,
   DrawRecord,
@@ -147,21 +148,22 @@ export type {
   IntentRecord,
   LedgerAccount,
   MessageRecord,
+  ModelCallRecord,
   ModelCallRow,
   PriceTable,
   QuestionRecord,
   QueueRecord,
+  RememberResult,
   RestorePoint,
   RunRecord,
   SessionRecord,
   StepRecord,
   TreeLedger,
   TurnRecord,
-} from './store/reader.js';
-export { formatCost, TraceReader } from './store/reader.js';
-export type { ModelCallRecord, RememberResult } from './store/records.js';
-export type { StoreOptions } from './store/store.js';
-export { Store } from './store/store.js';
+} from './store/records.js';
+export { TraceReader } from './store/sqlite/reader.js';
+export type { StoreOptions } from './store/sqlite/store.js';
+export { Store } from './store/sqlite/store.js';
 export { SCHEMA_VERSION } from './store/version.js';
 export { Attach } from './supervisor/attach.js';
 export type { EventFilter, LiveObserver, Observer, ObserverContext } from './supervisor/event-bus.js';

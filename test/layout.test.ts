@@ -1,7 +1,7 @@
 /**
  * The store's writes stay behind the store port: outside src/store no file opens a
  * connection or prepares a statement, so every write goes through the store actor, or
- * through the one in-process path for when no supervisor runs (src/store/local.ts).
+ * through the one in-process path for when no supervisor runs (src/store/sqlite/local.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';

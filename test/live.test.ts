@@ -77,7 +77,10 @@ describe('the live channel', () => {
   it('publishes nothing from an agent thread when nobody listens, and everything when someone does', async () => {
     const path = tempStorePath();
     const provider = await script('turns', TURNS);
-    const storeWorker = await startStoreWorker({ path, synchronous: 'NORMAL', killAt: null });
+    const storeWorker = await startStoreWorker({
+      target: { kind: 'sqlite', path, synchronous: 'NORMAL' },
+      killAt: null,
+    });
     const store = new StoreClient(storeWorker);
     const counted: Record<string, number> = {};
     try {
@@ -96,7 +99,7 @@ describe('the live channel', () => {
         const pool = new ActorPool({ isolation: 'thread' });
         const actor = pool.host(
           { type: 'start', runId, generation, owner: 'test', resumed: false, provider, live },
-          path,
+          { kind: 'sqlite', path },
           (port) => storeWorker.postMessage({ type: 'attach', port }, [port]),
         );
         serveHost(stubHost(), actor.host);

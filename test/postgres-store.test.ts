@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
 import { PostgresStore, postgresMigration } from '../dist/store/postgres/index.js';
-import { Store } from '../dist/store/store.js';
+import { Store } from '../dist/store/sqlite/store.js';
 import { SCHEMA_VERSION } from '../dist/store/version.js';
 import { freshDatabase } from './support/postgres.js';
 import { claimOf, emptyStep, rootInput } from './support/writer.js';
@@ -194,10 +194,8 @@ describe('a PostgreSQL store', () => {
     const db = await database();
     const reads = await PostgresStore.open(db.url);
     const worker = await startStoreWorker({
-      path: '',
-      synchronous: 'NORMAL',
+      target: { kind: 'postgres', connectionString: db.url },
       killAt: null,
-      postgres: { connectionString: db.url },
     });
     const client = new StoreClient(worker);
     try {

@@ -45,7 +45,7 @@ describe('spawns belong to the step that asked for them', () => {
     const now = Date.now();
     const fence = createRoot(writer, 'p', { owner: 'o', now });
     const spawn = (key: string, as: string, newRunId: string) =>
-      writer.spawn({
+      writer.call('spawn', {
         ...fence,
         key,
         task: as,
@@ -62,7 +62,7 @@ describe('spawns belong to the step that asked for them', () => {
     writer.takeNotifications();
     // The re-run of step 1 asked only for the first again: it gets the same child.
     expect(spawn('p:1:0', 'first', 'c9')).toMatchObject({ status: 'existing', childId: 'c1', childStatus: 'pending' });
-    writer.commitStep(emptyStep(fence, 1, { spawned: ['c1'], now }));
+    writer.call('commitStep', emptyStep(fence, 1, { spawned: ['c1'], now }));
     const status = (id: string) =>
       (db.prepare('SELECT status FROM runs WHERE run_id = ?').get(id) as { status: string }).status;
     expect(status('c1')).toBe('queued');
@@ -77,7 +77,7 @@ describe('spawns belong to the step that asked for them', () => {
     const { db, writer } = openStoreWriter();
     const now = Date.now();
     const fence = createRoot(writer, 'p', { owner: 'o', now });
-    writer.spawn({
+    writer.call('spawn', {
       ...fence,
       key: 'p:1:0',
       task: 'c',
@@ -88,9 +88,9 @@ describe('spawns belong to the step that asked for them', () => {
       queueNow: true,
       now,
     });
-    writer.cancelQueued({ rootId: 'p', now });
+    writer.call('cancelQueued', { rootId: 'p', now });
     const events = db.prepare('SELECT count(*) AS n FROM events').get();
-    expect(writer.admit({ childId: 'c', ...claimOf({ owner: 'o', now }) })).toEqual({ status: 'gone' });
+    expect(writer.call('admit', { childId: 'c', ...claimOf({ owner: 'o', now }) })).toEqual({ status: 'gone' });
     expect(db.prepare("SELECT status, lease_owner FROM runs WHERE run_id = 'c'").get()).toEqual({
       status: 'cancelled',
       lease_owner: null,

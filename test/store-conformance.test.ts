@@ -2,10 +2,10 @@
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { StoreClient, startStoreWorker } from '../dist/actors/store.js';
-import { openLocalStore } from '../dist/store/local.js';
-import { AGENT_READS, type StoreReads, sqliteReads } from '../dist/store/port.js';
+import { AGENT_READS, type StoreReads } from '../dist/store/port.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
-import { TraceReader } from '../dist/store/reader.js';
+import { openLocalStore } from '../dist/store/sqlite/local.js';
+import { sqliteReads, TraceReader } from '../dist/store/sqlite/reader.js';
 import { storePortConformance } from './support/conformance.js';
 import { freshDatabase } from './support/postgres.js';
 import { tempStorePath } from './support/processes.js';
@@ -24,7 +24,7 @@ storePortConformance('SQLite, in-process', async () => {
 
 storePortConformance('SQLite, behind the store actor', async () => {
   const path = tempStorePath();
-  const worker = await startStoreWorker({ path, synchronous: 'NORMAL', killAt: null });
+  const worker = await startStoreWorker({ target: { kind: 'sqlite', path, synchronous: 'NORMAL' }, killAt: null });
   const client = new StoreClient(worker);
   const reader = new TraceReader(path);
   return {
@@ -53,10 +53,8 @@ storePortConformance('PostgreSQL, behind the store actor', async () => {
   const database = await freshDatabase();
   const reads = await PostgresStore.open(database.url);
   const worker = await startStoreWorker({
-    path: '',
-    synchronous: 'NORMAL',
+    target: { kind: 'postgres', connectionString: database.url },
     killAt: null,
-    postgres: { connectionString: database.url },
   });
   const client = new StoreClient(worker);
   return {

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { HarnessError, SCHEMA_VERSION, Store, Supervisor } from '../dist/index.js';
-import { MIGRATIONS } from '../dist/store/schema.js';
+import { MIGRATIONS } from '../dist/store/sqlite/schema.js';
 import { tempStorePath } from './support/processes.js';
 
 const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');

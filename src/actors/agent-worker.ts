@@ -8,47 +8,31 @@
 import { systemClock } from '../clock.js';
 import { LeaseLostError } from '../errors.js';
 import type { LivePort } from '../runtime/live.js';
-import { AGENT_READS, type StorePort, type StoreReads, sqliteReads } from '../store/port.js';
-import type { PostgresTarget } from '../store/postgres/schema.js';
-import { TraceReader } from '../store/reader.js';
+import { storeBackend } from '../store/backend.js';
+import type { StorePort, StoreReads } from '../store/port.js';
+import { type StoreTarget, targetKey } from '../store/target.js';
 import { runAgent } from './agent/loop.js';
 import type { ActorTask, AgentInput, AgentOutput, RunExit, WarmTask } from './agent.js';
 import { connectHost } from './host-channel.js';
 import type { Endpoint } from './protocol.js';
 import { StoreClient } from './store.js';
 
-// The vendors' HTTP client is loaded as the thread starts, not on its first actor's first model call.
+// The vendors' HTTP client is loaded as the thread starts, not on its first actor's first model call;
+// so is the SQLite backend, the default store's, not on the thread's first actor (storeBackend finds it loaded).
 const client = import('../runtime/providers/client.js');
+const sqlite = import('../store/sqlite/backend.js');
 
-/** The thread's read connections, one per store file, shared by the actors it hosts. */
-const readers = new Map<string, TraceReader>();
+/** The thread's reads, one connection (or small pool) per store, shared by the actors it hosts. */
+const readers = new Map<string, Promise<StoreReads>>();
 
-function readerFor(path: string): TraceReader {
-  let reader = readers.get(path);
-  if (!reader) {
-    // A small page cache: each agent reads little, and a thread's actors share it.
-    reader = new TraceReader(path, { cacheKiB: 2048 });
-    readers.set(path, reader);
-  }
-  return reader;
-}
-
-/** The thread's PostgreSQL handles, one per store, shared by the actors it hosts. */
-const postgresStores = new Map<string, Promise<StoreReads>>();
-
-/** An agent's reads of a PostgreSQL store: the same reads, over the thread's small pool. */
-function postgresReads(target: PostgresTarget): Promise<StoreReads> {
-  const key = `${target.connectionString}\n${target.schema ?? ''}`;
-  let reads = postgresStores.get(key);
+function readsOf(target: StoreTarget): Promise<StoreReads> {
+  const key = targetKey(target);
+  let reads = readers.get(key);
   if (!reads) {
-    reads = import('../store/postgres/index.js').then(({ PostgresStore }) => {
-      const handle = PostgresStore.attach(target, { max: 4 });
-      const bound: Record<string, unknown> = {};
-      for (const name of AGENT_READS)
-        bound[name] = (...args: unknown[]) => (handle[name] as (...a: unknown[]) => unknown)(...args);
-      return bound as unknown as StoreReads;
-    });
-    postgresStores.set(key, reads);
+    reads = storeBackend(target).then((backend) => backend.openReads());
+    readers.set(key, reads);
+    // A store that could not be opened is tried again by the next actor, not remembered as failed.
+    reads.catch(() => readers.delete(key));
   }
   return reads;
 }
@@ -58,8 +42,8 @@ const LIVE_FLUSH_BOUND_MS = 1_000;
 
 export default async function hostActor(task: ActorTask | WarmTask): Promise<RunExit | null> {
   if ('warm' in task) {
-    // What an agent's first run on a thread loads: the loop (imported above) and the HTTP client.
-    await client;
+    // What an agent's first run on a thread loads: the loop (imported above), the HTTP client and the store's backend.
+    await Promise.all([client, sqlite]);
     return null;
   }
   const { start, controlPort, hostPort } = task;
@@ -68,7 +52,7 @@ export default async function hostActor(task: ActorTask | WarmTask): Promise<Run
   /** Set by a halt: nothing more is committed, and the run leaves at once. */
   let halted = false;
   const store: StorePort = {
-    ...(task.postgres ? await postgresReads(task.postgres) : sqliteReads(readerFor(task.storePath))),
+    ...(await readsOf(task.target)),
     call: (op, input) =>
       halted ? Promise.reject(new LeaseLostError(start.runId, start.generation, null)) : writes.call(op, input),
   };

@@ -18,7 +18,7 @@ import type { LiveData } from '../runtime/live.js';
 import { poolEntry } from '../runtime/pool-entry.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 import type { ToolDefinitionData } from '../runtime/tools/tool.js';
-import type { PostgresTarget } from '../store/postgres/schema.js';
+import type { StoreTarget } from '../store/target.js';
 import type { ActorHost } from './host.js';
 
 export type { WaitChildResult } from '../runtime/tools/ports.js';
@@ -83,10 +83,8 @@ export type AgentOutput =
 /** One actor as the pool's task: what it runs and the ports it holds for its life. */
 export interface ActorTask {
   start: AgentStart;
-  /** The SQLite file the actor reads; unused when `postgres` is given. */
-  storePath: string;
-  /** The PostgreSQL store the actor reads instead. */
-  postgres?: PostgresTarget | null;
+  /** The store the actor reads, on the backend it names (its writes go through `storePort`). */
+  target: StoreTarget;
   /** Its own port to the store actor. */
   storePort: MessagePort;
   /** The actor's end of its host channel (see ./host-channel.ts). */
@@ -171,21 +169,15 @@ export class ActorPool implements ActorHost {
     this.#piscina();
   }
 
-  /** Hosts one actor: its ports are made here, the store's end is handed to `attachStore`. */
-  host(
-    start: AgentStart,
-    storePath: string,
-    attachStore: (port: MessagePort) => void,
-    postgres: PostgresTarget | null = null,
-  ): HostedActor {
+  /** Hosts one actor reading the store at `target`: its ports are made here, the store's end is handed to `attachStore`. */
+  host(start: AgentStart, target: StoreTarget, attachStore: (port: MessagePort) => void): HostedActor {
     const store = new MessageChannel();
     attachStore(store.port1);
     const host = new MessageChannel();
     const control = new MessageChannel();
     const task: ActorTask = {
       start,
-      storePath,
-      ...(postgres ? { postgres } : {}),
+      target,
       storePort: store.port2,
       hostPort: host.port2,
       controlPort: control.port2,

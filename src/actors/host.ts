@@ -17,7 +17,7 @@
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { ActorExitedError, ErrorCode } from '../errors.js';
-import type { PostgresTarget } from '../store/postgres/schema.js';
+import type { StoreTarget } from '../store/target.js';
 import { ActorPool, type ActorTask, type AgentStart, type HostedActor, type RunExit } from './agent.js';
 
 /** Where agent actors run: on the shared pool, a thread each, or on the calling thread. */
@@ -28,13 +28,8 @@ export interface ActorHost {
   readonly isolation: Isolation;
   /** Starts what the host needs ahead of the first actor, without waiting for it. */
   start(): void;
-  /** Hosts one actor: its ports are made here, the store's end is handed to `attachStore`. */
-  host(
-    start: AgentStart,
-    storePath: string,
-    attachStore: (port: MessagePort) => void,
-    postgres?: PostgresTarget | null,
-  ): HostedActor;
+  /** Hosts one actor reading the store at `target`: its ports are made here, the store's end is handed to `attachStore`. */
+  host(start: AgentStart, target: StoreTarget, attachStore: (port: MessagePort) => void): HostedActor;
   /** Loads ahead of need what an agent loads on its first run (threads, modules, the HTTP client). */
   warm(count: number): Promise<void>;
   /** The worker threads this host has running now (none on the calling thread's host). */
@@ -84,12 +79,7 @@ export class InProcessHost implements ActorHost {
     void this.#load();
   }
 
-  host(
-    start: AgentStart,
-    storePath: string,
-    attachStore: (port: MessagePort) => void,
-    postgres: PostgresTarget | null = null,
-  ): HostedActor {
+  host(start: AgentStart, target: StoreTarget, attachStore: (port: MessagePort) => void): HostedActor {
     const store = new MessageChannel();
     attachStore(store.port1);
     const host = new MessageChannel();
@@ -97,8 +87,7 @@ export class InProcessHost implements ActorHost {
     const abort = new AbortController();
     const task: ActorTask = {
       start,
-      storePath,
-      ...(postgres ? { postgres } : {}),
+      target,
       storePort: store.port2,
       hostPort: host.port2,
       controlPort: control.port2,

@@ -7,8 +7,7 @@
  */
 import type { MessagePort } from 'node:worker_threads';
 import { holdSecrets } from '../runtime/secrets.js';
-import { BatchWriter } from '../store/local.js';
-import type { Notifications } from '../store/records.js';
+import { type BatchResult, type BatchWrites, storeBackend } from '../store/backend.js';
 import { errorReply, okReply, type Reply, type Request } from './protocol.js';
 import type { StoreControl, StoreOutput, StoreRequestBody, StoreSyncBody, StoreWorkerData } from './store.js';
 
@@ -23,28 +22,15 @@ interface Queued {
   request: Request<StoreRequestBody>;
 }
 
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
-/** The backend's batch writer: SQLite's answers at once, PostgreSQL's is awaited. */
-interface Batches {
-  run(
-    writes: readonly { op: string; input: unknown }[],
-    beforeCommit: () => void,
-  ):
-    | { outcomes: Outcome[]; notifications: Notifications }
-    | Promise<{ outcomes: Outcome[]; notifications: Notifications }>;
-  close(): void | Promise<void>;
-}
-
-async function openBackend(data: StoreWorkerData, main: StorePeer): Promise<Batches> {
-  if (!data.postgres) return new BatchWriter(data.path, { synchronous: data.synchronous });
-  const writer = await (await import('../store/postgres/batch.js')).PostgresBatchWriter.open(data.postgres);
-  // Other hosts' commits reach this one's supervisor as hints (see store/postgres/notify.ts).
-  await writer.listen((hint) => {
-    const message: StoreOutput = { type: 'hint', hint };
-    main.postMessage(message);
+/** Opens the writer of the backend the target names: SQLite's batches are answered at once, PostgreSQL's awaited. */
+async function openBackend(data: StoreWorkerData, main: StorePeer): Promise<BatchWrites> {
+  return (await storeBackend(data.target)).openBatchWriter({
+    // Other hosts' commits reach this one's supervisor as hints (see store/postgres/notify.ts).
+    onHint: (hint) => {
+      const message: StoreOutput = { type: 'hint', hint };
+      main.postMessage(message);
+    },
   });
-  return writer;
 }
 
 function parseKillPoint(spec: string | null): { op: string; n: number; phase: string } | null {
@@ -65,7 +51,7 @@ export async function serveStore(data: StoreWorkerData, main: StorePeer, exit: (
 }
 
 class StoreActor {
-  readonly #store: Batches;
+  readonly #store: BatchWrites;
   readonly #main: StorePeer;
   readonly #exit: () => void;
   readonly #killPoint: { op: string; n: number; phase: string } | null;
@@ -78,7 +64,7 @@ class StoreActor {
   #serving = false;
   #closing = false;
 
-  constructor(store: Batches, data: StoreWorkerData, main: StorePeer, exit: () => void) {
+  constructor(store: BatchWrites, data: StoreWorkerData, main: StorePeer, exit: () => void) {
     this.#store = store;
     this.#main = main;
     this.#exit = exit;
@@ -135,7 +121,7 @@ class StoreActor {
     // The test hook costs nothing when no kill point is set.
     const armed = this.#isKillBatch(batch);
     this.#maybeKill('before', armed);
-    let done: Awaited<ReturnType<Batches['run']>>;
+    let done: BatchResult;
     try {
       done = await this.#store.run(
         batch.map(({ request }) => request.body),

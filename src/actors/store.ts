@@ -10,8 +10,8 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { ErrorCode } from '../errors.js';
 import type { StoreOperation, StoreOperations, StoreRequestBody, StoreWrites } from '../store/port.js';
 import type { WorkHint } from '../store/postgres/notify.js';
-import type { PostgresTarget } from '../store/postgres/schema.js';
 import type { Notifications } from '../store/records.js';
+import type { StoreTarget } from '../store/target.js';
 import { type Endpoint, RequestClient } from './protocol.js';
 
 export type { StoreOperation, StoreOperations, StoreRequestBody } from '../store/port.js';
@@ -43,21 +43,24 @@ export type StoreOutput =
   | { type: 'closed' };
 
 export interface StoreWorkerData {
-  /** The SQLite file; unused when `postgres` is given. */
-  path: string;
-  /** The PostgreSQL store to write to instead of the file. */
-  postgres?: PostgresTarget | null;
-  synchronous: 'NORMAL' | 'FULL';
+  /** The store the actor writes, on the backend it names. */
+  target: StoreTarget;
   /** A test hook: `op:n:phase` SIGKILLs the process at that point. */
   killAt: string | null;
 }
 
+/**
+ * A write as the client posts it. {@link StoreClient.call}'s signature checks the input
+ * against its operation; the actor reads the message back as a {@link StoreRequestBody}.
+ */
+type PostedWrite = { op: StoreOperation; input: unknown };
+
 /** A typed client of the store actor over any endpoint (the worker itself, or a port). */
 export class StoreClient implements StoreWrites {
-  readonly #client: RequestClient<StoreRequestBody | StoreSyncBody>;
+  readonly #client: RequestClient<PostedWrite | StoreSyncBody>;
 
   constructor(endpoint: Endpoint, onOther?: (message: { type: string }) => void) {
-    this.#client = new RequestClient<StoreRequestBody | StoreSyncBody>(endpoint, onOther);
+    this.#client = new RequestClient<PostedWrite | StoreSyncBody>(endpoint, onOther);
   }
 
   /** See {@link StoreSyncBody}. */
@@ -71,7 +74,7 @@ export class StoreClient implements StoreWrites {
   }
 
   call<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): Promise<StoreOperations[K][1]> {
-    return this.#client.request<StoreOperations[K][1]>({ op, input } as StoreRequestBody);
+    return this.#client.request<StoreOperations[K][1]>({ op, input });
   }
 
   fail(message: string): void {

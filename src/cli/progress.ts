@@ -3,7 +3,7 @@
  * line on stderr that counts the runs by status and what the tree has spent.
  */
 import type { HarnessEvent } from '../runtime/events.js';
-import type { RunRecord } from '../store/reader.js';
+import type { RunRecord } from '../store/records.js';
 import type { CliIo } from './command.js';
 import { describeEvent, formatDuration } from './render.js';
 import type { Reader } from './stores.js';

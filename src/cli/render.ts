@@ -6,7 +6,8 @@
  */
 import type { HarnessEvent } from '../runtime/events.js';
 import type { PostgresStore } from '../store/postgres/index.js';
-import type { RunRecord, TraceReader } from '../store/reader.js';
+import type { RunRecord } from '../store/records.js';
+import type { TraceReader } from '../store/sqlite/reader.js';
 
 /** `text` on one line, cut to `max` characters with an ellipsis. */
 export const clip = (text: string, max: number) => {

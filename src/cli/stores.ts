@@ -7,9 +7,10 @@ import { existsSync, statSync } from 'node:fs';
 import { HarnessError } from '../errors.js';
 import { whereIs } from '../store/either.js';
 import type { PostgresStore } from '../store/postgres/index.js';
-import { type RunRecord, TraceReader } from '../store/reader.js';
-import { storeFileState } from '../store/schema.js';
-import { Store } from '../store/store.js';
+import type { RunRecord } from '../store/records.js';
+import { TraceReader } from '../store/sqlite/reader.js';
+import { storeFileState } from '../store/sqlite/schema.js';
+import { Store } from '../store/sqlite/store.js';
 import { SCHEMA_VERSION } from '../store/version.js';
 import { CliError, type Context, EXIT } from './command.js';
 

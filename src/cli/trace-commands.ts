@@ -23,7 +23,7 @@ import {
 } from '../runtime/secrets.js';
 import { rewind, rewindRun } from '../runtime/workspace/rewind.js';
 import { whereIs } from '../store/either.js';
-import { formatCost } from '../store/reader.js';
+import { formatCost } from '../store/queries.js';
 import { answerQuestion } from '../supervisor/questions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { CliError, type CliIo, type Command, type Context, EXIT, exitFor, print } from './command.js';

@@ -22,8 +22,9 @@ import { TaskContract } from '../runtime/contract/contract.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec } from '../runtime/provider.js';
-import { formatCost, type TraceReader } from '../store/reader.js';
-import { Store } from '../store/store.js';
+import { formatCost } from '../store/queries.js';
+import type { TraceReader } from '../store/sqlite/reader.js';
+import { Store } from '../store/sqlite/store.js';
 import { type Outcome, type RunResult, runWith } from '../supervisor/run-with.js';
 
 export interface EvalCase {

@@ -24,7 +24,7 @@ import { type Approver, CallbackApprover } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import { OpenAI } from '../runtime/providers/builders.js';
 import { workspaceTools } from '../runtime/tools/families/workspace.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/sqlite/store.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { type BridgeAnswer, ModelBridge } from './model-bridge.js';
 

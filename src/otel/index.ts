@@ -29,7 +29,7 @@ import {
 } from '@opentelemetry/api';
 import type { HarnessEvent } from '../runtime/events.js';
 import { scrubText, scrubValue } from '../runtime/secrets.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/sqlite/store.js';
 import type { Observer, ObserverContext } from '../supervisor/event-bus.js';
 
 export interface OtelObserverOptions {

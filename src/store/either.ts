@@ -10,9 +10,9 @@
 
 import type { StoreOperation, StoreOperations } from './port.js';
 import type { PostgresStore } from './postgres/index.js';
-import type { TraceReader } from './reader.js';
 import type { Q } from './sql.js';
-import type { Store } from './store.js';
+import type { TraceReader } from './sqlite/reader.js';
+import type { Store } from './sqlite/store.js';
 
 /** A store either backend: a SQLite file's handle or a PostgreSQL one. */
 export type AnyStore = Store | PostgresStore;

@@ -21,9 +21,9 @@ import {
   workspaceScope,
 } from '../runtime/context/memory.js';
 import { type Answer, type AnyStore, type Effects, perform, read, write } from './either.js';
-import { TraceQueries } from './reader.js';
+import { TraceQueries } from './queries.js';
 import type { RememberResult } from './records.js';
-import type { Store } from './store.js';
+import type { Store } from './sqlite/store.js';
 
 const QUERIES = new TraceQueries();
 

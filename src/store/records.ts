@@ -1,6 +1,7 @@
 /**
- * The records the store's writes take and give back, beside the port (./port.ts) rather
- * than inside the SQLite writer: what any backend of the port reads and returns.
+ * The records the store's writes take and give back, and the records its reads return,
+ * beside the port (./port.ts) rather than inside a backend: what any backend of the port
+ * reads and returns. Types only: what imports them loads nothing of the store.
  */
 
 import type { AgentDefinition } from '../runtime/agents.js';
@@ -254,3 +255,188 @@ export type RememberResult =
   | { status: 'pinned'; note: NoteRecord }
   /** The scope is at its cap and every note in it is pinned: nothing was written. */
   | { status: 'full'; cap: number };
+
+// What the reads give back (see ./queries.ts).
+
+export interface RunRecord {
+  runId: string;
+  rootId: string;
+  parentId: string | null;
+  address: string;
+  depth: number;
+  /** Ancestor run ids, root first. */
+  ancestry: string[];
+  status: RunStatus;
+  task: string;
+  reply: string | null;
+  outcome: { status: RunStatus; reason: string } | null;
+  createdAt: number;
+  endedAt: number | null;
+  lastSeq: number;
+  lease: {
+    owner: string | null;
+    pid: number | null;
+    host: string | null;
+    expiresAt: number | null;
+    generation: number;
+  };
+}
+
+export interface StepRecord {
+  runId: string;
+  seq: number;
+  generation: number;
+  completion: Completion;
+  observations: Observation[];
+  usage: Usage;
+  at: number;
+}
+
+/** What a file held before a run first touched it. */
+export interface RestorePoint {
+  runId: string;
+  path: string;
+  workspace: string;
+  /** False when the run created the file: putting it back deletes it. */
+  existed: boolean;
+  content: Buffer | null;
+  seq: number;
+  at: number;
+}
+
+/** A question a paused run waits on, and its answer once given. */
+export interface QuestionRecord {
+  questionId: string;
+  rootId: string;
+  runId: string;
+  seq: number;
+  kind: QuestionKind;
+  payload: unknown;
+  status: 'open' | 'answered';
+  answer: unknown;
+  answeredBy: string | null;
+  createdAt: number;
+  answeredAt: number | null;
+}
+
+/** An effect journaled before it started, and how it ended. */
+export interface IntentRecord {
+  key: string;
+  runId: string;
+  seq: number;
+  kind: string;
+  detail: string;
+  startedAt: number;
+  result: string | null;
+  finishedAt: number | null;
+}
+
+/** One file a step changed, as a unified diff of the whole file. */
+export interface FileChangeRecord {
+  runId: string;
+  seq: number;
+  ordinal: number;
+  path: string;
+  diff: string;
+  at: number;
+}
+
+export interface DrawRecord {
+  drawId: string;
+  runId: string;
+  seq: number;
+  generation: number;
+  steps: number;
+  tokens: number;
+  at: number;
+}
+
+export interface LedgerAccount {
+  runId: string;
+  ceilings: { steps: number | null; tokens: number | null; wallMs: number | null };
+  spent: DrawAmount;
+  maxWaitSecs: number;
+}
+
+export interface TreeLedger {
+  rootId: string;
+  /** The root's account: the ceilings of the whole tree and what it has spent. */
+  root: LedgerAccount;
+  /** Every run's account (each covers the run and its descendants). */
+  accounts: LedgerAccount[];
+  draws: DrawRecord[];
+  maxTotalAgents: number | null;
+  maxConcurrentAgents: number | null;
+}
+
+export interface MessageRecord {
+  ordinal: number;
+  msgId: string;
+  rootId: string;
+  fromRun: string;
+  fromAddress: string;
+  toAddress: string;
+  body: string;
+  sentSeq: number;
+  sentGeneration: number;
+  consumedBy: string | null;
+  consumedSeq: number | null;
+  consumedGeneration: number | null;
+}
+
+export interface QueueRecord {
+  ordinal: number;
+  childRunId: string;
+  parentId: string;
+  state: 'pending' | 'queued' | 'admitted' | 'cancelled';
+  enqueuedAt: number;
+  admittedAt: number | null;
+}
+
+/** A stored model call: what the step recorded of it, and where it stands in the trace. */
+export interface ModelCallRow extends ModelCallRecord {
+  callId: number;
+  runId: string;
+  seq: number;
+  attempt: number;
+  at: number;
+}
+
+export type { PriceTable } from '../runtime/budget.js';
+
+export interface CostReport {
+  /** Total in the table's currency, as computed (a float: for sums and comparisons, not for people). */
+  total: number;
+  byModel: Record<string, number>;
+  /** Calls whose model the table does not price (their cost is not in the total). */
+  unpriced: string[];
+  /** The report for a person: `$0.0029 (gpt-4.1 $0.0021, claude-sonnet-4 $0.00080)`, the unpriced models named. */
+  text: string;
+}
+
+/** A conversation: its workspace and the turn the next one follows. */
+export interface SessionRecord {
+  sessionId: string;
+  root: string;
+  /** The turn the next one follows (the head of its current branch); null before the first. */
+  head: string | null;
+  createdAt: number;
+}
+
+/** One turn of a session: what the user said, the run that answered, and its reply. */
+export interface TurnRecord {
+  turnId: string;
+  sessionId: string;
+  /** The turn it followed on its branch; null for a first turn. */
+  parent: string | null;
+  seq: number;
+  runId: string | null;
+  text: string;
+  reply: string | null;
+  /** `running`, the run's outcome (`finished`, `interrupted`, `failed`, …), or `conflicted` when another turn took the head first. */
+  status: string;
+  /** What the turn was, once it ended: `reply` (its first completion stopped on text, no step), else `work`. */
+  kind: 'reply' | 'work' | null;
+  createdAt: number;
+  endedAt: number | null;
+}

@@ -10,8 +10,9 @@
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { type HarnessEvent, isTerminal } from '../runtime/events.js';
 import { type Answer, type AnyStore, type Effects, perform, read, whereIs, write } from '../store/either.js';
-import { type QuestionRecord, TraceQueries } from '../store/reader.js';
-import type { Store } from '../store/store.js';
+import { TraceQueries } from '../store/queries.js';
+import type { QuestionRecord } from '../store/records.js';
+import type { Store } from '../store/sqlite/store.js';
 
 const QUERIES = new TraceQueries();
 

@@ -5,7 +5,7 @@
  */
 import type { HarnessEvent } from '../runtime/events.js';
 import type { LiveEvent } from '../runtime/live.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/sqlite/store.js';
 
 /**
  * What `supervisor.observe()` hands an observer that asks for it (one with `attach`): the

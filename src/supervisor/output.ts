@@ -6,8 +6,9 @@
 import type { ContractData } from '../runtime/contract/contract.js';
 import { checkOutput } from '../runtime/contract/output-check.js';
 import type { JsonSchema } from '../runtime/contract/output-schema.js';
-import { TraceQueries, type TraceReader } from '../store/reader.js';
+import { TraceQueries } from '../store/queries.js';
 import type { Q } from '../store/sql.js';
+import type { TraceReader } from '../store/sqlite/reader.js';
 
 const reads = new TraceQueries();
 

@@ -9,7 +9,7 @@
  * store actor instead, and its observers see the `question-answered` event.
  */
 import { type Answer, type AnyStore, perform, write } from '../store/either.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/sqlite/store.js';
 
 /**
  * @example

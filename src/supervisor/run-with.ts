@@ -14,9 +14,10 @@ import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
 import type { HostTool as Tool } from '../runtime/tools/host-tool.js';
 import type { PostgresStore } from '../store/postgres/index.js';
-import { TraceQueries, type TraceReader } from '../store/reader.js';
+import { TraceQueries } from '../store/queries.js';
 import type { Q } from '../store/sql.js';
-import type { Store } from '../store/store.js';
+import type { TraceReader } from '../store/sqlite/reader.js';
+import type { Store } from '../store/sqlite/store.js';
 import { outputQuery } from './output.js';
 import { type RetriedGate, type RunOptions, Supervisor, type SupervisorOptions } from './supervisor.js';
 

@@ -28,8 +28,9 @@ import {
   write,
 } from '../store/either.js';
 import type { PostgresStore } from '../store/postgres/index.js';
-import { type SessionRecord, TraceQueries, type TurnRecord } from '../store/reader.js';
-import type { Store } from '../store/store.js';
+import { TraceQueries } from '../store/queries.js';
+import type { SessionRecord, TurnRecord } from '../store/records.js';
+import type { Store } from '../store/sqlite/store.js';
 import type { LiveObserver } from './event-bus.js';
 import { outcomeQuery, type RunResult, type RunWithOptions, runOn, runWith } from './run-with.js';
 import { Supervisor } from './supervisor.js';

@@ -59,10 +59,10 @@ import { perform } from '../store/either.js';
 import { HOST } from '../store/liveness.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import type { WorkHint } from '../store/postgres/notify.js';
-import { type RunRecord, TraceQueries } from '../store/reader.js';
-import type { Notifications, RunSpec } from '../store/records.js';
+import { TraceQueries } from '../store/queries.js';
+import type { Notifications, RunRecord, RunSpec } from '../store/records.js';
 import type { Q } from '../store/sql.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/sqlite/store.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 import {
   checkOptions,
@@ -377,7 +377,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   };
   /**
    * On PostgreSQL admission is shared with every other host on the store: runs are claimed
-   * from the rows (see WriteRules.claim), counted against each tree's cap whichever host
+   * from the rows (see the claim rule, store/rules/leases.ts), counted against each tree's cap whichever host
    * holds them, and a lost lease costs this host the run, not the tree.
    */
   readonly #shared: boolean;
@@ -529,12 +529,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     // The agent threads boot while the store actor opens the file: the first agent does not wait for either in turn.
     if (this.#pool.isolation === 'shared') this.#pool.start();
     this.#storeWorker = await startStoreActor(
-      {
-        path: this.#backend.kind === 'sqlite' ? this.#backend.path : '',
-        synchronous: this.#backend.kind === 'sqlite' ? this.#backend.synchronous : 'NORMAL',
-        killAt: this.#options.killAt,
-        postgres: this.#backend.kind === 'postgres' ? this.#backend.target : null,
-      },
+      { target: this.#backend.target, killAt: this.#options.killAt },
       // In-process actors have their store actor in-process too: that isolation starts no thread at all.
       this.#pool.isolation === 'in-process' ? 'in-process' : 'thread',
     );
@@ -1157,9 +1152,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         ...(tree.approver ? {} : { approver: false }),
         kept: keptPaths(),
       },
-      this.#backend.kind === 'sqlite' ? this.#backend.path : '',
+      this.#backend.target,
       (port) => this.#storeWorker.postMessage({ type: 'attach', port }, [port]),
-      this.#backend.kind === 'postgres' ? this.#backend.target : null,
     );
     const slot: Slot = { tree, runId, address, generation, counted, parked: false, actor, halted: false };
     tree.slots.set(runId, slot);

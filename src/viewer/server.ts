@@ -21,8 +21,9 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../errors.js';
 import { isTerminal } from '../runtime/events.js';
-import { type RunRecord, TraceReader } from '../store/reader.js';
-import { storeFileState } from '../store/schema.js';
+import type { RunRecord } from '../store/records.js';
+import { TraceReader } from '../store/sqlite/reader.js';
+import { storeFileState } from '../store/sqlite/schema.js';
 
 export interface ViewerOptions {
   /** The port (default: one the system picks). */

@@ -8,7 +8,7 @@ import type { RunExit } from '../../dist/actors/agent.js';
 import type { Clock } from '../../dist/clock.js';
 import { Policy, type ProviderSpec, type Store, type TaskContract } from '../../dist/index.js';
 import type { LiveData } from '../../dist/runtime/live.js';
-import { openLocalStore } from '../../dist/store/local.js';
+import { openLocalStore } from '../../dist/store/sqlite/local.js';
 import { stubHost } from './hosts.js';
 import { tempStorePath } from './processes.js';
 import { openStore } from './workspace.js';

@@ -1,9 +1,9 @@
 /** Direct use of the store's write operations, for unit tests of their semantics on a real file. */
 import type Database from 'better-sqlite3';
 import { HOST } from '../../dist/store/liveness.js';
-import { type StoreWriter, sqliteWriter } from '../../dist/store/local.js';
-import { openWriter } from '../../dist/store/schema.js';
-import type { CommitStepInput, Fence } from '../../dist/store/writer.js';
+import type { CommitStepInput, Fence } from '../../dist/store/records.js';
+import { openWriter } from '../../dist/store/sqlite/schema.js';
+import { type StoreWriter, sqliteWriter } from '../../dist/store/sqlite/writer.js';
 import { tempStorePath } from './processes.js';
 
 export interface Claim {
@@ -46,7 +46,7 @@ export function rootInput(runId: string, claim: Claim) {
 
 /** Creates a root run with no ceilings under `claim`; returns its fence. */
 export function createRoot(writer: StoreWriter, runId: string, claim: Claim): Fence {
-  const { generation } = writer.createRoot(rootInput(runId, claim));
+  const { generation } = writer.call('createRoot', rootInput(runId, claim));
   return { runId, generation, owner: claim.owner };
 }
 

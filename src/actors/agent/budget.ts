@@ -11,7 +11,7 @@ import type { DrawAmount, EventData } from '../../runtime/events.js';
 import type { Completion } from '../../runtime/provider.js';
 import type { ToolResult } from '../../runtime/tools/tool.js';
 import type { StoreReads } from '../../store/port.js';
-import type { LedgerAccount, RunRecord } from '../../store/reader.js';
+import type { LedgerAccount, RunRecord } from '../../store/records.js';
 
 export type Crossing = Extract<EventData, { type: 'budget-exhausted' }>;
 

@@ -4,7 +4,7 @@
  * runtime/tools/registry.ts (`registryFor`).
  */
 import type { ContractData } from '../../runtime/contract/contract.js';
-import type { RunRecord } from '../../store/reader.js';
+import type { RunRecord } from '../../store/records.js';
 
 export function workspaceSystem(contract: ContractData): string {
   return (

@@ -14,7 +14,7 @@ import type { Phase, RunContext } from '../../runtime/tools/context.js';
 import type { ToolTiers } from '../../runtime/tools/families/tiers.js';
 import { MailWake } from '../../runtime/tools/families/tree.js';
 import type { WorkspaceSession } from '../../runtime/workspace/session.js';
-import type { RunRecord } from '../../store/reader.js';
+import type { RunRecord } from '../../store/records.js';
 import type { AgentInput } from '../agent.js';
 import { Deadline, type FirstWall } from './budget.js';
 import type { AgentPorts } from './ports.js';

@@ -8,8 +8,7 @@ import type { EventData } from '../../runtime/events.js';
 import type { Completion, ToolCall, TranscriptEntry } from '../../runtime/provider.js';
 import type { ToolResult } from '../../runtime/tools/tool.js';
 import type { StoreReads } from '../../store/port.js';
-import type { RunRecord } from '../../store/reader.js';
-import type { FileDiff, ModelCallRecord, Observation, SentMessage } from '../../store/records.js';
+import type { FileDiff, ModelCallRecord, Observation, RunRecord, SentMessage } from '../../store/records.js';
 import { appendStep } from './records.js';
 
 /** Observations that answer no tool call: what the runtime tells the model (a re-prompt), as a user turn. */

@@ -8,8 +8,7 @@
 
 import type { Clock } from '../../clock.js';
 import type { StorePort } from '../../store/port.js';
-import type { RunRecord } from '../../store/reader.js';
-import type { Fence, FileDiff, SentMessage } from '../../store/records.js';
+import type { Fence, FileDiff, RunRecord, SentMessage } from '../../store/records.js';
 import type { AgentDefinition } from '../agents.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';

@@ -10,8 +10,10 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import { type Answer, type AnyStore, type Effects, perform, read, whereIs, write } from '../../store/either.js';
 import { processLiveness } from '../../store/liveness.js';
-import { writeTogether } from '../../store/local.js';
-import { type RestorePoint, type RunRecord, TraceQueries, type TraceReader } from '../../store/reader.js';
+import { TraceQueries } from '../../store/queries.js';
+import type { RestorePoint, RunRecord } from '../../store/records.js';
+import { writeTogether } from '../../store/sqlite/local.js';
+import type { TraceReader } from '../../store/sqlite/reader.js';
 import { isTerminal } from '../events.js';
 import { escapes } from '../policy/policy.js';
 import {

@@ -9,24 +9,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { scrubValue } from '../../runtime/secrets.js';
-import { isStoreOperation, type StoreOperation } from '../port.js';
+import type { BatchResult, BatchWrites, WriteOutcome } from '../backend.js';
+import type { StoreRequestBody } from '../port.js';
 import type { Notifications } from '../records.js';
-import type { Q } from '../sql.js';
-import { emptyNotifications, WriteRules } from '../writer.js';
+import { emptyNotifications, RuleContext, ruleFor } from '../rules/index.js';
+import type { PostgresTarget } from '../target.js';
 import { ATTEMPTS, BEGIN_WRITE, connectionLost, PostgresConnection, retryable } from './connection.js';
 import { openPostgresSchema } from './index.js';
 import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
-import type { PostgresTarget } from './schema.js';
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
-function ruleFor(rules: WriteRules, op: string, input: unknown): Q<unknown> {
-  if (!isStoreOperation(op)) throw new Error(`unknown store operation ${String(op)}`);
-  const rule = (rules as unknown as Record<StoreOperation, (input: unknown) => Q<unknown>>)[op];
-  // No secret this thread holds is written (see runtime/secrets.ts).
-  return rule.call(rules, scrubValue(input));
-}
 
 function append(into: Notifications, from: Notifications): void {
   into.events.push(...from.events);
@@ -35,7 +25,7 @@ function append(into: Notifications, from: Notifications): void {
   into.ended.push(...from.ended);
 }
 
-export class PostgresBatchWriter {
+export class PostgresBatchWriter implements BatchWrites {
   readonly #connection: PostgresConnection;
   /** Names this writer's hints, so its own listener skips them. */
   readonly #origin = randomUUID();
@@ -59,17 +49,14 @@ export class PostgresBatchWriter {
     return new PostgresBatchWriter(new PostgresConnection({ ...target, max: 1 }));
   }
 
-  async run(
-    writes: readonly { op: string; input: unknown }[],
-    beforeCommit: () => void = () => undefined,
-  ): Promise<{ outcomes: Outcome[]; notifications: Notifications }> {
+  async run(writes: readonly StoreRequestBody[], beforeCommit: () => void = () => undefined): Promise<BatchResult> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.#connection.connect();
       let broken = false;
       let committing = false;
       try {
         for (const statement of BEGIN_WRITE) await client.query(statement);
-        const lone = writes.length === 1 ? (writes[0] as { op: string; input: unknown }) : null;
+        const lone = writes.length === 1 ? writes[0] : undefined;
         const done = lone ? await this.#alone(client, lone) : await this.#each(client, writes);
         // Other hosts hear of new work when the commit lands (NOTIFY is delivered at commit, or never).
         const hint = hintPayload(this.#origin, done.notifications);
@@ -93,13 +80,10 @@ export class PostgresBatchWriter {
   }
 
   /** A batch of one needs no savepoint: it commits, or rolls back, alone. */
-  async #alone(
-    client: pg.PoolClient,
-    write: { op: string; input: unknown },
-  ): Promise<{ outcomes: Outcome[]; notifications: Notifications }> {
-    const rules = new WriteRules({ lockRows: true });
+  async #alone(client: pg.PoolClient, write: StoreRequestBody): Promise<BatchResult> {
+    const rules = new RuleContext({ lockRows: true });
     try {
-      const value = await PostgresConnection.drive(client, ruleFor(rules, write.op, write.input));
+      const value = await PostgresConnection.drive(client, ruleFor(rules, write));
       return { outcomes: [{ ok: true, value }], notifications: rules.takeNotifications() };
     } catch (error) {
       if (retryable(error) || connectionLost(error)) throw error;
@@ -107,17 +91,14 @@ export class PostgresBatchWriter {
     }
   }
 
-  async #each(
-    client: pg.PoolClient,
-    writes: readonly { op: string; input: unknown }[],
-  ): Promise<{ outcomes: Outcome[]; notifications: Notifications }> {
-    const outcomes: Outcome[] = [];
+  async #each(client: pg.PoolClient, writes: readonly StoreRequestBody[]): Promise<BatchResult> {
+    const outcomes: WriteOutcome[] = [];
     const notifications = emptyNotifications();
     for (const write of writes) {
-      const rules = new WriteRules({ lockRows: true });
+      const rules = new RuleContext({ lockRows: true });
       await client.query('SAVEPOINT request');
       try {
-        const value = await PostgresConnection.drive(client, ruleFor(rules, write.op, write.input));
+        const value = await PostgresConnection.drive(client, ruleFor(rules, write));
         await client.query('RELEASE SAVEPOINT request');
         outcomes.push({ ok: true, value });
         append(notifications, rules.takeNotifications());

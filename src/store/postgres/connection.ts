@@ -9,7 +9,7 @@ import pg from 'pg';
 import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
 import { connectionSecrets, holdSecrets, isKeyValueConnection, maskedConnection } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
-import type { PostgresTarget } from './schema.js';
+import type { PostgresTarget } from '../target.js';
 
 const INT8 = 20;
 const NUMERIC = 1700;

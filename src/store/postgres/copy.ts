@@ -8,10 +8,10 @@
 import Database from 'better-sqlite3';
 import type pg from 'pg';
 import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
-import { TraceQueries } from '../reader.js';
-import { storeFileState } from '../schema.js';
-import { runSync, statementsOf } from '../sqlite-run.js';
-import { Store } from '../store.js';
+import { TraceQueries } from '../queries.js';
+import { runSync, statementsOf } from '../sqlite/run.js';
+import { storeFileState } from '../sqlite/schema.js';
+import { Store } from '../sqlite/store.js';
 import { SCHEMA_VERSION } from '../version.js';
 import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
 import { PostgresStore, type PostgresStoreOptions } from './index.js';

@@ -9,16 +9,17 @@
  * Only a program that imports this subpath loads `pg`; a SQLite-only one loads none of it.
  */
 import { ErrorCode, InvalidArgumentError, StoreError } from '../../errors.js';
-import { connectionSecrets, holdSecrets, scrubValue } from '../../runtime/secrets.js';
-import { isStoreOperation, type StoreOperation, type StoreOperations } from '../port.js';
-import { TraceQueries } from '../reader.js';
+import { connectionSecrets, holdSecrets } from '../../runtime/secrets.js';
+import type { StoreOperation, StoreOperations } from '../port.js';
+import { TraceQueries } from '../queries.js';
 import type { Notifications } from '../records.js';
+import { isStoreOperation, RuleContext, ruleFor } from '../rules/index.js';
 import { type Async, defineReads, type Q } from '../sql.js';
-import { WriteRules } from '../writer.js';
+import type { PostgresStoreTarget, PostgresTarget } from '../target.js';
 import { IDLE_IN_TRANSACTION_MS, PostgresConnection, quoteIdentifier, redacted } from './connection.js';
-import { META_TABLE, type PostgresTarget, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
+import { META_TABLE, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
 
-export type { PostgresTarget } from './schema.js';
+export type { PostgresTarget } from '../target.js';
 export { postgresMigration } from './schema.js';
 
 export interface PostgresStoreOptions {
@@ -134,8 +135,8 @@ export class PostgresStore {
   }
 
   /** @internal Where the store is, password included: what the supervisor hands its threads. */
-  get target(): PostgresTarget {
-    return { ...this.#connection.target };
+  get target(): PostgresStoreTarget {
+    return { ...this.#connection.target, kind: 'postgres' };
   }
 
   /** One of the store's writes, in a transaction of its own; resolves once committed. */
@@ -146,14 +147,12 @@ export class PostgresStore {
       );
     if (!isStoreOperation(op))
       return Promise.reject(new StoreError(ErrorCode.Internal, `unknown store operation ${String(op)}`));
-    let rules = new WriteRules({ lockRows: true });
+    let rules = new RuleContext({ lockRows: true });
     return this.#connection.transaction(
       () => {
         // A retried transaction starts from nothing, its announcements too.
-        rules = new WriteRules({ lockRows: true });
-        const rule = (rules as unknown as Record<StoreOperation, (input: unknown) => Q<unknown>>)[op];
-        // No secret this thread holds is written (see runtime/secrets.ts).
-        return rule.call(rules, scrubValue(input)) as Q<StoreOperations[K][1]>;
+        rules = new RuleContext({ lockRows: true });
+        return ruleFor(rules, { op, input });
       },
       () => this.#onNotify?.(rules.takeNotifications()),
     );

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Notifications } from '../records.js';
-import type { PostgresTarget } from './schema.js';
+import type { PostgresTarget } from '../target.js';
 
 /** What a hint says: which trees changed, which runs ended, who has mail; `all` when it could not say. */
 export interface WorkHint {

@@ -53,25 +53,6 @@ export function postgresMigration(index: number): string {
   return [text, ...rowids].join('\n');
 }
 
-/** Where a PostgreSQL store is. */
-export interface PostgresTarget {
-  connectionString: string;
-  /** The PostgreSQL schema the store's tables live in (default `public`). */
-  schema?: string;
-  /** Connections in the pool (default 10). */
-  max?: number;
-  /** Milliseconds to wait for a connection (default 10 000). */
-  connectTimeoutMs?: number;
-  /**
-   * Milliseconds a connection may sit idle inside a transaction before the server ends it
-   * (PostgreSQL's `idle_in_transaction_session_timeout`; default 5 000). Writes take turns
-   * on one lock, so a host frozen mid-write (stopped, or cut off) would hold every other
-   * host's commits until then; its write is rolled back whole, and run again, fenced, if
-   * the host comes back.
-   */
-  idleInTransactionTimeoutMs?: number;
-}
-
 /** The table that marks a schema as a store of ours and holds its version. */
 export const META_TABLE = 'io_harness_meta';
 export const STORE_MARK = 'io-harness store';

@@ -1,10 +1,10 @@
 /**
- * The SQLite side of the statements in sql.ts: each answered at once from a
+ * The SQLite side of the statements in ../sql.ts: each answered at once from a
  * better-sqlite3 connection's prepared statements, so a write or read runs to its end
  * synchronously.
  */
 import type Database from 'better-sqlite3';
-import type { Q, Query } from './sql.js';
+import type { Q, Query } from '../sql.js';
 import { StatementCache } from './statements.js';
 
 /** Answers a query from a SQLite connection's statements. */

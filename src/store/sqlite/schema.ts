@@ -6,10 +6,10 @@
  */
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import { ErrorCode, StoreError } from '../errors.js';
+import { ErrorCode, StoreError } from '../../errors.js';
 
-import { MIGRATIONS } from './migrations.js';
-import { SCHEMA_VERSION } from './version.js';
+import { MIGRATIONS } from '../migrations.js';
+import { SCHEMA_VERSION } from '../version.js';
 
 export { MIGRATIONS, SCHEMA_VERSION };
 

@@ -1,175 +1,47 @@
 /**
- * The typed read API over a store file. It opens its own read-only connection, so
- * any thread or process may use one while the store actor writes: traces, attach,
- * tests and command-line tools all read through this.
+ * The typed reads of a store, written once for both backends: each a generator that
+ * yields the statements it needs (see ./sql.ts). The SQLite backend's `TraceReader`
+ * (sqlite/reader.ts) answers them at once from its own read-only connection; the
+ * PostgreSQL store (postgres/index.ts) runs the same reads and awaits them.
  */
-
-import type Database from 'better-sqlite3';
-import type { PriceTable } from '../runtime/budget.js';
-import type { NoteKind, NoteRecord } from '../runtime/context/memory.js';
-import type { DrawAmount, EventData, HarnessEvent, QuestionKind, RunStatus } from '../runtime/events.js';
-import type { Completion, Usage } from '../runtime/provider.js';
-import type { ModelCallRecord, Observation } from './records.js';
-import { openReader } from './schema.js';
+import type { NoteRecord } from '../runtime/context/memory.js';
+import type { HarnessEvent } from '../runtime/events.js';
+import type { Completion } from '../runtime/provider.js';
+import type {
+  CostReport,
+  FileChangeRecord,
+  IntentRecord,
+  LedgerAccount,
+  MessageRecord,
+  ModelCallRow,
+  PriceTable,
+  QuestionRecord,
+  QueueRecord,
+  RestorePoint,
+  RunRecord,
+  SessionRecord,
+  StepRecord,
+  TreeLedger,
+  TurnRecord,
+} from './records.js';
+import {
+  type Row,
+  type SessionRow,
+  TURN_SELECT,
+  type TurnRow,
+  toAccount,
+  toEvent,
+  toIntent,
+  toMessage,
+  toNote,
+  toQuestion,
+  toRestorePoint,
+  toRun,
+  toSession,
+  toTurn,
+} from './rows.js';
+import type { Q } from './sql.js';
 import * as sql from './sql.js';
-import { defineReads, type Q, type Synced } from './sql.js';
-import { runSync, statementsOf } from './sqlite-run.js';
-
-export interface RunRecord {
-  runId: string;
-  rootId: string;
-  parentId: string | null;
-  address: string;
-  depth: number;
-  /** Ancestor run ids, root first. */
-  ancestry: string[];
-  status: RunStatus;
-  task: string;
-  reply: string | null;
-  outcome: { status: RunStatus; reason: string } | null;
-  createdAt: number;
-  endedAt: number | null;
-  lastSeq: number;
-  lease: {
-    owner: string | null;
-    pid: number | null;
-    host: string | null;
-    expiresAt: number | null;
-    generation: number;
-  };
-}
-
-export interface StepRecord {
-  runId: string;
-  seq: number;
-  generation: number;
-  completion: Completion;
-  observations: Observation[];
-  usage: Usage;
-  at: number;
-}
-
-/** What a file held before a run first touched it. */
-export interface RestorePoint {
-  runId: string;
-  path: string;
-  workspace: string;
-  /** False when the run created the file: putting it back deletes it. */
-  existed: boolean;
-  content: Buffer | null;
-  seq: number;
-  at: number;
-}
-
-/** A question a paused run waits on, and its answer once given. */
-export interface QuestionRecord {
-  questionId: string;
-  rootId: string;
-  runId: string;
-  seq: number;
-  kind: QuestionKind;
-  payload: unknown;
-  status: 'open' | 'answered';
-  answer: unknown;
-  answeredBy: string | null;
-  createdAt: number;
-  answeredAt: number | null;
-}
-
-/** An effect journaled before it started, and how it ended. */
-export interface IntentRecord {
-  key: string;
-  runId: string;
-  seq: number;
-  kind: string;
-  detail: string;
-  startedAt: number;
-  result: string | null;
-  finishedAt: number | null;
-}
-
-/** One file a step changed, as a unified diff of the whole file. */
-export interface FileChangeRecord {
-  runId: string;
-  seq: number;
-  ordinal: number;
-  path: string;
-  diff: string;
-  at: number;
-}
-
-export interface DrawRecord {
-  drawId: string;
-  runId: string;
-  seq: number;
-  generation: number;
-  steps: number;
-  tokens: number;
-  at: number;
-}
-
-export interface LedgerAccount {
-  runId: string;
-  ceilings: { steps: number | null; tokens: number | null; wallMs: number | null };
-  spent: DrawAmount;
-  maxWaitSecs: number;
-}
-
-export interface TreeLedger {
-  rootId: string;
-  /** The root's account: the ceilings of the whole tree and what it has spent. */
-  root: LedgerAccount;
-  /** Every run's account (each covers the run and its descendants). */
-  accounts: LedgerAccount[];
-  draws: DrawRecord[];
-  maxTotalAgents: number | null;
-  maxConcurrentAgents: number | null;
-}
-
-export interface MessageRecord {
-  ordinal: number;
-  msgId: string;
-  rootId: string;
-  fromRun: string;
-  fromAddress: string;
-  toAddress: string;
-  body: string;
-  sentSeq: number;
-  sentGeneration: number;
-  consumedBy: string | null;
-  consumedSeq: number | null;
-  consumedGeneration: number | null;
-}
-
-export interface QueueRecord {
-  ordinal: number;
-  childRunId: string;
-  parentId: string;
-  state: 'pending' | 'queued' | 'admitted' | 'cancelled';
-  enqueuedAt: number;
-  admittedAt: number | null;
-}
-
-/** A stored model call: what the step recorded of it, and where it stands in the trace. */
-export interface ModelCallRow extends ModelCallRecord {
-  callId: number;
-  runId: string;
-  seq: number;
-  attempt: number;
-  at: number;
-}
-
-export type { PriceTable } from '../runtime/budget.js';
-
-export interface CostReport {
-  /** Total in the table's currency, as computed (a float: for sums and comparisons, not for people). */
-  total: number;
-  byModel: Record<string, number>;
-  /** Calls whose model the table does not price (their cost is not in the total). */
-  unpriced: string[];
-  /** The report for a person: `$0.0029 (gpt-4.1 $0.0021, claude-sonnet-4 $0.00080)`, the unpriced models named. */
-  text: string;
-}
 
 /**
  * An amount as a person reads it: dollars, two significant digits at least and never fewer
@@ -186,178 +58,14 @@ export function formatCost(amount: number): string {
   return `${sign}$${value.toFixed(decimals)}`;
 }
 
-type Row = Record<string, unknown>;
-
-/** A memory_notes row as a note. */
-export function toNote(row: Row): NoteRecord {
-  return {
-    id: row.note_id as number,
-    scope: row.scope as string,
-    key: row.key as string,
-    kind: row.kind as NoteKind,
-    text: row.body as string,
-    pinned: row.pinned === 1,
-    runs: row.runs as number,
-    writtenBy: (row.written_by as string | null) ?? null,
-    createdAt: row.created_at as number,
-    updatedAt: row.updated_at as number,
-  };
-}
-
-function toRun(row: Row): RunRecord {
-  return {
-    runId: row.run_id as string,
-    rootId: row.root_id as string,
-    parentId: row.parent_id as string | null,
-    address: row.address as string,
-    depth: row.depth as number,
-    ancestry: JSON.parse(row.ancestry as string) as string[],
-    status: row.status as RunStatus,
-    task: row.task as string,
-    reply: row.reply as string | null,
-    outcome: row.outcome ? JSON.parse(row.outcome as string) : null,
-    createdAt: row.created_at as number,
-    endedAt: row.ended_at as number | null,
-    lastSeq: row.last_seq as number,
-    lease: {
-      owner: row.lease_owner as string | null,
-      pid: row.lease_pid as number | null,
-      host: row.lease_host as string | null,
-      expiresAt: row.lease_expires_at as number | null,
-      generation: row.generation as number,
-    },
-  };
-}
-
-function toAccount(row: Row): LedgerAccount {
-  return {
-    runId: row.run_id as string,
-    ceilings: {
-      steps: row.max_steps as number | null,
-      tokens: row.max_tokens as number | null,
-      wallMs: row.max_wall_ms as number | null,
-    },
-    spent: { steps: row.steps_spent as number, tokens: row.tokens_spent as number },
-    maxWaitSecs: row.max_wait_secs as number,
-  };
-}
-
-function toEvent(row: Row): HarnessEvent {
-  const data = JSON.parse(row.data as string) as Omit<EventData, 'type'>;
-  return {
-    ...data,
-    type: row.type,
-    eventId: row.event_id as number,
-    rootId: row.root_id as string,
-    runId: row.run_id as string,
-    seq: row.seq as number | null,
-    generation: row.generation as number,
-    at: row.at as number,
-  } as HarnessEvent;
-}
-
-function toMessage(row: Row): MessageRecord {
-  return {
-    ordinal: row.ordinal as number,
-    msgId: row.msg_id as string,
-    rootId: row.root_id as string,
-    fromRun: row.from_run as string,
-    fromAddress: row.from_address as string,
-    toAddress: row.to_address as string,
-    body: row.body as string,
-    sentSeq: row.sent_seq as number,
-    sentGeneration: row.sent_generation as number,
-    consumedBy: row.consumed_by as string | null,
-    consumedSeq: row.consumed_seq as number | null,
-    consumedGeneration: row.consumed_generation as number | null,
-  };
-}
-
-/** A conversation: its workspace and the turn the next one follows. */
-export interface SessionRecord {
-  sessionId: string;
-  root: string;
-  /** The turn the next one follows (the head of its current branch); null before the first. */
-  head: string | null;
-  createdAt: number;
-}
-
-/** One turn of a session: what the user said, the run that answered, and its reply. */
-export interface TurnRecord {
-  turnId: string;
-  sessionId: string;
-  /** The turn it followed on its branch; null for a first turn. */
-  parent: string | null;
-  seq: number;
-  runId: string | null;
-  text: string;
-  reply: string | null;
-  /** `running`, the run's outcome (`finished`, `interrupted`, `failed`, …), or `conflicted` when another turn took the head first. */
-  status: string;
-  /** What the turn was, once it ended: `reply` (its first completion stopped on text, no step), else `work`. */
-  kind: 'reply' | 'work' | null;
-  createdAt: number;
-  endedAt: number | null;
-}
-
-interface SessionRow {
-  session_id: string;
-  root: string;
-  head: string | null;
-  created_at: number;
-}
-
-function toSession(row: SessionRow): SessionRecord {
-  return { sessionId: row.session_id, root: row.root, head: row.head, createdAt: row.created_at };
-}
-
-/** A turn's row, and how many steps its run committed (none for a reply). */
-const TURN_SELECT =
-  'SELECT turns.*, (SELECT COUNT(*) FROM steps WHERE steps.run_id = turns.run_id) AS steps FROM turns';
-
-interface TurnRow {
-  turn_id: string;
-  session_id: string;
-  parent: string | null;
-  seq: number;
-  run_id: string | null;
-  user_text: string;
-  reply: string | null;
-  status: string;
-  created_at: number;
-  ended_at: number | null;
-  steps: number;
-}
-
-function toTurn(row: TurnRow): TurnRecord {
-  return {
-    turnId: row.turn_id,
-    sessionId: row.session_id,
-    parent: row.parent,
-    seq: row.seq,
-    runId: row.run_id,
-    text: row.user_text,
-    reply: row.reply,
-    status: row.status,
-    kind:
-      row.status === 'running' || row.status === 'paused'
-        ? null
-        : row.status === 'finished' && row.steps === 0
-          ? 'reply'
-          : 'work',
-    createdAt: row.created_at,
-    endedAt: row.ended_at,
-  };
-}
-
 const RUN_BY_ID = 'SELECT * FROM runs WHERE run_id = ?';
 const INBOX = 'SELECT * FROM mailbox WHERE root_id = ? AND to_address = ? AND consumed_by IS NULL ORDER BY ordinal';
 const LEDGER_BY_ID = 'SELECT * FROM ledger WHERE run_id = ?';
 
 /**
  * The typed reads of a store, for either backend: each a generator that yields the
- * statements it needs (see sql.ts). {@link TraceReader} runs them on a SQLite file,
- * synchronously; the PostgreSQL store runs the same reads and awaits them.
+ * statements it needs (see sql.ts). `TraceReader` (sqlite/reader.ts) runs them on a
+ * SQLite file, synchronously; the PostgreSQL store runs the same reads and awaits them.
  */
 export class TraceQueries {
   /** One run, or null. */
@@ -814,78 +522,3 @@ export class TraceQueries {
     return row ? JSON.parse(row.spec) : null;
   }
 }
-
-function toRestorePoint(row: Row): RestorePoint {
-  return {
-    runId: row.run_id as string,
-    path: row.path as string,
-    workspace: row.workspace as string,
-    existed: row.existed === 1,
-    content: (row.content as Buffer | null) ?? null,
-    seq: row.seq as number,
-    at: row.at as number,
-  };
-}
-
-function toQuestion(row: Row): QuestionRecord {
-  return {
-    questionId: row.question_id as string,
-    rootId: row.root_id as string,
-    runId: row.run_id as string,
-    seq: row.seq as number,
-    kind: row.kind as QuestionKind,
-    payload: JSON.parse(row.payload as string),
-    status: row.status as 'open' | 'answered',
-    answer: row.answer === null ? null : JSON.parse(row.answer as string),
-    answeredBy: (row.answered_by as string | null) ?? null,
-    createdAt: row.created_at as number,
-    answeredAt: (row.answered_at as number | null) ?? null,
-  };
-}
-
-function toIntent(row: Row): IntentRecord {
-  return {
-    key: row.effect_key as string,
-    runId: row.run_id as string,
-    seq: row.seq as number,
-    kind: row.kind as string,
-    detail: row.detail as string,
-    startedAt: row.started_at as number,
-    result: (row.result as string | null) ?? null,
-    finishedAt: (row.finished_at as number | null) ?? null,
-  };
-}
-
-const QUERIES = new TraceQueries();
-
-/** The reads are TraceQueries' own, each run on this reader's connection (assigned below). */
-export interface TraceReader extends Synced<TraceQueries> {}
-
-/**
- * The typed read API over a store file. It opens its own read-only connection, so
- * any thread or process may use one while the store actor writes: traces, attach,
- * tests and command-line tools all read through this. Every read of
- * {@link TraceQueries} is a method of it, answered at once.
- */
-// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: see the interface above.
-export class TraceReader {
-  readonly path: string;
-  readonly #db: Database.Database;
-
-  /** `cacheKiB` bounds this connection's page cache (SQLite's default here is 16 MiB). */
-  constructor(path: string, options: { cacheKiB?: number } = {}) {
-    this.path = path;
-    this.#db = openReader(path, options);
-  }
-
-  /** @internal Runs a read on this reader's connection. */
-  query<T>(body: Q<T>): T {
-    return runSync(statementsOf(this.#db), body);
-  }
-
-  close(): void {
-    this.#db.close();
-  }
-}
-
-defineReads(TraceReader, QUERIES);

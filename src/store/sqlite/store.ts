@@ -8,13 +8,14 @@
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
-import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
-import { keepStoreFiles } from '../runtime/exec/containment/kept.js';
-import { applyWrite, type StoreWriter, sqliteWriter } from './local.js';
-import type { StoreOperation, StoreOperations } from './port.js';
+import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
+import { keepStoreFiles } from '../../runtime/exec/containment/kept.js';
+import type { StoreOperation, StoreOperations } from '../port.js';
+import type { SqliteTarget } from '../target.js';
 import { TraceReader } from './reader.js';
 import { archiveSessionRows, countSessionRows, deleteSessionRows, resumableRuns, sessionBytes } from './retention.js';
 import { openWriter } from './schema.js';
+import { type StoreWriter, sqliteWriter } from './writer.js';
 
 export interface StoreOptions {
   /** `NORMAL` (default) survives a process crash; `FULL` also survives power loss, at about a third of the commit rate. */
@@ -63,6 +64,11 @@ export class Store extends TraceReader {
     return new Store(absolute, options);
   }
 
+  /** @internal Where the store is, as the supervisor hands it to its threads. */
+  get target(): SqliteTarget {
+    return { kind: 'sqlite', path: this.path, synchronous: this.synchronous };
+  }
+
   /** This handle's writer connection, opened on its first write and kept until close(). */
   #db: Database.Database | null = null;
   #writer: StoreWriter | null = null;
@@ -86,7 +92,7 @@ export class Store extends TraceReader {
     return this.#write((db) => {
       this.#writer ??= sqliteWriter(db);
       try {
-        return applyWrite(this.#writer, op, input) as StoreOperations[K][1];
+        return this.#writer.call(op, input);
       } finally {
         // Nobody here acts on what the write announced: the supervisors reading the file do.
         this.#writer.takeNotifications();
