@@ -121,8 +121,6 @@ export { HostTool, MAX_TOOL_RESULT_CHARS, ToolOutput, tool } from './runtime/too
 export type { GateEvaluation } from './runtime/verify/gate.js';
 export type { FileChange } from './runtime/workspace/files.js';
 export { reverseApply, unifiedDiff } from './runtime/workspace/files.js';
-export type { RewoundFile } from './runtime/workspace/rewind.js';
-export { rewind, rewindRun, rewindStep } from './runtime/workspace/rewind.js';
 export type {
   Argv,
   CommandName,
@@ -168,6 +166,8 @@ export { SCHEMA_VERSION } from './store/version.js';
 export { Attach } from './supervisor/attach.js';
 export type { EventFilter, LiveObserver, Observer, ObserverContext } from './supervisor/event-bus.js';
 export { answerQuestion } from './supervisor/questions.js';
+export type { RewoundFile } from './supervisor/rewind.js';
+export { rewind, rewindRun, rewindStep } from './supervisor/rewind.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';
 export type {

@@ -21,10 +21,10 @@ import {
   maskedConnection,
   scrubText,
 } from '../runtime/secrets.js';
-import { rewind, rewindRun } from '../runtime/workspace/rewind.js';
 import { whereIs } from '../store/either.js';
 import { formatCost } from '../store/queries.js';
 import { answerQuestion } from '../supervisor/questions.js';
+import { rewind, rewindRun } from '../supervisor/rewind.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { CliError, type CliIo, type Command, type Context, EXIT, exitFor, print } from './command.js';
 import { readPrices } from './prices.js';

@@ -53,7 +53,6 @@ import { discoverSkills, type SkillRoot } from '../runtime/skills.js';
 import { checkTools, type HostTool as Tool, type ToolDefinitionData } from '../runtime/tools/host-tool.js';
 import type { HostToolCall } from '../runtime/tools/ports.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
-import { type RewoundFile, rewindRunFiles } from '../runtime/workspace/rewind.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import { perform } from '../store/either.js';
 import { HOST } from '../store/liveness.js';
@@ -74,6 +73,7 @@ import {
   supervisorOptionsSchema,
 } from './options.js';
 import { outputQuery } from './output.js';
+import { type RewoundFile, rewindRunFiles } from './rewind.js';
 
 /** The reads the supervisor makes, run on whichever backend holds the store. */
 const reads = new TraceQueries();

@@ -7,15 +7,9 @@
  */
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
-import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
-import { type Answer, type AnyStore, type Effects, perform, read, whereIs, write } from '../../store/either.js';
-import { processLiveness } from '../../store/liveness.js';
-import { TraceQueries } from '../../store/queries.js';
-import type { RestorePoint, RunRecord } from '../../store/records.js';
-import { writeTogether } from '../../store/sqlite/local.js';
-import type { TraceReader } from '../../store/sqlite/reader.js';
-import { isTerminal } from '../events.js';
-import { escapes } from '../policy/policy.js';
+import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
+import { isTerminal } from '../runtime/events.js';
+import { escapes } from '../runtime/policy/policy.js';
 import {
   type Looked,
   lookBeneath,
@@ -24,8 +18,14 @@ import {
   type Refused,
   removeBeneath,
   replaceBeneath,
-} from './beneath.js';
-import { reverseApply } from './diffs.js';
+} from '../runtime/workspace/beneath.js';
+import { reverseApply } from '../runtime/workspace/diffs.js';
+import { type Answer, type AnyStore, type Effects, perform, read, whereIs, write } from '../store/either.js';
+import { processLiveness } from '../store/liveness.js';
+import { TraceQueries } from '../store/queries.js';
+import type { RestorePoint, RunRecord } from '../store/records.js';
+import { writeTogether } from '../store/sqlite/local.js';
+import type { TraceReader } from '../store/sqlite/reader.js';
 
 const QUERIES = new TraceQueries();
 
