@@ -1,13 +1,178 @@
 /**
- * What users hand the supervisor, checked at the edge: one zod schema per options object
- * (Supervisor.start, run, resume), strict about its keys, with messages that say what was
- * wrong and what to do. The deeper checks (a provider spec, a budget, the tools) stay with
+ * What users hand the supervisor: the options objects (Supervisor.start, run, resume), and
+ * their checks at the edge, one zod schema each, strict about its keys, with messages that
+ * say what was wrong and what to do. The deeper checks (a provider spec, a budget, the tools) stay with
  * what they check and run after the shape is known to be right. Main thread only: agent
  * threads never load zod (its start cost was measured at ~40 ms a thread).
  */
 import { z } from 'zod';
+import type { Isolation } from '../actors/host.js';
+import type { Clock } from '../clock.js';
 import { InvalidArgumentError, shownValue } from '../errors.js';
+import type { McpServerSpec } from '../mcp/spec.js';
+import type { AgentDefinition } from '../runtime/agents.js';
+import type { Budget } from '../runtime/budget.js';
+import type { TaskContract } from '../runtime/contract/contract.js';
 import { oneOf, problemsOf, quotedKeys, text, wholeNumber as whole, withMethod } from '../runtime/edges.js';
+import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
+import type { Policy } from '../runtime/policy/policy.js';
+import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
+import type { SkillRoot } from '../runtime/skills.js';
+import type { HostTool as Tool } from '../runtime/tools/host-tool.js';
+
+export interface SupervisorOptions {
+  /** At most this many spawned agents of one tree run at once; the rest wait in the durable queue. Default 16. */
+  maxConcurrentAgents?: number;
+  /** A tree may spawn at most this many agents in all; the spawn that would cross it is refused. Default 1000. */
+  maxTotalAgents?: number;
+  /** How long a lease lasts without renewal. Renewed every third of it while the run is driven. Default 30 000 ms. */
+  leaseTtlMs?: number;
+  /** The clock leases are computed with. */
+  clock?: Clock;
+  /**
+   * How agent actors are hosted on threads. `'shared'` (the default): on a pool of
+   * `threads` worker threads, many actors to a thread — an agent mostly waits on its
+   * model, and a thread costs ~24 MB and tens of milliseconds to start. `'thread'`: each
+   * live actor on a thread of its own, as isolated as worker threads get (its own heap and
+   * event loop; a thread that dies takes only its actor), at a thread's cost per agent.
+   * `'in-process'`: every actor, and the store actor, on the calling thread over message
+   * channels, with no worker thread started at all — for stepping through a run with a
+   * debugger's breakpoints, and for tests of tree logic. An actor that blocks the event
+   * loop blocks the supervisor with it.
+   */
+  isolation?: Isolation;
+  /** With shared isolation, how many threads host the actors. Default: the cores available. */
+  threads?: number;
+  /** With thread isolation, how long an idle thread is kept for the next actor. Default 10 000 ms. */
+  idleThreadMs?: number;
+  /** Agent threads to start (and wait for) in `start()`, so the first agents do not pay the thread start. Default 0. */
+  warmWorkers?: number;
+  /** Test hook: `op:n:phase` SIGKILLs the whole process inside the store actor at that point. */
+  killAt?: string | null;
+  /** The embedder's own tools (made with `tool()`), for every tree this supervisor runs or resumes. */
+  tools?: readonly Tool<never>[];
+  /**
+   * MCP servers every tree of this supervisor has: started (stdio) or dialled (HTTP) for
+   * each tree it runs or resumes, under that tree's policy and inside its containment, their
+   * tools named `<server>__<tool>`, stopped when the tree ends (see docs/guides/mcp.md).
+   */
+  mcp?: McpServerSpec[];
+  /**
+   * The name this supervisor's leases give its host. Default: the machine's name, tagged with
+   * its boot and pid namespace. A lease held on this host whose process is gone is taken at
+   * once; one held on another host only when its ttl lapses. Give two supervisors on one
+   * machine different names to have them treat each other as separate hosts; never give one
+   * name to two machines (each would take the other's live runs as dead).
+   */
+  host?: string;
+  /**
+   * On PostgreSQL, where several hosts share trees: the most agents this supervisor drives at
+   * once across every tree (each tree's own cap holds across all hosts regardless). 0: a host
+   * that drives the roots it starts (and resumes) and leaves their spawned agents to the
+   * others. Default: no limit of the host's own.
+   */
+  maxHostAgents?: number;
+  /**
+   * On PostgreSQL: how often it looks at the store for work another host's hint may have
+   * missed (a queued agent, a lapsed lease, a child that ended, mail). Default 1 000 ms.
+   */
+  pollMs?: number;
+}
+
+export interface ResumeOptions {
+  /**
+   * The provider again, for a tree whose provider was given a key directly: keys are
+   * never stored, so another process must hand it back. Without it the stored spec is
+   * used, reading its key from the environment variable it names.
+   */
+  provider?: ProviderSpec;
+  /** Answers the policy's asks for the resumed tree. Without one, every ask is denied. */
+  approver?: Approver;
+  /** A review gate's provider again, for a reviewer whose key was given directly. */
+  reviewer?: ProviderSpec;
+  /** Reviews plans of the resumed tree's runs opened with a plan gate. */
+  planGate?: PlanGate;
+  /** Answers the resumed tree's questions to the operator. */
+  operator?: Operator;
+  /**
+   * The tree's own tools again (tools live in the process, not the store): a tree that was
+   * started with tools is refused, naming them, until they are all given back.
+   */
+  tools?: readonly Tool<never>[];
+  /**
+   * The tree's own MCP servers again (servers, like tools, live in the process): started or
+   * dialled under the tree's stored policy before any run goes on. A tree whose servers'
+   * tools are not all given back is refused, naming the servers.
+   */
+  mcp?: McpServerSpec[];
+}
+
+export interface RunOptions<Output = unknown> {
+  /** What the root agent is to do (a contract's goal when a contract is given). */
+  task?: string;
+  /** The model, as data; rebuilt inside each actor's thread. */
+  provider: ProviderSpec;
+  /** Replaces the default system prompt. */
+  system?: string;
+  /** The tree's ceilings; no child can raise them. */
+  budget?: Budget;
+  /**
+   * Names the session for the vendors' prompt caches: the key sent (`prompt_cache_key`,
+   * `x-session-affinity`) is a digest of it, never the name itself. Default: the tree's id.
+   */
+  session?: string;
+  /** Turns the root's transcript begins with, before its opening turn: a session's earlier turns (see Session). */
+  history?: TranscriptEntry[];
+  /** False: the tree's agents are not offered spawn_agent, so the root works alone. Default true. */
+  spawn?: boolean;
+  /**
+   * Directories holding skills (a folder with a SKILL.md whose front matter has `name` and
+   * `description`; the directory itself, or the folders directly in it). The root is
+   * offered read_skill and a catalogue line for each; its read policy decides each file.
+   */
+  skills?: SkillRoot[];
+  /**
+   * Named agents a spawn may ask for with `agent` (config.agents() gives a bundle's): each
+   * a system prompt, deny rules and ceilings for the child. Stored with the tree, so a
+   * resume keeps them.
+   */
+  agents?: AgentDefinition[];
+  /**
+   * True: the root's first completion decides what the run is. One that stops on text ends
+   * the run there as a reply, with no step row, no gate and no checkpoint (its tokens drawn,
+   * its call recorded); one with a tool call goes on from that same completion. What a
+   * session's turns do; no gate is skipped for a contract that has one (see Session).
+   */
+  reply?: boolean;
+  /** The longest inbox wait any agent of the tree may ask for. Default 30. */
+  maxWaitSecs?: number;
+  /** Overrides the supervisor's caps for this tree. */
+  maxConcurrentAgents?: number;
+  maxTotalAgents?: number;
+  /**
+   * Makes the tree a workspace run: the root works under this contract (its goal is the
+   * task when `task` is left out), with the file tools, exec, gates and output schema.
+   */
+  contract?: TaskContract<Output>;
+  /** What the tree's agents may read, write, run and dial. Default for a workspace run: {@link Policy.default}. */
+  policy?: Policy;
+  /** Answers the policy's asks. Without one, every ask is denied. */
+  approver?: Approver;
+  /** Reviews the plan of a contract opened with a plan gate. Without one, the plan is stored and the run pauses. */
+  planGate?: PlanGate;
+  /** Answers an agent's questions about intent. Without one, the question is stored and the run pauses. */
+  operator?: Operator;
+  /** The embedder's own tools for this tree, besides the supervisor's (see `tool()`). */
+  tools?: readonly Tool<never>[];
+  /**
+   * MCP servers for this tree, besides the supervisor's: each decided by the tree's policy
+   * (a stdio server's command as an exec, an HTTP server's host as a dial), started or
+   * dialled before the root's first step (stdio ones inside the run's containment), their
+   * tools joining the tree's as `<server>__<tool>`, stopped when the tree ends. A server
+   * that cannot be reached or is refused fails the tree before any run is stored.
+   */
+  mcp?: McpServerSpec[];
+}
 
 /** A number of at least 0 (milliseconds or seconds). */
 const atLeastZero = (name: string, unit: string) =>
@@ -161,3 +326,12 @@ export function checkOptions<T extends z.ZodObject>(schema: T, value: unknown, w
   );
   throw new InvalidArgumentError(`${where}: ${problems.join('; ')}.`);
 }
+
+/** The options' names and the schemas' keys agree: a new option is added to both or fails to compile. */
+type SameKeys<A, B> = [keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : never) : never;
+const optionKeysAgree: [
+  SameKeys<SupervisorOptions, SupervisorOptionsShape>,
+  SameKeys<RunOptions, RunOptionsShape>,
+  SameKeys<ResumeOptions, ResumeOptionsShape>,
+] = [true, true, true];
+void optionKeysAgree;

@@ -1,0 +1,150 @@
+/**
+ * A new tree's root as run() is given it: checked before anything is stored, and the spec
+ * stored for it (keys never stored: a spec names the variable a key is read from). Also the
+ * providers a tree's runs will call, whose secrets this process holds before any is written.
+ */
+
+import { InvalidArgumentError } from '../errors.js';
+import type { AgentDefinition } from '../runtime/agents.js';
+import { type Ceilings, validateBudget } from '../runtime/budget.js';
+import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
+import { Policy } from '../runtime/policy/policy.js';
+import { keyVariables, type ProviderSpec, redactSpec } from '../runtime/provider.js';
+import { checkProviderSpec } from '../runtime/providers/builders.js';
+import { holdSecrets, providerSecrets } from '../runtime/secrets.js';
+import type { SkillData } from '../runtime/skills.js';
+import { briefingFor } from '../runtime/workspace/session.js';
+import type { RunSpec } from '../store/records.js';
+import type { RunOptions } from './supervisor.js';
+import type { StoredTool } from './tree-host.js';
+
+/** What run() was given for the root, checked. */
+export interface CheckedRoot {
+  task: string;
+  /** The provider as handed in, keys included. */
+  provider: ProviderSpec;
+  /** The contract as data, for a workspace run. */
+  data: ContractData | null;
+  ceilings: Ceilings;
+  /** The tree's policy: the one given, the default for a workspace run, none otherwise. */
+  policy: Policy | null;
+}
+
+/** The task, contract, policy, provider and ceilings run() was given, checked in that order. */
+export function checkRoot(options: RunOptions): CheckedRoot {
+  const contract = options?.contract ?? null;
+  if (contract !== null && !(contract instanceof TaskContract)) {
+    throw new InvalidArgumentError('run(): contract must be a TaskContract, e.g. TaskContract.workspace(goal, root).');
+  }
+  const task = options?.task ?? contract?.goal;
+  if (typeof task !== 'string' || task.length === 0) {
+    throw new InvalidArgumentError('run() needs a task: a non-empty string saying what the root agent is to do.');
+  }
+  if (options.policy !== undefined && !(options.policy instanceof Policy)) {
+    throw new InvalidArgumentError(
+      'run(): policy must be a Policy, e.g. Policy.default().layer("app").allowExec("npm test*").',
+    );
+  }
+  const provider = checkProviderSpec(options.provider, 'run()');
+  const data = contract?.toJSON() ?? null;
+  if (data?.verification.kind === 'review') checkReviewer(data.verification.provider, provider);
+  if (data?.escalation) checkEscalation(data);
+  const ceilings = validateBudget(
+    data
+      ? {
+          ...options.budget,
+          ...(data.budget.steps === undefined ? {} : { steps: data.budget.steps }),
+          ...(data.budget.tokens === undefined ? {} : { tokens: data.budget.tokens }),
+          ...(data.budget.wallSecs === undefined ? {} : { wallMs: Math.round(data.budget.wallSecs * 1000) }),
+        }
+      : options.budget,
+    'run()',
+  );
+  const policy = options.policy ?? (contract ? Policy.default() : null);
+  return { task, provider, data, ceilings, policy };
+}
+
+/** The root's spec as stored: what a resume, in this process or another, rebuilds the tree from. */
+export function rootSpec(
+  options: RunOptions,
+  root: CheckedRoot,
+  found: { skills: SkillData[]; agents: AgentDefinition[]; tools: StoredTool[] },
+): RunSpec {
+  const { data, policy } = root;
+  const { skills, agents, tools } = found;
+  return {
+    // Keys stay in memory: the stored spec names the variable, never the key.
+    provider: redactSpec(root.provider),
+    system: options.system ?? data?.system ?? undefined,
+    session: options.session,
+    ...(options.history && options.history.length > 0 ? { history: options.history } : {}),
+    ...(options.spawn === false ? { spawn: false } : {}),
+    ...(skills.length > 0 ? { skills } : {}),
+    ...(agents.length > 0 ? { agents } : {}),
+    ...(options.reply === true ? { reply: true } : {}),
+    ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
+    ...(policy ? { policy: policy.toJSON() } : {}),
+    ...(tools.length > 0 ? { tools } : {}),
+  };
+}
+
+/** The providers a contract names besides the tree's: its review gate's and its escalation's. */
+export function contractProviders(data: ContractData | null | undefined): ProviderSpec[] {
+  if (!data) return [];
+  return [
+    ...(data.verification.kind === 'review' ? [data.verification.provider] : []),
+    ...(data.escalation ? [data.escalation.provider] : []),
+  ];
+}
+
+/**
+ * Holds the secrets of each spec in this thread (and, through the forwarding set up at
+ * boot, in the store actor) before anything a run of them says is written: keys given or
+ * read from their variables, credential headers, base URL credentials.
+ */
+export function holdProviderSecrets(specs: readonly (ProviderSpec | null | undefined)[]): void {
+  for (const spec of specs) if (spec && typeof spec === 'object') holdSecrets(providerSecrets(spec));
+}
+
+/** A contract as stored: a review gate's provider without its key. */
+function redactContract(data: ContractData): ContractData {
+  if (data.verification.kind !== 'review') return data;
+  return { ...data, verification: { ...data.verification, provider: redactSpec(data.verification.provider) } };
+}
+
+/** An escalation needs a gate whose failures it counts, and retries left to use the stronger model. */
+function checkEscalation(data: ContractData): void {
+  const escalation = data.escalation;
+  if (!escalation) return;
+  if (data.verification.kind === 'none') {
+    throw new InvalidArgumentError(
+      'withEscalation moves to a stronger model after gate failures, and this contract has no gate: add withVerification(Verification.command(...)) or drop the escalation.',
+    );
+  }
+  if (escalation.afterGateFailures > data.retries) {
+    throw new InvalidArgumentError(
+      `withEscalation: with ${data.retries} ${data.retries === 1 ? 'retry' : 'retries'} the run ends gate-failed before the stronger model gets a turn (it escalates after ${escalation.afterGateFailures} gate failures), so it would never escalate; raise withRetries to at least ${escalation.afterGateFailures} (the stronger model then has one try at the gate, and one more for each retry above that).`,
+    );
+  }
+  if (data.verification.kind === 'review') checkReviewer(data.verification.provider, escalation.provider);
+  // Found missing now, not after the gate failures that were paid for to get there.
+  for (const name of keyVariables(escalation.provider)) {
+    if (!process.env[name]) {
+      throw new InvalidArgumentError(
+        `withEscalation: the stronger model reads its key from ${name}, which is not set in this process; set it before run() (the agent threads take the environment when they start).`,
+      );
+    }
+  }
+}
+
+/** A review gate refuses to review the model that wrote the change. */
+function checkReviewer(reviewer: ProviderSpec, writer: ProviderSpec): void {
+  const model = (spec: ProviderSpec): string | null =>
+    spec.kind === 'module' || spec.kind === 'fallback' ? null : (spec.model ?? null);
+  const a = model(reviewer);
+  if (a !== null && a === model(writer)) {
+    throw new InvalidArgumentError(
+      `Verification.review: the reviewer is the model that writes the change (${a}); a review by the same model proves little. Give the review another model.`,
+    );
+  }
+}
