@@ -4,6 +4,7 @@
  * made `finished`.
  */
 import type { StoreClient } from '../actors/store.js';
+import type { Clock } from '../clock.js';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { type ContractData, contractSecrets } from '../runtime/contract/contract.js';
 import type { EventData } from '../runtime/events.js';
@@ -27,6 +28,7 @@ export interface GateRetryPorts {
   /** Where the store is, for messages. */
   where: string;
   store: StoreClient;
+  clock: Clock;
 }
 
 /** See Supervisor.retryGate. */
@@ -80,7 +82,7 @@ export async function retryGate(
     events,
     passed: evaluation.verdict === 'passed',
     reply: run.reply,
-    now: Date.now(),
+    now: ports.clock.now(),
   });
   return { verdict: evaluation.verdict, exitStatus: evaluation.exitStatus, reasons: evaluation.reasons, status };
 }

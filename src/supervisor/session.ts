@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { appendSteered } from '../actors/agent/step.js';
+import { type Clock, systemClock } from '../clock.js';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import type { McpServerSpec } from '../mcp/spec.js';
 import { TaskContract } from '../runtime/contract/contract.js';
@@ -247,10 +248,13 @@ export class Session<S extends AnyStore = Store> {
   readonly #store: S;
   /** The embedder's running supervisor the turns run on; without one, each turn starts and closes its own. */
   readonly #supervisor: Supervisor<S> | null;
+  /** What the session's own rows are stamped with: the clock of the supervisor it was given, else the system's. */
+  readonly #clock: Clock;
 
   private constructor(store: S, record: SessionRecord, supervisor: Supervisor<S> | null) {
     this.#store = store;
     this.#supervisor = supervisor;
+    this.#clock = clockOf(supervisor);
     this.id = record.sessionId;
     this.root = record.root;
   }
@@ -274,8 +278,9 @@ export class Session<S extends AnyStore = Store> {
     if (typeof sessionId !== 'string' || sessionId.trim() === '')
       throw new InvalidArgumentError('Session.open: id must be a non-empty string when given.');
     const absolute = resolve(root);
-    await perform(store, write('openSession', { sessionId, root: absolute, now: Date.now() }));
-    return new Session(store, { sessionId, root: absolute, head: null, createdAt: Date.now() }, supervisor);
+    const clock = clockOf(supervisor);
+    await perform(store, write('openSession', { sessionId, root: absolute, now: clock.now() }));
+    return new Session(store, { sessionId, root: absolute, head: null, createdAt: clock.now() }, supervisor);
   }
 
   /** The session `sessionId` in `store`, from any process. */
@@ -369,7 +374,7 @@ export class Session<S extends AnyStore = Store> {
   }
 
   *#steerRun(runId: string, kind: 'steer' | 'interrupt', text: string | null): Effects<void> {
-    yield* write('steer', { runId, kind, text, by: 'the user', now: Date.now() });
+    yield* write('steer', { runId, kind, text, by: 'the user', now: this.#clock.now() });
   }
 
   /** Writes a steer or an interrupt for the root run of a turn that can still be steered. */
@@ -408,7 +413,7 @@ export class Session<S extends AnyStore = Store> {
       (function* () {
         const parent = yield* session.#head();
         const history = yield* session.#history(parent);
-        yield* write('beginTurn', { sessionId: session.id, turnId, parent, text, now: Date.now() });
+        yield* write('beginTurn', { sessionId: session.id, turnId, parent, text, now: session.#clock.now() });
         return history;
       })(),
     );
@@ -461,7 +466,9 @@ export class Session<S extends AnyStore = Store> {
         : await runWith(contract, options.provider, this.#store, options.policy, options.approver, turnOptions);
     } catch (error) {
       // No run to follow: the turn is kept as failed, and the head stays where it was.
-      await this.#do(write('endTurn', { turnId, status: 'failed', reply: null, now: Date.now(), advance: false }));
+      await this.#do(
+        write('endTurn', { turnId, status: 'failed', reply: null, now: this.#clock.now(), advance: false }),
+      );
       throw error;
     } finally {
       unsubscribe();
@@ -478,7 +485,7 @@ export class Session<S extends AnyStore = Store> {
           turnId,
           status: result.outcome.kind,
           reply: result.reply,
-          now: Date.now(),
+          now: session.#clock.now(),
         });
         if (!ended.advanced) throw new TurnConflictError(session.id, turnId, ended.head);
         return {
@@ -606,6 +613,11 @@ function checkContainment(value: unknown): Containment | null {
   whole('maxTotalAgents', maxTotalAgents, false);
   whole('maxConcurrentAgents', maxConcurrentAgents, true);
   return value as Containment;
+}
+
+/** The clock a session reads: its supervisor's (the one Supervisor.start was given), else the system's. */
+function clockOf(supervisor: Supervisor<AnyStore> | null): Clock {
+  return supervisor?.clock ?? systemClock;
 }
 
 /** A supervisor given to a session: one of this library's, on the session's store. */

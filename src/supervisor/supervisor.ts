@@ -209,6 +209,11 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     return this.#state;
   }
 
+  /** @internal The clock this supervisor reads (its options' `clock`): what a session given it reads too. */
+  get clock(): Clock {
+    return this.#options.clock;
+  }
+
   async #boot(): Promise<void> {
     this.#storeWorker = await this.#actors.startStore();
     this.#storeClient = new StoreClient(this.#storeWorker, (message) => this.#onStoreOutput(message as StoreOutput));
@@ -312,6 +317,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       read: <T>(body: Q<T>) => this.read(body),
       where: this.#where,
       store: this.#storeClient,
+      clock: this.#options.clock,
     };
     return retryRunGate(ports, runId, options);
   }
@@ -619,7 +625,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       questionId,
       answer,
       by: options.by ?? this.owner,
-      now: Date.now(),
+      now: this.#options.clock.now(),
     });
   }
 
@@ -634,7 +640,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     this.#assertRunning();
     const { files, subtree } = await perform(this.#backend, rewindRunFiles(workspace, this.#where, runId));
     const dropped = await Promise.all(
-      subtree.map((member) => this.#storeClient.call('dropBacklog', { runId: member, now: Date.now() })),
+      subtree.map((member) => this.#storeClient.call('dropBacklog', { runId: member, now: this.#options.clock.now() })),
     );
     return { files, cancelled: dropped.flatMap((result) => result.cancelled) };
   }
