@@ -7,7 +7,9 @@
  * and the same as a run that was never dropped.
  */
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../dist/testing/index.js';
 import { SQLITE } from './support/backends.js';
+import { harness, moduleScript } from './support/harness.js';
 import { checkInvariantsOf, snapshotOf, type TreeSnapshot } from './support/invariants.js';
 import { Driver, type DriverConfig } from './support/processes.js';
 
@@ -71,5 +73,25 @@ describe('the actor hosts', () => {
     expect(pool.workers).toBeGreaterThan(0);
     expect(inProcess.snapshot).toEqual(reference.snapshot);
     expect(pool.snapshot).toEqual(reference.snapshot);
+  });
+
+  it('gives in-process actors the supervisor’s injected clock: every step is stamped with its time', async () => {
+    const clock = new ManualClock(1_234_567_000_000);
+    const h = await harness({ isolation: 'in-process', clock });
+    try {
+      const handle = h.supervisor.run({
+        task: 'three steps',
+        provider: moduleScript('loop', { steps: 2 }),
+        budget: { steps: 10, tokens: 10_000 },
+      });
+      expect((await handle.result).status).toBe('finished');
+      const steps = h.store.steps(handle.rootId);
+      expect(steps.map((step) => step.seq)).toEqual([1, 2, 3]);
+      // Read off the injected clock, not the system's (which is years past it).
+      for (const step of steps) expect(step.at).toBe(1_234_567_000_000);
+      expect(h.store.runs(handle.rootId)[0]?.createdAt).toBe(1_234_567_000_000);
+    } finally {
+      await h.close();
+    }
   });
 });

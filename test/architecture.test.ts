@@ -68,7 +68,8 @@ function longFunctions(path: string): { key: string; lines: number }[] {
 /** The modules each compiled module loads when it is loaded: static imports and re-exports (types are gone by then). */
 function runtimeImports(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
-  const pattern = /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s*['"](\.[^'"]+)['"]|(?:^|\n)\s*import\s*['"](\.[^'"]+)['"]/g;
+  const pattern =
+    /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s*['"](\.[^'"]+)['"]|(?:^|\n)\s*import\s*['"](\.[^'"]+)['"]/g;
   for (const file of files(DIST, '.js')) {
     const text = readFileSync(file, 'utf8');
     graph.set(
@@ -135,9 +136,7 @@ describe('the architecture', () => {
         if (!listed.has(key)) over.push(`${key}: ${length} lines`);
       }
     }
-    expect(over, 'split these, or list them with the reason in docs/ARCHITECTURE.md ("Rooms kept large")').toEqual(
-      [],
-    );
+    expect(over, 'split these, or list them with the reason in docs/ARCHITECTURE.md ("Rooms kept large")').toEqual([]);
     for (const [key, reason] of listed) expect(reason.length, `${key} is listed without a reason`).toBeGreaterThan(10);
     expect(
       [...listed.keys()].filter((key) => !stillLarge.has(key)),
@@ -190,14 +189,18 @@ describe('the architecture', () => {
             ? (statement.moduleSpecifier as ts.StringLiteral).text
             : null;
         if (!specifier?.startsWith('.')) continue;
-        const target = relative(SRC, resolve(dirname(path), specifier)).split('\\').join('/');
+        const target = relative(SRC, resolve(dirname(path), specifier))
+          .split('\\')
+          .join('/');
         const room = target.split('/')[0];
         if (room === 'actors' || room === 'supervisor') found.push(`${where(path)} imports ${target}`);
         if (room === 'store' && !typeOnly(statement)) found.push(`${where(path)} imports values from ${target}`);
       }
       // A dynamic import is an import too.
       for (const match of text.matchAll(/\bimport\(\s*['"](\.[^'"]+)['"]\s*\)/g)) {
-        const target = relative(SRC, resolve(dirname(path), match[1] as string)).split('\\').join('/');
+        const target = relative(SRC, resolve(dirname(path), match[1] as string))
+          .split('\\')
+          .join('/');
         if (/^(actors|supervisor|store)\//.test(target)) found.push(`${where(path)} loads ${target}`);
       }
     }

@@ -90,7 +90,7 @@ export default async function hostActor(task: ActorTask | WarmTask): Promise<Run
     },
   };
 
-  const { agent, exit } = runAgent(start, { store, host, clock: systemClock, live: livePort });
+  const { agent, exit } = runAgent(start, { store, host, clock: task.clock ?? systemClock, live: livePort });
   /**
    * Stops what the step started (the model call, a command, a wait on the host), and the
    * next commit is refused: the run leaves as its last commit left it.

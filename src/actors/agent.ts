@@ -11,6 +11,7 @@
 import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
+import type { Clock } from '../clock.js';
 import type { SerializedError } from '../errors.js';
 import type { RunStatus } from '../runtime/events.js';
 import type { KeptPath } from '../runtime/exec/containment/kept.js';
@@ -96,6 +97,12 @@ export interface ActorTask {
    * host is dropped, it stops the actor as a halt does, at once, as a thread's end would.
    */
   signal?: AbortSignal;
+  /**
+   * On the in-process host only (a clock does not cross to a thread): the supervisor's
+   * injected clock, which the run reads instead of the system's. On a thread the run reads
+   * the system clock.
+   */
+  clock?: Clock;
 }
 
 /** A pool task that only loads what an agent needs, so the first agent on a thread does not pay for it. */

@@ -16,6 +16,7 @@
  * through a thread or directly (its in-process and threaded workflow creators).
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import type { Clock } from '../clock.js';
 import { ActorExitedError, ErrorCode } from '../errors.js';
 import type { StoreTarget } from '../store/target.js';
 import { ActorPool, type ActorTask, type AgentStart, type HostedActor, type RunExit } from './agent.js';
@@ -47,11 +48,13 @@ export interface ActorHostOptions {
   threads?: number;
   /** With thread isolation, how long an idle thread is kept for the next actor. */
   idleThreadMs?: number;
+  /** The clock in-process actors read (a clock cannot cross to a thread, where runs read the system's). */
+  clock?: Clock;
 }
 
 /** The host an isolation names. */
 export function actorHost(options: ActorHostOptions): ActorHost {
-  if (options.isolation === 'in-process') return new InProcessHost();
+  if (options.isolation === 'in-process') return new InProcessHost(options.clock);
   return new ActorPool({ ...options, isolation: options.isolation });
 }
 
@@ -69,6 +72,11 @@ export class InProcessHost implements ActorHost {
   #entry: Promise<Entry> | null = null;
   /** What ends each live actor at once, by the controller that aborts it. */
   readonly #live = new Set<AbortController>();
+  readonly #clock: Clock | undefined;
+
+  constructor(clock?: Clock) {
+    this.#clock = clock;
+  }
 
   #load(): Promise<Entry> {
     this.#entry ??= import('./agent-worker.js').then((module) => module.default as Entry);
@@ -92,6 +100,7 @@ export class InProcessHost implements ActorHost {
       hostPort: host.port2,
       controlPort: control.port2,
       signal: abort.signal,
+      ...(this.#clock ? { clock: this.#clock } : {}),
     };
     this.#live.add(abort);
     const exit = this.#run(task, abort.signal).finally(() => this.#live.delete(abort));

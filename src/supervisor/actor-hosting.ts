@@ -8,6 +8,7 @@ import type { MessagePort } from 'node:worker_threads';
 import type { AgentStart, HostedActor } from '../actors/agent.js';
 import { type ActorHost, actorHost, type Isolation } from '../actors/host.js';
 import { type StoreActorHandle, startStoreActor } from '../actors/store.js';
+import type { Clock } from '../clock.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import type { Store } from '../store/sqlite/store.js';
 
@@ -17,6 +18,8 @@ export interface ActorHostingOptions {
   idleThreadMs?: number;
   /** Test hook: `op:n:phase` SIGKILLs the whole process inside the store actor at that point. */
   killAt: string | null;
+  /** The supervisor's clock, which in-process actors read too. */
+  clock?: Clock;
 }
 
 /** Waits for every promise to settle, or for `ms` to pass. */
@@ -46,6 +49,7 @@ export class ActorHosting {
       isolation: options.isolation,
       ...(options.threads === undefined ? {} : { threads: options.threads }),
       ...(options.idleThreadMs === undefined ? {} : { idleThreadMs: options.idleThreadMs }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
     });
   }
 

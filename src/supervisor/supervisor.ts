@@ -175,6 +175,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       ...(options.threads === undefined ? {} : { threads: options.threads }),
       ...(options.idleThreadMs === undefined ? {} : { idleThreadMs: options.idleThreadMs }),
       killAt: options.killAt ?? null,
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
     });
   }
 
