@@ -32,7 +32,7 @@ function listedExceptions(): Map<string, string> {
   const text = readFileSync(join(ROOT, 'docs', 'ARCHITECTURE.md'), 'utf8');
   const section = /^## Rooms kept large\n([\s\S]*?)(?=^## )/m.exec(text)?.[1] ?? '';
   const listed = new Map<string, string>();
-  for (const row of section.matchAll(/^\| `([^`]+)` \|([^|]+)\|/gm)) {
+  for (const row of section.matchAll(/^\| `([^`]+)`\s*\|([^|]+)\|/gm)) {
     listed.set(row[1] as string, (row[2] as string).trim());
   }
   return listed;
