@@ -125,7 +125,15 @@ async function untar(file: string, dir: string): Promise<void> {
     tar.once('error', reject);
     tar.once('close', resolve);
   });
-  await pipeline(createReadStream(file), createBrotliDecompress(), tar.stdin);
-  const status = await exited;
+  // tar stops reading at the archive's end marker and exits, closing its input while the
+  // padding after the marker is still being written: that early close is not a failure
+  // when tar says it unpacked everything.
+  const written = pipeline(createReadStream(file), createBrotliDecompress(), tar.stdin).then(
+    () => null,
+    (error: Error) => error,
+  );
+  const [status, failure] = await Promise.all([exited, written]);
   if (status !== 0) throw new Error(`tar could not unpack ${file} (${status}): ${stderr}`);
+  const cut = failure as NodeJS.ErrnoException | null;
+  if (cut && cut.code !== 'ERR_STREAM_PREMATURE_CLOSE' && cut.code !== 'EPIPE') throw cut;
 }
