@@ -390,6 +390,20 @@ describe('MCP servers', () => {
     expect(pids.filter(isRunning)).toEqual([]);
   });
 
+  it('closes a contained stdio server only once every process its sandbox started is gone', async () => {
+    const dir = tempWorkspace();
+    const mcp = await connect({ name: 'notes', command: ['node', FIXTURE], cwd: dir, env: { MCP_CHILD: '1' } });
+    const child = () =>
+      fixtureProcesses(dir).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('child'));
+    for (let i = 0; i < 200 && child().length === 0; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(child().length).toBe(1);
+    // The launcher, the namespace's first process, the helper and its relay, the server, and what it started.
+    const pids = fixtureProcesses(dir);
+    await mcp.close();
+    // No waiting here: the launcher's exit alone does not say its namespace is gone.
+    expect(pids.filter(isRunning)).toEqual([]);
+  });
+
   it("offers a server's resources and prompts as tools that read, decided by the policy by their names", async () => {
     const mcp = await connect({ name: 'notes', command: ['node', FIXTURE], cwd: tempWorkspace() });
     const { store, supervisor: running } = await supervisor();

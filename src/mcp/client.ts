@@ -15,7 +15,7 @@
 import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
@@ -29,6 +29,7 @@ import type { Act, Policy } from '../runtime/policy/policy.js';
 import { type HostTool, type ToolImage, ToolOutput, tool } from '../runtime/tools/host-tool.js';
 import { LinearOutputSchemas } from './output-schemas.js';
 import { checkSpecs, type McpHttpServer, type McpServerSpec } from './spec.js';
+import { ContainedStdioTransport } from './stdio-transport.js';
 
 export type { McpHttpServer, McpServerSpec, McpStdioServer } from './spec.js';
 
@@ -241,7 +242,7 @@ class Connection {
       this.resources = capabilities.resources !== undefined;
       this.prompts = capabilities.prompts !== undefined;
     } catch (error) {
-      await client.close().catch(() => undefined);
+      await this.#closeClient(client, transport);
       const refusal = refusalIn(error);
       throw new McpServerError(
         this.spec.name,
@@ -251,6 +252,7 @@ class Connection {
       );
     }
     this.#client = client;
+    this.#transportInUse = transport;
   }
 
   #transport(): Transport {
@@ -266,14 +268,22 @@ class Connection {
       ? this.#wrap(spec.command, cwd, { ...getDefaultEnvironment(), ...(spec.env ?? {}) })
       : { argv: spec.command, env: spec.env };
     const [command, ...args] = wrapped.argv as [string, ...string[]];
-    return new StdioClientTransport({
-      command,
-      args,
-      ...(wrapped.env ? { env: wrapped.env as Record<string, string> } : {}),
-      cwd,
-      stderr: 'ignore',
-    });
+    return new ContainedStdioTransport({ command, args, env: wrapped.env as Record<string, string> | undefined, cwd });
   }
+
+  /** Closes `client`; a stdio server whose processes outlived every bound is said so (a process warning), not waited on. */
+  async #closeClient(client: Client, transport: Transport): Promise<void> {
+    await client.close().catch(() => undefined);
+    const survivors = transport instanceof ContainedStdioTransport ? transport.survivors : [];
+    if (survivors.length === 0) return;
+    process.emitWarning(
+      `MCP server ${this.spec.name}: process${survivors.length === 1 ? '' : 'es'} ${survivors.join(', ')} (host pid${survivors.length === 1 ? '' : 's'}) still running after it was closed and killed; left running.`,
+      { code: 'IO_HARNESS_MCP_SERVER_LINGERS' },
+    );
+  }
+
+  /** The transport of the client in use, closed with it. */
+  #transportInUse: Transport | null = null;
 
   /** What went wrong connecting, said so that it names what to check. */
   #why(error: unknown, died: boolean): string {
@@ -399,8 +409,10 @@ class Connection {
   async close(): Promise<void> {
     this.#closed = true;
     const client = this.#client;
+    const transport = this.#transportInUse;
     this.#client = null;
-    await client?.close().catch(() => undefined);
+    this.#transportInUse = null;
+    if (client && transport) await this.#closeClient(client, transport);
     await this.#routed?.close().catch(() => undefined);
   }
 }

@@ -258,7 +258,7 @@ export function killCommand(pid: number | undefined): void {
 }
 
 /** The children of a process (unshare's is the namespace's first process), from /proc. */
-function childrenOf(pid: number): number[] {
+export function childrenOf(pid: number): number[] {
   try {
     const listed = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
     return listed === '' ? [] : listed.split(/\s+/).map(Number);
