@@ -105,6 +105,29 @@ export interface ActorTask {
   clock?: Clock;
 }
 
+/**
+ * An actor's three channels, made for `start`: the actor's ends in its task, the
+ * supervisor's ends returned beside it, the store's end handed to `attachStore`.
+ */
+export function actorChannels(
+  start: AgentStart,
+  target: StoreTarget,
+  attachStore: (port: MessagePort) => void,
+): { task: ActorTask; control: MessagePort; host: MessagePort } {
+  const store = new MessageChannel();
+  attachStore(store.port1);
+  const host = new MessageChannel();
+  const control = new MessageChannel();
+  const task: ActorTask = {
+    start,
+    target,
+    storePort: store.port2,
+    hostPort: host.port2,
+    controlPort: control.port2,
+  };
+  return { task, control: control.port1, host: host.port1 };
+}
+
 /** A pool task that only loads what an agent needs, so the first agent on a thread does not pay for it. */
 export interface WarmTask {
   warm: true;
@@ -178,21 +201,11 @@ export class ActorPool implements ActorHost {
 
   /** Hosts one actor reading the store at `target`: its ports are made here, the store's end is handed to `attachStore`. */
   host(start: AgentStart, target: StoreTarget, attachStore: (port: MessagePort) => void): HostedActor {
-    const store = new MessageChannel();
-    attachStore(store.port1);
-    const host = new MessageChannel();
-    const control = new MessageChannel();
-    const task: ActorTask = {
-      start,
-      target,
-      storePort: store.port2,
-      hostPort: host.port2,
-      controlPort: control.port2,
-    };
+    const { task, control, host } = actorChannels(start, target, attachStore);
     const exit = this.#piscina().run(task, {
-      transferList: [store.port2, host.port2, control.port2],
+      transferList: [task.storePort, task.hostPort, task.controlPort],
     }) as Promise<RunExit>;
-    return { control: control.port1, host: host.port1, exit };
+    return { control, host, exit };
   }
 
   /**

@@ -15,11 +15,11 @@
  * The shape is Temporal's: one entry that only wires ports and dispatches, reached either
  * through a thread or directly (its in-process and threaded workflow creators).
  */
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import type { MessagePort } from 'node:worker_threads';
 import type { Clock } from '../clock.js';
 import { ActorExitedError, ErrorCode } from '../errors.js';
 import type { StoreTarget } from '../store/target.js';
-import { ActorPool, type ActorTask, type AgentStart, type HostedActor, type RunExit } from './agent.js';
+import { ActorPool, type ActorTask, type AgentStart, actorChannels, type HostedActor, type RunExit } from './agent.js';
 
 /** Where agent actors run: on the shared pool, a thread each, or on the calling thread. */
 export type Isolation = 'shared' | 'thread' | 'in-process';
@@ -88,23 +88,12 @@ export class InProcessHost implements ActorHost {
   }
 
   host(start: AgentStart, target: StoreTarget, attachStore: (port: MessagePort) => void): HostedActor {
-    const store = new MessageChannel();
-    attachStore(store.port1);
-    const host = new MessageChannel();
-    const control = new MessageChannel();
+    const { task: channels, control, host } = actorChannels(start, target, attachStore);
     const abort = new AbortController();
-    const task: ActorTask = {
-      start,
-      target,
-      storePort: store.port2,
-      hostPort: host.port2,
-      controlPort: control.port2,
-      signal: abort.signal,
-      ...(this.#clock ? { clock: this.#clock } : {}),
-    };
+    const task: ActorTask = { ...channels, signal: abort.signal, ...(this.#clock ? { clock: this.#clock } : {}) };
     this.#live.add(abort);
     const exit = this.#run(task, abort.signal).finally(() => this.#live.delete(abort));
-    return { control: control.port1, host: host.port1, exit };
+    return { control, host, exit };
   }
 
   async #run(task: ActorTask, signal: AbortSignal): Promise<RunExit> {
