@@ -15,6 +15,7 @@ import type { AgentHost } from '../dist/runtime/tools/ports.js';
 import { openLocalStore } from '../dist/store/sqlite/local.js';
 import { TraceReader } from '../dist/store/sqlite/reader.js';
 import { stubHost } from './support/hosts.js';
+import { createLoneRoot } from './support/in-process.js';
 import { tempStorePath } from './support/processes.js';
 import { later, tempWorkspace } from './support/workspace.js';
 import { claimOf } from './support/writer.js';
@@ -47,15 +48,12 @@ describe('an agent run in-process', () => {
     };
     const contract = TaskContract.workspace('read a.txt and print the node version', root).toJSON();
     const runId = 'in-process-root';
-    const { generation } = await store.call('createRoot', {
+    const generation = await createLoneRoot(store, {
       runId,
       task: 'read a.txt and print the node version',
       spec: { provider, contract, policy: Policy.default().toJSON() },
-      ceilings: { steps: 3, tokens: null, wallMs: null },
-      maxTotalAgents: 1,
-      maxConcurrentAgents: 1,
-      maxWaitSecs: 30,
-      claim: claimOf({ owner: 'first' }),
+      ceilings: { steps: 3 },
+      owner: 'first',
     });
     const asked: string[] = [];
     const host = (answer: 'defer' | 'approve'): AgentHost =>
@@ -158,15 +156,11 @@ describe('the executor', () => {
       .toJSON();
     const policy = Policy.default().layer('test').allowWrite('**').allowExec('node *');
     const runId = 'executor-root';
-    const { generation } = await store.call('createRoot', {
+    const generation = await createLoneRoot(store, {
       runId,
       task: 'run things',
       spec: { provider, contract, policy: policy.toJSON() },
-      ceilings: { steps: null, tokens: null, wallMs: null },
-      maxTotalAgents: 1,
-      maxConcurrentAgents: 1,
-      maxWaitSecs: 30,
-      claim: claimOf({ owner: 'only' }),
+      owner: 'only',
     });
     const started: string[] = [];
     const recording: Executor = {
@@ -228,15 +222,11 @@ describe('the run phase', () => {
     const contract = TaskContract.workspace('write b', root).withPlanGate().toJSON();
     const policy = Policy.default().layer('test').allowWrite('**');
     const runId = 'phases-root';
-    const { generation } = await store.call('createRoot', {
+    const generation = await createLoneRoot(store, {
       runId,
       task: 'write b',
       spec: { provider, contract, policy: policy.toJSON() },
-      ceilings: { steps: null, tokens: null, wallMs: null },
-      maxTotalAgents: 1,
-      maxConcurrentAgents: 1,
-      maxWaitSecs: 30,
-      claim: claimOf({ owner: 'only' }),
+      owner: 'only',
     });
     const seen: string[] = [];
     const live = {
@@ -268,15 +258,11 @@ describe('the run phase', () => {
     };
     const contract = TaskContract.workspace('ask', root).toJSON();
     const runId = 'cancel-root';
-    const { generation } = await store.call('createRoot', {
+    const generation = await createLoneRoot(store, {
       runId,
       task: 'ask',
       spec: { provider, contract, policy: Policy.default().toJSON() },
-      ceilings: { steps: null, tokens: null, wallMs: null },
-      maxTotalAgents: 1,
-      maxConcurrentAgents: 1,
-      maxWaitSecs: 30,
-      claim: claimOf({ owner: 'only' }),
+      owner: 'only',
     });
     const phases: string[] = [];
     // The operator is asked, and the run is cancelled while the question waits.

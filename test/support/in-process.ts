@@ -8,6 +8,7 @@ import type { RunExit } from '../../dist/actors/agent.js';
 import type { Clock } from '../../dist/clock.js';
 import { Policy, type ProviderSpec, type Store, type TaskContract } from '../../dist/index.js';
 import type { LiveData } from '../../dist/runtime/live.js';
+import type { StoreOperations } from '../../dist/store/port.js';
 import { openLocalStore } from '../../dist/store/sqlite/local.js';
 import { stubHost } from './hosts.js';
 import { tempStorePath } from './processes.js';
@@ -15,6 +16,33 @@ import { openStore } from './workspace.js';
 import { claimOf } from './writer.js';
 
 let runs = 0;
+
+type RootInput = StoreOperations['createRoot'][0];
+
+/**
+ * Stores a lone root run (one agent, no children) for `runAgent` to drive, leased to
+ * `owner`; its generation. Ceilings not given are none.
+ */
+export async function createLoneRoot(
+  store: ReturnType<typeof openLocalStore>,
+  root: Pick<RootInput, 'runId' | 'task' | 'spec'> & {
+    ceilings?: Partial<RootInput['ceilings']>;
+    owner: string;
+    now?: number;
+  },
+): Promise<number> {
+  const { generation } = await store.call('createRoot', {
+    runId: root.runId,
+    task: root.task,
+    spec: root.spec,
+    ceilings: { steps: null, tokens: null, wallMs: null, ...root.ceilings },
+    maxTotalAgents: 1,
+    maxConcurrentAgents: 1,
+    maxWaitSecs: 30,
+    claim: claimOf({ owner: root.owner, ...(root.now === undefined ? {} : { now: root.now }) }),
+  });
+  return generation;
+}
 
 /**
  * Runs `contract` to its end as runWith would with no approver, and opens its store for
@@ -32,7 +60,7 @@ export async function runInProcess(
   const data = contract.toJSON();
   const runId = `in-process-${++runs}`;
   const owner = 'in-process';
-  const { generation } = await local.call('createRoot', {
+  const generation = await createLoneRoot(local, {
     runId,
     task: data.goal,
     spec: { provider, contract: data, policy: (options.policy ?? Policy.default()).toJSON() },
@@ -41,10 +69,8 @@ export async function runInProcess(
       tokens: data.budget.tokens ?? null,
       wallMs: data.budget.wallSecs === undefined ? null : Math.round(data.budget.wallSecs * 1000),
     },
-    maxTotalAgents: 1,
-    maxConcurrentAgents: 1,
-    maxWaitSecs: 30,
-    claim: claimOf({ owner, now: clock.now() }),
+    owner,
+    now: clock.now(),
   });
   const onLive = options.onLive;
   const { exit } = runAgent(
