@@ -12,7 +12,6 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -28,6 +27,7 @@ import {
 } from '../dist/index.js';
 import { McpServerError, McpServers } from '../dist/mcp/index.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
+import { serveMcpOverHttp } from './support/mcp-http.js';
 import { Driver, tempStorePath } from './support/processes.js';
 import { later, setEnv, supervisorOnStore, tempWorkspace } from './support/workspace.js';
 
@@ -42,7 +42,7 @@ afterEach(async () => {
 /** A streamable-HTTP MCP server on loopback with one tool, `echo`; every request a server of its own (stateless). */
 async function httpServer(): Promise<{ url: string; calls: string[] }> {
   const calls: string[] = [];
-  const http: HttpServer = createServer(async (request, response) => {
+  const url = await serveMcpOverHttp(() => {
     const server = new McpServer({ name: 'web', version: '1.0.0' });
     server.registerTool(
       'echo',
@@ -52,19 +52,9 @@ async function httpServer(): Promise<{ url: string; calls: string[] }> {
         return { content: [{ type: 'text', text: `echo: ${text}` }] };
       },
     );
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    response.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    let body = '';
-    for await (const chunk of request) body += chunk;
-    await server.connect(transport);
-    await transport.handleRequest(request, response, body === '' ? undefined : JSON.parse(body));
+    return server;
   });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  later(() => new Promise<void>((resolve) => http.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, calls };
+  return { url, calls };
 }
 
 /**

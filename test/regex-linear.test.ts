@@ -8,15 +8,13 @@
  * at all); the crafted calls are observations, never a stalled thread. A pattern the
  * linear engine cannot run is refused up front, naming the tool and the pattern.
  */
-import { createServer, type Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, OpenAI, OutputSchema, Store, Supervisor, tool } from '../dist/index.js';
 import { McpServers } from '../dist/mcp/index.js';
 import { assistantTurns, type ModelScript, ScriptedModelServer } from '../dist/testing/index.js';
+import { serveMcpOverHttp } from './support/mcp-http.js';
 import { tempStorePath } from './support/processes.js';
 import { later } from './support/workspace.js';
 
@@ -31,7 +29,7 @@ const CRAFTED = `${'a'.repeat(40)}!`;
  */
 async function mcpServer(): Promise<{ url: string; calls: string[] }> {
   const calls: string[] = [];
-  const http: HttpServer = createServer(async (request, response) => {
+  const url = await serveMcpOverHttp(() => {
     const server = new Server({ name: 'evil', version: '1.0.0' }, { capabilities: { tools: {} } });
     const text = { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] };
     server.setRequestHandler(ListToolsRequestSchema, async () => ({
@@ -60,19 +58,9 @@ async function mcpServer(): Promise<{ url: string; calls: string[] }> {
       calls.push(`${call.params.name} ${said}`);
       return { content: [{ type: 'text', text: said }], structuredContent: { echo: said } };
     });
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    response.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    let body = '';
-    for await (const chunk of request) body += chunk;
-    await server.connect(transport);
-    await transport.handleRequest(request, response, body === '' ? undefined : JSON.parse(body));
+    return server;
   });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  later(() => new Promise<void>((resolve) => http.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, calls };
+  return { url, calls };
 }
 
 async function modelOf(script: ModelScript) {
