@@ -17,6 +17,7 @@ import { landlockHelper } from '../dist/runtime/exec/containment/helper.js';
 import { keepStoreFiles } from '../dist/runtime/exec/containment/kept.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
 import { directExecutor } from '../dist/runtime/exec/executor.js';
+import { SYSTEM_PATH } from '../dist/runtime/exec/find-program.js';
 import { later, openStore, serve, tempWorkspace, turns } from './support/workspace.js';
 
 // A helper cache of this file's own (this process and the threads it starts build there):
@@ -196,9 +197,7 @@ describe('what the harness trusts', () => {
     expect(found.status, found.stderr).toBe(0);
     const seen = JSON.parse(found.stdout) as Record<string, string | boolean | null>;
     // Where the system has no bubblewrap, the planted one is not taken for it: the rung says it is missing.
-    const systemBwrap = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin', '/usr/local/sbin'].some((dir) =>
-      existsSync(join(dir, 'bwrap')),
-    );
+    const systemBwrap = SYSTEM_PATH.split(':').some((dir) => existsSync(join(dir, 'bwrap')));
     if (systemBwrap) expect(seen.bwrap).toMatch(/^\/(usr\/)?(local\/)?s?bin\/bwrap$/);
     else expect(seen.bwrap).toMatch(/not installed/);
     expect(String(seen.bwrap)).not.toContain(planted);
