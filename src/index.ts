@@ -80,6 +80,7 @@ export type {
   Completion,
   CompletionHooks,
   FallbackProviderSpec,
+  HostProviderSpec,
   HttpProviderSpec,
   JsonValue,
   ModelRequest,
@@ -95,8 +96,17 @@ export type {
   Usage,
 } from './runtime/provider.js';
 export type { CommonOptions, CompatibleOptions, VendorOptions } from './runtime/providers/builders.js';
-export { Anthropic, Compatible, listModels, OpenAI, OpenRouter, withFallback } from './runtime/providers/builders.js';
+export {
+  Anthropic,
+  Compatible,
+  hostModel,
+  listModels,
+  OpenAI,
+  OpenRouter,
+  withFallback,
+} from './runtime/providers/builders.js';
 export { HttpProvider } from './runtime/providers/client.js';
+export type { HostModel, HostModelAnswer, HostModelRequest } from './runtime/providers/host-model.js';
 export type { Preset } from './runtime/providers/presets.js';
 export { PRESETS } from './runtime/providers/presets.js';
 export { loadProvider } from './runtime/providers/registry.js';

@@ -7,7 +7,7 @@
  * reported, and the tree finishes; bad servers are clear errors naming them.
  */
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { createServer, type Server as HttpServer } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -20,6 +20,7 @@ const METHODS: Record<keyof AgentHost, true> = {
   callTool: true,
   checkTool: true,
   abortTool: true,
+  complete: true,
 };
 
 let installed = false;

@@ -4,9 +4,10 @@
  * every call is a step of a run of our own in the store, under the policy, the approver,
  * the containment, the intent journal and the trace the server was started with.
  *
- * How: the served run's model is the client. A loopback endpoint on the OpenAI wire (held
- * by a random key: ./model-bridge.ts) answers the run's model requests: each request waits for the client's
- * next `tools/call`, which it answers as a completion with that one tool call; the request
+ * How: the served run's model is the client. The run's provider is a host model of this
+ * server's (../runtime/providers/host-model.ts), asked over the run's host channel like any
+ * model call: each request waits for the client's next `tools/call`, which it answers as
+ * a completion with that one tool call; the request
  * after it carries the observation, which is the call's answer to the client. The agent
  * loop does the rest as it does for any model, so nothing served here has a path of its
  * own around the boundary, and nothing a client sends can change the policy.
@@ -14,7 +15,6 @@
  * A run ends when the client goes (or is idle for `idleMs`, so no model request is held
  * past the HTTP client's own timeouts); the next call starts another run.
  */
-import { randomBytes } from 'node:crypto';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -22,11 +22,11 @@ import { InvalidArgumentError } from '../errors.js';
 import { TaskContract } from '../runtime/contract/contract.js';
 import { type Approver, CallbackApprover } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
-import { OpenAI } from '../runtime/providers/builders.js';
+import { hostModel } from '../runtime/providers/builders.js';
+import type { HostModelAnswer } from '../runtime/providers/host-model.js';
 import { workspaceTools } from '../runtime/tools/families/workspace.js';
 import type { Store } from '../store/sqlite/store.js';
 import { Supervisor } from '../supervisor/supervisor.js';
-import { type BridgeAnswer, ModelBridge } from './model-bridge.js';
 
 export interface WorkspaceMcpServerOptions {
   /** The workspace the tools reach. Ignored when `contract` is given (its root is used). */
@@ -58,7 +58,10 @@ export interface WorkspaceMcpServerOptions {
 const DEFAULT_IDLE_MS = 240_000;
 /** Calls one run takes by default (see {@link WorkspaceMcpServerOptions.callsPerRun}). */
 const CALLS_PER_RUN = 200;
-/** The longest a Node timer holds: the bridge's requests wait for a client, not a model. */
+/** The name the served runs' model is given under: the client. */
+const CLIENT_MODEL = 'mcp-client';
+
+/** The longest a Node timer holds: a bound for the waits on a client. */
 const LONGEST_WAIT_MS = 2_147_483_647;
 
 type CallAnswer = { content: { type: 'text'; text: string }[]; isError: boolean };
@@ -123,7 +126,7 @@ class ServedRun {
   }
 
   /** Answers the run's model request: the observation goes to the call it answers, and the next call becomes the next completion. */
-  async answer(): Promise<BridgeAnswer> {
+  async answer(): Promise<HostModelAnswer> {
     const done = this.#inFlight;
     this.#inFlight = null;
     if (done) done.resolve(this.server.observation(this.rootId, done.id));
@@ -186,8 +189,6 @@ export class WorkspaceMcpServer {
   readonly #approver: Approver;
   readonly #contract: TaskContract;
   readonly #tools: { name: string; description: string; inputSchema: Record<string, unknown> }[];
-  readonly #key = randomBytes(24).toString('hex');
-  #bridge: ModelBridge | null = null;
   #supervisor: Supervisor | null = null;
   #ownSupervisor = true;
   #run: ServedRun | null = null;
@@ -260,8 +261,6 @@ export class WorkspaceMcpServer {
     const server = new WorkspaceMcpServer(options);
     server.#ownSupervisor = options.supervisor === undefined;
     server.#supervisor = options.supervisor ?? (await Supervisor.start(options.store));
-    // The runs' model: only a request with this server's key is answered.
-    server.#bridge = await ModelBridge.start(server.#key, () => server.#run?.answer() ?? { text: 'No run is served.' });
     return server;
   }
 
@@ -275,14 +274,13 @@ export class WorkspaceMcpServer {
     return this.#runs;
   }
 
-  /** Ends the run in progress (its steps kept, finished), then the supervisor and the loopback endpoint. */
+  /** Ends the run in progress (its steps kept, finished), then the supervisor. */
   close(): Promise<void> {
     this.#closed ??= (async () => {
       const run = this.#run;
       run?.close();
       await run?.ended;
       if (this.#ownSupervisor) await this.#supervisor?.close();
-      await this.#bridge?.close();
       await this.mcp.close().catch(() => undefined);
     })();
     return this.#closed;
@@ -317,18 +315,13 @@ export class WorkspaceMcpServer {
     await this.#run?.ended;
     if (this.#run?.open) return this.#run;
     if (this.#closed) throw new Error('this server is closed');
-    const bridge = this.#bridge as ModelBridge;
     const handle = (this.#supervisor as Supervisor).run({
       contract: this.#contract,
       policy: this.#policy,
       approver: this.#approver,
-      provider: OpenAI.create({
-        model: 'mcp-client',
-        baseUrl: `${bridge.url}/v1`,
-        apiKey: this.#key,
-        idleTimeoutMs: LONGEST_WAIT_MS,
-        retry: { maxAttempts: 1 },
-      }),
+      provider: hostModel(CLIENT_MODEL),
+      // Asked on this thread; a request from a run that is no longer served ends it.
+      models: { [CLIENT_MODEL]: () => this.#run?.answer() ?? { text: 'No run is served.' } },
     });
     const run = new ServedRun(this, handle);
     this.#run = run;

@@ -219,12 +219,29 @@ export interface FallbackProviderSpec {
   refuseIfPrimaryUnreachable?: boolean;
 }
 
-export type ProviderSpec = ModuleProviderSpec | HttpProviderSpec | FallbackProviderSpec;
+/**
+ * A model the embedder serves from its own thread: `name` is one of the host models the
+ * supervisor or the run was given (`models: { [name]: HostModel }`, see
+ * ./providers/host-model.ts). The agent asks it over the host channel, so nothing of it
+ * crosses into a worker but its name; like tools, it lives in the process, not the store,
+ * and a resume elsewhere must be given it again.
+ */
+export interface HostProviderSpec {
+  kind: 'host';
+  name: string;
+}
+
+export type ProviderSpec = ModuleProviderSpec | HttpProviderSpec | FallbackProviderSpec | HostProviderSpec;
+
+/** Whether a spec is one HTTP vendor (not a module, a fallback or a host model). */
+export function isHttpSpec(spec: ProviderSpec): spec is HttpProviderSpec {
+  return spec.kind !== 'module' && spec.kind !== 'fallback' && spec.kind !== 'host';
+}
 
 /** The environment variables a provider spec reads keys from (fallback members included). */
 export function keyVariables(spec: ProviderSpec): string[] {
   if (spec.kind === 'fallback') return spec.providers.flatMap(keyVariables);
-  if (spec.kind === 'module') return [];
+  if (!isHttpSpec(spec)) return [];
   return spec.apiKeyEnv ? [spec.apiKeyEnv] : [];
 }
 
@@ -237,7 +254,7 @@ export function keyVariables(spec: ProviderSpec): string[] {
  */
 export function redactSpec(spec: ProviderSpec): ProviderSpec {
   if (spec.kind === 'fallback') return { ...spec, providers: spec.providers.map(redactSpec) };
-  if (spec.kind === 'module') return spec;
+  if (!isHttpSpec(spec)) return spec;
   const { apiKey, headers, ...rest } = spec;
   const kept: Record<string, string> = {};
   let dropped = false;

@@ -106,7 +106,7 @@ function headerSecrets(value: string): string[] {
  */
 export function providerSecrets(spec: ProviderSpec, env: NodeJS.ProcessEnv = process.env): string[] {
   if (spec.kind === 'fallback') return spec.providers.flatMap((inner) => providerSecrets(inner, env));
-  if (spec.kind === 'module') return [];
+  if (spec.kind === 'module' || spec.kind === 'host') return [];
   const found: string[] = [];
   const variable = keyVariableOf(spec);
   if (spec.apiKey) found.push(spec.apiKey);

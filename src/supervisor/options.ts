@@ -17,6 +17,7 @@ import { oneOf, problemsOf, quotedKeys, text, wholeNumber as whole, withMethod }
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import type { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
+import type { HostModel } from '../runtime/providers/host-model.js';
 import type { SkillRoot } from '../runtime/skills.js';
 import type { HostTool as Tool } from '../runtime/tools/host-tool.js';
 
@@ -51,6 +52,12 @@ export interface SupervisorOptions {
   killAt?: string | null;
   /** The embedder's own tools (made with `tool()`), for every tree this supervisor runs or resumes. */
   tools?: readonly Tool<never>[];
+  /**
+   * Models served by the embedder's own code, by name, for every tree this supervisor runs
+   * or resumes: a provider `{ kind: 'host', name }` asks the function of that name on this
+   * thread (see docs/guides/providers.md, "A model of your own").
+   */
+  models?: Record<string, HostModel>;
   /**
    * MCP servers every tree of this supervisor has: started (stdio) or dialled (HTTP) for
    * each tree it runs or resumes, under that tree's policy and inside its containment, their
@@ -99,6 +106,8 @@ export interface ResumeOptions {
    * started with tools is refused, naming them, until they are all given back.
    */
   tools?: readonly Tool<never>[];
+  /** The tree's own host models again (they live in the process): a tree whose providers name one not given is refused. */
+  models?: Record<string, HostModel>;
   /**
    * The tree's own MCP servers again (servers, like tools, live in the process): started or
    * dialled under the tree's stored policy before any run goes on. A tree whose servers'
@@ -164,6 +173,8 @@ export interface RunOptions<Output = unknown> {
   operator?: Operator;
   /** The embedder's own tools for this tree, besides the supervisor's (see `tool()`). */
   tools?: readonly Tool<never>[];
+  /** Host models for this tree, besides the supervisor's: what a `{ kind: 'host', name }` provider asks. */
+  models?: Record<string, HostModel>;
   /**
    * MCP servers for this tree, besides the supervisor's: each decided by the tree's policy
    * (a stdio server's command as an exec, an HTTP server's host as a dial), started or
@@ -186,6 +197,10 @@ const provider = z.custom<object>((value) => typeof value === 'object' && value 
     `provider must be a provider spec, e.g. OpenAI.create({ model: 'gpt-4.1' }), got ${shownValue(issue.input)}`,
 });
 /** Checked entry by entry by checkTools. */
+const models = z.custom<Record<string, unknown>>(
+  (value) => typeof value === 'object' && value !== null && !Array.isArray(value),
+  { error: 'models must be an object of functions, { [name]: (request, signal) => answer }' },
+);
 const tools = z.custom<unknown[]>((value) => Array.isArray(value), {
   error: 'tools must be an array of tool({ ... }) values',
 });
@@ -222,6 +237,7 @@ export const supervisorOptionsSchema = z
     warmWorkers: whole('warmWorkers', 0).optional(),
     killAt: z.string().nullable().optional(),
     tools: tools.optional(),
+    models: models.optional(),
     mcp: mcp.optional(),
     host: hostName.optional(),
     maxHostAgents: whole('maxHostAgents', 0).optional(),
@@ -288,6 +304,7 @@ export const runOptionsSchema = z.strictObject({
   planGate: people.planGate.optional(),
   operator: people.operator.optional(),
   tools: tools.optional(),
+  models: models.optional(),
   mcp: mcp.optional(),
 });
 
@@ -298,6 +315,7 @@ export const resumeOptionsSchema = z.strictObject({
   planGate: people.planGate.optional(),
   operator: people.operator.optional(),
   tools: tools.optional(),
+  models: models.optional(),
   mcp: mcp.optional(),
 });
 

@@ -9,7 +9,7 @@ import type { AgentDefinition } from '../runtime/agents.js';
 import { type Ceilings, validateBudget } from '../runtime/budget.js';
 import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
 import { Policy } from '../runtime/policy/policy.js';
-import { keyVariables, type ProviderSpec, redactSpec } from '../runtime/provider.js';
+import { isHttpSpec, keyVariables, type ProviderSpec, redactSpec } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { holdSecrets, providerSecrets } from '../runtime/secrets.js';
 import type { SkillData } from '../runtime/skills.js';
@@ -139,8 +139,7 @@ function checkEscalation(data: ContractData): void {
 
 /** A review gate refuses to review the model that wrote the change. */
 function checkReviewer(reviewer: ProviderSpec, writer: ProviderSpec): void {
-  const model = (spec: ProviderSpec): string | null =>
-    spec.kind === 'module' || spec.kind === 'fallback' ? null : (spec.model ?? null);
+  const model = (spec: ProviderSpec): string | null => (isHttpSpec(spec) ? (spec.model ?? null) : null);
   const a = model(reviewer);
   if (a !== null && a === model(writer)) {
     throw new InvalidArgumentError(

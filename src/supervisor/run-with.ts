@@ -12,6 +12,7 @@ import type { RunStatus } from '../runtime/events.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
+import type { HostModel } from '../runtime/providers/host-model.js';
 import type { HostTool as Tool } from '../runtime/tools/host-tool.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import { TraceQueries } from '../store/queries.js';
@@ -77,6 +78,8 @@ export interface RunWithOptions {
   onStart?: (supervisor: Supervisor<Store | PostgresStore>, rootId: string) => unknown;
   /** The embedder's own tools for the run (made with `tool()`). */
   tools?: readonly Tool<never>[];
+  /** Host models for the run: what a `{ kind: 'host', name }` provider asks (see RunOptions.models). */
+  models?: Record<string, HostModel>;
   /**
    * MCP servers for this run: decided by its policy, started (stdio, inside its
    * containment) or dialled (HTTP) before it, their tools joining `tools` as
@@ -211,6 +214,7 @@ export async function runOn<Output = unknown>(
     ...(options.planGate ? { planGate: options.planGate } : {}),
     ...(options.operator ? { operator: options.operator } : {}),
     ...(options.tools ? { tools: options.tools } : {}),
+    ...(options.models ? { models: options.models } : {}),
     ...(options.mcp ? { mcp: options.mcp } : {}),
     ...(options.maxTotalAgents === undefined ? {} : { maxTotalAgents: options.maxTotalAgents }),
     ...(options.maxConcurrentAgents === undefined ? {} : { maxConcurrentAgents: options.maxConcurrentAgents }),

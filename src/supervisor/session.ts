@@ -17,6 +17,7 @@ import { TaskContract } from '../runtime/contract/contract.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
+import type { HostModel } from '../runtime/providers/host-model.js';
 import type { HostTool as Tool } from '../runtime/tools/host-tool.js';
 import {
   type Answer,
@@ -43,6 +44,8 @@ export interface TurnOptions {
   policy?: Policy;
   approver?: Approver;
   tools?: readonly Tool<never>[];
+  /** Host models for the turn: what a `{ kind: 'host', name }` provider asks (see RunOptions.models). */
+  models?: Record<string, HostModel>;
   /** MCP servers for the turn, started before it and stopped after (see RunWithOptions.mcp). */
   mcp?: McpServerSpec[];
   /** Directories holding skills for the turn (see RunOptions.skills). */
@@ -433,6 +436,7 @@ export class Session<S extends AnyStore = Store> {
             }
           : { spawn: false }),
         ...(options.tools ? { tools: options.tools } : {}),
+        ...(options.models ? { models: options.models } : {}),
         ...(options.mcp ? { mcp: options.mcp } : {}),
         ...(options.skills ? { skills: options.skills } : {}),
         onStart: async (supervisor, rootId) => {
@@ -508,7 +512,7 @@ export class Session<S extends AnyStore = Store> {
    */
   async resumeTurn(
     turnId?: string,
-    options: Partial<Pick<TurnOptions, 'provider' | 'approver' | 'tools'>> = {},
+    options: Partial<Pick<TurnOptions, 'provider' | 'approver' | 'tools' | 'models'>> = {},
   ): Promise<TurnResult> {
     const turn =
       turnId === undefined
@@ -532,6 +536,7 @@ export class Session<S extends AnyStore = Store> {
         ...(options.provider ? { provider: options.provider } : {}),
         ...(options.approver ? { approver: options.approver } : {}),
         ...(options.tools ? { tools: options.tools } : {}),
+        ...(options.models ? { models: options.models } : {}),
       });
       await handle.result;
       result = await supervisor.read(outcomeQuery(turn.runId));

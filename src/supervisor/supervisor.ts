@@ -20,6 +20,7 @@ import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
+import type { HostModel } from '../runtime/providers/host-model.js';
 import { heldSecrets, onSecretsHeld } from '../runtime/secrets.js';
 import { discoverSkills } from '../runtime/skills.js';
 import { checkTools, type HostTool as Tool } from '../runtime/tools/host-tool.js';
@@ -46,7 +47,7 @@ import {
 import { type RewoundFile, rewindRunFiles } from './rewind.js';
 import { checkRoot, contractProviders, holdProviderSecrets, rootSpec } from './root-spec.js';
 import { post, Tree, type TreePorts } from './tree.js';
-import { checkToolsGiven, serverOptions, treeServers, treeTools } from './tree-host.js';
+import { checkModelsGiven, checkToolsGiven, serverOptions, treeModels, treeServers, treeTools } from './tree-host.js';
 
 export type { ResumeOptions, RunOptions, SupervisorOptions } from './options.js';
 
@@ -131,6 +132,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   readonly #shared: boolean;
   /** The embedder's tools every tree of this supervisor has. */
   readonly #tools: readonly Tool<never>[];
+  /** The host models every tree of this supervisor may ask. */
+  readonly #models: ReadonlyMap<string, HostModel>;
   /** The MCP servers every tree of this supervisor has (started for each tree). */
   readonly #mcp: readonly McpServerSpec[];
   /** Each tree's MCP servers from connecting to stopped: what close() waits for. */
@@ -169,6 +172,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     };
     this.#shared = store.kind === 'postgres';
     this.#tools = checkTools(options.tools, 'Supervisor.start');
+    this.#models = treeModels(new Map(), options.models, 'Supervisor.start');
     this.#mcp = options.mcp === undefined ? [] : checkSpecs(options.mcp, 'Supervisor.start');
     this.#actors = new ActorHosting(store, {
       isolation: options.isolation ?? 'shared',
@@ -423,11 +427,16 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const rootId = randomUUID();
     const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
     const tools = treeTools(this.#tools, options.tools, 'run()');
+    const models = treeModels(this.#models, options.models, 'run()');
+    checkModelsGiven('run()', [provider, ...contractProviders(data)], models);
     const servers = treeServers(this.#mcp, options.mcp, 'run()');
     const skills = options.skills === undefined ? [] : discoverSkills(options.skills);
     const agents = options.agents === undefined ? [] : checkAgents(options.agents, 'run()');
     holdProviderSecrets([provider, ...contractProviders(data)]);
-    const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, tools);
+    const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, {
+      tools,
+      models,
+    });
     // Until its root is stored and started the tree is being admitted: nothing settles it meanwhile
     // (a poll or another host's hint that looked now would find no run of it, and end it).
     tree.admitting.add(rootId);
@@ -545,6 +554,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const ledger = await this.read(reads.ledger(rootId));
     const provider = options.provider === undefined ? null : checkProviderSpec(options.provider, where);
     const tools = treeTools(this.#tools, options.tools, where);
+    const models = treeModels(this.#models, options.models, where);
     const servers = treeServers(this.#mcp, options.mcp, where);
     const tree = this.#newTree(
       rootId,
@@ -553,7 +563,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       options.approver ?? null,
       options.reviewer === undefined ? null : checkProviderSpec(options.reviewer, where),
       options,
-      tools,
+      { tools, models },
     );
     try {
       const spec = (await this.read(reads.spec(rootId))) as RunSpec | null;
@@ -574,6 +584,11 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         );
       }
       checkToolsGiven(rootId, spec?.tools ?? [], tree.host.tools);
+      checkModelsGiven(
+        where,
+        [provider ?? (spec?.provider as ProviderSpec | undefined), tree.reviewer, ...contractProviders(spec?.contract)],
+        models,
+      );
     } catch (error) {
       // Nothing was resumed: the tree is let go here (its servers stop with it) and stays resumable.
       tree.fail(error as Error);
@@ -589,7 +604,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     approver: Approver | null,
     reviewer: ProviderSpec | null,
     people: { planGate?: PlanGate | undefined; operator?: Operator | undefined } = {},
-    tools: readonly Tool<never>[] = [],
+    given: { tools: readonly Tool<never>[]; models: ReadonlyMap<string, HostModel> } = { tools: [], models: new Map() },
   ): Tree {
     const tree = new Tree(
       {
@@ -598,7 +613,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         provider,
         reviewer,
         people: { approver, planGate: people.planGate ?? null, operator: people.operator ?? null },
-        tools,
+        tools: given.tools,
+        models: given.models,
       },
       this.#treePorts,
     );

@@ -1,7 +1,7 @@
 /**
  * The tree host: the services of one tree that run on the embedder's thread, as its actors
  * reach them over the host channel (../actors/host-channel.ts) — its approver, plan gate and
- * operator, the waits on its children, the embedder's tools and the tree's MCP servers'.
+ * operator, the waits on its children, the embedder's tools and host models, and the tree's MCP servers'.
  * Everything here is user code or waits on it; a throw of user code answers the actor that
  * asked, never the embedder's process.
  */
@@ -22,6 +22,13 @@ import type {
   PlanReview,
 } from '../runtime/policy/approval.js';
 import type { Policy } from '../runtime/policy/policy.js';
+import type { Completion, ProviderSpec } from '../runtime/provider.js';
+import {
+  answerHostModel,
+  type HostModel,
+  type HostModelCall,
+  hostModelNames,
+} from '../runtime/providers/host-model.js';
 import { checkTools, type HostTool, type ToolDefinitionData } from '../runtime/tools/host-tool.js';
 import type { HostToolCall, WaitChildResult } from '../runtime/tools/ports.js';
 import { TraceQueries } from '../store/queries.js';
@@ -56,6 +63,8 @@ export class TreeHost {
   readonly operator: Operator | null;
   /** The embedder's tools this tree has, by name; they run on this thread. */
   readonly tools: Map<string, HostTool<never>>;
+  /** The host models this tree's runs may ask, by name; they answer on this thread. */
+  readonly models: ReadonlyMap<string, HostModel>;
   /** Their definitions as the actors get them, sorted by name. */
   toolDefinitions: ToolDefinitionData[];
   /** The tools that came from the tree's MCP servers: the server of each, by tool name. */
@@ -68,7 +77,13 @@ export class TreeHost {
   readonly #toolCalls = new Map<string, AbortController>();
   readonly #ports: TreeHostPorts;
 
-  constructor(people: TreePeople, tools: readonly HostTool<never>[], ports: TreeHostPorts) {
+  constructor(
+    people: TreePeople,
+    tools: readonly HostTool<never>[],
+    models: ReadonlyMap<string, HostModel>,
+    ports: TreeHostPorts,
+  ) {
+    this.models = models;
     this.approver = people.approver;
     this.planGate = people.planGate;
     this.operator = people.operator;
@@ -98,6 +113,7 @@ export class TreeHost {
         abortTool: async (request) => {
           this.#toolCalls.get(`${request.runId}:${request.callId}`)?.abort();
         },
+        complete: (call) => this.#complete(slot, call),
       },
       slot.actor.host,
     );
@@ -171,6 +187,29 @@ export class TreeHost {
     } finally {
       this.#toolCalls.delete(key);
     }
+  }
+
+  /** Asks one of the tree's host models for an agent: its signal is the tree's end or the agent's step stopping. */
+  async #complete(slot: Slot, call: HostModelCall): Promise<Completion> {
+    if (slot.runId !== call.runId)
+      throw new HarnessError(ErrorCode.Internal, `a model call for run ${call.runId} from another run's actor`);
+    const model = this.models.get(call.name);
+    if (!model) throw missingModel(call.name, this.models);
+    const key = `${call.runId}:${call.callId}`;
+    const stop = new AbortController();
+    this.#toolCalls.set(key, stop);
+    const signal = AbortSignal.any([this.#abort.signal, stop.signal]);
+    try {
+      const completion = await answerHostModel(model, call, slot.address, signal);
+      if (!signal.aborted) return completion;
+    } catch (error) {
+      if (!signal.aborted) throw error;
+    } finally {
+      this.#toolCalls.delete(key);
+    }
+    // Stopped (the tree's cancel or end, or the agent's step): the agent ends the call on its
+    // side by its own signal, so no answer goes back that could race that signal and be taken.
+    return UNANSWERED;
   }
 
   /** Puts an ask to the tree's approver; with no approver the answer is deny. */
@@ -293,6 +332,9 @@ export class TreeHost {
   }
 }
 
+/** What a stopped model call is answered with: nothing, ever. */
+const UNANSWERED = new Promise<never>(() => undefined);
+
 /** The tools a tree has: the supervisor's and its own, no two with one name. */
 export function treeTools(base: readonly HostTool<never>[], own: unknown, where: string): HostTool<never>[] {
   const tools = [...base, ...checkTools(own, where)];
@@ -389,5 +431,62 @@ export function checkToolsGiven(rootId: string, stored: StoredTool[], given: Map
     ErrorCode.ToolsMissing,
     `tree ${rootId} was started with ${wants.join(' and ')}, which this process was not given. Nothing was resumed, and the tree stays resumable.`,
     { details: { rootId, missing: missing.map((item) => item.name), ...(servers.length > 0 ? { servers } : {}) } },
+  );
+}
+
+/** The host models a tree has: the supervisor's and its own, no two with one name. */
+export function treeModels(
+  base: ReadonlyMap<string, HostModel>,
+  own: unknown,
+  where: string,
+): ReadonlyMap<string, HostModel> {
+  if (own === undefined) return base;
+  if (typeof own !== 'object' || own === null || Array.isArray(own)) {
+    throw new InvalidArgumentError(
+      `${where}: models must be an object of functions, { [name]: (request, signal) => answer }.`,
+    );
+  }
+  const models = new Map(base);
+  for (const [name, model] of Object.entries(own)) {
+    if (typeof model !== 'function') {
+      throw new InvalidArgumentError(
+        `${where}: the host model ${JSON.stringify(name)} is not a function; give (request, signal) => ({ text, toolCalls? }).`,
+      );
+    }
+    if (name.trim() === '') throw new InvalidArgumentError(`${where}: a host model needs a name that is not blank.`);
+    if (models.has(name)) {
+      throw new InvalidArgumentError(
+        `${where}: the host model ${JSON.stringify(name)} is given twice (the supervisor has one of that name); rename one.`,
+      );
+    }
+    models.set(name, model as HostModel);
+  }
+  return models;
+}
+
+/**
+ * Refuses a tree whose providers name a host model this process was not given: checked
+ * before anything is stored or resumed, so the refusal loses nothing.
+ */
+export function checkModelsGiven(
+  where: string,
+  specs: readonly (ProviderSpec | null | undefined)[],
+  models: ReadonlyMap<string, HostModel>,
+): void {
+  const missing = [...new Set(specs.flatMap((spec) => hostModelNames(spec)))].filter((name) => !models.has(name));
+  if (missing.length === 0) return;
+  throw new HarnessError(
+    ErrorCode.ProviderLoadFailed,
+    `${where}: the tree's providers name the host ${missing.length === 1 ? 'model' : 'models'} ${missing.map((name) => JSON.stringify(name)).join(', ')}, which this process was not given; pass models: { ${missing.map((name) => `${JSON.stringify(name)}: (request, signal) => answer`).join(', ')} } (host models live in the process, not the store). Nothing was started or resumed.`,
+    { details: { missing } },
+  );
+}
+
+/** What an actor is told when it asks for a host model this tree does not have. */
+function missingModel(name: string, models: ReadonlyMap<string, HostModel>): HarnessError {
+  const known = [...models.keys()];
+  return new HarnessError(
+    ErrorCode.ProviderLoadFailed,
+    `there is no host model named ${JSON.stringify(name)} in this process${known.length > 0 ? ` (it has ${known.map((item) => JSON.stringify(item)).join(', ')})` : ''}; resume the tree with models: { ${JSON.stringify(name)}: (request, signal) => answer }.`,
   );
 }

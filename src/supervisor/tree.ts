@@ -12,6 +12,7 @@ import type { HarnessEvent } from '../runtime/events.js';
 import { keptPaths } from '../runtime/exec/containment/kept.js';
 import { type LiveEvent, publishLive } from '../runtime/live.js';
 import type { ProviderSpec } from '../runtime/provider.js';
+import type { HostModel } from '../runtime/providers/host-model.js';
 import { scrubError } from '../runtime/secrets.js';
 import type { HostTool } from '../runtime/tools/host-tool.js';
 import { TraceQueries } from '../store/queries.js';
@@ -130,6 +131,8 @@ export interface TreeInit {
   reviewer: ProviderSpec | null;
   people: TreePeople;
   tools: readonly HostTool<never>[];
+  /** The host models its runs may ask, by name. */
+  models: ReadonlyMap<string, HostModel>;
 }
 
 /** Tells an actor something, unless it was halted. */
@@ -181,7 +184,7 @@ export class Tree {
     this.provider = init.provider;
     this.reviewer = init.reviewer;
     this.#ports = ports;
-    this.host = new TreeHost(init.people, init.tools, ports);
+    this.host = new TreeHost(init.people, init.tools, init.models, ports);
     this.result = new Promise<TreeResult>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;

@@ -11,6 +11,7 @@ export function stubHost(services: Partial<AgentHost> = {}): AgentHost {
     callTool: refuse('tools'),
     checkTool: refuse('tools'),
     abortTool: refuse('tools'),
+    complete: refuse('host models'),
     ...services,
   };
 }

@@ -15,6 +15,7 @@ import type {
   ProviderSpec,
   ToolCall,
 } from '../../runtime/provider.js';
+import type { HostModelChannel } from '../../runtime/providers/host-model.js';
 import { loadProvider } from '../../runtime/providers/registry.js';
 import type { ToolResult } from '../../runtime/tools/tool.js';
 import { startEarly, withheldBy } from './act.js';
@@ -48,10 +49,17 @@ export class Escalation {
   #stronger: Provider | null = null;
   /** Whether the trace names the escalation yet. */
   #trace: 'unnamed' | 'named';
+  readonly #channel: HostModelChannel;
 
-  constructor(from: ProviderSpec, to: { provider: ProviderSpec; afterGateFailures: number }, named: boolean) {
+  constructor(
+    from: ProviderSpec,
+    to: { provider: ProviderSpec; afterGateFailures: number },
+    named: boolean,
+    channel: HostModelChannel,
+  ) {
     this.#from = from;
     this.#to = to;
+    this.#channel = channel;
     this.#trace = named ? 'named' : 'unnamed';
   }
 
@@ -64,7 +72,7 @@ export class Escalation {
     if (gateFailures < this.#to.afterGateFailures) return { model: base, event: null };
     let model = base;
     if (!replay) {
-      this.#stronger ??= await loadProvider(this.#to.provider);
+      this.#stronger ??= await loadProvider(this.#to.provider, this.#channel);
       model = this.#stronger;
     }
     if (this.#trace === 'named') return { model, event: null };

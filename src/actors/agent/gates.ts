@@ -8,6 +8,7 @@ import type { ContractData } from '../../runtime/contract/contract.js';
 import type { RunStatus } from '../../runtime/events.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import type { Completion, ProviderSpec } from '../../runtime/provider.js';
+import { hostModelChannel } from '../../runtime/providers/host-model.js';
 import type { RunContext } from '../../runtime/tools/context.js';
 import {
   evaluateCommandGate,
@@ -147,6 +148,7 @@ async function evaluateGate(
         writerModels: [...new Set([completion.model, ...writers])],
       },
       context.signal,
+      hostModelChannel(context.host, context.run.runId),
     );
   }
   return null;

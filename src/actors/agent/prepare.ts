@@ -15,7 +15,13 @@ import { withKept } from '../../runtime/exec/containment/kept.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
 import { Policy } from '../../runtime/policy/policy.js';
-import type { Provider, ProviderSpec, RequestOptions, TranscriptEntry } from '../../runtime/provider.js';
+import {
+  isHttpSpec,
+  type Provider,
+  type ProviderSpec,
+  type RequestOptions,
+  type TranscriptEntry,
+} from '../../runtime/provider.js';
 import { loadProvider } from '../../runtime/providers/registry.js';
 import { ProviderError } from '../../runtime/providers/types.js';
 import { skillCatalogue } from '../../runtime/skills.js';
@@ -100,7 +106,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
     for (const text of waiting.steers) transcript.push(steerTurn(text));
   }
   const providerSpec = start.provider ?? spec.provider;
-  const provider = await loadProvider(providerSpec);
+  const provider = await loadProvider(providerSpec, agent.hostModels);
   if (run.lastSeq === 0 && !start.resumed) {
     const refused = await refuseIfPrimaryUnreachable(agent, providerSpec, provider);
     if (refused) return refused;
@@ -145,7 +151,9 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
       mask: new Set(contract?.toolMask ?? []),
       tiered: agent.tiers && agent.tiers.families.size > 0 ? agent.tiers : null,
       // Escalation is counted from the trace like the re-prompts, so a resumed run stays escalated.
-      escalation: judge?.escalation ? new Escalation(providerSpec, judge.escalation, restored.escalated) : null,
+      escalation: judge?.escalation
+        ? new Escalation(providerSpec, judge.escalation, restored.escalated, agent.hostModels)
+        : null,
       draft: restored.draft,
       room: 'unchecked',
     },
@@ -279,9 +287,11 @@ async function refuseIfPrimaryUnreachable(
   if (!(refusal instanceof ProviderError) || refusal.kind !== 'connection') return null;
   const primary = providerSpec.providers[0];
   const name =
-    primary && primary.kind !== 'module' && primary.kind !== 'fallback'
+    primary && isHttpSpec(primary)
       ? (primary.name ?? primary.preset ?? primary.kind)
-      : refusal.provider;
+      : primary?.kind === 'host'
+        ? primary.name
+        : refusal.provider;
   const reason = `refused to start: the primary provider ${name} is unreachable (${refusal.message})`;
   await agent.store.call('endRun', {
     ...agent.fence,

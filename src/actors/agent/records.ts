@@ -143,5 +143,6 @@ function canonical(value: unknown): string {
 export function providerLabel(spec: ProviderSpec): string {
   if (spec.kind === 'fallback') return spec.providers.map(providerLabel).join(' then ');
   if (spec.kind === 'module') return spec.module;
+  if (spec.kind === 'host') return `host:${spec.name}`;
   return `${spec.name ?? spec.preset ?? spec.kind}:${spec.model}`;
 }

@@ -9,6 +9,7 @@ import type { AgentDefinition } from '../../runtime/agents.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import type { Policy, PolicyData } from '../../runtime/policy/policy.js';
+import { type HostModelChannel, hostModelChannel } from '../../runtime/providers/host-model.js';
 import type { SkillData } from '../../runtime/skills.js';
 import type { Phase, RunContext } from '../../runtime/tools/context.js';
 import type { ToolTiers } from '../../runtime/tools/families/tiers.js';
@@ -75,6 +76,10 @@ export class AgentRun implements RunContext {
   }
   get host() {
     return this.ports.host;
+  }
+  /** The tree's host models, as this run reaches them: over its host channel. */
+  get hostModels(): HostModelChannel {
+    return hostModelChannel(this.ports.host, this.start.runId);
   }
   get clock() {
     return this.ports.clock;

@@ -5,7 +5,14 @@
  * rather than a failed run later; the spec then names the key's variable, not the key.
  */
 import { InvalidArgumentError } from '../../errors.js';
-import type { FallbackProviderSpec, HttpProviderSpec, ProviderSpec, RetryOptions } from '../provider.js';
+import {
+  type FallbackProviderSpec,
+  type HostProviderSpec,
+  type HttpProviderSpec,
+  isHttpSpec,
+  type ProviderSpec,
+  type RetryOptions,
+} from '../provider.js';
 import { maskedUrl } from '../secrets.js';
 import { checkIdleTimeout } from './idle.js';
 import { findPreset, PRESETS, type Preset } from './presets.js';
@@ -197,6 +204,14 @@ export const Compatible = {
   },
 };
 
+/**
+ * A model served by the embedder's own code, by the name it is given under in
+ * `models: { [name]: (request, signal) => answer }` (on Supervisor.start, run, resume).
+ */
+export function hostModel(name: string): HostProviderSpec {
+  return checkProviderSpec({ kind: 'host', name }, 'hostModel') as HostProviderSpec;
+}
+
 /** Providers tried in order; the next answers when the one before cannot. */
 export function withFallback(
   providers: ProviderSpec[],
@@ -221,6 +236,15 @@ export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
     }
     return spec as ProviderSpec;
   }
+  if (kind === 'host') {
+    const name = (spec as { name?: unknown }).name;
+    if (typeof name !== 'string' || name.trim() === '') {
+      throw new InvalidArgumentError(
+        `${where}: a host model needs { kind: "host", name }, the name it is given under in models: { [name]: (request) => answer }.`,
+      );
+    }
+    return spec as ProviderSpec;
+  }
   if (kind === 'fallback') {
     const inner = (spec as { providers?: unknown }).providers;
     if (!Array.isArray(inner) || inner.length === 0)
@@ -238,15 +262,14 @@ export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
     return http;
   }
   throw new InvalidArgumentError(
-    `${where}: a provider must be a spec such as OpenAI.fromEnv(), Anthropic.create({...}), Compatible.preset(...) or { kind: "module", module }; a provider object cannot cross into a worker thread.`,
+    `${where}: a provider must be a spec such as OpenAI.fromEnv(), Anthropic.create({...}), Compatible.preset(...), { kind: "module", module } or { kind: "host", name }; a provider object cannot cross into a worker thread.`,
   );
 }
 
 /** The models a provider can run, with context windows and prices where the vendor publishes them. */
 export async function listModels(spec: HttpProviderSpec): Promise<import('./types.js').ModelInfo[]> {
   const checked = checkProviderSpec(spec, 'listModels');
-  if (checked.kind === 'module' || checked.kind === 'fallback')
-    throw new InvalidArgumentError('listModels takes one HTTP provider spec.');
+  if (!isHttpSpec(checked)) throw new InvalidArgumentError('listModels takes one HTTP provider spec.');
   const { buildHttpProvider } = await import('./from-spec.js');
   return (await buildHttpProvider(checked)).models();
 }

@@ -7,13 +7,19 @@
 import { pathToFileURL } from 'node:url';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type { JsonValue, Provider, ProviderSpec } from '../provider.js';
+import { type HostModelChannel, HostModelProvider, hostModelNames } from './host-model.js';
 
 type ProviderFactory = (options: JsonValue | undefined) => Provider | Promise<Provider>;
 
 const cache = new Map<string, Promise<Provider>>();
 
-/** Rebuilds a provider from its spec; cached per thread by the spec's JSON. */
-export function loadProvider(spec: ProviderSpec): Promise<Provider> {
+/**
+ * Rebuilds a provider from its spec; cached per thread by the spec's JSON. A host model
+ * (`kind: 'host'`) is reached over `channel`, the asking run's host channel, so a spec
+ * that names one is built for that run and not cached.
+ */
+export function loadProvider(spec: ProviderSpec, channel: HostModelChannel | null = null): Promise<Provider> {
+  if (hostModelNames(spec).length > 0) return build(spec, channel);
   const key = JSON.stringify(spec);
   let pending = cache.get(key);
   if (!pending) {
@@ -24,13 +30,19 @@ export function loadProvider(spec: ProviderSpec): Promise<Provider> {
   return pending;
 }
 
-async function build(spec: ProviderSpec): Promise<Provider> {
+async function build(spec: ProviderSpec, channel: HostModelChannel | null = null): Promise<Provider> {
+  if (spec.kind === 'host') {
+    if (typeof spec.name !== 'string' || spec.name === '') {
+      throw new HarnessError(ErrorCode.ProviderLoadFailed, 'a host model spec needs the name it was given under.');
+    }
+    return new HostModelProvider(spec.name, channel);
+  }
   if (spec.kind === 'fallback') {
     if (spec.providers.length === 0) {
       throw new HarnessError(ErrorCode.ProviderLoadFailed, 'a fallback provider needs at least one provider.');
     }
     const { FallbackProvider } = await import('./client.js');
-    return new FallbackProvider(await Promise.all(spec.providers.map((inner) => loadProvider(inner))));
+    return new FallbackProvider(await Promise.all(spec.providers.map((inner) => loadProvider(inner, channel))));
   }
   if (spec.kind !== 'module') {
     const { buildHttpProvider } = await import('./from-spec.js');

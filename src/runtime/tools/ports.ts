@@ -1,7 +1,7 @@
 /**
  * The host channel as the runtime's tools see it: everything an agent's tools ask of the
  * main thread (the tree's approver, plan gate and operator, the waits on children, the
- * embedder's tools). The agent actor is given one over its thread's ports (see
+ * embedder's tools and host models). The agent actor is given one over its thread's ports (see
  * src/actors/agent/ports.ts); a test builds one in-process.
  */
 import type { RunStatus } from '../events.js';
@@ -13,6 +13,8 @@ import type {
   PlanDecision,
   PlanReview,
 } from '../policy/approval.js';
+import type { Completion } from '../provider.js';
+import type { HostModelCall } from '../providers/host-model.js';
 
 /** Everything an agent asks of the main thread. */
 export interface AgentHost {
@@ -28,8 +30,10 @@ export interface AgentHost {
   callTool(request: HostToolCall): Promise<{ content: string; isError: boolean; images?: ImageAttachment[] }>;
   /** The observation a call with bad arguments gets, or null when they are good: checked before a person is asked. */
   checkTool(request: { runId: string; name: string; args: Record<string, unknown> }): Promise<string | null>;
-  /** The call's step was cancelled or ran out of time: the tool's `signal` fires. */
+  /** The call's step was cancelled or ran out of time: the tool's (or the host model's) `signal` fires. */
   abortTool(request: { runId: string; callId: string }): Promise<void>;
+  /** Asks one of the tree's host models (see ../providers/host-model.ts). */
+  complete(call: HostModelCall): Promise<Completion>;
 }
 
 /** A call of one of the embedder's tools, as the main thread receives it. */

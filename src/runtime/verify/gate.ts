@@ -8,7 +8,8 @@ import type { VerificationData } from '../contract/contract.js';
 import type { EventData, GateVerdict } from '../events.js';
 import type { ContainedReport } from '../exec/containment/contained.js';
 import type { Executor } from '../exec/executor.js';
-import type { Completion, ProviderSpec } from '../provider.js';
+import { type Completion, isHttpSpec, type ProviderSpec } from '../provider.js';
+import type { HostModelChannel } from '../providers/host-model.js';
 import { loadProvider } from '../providers/registry.js';
 
 /** Accounting rows of a reviewer's calls carry this before the provider's name. */
@@ -122,6 +123,7 @@ export async function evaluateReviewGate(
   provider: ProviderSpec,
   subject: ReviewSubject,
   signal?: AbortSignal,
+  channel: HostModelChannel | null = null,
 ): Promise<GateEvaluation> {
   const errored = (reason: string, call: Completion | null = null): GateEvaluation => ({
     criterion: 'review',
@@ -133,7 +135,7 @@ export async function evaluateReviewGate(
     containment: null,
   });
   // Asked before the call when the spec names its model: a refused review is not paid for.
-  const named = provider.kind === 'module' || provider.kind === 'fallback' ? null : (provider.model ?? null);
+  const named = isHttpSpec(provider) ? (provider.model ?? null) : null;
   if (named !== null && subject.writerModels.includes(named)) {
     return errored(
       `the review gate refuses to run on a model that wrote the change (${named}); give Verification.review another model.`,
@@ -141,7 +143,7 @@ export async function evaluateReviewGate(
   }
   let completion: Completion;
   try {
-    const reviewer = await loadProvider(provider);
+    const reviewer = await loadProvider(provider, channel);
     completion = await reviewer.complete(
       {
         system: REVIEW_SYSTEM,
