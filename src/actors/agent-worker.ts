@@ -19,7 +19,10 @@ import { StoreClient } from './store.js';
 
 // The vendors' HTTP client is loaded as the thread starts, not on its first actor's first model call;
 // so is the SQLite backend, the default store's, not on the thread's first actor (storeBackend finds it loaded).
-const client = import('../runtime/providers/client.js');
+const client = Promise.all([
+  import('../runtime/providers/client.js'),
+  import('../runtime/providers/http.js').then((http) => http.loadHttpClient()),
+]);
 const sqlite = import('../store/sqlite/backend.js');
 
 /** The thread's reads, one connection (or small pool) per store, shared by the actors it hosts. */

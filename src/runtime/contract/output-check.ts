@@ -10,7 +10,8 @@
  * `output-schema.ts` stays free of it.
  */
 
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { createRequire } from 'node:module';
+import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
 import { ajvRegExp } from '../linear-regex.js';
 import { type JsonSchema, OutputSchema } from './output-schema.js';
 
@@ -90,7 +91,12 @@ function validatorFor(schema: JsonSchema): ValidateFunction {
     const { $schema: _ignored, ...rest } = declared;
     // A `pattern` runs on RE2's linear-time engine: the answer is the model's text, and on
     // the main thread (supervisor/output.ts) a backtracking pattern would stall every run.
-    ajv ??= new Ajv({ allErrors: true, strict: false, code: { regExp: ajvRegExp } });
+    // Required on the first check, not with the module: a program that never checks an answer never loads ajv.
+    ajv ??= new (createRequire(import.meta.url)('ajv') as typeof import('ajv')).Ajv({
+      allErrors: true,
+      strict: false,
+      code: { regExp: ajvRegExp },
+    });
     validate = ajv.compile(rest);
     if (byText.size >= BY_TEXT_LIMIT) byText.delete(byText.keys().next().value!);
     byText.set(text, validate);

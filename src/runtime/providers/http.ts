@@ -7,9 +7,10 @@
  */
 import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { pipeline, Readable, type Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import { Agent } from 'undici';
+import type { Agent } from 'undici';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { ProviderError } from './types.js';
 
@@ -79,8 +80,23 @@ export class CallCancel implements CancelSignal {
  */
 let sharedAgent: Agent | null = null;
 function agent(): Agent {
-  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 512, headersTimeout: 0, bodyTimeout: 0 });
+  sharedAgent ??= new (loadHttpClient().Agent)({
+    keepAliveTimeout: 30_000,
+    connections: 512,
+    headersTimeout: 0,
+    bodyTimeout: 0,
+  });
   return sharedAgent;
+}
+
+/**
+ * undici, required on the first request rather than with this module: it is a tenth of a
+ * second of a process's start, and the main thread of a program whose models are called
+ * from agent threads never needs it. An agent thread calls this as it starts, so its first
+ * model call does not pay for it (see docs/ARCHITECTURE.md, "Thread start cost").
+ */
+export function loadHttpClient(): typeof import('undici') {
+  return createRequire(import.meta.url)('undici') as typeof import('undici');
 }
 
 const CONNECTION_CODES = new Set([

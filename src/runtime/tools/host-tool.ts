@@ -8,8 +8,9 @@
  *
  * This module is for the main thread only: agent threads never load zod.
  */
+import { createRequire } from 'node:module';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { toJSONSchema, z } from 'zod';
 import { InvalidArgumentError } from '../../errors.js';
 import { oneOf, problemsOf, quotedKeys } from '../edges.js';
@@ -358,8 +359,12 @@ let sharedAjv: Ajv2020 | null = null;
 function newAjv(): Ajv2020 {
   // Patterns (`pattern`, `patternProperties`) run on RE2's linear-time engine: the arguments
   // are the model's, checked on the main thread, where a backtracking pattern would stop
-  // every run of the process. See linear-regex.ts.
-  return new Ajv2020({
+  // every run of the process. See linear-regex.ts. Required with the first tool, not with
+  // this module: a program with no tools of its own never loads ajv.
+  const { Ajv2020: Validator } = createRequire(import.meta.url)(
+    'ajv/dist/2020.js',
+  ) as typeof import('ajv/dist/2020.js');
+  return new Validator({
     allErrors: true,
     strictSchema: true,
     strictTypes: false,

@@ -1,0 +1,46 @@
+/**
+ * What `import 'io-harness'` loads: not the vendors' HTTP client, not a JSON Schema
+ * validator. Each is required where it is first wanted, so a script's start does not pay
+ * for what it may never use. Checked in a fresh process, by the CommonJS modules it loaded.
+ */
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const index = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+
+/** The packages a fresh process has loaded after `script` (an ES module body, `lib` the library). */
+function packagesAfter(script: string): string[] {
+  const body = `
+    import { createRequire } from 'node:module';
+    const lib = await import(${JSON.stringify(index)});
+    ${script}
+    const cache = createRequire(import.meta.url).cache;
+    const names = new Set(Object.keys(cache).map((file) => /node_modules\\/((@[^/]+\\/)?[^/]+)/.exec(file)?.[1]).filter(Boolean));
+    console.log(JSON.stringify([...names].sort()));`;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', body], { encoding: 'utf8' });
+  return JSON.parse(out.trim().split('\n').at(-1) as string) as string[];
+}
+
+describe('importing the library', () => {
+  it('loads neither undici nor ajv until something needs them', () => {
+    const loaded = packagesAfter('');
+    expect(loaded).not.toContain('undici');
+    expect(loaded).not.toContain('ajv');
+    // What the main thread does need is there.
+    expect(loaded).toContain('better-sqlite3');
+  });
+
+  it("requires ajv with the embedder's first tool, and undici with the first HTTP request made here", () => {
+    const withTool = packagesAfter(`
+      lib.tool({ name: 't', description: 'd', parameters: { type: 'object', properties: {} }, execute: () => 'ok' });`);
+    expect(withTool).toContain('ajv');
+    expect(withTool).not.toContain('undici');
+    const withCall = packagesAfter(`
+      const provider = await lib.loadProvider(lib.OpenAI.create({ model: 'm', baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', retry: { maxAttempts: 1 } }));
+      await provider.complete({ system: 's', transcript: [{ role: 'user', text: 'hi' }], tools: [], metadata: { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 } }).catch((error) => {
+        if (error.kind !== 'connection') throw error;
+      });`);
+    expect(withCall).toContain('undici');
+  });
+});
