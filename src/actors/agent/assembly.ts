@@ -18,6 +18,7 @@ import {
   requestChars,
   shortened,
   stepStarts,
+  toolsJson,
 } from '../../runtime/context/assembler.js';
 import { memoryBlock, type NoteRecord, runTerms } from '../../runtime/context/memory.js';
 import {
@@ -319,7 +320,7 @@ export class Assembly {
     tools: readonly ToolDefinition[],
     transcript: readonly TranscriptEntry[],
   ): EventData | null {
-    const now = { system, tools: JSON.stringify(tools), transcript: [...transcript] };
+    const now = { system, tools: toolsJson(tools), transcript: [...transcript] };
     const before = this.#previous;
     this.#previous = now;
     if (!before || this.#justFolded) {

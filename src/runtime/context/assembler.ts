@@ -34,8 +34,16 @@ const IMAGE_CHARS = 6_400;
 /** The share of a request's limit the steps kept whole through a fold may take. */
 const KEPT_SHARE = 0.35;
 
+/**
+ * What this thread has measured for requests: entries (each an {@link entryChars}) and tool
+ * lists serialised. Counted so a test can hold that a step measures what is new to it, not
+ * the whole run again; nothing reads it otherwise.
+ */
+export const measured = { entries: 0, toolLists: 0 };
+
 /** The characters an entry sends, its images at their token cost. */
 export function entryChars(entry: TranscriptEntry): number {
+  measured.entries++;
   if (entry.role === 'user') return entry.text.length + 16;
   if (entry.role === 'assistant') return entry.text.length + 16 + JSON.stringify(entry.toolCalls).length;
   return entry.content.length + entry.callId.length + entry.name.length + 32 + imagesChars(entry.images);
@@ -47,7 +55,13 @@ function imagesChars(images: readonly ImageAttachment[] | undefined): number {
 
 /** The characters of what every request of a run begins with: its system block and tool definitions. */
 export function headChars(system: string, tools: readonly ToolDefinition[]): number {
-  return system.length + JSON.stringify(tools).length;
+  return system.length + toolsJson(tools).length;
+}
+
+/** The tool definitions as the size estimate and the prefix check read them. */
+export function toolsJson(tools: readonly ToolDefinition[]): string {
+  measured.toolLists++;
+  return JSON.stringify(tools);
 }
 
 /** The characters a whole request sends. */
