@@ -11,7 +11,6 @@ import {
   entryChars,
   FOLD_PROMPT,
   foldEntry,
-  headChars,
   mechanicalNotes,
   planFold,
   prefixBreak,
@@ -31,6 +30,7 @@ import {
   RUNG_TARGET,
   snip,
 } from '../../runtime/context/rungs.js';
+import { RunningSize } from '../../runtime/context/running-size.js';
 import {
   assumedWindow,
   type ContextWindow,
@@ -165,7 +165,13 @@ export class Assembly {
   #shown: number[];
   #opening: number;
   #ratio: number;
-  #previous: { system: string; tools: string; transcript: TranscriptEntry[] } | null = null;
+  /** The run's transcript, whose request size is kept running: measured entry by entry as it grows. */
+  readonly #transcript: readonly TranscriptEntry[];
+  readonly #sizes = new RunningSize();
+  /** The request before this one: its system block, tools and how many entries it sent. */
+  #previous: { system: string; tools: readonly ToolDefinition[]; length: number } | null = null;
+  /** IO_HARNESS_STRICT_PREFIX=1 (the test suite): a rewritten entry, or a running size off its full measure, is an error. */
+  readonly #strict = process.env.IO_HARNESS_STRICT_PREFIX === '1';
   /** Set by a fold, so the next request is not taken for a broken prefix. */
   #justFolded = false;
   /** The request being sent extends the one before it (so what that one read from the cache should be read again). */
@@ -189,11 +195,13 @@ export class Assembly {
     window: ContextWindow,
     share: number,
     restored: RestoredRun,
+    transcript: readonly TranscriptEntry[],
     opening: number,
     rungs: NonNullable<RunContext['contract']>['context'] = {},
     base = '',
   ) {
     this.#base = base;
+    this.#transcript = transcript;
     this.#window = window;
     this.#share = share;
     this.#shown = [...restored.shown];
@@ -277,15 +285,34 @@ export class Assembly {
    */
   noRoom(system: string, tools: readonly ToolDefinition[], transcript: readonly TranscriptEntry[]): string | null {
     const opening = transcript[this.#opening];
-    const tokens = Math.ceil((headChars(system, tools) + (opening ? entryChars(opening) : 0)) * this.#ratio);
+    const head = system.length + toolsJson(tools).length;
+    const tokens = Math.ceil((head + (opening ? entryChars(opening) : 0)) * this.#ratio);
     if (tokens <= this.limit) return null;
     return `refused to start: the model's window of ${this.#window.tokens} tokens (${this.#window.source}), at a share of ${this.#share}, holds ${this.limit} tokens a request, and the system block, tool definitions and task alone are about ${tokens}; state a larger window or share with withContext({ window, share }), or give a shorter system prompt.`;
   }
 
-  /** The characters a request holds and what the vendor is expected to count them as. */
+  /**
+   * The characters a request holds and what the vendor is expected to count them as. The
+   * run's own transcript is measured by its running size (each entry once, as it comes);
+   * another (a fold's own request) in full.
+   */
   measure(system: string, tools: readonly ToolDefinition[], transcript: readonly TranscriptEntry[]) {
-    const chars = requestChars(system, tools, transcript);
+    const chars =
+      transcript === this.#transcript ? this.#running(system, tools) : requestChars(system, tools, transcript);
     return { chars, tokens: Math.ceil(chars * this.#ratio) };
+  }
+
+  #running(system: string, tools: readonly ToolDefinition[]): number {
+    const chars = this.#sizes.chars(system, tools, this.#transcript);
+    if (this.#strict) {
+      const full = requestChars(system, tools, this.#transcript);
+      if (full !== chars)
+        throw new HarnessError(
+          ErrorCode.Internal,
+          `a request's running size (${chars} characters) is not its full measure (${full})`,
+        );
+    }
+    return chars;
   }
 
   /**
@@ -311,31 +338,30 @@ export class Assembly {
   }
 
   /**
-   * The event naming a request that does not extend the one before it, or null. Past a
-   * fold the head was rebuilt on purpose. Under IO_HARNESS_STRICT_PREFIX=1 (the test suite)
-   * an entry already sent that changed is an error: it never should.
+   * The request about to be sent, on the run's transcript: its size and estimate, and the
+   * event naming it when it does not extend the one before it (null when it does). Past a
+   * fold the head was rebuilt on purpose. Under IO_HARNESS_STRICT_PREFIX=1 (the test
+   * suite) an entry already sent that changed is an error: it never should.
    */
-  checkPrefix(
-    system: string,
-    tools: readonly ToolDefinition[],
-    transcript: readonly TranscriptEntry[],
-  ): EventData | null {
-    const now = { system, tools: toolsJson(tools), transcript: [...transcript] };
+  toSend(system: string, tools: readonly ToolDefinition[]): { chars: number; tokens: number; broke: EventData | null } {
+    // Measuring brings the running size up to the transcript: what it replaced since the last request is known.
+    const { chars, tokens } = this.measure(system, tools, this.#transcript);
+    const replaced = this.#sizes.takeReplaced();
     const before = this.#previous;
-    this.#previous = now;
+    this.#previous = { system, tools, length: this.#transcript.length };
     if (!before || this.#justFolded) {
       this.#justFolded = false;
       this.#extended = false;
-      return null;
+      return { chars, tokens, broke: null };
     }
-    const cause = prefixBreak(before, now);
+    const cause = prefixBreak(before, { system, tools, transcript: this.#transcript }, replaced);
     this.#extended = cause === null;
-    if (cause === 'transcript' && process.env.IO_HARNESS_STRICT_PREFIX === '1')
+    if (cause === 'transcript' && this.#strict)
       throw new HarnessError(
         ErrorCode.Internal,
         'a request rewrote a transcript entry it had already sent, between folds',
       );
-    return cause ? { type: 'prefix-broke', cause } : null;
+    return { chars, tokens, broke: cause ? { type: 'prefix-broke', cause } : null };
   }
 
   /**

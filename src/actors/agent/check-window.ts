@@ -36,7 +36,6 @@ export async function checkWindow(
   if (folded.kind === 'ended') return { kind: 'ended', status: folded.status };
   if (folded.kind === 'folded') agent.seq += folded.steps;
   // A reduce may have cut the memory block: the system block is the assembly's from here.
-  const broke = assembly.checkPrefix(assembly.system, tools, transcript);
-  const measured = assembly.measure(assembly.system, tools, transcript);
-  return { tools, chars: measured.chars, tokens: measured.tokens, assembled: broke ? [broke] : [] };
+  const { chars, tokens, broke } = assembly.toSend(assembly.system, tools);
+  return { tools, chars, tokens, assembled: broke ? [broke] : [] };
 }

@@ -120,6 +120,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
     window,
     contract?.context?.share ?? DEFAULT_SHARE,
     restored,
+    transcript,
     earlier.length,
     contract?.context,
     systemBlock(agent, spec),

@@ -53,18 +53,35 @@ function imagesChars(images: readonly ImageAttachment[] | undefined): number {
   return (images?.length ?? 0) * IMAGE_CHARS;
 }
 
-/** The characters of what every request of a run begins with: its system block and tool definitions. */
+/**
+ * The characters of what every request of a run begins with: its system block and tool
+ * definitions, serialised afresh. With {@link requestChars}, the measure a run's running
+ * size (`RunningSize`, ./running-size.ts) must always agree with.
+ */
 export function headChars(system: string, tools: readonly ToolDefinition[]): number {
-  return system.length + toolsJson(tools).length;
-}
-
-/** The tool definitions as the size estimate and the prefix check read them. */
-export function toolsJson(tools: readonly ToolDefinition[]): string {
   measured.toolLists++;
-  return JSON.stringify(tools);
+  return system.length + JSON.stringify(tools).length;
 }
 
-/** The characters a whole request sends. */
+/** Each tool list serialised, by the list: a run offers the same list step after step (the registry keeps one for each set of tiers). */
+const toolLists = new WeakMap<readonly ToolDefinition[], string>();
+
+/**
+ * The tool definitions as the size estimate and the prefix check read them, serialised
+ * once per list. A list is never changed once offered: the registry builds a new one
+ * when its tools change.
+ */
+export function toolsJson(tools: readonly ToolDefinition[]): string {
+  let json = toolLists.get(tools);
+  if (json === undefined) {
+    measured.toolLists++;
+    json = JSON.stringify(tools);
+    toolLists.set(tools, json);
+  }
+  return json;
+}
+
+/** The characters a whole request sends, every entry measured. */
 export function requestChars(
   system: string,
   tools: readonly ToolDefinition[],
@@ -178,19 +195,22 @@ export function mechanicalNotes(folded: readonly TranscriptEntry[]): string {
 /**
  * Why a request does not extend the one before it, or null when it does: its system block
  * or tools changed (a tier opened, a model changed), or an entry already sent was changed
- * or removed (never meant to happen between folds).
+ * or removed (never meant to happen between folds). `replaced` holds the entries put out
+ * of place in the transcript since the request before, by position (what the running size
+ * saw, `RunningSize.takeReplaced`): only those are compared, not the whole transcript.
  */
 export function prefixBreak(
-  before: { system: string; tools: string; transcript: readonly TranscriptEntry[] },
-  now: { system: string; tools: string; transcript: readonly TranscriptEntry[] },
+  before: { system: string; tools: readonly ToolDefinition[]; length: number },
+  now: { system: string; tools: readonly ToolDefinition[]; transcript: readonly TranscriptEntry[] },
+  replaced: ReadonlyMap<number, TranscriptEntry>,
 ): 'system' | 'tools' | 'transcript' | null {
   if (before.system !== now.system) return 'system';
-  if (before.tools !== now.tools) return 'tools';
-  if (now.transcript.length < before.transcript.length) return 'transcript';
-  for (let index = 0; index < before.transcript.length; index++) {
-    const a = before.transcript[index];
-    const b = now.transcript[index];
-    if (a !== b && JSON.stringify(a) !== JSON.stringify(b)) return 'transcript';
+  if (before.tools !== now.tools && toolsJson(before.tools) !== toolsJson(now.tools)) return 'tools';
+  if (now.transcript.length < before.length) return 'transcript';
+  for (const [index, sent] of replaced) {
+    if (index >= before.length) continue;
+    const entry = now.transcript[index];
+    if (entry !== sent && JSON.stringify(entry) !== JSON.stringify(sent)) return 'transcript';
   }
   return null;
 }
