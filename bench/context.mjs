@@ -1,7 +1,11 @@
 // node bench/context.mjs — what fitting requests to a window costs, and what it keeps cached.
 //  - Per step: measuring a request and checking that it extends the one before it (what
-//    the agent loop adds to every step), at 200 transcript entries, beside serialising the
+//    the agent loop adds to every step: the step's two new entries measured into the
+//    running size, the rest compared by identity), at 200 transcript entries, beside the
+//    same work as it was before running sizes (support/assembly-before.mjs, every entry
+//    measured twice and the tool list serialised three times) and beside serialising the
 //    same request as JSON (what the wire does to it anyway). p50 of 2,001 after 200 warm.
+//    How the per-step cost grows with the run: bench/context-growth.mjs.
 //  - Planning a fold at 200 entries, p50 of 2,001.
 //  - Cache share: a 50-step run over the scripted model server, a 16,000-token window at a
 //    share of 0.8, every request recorded. A vendor's prefix cache is modelled as serving
@@ -15,7 +19,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { OpenAI, Policy, runWith, Store, TaskContract } from 'io-harness';
 import { ScriptedModelServer } from 'io-harness/testing';
-import { planFold, prefixBreak, requestChars } from '../dist/runtime/context/assembler.js';
+import { planFold, prefixBreak } from '../dist/runtime/context/assembler.js';
+import { RunningSize } from '../dist/runtime/context/running-size.js';
+import { AssemblyBefore } from './support/assembly-before.mjs';
 import { tempDir } from './support/temp.mjs';
 
 const p50 = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
@@ -45,12 +51,18 @@ for (let step = 0; transcript.length < 200; step++) {
   });
   transcript.push({ role: 'tool', callId: `c${step}`, name: 'read_file', content: 'x'.repeat(1500), isError: false });
 }
-const before = { system, tools: JSON.stringify(tools), transcript: transcript.slice(0, -2) };
-const now = { system, tools: JSON.stringify(tools), transcript };
+// A step: the last two entries arrive (fresh objects each round, so each is measured), the
+// request is measured and checked against the one that ended before them.
+const running = new RunningSize();
+const [lastCall, lastResult] = transcript.slice(-2);
+const sent = { system, tools, length: transcript.length - 2 };
 const assembleUs = timed(() => {
-  requestChars(system, tools, transcript);
-  prefixBreak(before, now);
+  transcript.splice(-2, 2, { ...lastCall }, { ...lastResult });
+  running.chars(system, tools, transcript);
+  prefixBreak(sent, { system, tools, transcript }, running.takeReplaced());
 });
+const assembledBefore = new AssemblyBefore();
+const beforeUs = timed(() => assembledBefore.step(system, tools, transcript));
 const serialiseUs = timed(() => JSON.stringify({ system, tools, messages: transcript }));
 const steps = transcript
   .flatMap((entry, index) => (entry.role === 'assistant' && index > 0 ? [index] : []))
@@ -119,7 +131,9 @@ const slidingShare = share(sliding);
 const out = {
   bench: 'context',
   entries: transcript.length,
-  assemble_us_p50: Number(assembleUs.toFixed(1)),
+  assemble_us_p50: Number(assembleUs.toFixed(2)),
+  assemble_before_us_p50: Number(beforeUs.toFixed(1)),
+  assemble_over_before: Number((assembleUs / beforeUs).toFixed(4)),
   serialise_us_p50: Number(serialiseUs.toFixed(1)),
   assemble_over_serialise: Number((assembleUs / serialiseUs).toFixed(3)),
   plan_fold_us_p50: Number(planUs.toFixed(1)),

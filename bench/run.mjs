@@ -23,6 +23,7 @@ const benches = [
   ['sessions', ['sessions.mjs']],
   ['mcp', ['mcp.mjs']],
   ['context', ['context.mjs']],
+  ['context-growth', ['context-growth.mjs']],
   ['notes', ['notes.mjs']],
   ['otel', ['otel.mjs']],
   ['viewer', ['viewer.mjs']],
