@@ -1,5 +1,6 @@
 /**
- * Actors hosted many to a thread: a tree of 100 agents runs on the pool's threads, an
+ * Actors hosted many to a thread: a tree of 100 agents runs on the pool's threads, the
+ * pool starts with one thread and grows to its size only for a tree wide enough, an
  * actor whose thread dies takes only the actors that thread hosted (each tree rejected
  * with a typed error, resumable), and with `isolation: 'thread'` each agent has a thread
  * of its own. Every agent names the thread that hosted it (support/scripts/threads.mjs
@@ -51,6 +52,22 @@ describe('actors on a pool of threads', () => {
     // Never the main thread.
     expect(threads.has('thread 0')).toBe(false);
     expect(h.supervisor.threads).toEqual({ isolation: 'shared', live: 2 });
+  });
+
+  it('boots one thread, keeps a lone agent on it, and grows to `threads` for a wide tree, every thread hosting some', async () => {
+    h = await harness({ threads: 3, maxConcurrentAgents: 10, maxTotalAgents: 11 });
+    expect(h.supervisor.threads).toEqual({ isolation: 'shared', live: 1 });
+    const lone = h.supervisor.run({ task: 'alone', provider: moduleScript('threads', { steps: 2 }) });
+    expect(await lone.result).toMatchObject({ status: 'finished', runs: 1 });
+    expect(h.supervisor.threads).toEqual({ isolation: 'shared', live: 1 });
+    const wide = h.supervisor.run({
+      task: 'fan out',
+      // Every child lives through 3 calls of 50 ms, all at once: more live agents than threads.
+      provider: moduleScript('threads', { children: 10, steps: 2, latencyMs: 50 }),
+    });
+    expect(await wide.result).toMatchObject({ status: 'finished', runs: 11 });
+    expect(h.supervisor.threads).toEqual({ isolation: 'shared', live: 3 });
+    expect(new Set(threadsOf(h.store, wide.rootId)).size).toBe(3);
   });
 
   it('gives each agent a thread of its own with isolation: thread', async () => {

@@ -158,11 +158,17 @@ export interface HostedActor {
 /** Threads live while there is work; with thread isolation an idle one waits this long for the next actor. */
 const IDLE_THREAD_MS = 10_000;
 
+/** What piscina asks where a task goes: a worker of those given, or none (it starts a thread, if it may, and the task waits). */
+type Balancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]>['loadBalancer']>;
+
 /**
- * The threads actors run on. With shared isolation there are `threads` of them, started on
- * the first actor, each hosting as many actors as come (admission is the supervisor's
- * durable queue, not the pool's); with thread isolation each live actor has a thread of its
- * own and an idle thread waits `idleThreadMs` for the next one.
+ * The threads actors run on. With shared isolation the pool starts with one thread and grows
+ * on demand to `threads`: an actor goes to an idle thread, else to a new one while there are
+ * fewer than `threads` (it waits for that thread's start), else to the least busy; each
+ * thread hosts as many actors as come (admission is the supervisor's durable queue, not the
+ * pool's), and a thread started stays until the pool is destroyed. So a lone agent costs one
+ * thread, and a wide tree spreads over all of them. With thread isolation each live actor has
+ * a thread of its own and an idle thread waits `idleThreadMs` for the next one.
  */
 export class ActorPool implements ActorHost {
   readonly isolation: PoolIsolation;
@@ -181,10 +187,11 @@ export class ActorPool implements ActorHost {
     const shared = this.isolation === 'shared';
     this.#pool = new Piscina({
       ...poolEntry(AGENT_WORKER_URL),
-      minThreads: shared ? this.threads : 0,
+      minThreads: shared ? 1 : 0,
       // One per live actor with thread isolation: the supervisor's caps bound how many are live.
       maxThreads: shared ? this.threads : 100_000,
       concurrentTasksPerWorker: shared ? 1_000_000 : 1,
+      ...(shared ? { loadBalancer: this.#spread } : {}),
       idleTimeout: shared ? Number.POSITIVE_INFINITY : this.#idleThreadMs,
       // An actor's task awaits I/O for its whole life: a thread must never block between tasks.
       atomics: 'disabled',
@@ -194,7 +201,17 @@ export class ActorPool implements ActorHost {
     return this.#pool;
   }
 
-  /** Starts the pool's threads now, without waiting for them: with shared isolation they boot while the caller goes on. */
+  /** See the class: an idle thread, else a new one while the pool may grow, else the least busy. */
+  readonly #spread: Balancer = (_task, workers) => {
+    let least: (typeof workers)[number] | null = null;
+    for (const worker of workers) {
+      if (worker.currentUsage === 0) return worker;
+      if (least === null || worker.currentUsage < least.currentUsage) least = worker;
+    }
+    return this.liveThreads < this.threads ? null : least;
+  };
+
+  /** Starts the pool now, without waiting for it: with shared isolation its first thread boots while the caller goes on. */
   start(): void {
     this.#piscina();
   }
@@ -216,7 +233,7 @@ export class ActorPool implements ActorHost {
     const pool = this.#piscina();
     const tasks = this.isolation === 'shared' ? this.threads : count;
     const warm: WarmTask = { warm: true };
-    // Idle threads take a task first: as many tasks at once as threads reach every thread.
+    // An idle thread takes a task first and the pool grows while none is: as many tasks at once as threads start every thread.
     await Promise.all(Array.from({ length: tasks }, () => pool.run(warm)));
   }
 

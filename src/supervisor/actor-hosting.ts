@@ -62,9 +62,9 @@ export class ActorHosting {
     return this.#host.liveThreads;
   }
 
-  /** Starts the store actor and resolves once it has opened the store; the shared pool's threads boot meanwhile. */
+  /** Starts the store actor and resolves once it has opened the store; the shared pool's first thread boots meanwhile. */
   async startStore(): Promise<StoreActorHandle> {
-    // The agent threads boot while the store actor opens the file: the first agent does not wait for either in turn.
+    // The first agent thread boots while the store actor opens the file: the first agent does not wait for either in turn.
     if (this.#host.isolation === 'shared') this.#host.start();
     this.#storeActor = await startStoreActor(
       { target: this.#backend.target, killAt: this.#killAt },
