@@ -18,6 +18,7 @@ const ON_BOTH = [
   'test/rewind.test.ts',
   'test/sessions.test.ts',
   'test/session-turns.test.ts',
+  'test/shared-supervisor.test.ts',
   'test/spawn.test.ts',
 ];
 

@@ -1,8 +1,10 @@
 /**
  * The one-shot entry point: hand it a contract and a provider, get back an outcome.
- * It starts a {@link Supervisor} for one tree, drives it to the end and closes it.
- * Embedders who run many trees, or want the event bus, hold a Supervisor themselves
- * and read the same outcome with {@link outcomeOf}.
+ * It drives one tree to its end on the store's shared supervisor (./shared.ts: started by
+ * the first call, reused by the next, holding nothing up while idle), or on a supervisor
+ * of its own when its options cannot share one. Embedders who want the event bus, or a
+ * supervisor's lifetime in their hands, hold a Supervisor themselves and read the same
+ * outcome with {@link outcomeOf}.
  */
 
 import { InvalidArgumentError } from '../errors.js';
@@ -20,7 +22,8 @@ import type { Q } from '../store/sql.js';
 import type { TraceReader } from '../store/sqlite/reader.js';
 import type { Store } from '../store/sqlite/store.js';
 import { outputQuery } from './output.js';
-import { type RetriedGate, type RunOptions, Supervisor, type SupervisorOptions } from './supervisor.js';
+import { onSharedSupervisor } from './shared.js';
+import type { RetriedGate, RunOptions, Supervisor, SupervisorOptions } from './supervisor.js';
 
 /** How a run ended, as a union to switch on. */
 export type Outcome =
@@ -68,13 +71,23 @@ export interface RunWithOptions {
   spawn?: boolean;
   /** True: a first completion that stops on text ends the run as a reply, with no step (see RunOptions.reply). */
   reply?: boolean;
-  /** Options for the supervisor runWith starts (a contract's lease ttl wins over `leaseTtlMs`). */
+  /**
+   * Options for the supervisor the run is on (a contract's lease ttl wins over `leaseTtlMs`).
+   * Calls on one store whose options are the same plain values (none at all, say) share one
+   * supervisor; options holding a clock, tools, models, MCP servers or in-process isolation
+   * get a supervisor of their own, started and closed with the call.
+   */
   supervisor?: SupervisorOptions;
   /** Reviews the plan of a contract opened with a plan gate; without one the plan is stored and the run pauses. */
   planGate?: PlanGate;
   /** Answers the agent's questions about intent; without one the question is stored and the run pauses. */
   operator?: Operator;
-  /** Receives the supervisor once started, e.g. to observe events or cancel; a promise it returns is awaited. */
+  /**
+   * Receives the supervisor the run is on and its root's id, e.g. to observe the tree's events
+   * or cancel it; a promise it returns is awaited. A shared supervisor drives other calls'
+   * trees too: filter by `rootId`, unsubscribe when the call returns, and close it only to
+   * end every call on it.
+   */
   onStart?: (supervisor: Supervisor<Store | PostgresStore>, rootId: string) => unknown;
   /** The embedder's own tools for the run (made with `tool()`). */
   tools?: readonly Tool<never>[];
@@ -184,15 +197,13 @@ export async function runWith<Output = unknown>(
     );
   }
   const data = contract.toJSON();
-  const supervisor = await Supervisor.start(store, {
+  const supervisorOptions = {
     ...options.supervisor,
     ...(data.leaseTtlMs === null ? {} : { leaseTtlMs: data.leaseTtlMs }),
-  });
-  try {
-    return await runOn(supervisor, contract, provider, policy, approver, options);
-  } finally {
-    await supervisor.close();
-  }
+  };
+  return onSharedSupervisor(store, supervisorOptions, (supervisor) =>
+    runOn(supervisor, contract, provider, policy, approver, options),
+  );
 }
 
 /** runWith on a supervisor already running (a session given one): the run's tree, to its outcome; the supervisor stays up. */
@@ -237,18 +248,14 @@ export async function runOn<Output = unknown>(
 }
 
 /**
- * {@link Supervisor.retryGate} for when no supervisor is running: starts one, re-runs
- * the run's gate against the workspace it left, records the evaluation, and closes.
+ * {@link Supervisor.retryGate} for when no supervisor of the embedder's is running: on the
+ * store's shared supervisor, re-runs the run's gate against the workspace it left and
+ * records the evaluation.
  */
 export async function retryGate(
   store: Store | PostgresStore,
   runId: string,
   options: { reviewer?: ProviderSpec } = {},
 ): Promise<RetriedGate> {
-  const supervisor = await Supervisor.start(store);
-  try {
-    return await supervisor.retryGate(runId, options);
-  } finally {
-    await supervisor.close();
-  }
+  return onSharedSupervisor(store, {}, (supervisor) => supervisor.retryGate(runId, options));
 }

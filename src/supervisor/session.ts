@@ -35,6 +35,7 @@ import type { SessionRecord, TurnRecord } from '../store/records.js';
 import type { Store } from '../store/sqlite/store.js';
 import type { LiveObserver } from './event-bus.js';
 import { outcomeQuery, type RunResult, type RunWithOptions, runOn, runWith } from './run-with.js';
+import { onSharedSupervisor } from './shared.js';
 import { Supervisor } from './supervisor.js';
 
 /** What a turn is run with: the model, and the run's policy, approver and tools. */
@@ -66,9 +67,9 @@ export interface TurnOptions {
 /** How a session runs its turns. */
 export interface SessionOptions {
   /**
-   * A supervisor you started on the same store, and close yourself: every turn runs on it,
-   * so a turn pays for no thread start-up (without it, each turn starts and closes a
-   * supervisor of its own). A contract's leaseTtlMs does not apply to a supervisor given.
+   * A supervisor you started on the same store, and close yourself: every turn runs on it.
+   * Without it the turns run on the store's shared supervisor, as runWith's do (started by
+   * the first turn, kept for the next). A contract's leaseTtlMs does not apply to a supervisor given.
    */
   supervisor?: Supervisor<Store> | Supervisor<PostgresStore> | Supervisor<AnyStore>;
 }
@@ -249,7 +250,7 @@ export class Session<S extends AnyStore = Store> {
   readonly id: string;
   readonly root: string;
   readonly #store: S;
-  /** The embedder's running supervisor the turns run on; without one, each turn starts and closes its own. */
+  /** The embedder's running supervisor the turns run on; without one, the store's shared supervisor (see runWith). */
   readonly #supervisor: Supervisor<S> | null;
   /** What the session's own rows are stamped with: the clock of the supervisor it was given, else the system's. */
   readonly #clock: Clock;
@@ -529,20 +530,20 @@ export class Session<S extends AnyStore = Store> {
       throw new InvalidArgumentError(
         `turn ${turn.turnId} never started its run; ask again with session.turn(). Its row is kept as it is.`,
       );
-    const supervisor = this.#supervisor ?? (await Supervisor.start(this.#store));
-    let result: RunResult;
-    try {
-      const handle = await supervisor.resume(turn.runId, {
+    const runId = turn.runId;
+    const resume = async (supervisor: Supervisor<AnyStore>): Promise<RunResult> => {
+      const handle = await supervisor.resume(runId, {
         ...(options.provider ? { provider: options.provider } : {}),
         ...(options.approver ? { approver: options.approver } : {}),
         ...(options.tools ? { tools: options.tools } : {}),
         ...(options.models ? { models: options.models } : {}),
       });
       await handle.result;
-      result = await supervisor.read(outcomeQuery(turn.runId));
-    } finally {
-      if (supervisor !== this.#supervisor) await supervisor.close();
-    }
+      return supervisor.read(outcomeQuery(runId));
+    };
+    const result = this.#supervisor
+      ? await resume(this.#supervisor as Supervisor<AnyStore>)
+      : await onSharedSupervisor(this.#store, {}, resume);
     return this.#end(turn.turnId, result);
   }
 

@@ -71,6 +71,8 @@ export class PostgresStore {
   readonly #connection: PostgresConnection;
   readonly #onNotify: ((notifications: Notifications) => void) | undefined;
   #closed = false;
+  /** What close() tells, and waits for (the supervisor runWith shares on this store closes with it). */
+  readonly #onClose = new Set<() => unknown>();
 
   private constructor(connection: PostgresConnection, options: PostgresStoreOptions) {
     this.#connection = connection;
@@ -141,10 +143,7 @@ export class PostgresStore {
 
   /** One of the store's writes, in a transaction of its own; resolves once committed. */
   call<K extends StoreOperation>(op: K, input: StoreOperations[K][0]): Promise<StoreOperations[K][1]> {
-    if (this.#closed)
-      return Promise.reject(
-        new StoreError(ErrorCode.StoreActorExited, `the PostgreSQL store ${this.url} is closed; open it again.`),
-      );
+    if (this.#closed) return Promise.reject(this.#closedError());
     if (!isStoreOperation(op))
       return Promise.reject(new StoreError(ErrorCode.Internal, `unknown store operation ${String(op)}`));
     let rules = new RuleContext({ lockRows: true });
@@ -160,17 +159,32 @@ export class PostgresStore {
 
   /** @internal Runs a read on a pooled connection. */
   query<T>(body: Q<T>): Promise<T> {
-    if (this.#closed)
-      return Promise.reject(
-        new StoreError(ErrorCode.StoreActorExited, `the PostgreSQL store ${this.url} is closed; open it again.`),
-      );
+    if (this.#closed) return Promise.reject(this.#closedError());
     return this.#connection.read(body);
+  }
+
+  #closedError(): StoreError {
+    return new StoreError(ErrorCode.StoreActorExited, `the PostgreSQL store ${this.url} is closed; open it again.`);
+  }
+
+  /** @internal Throws what a closed handle's reads and writes reject with; nothing when it is open. */
+  assertOpen(): void {
+    if (this.#closed) throw this.#closedError();
+  }
+
+  /** @internal Calls `listener` once, when this handle is closed, and waits for what it returns; returns what stops that. */
+  onClose(listener: () => unknown): () => void {
+    this.#onClose.add(listener);
+    return () => this.#onClose.delete(listener);
   }
 
   /** Ends this handle's connections; the database keeps everything. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    const listeners = [...this.#onClose];
+    this.#onClose.clear();
+    await Promise.allSettled(listeners.map((listener) => listener()));
     await this.#connection.close();
   }
 }

@@ -73,11 +73,24 @@ export class Store extends TraceReader {
   #db: Database.Database | null = null;
   #writer: StoreWriter | null = null;
   #closed = false;
+  /** What close() tells (the supervisor runWith shares on this store closes with it, on its own time). */
+  readonly #onClose = new Set<() => unknown>();
+
+  /** @internal Throws what a closed handle's writes throw; nothing when it is open. */
+  assertOpen(): void {
+    if (this.#closed)
+      throw new InvalidArgumentError(`the store handle for ${this.path} is closed; open it again with Store.open().`);
+  }
+
+  /** @internal Calls `listener` once, when this handle is closed; returns what stops that. */
+  onClose(listener: () => unknown): () => void {
+    this.#onClose.add(listener);
+    return () => this.#onClose.delete(listener);
+  }
 
   /** Runs `body` in one immediate transaction on this handle's writer connection. */
   #write<T>(body: (db: Database.Database) => T): T {
-    if (this.#closed)
-      throw new InvalidArgumentError(`the store handle for ${this.path} is closed; open it again with Store.open().`);
+    this.assertOpen();
     this.#db ??= openWriter(this.path, { synchronous: this.synchronous });
     const db = this.#db;
     return db.transaction(() => body(db)).immediate();
@@ -101,7 +114,10 @@ export class Store extends TraceReader {
   }
 
   override close(): void {
+    const listeners = this.#closed ? [] : [...this.#onClose];
     this.#closed = true;
+    this.#onClose.clear();
+    for (const listener of listeners) listener();
     this.#db?.close();
     this.#db = null;
     this.#writer = null;
