@@ -15,6 +15,7 @@ const benches = [
   ['tool-roundtrip', ['tool-roundtrip.mjs']],
   ['memory-runs', ['memory-runs.mjs']],
   ['first-agent', ['first-agent.mjs']],
+  ['cold-start', ['cold-start.mjs']],
   ['policy', ['policy.mjs']],
   ['containment', ['containment.mjs']],
   ['proxy', ['proxy.mjs']],

@@ -2,9 +2,10 @@
 // answers at once (in-process), so every millisecond measured is the harness's.
 //  - A reply turn (`hi`: one completion, no step) against, in the same run, a work turn of
 //    two steps (a read, then the answer) and a one-shot runWith of the same greeting (a
-//    run that commits its one step). First with each turn starting and closing its own
-//    supervisor (a session opened without one), then on one supervisor kept running
-//    (Session.open(store, root, { supervisor })). 21 of each after 3 unmeasured; p50.
+//    run that commits its one step). First with no supervisor given (a session opened
+//    without one: its turns, like runWith, on the store's shared supervisor; before it
+//    existed each started and closed a supervisor of its own), then on one supervisor kept
+//    running (Session.open(store, root, { supervisor })). 21 of each after 3 unmeasured; p50.
 //  - Assembling the next turn's transcript (session.history(), what turn() does before it
 //    starts the run) at 50, 100, 150 and 200 work turns: p50 of 21 calls each, and per turn.
 import { writeFileSync } from 'node:fs';

@@ -1,0 +1,31 @@
+// A newcomer's one-tool program, run as a process of its own by bench/cold-start.mjs: import,
+// open a store, one runWith whose model calls the tool once and answers, the steps committed
+// (the AI SDK's bench/ai-sdk/hello.mjs, with a store).
+// It closes nothing and ends when its event loop empties. Prints the reply and the time from
+// the process's start to the result, and its peak RSS.
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { OpenAI, Policy, runWith, Store, TaskContract, tool } from 'io-harness';
+import { z } from 'zod';
+
+const [url, dir] = process.argv.slice(2);
+const forecast = tool({
+  name: 'forecast',
+  description: 'The weather forecast for a city.',
+  parameters: z.object({ city: z.string() }),
+  effect: 'reads',
+  execute: ({ city }) => JSON.stringify({ city, sky: 'clear' }),
+});
+const store = await Store.open(join(dir, 'runs.db'));
+const result = await runWith(
+  TaskContract.workspace('What is the weather in Oslo?', dir),
+  OpenAI.create({ model: 'scripted', baseUrl: `${url}/v1`, apiKey: 'bench-key' }),
+  store,
+  Policy.default(),
+  undefined,
+  { tools: [forecast] },
+);
+if (result.outcome.kind !== 'finished') throw new Error(`the run ended ${result.outcome.kind}`);
+console.log(
+  JSON.stringify({ reply: result.reply, resultMs: performance.now(), maxRssMb: process.resourceUsage().maxRSS / 1024 }),
+);
