@@ -106,7 +106,10 @@ function reachable(entry: string): { files: string[]; packages: Set<string> } {
     if (files.has(file)) continue;
     files.add(file);
     const text = readFileSync(file, 'utf8');
-    for (const match of text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"]+)['"]/g)) {
+    // Static and dynamic imports, and packages required where first used (`createRequire(import.meta.url)('undici')`).
+    const loads =
+      /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|createRequire\(import\.meta\.url\)\s*\(\s*)['"]([^'"]+)['"]/g;
+    for (const match of text.matchAll(loads)) {
       const specifier = match[1] as string;
       if (specifier.startsWith('.')) queue.push(join(dirname(file), specifier));
       else if (!specifier.startsWith('node:'))
