@@ -8,7 +8,7 @@
 //    runWith call, which starts the shared supervisor, is printed on its own.
 // 2. A fresh `node` process per pass, alternating: the newcomer's one-tool program
 //    (support/hello-agent.mjs: import, store open, runWith, the steps committed, exit with
-//    nothing closed) against a raw fetch loop making the same two calls and committing one
+//    nothing closed; and the same with `isolation: 'in-process'`, no worker thread) against a raw fetch loop making the same two calls and committing one
 //    SQLite row (support/hello-raw.mjs), and, when it is installed for the comparison
 //    (`npm install --prefix bench/ai-sdk`), the AI SDK's own (bench/ai-sdk/hello.mjs:
 //    generateText with the same tool, nothing stored). Wall from spawn to exit; for ours and
@@ -89,10 +89,10 @@ await held.close();
 store.close();
 
 // 2. A process per pass.
-function processPass(file) {
+function processPass([file, ...args]) {
   const passDir = tempDir();
   const start = performance.now();
-  const out = spawnSync(process.execPath, [here(file), url, passDir], {
+  const out = spawnSync(process.execPath, [here(file), url, passDir, ...args], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -105,13 +105,14 @@ function processPass(file) {
 // The AI SDK's own hello-world, when it is installed for the comparison (bench/ai-sdk/package.json).
 const withAiSdk = existsSync(here('./ai-sdk/node_modules/ai/package.json'));
 const programs = {
-  raw: './support/hello-raw.mjs',
-  agent: './support/hello-agent.mjs',
-  ...(withAiSdk ? { aiSdk: './ai-sdk/hello.mjs' } : {}),
+  raw: ['./support/hello-raw.mjs'],
+  agent: ['./support/hello-agent.mjs'],
+  agentInProcess: ['./support/hello-agent.mjs', 'in-process'],
+  ...(withAiSdk ? { aiSdk: ['./ai-sdk/hello.mjs'] } : {}),
 };
 const processes = Object.fromEntries(Object.keys(programs).map((name) => [name, []]));
 for (let i = 0; i < PASSES; i++) {
-  for (const [name, file] of Object.entries(programs)) processes[name].push(processPass(file));
+  for (const [name, argv] of Object.entries(programs)) processes[name].push(processPass(argv));
 }
 server.kill('SIGTERM');
 
@@ -125,6 +126,7 @@ const perProcess = (runs) =>
         peakRssMb: round(Math.max(...runs.map((run) => run.maxRssMb))),
       };
 const agent = perProcess(processes.agent);
+const agentInProcess = perProcess(processes.agentInProcess);
 const raw = perProcess(processes.raw);
 const aiSdk = withAiSdk ? perProcess(processes.aiSdk) : null;
 console.log(
@@ -134,7 +136,8 @@ console.log(
     inProcessMs: { ...medians, firstRunWith: round(firstRunWithMs) },
     runWithOverHeld: +(medians.runWith / medians.held).toFixed(3),
     ownOverHeld: +(medians.own / medians.held).toFixed(3),
-    helloWorld: { agent, raw, aiSdk },
+    helloWorld: { agent, agentInProcess, raw, aiSdk },
+    inProcessHelloOverAiSdk: aiSdk ? +(agentInProcess.wallMs / aiSdk.wallMs).toFixed(3) : null,
     helloOverRaw: {
       wall: +(agent.wallMs / raw.wallMs).toFixed(3),
       toResult: +(agent.resultMs / raw.resultMs).toFixed(3),

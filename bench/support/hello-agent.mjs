@@ -8,7 +8,8 @@ import { performance } from 'node:perf_hooks';
 import { OpenAI, Policy, runWith, Store, TaskContract, tool } from 'io-harness';
 import { z } from 'zod';
 
-const [url, dir] = process.argv.slice(2);
+// A third argument, `in-process`, runs it with no worker thread (`isolation: 'in-process'`).
+const [url, dir, isolation] = process.argv.slice(2);
 const forecast = tool({
   name: 'forecast',
   description: 'The weather forecast for a city.',
@@ -23,7 +24,7 @@ const result = await runWith(
   store,
   Policy.default(),
   undefined,
-  { tools: [forecast] },
+  { tools: [forecast], ...(isolation === 'in-process' ? { supervisor: { isolation } } : {}) },
 );
 if (result.outcome.kind !== 'finished') throw new Error(`the run ended ${result.outcome.kind}`);
 console.log(
