@@ -209,7 +209,7 @@ export class TreeHost {
     }
     // Stopped (the tree's cancel or end, or the agent's step): the agent ends the call on its
     // side by its own signal, so no answer goes back that could race that signal and be taken.
-    return UNANSWERED;
+    return unanswered();
   }
 
   /** Puts an ask to the tree's approver; with no approver the answer is deny. */
@@ -332,8 +332,14 @@ export class TreeHost {
   }
 }
 
-/** What a stopped model call is answered with: nothing, ever. */
-const UNANSWERED = new Promise<never>(() => undefined);
+/**
+ * What a stopped model call is answered with: nothing, ever. A new promise each time,
+ * held by nothing, so the call's continuation is collected with it (one shared promise
+ * that never settles would keep every such continuation, and its request, for good).
+ */
+function unanswered(): Promise<never> {
+  return new Promise<never>(() => undefined);
+}
 
 /** The tools a tree has: the supervisor's and its own, no two with one name. */
 export function treeTools(base: readonly HostTool<never>[], own: unknown, where: string): HostTool<never>[] {
