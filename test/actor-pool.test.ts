@@ -8,6 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -68,6 +69,36 @@ describe('actors on a pool of threads', () => {
     expect(await wide.result).toMatchObject({ status: 'finished', runs: 11 });
     expect(h.supervisor.threads).toEqual({ isolation: 'shared', live: 3 });
     expect(new Set(threadsOf(h.store, wide.rootId)).size).toBe(3);
+  });
+
+  it('stops growing when a new thread cannot start: the agent it took is rejected, resumable, and resumes on the threads there are', async () => {
+    const marker = join(tmpdir(), `io-harness-no-threads-${process.pid}-${Date.now()}`);
+    const before = process.env.IO_HARNESS_TEST_THREAD_START_FAILS;
+    // Read by every agent thread as it starts: once the root writes the file, none can.
+    process.env.IO_HARNESS_TEST_THREAD_START_FAILS = marker;
+    try {
+      h = await harness({ threads: 3, maxConcurrentAgents: 2, maxTotalAgents: 2 });
+      // The root waits on its child; the child's thread would be a new one, which fails to start.
+      const handle = h.supervisor.run({
+        task: 'wait on a child',
+        provider: moduleScript('threads', { children: 1, steps: 1, waitOnChildren: true, failNewThreads: marker }),
+      });
+      const failed = await handle.result.then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(HarnessError.isInstance(failed) && failed.code).toBe('ACTOR_EXITED');
+      expect((failed as Error).message).toMatch(/exited with code: 70/);
+      // The pool grows no more: the resumed child goes to the thread there is, not to another that would fail.
+      const resumed = await h.supervisor.resume(handle.rootId);
+      expect(await resumed.result).toMatchObject({ status: 'finished', runs: 2 });
+      expect(h.supervisor.threads).toEqual({ isolation: 'shared', live: 1 });
+      expect(new Set(threadsOf(h.store, handle.rootId)).size).toBe(1);
+    } finally {
+      if (before === undefined) delete process.env.IO_HARNESS_TEST_THREAD_START_FAILS;
+      else process.env.IO_HARNESS_TEST_THREAD_START_FAILS = before;
+      rmSync(marker, { force: true });
+    }
   });
 
   it('gives each agent a thread of its own with isolation: thread', async () => {

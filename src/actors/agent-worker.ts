@@ -5,6 +5,7 @@
  * the run leaves. The loop itself is ./agent/loop.ts. Many actors may share this thread:
  * nothing here is shared between them but the read connection and module caches.
  */
+import { existsSync } from 'node:fs';
 import { systemClock } from '../clock.js';
 import { LeaseLostError } from '../errors.js';
 import type { LivePort } from '../runtime/live.js';
@@ -16,6 +17,11 @@ import type { ActorTask, AgentInput, AgentOutput, RunExit, WarmTask } from './ag
 import { connectHost } from './host-channel.js';
 import type { Endpoint } from './protocol.js';
 import { StoreClient } from './store.js';
+
+// Test hook: while the file this names exists, a new agent thread dies as it starts, as one
+// out of memory or over a thread limit would (see test/actor-pool.test.ts).
+const failStart = process.env.IO_HARNESS_TEST_THREAD_START_FAILS;
+if (failStart && existsSync(failStart)) process.exit(70);
 
 // The vendors' HTTP client is loaded as the thread starts, not on its first actor's first model call;
 // so is the SQLite backend, the default store's, not on the thread's first actor (storeBackend finds it loaded).

@@ -167,7 +167,8 @@ type Balancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]
  * fewer than `threads` (it waits for that thread's start), else to the least busy; each
  * thread hosts as many actors as come (admission is the supervisor's durable queue, not the
  * pool's), and a thread started stays until the pool is destroyed. So a lone agent costs one
- * thread, and a wide tree spreads over all of them. With thread isolation each live actor has
+ * thread, and a wide tree spreads over all of them. Once a thread has failed (one that could
+ * not start, say) the pool grows no more: every actor goes to the threads it has. With thread isolation each live actor has
  * a thread of its own and an idle thread waits `idleThreadMs` for the next one.
  */
 export class ActorPool implements ActorHost {
@@ -175,6 +176,12 @@ export class ActorPool implements ActorHost {
   readonly threads: number;
   readonly #idleThreadMs: number;
   #pool: Piscina | null = null;
+  /**
+   * Set when a thread failed (a new one that could not start, say: out of memory, a thread
+   * limit): the pool stops growing and places every actor on the threads it has, so none
+   * waits in piscina's queue for a thread that will not come.
+   */
+  #grown = false;
 
   constructor(options: ActorPoolOptions) {
     this.isolation = options.isolation;
@@ -197,8 +204,19 @@ export class ActorPool implements ActorHost {
       atomics: 'disabled',
     });
     // A thread that fails with no actor on it has nobody to tell; one with actors rejects their tasks.
-    this.#pool.on('error', () => undefined);
-    return this.#pool;
+    // Either way the pool grows no more, and a task that finishes at once makes piscina hand
+    // out the actors it held for that thread to the threads there are.
+    const pool = this.#pool;
+    const stopGrowing = () => {
+      if (!shared || this.#grown || this.#pool !== pool) return;
+      this.#grown = true;
+      // After piscina has let the thread go (it tells us while the thread is still listed).
+      setImmediate(() => void pool.run({ warm: true } satisfies WarmTask).catch(() => undefined));
+    };
+    pool.on('error', stopGrowing);
+    // A shared thread never idles out: one that goes while the pool lives failed (to start, or later).
+    pool.on('workerDestroy', stopGrowing);
+    return pool;
   }
 
   /** See the class: an idle thread, else a new one while the pool may grow, else the least busy. */
@@ -208,7 +226,7 @@ export class ActorPool implements ActorHost {
       if (worker.currentUsage === 0) return worker;
       if (least === null || worker.currentUsage < least.currentUsage) least = worker;
     }
-    return this.liveThreads < this.threads ? null : least;
+    return this.liveThreads < this.threads && !(this.#grown && least !== null) ? null : least;
   };
 
   /** Starts the pool now, without waiting for it: with shared isolation its first thread boots while the caller goes on. */

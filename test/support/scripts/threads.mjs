@@ -3,6 +3,8 @@
 // agents without waiting in its first step and then answers; every other agent takes
 // `steps` steps of read_messages, then answers. `exitAtStep` makes the agent's thread
 // exit once at that step (a marker file remembers it did), taking its neighbours with it.
+// `waitOnChildren` spawns them waiting on each; `failNewThreads` (a path) is written as the
+// root starts, so no agent thread can start after it (the agent worker's test hook).
 import { existsSync, writeFileSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import { scriptedProvider, turn } from '../../../dist/testing/index.js';
@@ -16,11 +18,12 @@ export default function threadsModel(options = {}) {
       const here = `thread ${threadId}`;
       if (request.metadata.address === 'root' && children > 0) {
         if (step > 0) return { text: here };
+        if (options.failNewThreads) writeFileSync(options.failNewThreads, 'no new threads');
         return {
           text: here,
           toolCalls: Array.from({ length: children }, (_, i) => ({
             name: 'spawn_agent',
-            args: { task: `child ${i + 1}`, as: `c${i + 1}`, wait: false },
+            args: { task: `child ${i + 1}`, as: `c${i + 1}`, wait: options.waitOnChildren === true },
           })),
         };
       }
