@@ -12,10 +12,13 @@ import {
   hostModel,
   Store,
   Supervisor,
+  TaskContract,
   tool,
+  Verification,
   withFallback,
 } from '../dist/index.js';
 import { tempStorePath } from './support/processes.js';
+import { tempWorkspace } from './support/workspace.js';
 
 const forecast = tool({
   name: 'forecast',
@@ -148,6 +151,56 @@ describe('host models', () => {
     expect(thrown.status).toBe('failed');
     expect(thrown.reason).toMatch(/the host model "down" threw: the local model is down/);
     expect(store.modelCalls({ rootId: thrown.rootId }).map((call) => call.outcome)).toEqual(['undecodable']);
+  });
+
+  it("get unique call ids, their checked usage, and the tree's root even for a review gate's request", async () => {
+    const { store } = await storeAt();
+    const supervisor = await supervisorOn(store, { isolation: 'in-process' });
+    const twice = await supervisor.run({
+      task: 'the weather twice',
+      provider: hostModel('twice'),
+      tools: [forecast],
+      models: {
+        twice: (request) =>
+          answered(request)
+            ? { text: 'done' }
+            : {
+                text: '',
+                toolCalls: [
+                  { id: 'same', name: 'forecast', args: { city: 'Oslo' } },
+                  { id: 'same', name: 'forecast', args: { city: 'Bergen' } },
+                ],
+              },
+      },
+    }).result;
+    expect(twice.status).toBe('finished');
+    const ids = store.steps(twice.rootId)[0]?.observations.map((item) => item.callId) ?? [];
+    expect(ids).toHaveLength(2);
+    expect(new Set(ids).size).toBe(2);
+    const counted = await supervisor.run({
+      task: 'hello',
+      provider: hostModel('counted'),
+      models: { counted: () => ({ text: 'hi', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: -1 } }) },
+    }).result;
+    expect(counted.reason).toMatch(/answered a usage whose cacheReadTokens is not a whole number/);
+
+    const root = tempWorkspace();
+    const asked: { rootId: string; address: string }[] = [];
+    const gated = await supervisor.run({
+      contract: TaskContract.workspace('say done', root).withVerification(
+        Verification.review(hostModel('judge'), 'Anything passes.'),
+      ),
+      provider: hostModel('writer'),
+      models: {
+        writer: () => ({ text: 'done' }),
+        judge: (request) => {
+          asked.push({ rootId: request.rootId, address: request.address });
+          return { text: '{"verdict":"pass","reasons":["fine"]}' };
+        },
+      },
+    }).result;
+    expect(gated.status).toBe('finished');
+    expect(asked).toEqual([{ rootId: gated.rootId, address: 'root' }]);
   });
 
   it("hear the tree's cancel through their signal", async () => {

@@ -200,7 +200,14 @@ export class TreeHost {
     this.#toolCalls.set(key, stop);
     const signal = AbortSignal.any([this.#abort.signal, stop.signal]);
     try {
-      const completion = await answerHostModel(model, call, slot.address, signal);
+      // Asked after the tree was cancelled (the request was on its way): the function is not called at all.
+      if (signal.aborted) return unanswered();
+      const completion = await answerHostModel(
+        model,
+        call,
+        { rootId: slot.tree.rootId, address: slot.address },
+        signal,
+      );
       if (!signal.aborted) return completion;
     } catch (error) {
       if (!signal.aborted) throw error;

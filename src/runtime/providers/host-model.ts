@@ -24,6 +24,7 @@ import type {
   Usage,
 } from '../provider.js';
 import { ProviderError } from './types.js';
+import { uniqueId } from './wire-decode.js';
 
 /** What a host model is asked: the agent's request, and which run and model asked it. */
 export interface HostModelRequest {
@@ -118,6 +119,9 @@ export class HostModelProvider implements Provider {
           answer.then(resolve, reject).finally(() => signal.removeEventListener('abort', stop));
         })
       : answer);
+    // No usage given: estimated here, on the agent's thread, not on the embedder's.
+    if (completion.usageReported === false)
+      completion.usage = estimated(request, completion.text, completion.toolCalls);
     if (completion.text !== '') hooks?.onText?.(completion.text);
     for (const [index, call] of completion.toolCalls.entries()) hooks?.onToolCall?.(call, index);
     return completion;
@@ -132,12 +136,12 @@ function aborted(name: string): ProviderError {
 export async function answerHostModel(
   model: HostModel,
   call: HostModelCall,
-  address: string,
+  asker: { rootId: string; address: string },
   signal: AbortSignal,
 ): Promise<Completion> {
   const started = performance.now();
   try {
-    return await answered(model, call, address, signal, started);
+    return await answered(model, call, asker, signal, started);
   } catch (error) {
     const { name } = call;
     const failure =
@@ -168,7 +172,7 @@ export async function answerHostModel(
 async function answered(
   model: HostModel,
   call: HostModelCall,
-  address: string,
+  asker: { rootId: string; address: string },
   signal: AbortSignal,
   started: number,
 ): Promise<Completion> {
@@ -176,9 +180,10 @@ async function answered(
   const given: unknown = await model(
     {
       model: name,
-      rootId: request.metadata.rootId,
+      // Who asks is the tree host's to say (a review gate's request names no tree of its own).
+      rootId: asker.rootId,
       runId: call.runId,
-      address,
+      address: asker.address,
       system: request.system,
       transcript: request.transcript,
       tools: request.tools,
@@ -187,16 +192,18 @@ async function answered(
     signal,
   );
   const answer = checkAnswer(given, name);
+  // Ids answer results, so two calls of one answer never share one (as on the vendors' wires).
+  const used = new Set<string>();
   const toolCalls = (answer.toolCalls ?? []).map((item, index) => ({
-    id: item.id ?? `${call.callId}-${index}`,
+    id: uniqueId(used, item.id ?? `${call.callId}-${index}`, index),
     name: item.name,
     args: item.args,
   }));
-  const usage = answer.usage ?? estimated(request, answer.text, toolCalls);
   return {
     text: answer.text,
     toolCalls,
-    usage,
+    // Without the model's count the agent's side estimates it (HostModelProvider.complete).
+    usage: answer.usage ?? { inputTokens: 0, outputTokens: 0 },
     ...(answer.usage ? {} : { usageReported: false }),
     model: name,
     provider: `host:${name}`,
@@ -228,19 +235,20 @@ function checkAnswer(given: unknown, name: string): HostModelAnswer {
     }
   }
   if (answer.usage !== undefined) {
-    const { inputTokens, outputTokens } = answer.usage as Partial<Usage>;
+    const usage = answer.usage as Partial<Usage> & Record<string, unknown>;
     const count = (value: unknown) => Number.isInteger(value) && (value as number) >= 0;
-    if (!count(inputTokens) || !count(outputTokens)) throw wrong('a usage without whole inputTokens and outputTokens');
+    if (!count(usage.inputTokens) || !count(usage.outputTokens))
+      throw wrong('a usage without whole inputTokens and outputTokens');
+    for (const name of ['cacheReadTokens', 'cacheWriteTokens', 'reasoningTokens'] as const)
+      if (usage[name] !== undefined && !count(usage[name])) throw wrong(`a usage whose ${name} is not a whole number`);
   }
+  if (answer.finishReason !== undefined && typeof answer.finishReason !== 'string')
+    throw wrong('a finishReason that is not a string');
   return answer as HostModelAnswer;
 }
 
 /** A quarter of the characters asked and answered: the usual rough measure of a token. */
-function estimated(
-  request: HostModelCall['request'],
-  text: string,
-  toolCalls: { name: string; args: unknown }[],
-): Usage {
+function estimated(request: ModelRequest, text: string, toolCalls: readonly { name: string; args: unknown }[]): Usage {
   const asked =
     request.system.length + JSON.stringify(request.transcript).length + JSON.stringify(request.tools).length;
   const answered =
