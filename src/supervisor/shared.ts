@@ -72,8 +72,10 @@ export async function onSharedSupervisor<T>(
   try {
     let supervisor = await shared.started;
     if (supervisor.state !== 'running') {
-      // It stopped since the last call: this one starts the next.
+      // It stopped since the last call: this one starts the next. One that failed (its store
+      // actor died) is still closed, so its timers go with it; closing a stopped one is a no-op.
       forget(store, key, shared);
+      void supervisor.close().catch(() => undefined);
       leave(store, key, shared);
       shared = take(store, key, options);
       supervisor = await shared.started;
@@ -122,6 +124,7 @@ function leave(store: AnyStore, key: string, shared: Shared): void {
       if (shared.calls > 0 || held.get(store)?.get(key) !== shared) return;
       if (supervisor.state !== 'running') {
         forget(store, key, shared);
+        void supervisor.close().catch(() => undefined);
         return;
       }
       if (shared.idle) clearTimeout(shared.idle);
