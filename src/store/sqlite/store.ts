@@ -113,6 +113,13 @@ export class Store extends TraceReader {
     });
   }
 
+  /**
+   * Closes the handle. The supervisor `runWith` shares on it is told to close too, and
+   * finishes on its own time: a tree it was still running gives its leases back as it
+   * drains, so a resume started at once elsewhere may first meet a ConflictError naming
+   * it. Close the supervisors you started yourself (`await supervisor.close()`) before the
+   * store when you mean to resume at once.
+   */
   override close(): void {
     const listeners = this.#closed ? [] : [...this.#onClose];
     this.#closed = true;
