@@ -99,7 +99,10 @@ function realpathDeep(path: string, hops = 0): string {
     return realpathSync(path);
   } catch (problem) {
     const code = (problem as NodeJS.ErrnoException).code;
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw problem;
+    // EINVAL is realpath's own readlink finding no link where its lstat saw one: the path was
+    // swapped between the two (a command racing the check). Like a part that is missing, it
+    // is walked here, a part at a time, each looked at again.
+    if (code !== 'ENOENT' && code !== 'ENOTDIR' && code !== 'EINVAL') throw problem;
   }
   let stats: Stats | undefined;
   try {
