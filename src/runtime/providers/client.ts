@@ -7,15 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HarnessError } from '../../errors.js';
-import type {
-  CallAttempt,
-  Completion,
-  CompletionHooks,
-  ModelRequest,
-  Provider,
-  RetryOptions,
-  ToolCall,
-} from '../provider.js';
+import type { CallAttempt, Completion, CompletionHooks, ModelRequest, Provider, RetryOptions } from '../provider.js';
 import { scrubText } from '../secrets.js';
 import { closeBody, IdleWatch, readEventStream, readWholeAnswer, sniff } from './answer-body.js';
 import {
@@ -30,7 +22,14 @@ import {
 import { DEFAULT_IDLE_TIMEOUT_MS } from './idle.js';
 import { bodyKind, contentCodings, headerValue } from './media-type.js';
 import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
-import { type CallUsage, type ModelInfo, ProviderError, type RateLimits, type StreamPart } from './types.js';
+import {
+  type CallUsage,
+  estimatedUsage,
+  type ModelInfo,
+  ProviderError,
+  type RateLimits,
+  type StreamPart,
+} from './types.js';
 import { toolCallsOf, type Wire, type WireConfig } from './wires.js';
 
 export class HttpProvider implements Provider {
@@ -338,22 +337,6 @@ export class HttpProvider implements Provider {
       });
     }
   }
-}
-
-/**
- * What a call is taken to have cost when the vendor reported nothing: a quarter of the
- * characters sent and of those received (text and the calls' JSON), the usual rough
- * measure of a token, so a server that never reports usage still draws on the budget.
- */
-function estimatedUsage(requestChars: number, text: string, calls: readonly ToolCall[]): CallUsage {
-  const callChars = calls.reduce((sum, call) => sum + call.name.length + JSON.stringify(call.args).length, 0);
-  return {
-    inputTokens: Math.ceil(requestChars / 4),
-    outputTokens: Math.ceil((text.length + callChars) / 4),
-    cacheReadTokens: 0,
-    cacheWriteTokens: 0,
-    reasoningTokens: 0,
-  };
 }
 
 function vendorMessage(given: string): string {

@@ -12,6 +12,7 @@
  * ({@link answerHostModel}).
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
+import { requestChars } from '../context/assembler.js';
 import type {
   CallAttempt,
   Completion,
@@ -23,7 +24,7 @@ import type {
   TranscriptEntry,
   Usage,
 } from '../provider.js';
-import { ProviderError } from './types.js';
+import { estimatedUsage, ProviderError } from './types.js';
 import { uniqueId } from './wire-decode.js';
 
 /** What a host model is asked: the agent's request, and which run and model asked it. */
@@ -67,7 +68,7 @@ export interface HostModelCall {
   /** Unique within the run's calls of the host: what abortTool stops. */
   callId: string;
   name: string;
-  request: Omit<ModelRequest, 'metadata'> & { metadata: ModelRequest['metadata'] };
+  request: ModelRequest;
 }
 
 /** What an agent's thread reaches host models by: its host channel. */
@@ -108,7 +109,7 @@ export class HostModelProvider implements Provider {
     }
     if (signal?.aborted) throw aborted(this.name);
     const callId = `model-${++calls}`;
-    const answer = channel.complete({ runId: channel.runId, callId, name: this.name, request: { ...request } });
+    const answer = channel.complete({ runId: channel.runId, callId, name: this.name, request });
     const completion = await (signal
       ? new Promise<Completion>((resolve, reject) => {
           const stop = () => {
@@ -119,9 +120,12 @@ export class HostModelProvider implements Provider {
           answer.then(resolve, reject).finally(() => signal.removeEventListener('abort', stop));
         })
       : answer);
-    // No usage given: estimated here, on the agent's thread, not on the embedder's.
-    if (completion.usageReported === false)
-      completion.usage = estimated(request, completion.text, completion.toolCalls);
+    // No usage given: estimated here, on the agent's thread, not on the embedder's, from the
+    // request's characters as the runtime measures them (there is no wire body to count).
+    if (completion.usageReported === false) {
+      const chars = requestChars(request.system, request.tools, request.transcript);
+      completion.usage = estimatedUsage(chars, completion.text, completion.toolCalls);
+    }
     if (completion.text !== '') hooks?.onText?.(completion.text);
     for (const [index, call] of completion.toolCalls.entries()) hooks?.onToolCall?.(call, index);
     return completion;
@@ -245,15 +249,6 @@ function checkAnswer(given: unknown, name: string): HostModelAnswer {
   if (answer.finishReason !== undefined && typeof answer.finishReason !== 'string')
     throw wrong('a finishReason that is not a string');
   return answer as HostModelAnswer;
-}
-
-/** A quarter of the characters asked and answered: the usual rough measure of a token. */
-function estimated(request: ModelRequest, text: string, toolCalls: readonly { name: string; args: unknown }[]): Usage {
-  const asked =
-    request.system.length + JSON.stringify(request.transcript).length + JSON.stringify(request.tools).length;
-  const answered =
-    text.length + toolCalls.reduce((sum, item) => sum + item.name.length + JSON.stringify(item.args).length, 0);
-  return { inputTokens: Math.ceil(asked / 4), outputTokens: Math.ceil(answered / 4) };
 }
 
 /** The names of the host models a spec reaches (a fallback's members included). */

@@ -17,6 +17,26 @@ export interface CallUsage {
   reasoningTokens: number;
 }
 
+/**
+ * What a call is taken to have cost when the model reported nothing: a quarter of the
+ * characters sent and of those received (text and the calls' JSON), the usual rough
+ * measure of a token, so a model that never reports usage still draws on the budget.
+ */
+export function estimatedUsage(
+  requestChars: number,
+  text: string,
+  calls: readonly { name: string; args: unknown }[],
+): CallUsage {
+  const callChars = calls.reduce((sum, call) => sum + call.name.length + JSON.stringify(call.args).length, 0);
+  return {
+    inputTokens: Math.ceil(requestChars / 4),
+    outputTokens: Math.ceil((text.length + callChars) / 4),
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+  };
+}
+
 /** One part of a streamed completion, in the order the vendor sent it. */
 export type StreamPart =
   | { type: 'text-delta'; text: string }
