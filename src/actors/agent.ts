@@ -181,7 +181,7 @@ export class ActorPool implements ActorHost {
    * limit): the pool stops growing and places every actor on the threads it has, so none
    * waits in piscina's queue for a thread that will not come.
    */
-  #grown = false;
+  #growthStopped = false;
 
   constructor(options: ActorPoolOptions) {
     this.isolation = options.isolation;
@@ -208,8 +208,8 @@ export class ActorPool implements ActorHost {
     // out the actors it held for that thread to the threads there are.
     const pool = this.#pool;
     const stopGrowing = () => {
-      if (!shared || this.#grown || this.#pool !== pool) return;
-      this.#grown = true;
+      if (!shared || this.#growthStopped || this.#pool !== pool) return;
+      this.#growthStopped = true;
       // After piscina has let the thread go (it tells us while the thread is still listed).
       setImmediate(() => void pool.run({ warm: true } satisfies WarmTask).catch(() => undefined));
     };
@@ -226,7 +226,7 @@ export class ActorPool implements ActorHost {
       if (worker.currentUsage === 0) return worker;
       if (least === null || worker.currentUsage < least.currentUsage) least = worker;
     }
-    return this.liveThreads < this.threads && !(this.#grown && least !== null) ? null : least;
+    return this.liveThreads < this.threads && !(this.#growthStopped && least !== null) ? null : least;
   };
 
   /** Starts the pool now, without waiting for it: with shared isolation its first thread boots while the caller goes on. */
