@@ -46,6 +46,20 @@ async function supervisorOn(store: Store, options: Parameters<typeof Supervisor.
   return supervisor;
 }
 
+/** A promise and what settles it: for a test to wait until a model has been asked, or told to stop. */
+function latch(): { done: Promise<void>; open: () => void } {
+  let open: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { done, open };
+}
+
+/** A root asking only the host model `name`, answered by `model`: its result. */
+function askOnly(supervisor: Supervisor, name: string, model: HostModel) {
+  return supervisor.run({ task: 'hello', provider: hostModel(name), models: { [name]: model } }).result;
+}
+
 /** Whether a request's transcript already holds an answer of a tool. */
 const answered = (request: HostModelRequest) => request.transcript.some((entry) => entry.role === 'tool');
 
@@ -82,7 +96,7 @@ describe('host models', () => {
     const observation = second?.request.transcript.find((entry) => entry.role === 'tool');
     expect(observation).toMatchObject({ role: 'tool', name: 'forecast', isError: false });
     expect(JSON.parse((observation as { content: string }).content)).toEqual({ city: 'Oslo', sky: 'clear' });
-    // The trace keeps both calls as any model's: the first estimated (no usage given), the second as reported.
+    // The trace keeps both calls as it keeps a vendor's: the first estimated (no usage given), the second as reported.
     const calls = store.modelCalls({ rootId: result.rootId });
     expect(calls.map((call) => [call.provider, call.model, call.outcome])).toEqual([
       ['host:local', 'local', 'ok'],
@@ -124,30 +138,17 @@ describe('host models', () => {
   it('fail the run on an answer that is not one, or a throw, naming what was wrong', async () => {
     const { store } = await storeAt();
     const supervisor = await supervisorOn(store, { isolation: 'in-process' });
-    const bad = await supervisor.run({
-      task: 'hello',
-      provider: hostModel('bad'),
-      models: { bad: () => ({ text: 5 }) as unknown as { text: string } },
-    }).result;
+    const bad = await askOnly(supervisor, 'bad', () => ({ text: 5 }) as unknown as { text: string });
     expect(bad.status).toBe('failed');
     expect(bad.reason).toMatch(/the host model "bad" answered without a text string/);
-    const args = await supervisor.run({
-      task: 'hello',
-      provider: hostModel('args'),
-      models: {
-        args: () => ({ text: '', toolCalls: [{ name: 'forecast', args: [] as unknown as Record<string, unknown> }] }),
-      },
-    }).result;
+    const args = await askOnly(supervisor, 'args', () => ({
+      text: '',
+      toolCalls: [{ name: 'forecast', args: [] as unknown as Record<string, unknown> }],
+    }));
     expect(args.reason).toMatch(/tool call 0 \(forecast\) whose args are not an object/);
-    const thrown = await supervisor.run({
-      task: 'hello',
-      provider: hostModel('down'),
-      models: {
-        down: () => {
-          throw new Error('the local model is down');
-        },
-      },
-    }).result;
+    const thrown = await askOnly(supervisor, 'down', () => {
+      throw new Error('the local model is down');
+    });
     expect(thrown.status).toBe('failed');
     expect(thrown.reason).toMatch(/the host model "down" threw: the local model is down/);
     expect(store.modelCalls({ rootId: thrown.rootId }).map((call) => call.outcome)).toEqual(['undecodable']);
@@ -177,11 +178,10 @@ describe('host models', () => {
     const ids = store.steps(twice.rootId)[0]?.observations.map((item) => item.callId) ?? [];
     expect(ids).toHaveLength(2);
     expect(new Set(ids).size).toBe(2);
-    const counted = await supervisor.run({
-      task: 'hello',
-      provider: hostModel('counted'),
-      models: { counted: () => ({ text: 'hi', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: -1 } }) },
-    }).result;
+    const counted = await askOnly(supervisor, 'counted', () => ({
+      text: 'hi',
+      usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: -1 },
+    }));
     expect(counted.reason).toMatch(/answered a usage whose cacheReadTokens is not a whole number/);
 
     const root = tempWorkspace();
@@ -206,26 +206,20 @@ describe('host models', () => {
   it("hear the tree's cancel through their signal", async () => {
     const { store } = await storeAt();
     const supervisor = await supervisorOn(store);
-    let aborted: () => void = () => undefined;
-    const heard = new Promise<void>((resolve) => {
-      aborted = resolve;
-    });
-    let asked: () => void = () => undefined;
-    const waiting = new Promise<void>((resolve) => {
-      asked = resolve;
-    });
+    const heard = latch();
+    const asked = latch();
     const slow: HostModel = (_request, signal) =>
       new Promise((resolve) => {
-        asked();
+        asked.open();
         signal.addEventListener('abort', () => {
-          aborted();
+          heard.open();
           resolve({ text: 'too late' });
         });
       });
     const handle = supervisor.run({ task: 'hello', provider: hostModel('slow'), models: { slow } });
-    await waiting;
+    await asked.done;
     handle.cancel();
-    await heard;
+    await heard.done;
     const result = await handle.result;
     expect(result.status).toBe('cancelled');
     expect(store.steps(result.rootId)).toEqual([]);
@@ -234,18 +228,15 @@ describe('host models', () => {
   it('live in the process, not the store: a resume elsewhere is refused without the model, and goes on with it', async () => {
     const { store, path } = await storeAt();
     const first = await Supervisor.start(store);
-    let asked: () => void = () => undefined;
-    const waiting = new Promise<void>((resolve) => {
-      asked = resolve;
-    });
+    const asked = latch();
     // Asked once and never answered: the first process stops with its run in the middle.
     const stuck: HostModel = (_request, signal) =>
       new Promise((_resolve, reject) => {
-        asked();
+        asked.open();
         signal.addEventListener('abort', () => reject(new Error('stopped')));
       });
     const handle = first.run({ task: 'hello', provider: hostModel('local'), models: { local: stuck } });
-    await waiting;
+    await asked.done;
     await first.close();
     await handle.result.catch(() => undefined);
     const before = store.runs(handle.rootId).map((run) => run.status);
