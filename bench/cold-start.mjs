@@ -21,8 +21,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { OpenAI, Policy, runWith, Store, Supervisor, systemClock, TaskContract, tool } from 'io-harness';
-import { z } from 'zod';
+import { OpenAI, Policy, runWith, Store, Supervisor, systemClock, TaskContract } from 'io-harness';
+import { forecast } from './support/forecast.mjs';
 import { tempDir } from './support/temp.mjs';
 
 const PASSES = Number(process.env.BENCH_PASSES ?? 7);
@@ -39,13 +39,6 @@ const dir = tempDir();
 const store = await Store.open(join(dir, 'runs.db'));
 const provider = OpenAI.create({ model: 'scripted', baseUrl: `${url}/v1`, apiKey: 'bench-key' });
 const policy = Policy.default();
-const forecast = tool({
-  name: 'forecast',
-  description: 'The weather forecast for a city.',
-  parameters: z.object({ city: z.string() }),
-  effect: 'reads',
-  execute: ({ city }) => JSON.stringify({ city, sky: 'clear' }),
-});
 const contract = () => TaskContract.workspace('What is the weather in Oslo?', dir);
 const held = await Supervisor.start(store);
 

@@ -5,18 +5,11 @@
 // the process's start to the result, and its peak RSS.
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { OpenAI, Policy, runWith, Store, TaskContract, tool } from 'io-harness';
-import { z } from 'zod';
+import { OpenAI, Policy, runWith, Store, TaskContract } from 'io-harness';
+import { forecast } from './forecast.mjs';
 
 // A third argument, `in-process`, runs it with no worker thread (`isolation: 'in-process'`).
 const [url, dir, isolation] = process.argv.slice(2);
-const forecast = tool({
-  name: 'forecast',
-  description: 'The weather forecast for a city.',
-  parameters: z.object({ city: z.string() }),
-  effect: 'reads',
-  execute: ({ city }) => JSON.stringify({ city, sky: 'clear' }),
-});
 const store = await Store.open(join(dir, 'runs.db'));
 const result = await runWith(
   TaskContract.workspace('What is the weather in Oslo?', dir),
