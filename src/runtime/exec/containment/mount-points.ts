@@ -12,12 +12,14 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  renameSync,
   rmdirSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { threadId } from 'node:worker_threads';
 
 /**
  * Makes, in the workspace itself, the mount points for protected paths that do not exist
@@ -53,13 +55,41 @@ export function makeMountPoints(mounts: { bind: string[]; empty: string[] }, fil
  * run on that workspace): an empty file of the user's own is never taken for one.
  */
 function registryEntry(path: string): string {
-  return join(tmpdir(), 'io-harness-mount-points', createHash('sha256').update(path).digest('hex').slice(0, 32));
+  return join(REGISTRY, createHash('sha256').update(path).digest('hex').slice(0, 32));
+}
+
+const REGISTRY = join(tmpdir(), 'io-harness-mount-points');
+
+/**
+ * Drops the entries whose mount point is gone with what held it (a workspace removed while
+ * a run had one made there, or after a crash): they name nothing left to remove, and would
+ * otherwise stay in the temporary directory for good.
+ */
+function pruneRegistry(): void {
+  let names: string[];
+  try {
+    names = readdirSync(REGISTRY);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (name.includes('.')) continue; // one being written
+    const entry = join(REGISTRY, name);
+    try {
+      if (!existsSync(readFileSync(entry, 'utf8'))) rmSync(entry, { force: true });
+    } catch {
+      // removed meanwhile by the run that made it
+    }
+  }
 }
 
 function registerMountPoint(path: string): void {
   const entry = registryEntry(path);
   mkdirSync(dirname(entry), { recursive: true, mode: 0o700 });
-  writeFileSync(entry, path);
+  // Whole or not at all (written aside, then renamed): a prune never reads half a path.
+  const aside = `${entry}.${process.pid}.${threadId}`;
+  writeFileSync(aside, path);
+  renameSync(aside, entry);
 }
 
 /**
@@ -84,6 +114,7 @@ export function removeMountPoints(paths: string[]): void {
     }
     if (!existsSync(path)) rmSync(registryEntry(path), { force: true });
   }
+  pruneRegistry();
 }
 
 /**
