@@ -7,7 +7,7 @@
 import Database from 'better-sqlite3';
 import { Store } from '../../dist/index.js';
 import { PostgresStore } from '../../dist/store/postgres/index.js';
-import { numericClient, postgresRows, sqliteRows, type TreeRows } from './invariants.js';
+import { numericClient, postgresRoots, postgresRows, sqliteRoots, sqliteRows, type TreeRows } from './invariants.js';
 import { freshDatabase } from './postgres.js';
 import { tempStorePath } from './processes.js';
 import { later } from './workspace.js';
@@ -17,12 +17,15 @@ export interface TestBackend {
   /** Where a fresh, empty store is, and how to remove it sooner than the test's end, which does. */
   fresh(): Promise<{ store: string; drop(): Promise<void> }>;
   rows(store: string, rootId: string): Promise<TreeRows>;
+  /** The roots of the trees the store holds. */
+  roots(store: string): Promise<string[]>;
 }
 
 export const SQLITE: TestBackend = {
   name: 'SQLite',
   fresh: async () => ({ store: tempStorePath(), drop: async () => undefined }),
   rows: async (path, rootId) => sqliteRows(path, rootId),
+  roots: async (path) => sqliteRoots(path),
 };
 
 export const POSTGRES: TestBackend = {
@@ -33,6 +36,7 @@ export const POSTGRES: TestBackend = {
     return { store: db.url, drop: () => db.drop() };
   },
   rows: postgresRows,
+  roots: postgresRoots,
 };
 
 export const BACKENDS: readonly TestBackend[] = [SQLITE, POSTGRES];

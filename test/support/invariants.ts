@@ -53,6 +53,27 @@ export function sqliteRows(path: string, rootId: string): TreeRows {
   }
 }
 
+/** The roots of every tree a store holds. */
+const ROOTS = 'SELECT run_id FROM runs WHERE parent_id IS NULL ORDER BY run_id';
+
+export function sqliteRoots(path: string): string[] {
+  const db = new Database(path, { readonly: true });
+  try {
+    return (db.prepare(ROOTS).all() as { run_id: string }[]).map((row) => row.run_id);
+  } finally {
+    db.close();
+  }
+}
+
+export async function postgresRoots(url: string): Promise<string[]> {
+  const client = await numericClient(url);
+  try {
+    return (await client.query<{ run_id: string }>(ROOTS)).rows.map((row) => row.run_id);
+  } finally {
+    await client.end();
+  }
+}
+
 /** A tree's rows from a PostgreSQL store, its 64-bit integers read as numbers (as SQLite gives them). */
 export async function postgresRows(url: string, rootId: string): Promise<TreeRows> {
   const client = await numericClient(url);
