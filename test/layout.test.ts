@@ -65,9 +65,11 @@ describe('the executor factory', () => {
 describe('the tool declarations', () => {
   it('say what kind of act each built-in tool is, and the model sees only name, description and parameters', async () => {
     const { registryFor } = await import('../dist/runtime/tools/registry.js');
+    const { workspaceTools } = await import('../dist/runtime/tools/families/workspace.js');
     const registry = registryFor({
       mode: 'workspace',
       planGate: true,
+      workspaceTools,
       hostTools: [{ name: 'lookup', description: 'Looks up.', parameters: { type: 'object' }, effect: 'reads' }],
     });
     const kinds = Object.fromEntries(registry.definitions().map((tool) => [tool.name, registry.kind(tool.name)]));

@@ -2,10 +2,15 @@
  * What `import 'io-harness'` loads: not the vendors' HTTP client, not a JSON Schema
  * validator. Each is required where it is first wanted, so a script's start does not pay
  * for what it may never use. Checked in a fresh process, by the CommonJS modules it loaded.
+ * And what an agent thread loads: the file tools, the commands, their policy rules and the
+ * sandbox only once it hosts a run with a workspace (read from the thread's own debugger).
  */
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { Policy, TaskContract } from '../dist/index.js';
+import { harness, moduleScript } from './support/harness.js';
+import { tempWorkspace } from './support/workspace.js';
 
 const index = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
@@ -42,5 +47,37 @@ describe('importing the library', () => {
         if (error.kind !== 'connection') throw error;
       });`);
     expect(withCall).toContain('undici');
+  });
+});
+
+describe('an agent thread', () => {
+  /** What only a workspace run needs (see src/actors/agent/workspace-kit.ts). */
+  const workspaceOnly = [
+    'actors/agent/workspace-kit.js',
+    'runtime/exec/factory.js',
+    'runtime/policy/commands/index.js',
+    'runtime/tools/families/commands.js',
+    'runtime/tools/families/files.js',
+    'runtime/workspace/session.js',
+  ];
+
+  it('loads the file tools, the commands and the sandbox only for a run with a workspace', async () => {
+    const h = await harness();
+    try {
+      const provider = moduleScript('loaded-modules');
+      const plain = await h.supervisor.run({ task: 'which modules?', provider }).result;
+      expect(plain.status).toBe('finished');
+      const loaded = JSON.parse(plain.reply as string) as string[];
+      // The thread read its own modules: the loop that runs the agent is among them.
+      expect(loaded).toContain('actors/agent/loop.js');
+      expect(loaded.filter((file) => workspaceOnly.includes(file))).toEqual([]);
+      const root = tempWorkspace({ 'a.txt': 'a\n' });
+      const contract = TaskContract.workspace('which modules?', root);
+      const withWorkspace = await h.supervisor.run({ contract, policy: Policy.default(), provider }).result;
+      expect(withWorkspace.status).toBe('finished');
+      expect(JSON.parse(withWorkspace.reply as string)).toEqual(expect.arrayContaining(workspaceOnly));
+    } finally {
+      await h.close();
+    }
   });
 });

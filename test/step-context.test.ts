@@ -84,7 +84,7 @@ function recordingContext(
 
 describe('one Tool type', () => {
   it('declares every built-in tool once, in its family, with a handler of its arguments and the step context', () => {
-    const registry = registryFor({ mode: 'workspace', planGate: true });
+    const registry = registryFor({ mode: 'workspace', planGate: true, workspaceTools });
     const declared = [...TREE_TOOLS, ...workspaceTools('workspace'), ...personTools(true)] as Tool<AgentCall>[];
     expect(registry.definitions().map((definition) => definition.name)).toEqual(
       declared.map((tool) => tool.name).sort(),
@@ -100,7 +100,7 @@ describe('one Tool type', () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const policy = Policy.default();
     const session = workspaceSession(root, policy);
-    const registry = registryFor({ mode: 'workspace' });
+    const registry = registryFor({ mode: 'workspace', workspaceTools });
     const { context, asked } = recordingContext(policy, root, { workspace: session });
     const result = await registry.dispatch('write_file', { path: 'a.txt', content: 'beta\n' }, context);
     expect(result.isError).toBe(false);
@@ -116,7 +116,7 @@ describe('one Tool type', () => {
     const root = tempWorkspace();
     const policy = Policy.default().layer('team').allowExec('node *').denyExec('rm *');
     const session = workspaceSession(root, policy);
-    const registry = registryFor({ mode: 'workspace' });
+    const registry = registryFor({ mode: 'workspace', workspaceTools });
     const ran = recordingContext(policy, root, { workspace: session });
     const result = await registry.dispatch('exec', { argv: ['node', '--version'] }, ran.context);
     expect(result.content).toContain(process.version);
@@ -131,7 +131,7 @@ describe('one Tool type', () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const policy = Policy.default();
     const session = workspaceSession(root, policy);
-    const registry = registryFor({ mode: 'workspace' });
+    const registry = registryFor({ mode: 'workspace', workspaceTools });
     const early = registry.startEarly(
       'read_file',
       { path: 'a.txt' },

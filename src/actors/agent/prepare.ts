@@ -9,11 +9,8 @@ import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { rosterCatalogue } from '../../runtime/agents.js';
 import { DEFAULT_SHARE } from '../../runtime/context/assembler.js';
-import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
-import { containmentLine } from '../../runtime/exec/containment/contained.js';
+import type { ContractData } from '../../runtime/contract/contract.js';
 import { withKept } from '../../runtime/exec/containment/kept.js';
-import type { Executor } from '../../runtime/exec/executor.js';
-import { executorFor } from '../../runtime/exec/factory.js';
 import { Policy } from '../../runtime/policy/policy.js';
 import {
   isHttpSpec,
@@ -28,18 +25,19 @@ import { skillCatalogue } from '../../runtime/skills.js';
 import type { AgentCall } from '../../runtime/tools/context.js';
 import { ToolTiers } from '../../runtime/tools/families/tiers.js';
 import { registryFor, type ToolRegistry } from '../../runtime/tools/registry.js';
-import { WorkspaceSession } from '../../runtime/workspace/session.js';
 import type { RunRecord, RunSpec } from '../../store/records.js';
 import { Escalation } from './ask.js';
 import { Assembly, findWindow } from './assembly.js';
 import { Budget } from './budget.js';
-import { egressGate } from './egress.js';
 import { changedIn, Freshness } from './freshness.js';
 import { chooseMemory } from './memory-block.js';
 import { defaultSystem, workspaceSystem } from './prompts.js';
 import type { AgentRun } from './run.js';
 import { type Ended, ended, endRun } from './stage.js';
 import { type RestoredRun, restoreRun, type Spent, steerTurn } from './step.js';
+
+/** What a workspace run loads (./workspace-kit.ts). */
+type WorkspaceKit = typeof import('./workspace-kit.js');
 
 /** The stored spec, as a run reads it: the provider is a spec. */
 export type RunSpecData = RunSpec & { provider: ProviderSpec };
@@ -87,14 +85,16 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   const run = restored.run;
   const spec = restored.spec as RunSpecData;
   agent.seq = restored.seq;
-  const equipped = equip(agent, restored, spec);
+  // What only a workspace run needs is loaded only for one.
+  const kit = spec.contract ? await import('./workspace-kit.js') : null;
+  const equipped = equip(agent, restored, spec, kit);
   if (typeof equipped === 'string') return endRun(agent, 'failed', equipped);
   // A session's earlier turns on this branch, then this run's own opening and steps; after
   // a fold, the opening, the fold's notes (the earlier turns are in them) and what came after.
   const earlier = run.parentId === null && !restored.folded ? (spec.history ?? []) : [];
   const transcript: TranscriptEntry[] = [
     ...earlier,
-    { role: 'user', text: opening(agent, run.task, equipped.briefing) },
+    { role: 'user', text: opening(agent, run.task, equipped.briefing, kit) },
     ...restored.history,
   ];
   await recordStart(agent, run);
@@ -123,7 +123,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
     transcript,
     earlier.length,
     contract?.context,
-    systemBlock(agent, spec),
+    systemBlock(agent, spec, kit),
   );
   if (contract?.memory) await chooseMemory(agent, contract, assembly, restored, transcript);
   const freshness = followReads(agent, restored);
@@ -170,6 +170,7 @@ function equip(
   agent: AgentRun,
   restored: RestoredRun,
   spec: RunSpecData,
+  kit: WorkspaceKit | null,
 ): { registry: ToolRegistry<AgentCall>; briefing: string | null } | string {
   const { run } = restored;
   const contract = spec.contract ?? null;
@@ -178,29 +179,12 @@ function equip(
     spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null,
     contract?.root ?? '.',
   );
-  let executor: Executor | null = null;
-  let workspace: WorkspaceSession | null = null;
-  if (contract) {
-    executor = agent.ports.executor ?? null;
-    if (!executor) {
-      try {
-        executor = executorFor({
-          purpose: 'run',
-          contract,
-          policy,
-          egress: egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event)),
-        });
-      } catch (error) {
-        if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
-        // Asked for by name and not to be had: refused before the first step, never run with less.
-        return error.message;
-      }
-    }
-    const secrets = contractSecrets(contract, agent.start.provider ?? spec.provider);
-    workspace = new WorkspaceSession(contract, policy as Policy, secrets, executor);
-  }
+  const opened =
+    contract && kit ? kit.openWorkspace(agent, contract, policy, agent.start.provider ?? spec.provider) : null;
+  if (typeof opened === 'string') return opened;
   const registry = registryFor({
     mode: contract === null ? 'agent' : contract.mode,
+    ...(kit ? { workspaceTools: kit.workspaceFamily } : {}),
     planGate: contract?.planGate === true,
     hostTools: agent.start.tools,
     spawn: spec.spawn !== false,
@@ -213,14 +197,15 @@ function equip(
     contract,
     policyData: spec.policy ?? null,
     policy,
-    workspace,
-    executor,
+    workspace: opened?.workspace ?? null,
+    executor: opened?.executor ?? null,
     skills: spec.skills ?? [],
     agents: spec.agents ?? [],
     tiers: contract?.toolTiers ? new ToolTiers(registry, restored.expanded) : null,
     // Planning until a plan is approved; a decision is in the trace of a committed step.
     phase: contract?.planGate && run.parentId === null && !restored.planApproved ? 'planning' : 'working',
   });
+  const workspace = opened?.workspace ?? null;
   return { registry, briefing: workspace ? (spec.briefing ?? workspace.briefing()) : null };
 }
 
@@ -240,12 +225,12 @@ async function recordStart(agent: AgentRun, run: RunRecord): Promise<void> {
 }
 
 /** The first user turn: the task, and for a workspace run where it is and what is withheld. */
-function opening(agent: AgentRun, task: string, briefing: string | null): string {
+function opening(agent: AgentRun, task: string, briefing: string | null, kit: WorkspaceKit | null): string {
   const { contract, workspace } = agent;
-  if (!contract || !workspace) return task;
+  if (!contract || !workspace || !kit) return task;
   const parts = [task, briefing ?? workspace.briefing()];
   const contained = agent.executor?.contained?.();
-  if (contained) parts.push(containmentLine(contained));
+  if (contained) parts.push(kit.containmentLine(contained));
   // The mask is stated here, past the cache breakpoint, so the tool definitions never change.
   if (contract.toolMask.length > 0) {
     parts.push(`These tools are withheld for this run; a call to one is refused: ${contract.toolMask.join(', ')}.`);
@@ -254,13 +239,15 @@ function opening(agent: AgentRun, task: string, briefing: string | null): string
 }
 
 /** The system block before the memory block: the same bytes every request of the run, so the cached prefix holds. */
-function systemBlock(agent: AgentRun, spec: RunSpecData): string {
+function systemBlock(agent: AgentRun, spec: RunSpecData, kit: WorkspaceKit | null): string {
   const { contract, run, skills, agents, tiers } = agent;
   const base = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
   const tiered = tiers && tiers.families.size > 0 ? tiers : null;
   return [
     base,
-    ...(contract?.instructions && contract.instructions.length > 0 ? [guidanceBlock(contract.instructions)] : []),
+    ...(contract?.instructions && contract.instructions.length > 0 && kit
+      ? [kit.guidanceBlock(contract.instructions)]
+      : []),
     // One line a skill, in the spec's sorted order.
     ...(skills.length > 0 ? [skillCatalogue(skills)] : []),
     ...(agents.length > 0 && spec.spawn !== false ? [rosterCatalogue(agents)] : []),

@@ -722,10 +722,6 @@ function carriesKey(spec: ProviderSpec): boolean {
   return (redactSpec(spec) as HttpProviderSpec).apiKeyRedacted === true;
 }
 
-/**
- * The environment variables holding the keys of every model a contract's run may call (the
- * tree's, a review gate's, the escalation's): commands and the gate must not inherit them.
- */
 /** The system block's part for a repository's guidance: each file under its name, marked as the repository's own. */
 export function guidanceBlock(files: readonly InstructionFile[]): string {
   return [
@@ -738,6 +734,10 @@ export function guidanceBlock(files: readonly InstructionFile[]): string {
   ].join('\n\n');
 }
 
+/**
+ * The environment variables holding the keys of every model a contract's run may call (the
+ * tree's, a review gate's, the escalation's): commands and the gate must not inherit them.
+ */
 export function contractSecrets(contract: ContractData, provider: ProviderSpec): string[] {
   const inherited = new Set(contract.inheritedEnv ?? []);
   return [

@@ -13,7 +13,6 @@ import { personTools } from './families/people.js';
 import { READ_SKILL } from './families/skills.js';
 import { EXPAND_TOOLS } from './families/tiers.js';
 import { TREE_TOOLS } from './families/tree.js';
-import { workspaceTools } from './families/workspace.js';
 import type { StepContext, Tool, ToolDefinitionData, ToolKind, ToolResult } from './tool.js';
 
 /**
@@ -176,6 +175,12 @@ export interface RegistryOptions {
   tiers?: boolean;
   /** The contract has durable memory: `remember`, `recall` and `forget` are offered. */
   memory?: boolean;
+  /**
+   * The workspace's tools for a `workspace` or `file` run (./families/workspace.ts's
+   * `workspaceTools`), handed in by whoever has loaded them: a thread that hosts only
+   * runs without a workspace never loads the file tools, the commands or their policy.
+   */
+  workspaceTools?: (mode: 'workspace' | 'file') => readonly Tool<AgentCall>[];
 }
 
 /**
@@ -200,6 +205,7 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     skills = false,
     tiers = false,
     memory = false,
+    workspaceTools,
   } = options;
   const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
   let registry = registries.get(key);
@@ -211,6 +217,7 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     registry = new ToolRegistry<AgentCall>();
     for (const tool of TREE_TOOLS) if (spawn || tool.name !== 'spawn_agent') registry.register(tool);
     if (mode !== 'agent') {
+      if (!workspaceTools) throw new Error(`a ${mode} run's registry needs its workspace tools`);
       for (const tool of workspaceTools(mode)) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);
     }
