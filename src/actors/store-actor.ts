@@ -114,17 +114,6 @@ class StoreActor {
     } finally {
       this.#serving = false;
     }
-    // Every reply is posted: upkeep runs next, unless more has come by then.
-    if (this.#store.idle) setImmediate(() => this.#idle());
-  }
-
-  #idle(): void {
-    if (this.#serving || this.#scheduled || this.#queue.length > 0 || this.#closing) return;
-    try {
-      this.#store.idle?.();
-    } catch {
-      // Upkeep that fails (a disk error, say) is tried again after the next batch; the next commit reports what is wrong.
-    }
   }
 
   async #serve(batch: Queued[]): Promise<void> {

@@ -26,11 +26,6 @@ export interface BatchResult {
  */
 export interface BatchWrites {
   run(writes: readonly StoreRequestBody[], beforeCommit: () => void): BatchResult | Promise<BatchResult>;
-  /**
-   * Upkeep that must not hold up a commit's reply, run by the store actor once it has
-   * answered every batch and nothing waits (SQLite moves its log into the file here).
-   */
-  idle?(): void;
   close(): void | Promise<void>;
 }
 
