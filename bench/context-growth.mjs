@@ -13,6 +13,7 @@
 import { performance } from 'node:perf_hooks';
 import { Assembly } from '../dist/actors/agent/assembly.js';
 import { measured } from '../dist/runtime/context/assembler.js';
+import { workspaceTools } from '../dist/runtime/tools/families/workspace.js';
 import { registryFor } from '../dist/runtime/tools/registry.js';
 import { AssemblyBefore } from './support/assembly-before.mjs';
 
@@ -22,7 +23,7 @@ const WARM = 5;
 const AT = [10, 100, 500];
 
 const system = 'You are agent "root". '.repeat(40);
-const tools = registryFor({ mode: 'workspace' }).definitions();
+const tools = registryFor({ mode: 'workspace', workspaceTools }).definitions();
 const restored = { shown: [], lastRequest: null, foldSeq: null, replaced: [], compactedLast: false };
 const result = 'x'.repeat(1500);
 

@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { OpenAI, Policy, Store, Supervisor, TaskContract } from 'io-harness';
+import { workspaceTools } from '../dist/runtime/tools/families/workspace.js';
 import { registryFor } from '../dist/runtime/tools/registry.js';
 
 const STEPS = Number(process.env.BENCH_STEPS ?? 200);
@@ -54,7 +55,7 @@ async function tree(shared) {
 }
 
 /** The tool definitions a workspace agent sends, on the OpenAI wire: for the raw loop that sends what the agent sends. */
-const WORKSPACE_TOOLS = registryFor({ mode: 'workspace' })
+const WORKSPACE_TOOLS = registryFor({ mode: 'workspace', workspaceTools })
   .definitions()
   .map((definition) => ({ type: 'function', function: definition }));
 
