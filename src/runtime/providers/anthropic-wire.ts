@@ -19,7 +19,7 @@ import {
   uniqueId,
   vendorError,
 } from './wire-decode.js';
-import { listing, streamingPost, toolText } from './wire-request.js';
+import { type ArrayFill, bodyWithArrays, entryJson, listing, streamingPost, toolText } from './wire-request.js';
 import type { Wire, WireConfig, WireDecoder } from './wires.js';
 
 const ANTHROPIC_TEXT = '"delta":{"type":"text_delta","text":"';
@@ -30,27 +30,35 @@ const anthropicPlain: PlainCheck = (payload, text) => {
   return isObject(payload.delta) && payload.delta.type === 'text_delta' && payload.delta.text === text;
 };
 
-type AnthropicBlock = Json;
+/** Each transcript entry's content blocks, and each tool's definition, in this wire's JSON (see entryJson). */
+const blockJson = new WeakMap<object, string>();
+const toolJson = new WeakMap<object, string>();
 
-function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireConfig, marked?: number): Json[] {
-  const messages: { role: 'user' | 'assistant'; content: AnthropicBlock[] }[] = [];
-  const push = (role: 'user' | 'assistant', block: AnthropicBlock) => {
-    const last = messages[messages.length - 1];
-    if (last && last.role === role) last.content.push(block);
-    else messages.push({ role, content: [block] });
-  };
-  const shown = config.images ? shownImages(transcript) : new Set<TranscriptEntry>();
-  for (const [index, entry] of transcript.entries()) {
-    if (entry.role === 'user')
-      push('user', {
-        type: 'text',
-        text: entry.text,
-        // The end of the prefix a fold froze: a breakpoint there, as on the system block.
-        ...(index === marked ? { cache_control: { type: 'ephemeral' } } : {}),
-      });
-    else if (entry.role === 'tool') {
+/** An entry's content blocks as JSON, joined by commas, and the role of the message they belong in. */
+function entryBlocks(
+  entry: TranscriptEntry,
+  index: number,
+  shown: Set<TranscriptEntry>,
+  config: WireConfig,
+  marked?: number,
+): {
+  role: 'user' | 'assistant';
+  blocks: string;
+} {
+  if (entry.role === 'user') {
+    // The end of the prefix a fold froze: a breakpoint there, as on the system block.
+    if (index === marked) {
+      return {
+        role: 'user',
+        blocks: JSON.stringify({ type: 'text', text: entry.text, cache_control: { type: 'ephemeral' } }),
+      };
+    }
+    return { role: 'user', blocks: entryJson(blockJson, entry, () => ({ type: 'text', text: entry.text })) };
+  }
+  if (entry.role === 'tool') {
+    const block = (): Json => {
       const text = toolText(entry, shown, config.images);
-      push('user', {
+      return {
         type: 'tool_result',
         tool_use_id: entry.callId,
         content:
@@ -64,15 +72,34 @@ function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireC
               ]
             : text,
         ...(entry.isError ? { is_error: true } : {}),
-      });
-    } else {
-      if (entry.text !== '') push('assistant', { type: 'text', text: entry.text });
-      for (const call of entry.toolCalls)
-        push('assistant', { type: 'tool_use', id: call.id, name: call.name, input: call.args });
-      if (entry.text === '' && entry.toolCalls.length === 0) push('assistant', { type: 'text', text: '' });
-    }
+      };
+    };
+    // Whether an entry's images are shown depends on the entries after it: made each time.
+    const own = !entry.images || entry.images.length === 0;
+    return { role: 'user', blocks: own ? entryJson(blockJson, entry, block) : JSON.stringify(block()) };
   }
-  return messages;
+  // An assistant's blocks are one comma-joined text: JSON of an array, without its brackets.
+  const blocks = entryJson(blockJson, entry, () => {
+    const list: Json[] = [];
+    if (entry.text !== '') list.push({ type: 'text', text: entry.text });
+    for (const call of entry.toolCalls) list.push({ type: 'tool_use', id: call.id, name: call.name, input: call.args });
+    if (entry.text === '' && entry.toolCalls.length === 0) list.push({ type: 'text', text: '' });
+    return list;
+  });
+  return { role: 'assistant', blocks: blocks.slice(1, -1) };
+}
+
+/** The transcript as messages, each as its JSON: consecutive blocks of one role are one message. */
+function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireConfig, marked?: number): string[] {
+  const messages: { role: 'user' | 'assistant'; blocks: string[] }[] = [];
+  const shown = config.images ? shownImages(transcript) : new Set<TranscriptEntry>();
+  for (const [index, entry] of transcript.entries()) {
+    const { role, blocks } = entryBlocks(entry, index, shown, config, marked);
+    const last = messages[messages.length - 1];
+    if (last && last.role === role) last.blocks.push(blocks);
+    else messages.push({ role, blocks: [blocks] });
+  }
+  return messages.map(({ role, blocks }) => `{"role":${JSON.stringify(role)},"content":[${blocks.join(',')}]}`);
 }
 
 /** A content block of an Anthropic stream; `input` is a tool_use block's input as its start sent it. */
@@ -303,23 +330,33 @@ export const ANTHROPIC_VERSION = '2023-06-01';
 export const anthropicWire: Wire = {
   vendor: 'anthropic',
   request(request, config) {
+    const messages: ArrayFill = {
+      key: 'messages',
+      hole: [],
+      items: anthropicMessages(request.transcript, config, request.options?.cacheBreakpoint),
+    };
+    const tools: ArrayFill = {
+      key: 'tools',
+      hole: [],
+      items: request.tools.map((tool) =>
+        entryJson(toolJson, tool, () => ({
+          name: tool.name,
+          description: tool.description,
+          input_schema: tool.parameters,
+        })),
+      ),
+    };
     const body: Json = {
       model: config.model,
       max_tokens: config.maxTokens ?? 4096,
       // One breakpoint at the end of the system block: tools (which come first) and instructions are cached together.
       system: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }],
-      messages: anthropicMessages(request.transcript, config, request.options?.cacheBreakpoint),
+      messages: messages.hole,
       stream: true,
     };
-    if (request.tools.length > 0) {
-      body.tools = request.tools.map((tool) => ({
-        name: tool.name,
-        description: tool.description,
-        input_schema: tool.parameters,
-      }));
-    }
+    if (request.tools.length > 0) body.tools = tools.hole;
     Object.assign(body, config.extraBody);
-    return streamingPost(config, '/v1/messages', request, body);
+    return streamingPost(config, '/v1/messages', request, bodyWithArrays(body, [messages, tools]));
   },
   decoder: (config) => new AnthropicDecoder(config.name),
   models: (config) => listing(config, '/v1/models'),

@@ -21,7 +21,7 @@ import {
   uniqueId,
   vendorError,
 } from './wire-decode.js';
-import { listing, streamingPost, toolText } from './wire-request.js';
+import { type ArrayFill, bodyWithArrays, entryJson, listing, streamingPost, toolText } from './wire-request.js';
 import type { Wire, WireConfig, WireDecoder } from './wires.js';
 
 const OPENAI_TEXT = '"delta":{"content":"';
@@ -36,18 +36,23 @@ const openAiPlain: PlainCheck = (chunk, text) => {
   return delta.content === text && !(Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0);
 };
 
-function openAiMessages(request: ModelRequest, config: WireConfig): Json[] {
+/** Each transcript entry's message, and each tool's definition, in this wire's JSON (see entryJson). */
+const messageJson = new WeakMap<object, string>();
+const toolJson = new WeakMap<object, string>();
+
+/** The request's messages, each as its JSON: the system's, then the transcript's (with their images). */
+function openAiMessages(request: ModelRequest, config: WireConfig): string[] {
   const system: Json = config.systemCacheMarker
     ? { role: 'system', content: [{ type: 'text', text: request.system, cache_control: { type: 'ephemeral' } }] }
     : { role: 'system', content: request.system };
-  const messages: Json[] = [system];
+  const messages: string[] = [JSON.stringify(system)];
   const shown = config.images ? shownImages(request.transcript) : new Set<TranscriptEntry>();
   // Chat Completions takes images in user messages only, and a tool call's answer must come
   // straight after the call: a run of tool answers is followed by one user message holding
   // their images, each group introduced by the call it belongs to.
   let images: Json[] = [];
   const flush = () => {
-    if (images.length > 0) messages.push({ role: 'user', content: images });
+    if (images.length > 0) messages.push(JSON.stringify({ role: 'user', content: images }));
     images = [];
   };
   const marked = config.systemCacheMarker ? request.options?.cacheBreakpoint : undefined;
@@ -55,24 +60,38 @@ function openAiMessages(request: ModelRequest, config: WireConfig): Json[] {
     if (entry.role !== 'tool') flush();
     if (entry.role === 'user' && index === marked)
       // The end of the prefix a fold froze: a breakpoint there, as on the system block.
-      messages.push({
-        role: 'user',
-        content: [{ type: 'text', text: entry.text, cache_control: { type: 'ephemeral' } }],
-      });
-    else if (entry.role === 'user') messages.push({ role: 'user', content: entry.text });
+      messages.push(
+        JSON.stringify({
+          role: 'user',
+          content: [{ type: 'text', text: entry.text, cache_control: { type: 'ephemeral' } }],
+        }),
+      );
+    else if (entry.role === 'user')
+      messages.push(entryJson(messageJson, entry, () => ({ role: 'user', content: entry.text })));
     else if (entry.role === 'assistant') {
-      const message: Json = { role: 'assistant', content: entry.text === '' ? null : entry.text };
-      if (entry.toolCalls.length > 0) {
-        message.tool_calls = entry.toolCalls.map((call) => ({
-          id: call.id,
-          type: 'function',
-          function: { name: call.name, arguments: JSON.stringify(call.args) },
-        }));
-      }
-      messages.push(message);
+      messages.push(
+        entryJson(messageJson, entry, () => {
+          const message: Json = { role: 'assistant', content: entry.text === '' ? null : entry.text };
+          if (entry.toolCalls.length > 0) {
+            message.tool_calls = entry.toolCalls.map((call) => ({
+              id: call.id,
+              type: 'function',
+              function: { name: call.name, arguments: JSON.stringify(call.args) },
+            }));
+          }
+          return message;
+        }),
+      );
+    } else if (!entry.images || entry.images.length === 0) {
+      messages.push(
+        entryJson(messageJson, entry, () => ({ role: 'tool', tool_call_id: entry.callId, content: entry.content })),
+      );
     } else {
-      messages.push({ role: 'tool', tool_call_id: entry.callId, content: toolText(entry, shown, config.images) });
-      if (entry.images && shown.has(entry)) {
+      // Whether its images are shown depends on the entries after it: made each time.
+      messages.push(
+        JSON.stringify({ role: 'tool', tool_call_id: entry.callId, content: toolText(entry, shown, config.images) }),
+      );
+      if (shown.has(entry)) {
         images.push({ type: 'text', text: `${IMAGES_OF} ${entry.callId} (${entry.name}):` });
         for (const image of entry.images)
           images.push({ type: 'image_url', image_url: { url: `data:${image.mimeType};base64,${image.data}` } });
@@ -340,18 +359,24 @@ class OpenAiDecoder implements WireDecoder {
 export const openAiWire: Wire = {
   vendor: 'openai',
   request(request, config) {
+    const messages: ArrayFill = { key: 'messages', hole: [], items: openAiMessages(request, config) };
+    const tools: ArrayFill = {
+      key: 'tools',
+      hole: [],
+      items: request.tools.map((tool) =>
+        entryJson(toolJson, tool, () => ({
+          type: 'function',
+          function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+        })),
+      ),
+    };
     const body: Json = {
       model: config.model,
-      messages: openAiMessages(request, config),
+      messages: messages.hole,
       stream: true,
       stream_options: { include_usage: true },
     };
-    if (request.tools.length > 0) {
-      body.tools = request.tools.map((tool) => ({
-        type: 'function',
-        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-      }));
-    }
+    if (request.tools.length > 0) body.tools = tools.hole;
     if (config.maxTokens !== null) body.max_tokens = config.maxTokens;
     if (config.promptCacheKey && request.options?.cacheKey) body.prompt_cache_key = request.options.cacheKey;
     // The demanded shape of the answer; the runtime checks it either way. (Anthropic has no counterpart.)
@@ -363,7 +388,7 @@ export const openAiWire: Wire = {
       };
     }
     Object.assign(body, config.extraBody);
-    return streamingPost(config, '/chat/completions', request, body);
+    return streamingPost(config, '/chat/completions', request, bodyWithArrays(body, [messages, tools]));
   },
   decoder: (config) => new OpenAiDecoder(config.name),
   models: (config) => listing(config, '/models'),

@@ -30,8 +30,60 @@ function affinity(request: ModelRequest): Record<string, string> {
   return request.options?.cacheKey ? { 'x-session-affinity': request.options.cacheKey } : {};
 }
 
+/**
+ * The JSON of a wire's message for `entry`, made once: an entry is never changed once it is
+ * in a transcript, so a run's request serialises only what the last step added (a wire
+ * keeps one cache; an entry whose message depends on more than itself is not cached).
+ */
+export function entryJson(cache: WeakMap<object, string>, entry: object, message: () => Json | Json[]): string {
+  let text = cache.get(entry);
+  if (text === undefined) {
+    text = JSON.stringify(message());
+    cache.set(entry, text);
+  }
+  return text;
+}
+
+/** An array of a request body given as the JSON of its items (see {@link bodyWithArrays}). */
+export interface ArrayFill {
+  key: string;
+  /** The empty array the body holds under `key` while it is serialised. */
+  hole: Json[];
+  items: readonly string[];
+}
+
+/**
+ * A request body's JSON with some of its arrays given as the JSON of their items: the body
+ * holds an empty array of its own under each key, is serialised, and each `"key":[]` is
+ * filled with its items. A key that no longer holds its empty array (an `extraBody`
+ * replaced it) keeps what it holds. Inside a JSON string a quote is always escaped, so the
+ * first `"key":[]` of the text is the key's own.
+ */
+export function bodyWithArrays(body: Json, fills: readonly ArrayFill[]): string {
+  const text = JSON.stringify(body);
+  const places = fills
+    .filter((fill) => body[fill.key] === fill.hole && fill.hole.length === 0)
+    .map((fill) => {
+      const marker = `${JSON.stringify(fill.key)}:[]`;
+      return { at: text.indexOf(marker) + marker.length - 1, items: fill.items };
+    })
+    .sort((a, b) => a.at - b.at);
+  let out = '';
+  let from = 0;
+  for (const { at, items } of places) {
+    out += `${text.slice(from, at)}${items.join(',')}`;
+    from = at;
+  }
+  return out + text.slice(from);
+}
+
 /** A streamed completion request: the vendor's JSON body, the auth headers, the session's affinity. */
-export function streamingPost(config: WireConfig, path: string, request: ModelRequest, body: Json): WireRequest {
+export function streamingPost(
+  config: WireConfig,
+  path: string,
+  request: ModelRequest,
+  body: Json | string,
+): WireRequest {
   return {
     method: 'POST',
     url: joinUrl(config.baseUrl, path),
@@ -43,7 +95,7 @@ export function streamingPost(config: WireConfig, path: string, request: ModelRe
       'accept-encoding': 'identity',
       ...affinity(request),
     },
-    body: JSON.stringify(body),
+    body: typeof body === 'string' ? body : JSON.stringify(body),
   };
 }
 
