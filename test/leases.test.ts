@@ -100,7 +100,7 @@ describe('leases (injected clock)', () => {
 });
 
 describe('lease renewal', () => {
-  it('reports a lease lost only when another generation drives the run, never for a run that ended', async () => {
+  it('reports a lease lost when another generation took the run, driving it still or ended since, never for a run that ended under it', async () => {
     const store = await storeWrites();
     const now = Date.now();
     const root = (runId: string) => store.root(runId, { owner: 'A', ttlMs: 1_000, now });
@@ -124,17 +124,38 @@ describe('lease renewal', () => {
       ttlMs: 1_000,
       now: now + 5_000,
     });
+    // Taken by B, which then finished it: A, stopped meanwhile, still holds a slot for it.
+    const finishedByB = await root('finished-by-b');
+    const byB = await store.call('acquireLease', {
+      runId: 'finished-by-b',
+      owner: 'B',
+      pid: process.pid,
+      host: HOST,
+      ttlMs: 1_000,
+      now: now + 5_000,
+    });
+    await store.call('endRun', {
+      runId: 'finished-by-b',
+      generation: byB.generation,
+      owner: 'B',
+      status: 'finished',
+      reply: 'ok',
+      reason: 'done',
+      events: [],
+      now: now + 6_000,
+    });
     const kept = await root('kept');
     const { lost } = await store.call('renewLeases', {
       owner: 'A',
       leases: [
         { runId: 'ended', generation: ended.generation },
         { runId: 'taken', generation: taken.generation },
+        { runId: 'finished-by-b', generation: finishedByB.generation },
         { runId: 'kept', generation: kept.generation },
       ],
       expiresAt: now + 2_000,
     });
-    expect(lost).toEqual(['taken']);
+    expect(lost).toEqual(['taken', 'finished-by-b']);
     expect(await store.rows("SELECT lease_expires_at AS at FROM runs WHERE run_id = 'kept'")).toEqual([
       { at: now + 2_000 },
     ]);
@@ -147,7 +168,8 @@ describe('two drivers on one run (real processes)', () => {
   }, async () => {
     const store = await freshStore();
     // A ttl long enough that a loaded machine still renews it in time, short enough to wait out once stopped.
-    const base = { store, supervisor: { leaseTtlMs: 4000 } };
+    // On PostgreSQL a write a stopped owner left open is ended well before the ttl (Supervisor.start refuses otherwise).
+    const base = { store, storeOptions: { idleInTransactionTimeoutMs: 1_000 }, supervisor: { leaseTtlMs: 4000 } };
     const first = new Driver({ ...base, mode: 'run', script: 'loop', options: { steps: 60, latencyMs: 40 } });
     await first.waitFor((line) => line.ack?.[1] === 2);
     const holder = first.lines.find((line) => line.owner) as { owner: string; pid: number; rootId: string };

@@ -9,6 +9,8 @@
  * them. Hints killed on their way (the listeners' connections terminated) delay a message
  * and an admission, and lose neither. Each case says what it is doing as it goes.
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -37,6 +39,8 @@ async function database(): Promise<string> {
 /** A host process on the store: its own supervisor under its own host name, its own scripted model server. */
 function host(name: string, config: Omit<DriverConfig, 'supervisor'>, supervisor: Record<string, unknown> = {}) {
   const driver = new Driver({
+    // A write a stopped host left open is ended well before its leases lapse (Supervisor.start refuses otherwise).
+    storeOptions: { idleInTransactionTimeoutMs: 500 },
     ...config,
     supervisor: { maxConcurrentAgents: 8, leaseTtlMs: 2_000, pollMs: 100, ...supervisor, host: name },
   });
@@ -207,6 +211,49 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     console.log(`stopped host: B took ${taken.length} runs over from A; A was refused a write of each`);
   });
 
+  it('ends the mailbox wait of a run a stopped host lost as soon as that host is continued, not when the wait runs out', {
+    timeout: 180_000,
+  }, async () => {
+    const url = await database();
+    const watch = await client(url);
+    const waiting = join(tempWorkspace(), 'waiting');
+    // On A the waiter waits on its inbox for ten minutes; on B, once it has taken the run, not at all.
+    const a = host('host-a', {
+      wireScript: 'waiter-wire#waiterScript',
+      options: { waitSecs: 600, waitingMarker: waiting },
+      run: { maxWaitSecs: 600 },
+      store: url,
+      mode: 'run',
+    });
+    const { rootId } = (await a.waitFor((line) => line.rootId !== undefined)) as { rootId: string };
+    await until('the waiter to wait on its inbox on A', () => existsSync(waiting));
+    const aOwner = a.lines.find((line) => line.owner)?.owner as string;
+    a.child.kill('SIGSTOP');
+    console.log(
+      'mailbox wait: A is stopped with its waiter waiting; B joins and takes the waiter once its lease lapses',
+    );
+    const b = host('host-b', {
+      wireScript: 'waiter-wire#waiterScript',
+      options: { waitSecs: 0 },
+      store: url,
+      mode: 'join',
+      rootId,
+    });
+    await b.exited;
+    expect(b.error, b.stderr).toBeUndefined();
+    expect(b.result).toMatchObject({ rootId, status: 'finished' });
+    const waiter = (await leaseOwners(watch, rootId)).find((lease) => lease.previous === aOwner);
+    expect(waiter, 'B took a run of A').toBeDefined();
+    a.child.kill('SIGCONT');
+    console.log('mailbox wait: B finished the tree; A is continued and must let its waiter go at its next renewal');
+    // Far less than the wait A's waiter is in: A returns because it let the run go, not because the wait ran out.
+    await until('A to return', () => a.child.exitCode !== null || a.child.signalCode !== null, 120_000);
+    await a.exited;
+    expect(a.error, a.stderr).toBeUndefined();
+    expect(a.result).toMatchObject({ rootId, status: 'finished' });
+    expect(a.lines.some((line) => line.lost === waiter?.runId)).toBe(true);
+  });
+
   it('delays and does not lose a message or an admission when the hints are lost', { timeout: 120_000 }, async () => {
     const url = await database();
     const watch = await client(url);
@@ -298,5 +345,35 @@ describe('several hosts driving one tree on PostgreSQL', () => {
       message: expect.stringContaining('once its root is stored'),
     });
     await expect(Supervisor.start(store, { host: 'two words' })).rejects.toThrow(/host must be a name/);
+  });
+
+  it("refuses a lease ttl a takeover would wait out: at or below the store's idle-in-transaction timeout, or with none", async () => {
+    const url = await database();
+    const open = async (idleInTransactionTimeoutMs: number) => {
+      const store = await PostgresStore.open(url, { idleInTransactionTimeoutMs });
+      cleanups.push(() => store.close());
+      return store;
+    };
+    const fiveSeconds = await open(5_000);
+    await expect(Supervisor.start(fiveSeconds, { leaseTtlMs: 5_000 })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining(
+        "leaseTtlMs (5000 ms) must be longer than the store's idleInTransactionTimeoutMs (5000 ms)",
+      ),
+      details: { leaseTtlMs: 5_000, idleInTransactionTimeoutMs: 5_000 },
+    });
+    await expect(Supervisor.start(fiveSeconds, { leaseTtlMs: 2_000 })).rejects.toThrow(
+      /PostgresStore\.open\(url, \{ idleInTransactionTimeoutMs \}\)/,
+    );
+    // A store whose open writes the server never ends: no ttl is long enough.
+    const never = await open(0);
+    await expect(Supervisor.start(never)).rejects.toThrow(/idleInTransactionTimeoutMs: 0, so PostgreSQL never ends/);
+    // Above the timeout it starts; and a SQLite store has one host, so no such rule.
+    const above = await Supervisor.start(fiveSeconds, { leaseTtlMs: 5_001 });
+    await above.close();
+    const sqlite = await Store.open(tempStorePath());
+    cleanups.push(async () => sqlite.close());
+    const local = await Supervisor.start(sqlite, { leaseTtlMs: 1 });
+    await local.close();
   });
 });

@@ -33,6 +33,14 @@ export interface PostgresTarget {
   idleInTransactionTimeoutMs?: number;
 }
 
+/** What `idleInTransactionTimeoutMs` is when a PostgreSQL store is opened without it. */
+export const IDLE_IN_TRANSACTION_MS = 5_000;
+
+/** How long the server lets a transaction of this store's idle before it ends it; 0: never. */
+export function idleInTransactionMs(target: PostgresTarget): number {
+  return target.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_MS;
+}
+
 /** A PostgreSQL store as a store target. */
 export interface PostgresStoreTarget extends PostgresTarget {
   kind: 'postgres';

@@ -8,9 +8,35 @@
  */
 import type { StoreClient } from '../actors/store.js';
 import type { Clock } from '../clock.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { WorkHint } from '../store/postgres/notify.js';
 import type { LeaseClaim, RunRecord } from '../store/records.js';
+import { idleInTransactionMs, type StoreTarget } from '../store/target.js';
 import { post, RunAgain, type Tree } from './tree.js';
+
+/**
+ * Refuses a lease ttl a takeover could wait out: on PostgreSQL a host stopped in the middle
+ * of a write holds the store's write lock until the server ends its transaction (after the
+ * store's `idleInTransactionTimeoutMs`), so the other hosts' takeover, due once the ttl has
+ * passed, would wait behind it, or for ever when the server never ends it.
+ */
+export function checkLeaseTtl(leaseTtlMs: number, target: StoreTarget, where: string): void {
+  if (target.kind !== 'postgres') return;
+  const idle = idleInTransactionMs(target);
+  const fix = `Raise leaseTtlMs above the timeout, or open the store with a shorter one: PostgresStore.open(url, { idleInTransactionTimeoutMs }) well below leaseTtlMs.`;
+  if (idle === 0) {
+    throw new InvalidArgumentError(
+      `${where}: the store was opened with idleInTransactionTimeoutMs: 0, so PostgreSQL never ends a transaction a stopped host leaves open, and no other host could take that host's runs (it would wait on the store's write lock for ever). Open it with a timeout below leaseTtlMs (${leaseTtlMs} ms).`,
+      { details: { leaseTtlMs, idleInTransactionTimeoutMs: idle } },
+    );
+  }
+  if (leaseTtlMs <= idle) {
+    throw new InvalidArgumentError(
+      `${where}: leaseTtlMs (${leaseTtlMs} ms) must be longer than the store's idleInTransactionTimeoutMs (${idle} ms). A host stopped in the middle of a write holds the store's write lock until PostgreSQL ends that transaction, so a takeover due after ${leaseTtlMs} ms would wait behind it. ${fix}`,
+      { details: { leaseTtlMs, idleInTransactionTimeoutMs: idle } },
+    );
+  }
+}
 
 /** The most runs one claim takes: a pass that takes this many claims again. */
 const CLAIM_BATCH = 16;

@@ -34,7 +34,7 @@ import type { Store } from '../store/sqlite/store.js';
 import { ActorHosting } from './actor-hosting.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 import { retryGate as retryRunGate } from './gate-retry.js';
-import { Leases, type TakenRun } from './leases.js';
+import { checkLeaseTtl, Leases, type TakenRun } from './leases.js';
 import {
   checkOptions,
   type ResumeOptions,
@@ -171,6 +171,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       maxHostAgents: options.maxHostAgents ?? Number.POSITIVE_INFINITY,
     };
     this.#shared = store.kind === 'postgres';
+    checkLeaseTtl(this.#options.leaseTtlMs, store.target, 'Supervisor.start');
     this.#tools = checkTools(options.tools, 'Supervisor.start');
     this.#models = treeModels(new Map(), options.models, 'Supervisor.start');
     this.#mcp = options.mcp === undefined ? [] : checkSpecs(options.mcp, 'Supervisor.start');

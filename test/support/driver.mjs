@@ -2,7 +2,7 @@
 //   {"rootId"} once the tree exists, {"ack":[runId, seq]} for every committed step (and with the first,
 //   {"workers": n}, the worker threads the process runs then),
 //   then {"result"} or {"error"}. Killed with SIGKILL by the crash tests.
-// usage: node driver.mjs <json: { store (a file, or a postgres:// URL), mode: 'run'|'resume'|'join', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
+// usage: node driver.mjs <json: { store (a file, or a postgres:// URL), storeOptions? (PostgresStore.open's), mode: 'run'|'resume'|'join', rootId?, script?, wireScript?, options?, killAt?, supervisor?, run? }>
 // Mode 'join' takes part in a tree another process drives (PostgreSQL); {"lost": runId} says another host took a run.
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
@@ -20,7 +20,7 @@ const config = JSON.parse(process.argv[2]);
 const say = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
 // A postgres:// store is a PostgreSQL one; anything else is the path of a file.
 const store = /^postgres(ql)?:\/\//.test(config.store)
-  ? await PostgresStore.open(config.store)
+  ? await PostgresStore.open(config.store, config.storeOptions ?? {})
   : await Store.open(config.store);
 const supervisor = await Supervisor.start(store, { ...(config.supervisor ?? {}), killAt: config.killAt ?? null });
 let workersSaid = false;

@@ -70,6 +70,8 @@ export function tempStorePath(prefix = 'io-harness-test-'): string {
 
 export interface DriverConfig {
   store: string;
+  /** PostgresStore.open's options, for a postgres:// store. */
+  storeOptions?: Record<string, unknown>;
   /** `join`: take part in a tree another process drives (PostgreSQL). */
   mode: 'run' | 'resume' | 'join';
   rootId?: string;

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
 import { connectionSecrets, holdSecrets, isKeyValueConnection, maskedConnection } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
-import type { PostgresTarget } from '../target.js';
+import { idleInTransactionMs, type PostgresTarget } from '../target.js';
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -34,8 +34,6 @@ export const BEGIN_WRITE = ['BEGIN ISOLATION LEVEL READ COMMITTED', 'SELECT pg_a
 
 /** Deadlock detected, serialization failure: the transaction may simply be run again. */
 const RETRYABLE = new Set(['40P01', '40001']);
-/** How long a connection may idle inside a transaction, by default (see PostgresTarget). */
-export const IDLE_IN_TRANSACTION_MS = 5_000;
 /** How many times a transaction given up that way is run before its error is the caller's. */
 export const ATTEMPTS = 8;
 
@@ -108,7 +106,7 @@ export class PostgresConnection {
       application_name: 'io-harness',
       // Always the store's schema, so no user's own schema (search_path "$user") takes its tables;
       // and a transaction left open by a frozen client is ended by the server (see PostgresTarget).
-      options: `-c search_path=${quoteIdentifier(target.schema ?? 'public')} -c idle_in_transaction_session_timeout=${Math.floor(Number(target.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_MS))}`,
+      options: `-c search_path=${quoteIdentifier(target.schema ?? 'public')} -c idle_in_transaction_session_timeout=${Math.floor(idleInTransactionMs(target))}`,
     });
     // An idle connection the server drops is replaced on the next checkout; it must not end the process.
     this.pool.on('error', () => undefined);

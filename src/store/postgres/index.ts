@@ -15,8 +15,8 @@ import { TraceQueries } from '../queries.js';
 import type { Notifications } from '../records.js';
 import { isStoreOperation, RuleContext, ruleFor } from '../rules/index.js';
 import { type Async, defineReads, type Q } from '../sql.js';
-import type { PostgresStoreTarget, PostgresTarget } from '../target.js';
-import { IDLE_IN_TRANSACTION_MS, PostgresConnection, quoteIdentifier, redacted } from './connection.js';
+import { IDLE_IN_TRANSACTION_MS, type PostgresStoreTarget, type PostgresTarget } from '../target.js';
+import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
 import { META_TABLE, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
 
 export type { PostgresTarget } from '../target.js';

@@ -114,11 +114,10 @@ export function* renewLeases(
   const lost: string[] = [];
   for (const lease of input.leases) {
     if ((yield* sql.run(RENEW, input.expiresAt, lease.runId, lease.generation, input.owner)).changes === 1) continue;
-    // A run that ended gave its lease back; only a run still going under another generation is lost.
+    // Not renewed: the run ended under this lease (it gave the lease back), or another owner
+    // took it, whether that owner is still driving it or has ended it since, or it is gone.
     const row = yield* sql.get<RunRow>(context.runById, lease.runId);
-    if (row && row.status === 'running' && row.generation !== lease.generation) {
-      lost.push(lease.runId);
-    }
+    if (!row || row.generation !== lease.generation) lost.push(lease.runId);
   }
   return { lost };
 }
