@@ -245,10 +245,13 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     const waiter = (await leaseOwners(watch, rootId)).find((lease) => lease.previous === aOwner);
     expect(waiter, 'B took a run of A').toBeDefined();
     a.child.kill('SIGCONT');
+    const continued = Date.now();
     console.log('mailbox wait: B finished the tree; A is continued and must let its waiter go at its next renewal');
     // Far less than the wait A's waiter is in: A returns because it let the run go, not because the wait ran out.
     await until('A to return', () => a.child.exitCode !== null || a.child.signalCode !== null, 120_000);
     await a.exited;
+    // Said, not judged: how long A took, against the ten minutes its waiter was waiting.
+    console.log(`mailbox wait: A returned ${Date.now() - continued} ms after it was continued`);
     expect(a.error, a.stderr).toBeUndefined();
     expect(a.result).toMatchObject({ rootId, status: 'finished' });
     expect(a.lines.some((line) => line.lost === waiter?.runId)).toBe(true);
