@@ -39,6 +39,7 @@ export const ErrorCode = {
   QuestionNotFound: 'QUESTION_NOT_FOUND',
   AlreadyAnswered: 'ALREADY_ANSWERED',
   ToolsMissing: 'TOOLS_MISSING',
+  FingerprintChanged: 'FINGERPRINT_CHANGED',
   ContainmentUnavailable: 'CONTAINMENT_UNAVAILABLE',
   SessionNotFound: 'SESSION_NOT_FOUND',
   TurnNotFound: 'TURN_NOT_FOUND',

@@ -23,6 +23,8 @@ export const EVENT_DOCS = {
   'message-read': 'Messages were consumed from the mailbox, in the step that read them.',
   'lease-taken': "A run's lease was taken (at start, on resume, or over a dead owner): owner, pid, generation.",
   'lease-lost': "A run's lease was taken over by another owner; delivered to observers, never stored by the loser.",
+  'changes-accepted':
+    'A resume or join went on, told to (`acceptChanges`), although the tree had changed under it: each change, and the release now.',
   'model-retry': 'A model call failed in a way worth retrying, and is tried again after `delayMs`.',
   'model-fallback': "A provider failed and the spec's next fallback answers from here on (`to`).",
   'model-failed': 'A model call failed for good: the provider, the kind of failure, status and message.',

@@ -173,6 +173,12 @@ export type EventData =
   | { type: 'message-read'; msgIds: string[] }
   | { type: 'lease-taken'; owner: string; pid: number; generation: number; previousOwner: string | null }
   | { type: 'lease-lost'; owner: string; generation: number }
+  /**
+   * A resume or join went on although the tree had changed under it (another release, a
+   * tool shown with another description or parameters, a new tool), told to with
+   * `acceptChanges: true`: what changed, which call, whose supervisor, and the release now.
+   */
+  | { type: 'changes-accepted'; changes: string[]; by: 'resume()' | 'join()'; owner: string; release: string }
   | { type: 'file-changed'; callId: string; tool: string; path: string; added: number; removed: number }
   | {
       type: 'toolchain-checked';
@@ -264,6 +270,7 @@ export const EVENT_TYPES = [
   'bundle-problem',
   'cache-miss',
   'cap-reached',
+  'changes-accepted',
   'contained',
   'context-window',
   'file-changed',

@@ -37,10 +37,17 @@ export interface RunSpec {
   /** A session turn's root: a first completion that stops on text ends the run as a reply, with no step. */
   reply?: boolean;
   /**
-   * The embedder's tools the tree was started with, by name and effect, and the MCP server
-   * of each that came from one; a resume must give them again.
+   * The embedder's tools the tree was started with, by name and effect, the MCP server of
+   * each that came from one, and a digest of what the model is shown of it (its description
+   * and parameters); a resume must give them again, unchanged or accepted as changed.
    */
-  tools?: { name: string; effect: 'reads' | 'acts'; server?: string }[];
+  tools?: { name: string; effect: 'reads' | 'acts'; server?: string; digest?: string }[];
+  /**
+   * The release of io-harness that started the tree (or whose changes a resume last
+   * accepted): a resume or a join under another release is a change (see
+   * src/supervisor/fingerprint.ts). Absent on trees started before it was recorded.
+   */
+  release?: string;
 }
 
 export interface LeaseClaim {

@@ -114,6 +114,15 @@ export interface ResumeOptions {
    * tools are not all given back is refused, naming the servers.
    */
   mcp?: McpServerSpec[];
+  /**
+   * Go on although the tree has changed under this process since it was started (or since
+   * a resume last accepted a change): another release of io-harness, a tool of your own or
+   * an MCP server's shown to the model with another description or parameters, a tool the
+   * tree did not have. Without it such a resume (or join) is refused with
+   * FINGERPRINT_CHANGED, naming each change; with it the changes are recorded in the root's
+   * trace (`changes-accepted`) and become the tree's.
+   */
+  acceptChanges?: boolean;
 }
 
 export interface RunOptions<Output = unknown> {
@@ -317,6 +326,7 @@ export const resumeOptionsSchema = z.strictObject({
   tools: tools.optional(),
   models: models.optional(),
   mcp: mcp.optional(),
+  acceptChanges: z.boolean({ error: 'acceptChanges must be true or false' }).optional(),
 });
 
 /** The shapes each schema accepts, as zod infers them. */

@@ -16,6 +16,7 @@ import type { SkillData } from '../runtime/skills.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import type { RunSpec } from '../store/records.js';
 import type { RunOptions } from './supervisor.js';
+import { RELEASE } from './fingerprint.js';
 import type { StoredTool } from './tree-host.js';
 
 /** What run() was given for the root, checked. */
@@ -85,6 +86,7 @@ export function rootSpec(
     ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
     ...(policy ? { policy: policy.toJSON() } : {}),
     ...(tools.length > 0 ? { tools } : {}),
+    release: RELEASE,
   };
 }
 

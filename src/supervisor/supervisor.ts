@@ -34,6 +34,7 @@ import type { Store } from '../store/sqlite/store.js';
 import { ActorHosting } from './actor-hosting.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 import { retryGate as retryRunGate } from './gate-retry.js';
+import { checkChanges, RELEASE } from './fingerprint.js';
 import { checkLeaseTtl, Leases, type TakenRun } from './leases.js';
 import {
   checkOptions,
@@ -585,6 +586,19 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         );
       }
       checkToolsGiven(rootId, spec?.tools ?? [], tree.host.tools);
+      // Another release, or a tool changed or added since the tree started: refused unless accepted.
+      const changes = checkChanges(rootId, spec, tree.host.tools, options.acceptChanges === true, where);
+      if (changes.length > 0) {
+        await this.#storeClient.call('acceptChanges', {
+          rootId,
+          release: RELEASE,
+          tools: tree.host.storedTools(),
+          changes,
+          by: where,
+          owner: this.owner,
+          now: this.#options.clock.now(),
+        });
+      }
       checkModelsGiven(
         where,
         [provider ?? (spec?.provider as ProviderSpec | undefined), tree.reviewer, ...contractProviders(spec?.contract)],

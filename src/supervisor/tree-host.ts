@@ -34,6 +34,7 @@ import type { HostToolCall, WaitChildResult } from '../runtime/tools/ports.js';
 import { TraceQueries } from '../store/queries.js';
 import type { RunSpec } from '../store/records.js';
 import type { Q } from '../store/sql.js';
+import { toolDigest } from './fingerprint.js';
 import type { Slot } from './tree.js';
 
 /** The reads the tree host makes, run on whichever backend holds the store. */
@@ -392,7 +393,12 @@ function serverOf(name: string, servers: readonly string[]): string {
 }
 
 function storedTool(definition: ToolDefinitionData, server: string | undefined): StoredTool {
-  return { name: definition.name, effect: definition.effect, ...(server === undefined ? {} : { server }) };
+  return {
+    name: definition.name,
+    effect: definition.effect,
+    ...(server === undefined ? {} : { server }),
+    digest: toolDigest(definition),
+  };
 }
 
 /**

@@ -16,6 +16,7 @@ import { ErrorCode, StoreError } from '../../errors.js';
 import { scrubValue } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
 import type { RuleContext } from './context.js';
+import { acceptChanges } from './changes.js';
 import { acquireLease, admit, claim, createRoot, park, releaseLease, renewLeases } from './leases.js';
 import { drawNotes, forget, pinNote, remember } from './notes.js';
 import { answer, beginIntent, finishIntent, pause, regate, resumePaused } from './people.js';
@@ -28,6 +29,7 @@ export { emptyNotifications, RuleContext } from './context.js';
 /** Every write the store serves, by its operation's name. */
 const writeRules = {
   createRoot,
+  acceptChanges,
   acquireLease,
   renewLeases,
   releaseLease,
