@@ -15,8 +15,8 @@ import { holdSecrets, providerSecrets } from '../runtime/secrets.js';
 import type { SkillData } from '../runtime/skills.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import type { RunSpec } from '../store/records.js';
-import type { RunOptions } from './supervisor.js';
 import { RELEASE } from './fingerprint.js';
+import type { RunOptions } from './supervisor.js';
 import type { StoredTool } from './tree-host.js';
 
 /** What run() was given for the root, checked. */

@@ -33,8 +33,8 @@ import type { Q } from '../store/sql.js';
 import type { Store } from '../store/sqlite/store.js';
 import { ActorHosting } from './actor-hosting.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
-import { retryGate as retryRunGate } from './gate-retry.js';
 import { checkChanges, RELEASE } from './fingerprint.js';
+import { retryGate as retryRunGate } from './gate-retry.js';
 import { checkLeaseTtl, Leases, type TakenRun } from './leases.js';
 import {
   checkOptions,

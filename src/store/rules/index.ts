@@ -15,8 +15,8 @@
 import { ErrorCode, StoreError } from '../../errors.js';
 import { scrubValue } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
-import type { RuleContext } from './context.js';
 import { acceptChanges } from './changes.js';
+import type { RuleContext } from './context.js';
 import { acquireLease, admit, claim, createRoot, park, releaseLease, renewLeases } from './leases.js';
 import { drawNotes, forget, pinNote, remember } from './notes.js';
 import { answer, beginIntent, finishIntent, pause, regate, resumePaused } from './people.js';
