@@ -182,7 +182,11 @@ describe('two drivers on one run (real processes)', () => {
     expect(second.error?.message).toContain(holder.owner);
     expect(second.acks).toEqual([]);
 
-    // Stop the owner and wait, by reading the store, until its lease has lapsed.
+    // Stop the owner and wait, by reading the store, until its lease has lapsed. It is stopped
+    // as a step's commit is announced, so while it waits on its model: a SQLite file has no
+    // server to end a write a stopped process holds open, and the next owner would wait on it.
+    const next = Math.max(...first.acks.map(([, seq]) => seq)) + 1;
+    await first.waitFor((line) => line.ack !== undefined && line.ack[1] >= next);
     first.child.kill('SIGSTOP');
     const expiry = async () =>
       Number((await sqlRows(store, 'SELECT lease_expires_at AS at FROM runs WHERE run_id = ?', holder.rootId))[0]?.at);

@@ -79,10 +79,10 @@ export const TRACE_COMMANDS: Record<string, Command> = {
     run: answerCommand,
   },
   resume: {
-    usage: `io-harness resume <run> ${COMMON}`,
+    usage: `io-harness resume <run> ${COMMON} [--accept-changes]`,
     summary: "drive a run's tree on from its last committed step, to its end",
-    help: 'Uses the provider the run was started with, its key read from the environment variable its\nspec names (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...). An ask the policy puts finds no approver\nhere and is refused, saying so. Exit 0 when the root finished, 5 when it ended otherwise.',
-    options: {},
+    help: 'Uses the provider the run was started with, its key read from the environment variable its\nspec names (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...). An ask the policy puts finds no approver\nhere and is refused, saying so. A tree started under another release of io-harness is refused\n(FINGERPRINT_CHANGED) unless --accept-changes, which its trace records. Exit 0 when the root\nfinished, 5 when it ended otherwise.',
+    options: { 'accept-changes': { type: 'boolean' } },
     positionals: [1, 1],
     run: resumeCommand,
   },
@@ -433,7 +433,8 @@ async function resumeCommand(context: Context): Promise<number> {
       stopped = true;
     };
     try {
-      const result = await (await supervisor.resume(rootId)).result;
+      const acceptChanges = context.values['accept-changes'] === true;
+      const result = await (await supervisor.resume(rootId, acceptChanges ? { acceptChanges } : {})).result;
       // No line drawn after the result: the observer goes first, then the last line is let finish.
       stop();
       await drawing;

@@ -513,7 +513,10 @@ export class Session<S extends AnyStore = Store> {
    */
   async resumeTurn(
     turnId?: string,
-    options: Partial<Pick<TurnOptions, 'provider' | 'approver' | 'tools' | 'models'>> = {},
+    options: Partial<Pick<TurnOptions, 'provider' | 'approver' | 'tools' | 'models'>> & {
+      /** Go on although the turn's tree changed under this process (see ResumeOptions.acceptChanges). */
+      acceptChanges?: boolean;
+    } = {},
   ): Promise<TurnResult> {
     const turn =
       turnId === undefined
@@ -537,6 +540,7 @@ export class Session<S extends AnyStore = Store> {
         ...(options.approver ? { approver: options.approver } : {}),
         ...(options.tools ? { tools: options.tools } : {}),
         ...(options.models ? { models: options.models } : {}),
+        ...(options.acceptChanges === true ? { acceptChanges: true } : {}),
       });
       await handle.result;
       return supervisor.read(outcomeQuery(runId));
