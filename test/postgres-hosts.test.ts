@@ -257,6 +257,66 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     expect(a.lines.some((line) => line.lost === waiter?.runId)).toBe(true);
   });
 
+  it('cancels a tree from a host that drives none of it: the host that drives its agents ends them, and a late joiner claims nothing', {
+    timeout: 120_000,
+  }, async () => {
+    const url = await database();
+    const watch = await client(url);
+    const open = async () => {
+      const store = await PostgresStore.open(url);
+      cleanups.push(() => store.close());
+      return store;
+    };
+    // The front drives only the root; the worker every spawned agent; the asker none of it.
+    const front = await Supervisor.start(await open(), { host: 'front', maxHostAgents: 0, pollMs: 200 });
+    cleanups.push(() => front.close());
+    const worker = await Supervisor.start(await open(), { host: 'worker', pollMs: 200 });
+    cleanups.push(() => worker.close());
+    const asker = await Supervisor.start(await open(), { host: 'asker', maxHostAgents: 0, pollMs: 200 });
+    cleanups.push(() => asker.close());
+    const provider = await script('waiting-tree', { children: 3 });
+    const handle = front.run({ task: 'wait', provider });
+    const joined = await until(
+      'the root to be stored',
+      async () => (await watch.query('SELECT 1 FROM runs WHERE run_id = $1', [handle.rootId])).rows.length === 1,
+    ).then(() => worker.join(handle.rootId, { provider }));
+    const drivenByWorker = async () =>
+      (
+        await watch.query(
+          `SELECT run_id FROM runs WHERE root_id = $1 AND parent_id IS NOT NULL AND status = 'running' AND lease_owner = $2`,
+          [handle.rootId, worker.owner],
+        )
+      ).rows.length;
+    await until('the worker to drive the three children', async () => (await drivenByWorker()) === 3);
+    const asked = Date.now();
+    await asker.cancel(handle.rootId, { reason: 'stop the waiting' });
+    const [result, fromWorker] = await Promise.all([handle.result, joined.result]);
+    console.log(`cancel across hosts: the tree settled ${Date.now() - asked} ms after the asker's cancel returned`);
+    expect(result).toMatchObject({ status: 'cancelled', runs: 4 });
+    expect(fromWorker).toMatchObject({ status: 'cancelled' });
+    const statuses = (
+      await watch.query<{ status: string }>('SELECT status FROM runs WHERE root_id = $1', [handle.rootId])
+    ).rows;
+    expect(statuses.map((row) => row.status)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
+    const events = (
+      await watch.query<{ data: string }>("SELECT data FROM events WHERE root_id = $1 AND type = 'cancel-asked'", [
+        handle.rootId,
+      ])
+    ).rows.map((row) => JSON.parse(row.data));
+    expect(events).toEqual([{ owner: asker.owner, reason: 'stop the waiting' }]);
+    // A host that joins the cancelled tree claims nothing of it.
+    const late = await Supervisor.start(await open(), { host: 'late', pollMs: 200 });
+    cleanups.push(() => late.close());
+    const lateHandle = await late.join(handle.rootId, { provider });
+    expect(await lateHandle.result).toMatchObject({ status: 'cancelled' });
+    const lateLeases = (
+      await watch.query<{ data: string }>("SELECT data FROM events WHERE root_id = $1 AND type = 'lease-taken'", [
+        handle.rootId,
+      ])
+    ).rows.filter((row) => (JSON.parse(row.data) as { owner: string }).owner === late.owner);
+    expect(lateLeases).toEqual([]);
+  });
+
   it('delays and does not lose a message or an admission when the hints are lost', { timeout: 120_000 }, async () => {
     const url = await database();
     const watch = await client(url);

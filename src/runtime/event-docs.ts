@@ -23,6 +23,8 @@ export const EVENT_DOCS = {
   'message-read': 'Messages were consumed from the mailbox, in the step that read them.',
   'lease-taken': "A run's lease was taken (at start, on resume, or over a dead owner): owner, pid, generation.",
   'lease-lost': "A run's lease was taken over by another owner; delivered to observers, never stored by the loser.",
+  'cancel-asked':
+    'A cancel of the tree was asked for, from any host, and why: every host driving a run of it cancels what it drives.',
   'changes-accepted':
     'A resume or join went on, told to (`acceptChanges`), although the tree had changed under it: each change, and the release now.',
   'model-retry': 'A model call failed in a way worth retrying, and is tried again after `delayMs`.',

@@ -179,6 +179,8 @@ export type EventData =
    * `acceptChanges: true`: what changed, which call, whose supervisor, and the release now.
    */
   | { type: 'changes-accepted'; changes: string[]; by: 'resume()' | 'join()'; owner: string; release: string }
+  /** A cancel of the tree was asked for, by this supervisor (`owner`), from whichever host: every host driving a run of it cancels it. */
+  | { type: 'cancel-asked'; owner: string; reason: string | null }
   | { type: 'file-changed'; callId: string; tool: string; path: string; added: number; removed: number }
   | {
       type: 'toolchain-checked';
@@ -269,6 +271,7 @@ export const EVENT_TYPES = [
   'budget-exhausted',
   'bundle-problem',
   'cache-miss',
+  'cancel-asked',
   'cap-reached',
   'changes-accepted',
   'contained',

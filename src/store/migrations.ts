@@ -290,4 +290,10 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE runs ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
   CREATE INDEX runs_by_lease ON runs(status, lease_expires_at);
   `,
+  // 10: a cancel any host can ask for: the root's row says a cancel was asked, and why, and
+  // every host driving a run of the tree cancels what it drives when it sees it.
+  `
+  ALTER TABLE runs ADD COLUMN cancel_asked INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE runs ADD COLUMN cancel_reason TEXT;
+  `,
 ];

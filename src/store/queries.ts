@@ -227,6 +227,14 @@ export class TraceQueries {
   }
 
   /** Runs of a tree not yet in a terminal state. */
+  /** Whether a cancel of the tree was asked for (by any host), and why; null when none was. */
+  *cancelAsked(rootId: string): Q<{ reason: string | null } | null> {
+    const row = (yield* sql.get('SELECT cancel_asked, cancel_reason FROM runs WHERE run_id = ?', rootId)) as
+      | { cancel_asked: number; cancel_reason: string | null }
+      | undefined;
+    return row && Number(row.cancel_asked) === 1 ? { reason: row.cancel_reason } : null;
+  }
+
   *liveCount(rootId: string): Q<number> {
     // Reserved children (pending) are live only through their parent, which is running or paused.
     const row = (yield* sql.get(

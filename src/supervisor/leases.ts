@@ -10,9 +10,13 @@ import type { StoreClient } from '../actors/store.js';
 import type { Clock } from '../clock.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { WorkHint } from '../store/postgres/notify.js';
+import { TraceQueries } from '../store/queries.js';
 import type { LeaseClaim, RunRecord } from '../store/records.js';
+import type { Q } from '../store/sql.js';
 import { idleInTransactionMs, type StoreTarget } from '../store/target.js';
 import { post, RunAgain, type Tree } from './tree.js';
+
+const QUERIES = new TraceQueries();
 
 /**
  * Refuses a lease ttl a takeover could wait out: on PostgreSQL a host stopped in the middle
@@ -45,6 +49,8 @@ const CLAIM_BATCH = 16;
 export interface LeasePorts {
   readonly owner: string;
   readonly store: StoreClient;
+  /** A read of the store, answered once every write before it has committed. */
+  read<T>(body: Q<T>): Promise<T>;
   /** The trees the supervisor drives, by root. */
   readonly trees: ReadonlyMap<string, Tree>;
   /** The supervisor accepts work (its state is running). */
@@ -224,8 +230,21 @@ export class Leases {
     for (const tree of [...this.#ports.trees.values()]) {
       if (tree.host.waiting) void tree.host.wakeEnded(tree.rootId);
       for (const slot of tree.slots.values()) post(slot, { type: 'mail' });
+      this.#cancelIfAsked(tree);
       tree.look();
     }
+  }
+
+  /** A cancel another host asked for (see store/rules/cancel.ts): what this host drives of the tree is cancelled. */
+  #cancelIfAsked(tree: Tree): void {
+    if (tree.state !== 'running') return;
+    this.#ports.read(QUERIES.cancelAsked(tree.rootId)).then(
+      (asked) => {
+        if (asked && tree.state === 'running') void tree.cancel(asked.reason ?? undefined);
+      },
+      // The store cannot be read (it is closing): the next poll looks again.
+      () => undefined,
+    );
   }
 
   /** What another host's commit hinted at: mail for an actor here, a child ended, work to claim. */
@@ -245,6 +264,11 @@ export class Leases {
       const tree = trees.get(rootId);
       if (tree?.host.waiting) void tree.host.wakeEnded(rootId);
     }
-    for (const rootId of hint.roots) trees.get(rootId)?.look();
+    for (const rootId of hint.roots) {
+      const tree = trees.get(rootId);
+      if (!tree) continue;
+      this.#cancelIfAsked(tree);
+      tree.look();
+    }
   }
 }

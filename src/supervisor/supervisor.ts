@@ -247,7 +247,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     });
     const running = () => this.#state === 'running';
     this.#leases = new Leases(
-      { owner: this.owner, store: this.#storeClient, trees: this.#trees, running },
+      { owner: this.owner, store: this.#storeClient, read: (body) => this.read(body), trees: this.#trees, running },
       { ...this.#options, shared: this.#shared },
     );
     this.#treePorts = {
@@ -355,14 +355,26 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   /**
    * Stops every agent of the tree `rootId` at its next step boundary and cancels what is
    * queued, as its handle's cancel() does; `reason` is what each run's end records (the
-   * default names the supervisor). A tree this supervisor is not driving, or one that has
-   * settled, is left as it is.
+   * default names the supervisor). On a SQLite file, a tree this supervisor is not driving,
+   * or one that has settled, is left as it is. On PostgreSQL the cancel is asked in the
+   * store (the root's trace records `cancel-asked`): every host driving a run of the tree
+   * cancels what it drives when it sees it (at once by the hint, at its next poll at the
+   * latest), whichever host asked, and a host that joins the tree later claims nothing.
    */
   async cancel(rootId: string, options: { reason?: string } = {}): Promise<void> {
     this.#assertRunning();
     const tree = this.#trees.get(rootId);
-    if (tree?.state !== 'running') return;
     const reason = typeof options.reason === 'string' && options.reason.trim() !== '' ? options.reason : undefined;
+    if (this.#shared) {
+      // Asked in the store, so every host driving a run of the tree cancels it, this one or not.
+      await this.#storeClient.call('askCancel', {
+        rootId,
+        reason: reason ?? null,
+        owner: this.owner,
+        now: this.#options.clock.now(),
+      });
+    }
+    if (tree?.state !== 'running') return;
     await tree.cancel(reason);
   }
 
@@ -531,6 +543,9 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const driven = this.#trees.get(rootId);
     if (driven) return this.#handle(driven);
     const { tree } = await this.#adopt(rootId, options, 'join()');
+    // A cancel another host asked for holds for a host that joins after it: nothing is claimed.
+    const asked = await this.read(reads.cancelAsked(rootId));
+    if (asked) await tree.cancel(asked.reason ?? undefined);
     tree.pump();
     tree.checkSettled();
     return this.#handle(tree);

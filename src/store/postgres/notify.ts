@@ -33,12 +33,15 @@ export function channelOf(target: PostgresTarget): string {
 
 /** The payload a commit's notifications are sent as, or null when they hold nothing another host acts on. */
 export function hintPayload(origin: string, notes: Notifications): string | null {
-  if (notes.spawned.length + notes.ended.length + notes.mail.length === 0) return null;
+  // A cancel asked for is a tree to look at again: its hosts cancel what they drive of it.
+  const cancels = notes.events.filter((event) => event.type === 'cancel-asked').map((event) => event.rootId);
+  if (notes.spawned.length + notes.ended.length + notes.mail.length + cancels.length === 0) return null;
   const roots = [
     ...new Set([
       ...notes.spawned.map((item) => item.rootId),
       ...notes.ended.map((item) => item.rootId),
       ...notes.mail.map((item) => item.rootId),
+      ...cancels,
     ]),
   ];
   const full = JSON.stringify({

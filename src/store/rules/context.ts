@@ -34,6 +34,9 @@ export interface RunRow {
   lease_host: string | null;
   lease_expires_at: number | null;
   generation: number;
+  /** On a root: 1 once a cancel of the tree was asked for (see ./cancel.ts). */
+  cancel_asked: number;
+  cancel_reason: string | null;
 }
 
 export interface LedgerRow {

@@ -15,6 +15,7 @@
 import { ErrorCode, StoreError } from '../../errors.js';
 import { scrubValue } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
+import { askCancel } from './cancel.js';
 import { acceptChanges } from './changes.js';
 import type { RuleContext } from './context.js';
 import { acquireLease, admit, claim, createRoot, park, releaseLease, renewLeases } from './leases.js';
@@ -30,6 +31,7 @@ export { emptyNotifications, RuleContext } from './context.js';
 const writeRules = {
   createRoot,
   acceptChanges,
+  askCancel,
   acquireLease,
   renewLeases,
   releaseLease,
