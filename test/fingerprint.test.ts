@@ -57,8 +57,8 @@ async function unfinishedTree() {
   return { path, store, supervisor, ...left };
 }
 
-/** Starts a tree on `store` whose root calls lookup (v1), and closes its supervisor while the call hangs. */
-async function leftMidCall(store: Store | PostgresStore) {
+/** Starts a tree on `store` whose root calls lookup (v1), and closes its supervisor while the call hangs (unless `keep`). */
+async function leftMidCall(store: Store | PostgresStore, keep = false) {
   const server = await serveScript((request) =>
     request.transcript.some((entry) => entry.role === 'tool')
       ? { text: 'done' }
@@ -74,7 +74,8 @@ async function leftMidCall(store: Store | PostgresStore) {
   const handle = first.run({ task: 'look it up', provider, tools: [lookup(v1, { called })] });
   handle.result.catch(() => undefined);
   await calledOnce;
-  await first.close();
+  if (keep) cleanups.push(() => first.close());
+  else await first.close();
   return { rootId: handle.rootId, provider };
 }
 
@@ -156,6 +157,22 @@ describe('a resume under a changed fingerprint', () => {
     db.close();
     const resumed = await supervisor.resume(rootId, { provider, tools: [lookup(v1)] });
     expect(await resumed.result).toMatchObject({ status: 'finished', reply: 'done' });
+  });
+
+  it('writes an accepted change only once the resume has its leases: refused by a live owner, it changes nothing', async () => {
+    const path = tempStorePath();
+    cleanups.push(() => rmSync(dirname(path), { recursive: true, force: true }));
+    const store = await Store.open(path);
+    cleanups.push(() => store.close());
+    // The first supervisor still drives the tree: its lease is live.
+    const { rootId, provider } = await leftMidCall(store, true);
+    const before = storedSpec(path, rootId);
+    const second = await Supervisor.start(store);
+    cleanups.push(() => second.close());
+    const conflict = await refusal(second.resume(rootId, { provider, tools: [lookup(v2)], acceptChanges: true }));
+    expect(conflict.code).toBe('CONFLICT');
+    expect(storedSpec(path, rootId)).toEqual(before);
+    expect(store.events(rootId).some((event) => event.type === 'changes-accepted')).toBe(false);
   });
 
   it('refuses acceptChanges that is not true or false', async () => {

@@ -317,6 +317,54 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     expect(lateLeases).toEqual([]);
   });
 
+  it('settles a tree cancelled while a killed host held runs of it: they end once their leases lapse', {
+    timeout: 120_000,
+  }, async () => {
+    const url = await database();
+    const watch = await client(url);
+    const a = host('host-a', { script: 'waiting-tree', options: { children: 2 }, store: url, mode: 'run' });
+    const { rootId } = (await a.waitFor((line) => line.rootId !== undefined)) as { rootId: string };
+    await until(
+      'A to drive both children',
+      async () =>
+        (
+          await watch.query(`SELECT 1 FROM runs WHERE root_id = $1 AND parent_id IS NOT NULL AND status = 'running'`, [
+            rootId,
+          ])
+        ).rows.length === 2,
+    );
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const open = async () => {
+      const store = await PostgresStore.open(url, { idleInTransactionTimeoutMs: 500 });
+      cleanups.push(() => store.close());
+      return store;
+    };
+    // Asked by a host that drives none of it, while A's leases have not yet lapsed.
+    const asker = await Supervisor.start(await open(), {
+      host: 'asker',
+      maxHostAgents: 0,
+      pollMs: 200,
+      leaseTtlMs: 2_000,
+    });
+    cleanups.push(() => asker.close());
+    await asker.cancel(rootId, { reason: 'A is gone' });
+    // A host that joins claims none of it, and ends what A held once A's leases lapse.
+    const joiner = await Supervisor.start(await open(), { host: 'joiner', pollMs: 200, leaseTtlMs: 2_000 });
+    cleanups.push(() => joiner.close());
+    const joined = await joiner.join(rootId, { provider: await script('waiting-tree', { children: 2 }) });
+    expect(await joined.result).toMatchObject({ status: 'cancelled', runs: 3 });
+    const rows = (
+      await watch.query<{ status: string; reason: string }>(
+        `SELECT r.status, e.data AS reason FROM runs r JOIN events e ON e.run_id = r.run_id AND e.type = 'run-end'
+          WHERE r.root_id = $1 ORDER BY r.created_at`,
+        [rootId],
+      )
+    ).rows;
+    expect(rows.map((row) => row.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect(rows.some((row) => row.reason.includes('cancelled while no host drove it'))).toBe(true);
+  });
+
   it('delays and does not lose a message or an admission when the hints are lost', { timeout: 120_000 }, async () => {
     const url = await database();
     const watch = await client(url);

@@ -226,7 +226,6 @@ export class TraceQueries {
     return rows.map((row) => row.child_run_id);
   }
 
-  /** Runs of a tree not yet in a terminal state. */
   /** Whether a cancel of the tree was asked for (by any host), and why; null when none was. */
   *cancelAsked(rootId: string): Q<{ reason: string | null } | null> {
     const row = (yield* sql.get('SELECT cancel_asked, cancel_reason FROM runs WHERE run_id = ?', rootId)) as
@@ -235,6 +234,7 @@ export class TraceQueries {
     return row && Number(row.cancel_asked) === 1 ? { reason: row.cancel_reason } : null;
   }
 
+  /** Runs of a tree not yet in a terminal state. */
   *liveCount(rootId: string): Q<number> {
     // Reserved children (pending) are live only through their parent, which is running or paused.
     const row = (yield* sql.get(

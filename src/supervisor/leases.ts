@@ -169,10 +169,12 @@ export class Leases {
         leases,
         expiresAt: this.#options.clock.now() + this.#options.leaseTtlMs,
       });
+      // Only the slot the renewal was for: one started since under a newer lease is this host's own.
+      const renewed = new Map(leases.map((lease) => [lease.runId, lease.generation]));
       for (const runId of lost) {
         for (const tree of trees.values()) {
           const slot = tree.slots.get(runId);
-          if (slot) tree.loseLease(slot);
+          if (slot && slot.generation === renewed.get(runId)) tree.loseLease(slot);
         }
       }
     } catch {
@@ -191,9 +193,10 @@ export class Leases {
     if (!this.#claiming.request()) return;
     try {
       do {
-        const driven = [...trees.values()].filter((tree) => !tree.ended);
-        // A cancelled tree admits nothing more: whatever reached its queue since is cancelled too.
-        for (const tree of driven) if (tree.state === 'cancelled') await tree.cancelQueued();
+        const driven = [...trees.values()].filter((tree) => !tree.ended && !tree.adopting);
+        // A cancelled tree admits nothing more: whatever reached its queue since is cancelled
+        // too, and so is a run whose host died holding it (see store/rules/cancel.ts).
+        for (const tree of driven) if (tree.state === 'cancelled') await this.#askCancel(tree);
         const roots = driven.filter((tree) => tree.state !== 'cancelled').map((tree) => tree.rootId);
         let held = 0;
         for (const tree of driven) for (const slot of tree.slots.values()) if (slot.counted && !slot.parked) held++;
@@ -233,6 +236,18 @@ export class Leases {
       this.#cancelIfAsked(tree);
       tree.look();
     }
+  }
+
+  /** Asks (again) for the cancel of a tree cancelled here; a store that cannot take it now is asked at the next pass. */
+  async #askCancel(tree: Tree): Promise<void> {
+    await this.#ports.store
+      .call('askCancel', {
+        rootId: tree.rootId,
+        reason: tree.cancelReason,
+        owner: this.#ports.owner,
+        now: this.#options.clock.now(),
+      })
+      .catch(() => undefined);
   }
 
   /** A cancel another host asked for (see store/rules/cancel.ts): what this host drives of the tree is cancelled. */

@@ -365,6 +365,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     this.#assertRunning();
     const tree = this.#trees.get(rootId);
     const reason = typeof options.reason === 'string' && options.reason.trim() !== '' ? options.reason : undefined;
+    // What this host drives stops first, whether or not the store can be reached.
+    const local = tree?.state === 'running' ? tree.cancel(reason) : Promise.resolve();
     if (this.#shared) {
       // Asked in the store, so every host driving a run of the tree cancels it, this one or not.
       await this.#storeClient.call('askCancel', {
@@ -374,8 +376,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         now: this.#options.clock.now(),
       });
     }
-    if (tree?.state !== 'running') return;
-    await tree.cancel(reason);
+    await local;
   }
 
   /** Whether anyone listens to live events: an observer that asked, or a diagnostics channel subscriber. */
@@ -495,7 +496,21 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         `tree ${rootId} is already being driven by this supervisor; use the handle run() or resume() returned.`,
       );
     }
-    const { tree, runs } = await this.#adopt(rootId, options, 'resume()');
+    const { tree, runs, changes } = await this.#adopt(rootId, options, 'resume()');
+    // A cancel another host asked for holds for a resume too: the tree ends, nothing is driven.
+    const asked = this.#shared ? await this.read(reads.cancelAsked(rootId)) : null;
+    if (asked) {
+      tree.adopting = false;
+      await tree.cancel(asked.reason ?? undefined);
+      await this.#storeClient.call('askCancel', {
+        rootId,
+        reason: asked.reason,
+        owner: this.owner,
+        now: this.#options.clock.now(),
+      });
+      tree.checkSettled();
+      return this.#handle(tree);
+    }
     const taken: TakenRun[] = [];
     // Until its runs are taken the tree is being admitted: a poll meanwhile would find nothing
     // of it running (a paused root not yet resumed) and settle it as it was.
@@ -506,6 +521,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         runs.filter((run) => run.status === 'paused'),
         taken,
       );
+      await this.#acceptChanges(rootId, tree, changes, 'resume()');
     } catch (error) {
       tree.admitting.delete(rootId);
       await this.#leases.giveBack(taken);
@@ -513,6 +529,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       throw error;
     }
     tree.admitting.delete(rootId);
+    tree.adopting = false;
     for (const lease of taken) {
       const counted = lease.runId !== rootId;
       if (counted) tree.active++;
@@ -542,10 +559,19 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     }
     const driven = this.#trees.get(rootId);
     if (driven) return this.#handle(driven);
-    const { tree } = await this.#adopt(rootId, options, 'join()');
+    const { tree, changes } = await this.#adopt(rootId, options, 'join()');
     // A cancel another host asked for holds for a host that joins after it: nothing is claimed.
     const asked = await this.read(reads.cancelAsked(rootId));
     if (asked) await tree.cancel(asked.reason ?? undefined);
+    else {
+      try {
+        await this.#acceptChanges(rootId, tree, changes, 'join()');
+      } catch (error) {
+        tree.fail(error as Error);
+        throw error;
+      }
+    }
+    tree.adopting = false;
     tree.pump();
     tree.checkSettled();
     return this.#handle(tree);
@@ -556,7 +582,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     rootId: string,
     options: ResumeOptions,
     where: 'resume()' | 'join()',
-  ): Promise<{ tree: Tree; runs: RunRecord[] }> {
+  ): Promise<{ tree: Tree; runs: RunRecord[]; changes: string[] }> {
     const runs = await this.read(reads.runs(rootId));
     const root = runs.find((run) => run.runId === rootId);
     if (!root) {
@@ -582,6 +608,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       options,
       { tools, models },
     );
+    tree.adopting = true;
+    let changes: string[] = [];
     try {
       const spec = (await this.read(reads.spec(rootId))) as RunSpec | null;
       // What the tree's runs will call, given now or stored (a stored spec's key is read from its variable).
@@ -601,19 +629,9 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         );
       }
       checkToolsGiven(rootId, spec?.tools ?? [], tree.host.tools);
-      // Another release, or a tool changed or added since the tree started: refused unless accepted.
-      const changes = checkChanges(rootId, spec, tree.host.tools, options.acceptChanges === true, where);
-      if (changes.length > 0) {
-        await this.#storeClient.call('acceptChanges', {
-          rootId,
-          release: RELEASE,
-          tools: tree.host.storedTools(),
-          changes,
-          by: where,
-          owner: this.owner,
-          now: this.#options.clock.now(),
-        });
-      }
+      // Another release, or a tool changed or added since the tree started: refused unless
+      // accepted, and written (see #acceptChanges) only once the resume or join can go on.
+      changes = checkChanges(rootId, spec, tree.host.tools, options.acceptChanges === true, where);
       checkModelsGiven(
         where,
         [provider ?? (spec?.provider as ProviderSpec | undefined), tree.reviewer, ...contractProviders(spec?.contract)],
@@ -624,7 +642,21 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       tree.fail(error as Error);
       throw error;
     }
-    return { tree, runs };
+    return { tree, runs, changes };
+  }
+
+  /** The changes a resume or join goes on under, in the root's spec and trace: once it has its leases. */
+  async #acceptChanges(rootId: string, tree: Tree, changes: string[], where: 'resume()' | 'join()'): Promise<void> {
+    if (changes.length === 0) return;
+    await this.#storeClient.call('acceptChanges', {
+      rootId,
+      release: RELEASE,
+      tools: tree.host.storedTools(),
+      changes,
+      by: where,
+      owner: this.owner,
+      now: this.#options.clock.now(),
+    });
   }
 
   #newTree(

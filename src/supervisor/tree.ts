@@ -160,6 +160,11 @@ export class Tree {
   readonly byAddress = new Map<string, Slot>();
   /** Runs being admitted (and the root while it is stored or its runs taken): the tree may not settle under them. */
   readonly admitting = new Set<string>();
+  /**
+   * A stored tree being taken on by resume() or join(): its tools, servers and fingerprint
+   * are still being checked, so no claim takes a run of it yet (see Leases.claimPass).
+   */
+  adopting = false;
   /** Parents back from a wait, each waiting for a slot before any queued child gets one. */
   readonly resumeQueue: (() => void)[] = [];
   /** What the cancel said, handed to every actor it ends. */

@@ -1,12 +1,16 @@
 /**
  * A cancel any host can ask for: the root's row says it was asked (and why), the tree's
- * queued and paused runs end at once (no host drives them), and the root's trace records
- * who asked. Every host that drives a run of the tree sees the row, by the hint this
- * commit sends or by its poll, and cancels what it drives (src/supervisor/leases.ts).
+ * queued and paused runs end at once, and so do its running runs whose lease has lapsed or
+ * was given back (no host drives them, and no host will: a cancelled tree is claimed by
+ * none), and the root's trace records who asked. Every host that drives a run of the tree
+ * sees the row, by the hint this commit sends or by its poll, and cancels what it drives
+ * (src/supervisor/leases.ts); a host driving a cancelled tree asks again at each claim
+ * pass, so a run whose host dies after the ask ends once its lease lapses.
  */
 import type { Q } from '../sql.js';
 import * as sql from '../sql.js';
-import { type RuleContext, type RunRow, recordEvent } from './context.js';
+import { type RuleContext, type RunRow, recordEvent, runRow } from './context.js';
+import { finish } from './run-end.js';
 import { cancelQueued } from './spawn.js';
 
 export interface AskCancelInput {
@@ -39,5 +43,25 @@ export function* askCancel(
     );
   }
   yield* cancelQueued(context, { rootId: input.rootId, now: input.now });
+  const undriven = (yield* sql.all(
+    `SELECT run_id FROM runs WHERE root_id = ? AND status = 'running'
+      AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < ?) ORDER BY created_at`,
+    input.rootId,
+    input.now,
+  )) as { run_id: string }[];
+  for (const { run_id } of undriven) {
+    const run = yield* runRow(context, run_id);
+    yield* finish(
+      context,
+      run,
+      run.generation,
+      run.last_seq,
+      'cancelled',
+      null,
+      'cancelled while no host drove it',
+      input.now,
+      [],
+    );
+  }
   return { status: 'asked' };
 }
