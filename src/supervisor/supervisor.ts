@@ -367,16 +367,16 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const reason = typeof options.reason === 'string' && options.reason.trim() !== '' ? options.reason : undefined;
     // What this host drives stops first, whether or not the store can be reached.
     const local = tree?.state === 'running' ? tree.cancel(reason) : Promise.resolve();
-    if (this.#shared) {
-      // Asked in the store, so every host driving a run of the tree cancels it, this one or not.
-      await this.#storeClient.call('askCancel', {
-        rootId,
-        reason: reason ?? null,
-        owner: this.owner,
-        now: this.#options.clock.now(),
-      });
-    }
-    await local;
+    // Asked in the store, so every host driving a run of the tree cancels it, this one or not.
+    const asked = this.#shared
+      ? this.#storeClient.call('askCancel', {
+          rootId,
+          reason: reason ?? null,
+          owner: this.owner,
+          now: this.#options.clock.now(),
+        })
+      : Promise.resolve();
+    await Promise.all([local, asked]);
   }
 
   /** Whether anyone listens to live events: an observer that asked, or a diagnostics channel subscriber. */
@@ -498,16 +498,14 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     }
     const { tree, runs, changes } = await this.#adopt(rootId, options, 'resume()');
     // A cancel another host asked for holds for a resume too: the tree ends, nothing is driven.
-    const asked = this.#shared ? await this.read(reads.cancelAsked(rootId)) : null;
+    const asked = await this.#cancelAskedFor(tree);
     if (asked) {
       tree.adopting = false;
       await tree.cancel(asked.reason ?? undefined);
-      await this.#storeClient.call('askCancel', {
-        rootId,
-        reason: asked.reason,
-        owner: this.owner,
-        now: this.#options.clock.now(),
-      });
+      // Ends what no host drives now; a store that cannot take it is asked at the next claim pass.
+      await this.#storeClient
+        .call('askCancel', { rootId, reason: asked.reason, owner: this.owner, now: this.#options.clock.now() })
+        .catch(() => undefined);
       tree.checkSettled();
       return this.#handle(tree);
     }
@@ -521,7 +519,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         runs.filter((run) => run.status === 'paused'),
         taken,
       );
-      await this.#acceptChanges(rootId, tree, changes, 'resume()');
+      // A resume the supervisor's close() ended meanwhile goes on under nothing: nothing to accept.
+      if (!tree.ended) await this.#acceptChanges(rootId, tree, changes, 'resume()');
     } catch (error) {
       tree.admitting.delete(rootId);
       await this.#leases.giveBack(taken);
@@ -561,7 +560,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     if (driven) return this.#handle(driven);
     const { tree, changes } = await this.#adopt(rootId, options, 'join()');
     // A cancel another host asked for holds for a host that joins after it: nothing is claimed.
-    const asked = await this.read(reads.cancelAsked(rootId));
+    const asked = await this.#cancelAskedFor(tree);
     if (asked) await tree.cancel(asked.reason ?? undefined);
     else {
       try {
@@ -643,6 +642,20 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       throw error;
     }
     return { tree, runs, changes };
+  }
+
+  /**
+   * Whether another host asked for the cancel of a tree being adopted (PostgreSQL; null on a
+   * SQLite file). A read that fails lets the tree go, as any failure of the adoption does.
+   */
+  async #cancelAskedFor(tree: Tree): Promise<{ reason: string | null } | null> {
+    if (!this.#shared) return null;
+    try {
+      return await this.read(reads.cancelAsked(tree.rootId));
+    } catch (error) {
+      tree.fail(error as Error);
+      throw error;
+    }
   }
 
   /** The changes a resume or join goes on under, in the root's spec and trace: once it has its leases. */
