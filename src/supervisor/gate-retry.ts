@@ -16,8 +16,8 @@ import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { evaluateCommandGate, evaluateReviewGate, gateEvent, writingModels } from '../runtime/verify/gate.js';
 import { TraceQueries } from '../store/queries.js';
 import type { Q } from '../store/sql.js';
+import type { RetriedGate } from './handles.js';
 import { contractProviders, holdProviderSecrets } from './root-spec.js';
-import type { RetriedGate } from './supervisor.js';
 
 /** The reads a retry makes, run on whichever backend holds the store. */
 const reads = new TraceQueries();

@@ -14,7 +14,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { ActorExitedError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
 import { checkAgents } from '../runtime/agents.js';
-import { type GateVerdict, type HarnessEvent, isTerminal, type RunStatus } from '../runtime/events.js';
+import { type HarnessEvent, isTerminal } from '../runtime/events.js';
 import { liveChannelsWanted } from '../runtime/live.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
@@ -35,6 +35,7 @@ import { ActorHosting } from './actor-hosting.js';
 import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
 import { checkChanges, RELEASE } from './fingerprint.js';
 import { retryGate as retryRunGate } from './gate-retry.js';
+import type { RetriedGate, RunHandle, SupervisorState } from './handles.js';
 import { checkLeaseTtl, Leases, type TakenRun } from './leases.js';
 import {
   checkOptions,
@@ -55,51 +56,7 @@ export type { ResumeOptions, RunOptions, SupervisorOptions } from './options.js'
 /** The reads the supervisor makes, run on whichever backend holds the store. */
 const reads = new TraceQueries();
 
-/** The supervisor's lifecycle, state by state. */
-export type SupervisorState =
-  /** starting the store actor */
-  | 'starting'
-  /** accepting runs */
-  | 'running'
-  /** close() was called; actors are being stopped */
-  | 'draining'
-  /** closed cleanly */
-  | 'stopped'
-  /** the store actor died; nothing more can be committed */
-  | 'failed';
-
-/** What {@link Supervisor.retryGate} found, and the run's status after it. */
-export interface RetriedGate {
-  verdict: GateVerdict;
-  exitStatus: number | null;
-  reasons: string[];
-  status: RunStatus;
-}
-
-/** What a finished tree hands back. */
-export interface TreeResult<Output = unknown> {
-  rootId: string;
-  status: RunStatus;
-  reason: string | null;
-  reply: string | null;
-  /**
-   * The root's answer as data, when its contract declared an OutputSchema and it finished:
-   * the reply parsed and checked, typed by a zod schema's type. `null` otherwise.
-   */
-  output: Output | null;
-  /** What the whole tree spent. */
-  spent: { steps: number; tokens: number };
-  /** How many runs the tree holds, root included. */
-  runs: number;
-}
-
-export interface RunHandle<Output = unknown> {
-  readonly rootId: string;
-  /** Settles when the root and every run it started are terminal. */
-  readonly result: Promise<TreeResult<Output>>;
-  /** Stops every agent of the tree at its next step boundary and cancels what is queued. */
-  cancel(): Promise<void>;
-}
+export type { RetriedGate, RunHandle, SupervisorState, TreeResult } from './handles.js';
 
 const DEFAULTS = { maxConcurrentAgents: 16, maxTotalAgents: 1000, leaseTtlMs: 30_000, maxWaitSecs: 30, pollMs: 1_000 };
 

@@ -18,9 +18,9 @@ import type { HostTool } from '../runtime/tools/host-tool.js';
 import { TraceQueries } from '../store/queries.js';
 import type { ActorHosting } from './actor-hosting.js';
 import type { EventBus } from './event-bus.js';
+import type { TreeResult } from './handles.js';
 import type { Leases } from './leases.js';
 import { outputQuery } from './output.js';
-import type { TreeResult } from './supervisor.js';
 import { TreeHost, type TreeHostPorts, type TreePeople } from './tree-host.js';
 
 /** The reads a tree makes, run on whichever backend holds the store. */

@@ -1,0 +1,52 @@
+/**
+ * What the supervisor hands back, as types: its lifecycle's states, a tree's handle and
+ * result, and what a retried gate found. Kept apart from ./supervisor.ts so the modules
+ * that only speak of them (a tree, runWith, the gate's retry) need not import the class.
+ */
+import type { GateVerdict, RunStatus } from '../runtime/events.js';
+
+/** The supervisor's lifecycle, state by state. */
+export type SupervisorState =
+  /** starting the store actor */
+  | 'starting'
+  /** accepting runs */
+  | 'running'
+  /** close() was called; actors are being stopped */
+  | 'draining'
+  /** closed cleanly */
+  | 'stopped'
+  /** the store actor died; nothing more can be committed */
+  | 'failed';
+
+/** What {@link Supervisor.retryGate} found, and the run's status after it. */
+export interface RetriedGate {
+  verdict: GateVerdict;
+  exitStatus: number | null;
+  reasons: string[];
+  status: RunStatus;
+}
+
+/** What a finished tree hands back. */
+export interface TreeResult<Output = unknown> {
+  rootId: string;
+  status: RunStatus;
+  reason: string | null;
+  reply: string | null;
+  /**
+   * The root's answer as data, when its contract declared an OutputSchema and it finished:
+   * the reply parsed and checked, typed by a zod schema's type. `null` otherwise.
+   */
+  output: Output | null;
+  /** What the whole tree spent. */
+  spent: { steps: number; tokens: number };
+  /** How many runs the tree holds, root included. */
+  runs: number;
+}
+
+export interface RunHandle<Output = unknown> {
+  readonly rootId: string;
+  /** Settles when the root and every run it started are terminal. */
+  readonly result: Promise<TreeResult<Output>>;
+  /** Stops every agent of the tree at its next step boundary and cancels what is queued. */
+  cancel(): Promise<void>;
+}
