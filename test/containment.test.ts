@@ -273,7 +273,9 @@ describe('containment', () => {
     const late = run(second, 'sleep 2; mkdir -p .io-harness/x; echo "[policy]" > io.toml; echo done');
     await new Promise((resolve) => setTimeout(resolve, 500));
     await first.close();
-    expect((await late).stdout).toContain('done');
+    const result = await late;
+    // Everything the command said, should it not get as far as 'done'.
+    expect(result.stdout, JSON.stringify(result)).toContain('done');
     await second.close();
     expect(existsSync(join(root, '.io-harness', 'x'))).toBe(false);
     expect(existsSync(join(root, 'io.toml'))).toBe(false);
