@@ -327,7 +327,12 @@ describe('MCP servers', () => {
     expect(fixtureProcesses(dir)).toEqual([]);
     // The stored spec says where the tool came from, so a resume can say what to give back.
     const stored = (store.spec(first.rootId) as { tools: { name: string; server?: string }[] }).tools;
-    expect(stored).toContainEqual({ name: 'notes__pid', effect: 'acts', server: 'notes', digest: expect.any(String) });
+    expect(stored).toContainEqual({
+      name: 'notes__pid',
+      effect: 'acts',
+      server: 'notes',
+      digest: expect.stringMatching(/^[0-9a-f]{16}$/),
+    });
     expect(stored.filter((item) => item.server !== 'notes')).toEqual([]);
     // The supervisor's server given again by a run is one server twice.
     expect(() => running.run({ task: 'twice', provider, mcp: [notes] })).toThrow(

@@ -196,7 +196,9 @@ export class Leases {
         const driven = [...trees.values()].filter((tree) => !tree.ended && !tree.adopting);
         // A cancelled tree admits nothing more: whatever reached its queue since is cancelled
         // too, and so is a run whose host died holding it (see store/rules/cancel.ts).
-        for (const tree of driven) if (tree.state === 'cancelled') await this.#askCancel(tree);
+        // A store that cannot take it now is asked at the next pass.
+        for (const tree of driven)
+          if (tree.state === 'cancelled') await this.askCancel(tree.rootId, tree.cancelReason).catch(() => undefined);
         const roots = driven.filter((tree) => tree.state !== 'cancelled').map((tree) => tree.rootId);
         let held = 0;
         for (const tree of driven) for (const slot of tree.slots.values()) if (slot.counted && !slot.parked) held++;
@@ -238,16 +240,14 @@ export class Leases {
     }
   }
 
-  /** Asks (again) for the cancel of a tree cancelled here; a store that cannot take it now is asked at the next pass. */
-  async #askCancel(tree: Tree): Promise<void> {
-    await this.#ports.store
-      .call('askCancel', {
-        rootId: tree.rootId,
-        reason: tree.cancelReason,
-        owner: this.#ports.owner,
-        now: this.#options.clock.now(),
-      })
-      .catch(() => undefined);
+  /** Asks in the store for the cancel of tree `rootId` (see store/rules/cancel.ts), as this supervisor. */
+  askCancel(rootId: string, reason: string | null): Promise<unknown> {
+    return this.#ports.store.call('askCancel', {
+      rootId,
+      reason,
+      owner: this.#ports.owner,
+      now: this.#options.clock.now(),
+    });
   }
 
   /** A cancel another host asked for (see store/rules/cancel.ts): what this host drives of the tree is cancelled. */
@@ -279,11 +279,11 @@ export class Leases {
       const tree = trees.get(rootId);
       if (tree?.host.waiting) void tree.host.wakeEnded(rootId);
     }
-    for (const rootId of hint.roots) {
+    // Only a hinted cancel is read back: the other hints cost no read.
+    for (const rootId of hint.cancels) {
       const tree = trees.get(rootId);
-      if (!tree) continue;
-      this.#cancelIfAsked(tree);
-      tree.look();
+      if (tree) this.#cancelIfAsked(tree);
     }
+    for (const rootId of hint.roots) trees.get(rootId)?.look();
   }
 }

@@ -325,14 +325,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     // What this host drives stops first, whether or not the store can be reached.
     const local = tree?.state === 'running' ? tree.cancel(reason) : Promise.resolve();
     // Asked in the store, so every host driving a run of the tree cancels it, this one or not.
-    const asked = this.#shared
-      ? this.#storeClient.call('askCancel', {
-          rootId,
-          reason: reason ?? null,
-          owner: this.owner,
-          now: this.#options.clock.now(),
-        })
-      : Promise.resolve();
+    const asked = this.#shared ? this.#leases.askCancel(rootId, reason ?? null) : Promise.resolve();
     await Promise.all([local, asked]);
   }
 
@@ -460,9 +453,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       tree.adopting = false;
       await tree.cancel(asked.reason ?? undefined);
       // Ends what no host drives now; a store that cannot take it is asked at the next claim pass.
-      await this.#storeClient
-        .call('askCancel', { rootId, reason: asked.reason, owner: this.owner, now: this.#options.clock.now() })
-        .catch(() => undefined);
+      await this.#leases.askCancel(rootId, asked.reason).catch(() => undefined);
       tree.checkSettled();
       return this.#handle(tree);
     }

@@ -184,7 +184,7 @@ function equip(
   if (typeof opened === 'string') return opened;
   const registry = registryFor({
     mode: contract === null ? 'agent' : contract.mode,
-    ...(kit ? { workspaceTools: kit.workspaceFamily } : {}),
+    ...(kit ? { workspaceTools: kit.workspaceTools } : {}),
     planGate: contract?.planGate === true,
     hostTools: agent.start.tools,
     spawn: spec.spawn !== false,

@@ -14,9 +14,7 @@ import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
 import type { Policy } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
-import type { WorkspaceCall } from '../../runtime/tools/context.js';
 import { workspaceTools } from '../../runtime/tools/families/workspace.js';
-import type { Tool } from '../../runtime/tools/tool.js';
 import { WorkspaceSession } from '../../runtime/workspace/session.js';
 import { egressGate } from './egress.js';
 import type { AgentRun } from './run.js';
@@ -47,9 +45,4 @@ export function openWorkspace(
   return { executor, workspace: new WorkspaceSession(contract, policy as Policy, secrets, executor) };
 }
 
-/** The workspace's tools for the registry: every one in workspace mode, the file tools in single-file mode. */
-export function workspaceFamily(mode: 'workspace' | 'file'): Tool<WorkspaceCall>[] {
-  return workspaceTools(mode);
-}
-
-export { containmentLine, guidanceBlock };
+export { containmentLine, guidanceBlock, workspaceTools };

@@ -14,6 +14,8 @@ import type { PostgresTarget } from '../target.js';
 /** What a hint says: which trees changed, which runs ended, who has mail; `all` when it could not say. */
 export interface WorkHint {
   roots: string[];
+  /** Trees whose cancel was asked for (see store/rules/cancel.ts): their hosts cancel what they drive. */
+  cancels: string[];
   ended: { rootId: string; runId: string }[];
   mail: { rootId: string; to: string }[];
   all: boolean;
@@ -49,23 +51,34 @@ export function hintPayload(origin: string, notes: Notifications): string | null
     r: roots,
     e: notes.ended.map((item) => [item.rootId, item.runId]),
     m: notes.mail.map((item) => [item.rootId, item.to]),
+    ...(cancels.length > 0 ? { c: cancels } : {}),
   });
   if (full.length <= PAYLOAD_LIMIT) return full;
-  const short = JSON.stringify({ o: origin, r: roots });
+  const short = JSON.stringify({ o: origin, r: roots, ...(cancels.length > 0 ? { c: cancels } : {}) });
   return short.length <= PAYLOAD_LIMIT ? short : JSON.stringify({ o: origin, all: true });
 }
 
 /** A payload read back; null for one this release does not understand, or one of `origin`'s own. */
 export function readHint(payload: string | undefined, origin: string): WorkHint | null {
   try {
-    const data = JSON.parse(payload ?? '') as { o?: unknown; r?: unknown; e?: unknown; m?: unknown; all?: unknown };
+    const data = JSON.parse(payload ?? '') as {
+      o?: unknown;
+      r?: unknown;
+      e?: unknown;
+      m?: unknown;
+      c?: unknown;
+      all?: unknown;
+    };
     if (data.o === origin) return null;
     const pairs = (value: unknown): [string, string][] =>
       Array.isArray(value)
         ? value.filter((pair): pair is [string, string] => Array.isArray(pair) && pair.length === 2)
         : [];
+    const names = (value: unknown): string[] =>
+      Array.isArray(value) ? value.filter((name): name is string => typeof name === 'string') : [];
     return {
-      roots: Array.isArray(data.r) ? data.r.filter((root): root is string => typeof root === 'string') : [],
+      roots: names(data.r),
+      cancels: names(data.c),
       ended: pairs(data.e).map(([rootId, runId]) => ({ rootId, runId })),
       mail: pairs(data.m).map(([rootId, to]) => ({ rootId, to })),
       all: data.all === true,
@@ -134,7 +147,7 @@ export class WorkListener {
     this.#client = client;
     this.#delay = 250;
     // What was sent while no connection listened is lost: every host looks again.
-    if (again) this.#onHint({ roots: [], ended: [], mail: [], all: true });
+    if (again) this.#onHint({ roots: [], cancels: [], ended: [], mail: [], all: true });
   }
 
   #retry(): void {

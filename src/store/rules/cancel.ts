@@ -9,8 +9,8 @@
  */
 import type { Q } from '../sql.js';
 import * as sql from '../sql.js';
-import { type RuleContext, type RunRow, recordEvent, runRow } from './context.js';
-import { finish } from './run-end.js';
+import { type RuleContext, type RunRow, recordEvent } from './context.js';
+import { cancelRuns } from './run-end.js';
 import { cancelQueued } from './spawn.js';
 
 export interface AskCancelInput {
@@ -43,25 +43,13 @@ export function* askCancel(
     );
   }
   yield* cancelQueued(context, { rootId: input.rootId, now: input.now });
-  const undriven = (yield* sql.all(
+  yield* cancelRuns(
+    context,
     `SELECT run_id FROM runs WHERE root_id = ? AND status = 'running'
       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < ?) ORDER BY created_at`,
-    input.rootId,
+    [input.rootId, input.now],
+    'cancelled while no host drove it',
     input.now,
-  )) as { run_id: string }[];
-  for (const { run_id } of undriven) {
-    const run = yield* runRow(context, run_id);
-    yield* finish(
-      context,
-      run,
-      run.generation,
-      run.last_seq,
-      'cancelled',
-      null,
-      'cancelled while no host drove it',
-      input.now,
-      [],
-    );
-  }
+  );
   return { status: 'asked' };
 }

@@ -86,6 +86,25 @@ export function* finish(
   context.pending.ended.push({ rootId: run.root_id, runId: run.run_id, status });
 }
 
+/**
+ * Ends each run the query `select` (with `params`) names as cancelled, at its last committed
+ * step, saying `reason`: what a cancel does to runs no actor drives (paused, or left by a host).
+ */
+export function* cancelRuns(
+  context: RuleContext,
+  select: string,
+  params: unknown[],
+  reason: string,
+  now: number,
+): Q<string[]> {
+  const rows = (yield* sql.all(select, ...params)) as { run_id: string }[];
+  for (const { run_id } of rows) {
+    const run = yield* runRow(context, run_id);
+    yield* finish(context, run, run.generation, run.last_seq, 'cancelled', null, reason, now, []);
+  }
+  return rows.map((row) => row.run_id);
+}
+
 /** Cancels the reserved children of `run` whose spawn key starts with `prefix`, except `keep`. */
 export function* dropPending(
   context: RuleContext,

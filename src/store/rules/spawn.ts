@@ -20,7 +20,7 @@ import {
   recordEvent,
   runRow,
 } from './context.js';
-import { detach, dropPending, finish } from './run-end.js';
+import { cancelRuns, detach, dropPending, finish } from './run-end.js';
 
 const RUN_BY_SPAWN_KEY = 'SELECT * FROM runs WHERE spawn_key = ?';
 
@@ -283,25 +283,14 @@ export function* cancelQueued(
     yield* finish(context, run, run.generation, 0, 'cancelled', null, 'cancelled while queued', input.now, []);
   }
   // A run paused on a person is not being driven either: a cancelled tree does not leave it to be resumed.
-  const paused = (yield* sql.all(
+  const paused = yield* cancelRuns(
+    context,
     `SELECT run_id FROM runs WHERE root_id = ? AND status = 'paused' ORDER BY created_at`,
-    input.rootId,
-  )) as { run_id: string }[];
-  for (const { run_id } of paused) {
-    const run = yield* runRow(context, run_id);
-    yield* finish(
-      context,
-      run,
-      run.generation,
-      run.last_seq,
-      'cancelled',
-      null,
-      'cancelled while paused',
-      input.now,
-      [],
-    );
-  }
-  return { cancelled: [...rows.map((row) => row.child_run_id), ...paused.map((row) => row.run_id)] };
+    [input.rootId],
+    'cancelled while paused',
+    input.now,
+  );
+  return { cancelled: [...rows.map((row) => row.child_run_id), ...paused] };
 }
 
 /**
