@@ -10,13 +10,23 @@
  * (numbered for PostgreSQL when sent), `INSERT ... ON CONFLICT`, `RETURNING`, `IS NOT
  * DISTINCT FROM`, and `ORDER BY rowid`, which PostgreSQL reads from a column of that
  * name its tables carry.
+ *
+ * A statement whose answer the rule does not read is a `put`: the rule goes on at once,
+ * and PostgreSQL sends it with the next statement the rule waits on, in one round trip
+ * (postgres/outbox.ts). Its error, if it has one, reaches the rule at that later statement,
+ * so no rule catches around a put.
  */
 
-/** One statement a write or read needs: `get` one row, `all` rows, or `run` (how many rows changed). */
+/**
+ * One statement a write or read needs: `get` one row, `all` rows, `run` (how many rows
+ * changed), or `put` (nothing the rule waits for).
+ */
 export interface Query {
-  readonly op: 'get' | 'all' | 'run';
+  readonly op: 'get' | 'all' | 'run' | 'put';
   readonly text: string;
   readonly params: readonly unknown[];
+  /** A put's: hears the rows its statement returned, once it has run. */
+  readonly onRows?: (rows: unknown[]) => void;
 }
 
 /** A write or read that yields its statements and returns `T`. */
@@ -35,6 +45,41 @@ export function* all<T = Record<string, unknown>>(text: string, ...params: unkno
 /** Runs `text`; how many rows it changed. */
 export function* run(text: string, ...params: unknown[]): Q<{ changes: number }> {
   return (yield { op: 'run', text, params }) as { changes: number };
+}
+
+/** Runs `text` whenever the backend next talks to the database; the rule does not wait for it. */
+export function* put(text: string, ...params: unknown[]): Q<void> {
+  yield { op: 'put', text, params };
+}
+
+/** A {@link put} whose first row `then` hears once the statement has run (before the write commits). */
+export function* putThen<T = Record<string, unknown>>(
+  then: (row: T | undefined) => void,
+  text: string,
+  ...params: unknown[]
+): Q<void> {
+  yield { op: 'put', text, params, onRows: (rows) => then(rows[0] as T | undefined) };
+}
+
+/**
+ * A {@link put} whose rows the rule reads later: what it returns hands them over once the
+ * statement has run, which is by the time the next statement the rule waits on has
+ * answered. A read sent this way goes in the same round trip as that statement.
+ */
+export function* putRows<T = Record<string, unknown>>(text: string, ...params: unknown[]): Q<() => T[]> {
+  let rows: T[] | undefined;
+  yield {
+    op: 'put',
+    text,
+    params,
+    onRows: (answer) => {
+      rows = answer as T[];
+    },
+  };
+  return () => {
+    if (rows === undefined) throw new Error(`rows read before their statement ran: ${text}`);
+    return rows;
+  };
 }
 
 /** What a class of generator methods looks like run synchronously. */

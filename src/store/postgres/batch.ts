@@ -4,8 +4,9 @@
  * more than one, so a write that throws is rolled back alone and its error returned in its
  * place. A batch PostgreSQL gives up to a deadlock or a serialization failure runs again
  * whole; a commit that fails throws, with nothing of the batch kept. It takes the store's
- * write lock first (see BEGIN_WRITE). The same contract as the SQLite
- * actor's BatchWriter, awaited.
+ * write lock first (see BEGIN_WRITE). The statements go out pipelined (see outbox.ts): a
+ * write does not wait for the one before it, and a statement that fails is its own
+ * write's. The same contract as the SQLite actor's BatchWriter, awaited.
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
@@ -14,9 +15,10 @@ import type { StoreRequestBody } from '../port.js';
 import type { Notifications } from '../records.js';
 import { emptyNotifications, RuleContext, ruleFor } from '../rules/index.js';
 import type { PostgresTarget } from '../target.js';
-import { ATTEMPTS, BEGIN_WRITE, connectionLost, PostgresConnection, retryable } from './connection.js';
+import { ATTEMPTS, beginWrite, connectionLost, PostgresConnection, retryable } from './connection.js';
 import { openPostgresSchema } from './index.js';
 import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
+import type { Outbox } from './outbox.js';
 
 function append(into: Notifications, from: Notifications): void {
   into.events.push(...from.events);
@@ -55,12 +57,10 @@ export class PostgresBatchWriter implements BatchWrites {
       let broken = false;
       let committing = false;
       try {
-        for (const statement of BEGIN_WRITE) await client.query(statement);
+        // The transaction's start goes out with its first statements (see outbox.ts).
+        const outbox = beginWrite(client);
         const lone = writes.length === 1 ? writes[0] : undefined;
-        const done = lone ? await this.#alone(client, lone) : await this.#each(client, writes);
-        // Other hosts hear of new work when the commit lands (NOTIFY is delivered at commit, or never).
-        const hint = hintPayload(this.#origin, done.notifications);
-        if (hint !== null) await client.query('SELECT pg_notify($1, $2)', [this.#channel, hint]);
+        const done = lone ? await this.#alone(client, lone, outbox) : await this.#each(client, writes, outbox);
         beforeCommit();
         committing = true;
         // A lone write that threw keeps nothing; a batch keeps what did not throw.
@@ -79,38 +79,89 @@ export class PostgresBatchWriter implements BatchWrites {
     }
   }
 
+  /** Other hosts hear of new work when the commit lands (NOTIFY is delivered at commit, or never). */
+  #hint(outbox: Outbox, notifications: Notifications): void {
+    const hint = hintPayload(this.#origin, notifications);
+    if (hint !== null) outbox.put({ op: 'put', text: 'SELECT pg_notify(?, ?)', params: [this.#channel, hint] });
+  }
+
   /** A batch of one needs no savepoint: it commits, or rolls back, alone. */
-  async #alone(client: pg.PoolClient, write: StoreRequestBody): Promise<BatchResult> {
+  async #alone(client: pg.PoolClient, write: StoreRequestBody, outbox: Outbox): Promise<BatchResult> {
     const rules = new RuleContext({ lockRows: true });
     try {
-      const value = await PostgresConnection.drive(client, ruleFor(rules, write));
-      return { outcomes: [{ ok: true, value }], notifications: rules.takeNotifications() };
+      const value = await PostgresConnection.drive(client, ruleFor(rules, write), outbox);
+      const notifications = rules.takeNotifications();
+      this.#hint(outbox, notifications);
+      // What the rule put and is still in flight fails or stands with it.
+      await outbox.settle();
+      return { outcomes: [{ ok: true, value }], notifications };
     } catch (error) {
-      if (retryable(error) || connectionLost(error)) throw error;
-      return { outcomes: [{ ok: false, error: this.#connection.errorOf(error) }], notifications: emptyNotifications() };
+      const failure = await outbox.blame(error);
+      const cause = failure?.error ?? error;
+      // The transaction's own start failing (its lock timed out, say) is the batch's, not the write's.
+      if (retryable(cause) || connectionLost(cause) || (failure?.write ?? 0) < 0) throw cause;
+      return { outcomes: [{ ok: false, error: this.#connection.errorOf(cause) }], notifications: emptyNotifications() };
     }
   }
 
-  async #each(client: pg.PoolClient, writes: readonly StoreRequestBody[]): Promise<BatchResult> {
-    const outcomes: WriteOutcome[] = [];
-    const notifications = emptyNotifications();
-    for (const write of writes) {
-      const rules = new RuleContext({ lockRows: true });
-      await client.query('SAVEPOINT request');
+  /**
+   * Each write in a savepoint of its own, the writes' statements one stream: a write does
+   * not wait for the last one's to be answered. A statement that fails is its write's
+   * (each is sent tagged with it): the transaction goes back to that write's savepoint, the
+   * write fails alone, and the writes after it, none of whose statements ran, run again.
+   */
+  async #each(client: pg.PoolClient, writes: readonly StoreRequestBody[], outbox: Outbox): Promise<BatchResult> {
+    const done: { outcome: WriteOutcome; notifications: Notifications }[] = [];
+    let next = 0;
+    const fail = async (error: unknown, current: number): Promise<void> => {
+      const failure = await outbox.blame(error);
+      const cause = failure?.error ?? error;
+      // A deadlock, a serialization failure or a lost connection is the transaction's: the whole batch runs again.
+      if (retryable(cause) || connectionLost(cause) || (failure?.write ?? 0) < 0) throw cause;
+      // Back to the savepoint of the write that failed: nothing sent after its failure ran.
+      const at = failure?.write ?? current;
+      outbox.write = at;
+      outbox.raw('ROLLBACK TO SAVEPOINT request');
+      outbox.raw('RELEASE SAVEPOINT request');
+      await outbox.settle();
+      done.length = at;
+      done.push({
+        outcome: { ok: false, error: this.#connection.errorOf(cause) },
+        notifications: emptyNotifications(),
+      });
+      next = at + 1;
+    };
+    for (;;) {
+      while (next < writes.length) {
+        const index = next;
+        const rules = new RuleContext({ lockRows: true });
+        outbox.write = index;
+        outbox.raw('SAVEPOINT request');
+        try {
+          const value = await PostgresConnection.drive(
+            client,
+            ruleFor(rules, writes[index] as StoreRequestBody),
+            outbox,
+          );
+          outbox.raw('RELEASE SAVEPOINT request');
+          done.push({ outcome: { ok: true, value }, notifications: rules.takeNotifications() });
+          next = index + 1;
+        } catch (error) {
+          await fail(error, index);
+        }
+      }
       try {
-        const value = await PostgresConnection.drive(client, ruleFor(rules, write));
-        await client.query('RELEASE SAVEPOINT request');
-        outcomes.push({ ok: true, value });
-        append(notifications, rules.takeNotifications());
+        await outbox.settle();
+        break;
       } catch (error) {
-        // A deadlock, a serialization failure or a lost connection is the transaction's: the whole batch runs again.
-        if (retryable(error) || connectionLost(error)) throw error;
-        await client.query('ROLLBACK TO SAVEPOINT request');
-        await client.query('RELEASE SAVEPOINT request');
-        outcomes.push({ ok: false, error: this.#connection.errorOf(error) });
+        await fail(error, writes.length - 1);
       }
     }
-    return { outcomes, notifications };
+    const notifications = emptyNotifications();
+    for (const item of done) append(notifications, item.notifications);
+    this.#hint(outbox, notifications);
+    await outbox.settle();
+    return { outcomes: done.map((item) => item.outcome), notifications };
   }
 
   async close(): Promise<void> {

@@ -10,6 +10,7 @@ import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
 import { connectionSecrets, holdSecrets, isKeyValueConnection, maskedConnection } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
 import { idleInTransactionMs, type PostgresTarget } from '../target.js';
+import { Outbox } from './outbox.js';
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -31,6 +32,16 @@ const TYPES = {
  * hosts share the work of their agents (model calls, tools); the commits take turns.
  */
 export const BEGIN_WRITE = ['BEGIN ISOLATION LEVEL READ COMMITTED', 'SELECT pg_advisory_xact_lock(7310, 0)'];
+
+/** A writing transaction begun on `client`, its start sent without waiting (see outbox.ts). */
+export function beginWrite(client: pg.PoolClient): Outbox {
+  const outbox = new Outbox(client, send);
+  // The transaction's own: a failure here is no write's (see Outbox.write).
+  outbox.write = -1;
+  for (const statement of BEGIN_WRITE) outbox.raw(statement);
+  outbox.write = 0;
+  return outbox;
+}
 
 /** Deadlock detected, serialization failure: the transaction may simply be run again. */
 const RETRYABLE = new Set(['40P01', '40001']);
@@ -104,6 +115,8 @@ export class PostgresConnection {
       connectionTimeoutMillis: target.connectTimeoutMs ?? 10_000,
       types: TYPES,
       application_name: 'io-harness',
+      // A write's statements go out without waiting for each answer (see outbox.ts).
+      pipeline: true,
       // Always the store's schema, so no user's own schema (search_path "$user") takes its tables;
       // and a transaction left open by a frozen client is ended by the server (see PostgresTarget).
       options: `-c search_path=${quoteIdentifier(target.schema ?? 'public')} -c idle_in_transaction_session_timeout=${Math.floor(idleInTransactionMs(target))}`,
@@ -112,13 +125,20 @@ export class PostgresConnection {
     this.pool.on('error', () => undefined);
   }
 
-  /** Runs a write or read to its end on `client`, awaiting each statement. */
-  static async drive<T>(client: pg.PoolClient, body: Q<T>): Promise<T> {
+  /**
+   * Runs a write or read to its end on `client`, awaiting each statement it waits on. With
+   * an `outbox`, what the rule puts is sent without waiting, and what is still in flight
+   * at the end is the caller's to settle (before it commits). Without one, a put is awaited
+   * like any statement.
+   */
+  static async drive<T>(client: pg.PoolClient, body: Q<T>, outbox?: Outbox): Promise<T> {
     let step = body.next();
     while (!step.done) {
       let answer: unknown;
       try {
-        answer = await answer_(client, step.value);
+        const query = step.value;
+        if (outbox && query.op === 'put') outbox.put(query);
+        else answer = answerOf(query, await (outbox ? outbox.ask(query) : send(client, query)));
       } catch (error) {
         step = body.throw(error);
         continue;
@@ -151,8 +171,14 @@ export class PostgresConnection {
       let committing = false;
       let value: T;
       try {
-        for (const statement of BEGIN_WRITE) await client.query(statement);
-        value = await PostgresConnection.drive(client, make());
+        const outbox = beginWrite(client);
+        try {
+          value = await PostgresConnection.drive(client, make(), outbox);
+          await outbox.settle();
+        } catch (error) {
+          // A statement that failed before the rule threw is the cause (a deadlock is retried).
+          throw (await outbox.failed())?.error ?? error;
+        }
         committing = true;
         await client.query('COMMIT');
       } catch (error) {
@@ -204,11 +230,20 @@ function textSafe(value: unknown): unknown {
   return typeof value === 'string' && value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
 }
 
-async function answer_(client: pg.PoolClient, query: Query): Promise<unknown> {
+/** Sends `query` as a prepared statement (parsed once per connection). */
+function send(client: pg.PoolClient, query: Query): Promise<pg.QueryResult> {
   const { name, text } = preparedOf(query.text);
-  const result = await client.query({ name, text, values: query.params.map(textSafe) });
+  return client.query({ name, text, values: query.params.map(textSafe) });
+}
+
+/** What a rule is handed for `query` from its result. */
+function answerOf(query: Query, result: pg.QueryResult): unknown {
   if (query.op === 'get') return result.rows[0];
   if (query.op === 'all') return result.rows;
+  if (query.op === 'put') {
+    query.onRows?.(result.rows);
+    return undefined;
+  }
   return { changes: result.rowCount ?? 0 };
 }
 

@@ -32,7 +32,7 @@ export function* askCancel(
   )) as { n: number };
   if (Number(live.n) === 0) return { status: 'settled' };
   if (Number(root.cancel_asked) === 0) {
-    yield* sql.run('UPDATE runs SET cancel_asked = 1, cancel_reason = ? WHERE run_id = ?', input.reason, input.rootId);
+    yield* sql.put('UPDATE runs SET cancel_asked = 1, cancel_reason = ? WHERE run_id = ?', input.reason, input.rootId);
     yield* recordEvent(
       context,
       root,

@@ -23,7 +23,7 @@ export function* acceptChanges(context: RuleContext, input: AcceptChangesInput):
   const spec = JSON.parse(root.spec) as RunSpec;
   const { tools: _was, ...rest } = spec;
   const now: RunSpec = { ...rest, ...(input.tools.length > 0 ? { tools: input.tools } : {}), release: input.release };
-  yield* sql.run('UPDATE runs SET spec = ? WHERE run_id = ?', JSON.stringify(now), root.run_id);
+  yield* sql.put('UPDATE runs SET spec = ? WHERE run_id = ?', JSON.stringify(now), root.run_id);
   yield* recordEvent(
     context,
     root,

@@ -136,7 +136,20 @@ export function* recordEvent(
   at: number,
 ): Q<void> {
   const { type, ...rest } = data;
-  const info = yield* sql.get<{ event_id: number }>(
+  const event = {
+    ...data,
+    eventId: 0,
+    rootId: run.root_id,
+    runId: run.run_id,
+    seq,
+    generation,
+    at,
+  } as HarnessEvent;
+  // The id is the database's, known once the insert has run (before the write commits).
+  yield* sql.putThen<{ event_id: number }>(
+    (row) => {
+      event.eventId = Number(row?.event_id);
+    },
     INSERT_EVENT,
     run.root_id,
     run.run_id,
@@ -146,15 +159,7 @@ export function* recordEvent(
     JSON.stringify(rest),
     at,
   );
-  context.pending.events.push({
-    ...data,
-    eventId: Number(info?.event_id),
-    rootId: run.root_id,
-    runId: run.run_id,
-    seq,
-    generation,
-    at,
-  } as HarnessEvent);
+  context.pending.events.push(event);
 }
 
 /** The run's row, read as the context locks it; a run that is not there is refused. */

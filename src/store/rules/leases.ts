@@ -42,7 +42,7 @@ const RENEW = 'UPDATE runs SET lease_expires_at = ? WHERE run_id = ? AND generat
 
 export function* createRoot(context: RuleContext, input: CreateRootInput): Q<{ generation: number }> {
   const now = input.claim.now;
-  yield* sql.run(
+  yield* sql.put(
     INSERT_RUN,
     input.runId,
     input.runId,
@@ -56,7 +56,7 @@ export function* createRoot(context: RuleContext, input: CreateRootInput): Q<{ g
     null,
     now,
   );
-  yield* sql.run(
+  yield* sql.put(
     INSERT_LEDGER,
     input.runId,
     input.runId,
@@ -91,7 +91,7 @@ export function* acquireLease(context: RuleContext, input: LeaseClaim & { runId:
       });
     }
   }
-  yield* sql.run(TAKE_LEASE, input.owner, input.pid, input.host, input.now + input.ttlMs, input.runId, row.generation);
+  yield* sql.put(TAKE_LEASE, input.owner, input.pid, input.host, input.now + input.ttlMs, input.runId, row.generation);
   const generation = row.generation + 1;
   yield* recordEvent(
     context,
@@ -125,7 +125,7 @@ export function* renewLeases(
 export function* releaseLease(context: RuleContext, fence: Fence): Q<void> {
   const row = yield* sql.get<RunRow>(context.runById, fence.runId);
   if (!row || row.generation !== fence.generation || row.lease_owner !== fence.owner) return;
-  yield* sql.run('UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?', fence.runId);
+  yield* sql.put('UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?', fence.runId);
 }
 
 /** Moves a queued child to running under this owner's lease, first in, first out. */
@@ -141,7 +141,7 @@ export function* admit(
   )).changes;
   // Cancelled, or admitted by another driver, since the supervisor read the queue.
   if (moved !== 1 || row.status !== 'queued') return { status: 'gone' };
-  yield* sql.run(`UPDATE runs SET status = 'running' WHERE run_id = ?`, input.childId);
+  yield* sql.put(`UPDATE runs SET status = 'running' WHERE run_id = ?`, input.childId);
   const lease = yield* acquireLease(context, { runId: input.childId, ...input });
   yield* recordEvent(
     context,
@@ -244,13 +244,13 @@ export function* park(
 ): Q<{ granted: boolean }> {
   const row = yield* fenced(context, input);
   if (input.want === 'park') {
-    yield* sql.run('UPDATE runs SET parked = 1 WHERE run_id = ?', row.run_id);
+    yield* sql.put('UPDATE runs SET parked = 1 WHERE run_id = ?', row.run_id);
     return { granted: true };
   }
   const ledger = yield* sql.get<LedgerRow>(context.ledgerById, row.root_id);
   const cap = ledger?.max_concurrent_agents ?? null;
   const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, row.run_id))?.n ?? 0;
   const granted = cap === null || Number(holding) < cap;
-  yield* sql.run('UPDATE runs SET parked = ? WHERE run_id = ?', granted ? 0 : 2, row.run_id);
+  yield* sql.put('UPDATE runs SET parked = ? WHERE run_id = ?', granted ? 0 : 2, row.run_id);
   return { granted };
 }

@@ -55,7 +55,7 @@ export function* remember(context: RuleContext, input: RememberInput): Q<Remembe
   const pinned = input.pin ?? existing?.pinned ?? false;
   const by = input.by?.runId ?? null;
   if (existing)
-    yield* sql.run(
+    yield* sql.put(
       'UPDATE memory_notes SET kind = ?, body = ?, pinned = ?, written_by = ?, updated_at = ? WHERE note_id = ?',
       input.kind,
       input.text,
@@ -65,7 +65,7 @@ export function* remember(context: RuleContext, input: RememberInput): Q<Remembe
       existing.id,
     );
   else
-    yield* sql.run(
+    yield* sql.put(
       `INSERT INTO memory_notes (scope, key, kind, body, pinned, runs, written_by, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)`,
       input.scope,
@@ -125,7 +125,7 @@ export function* pinNote(
 ): Q<{ status: 'done' | 'absent' }> {
   const note = yield* noteAt(input.scope, input.key);
   if (!note) return { status: 'absent' };
-  yield* sql.run(
+  yield* sql.put(
     'UPDATE memory_notes SET pinned = ?, updated_at = ? WHERE note_id = ?',
     input.pinned ? 1 : 0,
     input.now,
@@ -151,7 +151,7 @@ export function* drawNotes(
       id,
     );
     if (inserted.changes === 0) continue;
-    yield* sql.run('UPDATE memory_notes SET runs = runs + 1 WHERE note_id = ?', id);
+    yield* sql.put('UPDATE memory_notes SET runs = runs + 1 WHERE note_id = ?', id);
     drawn++;
   }
   return { drawn };
@@ -163,6 +163,6 @@ function* noteAt(scope: string, key: string): Q<NoteRecord | null> {
 }
 
 function* dropNote(id: number): Q<void> {
-  yield* sql.run('DELETE FROM memory_draws WHERE note_id = ?', id);
-  yield* sql.run('DELETE FROM memory_notes WHERE note_id = ?', id);
+  yield* sql.put('DELETE FROM memory_draws WHERE note_id = ?', id);
+  yield* sql.put('DELETE FROM memory_notes WHERE note_id = ?', id);
 }

@@ -27,7 +27,7 @@ export function* beginIntent(context: RuleContext, input: IntentInput): Q<Intent
     | undefined;
   if (existing && existing.result !== null) return { status: 'done', result: existing.result };
   if (existing && !input.again) return { status: 'in-flight', startedAt: existing.started_at };
-  yield* sql.run(
+  yield* sql.put(
     `INSERT INTO intents (effect_key, run_id, seq, generation, kind, detail, started_at, result, finished_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)
        ON CONFLICT (effect_key) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, generation = excluded.generation,
@@ -57,7 +57,7 @@ export function* finishIntent(
   input: Fence & { seq: number; key: string; result: string; outcome: string; now: number },
 ): Q<void> {
   const run = yield* fenced(context, input);
-  yield* sql.run(
+  yield* sql.put(
     'UPDATE intents SET result = ?, finished_at = ? WHERE effect_key = ? AND result IS NULL',
     input.result,
     input.now,
@@ -90,9 +90,9 @@ export function* pause(
 ): Q<void> {
   const run = yield* fenced(context, input);
   yield* keepDraft(run, input.seq, input.generation, input.completion, input.now);
-  yield* sql.run('UPDATE drafts SET partial = ? WHERE run_id = ?', JSON.stringify(input.partial), run.run_id);
+  yield* sql.put('UPDATE drafts SET partial = ? WHERE run_id = ?', JSON.stringify(input.partial), run.run_id);
   const q = input.question;
-  yield* sql.run(
+  yield* sql.put(
     `INSERT INTO questions (question_id, root_id, run_id, seq, kind, payload, status, created_at)
        VALUES (?, ?, ?, ?, ?, ?, 'open', ?) ON CONFLICT DO NOTHING`,
     q.questionId,
@@ -112,7 +112,7 @@ export function* pause(
     { type: 'run-paused', questionId: q.questionId, kind: q.kind, summary: q.summary },
     input.now,
   );
-  yield* sql.run(
+  yield* sql.put(
     `UPDATE runs SET status = 'paused', lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?`,
     run.run_id,
   );
@@ -207,7 +207,7 @@ export function* resumePaused(
   if (open.length > 0) return { status: 'waiting', open };
   const run = yield* runRow(context, input.runId);
   if (run.status !== 'paused') return { status: 'waiting', open: [] };
-  yield* sql.run(`UPDATE runs SET status = 'running' WHERE run_id = ?`, input.runId);
+  yield* sql.put(`UPDATE runs SET status = 'running' WHERE run_id = ?`, input.runId);
   const { generation } = yield* acquireLease(context, input);
   return { status: 'resumed', generation };
 }

@@ -24,7 +24,7 @@ const LINE_REPLY_CHARS = 200;
 
 const INSERT_MESSAGE = `INSERT INTO mailbox (msg_id, root_id, from_run, from_address, to_address, body, sent_seq, sent_generation)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
-const PENDING_CHILDREN = `SELECT * FROM runs WHERE parent_id = ? AND status = 'pending' AND substr(spawn_key, 1, ?) = ?`;
+export const PENDING_CHILDREN = `SELECT * FROM runs WHERE parent_id = ? AND status = 'pending' AND substr(spawn_key, 1, ?) = ?`;
 
 /** Sends `message` from `run` to an address of its tree; an address no agent has is refused. */
 export function* send(
@@ -42,7 +42,7 @@ export function* send(
       `run ${run.run_id}: no agent has the address ${JSON.stringify(message.to)} in this tree.`,
     );
   }
-  yield* sql.run(
+  yield* sql.put(
     INSERT_MESSAGE,
     msgId,
     run.root_id,
@@ -69,9 +69,9 @@ export function* finish(
   events: EventData[],
 ): Q<void> {
   for (const event of events) yield* recordEvent(context, run, seq, generation, event, now);
-  yield* sql.run(END_RUN, status, reply, JSON.stringify({ status, reason }), now, run.run_id);
-  yield* sql.run('DELETE FROM drafts WHERE run_id = ?', run.run_id);
-  yield* sql.run('DELETE FROM step_images WHERE run_id = ?', run.run_id);
+  yield* sql.put(END_RUN, status, reply, JSON.stringify({ status, reason }), now, run.run_id);
+  yield* sql.put('DELETE FROM drafts WHERE run_id = ?', run.run_id);
+  yield* sql.put('DELETE FROM step_images WHERE run_id = ?', run.run_id);
   // Children a step reserved but never committed can no longer be released.
   yield* dropPending(context, run, '', now);
   if (run.parent_id !== null) {
@@ -105,7 +105,10 @@ export function* cancelRuns(
   return rows.map((row) => row.run_id);
 }
 
-/** Cancels the reserved children of `run` whose spawn key starts with `prefix`, except `keep`. */
+/**
+ * Cancels the reserved children of `run` whose spawn key starts with `prefix`, except `keep`;
+ * `pending`, when given, is what PENDING_CHILDREN read for them earlier in the transaction.
+ */
 export function* dropPending(
   context: RuleContext,
   run: RunRow,
@@ -113,8 +116,9 @@ export function* dropPending(
   now: number,
   keep: Set<string> = new Set(),
   reason?: string,
+  pending?: RunRow[],
 ): Q<void> {
-  for (const orphan of yield* sql.all<RunRow>(PENDING_CHILDREN, run.run_id, prefix.length, prefix)) {
+  for (const orphan of pending ?? (yield* sql.all<RunRow>(PENDING_CHILDREN, run.run_id, prefix.length, prefix))) {
     if (!keep.has(orphan.run_id)) yield* detach(context, orphan, now, reason);
   }
 }
@@ -133,18 +137,18 @@ export function* detach(
 ): Q<void> {
   const suffix = `#dropped-${child.run_id.slice(0, 8)}`;
   if (child.status !== 'pending') {
-    yield* sql.run('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?', suffix, child.run_id);
+    yield* sql.put('UPDATE runs SET spawn_key = spawn_key || ? WHERE run_id = ?', suffix, child.run_id);
     return;
   }
-  yield* sql.run(
+  yield* sql.put(
     'UPDATE runs SET spawn_key = spawn_key || ?, address = address || ? WHERE run_id = ?',
     suffix,
     suffix,
     child.run_id,
   );
-  yield* sql.run(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`, child.run_id);
-  yield* sql.run('UPDATE ledger SET spawned = spawned - 1 WHERE run_id = ?', child.root_id);
-  yield* sql.run(END_RUN, 'cancelled', null, JSON.stringify({ status: 'cancelled', reason }), now, child.run_id);
+  yield* sql.put(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`, child.run_id);
+  yield* sql.put('UPDATE ledger SET spawned = spawned - 1 WHERE run_id = ?', child.root_id);
+  yield* sql.put(END_RUN, 'cancelled', null, JSON.stringify({ status: 'cancelled', reason }), now, child.run_id);
   yield* recordEvent(
     context,
     child,

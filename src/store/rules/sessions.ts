@@ -20,7 +20,7 @@ export function* openSession(_context: RuleContext, input: { sessionId: string; 
       `a session ${input.sessionId} is already in this store; resume it with Session.resume(store, id), or open one with another id.`,
     );
   }
-  yield* sql.run(
+  yield* sql.put(
     'INSERT INTO sessions (session_id, root, head, created_at) VALUES (?, ?, NULL, ?)',
     input.sessionId,
     input.root,
@@ -39,7 +39,7 @@ export function* beginTurn(
     'SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM turns WHERE session_id = ?',
     input.sessionId,
   )) as { seq: number };
-  yield* sql.run(
+  yield* sql.put(
     `INSERT INTO turns (turn_id, session_id, parent, seq, run_id, user_text, reply, status, created_at, ended_at)
        VALUES (?, ?, ?, ?, NULL, ?, NULL, 'running', ?, NULL)`,
     input.turnId,
@@ -54,7 +54,7 @@ export function* beginTurn(
 
 /** Records the run that answers a turn. */
 export function* startedTurn(_context: RuleContext, input: { turnId: string; runId: string }): Q<void> {
-  yield* sql.run('UPDATE turns SET run_id = ? WHERE turn_id = ?', input.runId, input.turnId);
+  yield* sql.put('UPDATE turns SET run_id = ? WHERE turn_id = ?', input.runId, input.turnId);
 }
 
 /**
@@ -89,7 +89,7 @@ export function* endTurn(
         );
   const advanced = moved.changes === 1;
   const status = advanced || input.advance === false ? input.status : 'conflicted';
-  yield* sql.run(
+  yield* sql.put(
     'UPDATE turns SET status = ?, reply = ?, ended_at = ? WHERE turn_id = ?',
     status,
     input.reply,
@@ -118,11 +118,21 @@ export function* moveHead(_context: RuleContext, input: { sessionId: string; tur
     );
 }
 
+/** What waits for a run from a person, oldest first. */
+export const WAITING_STEERS =
+  'SELECT steer_id, kind, body, by_whom FROM steers WHERE run_id = ? AND taken_seq IS NULL ORDER BY steer_id';
+export interface SteerRow {
+  steer_id: number;
+  kind: string;
+  body: string | null;
+  by_whom: string;
+}
+
 /**
  * Takes what is waiting for a root run at the boundary after step `after` (0: before its
  * first): corrections, which come before the next step as the user's words, each recorded
  * as `steered`; and an interrupt, which ends the run as `interrupted` here, its committed
- * steps kept.
+ * steps kept. `read`, when given, is what WAITING_STEERS read earlier in the transaction.
  */
 export function* takeSteersAt(
   context: RuleContext,
@@ -130,11 +140,9 @@ export function* takeSteersAt(
   generation: number,
   after: number,
   now: number,
+  read?: SteerRow[],
 ): Q<{ steers: string[]; interrupt: boolean }> {
-  const waiting = (yield* sql.all(
-    'SELECT steer_id, kind, body, by_whom FROM steers WHERE run_id = ? AND taken_seq IS NULL ORDER BY steer_id',
-    run.run_id,
-  )) as { steer_id: number; kind: string; body: string | null; by_whom: string }[];
+  const waiting = read ?? ((yield* sql.all(WAITING_STEERS, run.run_id)) as SteerRow[]);
   const taken = { steers: [] as string[], interrupt: false };
   if (waiting.length === 0) return taken;
   const before = after + 1;
@@ -142,7 +150,7 @@ export function* takeSteersAt(
   const interrupt = waiting.find((item) => item.kind === 'interrupt');
   if (interrupt) {
     // The run ends here: corrections sent with the interrupt are left untaken, reported as undelivered.
-    yield* sql.run(
+    yield* sql.put(
       `UPDATE steers SET taken_seq = ? WHERE run_id = ? AND kind = 'interrupt' AND taken_seq IS NULL`,
       before,
       run.run_id,
@@ -150,7 +158,7 @@ export function* takeSteersAt(
     yield* finish(context, run, generation, after, 'interrupted', null, `interrupted by ${interrupt.by_whom}`, now, []);
     return { steers: [], interrupt: true };
   }
-  yield* sql.run('UPDATE steers SET taken_seq = ? WHERE run_id = ? AND taken_seq IS NULL', before, run.run_id);
+  yield* sql.put('UPDATE steers SET taken_seq = ? WHERE run_id = ? AND taken_seq IS NULL', before, run.run_id);
   for (const item of waiting) {
     const text = item.body ?? '';
     taken.steers.push(text);
@@ -218,7 +226,7 @@ export function* steer(
   // A root paused on a person takes no step until it is resumed: an interrupt ends it now,
   // and what of its tree waits (paused or queued) with it.
   if (run && input.kind === 'interrupt' && run.status === 'paused') {
-    yield* sql.run(
+    yield* sql.put(
       `UPDATE steers SET taken_seq = ? WHERE run_id = ? AND kind = 'interrupt' AND taken_seq IS NULL`,
       run.last_seq + 1,
       run.run_id,
@@ -235,7 +243,7 @@ export function* steer(
       [],
     );
     yield* cancelQueued(context, { rootId: run.root_id, now: input.now });
-    yield* sql.run(`UPDATE turns SET status = 'interrupted', ended_at = ? WHERE turn_id = ?`, input.now, turn.turn_id);
+    yield* sql.put(`UPDATE turns SET status = 'interrupted', ended_at = ? WHERE turn_id = ?`, input.now, turn.turn_id);
   }
   return { steerId: Number(row?.steer_id) };
 }

@@ -141,7 +141,7 @@ function* createChild(context: RuleContext, parent: RunRow, input: SpawnInput, a
   );
   const { ceilings, clamps } = clampToParent(input.asked, left);
   const ancestry = [...(JSON.parse(parent.ancestry) as string[]), parent.run_id];
-  yield* sql.run(
+  yield* sql.put(
     INSERT_RUN,
     input.newRunId,
     parent.root_id,
@@ -163,7 +163,7 @@ function* createChild(context: RuleContext, parent: RunRow, input: SpawnInput, a
   );
   const maxWait =
     input.maxWaitSecs === null ? parentLedger.max_wait_secs : Math.min(input.maxWaitSecs, parentLedger.max_wait_secs);
-  yield* sql.run(
+  yield* sql.put(
     INSERT_LEDGER,
     input.newRunId,
     parent.root_id,
@@ -175,7 +175,7 @@ function* createChild(context: RuleContext, parent: RunRow, input: SpawnInput, a
     null,
     maxWait,
   );
-  yield* sql.run(
+  yield* sql.put(
     ENQUEUE,
     input.newRunId,
     parent.root_id,
@@ -183,8 +183,8 @@ function* createChild(context: RuleContext, parent: RunRow, input: SpawnInput, a
     input.queueNow ? 'queued' : 'pending',
     input.now,
   );
-  yield* sql.run(COUNT_CHILDREN, parent.run_id);
-  yield* sql.run(COUNT_TREE, parent.root_id);
+  yield* sql.put(COUNT_CHILDREN, parent.run_id);
+  yield* sql.put(COUNT_TREE, parent.root_id);
   if (input.queueNow) {
     yield* recordEvent(
       context,
@@ -226,6 +226,7 @@ export function* settleSpawns(
   seq: number,
   spawned: string[],
   now: number,
+  pending?: RunRow[],
 ): Q<void> {
   const claimed = new Set(spawned);
   for (const childId of spawned) {
@@ -243,6 +244,7 @@ export function* settleSpawns(
     now,
     claimed,
     'the call that spawned it is not in the step its parent committed',
+    pending,
   );
 }
 
@@ -255,8 +257,8 @@ function* releaseChild(
   child: RunRow,
   now: number,
 ): Q<void> {
-  yield* sql.run(`UPDATE runs SET status = 'queued' WHERE run_id = ?`, child.run_id);
-  yield* sql.run(`UPDATE spawn_queue SET state = 'queued' WHERE child_run_id = ?`, child.run_id);
+  yield* sql.put(`UPDATE runs SET status = 'queued' WHERE run_id = ?`, child.run_id);
+  yield* sql.put(`UPDATE spawn_queue SET state = 'queued' WHERE child_run_id = ?`, child.run_id);
   yield* recordEvent(
     context,
     parent,
@@ -278,7 +280,7 @@ export function* cancelQueued(
     input.rootId,
   )) as { child_run_id: string }[];
   for (const { child_run_id } of rows) {
-    yield* sql.run(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`, child_run_id);
+    yield* sql.put(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`, child_run_id);
     const run = yield* runRow(context, child_run_id);
     yield* finish(context, run, run.generation, 0, 'cancelled', null, 'cancelled while queued', input.now, []);
   }
@@ -303,7 +305,7 @@ export function* dropBacklog(context: RuleContext, input: { runId: string; now: 
     input.runId,
   )) as { child_run_id: string }[];
   for (const { child_run_id } of rows) {
-    yield* sql.run(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`, child_run_id);
+    yield* sql.put(`UPDATE spawn_queue SET state = 'cancelled' WHERE child_run_id = ?`, child_run_id);
     const child = yield* runRow(context, child_run_id);
     yield* finish(
       context,

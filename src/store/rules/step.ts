@@ -20,8 +20,8 @@ import type {
 import type { Q } from '../sql.js';
 import * as sql from '../sql.js';
 import { fenced, type LedgerRow, type RuleContext, type RunRow, recordEvent } from './context.js';
-import { finish, send } from './run-end.js';
-import { takeSteersAt } from './sessions.js';
+import { finish, PENDING_CHILDREN, send } from './run-end.js';
+import { type SteerRow, takeSteersAt, WAITING_STEERS } from './sessions.js';
 import { settleSpawns } from './spawn.js';
 
 /**
@@ -58,21 +58,36 @@ const INSERT_CALL = `INSERT INTO model_calls (root_id, run_id, seq, attempt, gen
  * the checkpoint, and the run's end if this was its last step.
  */
 export function* commitStep(context: RuleContext, input: CommitStepInput): Q<CommitStepResult> {
-  const run = yield* fenced(context, input);
+  const draw: DrawAmount = {
+    steps: input.fold === true ? 0 : 1,
+    tokens: input.usage.inputTokens + input.usage.outputTokens,
+  };
+  // Sent with the read of the run's row, in its round trip: the draw on the run's own
+  // account (undone below unless the step stands), and what the step's end looks for.
+  yield* sql.put('SAVEPOINT draw');
+  const own = yield* sql.putRows<LedgerRow>(DRAW, draw.steps, draw.tokens, input.runId);
+  const prefix = `${input.runId}:${input.seq}:`;
+  const pending = yield* sql.putRows<RunRow>(PENDING_CHILDREN, input.runId, prefix.length, prefix);
+  const steers = yield* sql.putRows<SteerRow>(WAITING_STEERS, input.runId);
+  let run: RunRow;
+  try {
+    run = yield* fenced(context, input);
+  } catch (error) {
+    // Undone here too, for a caller that holds no transaction to roll back.
+    yield* undoDraw();
+    throw error;
+  }
   if (input.seq !== run.last_seq + 1) {
+    yield* undoDraw();
     if (yield* sql.get(STEP_EXISTS, input.runId, input.seq)) return { status: 'duplicate', seq: input.seq };
     throw new HarnessError(
       ErrorCode.StepOutOfOrder,
       `run ${input.runId}: step ${input.seq} cannot follow step ${run.last_seq}.`,
     );
   }
-  const draw: DrawAmount = {
-    steps: input.fold === true ? 0 : 1,
-    tokens: input.usage.inputTokens + input.usage.outputTokens,
-  };
-  const refused = yield* drawOnChain(run, draw);
-  if (refused !== null) {
-    const { account, crossing } = refused;
+  const drawn = yield* drawOnChain(run, draw, own()[0]);
+  if ('refused' in drawn) {
+    const { account, crossing } = drawn.refused;
     const { ceiling, spent, limit } = crossing;
     // The call happened even though its step cannot be charged: account for it.
     yield* recordCalls(run, input.seq, input.generation, input.calls, input.now);
@@ -99,9 +114,9 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
     // Ids name the sender by address, so the same tree run twice reads the same ids.
     yield* send(context, run, input.seq, gen, `${run.address}:${input.seq}:${index}`, message, input.now);
   }
-  yield* settleSpawns(context, run, gen, input.seq, input.spawned, input.now);
-  const root = (yield* sql.get<LedgerRow>(context.ledgerById, run.root_id)) as LedgerRow;
-  const treeSpent = { steps: root.steps_spent, tokens: root.tokens_spent };
+  yield* settleSpawns(context, run, gen, input.seq, input.spawned, input.now, pending());
+  // Only a draw moves an account's spend, and the tree's account was drawn on first.
+  const treeSpent = { steps: drawn.root.steps_spent, tokens: drawn.root.tokens_spent };
   yield* recordEvent(context, run, input.seq, gen, { type: 'spend', draw, treeSpent }, input.now);
   yield* recordEvent(
     context,
@@ -121,10 +136,10 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
     input.now,
   );
   // The lease's expiry is the supervisor's to extend, on its injectable clock; a step does not touch it.
-  yield* sql.run(ADVANCE_RUN, input.seq, run.run_id);
-  yield* sql.run('DELETE FROM drafts WHERE run_id = ?', run.run_id);
-  yield* sql.run('DELETE FROM step_images WHERE run_id = ? AND seq <= ?', run.run_id, input.seq);
-  yield* sql.run(UPSERT_CHECKPOINT, run.run_id, input.seq, gen, JSON.stringify({ seq: input.seq }), input.now);
+  yield* sql.put(ADVANCE_RUN, input.seq, run.run_id);
+  yield* sql.put('DELETE FROM drafts WHERE run_id = ?', run.run_id);
+  yield* sql.put('DELETE FROM step_images WHERE run_id = ? AND seq <= ?', run.run_id, input.seq);
+  yield* sql.put(UPSERT_CHECKPOINT, run.run_id, input.seq, gen, JSON.stringify({ seq: input.seq }), input.now);
   if (input.final) {
     yield* finish(
       context,
@@ -140,7 +155,7 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
     return { status: 'committed', seq: input.seq, treeSpent };
   }
   // What a person sent the run while this step ran is taken at its end, the boundary.
-  const taken = run.parent_id === null ? yield* takeSteersAt(context, run, gen, input.seq, input.now) : null;
+  const taken = run.parent_id === null ? yield* takeSteersAt(context, run, gen, input.seq, input.now, steers()) : null;
   if (taken?.interrupt) return { status: 'interrupted', seq: input.seq, treeSpent };
   return {
     status: 'committed',
@@ -152,33 +167,50 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
 
 /**
  * Charges `draw` to every account from `run` up to the root, all or none: the first
- * account the draw would take over a ceiling ({@link drawCrossing}, the one rule) stops
- * it, and nothing of it stays charged.
+ * account, from the root down, that the draw would take over a ceiling ({@link
+ * drawCrossing}, the one rule) is the one refused, and nothing of the draw stays charged.
+ * Drawn, it returns the tree's account as it stands. `own`: the run's own account, drawn
+ * already inside the savepoint `draw` this opened (commitStep sends that draw early).
  */
-function* drawOnChain(run: RunRow, draw: DrawAmount): Q<{ account: string; crossing: CeilingCrossing } | null> {
+function* drawOnChain(
+  run: RunRow,
+  draw: DrawAmount,
+  own?: LedgerRow,
+): Q<{ refused: { account: string; crossing: CeilingCrossing } } | { root: LedgerRow }> {
+  // The root first (an ancestry runs from it down).
   const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
-  yield* sql.run('SAVEPOINT draw');
+  if (!own) yield* sql.put('SAVEPOINT draw');
+  const after = new Map<string, LedgerRow>();
+  if (own) after.set(run.run_id, own);
   for (const id of chain) {
-    const after = (yield* sql.get<LedgerRow>(DRAW, draw.steps, draw.tokens, id)) as LedgerRow;
+    if (!after.has(id)) after.set(id, (yield* sql.get<LedgerRow>(DRAW, draw.steps, draw.tokens, id)) as LedgerRow);
+  }
+  for (const id of chain) {
+    const row = after.get(id) as LedgerRow;
     const crossing = drawCrossing(
-      { steps: after.max_steps, tokens: after.max_tokens },
-      { steps: after.steps_spent - draw.steps, tokens: after.tokens_spent - draw.tokens },
+      { steps: row.max_steps, tokens: row.max_tokens },
+      { steps: row.steps_spent - draw.steps, tokens: row.tokens_spent - draw.tokens },
       draw,
     );
     if (crossing !== null) {
-      yield* sql.run('ROLLBACK TO draw');
-      yield* sql.run('RELEASE draw');
-      return { account: id, crossing };
+      yield* undoDraw();
+      return { refused: { account: id, crossing } };
     }
   }
-  yield* sql.run('RELEASE draw');
-  return null;
+  yield* sql.put('RELEASE draw');
+  return { root: after.get(run.root_id) as LedgerRow };
+}
+
+/** Takes back what was drawn since the savepoint `draw`. */
+function* undoDraw(): Q<void> {
+  yield* sql.put('ROLLBACK TO draw');
+  yield* sql.put('RELEASE draw');
 }
 
 /** A committed step's own rows: its draw, the step, the files it changed, the messages it read. */
 function* writeStepRows(run: RunRow, input: CommitStepInput, draw: DrawAmount): Q<void> {
   const gen = input.generation;
-  yield* sql.run(
+  yield* sql.put(
     INSERT_DRAW,
     `${run.run_id}:${input.seq}`,
     run.root_id,
@@ -189,7 +221,7 @@ function* writeStepRows(run: RunRow, input: CommitStepInput, draw: DrawAmount): 
     draw.tokens,
     input.now,
   );
-  yield* sql.run(
+  yield* sql.put(
     INSERT_STEP,
     run.run_id,
     input.seq,
@@ -200,7 +232,7 @@ function* writeStepRows(run: RunRow, input: CommitStepInput, draw: DrawAmount): 
     input.now,
   );
   for (const [ordinal, change] of (input.changes ?? []).entries()) {
-    yield* sql.run(
+    yield* sql.put(
       'INSERT INTO file_changes (run_id, seq, ordinal, root_id, generation, path, diff, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
       run.run_id,
       input.seq,
@@ -239,9 +271,9 @@ export function* endReply(
   const usage = input.completion.usage;
   const draw: DrawAmount = { steps: 0, tokens: usage.inputTokens + usage.outputTokens };
   const seq = run.last_seq + 1;
-  const refused = yield* drawOnChain(run, draw);
-  if (refused !== null) {
-    const { account, crossing } = refused;
+  const drawn = yield* drawOnChain(run, draw);
+  if ('refused' in drawn) {
+    const { account, crossing } = drawn.refused;
     const { ceiling, spent, limit } = crossing;
     yield* recordCalls(run, seq, input.generation, input.calls, input.now);
     yield* finish(
@@ -257,7 +289,7 @@ export function* endReply(
     );
     return { status: 'exhausted' };
   }
-  yield* sql.run(
+  yield* sql.put(
     INSERT_DRAW,
     `${run.run_id}:${seq}`,
     run.root_id,
@@ -269,8 +301,7 @@ export function* endReply(
     input.now,
   );
   yield* recordCalls(run, seq, input.generation, input.calls, input.now);
-  const root = (yield* sql.get<LedgerRow>(context.ledgerById, run.root_id)) as LedgerRow;
-  const treeSpent = { steps: root.steps_spent, tokens: root.tokens_spent };
+  const treeSpent = { steps: drawn.root.steps_spent, tokens: drawn.root.tokens_spent };
   yield* finish(
     context,
     run,
@@ -300,7 +331,7 @@ function* recordCalls(
   now: number,
 ): Q<void> {
   for (const [attempt, call] of (calls ?? []).entries()) {
-    yield* sql.run(
+    yield* sql.put(
       INSERT_CALL,
       run.root_id,
       run.run_id,
@@ -349,7 +380,7 @@ export function* endRun(context: RuleContext, input: EndRunInput): Q<void> {
 export function* recordRestorePoint(context: RuleContext, input: RestorePointInput): Q<{ created: boolean }> {
   const run = yield* fenced(context, input);
   // The step's own image too: what the file held before this step first wrote it.
-  yield* sql.run(
+  yield* sql.put(
     'INSERT INTO step_images (run_id, seq, path, existed, content) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
     run.run_id,
     input.seq,
@@ -382,7 +413,7 @@ export function* clearStepImages(
   input: Fence & { seq: number; paths: string[]; now: number },
 ): Q<void> {
   const run = yield* fenced(context, input);
-  yield* sql.run('DELETE FROM step_images WHERE run_id = ? AND seq = ?', run.run_id, input.seq);
+  yield* sql.put('DELETE FROM step_images WHERE run_id = ? AND seq = ?', run.run_id, input.seq);
   yield* recordEvent(
     context,
     run,
@@ -395,7 +426,7 @@ export function* clearStepImages(
 
 /** Keeps the completion a step acts on, once its first effect begins; a re-run of the step reuses it. */
 export function* keepDraft(run: RunRow, seq: number, generation: number, completion: Completion, now: number): Q<void> {
-  yield* sql.run(
+  yield* sql.put(
     'INSERT INTO drafts (run_id, seq, generation, completion, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
     run.run_id,
     seq,

@@ -12,6 +12,11 @@ export function answerSqlite(statements: StatementCache, query: Query): unknown 
   const statement = statements.get(query.text);
   if (query.op === 'get') return statement.get(...query.params);
   if (query.op === 'all') return statement.all(...query.params);
+  if (query.op === 'put') {
+    if (query.onRows) query.onRows(statement.all(...query.params));
+    else statement.run(...query.params);
+    return undefined;
+  }
   return { changes: statement.run(...query.params).changes };
 }
 

@@ -1,0 +1,188 @@
+/**
+ * A write on PostgreSQL does not wait for each statement: what a rule does not read the
+ * answer of goes out behind what it does, and a step's commit waits on the server a few
+ * times however many statements it sends (src/store/postgres/outbox.ts). Counted on the
+ * tests' real server by watching the client: a statement sent while none is in flight
+ * starts a round trip. And a write of a batch whose statement fails at the database, one
+ * it never waited for, fails alone; the writes after it run again.
+ */
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PostgresBatchWriter } from '../dist/store/postgres/batch.js';
+import { PostgresStore } from '../dist/store/postgres/index.js';
+import { sqlRows } from './support/backends.js';
+import { freshDatabase } from './support/postgres.js';
+import { emptyStep, rootInput } from './support/writer.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** Counts, while `body` runs, the statements the clients send and how many of them found none in flight. */
+async function counting<T>(body: () => Promise<T>): Promise<{ value: T; statements: number; roundTrips: number }> {
+  const original = pg.Client.prototype.query;
+  let inflight = 0;
+  let statements = 0;
+  let roundTrips = 0;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    statements++;
+    if (inflight === 0) roundTrips++;
+    inflight++;
+    const result = (original as (...a: unknown[]) => Promise<unknown>).apply(this, args);
+    const done = () => {
+      inflight--;
+    };
+    result.then(done, done);
+    return result;
+  } as typeof original;
+  try {
+    return { value: await body(), statements, roundTrips };
+  } finally {
+    pg.Client.prototype.query = original;
+  }
+}
+
+const call = (tokens: number) => ({
+  provider: 'p',
+  model: 'm',
+  outcome: 'ok',
+  statusCode: 200,
+  inputTokens: tokens,
+  outputTokens: 1,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  reasoningTokens: 0,
+  latencyMs: 1,
+  ttftMs: null,
+});
+
+describe('a write on PostgreSQL', () => {
+  it("waits on the server three times for a step's commit of some twenty statements", async () => {
+    const db = await freshDatabase();
+    cleanups.push(() => db.drop());
+    const store = await PostgresStore.open(db.url, { max: 1 });
+    cleanups.push(() => store.close());
+    const { generation } = await store.call('createRoot', rootInput('r', { owner: 'o' }));
+    const fence = { runId: 'r', generation, owner: 'o' };
+    await store.call('commitStep', emptyStep(fence, 1));
+    const step = await counting(() =>
+      store.call(
+        'commitStep',
+        emptyStep(fence, 2, {
+          calls: [call(10)],
+          events: [{ type: 'run-start', task: 't', address: 'root', parentId: null, resumed: false }],
+        }),
+      ),
+    );
+    expect(step.value).toMatchObject({ status: 'committed', seq: 2 });
+    // BEGIN, the lock, the draw, the run's row (one round trip); the rows (a second); COMMIT (a third).
+    expect(step.statements).toBeGreaterThanOrEqual(18);
+    expect(step.roundTrips).toBe(3);
+    // What the rules read back still reaches them: the events' ids, in order, and the tree's spend.
+    const events = await store.events('r');
+    const ids = events.map((event) => event.eventId);
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(await store.account('r')).toMatchObject({ spent: { steps: 2 } });
+  });
+
+  it('fails alone a write of a batch whose statement fails at the database, one it did not wait for; the writes after it run again', async () => {
+    const db = await freshDatabase();
+    cleanups.push(() => db.drop());
+    const store = await PostgresStore.open(db.url);
+    cleanups.push(() => store.close());
+    const fences = [];
+    for (const runId of ['a', 'b', 'c', 'd']) {
+      const { generation } = await store.call('createRoot', rootInput(runId, { owner: 'o' }));
+      fences.push({ runId, generation, owner: 'o' });
+    }
+    const [a, b, c, d] = fences as [(typeof fences)[0], (typeof fences)[0], (typeof fences)[0], (typeof fences)[0]];
+    const writer = await PostgresBatchWriter.open({ connectionString: db.url });
+    cleanups.push(async () => writer.close());
+    // b's model call says more tokens than a bigint holds: its row is refused by the database, after b's draw and step rows were sent.
+    const batch = await counting(() =>
+      writer.run([
+        { op: 'commitStep', input: emptyStep(a, 1, { calls: [call(5)] }) },
+        { op: 'commitStep', input: emptyStep(b, 1, { calls: [call(1e300)] }) },
+        { op: 'commitStep', input: emptyStep(c, 1, { calls: [call(7)] }) },
+        { op: 'commitStep', input: emptyStep(d, 1) },
+      ]),
+    );
+    const outcomes = batch.value.outcomes;
+    expect(outcomes.map((outcome) => outcome.ok)).toEqual([true, false, true, true]);
+    expect(outcomes[1]).toMatchObject({ ok: false, error: { code: 'STORE_FAILED' } });
+    expect(String((outcomes[1] as { error: Error }).error.message)).toMatch(/bigint|out of range|invalid input/i);
+    // Nothing of b stayed: no step, no draw, no call, its account untouched; a, c and d committed whole.
+    expect(await store.steps('b')).toEqual([]);
+    expect(await store.account('b')).toMatchObject({ spent: { steps: 0, tokens: 0 } });
+    expect(await sqlRows(db.url, "SELECT count(*)::int AS n FROM draws WHERE run_id = 'b'")).toEqual([{ n: 0 }]);
+    for (const runId of ['a', 'c', 'd']) {
+      expect((await store.steps(runId)).map((step) => step.seq)).toEqual([1]);
+      expect(await store.account(runId)).toMatchObject({ spent: { steps: 1 } });
+    }
+    expect(
+      await sqlRows(db.url, 'SELECT run_id, input_tokens FROM model_calls ORDER BY run_id').then((list) =>
+        list.map((row) => `${row.run_id}:${row.input_tokens}`),
+      ),
+    ).toEqual(['a:5', 'c:7']);
+    // What the batch announced is the committed writes' only, each event with the id the database gave it.
+    const announced = batch.value.notifications.events;
+    expect(new Set(announced.map((event) => event.runId))).toEqual(new Set(['a', 'c', 'd']));
+    expect(announced.length).toBeGreaterThan(0);
+    const stored = new Map(
+      (await store.eventsAfter(0)).map((event) => [event.eventId, `${event.runId}:${event.type}`]),
+    );
+    for (const event of announced) expect(stored.get(event.eventId)).toBe(`${event.runId}:${event.type}`);
+    // Four writes, each waited on for its run's row, then the rest and the commit: not one round trip a statement.
+    expect(batch.statements).toBeGreaterThan(60);
+    expect(batch.roundTrips).toBeLessThan(15);
+  });
+
+  it('keeps nothing of a lone write whose statement fails at the database after the rule went on', async () => {
+    const db = await freshDatabase();
+    cleanups.push(() => db.drop());
+    const store = await PostgresStore.open(db.url);
+    cleanups.push(() => store.close());
+    const { generation } = await store.call('createRoot', rootInput('r', { owner: 'o' }));
+    const fence = { runId: 'r', generation, owner: 'o' };
+    const writer = await PostgresBatchWriter.open({ connectionString: db.url });
+    cleanups.push(async () => writer.close());
+    const result = await writer.run([{ op: 'commitStep', input: emptyStep(fence, 1, { calls: [call(1e300)] }) }]);
+    expect(result.outcomes).toMatchObject([{ ok: false, error: { code: 'STORE_FAILED' } }]);
+    expect(await store.steps('r')).toEqual([]);
+    expect(await store.account('r')).toMatchObject({ spent: { steps: 0, tokens: 0 } });
+    // The connection is whole after it: the same step, sound, commits.
+    const again = await writer.run([{ op: 'commitStep', input: emptyStep(fence, 1, { calls: [call(3)] }) }]);
+    expect(again.outcomes).toMatchObject([{ ok: true, value: { status: 'committed', seq: 1 } }]);
+    expect((await store.steps('r')).map((step) => step.seq)).toEqual([1]);
+  });
+
+  it("says why a batch failed when the transaction's own start fails (its lock timed out), and blames no write", async () => {
+    const db = await freshDatabase();
+    cleanups.push(() => db.drop());
+    const store = await PostgresStore.open(db.url);
+    cleanups.push(() => store.close());
+    const fences = [];
+    for (const runId of ['a', 'b']) {
+      const { generation } = await store.call('createRoot', rootInput(runId, { owner: 'o' }));
+      fences.push({ runId, generation, owner: 'o' });
+    }
+    await sqlRows(db.url, `ALTER DATABASE ${db.name} SET lock_timeout = '100ms'`);
+    const writer = await PostgresBatchWriter.open({ connectionString: db.url });
+    cleanups.push(async () => writer.close());
+    // Another session holds the store's write lock for as long as the batch tries.
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    cleanups.push(() => holder.end());
+    await holder.query('SELECT pg_advisory_lock(7310, 0)');
+    for (const writes of [fences, fences.slice(0, 1)]) {
+      const attempt = writer.run(writes.map((fence) => ({ op: 'commitStep' as const, input: emptyStep(fence, 1) })));
+      await expect(attempt).rejects.toMatchObject({ code: 'STORE_FAILED', details: { sqlState: '55P03' } });
+    }
+    await holder.query('SELECT pg_advisory_unlock(7310, 0)');
+    expect(await store.steps('a')).toEqual([]);
+    const after = await writer.run(fences.map((fence) => ({ op: 'commitStep' as const, input: emptyStep(fence, 1) })));
+    expect(after.outcomes.map((outcome) => outcome.ok)).toEqual([true, true]);
+  });
+});
