@@ -134,7 +134,7 @@ async function leaseOwners(
 }
 
 describe('several hosts driving one tree on PostgreSQL', () => {
-  it('drives a 200-agent tree from two hosts within its cap, and the second finishes it after the first is SIGKILLed', {
+  it('drives a 200-agent tree from two hosts within its cap, and the second finishes it after the first is SIGKILLed; a third host that drives none of it follows every event', {
     timeout: 300_000,
   }, async () => {
     const url = await database();
@@ -142,6 +142,17 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     // Neither host has a limit of its own: each would take all it could, and the tree's cap of 8 holds across both.
     const a = host('host-a', { ...tree(200), store: url, mode: 'run' });
     const { rootId } = (await a.waitFor((line) => line.rootId !== undefined)) as { rootId: string };
+    // A host of the test's own follows the tree's events without driving any of it (it never joins).
+    const watcherStore = await PostgresStore.open(url);
+    cleanups.push(() => watcherStore.close());
+    const watcher = await Supervisor.start(watcherStore, { host: 'watcher', pollMs: 200 });
+    cleanups.push(() => watcher.close());
+    const seen: HarnessEvent[] = [];
+    let followed = false;
+    void (async () => {
+      for await (const event of watcher.events({ rootId })) seen.push(event);
+      followed = true;
+    })();
     const sampler = sampleHolding(watch, () => rootId);
     const b = host('host-b', { ...tree(200), store: url, mode: 'join', rootId });
     await until('both hosts to commit steps of the tree', () => a.acks.length >= 30 && b.acks.length >= 10);
@@ -172,6 +183,23 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     // The cap held across both hosts, read from the lease rows.
     expect(sampler.peak).toBeLessThanOrEqual(8);
     expect(sampler.peak).toBeGreaterThan(0);
+
+    // The watcher's stream ended by itself once the tree settled, having seen every event from its start on, in commit order.
+    await until('the watcher to see the tree settle', () => followed);
+    const ids = seen.map((event) => event.eventId);
+    expect(ids.length).toBeGreaterThan(500);
+    const stored = (
+      await watch.query<{ event_id: number }>(
+        'SELECT event_id FROM events WHERE root_id = $1 AND event_id >= $2 ORDER BY event_id',
+        [rootId, ids[0]],
+      )
+    ).rows.map((row) => Number(row.event_id));
+    expect(ids).toEqual(stored);
+    expect(seen.at(-1)).toMatchObject({ type: 'run-end', runId: rootId, status: 'finished' });
+    // Committed by both hosts, the takeover among them.
+    const taken = seen.filter((event) => event.type === 'lease-taken');
+    expect(taken.some((event) => event.owner === aOwner)).toBe(true);
+    expect(taken.some((event) => event.owner === bOwner && event.previousOwner === aOwner)).toBe(true);
   });
 
   it('gives the runs of a host stopped past its ttl to the other, and the stopped host, continued, commits none of them', {

@@ -6,6 +6,7 @@
 import type { HarnessEvent } from '../runtime/events.js';
 import type { LiveEvent } from '../runtime/live.js';
 import type { Store } from '../store/sqlite/store.js';
+import type { TreeTail } from './tree-tail.js';
 
 /**
  * What `supervisor.observe()` hands an observer that asks for it (one with `attach`): the
@@ -87,17 +88,44 @@ export class EventBus {
     }
   }
 
-  stream(filter: EventFilter = {}): AsyncIterableIterator<HarnessEvent> {
-    const stream = new EventStream(filter, () => this.#streams.delete(stream));
+  /**
+   * An iterator of the committed events `filter` matches. `tailed`: it is fed from the
+   * store by a {@link TreeTail} (attached with {@link follow}), where other hosts commit too.
+   */
+  stream(filter: EventFilter = {}, tailed = false): EventStream {
+    const stream = new EventStream(filter, () => this.#streams.delete(stream), tailed);
     if (this.#closed) stream.end();
     else this.#streams.add(stream);
     return stream;
   }
 
+  /**
+   * Feeds `stream` from the store from now on, through `tail`; or, with no tail (the run it
+   * is scoped to is not in the store), from this host's commits as on one host.
+   */
+  follow(stream: EventStream, tail: TreeTail | null): void {
+    if (stream.done) return;
+    if (tail === null) {
+      stream.untail();
+      return;
+    }
+    stream.tail = tail;
+    void tail.start(stream.firstOwn);
+    // Its tree settled here before the tail was attached: it reads what is left, then ends.
+    if (stream.endAsked) void tail.finish();
+  }
+
+  /** Another host committed to these trees (all, when it could not say which): their tails read. */
+  wakeTails(rootIds: readonly string[] | 'all'): void {
+    for (const stream of this.#streams) {
+      if (stream.tail && (rootIds === 'all' || rootIds.includes(stream.tail.rootId))) void stream.tail.wake();
+    }
+  }
+
   publish(events: readonly HarnessEvent[]): void {
     for (const event of events) {
       for (const { filter, observer } of this.#observers) if (matches(filter, event)) this.#deliver(observer, event);
-      for (const stream of this.#streams) if (matches(stream.filter, event)) stream.push(event);
+      for (const stream of this.#streams) if (matches(stream.filter, event)) stream.committed(event);
     }
   }
 
@@ -110,29 +138,72 @@ export class EventBus {
       const { rootId: root, runId } = stream.filter;
       if (root === undefined && runId === undefined) continue;
       if ((root === undefined || root === rootId) && (runId === undefined || runIds.has(runId))) {
-        stream.end();
-        this.#streams.delete(stream);
+        // A tailed stream reads what the store has left first (once its tail is there).
+        if (stream.tail) void stream.tail.finish();
+        else if (stream.tailed) stream.endAsked = true;
+        else {
+          this.#streams.delete(stream);
+          stream.end();
+        }
       }
     }
   }
 
   close(): void {
     this.#closed = true;
-    for (const stream of this.#streams) stream.end();
+    for (const stream of this.#streams) {
+      stream.tail?.close();
+      stream.end();
+    }
     this.#streams.clear();
   }
 }
 
-class EventStream implements AsyncIterableIterator<HarnessEvent> {
+export class EventStream implements AsyncIterableIterator<HarnessEvent> {
   readonly filter: EventFilter;
   readonly #buffer: HarnessEvent[] = [];
   readonly #waiting: ((result: IteratorResult<HarnessEvent>) => void)[] = [];
   readonly #detach: () => void;
+  #tailed: boolean;
   #done = false;
+  /** A tailed stream whose tree settled before its tail was attached. */
+  endAsked = false;
+  /** What feeds a tailed stream from the store, once attached. */
+  tail: TreeTail | null = null;
+  /** A tailed stream's first event committed here before its tail was attached. */
+  firstOwn: number | null = null;
 
-  constructor(filter: EventFilter, detach: () => void) {
+  constructor(filter: EventFilter, detach: () => void, tailed = false) {
     this.filter = filter;
     this.#detach = detach;
+    this.#tailed = tailed;
+  }
+
+  get done(): boolean {
+    return this.#done;
+  }
+
+  get tailed(): boolean {
+    return this.#tailed;
+  }
+
+  /** Fed from this host's commits after all (there is nothing in the store to tail). */
+  untail(): void {
+    this.#tailed = false;
+    if (this.endAsked) this.finish();
+  }
+
+  /** This host committed `event` (or said it, with no id: a lease lost); a tailed stream reads it from the store instead. */
+  committed(event: HarnessEvent): void {
+    if (!this.#tailed || event.eventId === 0) this.push(event);
+    else if (this.tail) this.tail.committed(event);
+    else this.firstOwn ??= event.eventId;
+  }
+
+  /** Ends the stream and takes it off the bus; what it buffered is still read. */
+  finish(): void {
+    this.#detach();
+    this.end();
   }
 
   push(event: HarnessEvent): void {
@@ -155,6 +226,7 @@ class EventStream implements AsyncIterableIterator<HarnessEvent> {
 
   return(): Promise<IteratorResult<HarnessEvent>> {
     this.#detach();
+    this.tail?.close();
     this.end();
     this.#buffer.length = 0;
     return Promise.resolve({ value: undefined, done: true });

@@ -50,6 +50,7 @@ import { type RewoundFile, rewindRunFiles } from './rewind.js';
 import { checkRoot, contractProviders, holdProviderSecrets, rootSpec } from './root-spec.js';
 import { post, Tree, type TreePorts } from './tree.js';
 import { checkModelsGiven, checkToolsGiven, serverOptions, treeModels, treeServers, treeTools } from './tree-host.js';
+import { rootWhenStored, TreeTail } from './tree-tail.js';
 
 export type { ResumeOptions, RunOptions, SupervisorOptions } from './options.js';
 
@@ -344,15 +345,27 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
    * Every committed event from now on, in commit order, as an async iterator. One scoped to
    * a tree (`rootId`) or a run (`runId`) ends once that tree settles here (every run of it
    * terminal), after its last events; at once when it had settled already. An unscoped one
-   * ends at close().
+   * ends at close(). On PostgreSQL a scoped one follows every host's commits to the tree.
    */
   events(filter?: EventFilter): AsyncIterableIterator<HarnessEvent> {
-    const stream = this.#bus.stream(filter);
+    // Where other hosts commit too, a stream of one tree follows the tree in the store (see tree-tail.ts).
+    const tailed = this.#shared && (filter?.rootId !== undefined || filter?.runId !== undefined);
+    const stream = this.#bus.stream(filter, tailed);
     void (async () => {
+      if (tailed) {
+        const settledElsewhere = async (root: string) => !this.#trees.has(root) && (await this.#settledInStore(root));
+        const ports = { read: <T>(body: Q<T>) => this.read(body), settledElsewhere };
+        // A run another host is storing right now is waited for.
+        const root = filter?.rootId ?? (await rootWhenStored(ports.read, filter?.runId as string, stream));
+        return this.#bus.follow(stream, root === undefined ? null : new TreeTail(stream, root, filter?.runId, ports));
+      }
       const rootId = filter?.rootId ?? (filter?.runId ? (await this.read(reads.run(filter.runId)))?.rootId : undefined);
       if (rootId !== undefined && !this.#trees.has(rootId) && (await this.#settledInStore(rootId)))
         this.#bus.endTree(rootId, new Set((await this.read(reads.runs(rootId))).map((run) => run.runId)));
-    })().catch(() => undefined);
+    })().catch(() => {
+      // The store could not say which tree: this host's own commits feed it.
+      if (tailed) this.#bus.follow(stream, null);
+    });
     return stream;
   }
 
@@ -689,6 +702,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   #onStoreOutput(message: StoreOutput): void {
     if (message.type === 'hint') {
       if (this.#state === 'running') this.#leases.onHint(message.hint);
+      this.#bus.wakeTails(message.hint.all ? 'all' : message.hint.events);
       return;
     }
     if (message.type !== 'notify') return;

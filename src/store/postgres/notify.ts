@@ -1,5 +1,5 @@
 /**
- * New-work hints between hosts: a commit that spawns, ends a run or sends mail tells every
+ * Hints between hosts: a commit that spawns, ends a run, sends mail or records events tells every
  * host listening on the store with `NOTIFY` (sent inside the transaction, so it is
  * delivered when the commit is, and never for a commit that did not happen). A hint is
  * only a hint: each host also looks at the store on a timer, so a notification lost (a
@@ -16,6 +16,8 @@ export interface WorkHint {
   roots: string[];
   /** Trees whose cancel was asked for (see store/rules/cancel.ts): their hosts cancel what they drive. */
   cancels: string[];
+  /** Trees with new events: a host following one reads them (supervisor/tree-tail.ts). */
+  events: string[];
   ended: { rootId: string; runId: string }[];
   mail: { rootId: string; to: string }[];
   all: boolean;
@@ -37,7 +39,8 @@ export function channelOf(target: PostgresTarget): string {
 export function hintPayload(origin: string, notes: Notifications): string | null {
   // A cancel asked for is a tree to look at again: its hosts cancel what they drive of it.
   const cancels = notes.events.filter((event) => event.type === 'cancel-asked').map((event) => event.rootId);
-  if (notes.spawned.length + notes.ended.length + notes.mail.length + cancels.length === 0) return null;
+  const events = [...new Set(notes.events.map((event) => event.rootId))];
+  if (notes.spawned.length + notes.ended.length + notes.mail.length + cancels.length + events.length === 0) return null;
   const roots = [
     ...new Set([
       ...notes.spawned.map((item) => item.rootId),
@@ -52,9 +55,10 @@ export function hintPayload(origin: string, notes: Notifications): string | null
     e: notes.ended.map((item) => [item.rootId, item.runId]),
     m: notes.mail.map((item) => [item.rootId, item.to]),
     ...(cancels.length > 0 ? { c: cancels } : {}),
+    v: events,
   });
   if (full.length <= PAYLOAD_LIMIT) return full;
-  const short = JSON.stringify({ o: origin, r: roots, ...(cancels.length > 0 ? { c: cancels } : {}) });
+  const short = JSON.stringify({ o: origin, r: roots, ...(cancels.length > 0 ? { c: cancels } : {}), v: events });
   return short.length <= PAYLOAD_LIMIT ? short : JSON.stringify({ o: origin, all: true });
 }
 
@@ -67,6 +71,7 @@ export function readHint(payload: string | undefined, origin: string): WorkHint 
       e?: unknown;
       m?: unknown;
       c?: unknown;
+      v?: unknown;
       all?: unknown;
     };
     if (data.o === origin) return null;
@@ -79,6 +84,7 @@ export function readHint(payload: string | undefined, origin: string): WorkHint 
     return {
       roots: names(data.r),
       cancels: names(data.c),
+      events: names(data.v),
       ended: pairs(data.e).map(([rootId, runId]) => ({ rootId, runId })),
       mail: pairs(data.m).map(([rootId, to]) => ({ rootId, to })),
       all: data.all === true,
@@ -147,7 +153,7 @@ export class WorkListener {
     this.#client = client;
     this.#delay = 250;
     // What was sent while no connection listened is lost: every host looks again.
-    if (again) this.#onHint({ roots: [], cancels: [], ended: [], mail: [], all: true });
+    if (again) this.#onHint({ roots: [], cancels: [], events: [], ended: [], mail: [], all: true });
   }
 
   #retry(): void {

@@ -1,0 +1,89 @@
+/**
+ * A tree's events followed from any host on PostgreSQL (src/supervisor/tree-tail.ts): a
+ * supervisor that drives none of a tree, and never joined it, iterates
+ * `events({ rootId })` and sees every event the driving host commits, in commit order,
+ * the stream ending once the tree settles; the driving host's own stream sees the same; a
+ * stream asked for after the tree settled ends at once; one scoped to a run sees that
+ * run's only. Two supervisors on one database under two host names, as the several-hosts
+ * suite runs them (its SIGKILL and takeover case is there).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HarnessEvent } from '../dist/index.js';
+import { Supervisor } from '../dist/index.js';
+import { PostgresStore } from '../dist/store/postgres/index.js';
+import { script } from './support/harness.js';
+import { freshDatabase } from './support/postgres.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function host(url: string, name: string): Promise<Supervisor<PostgresStore>> {
+  const store = await PostgresStore.open(url);
+  cleanups.push(() => store.close());
+  const supervisor = await Supervisor.start(store, { host: name, pollMs: 200 });
+  cleanups.push(() => supervisor.close());
+  return supervisor;
+}
+
+/** A fresh database with two hosts on it: one to drive trees, one to watch them. */
+async function twoHosts() {
+  const db = await freshDatabase();
+  cleanups.push(() => db.drop());
+  return { driver: await host(db.url, 'driver'), watcher: await host(db.url, 'watcher') };
+}
+
+async function collect(stream: AsyncIterable<HarnessEvent>): Promise<HarnessEvent[]> {
+  const seen: HarnessEvent[] = [];
+  for await (const event of stream) seen.push(event);
+  return seen;
+}
+
+describe('a tree followed on PostgreSQL', () => {
+  it('is seen whole, in commit order, from a host that drives none of it, and its stream ends when it settles', {
+    timeout: 60_000,
+  }, async () => {
+    const { driver, watcher } = await twoHosts();
+    const handle = driver.run({
+      task: 'fan out',
+      provider: await script('fanout', { children: 4, steps: 2, latencyMs: 30 }),
+    });
+    // Asked for before the root's first commit can have landed, on both hosts.
+    const watched = collect(watcher.events({ rootId: handle.rootId }));
+    const own = collect(driver.events({ rootId: handle.rootId }));
+    const result = await handle.result;
+    expect(result.status).toBe('finished');
+    const [seen, ownSeen] = await Promise.all([watched, own]);
+    const stored = (await driver.store.treeEvents(handle.rootId)).map((event) => event.eventId);
+    // Every event from the watcher's start on, in order, each once; the last is the root's end.
+    const ids = seen.map((event) => event.eventId);
+    expect(ids.length).toBeGreaterThan(20);
+    expect(ids).toEqual(stored.slice(stored.indexOf(ids[0] as number)));
+    expect(seen.at(-1)).toMatchObject({ type: 'run-end', runId: handle.rootId });
+    // The driving host's own stream reads the same, from the store.
+    const ownIds = ownSeen.filter((event) => event.eventId > 0).map((event) => event.eventId);
+    expect(ownIds).toEqual(stored.slice(stored.indexOf(ownIds[0] as number)));
+    expect(ownIds.at(-1)).toBe(stored.at(-1));
+
+    // A tree that settled before its stream was asked for: the stream ends at once, empty.
+    expect(await collect(watcher.events({ rootId: handle.rootId }))).toEqual([]);
+    expect(await collect(driver.events({ rootId: handle.rootId }))).toEqual([]);
+  });
+
+  it("scoped to a run, holds that run's events only, in order", { timeout: 60_000 }, async () => {
+    const { driver, watcher } = await twoHosts();
+    const handle = driver.run({
+      task: 'fan out',
+      provider: await script('fanout', { children: 2, steps: 3, latencyMs: 60 }),
+    });
+    const watched = collect(watcher.events({ runId: handle.rootId }));
+    await handle.result;
+    const seen = await watched;
+    expect(seen.length).toBeGreaterThan(3);
+    expect(seen.every((event) => event.runId === handle.rootId)).toBe(true);
+    const stored = (await driver.store.events(handle.rootId)).map((event) => event.eventId);
+    const ids = seen.map((event) => event.eventId);
+    expect(ids).toEqual(stored.slice(stored.indexOf(ids[0] as number)));
+  });
+});
