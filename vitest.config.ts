@@ -16,10 +16,12 @@ const ON_BOTH = [
   'test/memory.test.ts',
   'test/people.test.ts',
   'test/rewind.test.ts',
+  'test/retention.test.ts',
   'test/sessions.test.ts',
   'test/session-turns.test.ts',
   'test/shared-supervisor.test.ts',
   'test/spawn.test.ts',
+  'test/viewer.test.ts',
 ];
 
 /**

@@ -4,8 +4,9 @@
  * shows, prices, answers, resumes, rewinds and follows as it does a file; an empty
  * database is refused with nothing written (no tables made), one of someone else's too,
  * an older store is not migrated, `--schema` reads a store in a schema of its own, and the
- * viewer says it reads a file. On the tests' real server.
+ * viewer serves a store there, the password in no line it prints. On the tests' real server.
  */
+import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -15,7 +16,7 @@ import { PostgresStore, postgresMigration } from '../dist/store/postgres/index.j
 import { SCHEMA_VERSION } from '../dist/store/version.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { POSTGRES, sqlRows } from './support/backends.js';
-import { cli, json, workspaceRuns } from './support/cli.js';
+import { BIN, cli, json, workspaceRuns } from './support/cli.js';
 import { later, tempWorkspace } from './support/workspace.js';
 
 async function relations(url: string): Promise<number> {
@@ -103,7 +104,7 @@ describe('the io-harness CLI on PostgreSQL', () => {
     expect(followed.stdout.trimEnd().split('\n').at(-1)).toMatch(/ {2}ended finished/);
   });
 
-  it('refuses an empty database and one of someone else’s, writing nothing, and says the viewer reads a file', async () => {
+  it('refuses an empty database and one of someone else’s, writing nothing, the viewer too', async () => {
     const { store: empty } = await POSTGRES.fresh();
     const listed = await cli(['runs', '--store', empty]);
     expect(listed.status).toBe(3);
@@ -146,8 +147,54 @@ describe('the io-harness CLI on PostgreSQL', () => {
     expect((await cli(['runs', '--store', 'runs.db', '--schema', 'harness'])).status).toBe(2);
 
     const viewed = await cli(['view', '--store', empty]);
-    expect(viewed.status).toBe(2);
-    expect(viewed.stderr).toContain('the viewer reads a SQLite store file');
+    expect(viewed.status).toBe(3);
+    expect(viewed.stderr).toContain('there is no io-harness store at');
     expect(await relations(empty)).toBe(0);
+  });
+
+  it('serves the viewer over a PostgreSQL store until interrupted, its password in no line it prints', {
+    timeout: 60_000,
+  }, async () => {
+    const { store: url } = await POSTGRES.fresh();
+    const store = await PostgresStore.open(url);
+    later(() => store.close());
+    const { edited } = await workspaceRuns(store, tempWorkspace({ 'notes.txt': 'ship on friday\n' }));
+    const password = new URL(url).password;
+    const child = spawn(process.execPath, [BIN, 'view', '--store', url, '--json'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    later(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (chunk) => {
+        out += chunk;
+        if (out.includes('\n')) resolve(out);
+      });
+      child.on('exit', (status) => reject(new Error(`view exited ${status} first: ${stderr}`)));
+    });
+    if (password) expect(line).not.toContain(password);
+    const { url: page } = JSON.parse(line) as { url: string };
+    const trees = (await (await fetch(new URL('api/trees', page))).json()) as {
+      total: number;
+      trees: { runId: string }[];
+    };
+    expect(trees.total).toBeGreaterThanOrEqual(2);
+    expect(trees.trees.map((tree) => tree.runId)).toContain(edited.runId);
+    const shown = (await (await fetch(new URL(`api/run/${edited.runId}`, page))).json()) as {
+      run: { status: string };
+      patch: string;
+    };
+    expect(shown.run.status).toBe('finished');
+    expect(shown.patch).toContain('+ship today');
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(stderr).toBe('');
   });
 });

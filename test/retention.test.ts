@@ -1,16 +1,15 @@
 /**
- * Retention over real sessions in a real SQLite file: a session deleted whole (its turns,
- * their runs and the child one spawned, every row of theirs, counted table by table),
- * another left as it was; a sweep refused, by name, for a session whose run can still be
- * resumed; an archive that keeps every row and number and leaves no word behind, column
- * by column; and a compaction that gives the freed pages back.
+ * Retention over real sessions in a real store, a SQLite file or a PostgreSQL database (the
+ * suite runs on both): a session deleted whole (its turns, their runs and the child one
+ * spawned, every row of theirs, counted table by table), another left as it was; a sweep
+ * refused, by name, for a session whose run can still be resumed; an archive that keeps
+ * every row and number and leaves no word behind, column by column; and a compaction.
  */
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { CallbackApprover, ErrorCode, HarnessError, Policy, Session } from '../dist/index.js';
 import type { ModelScript } from '../dist/testing/index.js';
-import { tempStorePath } from './support/processes.js';
-import { openStore, serve, tempWorkspace } from './support/workspace.js';
+import { type EitherStore, freshStore, openAt, SUITE_BACKEND, sqlRows } from './support/backends.js';
+import { serve, tempWorkspace } from './support/workspace.js';
 
 const TABLES = [
   'sessions',
@@ -53,19 +52,28 @@ const script: ModelScript = (call) => {
 
 const policy = Policy.default().layer('test').allowRead('**').allowWrite('**');
 
-function counts(path: string): Record<string, number> {
-  const db = new Database(path, { readonly: true });
-  try {
-    return Object.fromEntries(
-      TABLES.map((table) => [table, (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n]),
-    );
-  } finally {
-    db.close();
-  }
+async function counts(location: string): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const table of TABLES)
+    out[table] = Number((await sqlRows(location, `SELECT COUNT(*) AS n FROM ${table}`))[0]?.n);
+  return out;
+}
+
+/** The columns of `table`, on either backend. */
+async function columnsOf(location: string, table: string): Promise<string[]> {
+  const rows =
+    SUITE_BACKEND.name === 'SQLite'
+      ? await sqlRows(location, `SELECT name FROM pragma_table_info('${table}')`)
+      : await sqlRows(
+          location,
+          'SELECT column_name AS name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?',
+          table,
+        );
+  return rows.map((row) => String(row.name));
 }
 
 /** A session of two turns (one rewrites a large file and is steered, one spawns a child), in `store`. */
-async function conversation(store: Awaited<ReturnType<typeof openStore>>, provider: never) {
+async function conversation(store: EitherStore, provider: never) {
   const root = tempWorkspace({ 'notes.txt': `${'old words PELICAN '.repeat(60_000)}\n` });
   const session = await Session.open(store, root);
   const first = session.turn('rewrite notes.txt PELICAN', { provider, policy });
@@ -77,9 +85,9 @@ async function conversation(store: Awaited<ReturnType<typeof openStore>>, provid
   return session;
 }
 
-function refusal(action: () => unknown): { code: string; message: string } {
+async function refusal(action: () => unknown): Promise<{ code: string; message: string }> {
   try {
-    action();
+    await action();
   } catch (error) {
     expect(HarnessError.isInstance(error)).toBe(true);
     return { code: (error as HarnessError).code, message: (error as Error).message };
@@ -87,15 +95,19 @@ function refusal(action: () => unknown): { code: string; message: string } {
   throw new Error('expected a refusal');
 }
 
+async function fresh(): Promise<{ location: string; store: EitherStore }> {
+  const location = await freshStore();
+  return { location, store: await openAt(location) };
+}
+
 describe('retention', () => {
-  it('deletes a session whole, every table counted, leaves the other session as it was, and compacts the file', async () => {
-    const path = tempStorePath();
-    const store = await openStore(path);
+  it('deletes a session whole, every table counted, leaves the other session as it was, and compacts the store', async () => {
+    const { location, store } = await fresh();
     const { provider } = await serve(script);
     const doomed = await conversation(store, provider as never);
     const kept = await conversation(store, provider as never);
-    const before = counts(path);
-    const size = store.sessionSize(doomed.id);
+    const before = await counts(location);
+    const size = await store.sessionSize(doomed.id);
     // Two turns' runs and the child one spawned; every table a run writes has rows of it.
     expect(size.rows.runs).toBe(3);
     for (const table of [
@@ -111,22 +123,22 @@ describe('retention', () => {
     ])
       expect(size.rows[table], table).toBeGreaterThan(0);
     expect(size.bytes).toBeGreaterThan(1_000_000);
-    const keptBefore = store.sessionSize(kept.id);
-    const { removed } = store.deleteSession(doomed.id);
+    const keptBefore = await store.sessionSize(kept.id);
+    const { removed } = await store.deleteSession(doomed.id);
     expect(removed).toEqual(size.rows);
-    const after = counts(path);
+    const after = await counts(location);
     for (const table of TABLES) expect(after[table], table).toBe((before[table] as number) - (size.rows[table] ?? 0));
-    expect(store.session(doomed.id)).toBeNull();
-    expect(store.sessionSize(kept.id)).toEqual(keptBefore);
-    const grown = store.size().bytes;
-    const compacted = store.compact().bytes;
+    expect(await store.session(doomed.id)).toBeNull();
+    expect(await store.sessionSize(kept.id)).toEqual(keptBefore);
+    const grown = (await store.size()).bytes;
+    const compacted = (await store.compact()).bytes;
     expect(compacted).toBeLessThan(grown);
-    expect(refusal(() => store.deleteSession(doomed.id))).toMatchObject({ code: ErrorCode.SessionNotFound });
+    expect(compacted).toBeGreaterThan(0);
+    expect(await refusal(() => store.deleteSession(doomed.id))).toMatchObject({ code: ErrorCode.SessionNotFound });
   });
 
   it('refuses a sweep, deleting nothing and naming the session, while one of its runs can be resumed', async () => {
-    const path = tempStorePath();
-    const store = await openStore(path);
+    const { location, store } = await fresh();
     const { provider } = await serve(script);
     const done = await conversation(store, provider as never);
     // A turn paused on an approval nobody gave: its run can be resumed.
@@ -137,85 +149,74 @@ describe('retention', () => {
       approver: new CallbackApprover(() => 'defer'),
     });
     expect(paused.outcome.kind).toBe('paused');
-    const before = counts(path);
-    const refused = refusal(() => store.sweepSessions({ before: new Date(Date.now() + 60_000) }));
+    const before = await counts(location);
+    const refused = await refusal(() => store.sweepSessions({ before: new Date(Date.now() + 60_000) }));
     expect(refused.code).toBe(ErrorCode.RunStillLive);
     expect(refused.message).toContain(`session ${waiting.id} (run ${paused.runId} is paused)`);
     expect(refused.message).not.toContain(done.id);
-    expect(counts(path)).toEqual(before);
+    expect(await counts(location)).toEqual(before);
     // Swept up to before the waiting session began: the finished one goes, the waiting one stays.
-    const turnAt = waiting.turns()[0]?.createdAt as number;
-    const sweptBefore = store.session(waiting.id)?.createdAt as number;
+    const turnAt = (await waiting.turns())[0]?.createdAt as number;
+    const sweptBefore = (await store.session(waiting.id))?.createdAt as number;
     expect(turnAt).toBeGreaterThanOrEqual(sweptBefore);
-    const swept = store.sweepSessions({ before: sweptBefore });
+    const swept = await store.sweepSessions({ before: sweptBefore });
     expect(swept.deleted).toEqual([done.id]);
-    expect(store.session(waiting.id)).not.toBeNull();
-    expect(refusal(() => store.sweepSessions({ before: 'yesterday' as never })).code).toBe(ErrorCode.InvalidArgument);
+    expect(await store.session(waiting.id)).not.toBeNull();
+    expect((await refusal(() => store.sweepSessions({ before: 'yesterday' as never }))).code).toBe(
+      ErrorCode.InvalidArgument,
+    );
   });
 
   it('archives a session: every row and number kept, no word left in any column', async () => {
-    const path = tempStorePath();
-    const store = await openStore(path);
+    const { location, store } = await fresh();
     const { provider } = await serve(script);
     const session = await conversation(store, provider as never);
     const other = await conversation(store, provider as never);
-    const numbers = (db: Database.Database) =>
-      db
-        .prepare(
-          `SELECT (SELECT SUM(tokens_spent) FROM ledger) AS tokens, (SELECT SUM(steps_spent) FROM ledger) AS steps,
-                  (SELECT SUM(input_tokens + output_tokens) FROM model_calls) AS calls, (SELECT COUNT(*) FROM file_changes) AS changes`,
-        )
-        .get();
-    const read = new Database(path, { readonly: true });
-    const numbersBefore = numbers(read);
-    const before = counts(path);
-    const paths = read.prepare('SELECT path FROM file_changes ORDER BY path').all();
-    read.close();
-    store.archiveSession(session.id);
-    expect(counts(path)).toEqual(before);
-    const db = new Database(path, { readonly: true });
-    try {
-      expect(numbers(db)).toEqual(numbersBefore);
-      expect(db.prepare('SELECT path FROM file_changes ORDER BY path').all()).toEqual(paths);
-      const roots = session.turns().map((turn) => turn.runId);
-      const runs = (
-        db.prepare(`SELECT run_id FROM runs WHERE root_id IN (${roots.map(() => '?').join(', ')})`).all(...roots) as {
-          run_id: string;
-        }[]
-      ).map((row) => row.run_id);
-      expect(runs).toHaveLength(3);
-      // Column by column, every row of the archived session: not one word of it is left.
-      for (const table of TABLES) {
-        const columns = (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name);
-        const [scope, args] = columns.includes('run_id')
-          ? [`run_id IN (${runs.map(() => '?').join(', ')})`, runs]
-          : columns.includes('root_id')
-            ? [`root_id IN (${roots.map(() => '?').join(', ')})`, roots]
-            : columns.includes('session_id')
-              ? ['session_id = ?', [session.id]]
-              : [null, []];
-        if (scope === null) continue;
-        for (const row of db.prepare(`SELECT * FROM ${table} WHERE ${scope}`).all(...args) as Record<
-          string,
-          unknown
-        >[]) {
-          for (const [column, value] of Object.entries(row)) {
-            const text = Buffer.isBuffer(value) ? value.toString('latin1') : String(value ?? '');
-            expect(text.includes('PELICAN'), `${table}.${column}`).toBe(false);
-          }
+    const numbers = () =>
+      sqlRows(
+        location,
+        `SELECT (SELECT SUM(tokens_spent) FROM ledger) AS tokens, (SELECT SUM(steps_spent) FROM ledger) AS steps,
+                (SELECT SUM(input_tokens + output_tokens) FROM model_calls) AS calls, (SELECT COUNT(*) FROM file_changes) AS changes`,
+      );
+    const numbersBefore = await numbers();
+    const before = await counts(location);
+    const paths = await sqlRows(location, 'SELECT path FROM file_changes ORDER BY path');
+    await store.archiveSession(session.id);
+    expect(await counts(location)).toEqual(before);
+    expect(await numbers()).toEqual(numbersBefore);
+    expect(await sqlRows(location, 'SELECT path FROM file_changes ORDER BY path')).toEqual(paths);
+    const roots = (await session.turns()).map((turn) => turn.runId as string);
+    const runs = (
+      await sqlRows(location, `SELECT run_id FROM runs WHERE root_id IN (${roots.map(() => '?').join(', ')})`, ...roots)
+    ).map((row) => String(row.run_id));
+    expect(runs).toHaveLength(3);
+    // Column by column, every row of the archived session: not one word of it is left.
+    for (const table of TABLES) {
+      const columns = await columnsOf(location, table);
+      const [scope, args] = columns.includes('run_id')
+        ? [`run_id IN (${runs.map(() => '?').join(', ')})`, runs]
+        : columns.includes('root_id')
+          ? [`root_id IN (${roots.map(() => '?').join(', ')})`, roots]
+          : columns.includes('session_id')
+            ? ['session_id = ?', [session.id]]
+            : [null, []];
+      if (scope === null) continue;
+      const rows = await sqlRows(location, `SELECT * FROM ${table} WHERE ${scope}`, ...args);
+      for (const row of rows) {
+        for (const [column, value] of Object.entries(row)) {
+          const text = Buffer.isBuffer(value) ? value.toString('latin1') : String(value ?? '');
+          expect(text.includes('PELICAN'), `${table}.${column}`).toBe(false);
         }
       }
-      // The other session keeps its words.
-      const otherRoot = other.turns()[0]?.runId as string;
-      expect(JSON.stringify(db.prepare('SELECT completion FROM steps WHERE run_id = ?').all(otherRoot))).toContain(
-        'PELICAN',
-      );
-    } finally {
-      db.close();
     }
+    // The other session keeps its words.
+    const otherRoot = (await other.turns())[0]?.runId as string;
+    expect(
+      JSON.stringify(await sqlRows(location, 'SELECT completion FROM steps WHERE run_id = ?', otherRoot)),
+    ).toContain('PELICAN');
     // What is left still reads: the turns and steps parse.
-    expect(store.steps(session.turns()[0]?.runId as string).length).toBeGreaterThan(0);
-    expect(session.turns().map((turn) => turn.text)).toEqual(['', '']);
-    expect(refusal(() => store.archiveSession('no-such-session')).code).toBe(ErrorCode.SessionNotFound);
+    expect((await store.steps(roots[0] as string)).length).toBeGreaterThan(0);
+    expect((await session.turns()).map((turn) => turn.text)).toEqual(['', '']);
+    expect((await refusal(() => store.archiveSession('no-such-session'))).code).toBe(ErrorCode.SessionNotFound);
   });
 });

@@ -4,7 +4,8 @@
  * page while a fan-out tree runs, sees the tree grow and every agent reach `finished`,
  * opens one agent's run and sees its diff and its refusal. The screenshots are kept in
  * test-artifacts/viewer/. Then the server's own guards: GET only, loopback Host headers
- * only, nothing outside the page's files.
+ * only, nothing outside the page's files. On a SQLite file, and on PostgreSQL (the suite
+ * runs on both).
  */
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { request } from 'node:http';
@@ -13,16 +14,28 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { OpenAI, Policy, TaskContract } from '../dist/index.js';
+import { OpenAI, Policy, Supervisor, TaskContract } from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer, wireToolResults } from '../dist/testing/index.js';
 import { viewer } from '../dist/viewer/server.js';
+import { freshStore, openAt, SUITE_BACKEND, sqlRows } from './support/backends.js';
 import { testChromium } from './support/chromium.js';
-import { later, supervisorOnStore, tempWorkspace } from './support/workspace.js';
+import { later, tempWorkspace } from './support/workspace.js';
 
-const ARTIFACTS = fileURLToPath(new URL('../test-artifacts/viewer/', import.meta.url));
+const ARTIFACTS = fileURLToPath(
+  new URL(`../test-artifacts/viewer/${SUITE_BACKEND.name.toLowerCase()}/`, import.meta.url),
+);
 const WORKERS = 6;
 /** The page's document, as the functions run in it use it (this file is not compiled against the DOM's types). */
 declare const document: { querySelectorAll(selector: string): { length: number } };
+
+/** A fresh store on the suite's backend with a supervisor on it, both closed after the test. */
+async function supervised(options: Parameters<typeof Supervisor.start>[1] = {}) {
+  const location = await freshStore();
+  const store = await openAt(location);
+  const supervisor = await Supervisor.start(store, options);
+  later(() => supervisor.close());
+  return { location, store, supervisor };
+}
 
 function raw(url: string, options: { method?: string; host?: string; path?: string }) {
   const target = new URL(url);
@@ -89,7 +102,7 @@ describe('the trace viewer', () => {
     });
     later(() => server.close());
     const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
-    const { supervisor, store } = await supervisorOnStore({ maxConcurrentAgents: 3 });
+    const { supervisor, store } = await supervised({ maxConcurrentAgents: 3 });
     const page = await viewer(store, { pollMs: 100 });
     later(() => page.close());
     const browser = await chromium.launch({
@@ -161,16 +174,32 @@ describe('the trace viewer', () => {
       sent.on('error', reject);
       sent.end();
     });
-    expect(store.treeEvents(handle.rootId).length).toBeGreaterThan(50);
+    expect((await store.treeEvents(handle.rootId)).length).toBeGreaterThan(50);
     expect(streamed).toBe('retry: 1000\n\n');
     for (const shot of ['tree-growing.png', 'tree-finished.png', 'run.png'])
       expect(statSync(join(ARTIFACTS, shot)).size).toBeGreaterThan(10_000);
   });
 
   it('answers GET under its token on loopback names only, serves its own files only, and writes nothing', async () => {
-    const { store } = await supervisorOnStore();
-    const before = readFileSync(store.path);
-    const page = await viewer(store.path);
+    const { location, store } = await supervised();
+    // What a write would change: the file's bytes, or every table's rows on PostgreSQL.
+    const written = async () =>
+      SUITE_BACKEND.name === 'SQLite'
+        ? readFileSync(location).toString('base64')
+        : JSON.stringify(
+            await sqlRows(location, `SELECT relname, n_live_tup FROM pg_stat_user_tables ORDER BY relname`).then(
+              async (tables) => {
+                const out: Record<string, unknown> = {};
+                for (const table of tables)
+                  out[String(table.relname)] = (
+                    await sqlRows(location, `SELECT COUNT(*) AS n FROM ${table.relname}`)
+                  )[0]?.n;
+                return out;
+              },
+            ),
+          );
+    const before = await written();
+    const page = await viewer(store);
     later(() => page.close());
     const base = new URL(page.url).pathname; // /<token>/
     expect((await raw(page.url, { path: `${base}api/trees` })).status).toBe(200);
@@ -201,13 +230,13 @@ describe('the trace viewer', () => {
         .status,
     ).toBe(404);
     // A connection that never sends a request does not keep close() waiting.
-    const silent = await viewer(store.path);
+    const silent = await viewer(store);
     const socket = connect(Number(new URL(silent.url).port), '127.0.0.1');
     await new Promise((resolve) => socket.once('connect', resolve));
     await silent.close();
     socket.destroy();
-    await expect(viewer(store.path, { host: '0.0.0.0' })).rejects.toThrow(/not a loopback address/);
+    await expect(viewer(store, { host: '0.0.0.0' })).rejects.toThrow(/not a loopback address/);
     await expect(viewer(join(tempWorkspace(), 'none.db'))).rejects.toThrow(/there is no store/);
-    expect(readFileSync(store.path).equals(before)).toBe(true);
+    expect(await written()).toEqual(before);
   });
 });

@@ -30,7 +30,7 @@ import { CliError, type CliIo, type Command, type Context, EXIT, exitFor, print 
 import { readPrices } from './prices.js';
 import { describeFollowed, progressLine, progressOn } from './progress.js';
 import { clip, renderRun } from './render.js';
-import { allRuns, checkStore, findRun, isPostgresUrl, withReader, withStore } from './stores.js';
+import { allRuns, checkStore, findRun, isPostgresUrl, openPostgres, withReader, withStore } from './stores.js';
 
 export type { CliIo } from './command.js';
 export { EXIT } from './command.js';
@@ -95,9 +95,9 @@ export const TRACE_COMMANDS: Record<string, Command> = {
     run: rewindCommand,
   },
   view: {
-    usage: 'io-harness view [<file>] [--store <file>] [--port <port>] [--host <address>]',
+    usage: 'io-harness view [<file>] [--store <file|postgres-url>] [--port <port>] [--host <address>]',
     summary: 'a read-only page on loopback showing the store: trees live, agents, steps, diffs',
-    help: 'Serves the trace viewer on 127.0.0.1 (or --host ::1) until interrupted, and prints its address.\nThe store is the file given, or --store. It is opened read-only; runs going on elsewhere are followed live.',
+    help: 'Serves the trace viewer on 127.0.0.1 (or --host ::1) until interrupted, and prints its address.\nThe store is the file given, or --store (a file, or a postgres:// URL). It is only read; runs going on elsewhere are followed live.',
     options: { port: { type: 'string' }, host: { type: 'string' } },
     positionals: [0, 1],
     run: viewCommand,
@@ -507,21 +507,19 @@ async function costCommand(context: Context): Promise<number> {
 async function viewCommand(context: Context): Promise<number> {
   const file = context.positionals[0];
   const path = file === undefined ? context.storePath : isPostgresUrl(file) ? file : resolve(context.io.cwd, file);
-  if (isPostgresUrl(path))
-    throw new CliError(
-      'the viewer reads a SQLite store file in this release, not a PostgreSQL one; the other commands (runs, show, follow, cost, ...) read PostgreSQL alike (docs/guides/postgres.md).',
-      EXIT.usage,
-    );
   const port = context.values.port === undefined ? 0 : Number(context.values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw new CliError('--port is a port number from 0 to 65535 (0: one the system picks).', EXIT.usage);
-  await checkStore(path);
+  // A PostgreSQL store must be one already (an empty database is refused, never given tables); the viewer reads it on a pool of its own.
+  const postgres = isPostgresUrl(path) ? await openPostgres(path, context.values.schema as string | undefined) : null;
+  if (!postgres) await checkStore(path);
   const { viewer } = await import('../viewer/server.js');
   const host = context.values.host as string | undefined;
   let served: Awaited<ReturnType<typeof viewer>>;
   try {
-    served = await viewer(path, { port, ...(host ? { host } : {}) });
+    served = await viewer(postgres ?? path, { port, ...(host ? { host } : {}) });
   } catch (error) {
+    await postgres?.close();
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES')
       throw new CliError(
@@ -530,13 +528,19 @@ async function viewCommand(context: Context): Promise<number> {
       );
     throw error;
   }
+  // A PostgreSQL URL is shown with its password hidden.
+  const shown = postgres?.url ?? path;
   context.io.out(
-    context.json ? `${JSON.stringify({ url: served.url, store: path })}\n` : `viewing ${path} at ${served.url}\n`,
+    context.json ? `${JSON.stringify({ url: served.url, store: shown })}\n` : `viewing ${shown} at ${served.url}\n`,
   );
   await new Promise<void>((done) => {
     process.once('SIGINT', done);
     process.once('SIGTERM', done);
   });
-  await served.close();
+  try {
+    await served.close();
+  } finally {
+    await postgres?.close();
+  }
   return EXIT.ok;
 }

@@ -2,8 +2,9 @@
  * The trace viewer's server: a read-only page on loopback over a store, and the JSON it
  * reads. `viewer(store)` for embedders, `npx io-harness view runs.db` from a shell.
  *
- * It opens its own read-only connection to the store's file (so it never writes, and a
- * supervisor in this process or another goes on as before), serves the page prebuilt in
+ * It opens its own read-only connection to the store's file, or its own small pool on a
+ * PostgreSQL store (so it never writes, and a supervisor in this process, another process
+ * or another host goes on as before), serves the page prebuilt in
  * the package (dist/viewer: no CDN, nothing fetched at run time), and follows live runs
  * with server-sent events fed by polling the store's events after the last id sent.
  *
@@ -21,6 +22,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../errors.js';
 import { isTerminal } from '../runtime/events.js';
+import type { PostgresStore } from '../store/postgres/index.js';
 import type { RunRecord } from '../store/records.js';
 import { TraceReader } from '../store/sqlite/reader.js';
 import { storeFileState } from '../store/sqlite/schema.js';
@@ -63,42 +65,43 @@ const CLIP = 4000;
 const clip = (text: string) =>
   text.length > CLIP ? `${text.slice(0, CLIP)}… (${text.length - CLIP} more characters)` : text;
 
-/** Starts the viewer over `store` (a store, or the path of its file). */
-export async function viewer(store: { path: string } | string, options: ViewerOptions = {}): Promise<Viewer> {
-  const path = typeof store === 'string' ? store : store.path;
+/** What the viewer reads a store by: a SQLite file's reader (answers at once) or a PostgreSQL store (promises). */
+type Reads = TraceReader | PostgresStore;
+
+/** Starts the viewer over `store` (a store of either backend, or the path of a SQLite file). */
+export async function viewer(
+  store: { path: string } | PostgresStore | string,
+  options: ViewerOptions = {},
+): Promise<Viewer> {
   const host = options.host ?? '127.0.0.1';
   if (!LOOPBACK.has(host))
     throw new InvalidArgumentError(
       `viewer: host ${host} is not a loopback address; the viewer serves this machine only (127.0.0.1 or ::1).`,
     );
-  const state = storeFileState(path);
-  if (state.kind !== 'store')
-    throw new InvalidArgumentError(
-      state.kind === 'missing'
-        ? `viewer: there is no store at ${path}; pass the file your runs were kept in.`
-        : `viewer: ${path} is a SQLite file but not an io-harness store; nothing was changed.`,
-    );
   if (!existsSync(join(ASSETS, 'index.html')))
     throw new InvalidArgumentError(
       `viewer: the page is not built (${ASSETS}index.html is missing); run npm run build in the package.`,
     );
-  const reader = new TraceReader(path);
+  const reader = await readsOf(store);
   const pollMs = options.pollMs ?? 250;
   const token = randomBytes(18).toString('base64url');
   const streams = new Set<ServerResponse>();
   const server = createServer((request, response) => {
-    try {
-      route(reader, token, request, response, streams, pollMs);
-    } catch (error) {
+    route(reader, token, request, response, streams, pollMs).catch((error: unknown) => {
       // Half a response sent (an event stream, say): end it; nothing escapes to the process.
       if (response.headersSent) response.destroy();
       else send(response, 500, { error: (error as Error).message });
-    }
+    });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => resolve());
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, host, () => resolve());
+    });
+  } catch (error) {
+    await reader.close();
+    throw error;
+  }
   const address = server.address() as AddressInfo;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {
@@ -109,9 +112,28 @@ export async function viewer(store: { path: string } | string, options: ViewerOp
       // Every connection, a silent or half-sent one too: none may keep close() waiting.
       server.closeAllConnections();
       await closed;
-      reader.close();
+      await reader.close();
     },
   };
+}
+
+/** The viewer's own reads of `store`: a read-only connection to a SQLite file, a small pool of its own on PostgreSQL. */
+async function readsOf(store: { path: string } | PostgresStore | string): Promise<Reads> {
+  if (typeof store === 'object' && store !== null && (store as { kind?: unknown }).kind === 'postgres') {
+    const postgres = store as PostgresStore;
+    postgres.assertOpen();
+    const { PostgresStore: Postgres } = await import('../store/postgres/index.js');
+    return Postgres.attach(postgres.target, { max: 2 });
+  }
+  const path = typeof store === 'string' ? store : (store as { path: string }).path;
+  const state = storeFileState(path);
+  if (state.kind !== 'store')
+    throw new InvalidArgumentError(
+      state.kind === 'missing'
+        ? `viewer: there is no store at ${path}; pass the file your runs were kept in.`
+        : `viewer: ${path} is a SQLite file but not an io-harness store; nothing was changed.`,
+    );
+  return new TraceReader(path);
 }
 
 function send(response: ServerResponse, status: number, body: unknown): void {
@@ -134,14 +156,14 @@ function segments(pathname: string): string[] | null {
   }
 }
 
-function route(
-  reader: TraceReader,
+async function route(
+  reader: Reads,
   token: string,
   request: IncomingMessage,
   response: ServerResponse,
   streams: Set<ServerResponse>,
   pollMs: number,
-): void {
+): Promise<void> {
   const hostHeader = (request.headers.host ?? '').replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
   if (!LOOPBACK.has(hostHeader)) {
     send(response, 403, { error: 'the viewer answers loopback hosts only' });
@@ -170,19 +192,19 @@ function route(
   }
   if (parts[0] === 'api') {
     if (parts[1] === 'trees' && parts.length === 2) {
-      send(response, 200, trees(reader));
+      send(response, 200, await trees(reader));
       return;
     }
     if (parts[1] === 'tree' && parts.length === 3) {
-      tree(reader, parts[2] as string, response);
+      await tree(reader, parts[2] as string, response);
       return;
     }
     if (parts[1] === 'run' && parts.length === 3) {
-      run(reader, parts[2] as string, response);
+      await run(reader, parts[2] as string, response);
       return;
     }
     if (parts[1] === 'events' && parts.length === 2) {
-      events(reader, request, url, response, streams, pollMs);
+      await events(reader, request, url, response, streams, pollMs);
       return;
     }
     send(response, 404, { error: `no ${url.pathname}` });
@@ -198,8 +220,8 @@ function route(
   response.end(readFileSync(full));
 }
 
-function summary(reader: TraceReader, run: RunRecord) {
-  const account = reader.account(run.runId);
+async function summary(reader: Reads, run: RunRecord) {
+  const account = await reader.account(run.runId);
   return {
     runId: run.runId,
     rootId: run.rootId,
@@ -215,37 +237,38 @@ function summary(reader: TraceReader, run: RunRecord) {
   };
 }
 
-function trees(reader: TraceReader) {
-  const roots = reader.runs();
-  return {
-    total: roots.length,
-    trees: roots
-      .slice(-LIST_LIMIT)
-      .reverse()
-      .map((root) => ({ ...summary(reader, root), runs: reader.runs(root.runId).length })),
-  };
+async function trees(reader: Reads) {
+  const roots = await reader.runs();
+  const shown = [];
+  for (const root of roots.slice(-LIST_LIMIT).reverse())
+    shown.push({ ...(await summary(reader, root)), runs: (await reader.runs(root.runId)).length });
+  return { total: roots.length, trees: shown };
 }
 
-function tree(reader: TraceReader, rootId: string, response: ServerResponse): void {
-  const root = reader.run(rootId);
+async function tree(reader: Reads, rootId: string, response: ServerResponse): Promise<void> {
+  const root = await reader.run(rootId);
   if (!root || root.parentId !== null) {
     send(response, 404, { error: `no tree ${rootId}` });
     return;
   }
-  const ledger = reader.ledger(rootId);
-  const runs = reader.runs(rootId);
+  const ledger = await reader.ledger(rootId);
+  const runs = await reader.runs(rootId);
+  const summaries = [];
+  for (const item of runs) summaries.push(await summary(reader, item));
   send(response, 200, {
-    root: summary(reader, root),
+    root: await summary(reader, root),
     // Some agent is still going (a paused one waits on a person, not on the tree).
     live: runs.some((item) => !isTerminal(item.status) && item.status !== 'paused'),
-    runs: runs.map((item) => summary(reader, item)),
+    runs: summaries,
     ledger: ledger
       ? { root: ledger.root, maxTotalAgents: ledger.maxTotalAgents, maxConcurrentAgents: ledger.maxConcurrentAgents }
       : null,
-    queue: reader
-      .queue(rootId)
-      .map((item) => ({ childRunId: item.childRunId, parentId: item.parentId, state: item.state })),
-    messages: reader.messages(rootId).map((item) => ({
+    queue: (await reader.queue(rootId)).map((item) => ({
+      childRunId: item.childRunId,
+      parentId: item.parentId,
+      state: item.state,
+    })),
+    messages: (await reader.messages(rootId)).map((item) => ({
       msgId: item.msgId,
       from: item.fromAddress,
       to: item.toAddress,
@@ -255,19 +278,19 @@ function tree(reader: TraceReader, rootId: string, response: ServerResponse): vo
   });
 }
 
-function run(reader: TraceReader, runId: string, response: ServerResponse): void {
-  const record = reader.run(runId);
+async function run(reader: Reads, runId: string, response: ServerResponse): Promise<void> {
+  const record = await reader.run(runId);
   if (!record) {
     send(response, 404, { error: `no run ${runId}` });
     return;
   }
   send(response, 200, {
     run: {
-      ...summary(reader, record),
+      ...(await summary(reader, record)),
       reply: record.reply === null ? null : clip(record.reply),
       reason: record.outcome?.reason ?? null,
     },
-    steps: reader.steps(runId).map((step) => ({
+    steps: (await reader.steps(runId)).map((step) => ({
       seq: step.seq,
       model: step.completion.model,
       text: clip(step.completion.text),
@@ -284,24 +307,22 @@ function run(reader: TraceReader, runId: string, response: ServerResponse): void
         content: clip(item.content),
       })),
     })),
-    events: reader
-      .events(runId)
-      .filter((event) =>
-        [
-          'refusal',
-          'gate-evaluated',
-          'gate-output',
-          'file-changed',
-          'run-paused',
-          'question-answered',
-          'spend',
-          'spawn-queued',
-          'schema-invalid',
-          'budget-exhausted',
-          'run-end',
-        ].includes(event.type),
-      ),
-    modelCalls: reader.modelCalls({ runId }).map((call) => ({
+    events: (await reader.events(runId)).filter((event) =>
+      [
+        'refusal',
+        'gate-evaluated',
+        'gate-output',
+        'file-changed',
+        'run-paused',
+        'question-answered',
+        'spend',
+        'spawn-queued',
+        'schema-invalid',
+        'budget-exhausted',
+        'run-end',
+      ].includes(event.type),
+    ),
+    modelCalls: (await reader.modelCalls({ runId })).map((call) => ({
       seq: call.seq,
       attempt: call.attempt,
       provider: call.provider,
@@ -313,42 +334,55 @@ function run(reader: TraceReader, runId: string, response: ServerResponse): void
       latencyMs: call.latencyMs,
       ttftMs: call.ttftMs,
     })),
-    patch: reader.patch(runId),
+    patch: await reader.patch(runId),
   });
 }
 
 /** Server-sent events: every committed event after `after` (or Last-Event-ID), of one tree or all. */
-function events(
-  reader: TraceReader,
+async function events(
+  reader: Reads,
   request: IncomingMessage,
   url: URL,
   response: ServerResponse,
   streams: Set<ServerResponse>,
   pollMs: number,
-): void {
+): Promise<void> {
   const rootId = url.searchParams.get('root');
   const asked = request.headers['last-event-id'] ?? url.searchParams.get('after');
-  // A page reads what is there from /api and follows from here: no history replayed.
-  let after = asked === null || asked === undefined ? reader.lastEventId() : Number(asked);
-  if (!Number.isSafeInteger(after) || after < 0) after = reader.lastEventId();
-  response.writeHead(200, { 'content-type': 'text/event-stream', connection: 'keep-alive', ...SECURITY });
-  response.write('retry: 1000\n\n');
-  streams.add(response);
   let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  let reading = false;
   const stop = () => {
+    stopped = true;
     clearInterval(timer);
     streams.delete(response);
   };
-  const tick = () => {
-    let batch: ReturnType<TraceReader['eventsAfter']>;
+  // Heard before the first read: a page gone while it waits on the store stops its stream.
+  request.on('close', stop);
+  response.on('close', stop);
+  // A page reads what is there from /api and follows from here: no history replayed.
+  let after = asked === null || asked === undefined ? await reader.lastEventId() : Number(asked);
+  if (!Number.isSafeInteger(after) || after < 0) after = await reader.lastEventId();
+  if (stopped) return;
+  response.writeHead(200, { 'content-type': 'text/event-stream', connection: 'keep-alive', ...SECURITY });
+  response.write('retry: 1000\n\n');
+  streams.add(response);
+  const tick = async () => {
+    // One read at a time: a slow store skips a tick rather than stacking reads.
+    if (reading || stopped) return;
+    reading = true;
+    let batch: Awaited<ReturnType<TraceReader['eventsAfter']>>;
     try {
-      batch = reader.eventsAfter(after, 500);
+      batch = await reader.eventsAfter(after, 500);
     } catch {
       // The store could not be read (a damaged row, a file gone): this stream ends, the server goes on.
       stop();
       response.destroy();
       return;
+    } finally {
+      reading = false;
     }
+    if (stopped) return;
     const last = batch.at(-1)?.eventId;
     for (const event of batch) {
       if (rootId && event.rootId !== rootId) continue;
@@ -361,8 +395,6 @@ function events(
     }
     if (last !== undefined) after = last;
   };
-  tick();
-  timer = setInterval(tick, pollMs);
-  request.on('close', stop);
-  response.on('close', stop);
+  await tick();
+  if (!stopped) timer = setInterval(() => void tick(), pollMs);
 }

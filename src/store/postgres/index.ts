@@ -13,7 +13,9 @@ import { connectionSecrets, holdSecrets } from '../../runtime/secrets.js';
 import type { StoreOperation, StoreOperations } from '../port.js';
 import { TraceQueries } from '../queries.js';
 import type { Notifications } from '../records.js';
+import * as retention from '../retention.js';
 import { isStoreOperation, RuleContext, ruleFor } from '../rules/index.js';
+import * as sql from '../sql.js';
 import { type Async, defineReads, type Q } from '../sql.js';
 import { IDLE_IN_TRANSACTION_MS, type PostgresStoreTarget, type PostgresTarget } from '../target.js';
 import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
@@ -176,6 +178,78 @@ export class PostgresStore {
   onClose(listener: () => unknown): () => void {
     this.#onClose.add(listener);
     return () => this.#onClose.delete(listener);
+  }
+
+  /** The bytes the store's tables take in the database (their indexes and TOAST included). */
+  async size(): Promise<{ bytes: number }> {
+    const row = await this.query(
+      sql.get<{ bytes: number }>(
+        `SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) AS bytes FROM pg_class c
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'`,
+      ),
+    );
+    return { bytes: Number(row?.bytes ?? 0) };
+  }
+
+  /** How many rows of each table a session has (its turns' runs and every run they spawned), and the bytes of their words and data. */
+  sessionSize(sessionId: string): Promise<{ rows: Record<string, number>; bytes: number }> {
+    // In one transaction, so every count is of the same moment.
+    return this.#retain(() => retention.sessionSize(sessionId, this.url));
+  }
+
+  /**
+   * Deletes a session whole: its turns, the runs they drove and every run those spawned,
+   * with every row of theirs in every table, in one transaction. Returns the rows removed
+   * by table. The space is reused by the database, and handed back by {@link compact}.
+   */
+  deleteSession(sessionId: string): Promise<{ removed: Record<string, number> }> {
+    return this.#retain(() => retention.deleteSession(sessionId, this.url));
+  }
+
+  /**
+   * Deletes, in one transaction, every session created before `before`. Refuses the whole
+   * sweep, deleting nothing and naming them, if any of those sessions holds a run that can
+   * still be resumed (end or cancel it first, or sweep with an earlier date).
+   */
+  sweepSessions(options: { before: Date | number }): Promise<{ deleted: string[]; removed: Record<string, number> }> {
+    try {
+      const before = retention.sweepBefore(options);
+      return this.#retain(() => retention.sweepSessions(before));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Keeps every row and every number of a session and empties every column that holds
+   * words, in one transaction (see the SQLite `Store.archiveSession`).
+   */
+  archiveSession(sessionId: string): Promise<void> {
+    return this.#retain(() => retention.archiveSession(sessionId, this.url));
+  }
+
+  /**
+   * Gives the space deleted rows took back to the filesystem: `VACUUM FULL` of each of the
+   * store's tables, which rewrites the table and locks it while it does, so every host's
+   * writes to it wait meanwhile (as SQLite's VACUUM holds its file). Run it when the hosts
+   * are quiet; PostgreSQL's autovacuum reuses the space in the meantime. Returns the size after.
+   */
+  async compact(): Promise<{ bytes: number }> {
+    const tables = await this.query(
+      sql.all<{ name: string }>(
+        `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY c.relname`,
+      ),
+    );
+    if (tables.length > 0)
+      await this.query(sql.run(`VACUUM FULL ${tables.map((t) => quoteIdentifier(t.name)).join(', ')}`));
+    return this.size();
+  }
+
+  /** One of retention's operations, in a writing transaction of its own. */
+  #retain<T>(make: () => Q<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(this.#closedError());
+    return this.#connection.transaction(make);
   }
 
   /** Ends this handle's connections; the database keeps everything. */

@@ -8,12 +8,14 @@
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
-import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
+import { InvalidArgumentError } from '../../errors.js';
 import { keepStoreFiles } from '../../runtime/exec/containment/kept.js';
 import type { StoreOperation, StoreOperations } from '../port.js';
+import * as retention from '../retention.js';
+import { sweepBefore } from '../retention.js';
 import type { SqliteTarget } from '../target.js';
 import { TraceReader } from './reader.js';
-import { archiveSessionRows, countSessionRows, deleteSessionRows, resumableRuns, sessionBytes } from './retention.js';
+import { runSync, statementsOf } from './run.js';
 import { openWriter } from './schema.js';
 import { type StoreWriter, sqliteWriter } from './writer.js';
 
@@ -139,8 +141,7 @@ export class Store extends TraceReader {
 
   /** How many rows of each table a session has (its turns' runs and every run they spawned), and the bytes of their words and data. */
   sessionSize(sessionId: string): { rows: Record<string, number>; bytes: number } {
-    this.#known(sessionId);
-    return this.#write((db) => ({ rows: countSessionRows(db, sessionId), bytes: sessionBytes(db, sessionId) }));
+    return this.#write((db) => runSync(statementsOf(db), retention.sessionSize(sessionId, this.path)));
   }
 
   /**
@@ -149,8 +150,7 @@ export class Store extends TraceReader {
    * by table. The file keeps its size until {@link compact}.
    */
   deleteSession(sessionId: string): { removed: Record<string, number> } {
-    this.#known(sessionId);
-    return this.#write((db) => ({ removed: deleteSessionRows(db, sessionId) }));
+    return this.#write((db) => runSync(statementsOf(db), retention.deleteSession(sessionId, this.path)));
   }
 
   /**
@@ -159,27 +159,8 @@ export class Store extends TraceReader {
    * still be resumed (end or cancel it first, or sweep with an earlier date).
    */
   sweepSessions(options: { before: Date | number }): { deleted: string[]; removed: Record<string, number> } {
-    const before = options?.before instanceof Date ? options.before.getTime() : options?.before;
-    if (typeof before !== 'number' || !Number.isFinite(before))
-      throw new InvalidArgumentError('sweepSessions needs { before: a Date or milliseconds since the epoch }.');
-    return this.#write((db) => {
-      const ids = (
-        db.prepare('SELECT session_id FROM sessions WHERE created_at < ? ORDER BY created_at').all(before) as {
-          session_id: string;
-        }[]
-      ).map((row) => row.session_id);
-      const live = ids.flatMap((id) => resumableRuns(db, id).map((run) => ({ sessionId: id, ...run })));
-      if (live.length > 0) {
-        const named = live.map((run) => `session ${run.sessionId} (run ${run.runId} is ${run.status})`).join(', ');
-        throw new HarnessError(
-          ErrorCode.RunStillLive,
-          `sweepSessions deleted nothing: ${named} can still be resumed. End or cancel those runs, or sweep with an earlier date.`,
-          { details: { live } },
-        );
-      }
-      // All of them by the same set-based statements, not one session after another.
-      return { deleted: ids, removed: ids.length > 0 ? deleteSessionRows(db, ids) : {} };
-    });
+    const before = sweepBefore(options);
+    return this.#write((db) => runSync(statementsOf(db), retention.sweepSessions(before)));
   }
 
   /**
@@ -189,8 +170,7 @@ export class Store extends TraceReader {
    * with every string in them emptied.
    */
   archiveSession(sessionId: string): void {
-    this.#known(sessionId);
-    this.#write((db) => archiveSessionRows(db, sessionId));
+    this.#write((db) => runSync(statementsOf(db), retention.archiveSession(sessionId, this.path)));
   }
 
   /** Gives the pages freed by deletions back to the filesystem (VACUUM, then the log truncated). Returns the size after. */
@@ -203,15 +183,5 @@ export class Store extends TraceReader {
       db.close();
     }
     return this.size();
-  }
-
-  #known(sessionId: string): void {
-    if (typeof sessionId !== 'string' || !this.session(sessionId)) {
-      throw new HarnessError(
-        ErrorCode.SessionNotFound,
-        `no session ${String(sessionId)} in ${this.path}; list them with store.sessions().`,
-        { details: { sessionId } },
-      );
-    }
   }
 }
