@@ -4,15 +4,20 @@
  * `events({ rootId })` and sees every event the driving host commits, in commit order,
  * the stream ending once the tree settles; the driving host's own stream sees the same; a
  * stream asked for after the tree settled ends at once; one scoped to a run sees that
- * run's only. Two supervisors on one database under two host names, as the several-hosts
+ * run's only; and config.hooks()'s audit log on each host holds every host's events, in
+ * order, once, across a restart of the observer. Two supervisors on one database under two host names, as the several-hosts
  * suite runs them (its SIGKILL and takeover case is there).
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { hookObserver } from '../dist/config/hooks.js';
 import type { HarnessEvent } from '../dist/index.js';
 import { Supervisor } from '../dist/index.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
 import { script } from './support/harness.js';
 import { freshDatabase } from './support/postgres.js';
+import { tempWorkspace } from './support/workspace.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -86,4 +91,65 @@ describe('a tree followed on PostgreSQL', () => {
     const ids = seen.map((event) => event.eventId);
     expect(ids).toEqual(stored.slice(stored.indexOf(ids[0] as number)));
   });
+
+  it('keeps an audit log on each host holding every event of every host, once and in commit order, across a restart', {
+    timeout: 60_000,
+  }, async () => {
+    const { driver, watcher } = await twoHosts();
+    const dir = tempWorkspace();
+    const hook = (name: string) =>
+      hookObserver(
+        [
+          {
+            name: 'audit',
+            events: ['*'],
+            append: join(dir, `${name}.jsonl`),
+            onFailure: 'ignore',
+            timeoutMs: 5_000,
+            from: 'test',
+          },
+        ],
+        { cwd: dir },
+      );
+    const ids = (name: string) =>
+      readFileSync(join(dir, `${name}.jsonl`), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => (JSON.parse(line) as HarnessEvent).eventId);
+    const provider = await script('fanout', { children: 3, steps: 2, latencyMs: 20 });
+    const watching = hook('watcher');
+    const stopWatching = watcher.observe(watching);
+    const driving = hook('driver');
+    driver.observe(driving);
+    cleanups.push(() => driving.close());
+    expect((await driver.run({ task: 'one', provider }).result).status).toBe('finished');
+    // The watcher's log stops (its host restarts, say) while a second tree runs, then starts again on its file.
+    const partial = async () => {
+      const stored = await driver.store.eventsAfter(0, 100_000);
+      return stored.length > 0 && ids('watcher').at(-1) === stored.at(-1)?.eventId;
+    };
+    await until(partial);
+    stopWatching();
+    await watching.close();
+    const before = ids('watcher').length;
+    expect((await driver.run({ task: 'two', provider }).result).status).toBe('finished');
+    const again = hook('watcher');
+    watcher.observe(again);
+    cleanups.push(() => again.close());
+    const stored = (await driver.store.eventsAfter(0, 100_000)).map((event) => event.eventId);
+    expect(stored.length).toBeGreaterThan(before);
+    await until(async () => ids('watcher').length === stored.length && ids('driver').length === stored.length);
+    expect(ids('watcher')).toEqual(stored);
+    expect(ids('driver')).toEqual(stored);
+    expect(again.failures).toEqual([]);
+  });
 });
+
+/** Waits for `check` to hold, looking every 50 ms; gives up (failing the test) after 30 s. */
+async function until(check: () => Promise<boolean> | boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('gave up waiting');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

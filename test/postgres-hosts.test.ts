@@ -9,11 +9,12 @@
  * them. Hints killed on their way (the listeners' connections terminated) delay a message
  * and an admission, and lose neither. Each case says what it is doing as it goes.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { hookObserver } from '../dist/config/hooks.js';
 import type { HarnessEvent } from '../dist/index.js';
 import { Store, Supervisor } from '../dist/index.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
@@ -153,6 +154,14 @@ describe('several hosts driving one tree on PostgreSQL', () => {
       for await (const event of watcher.events({ rootId })) seen.push(event);
       followed = true;
     })();
+    // And keeps an audit log (config.hooks()'s), which follows every host's commits from the store.
+    const audit = join(tempWorkspace(), 'audit.jsonl');
+    const hooks = hookObserver(
+      [{ name: 'audit', events: ['*'], append: audit, onFailure: 'ignore', timeoutMs: 5_000, from: 'test' }],
+      { cwd: tempWorkspace() },
+    );
+    watcher.observe(hooks);
+    cleanups.push(() => hooks.close());
     const sampler = sampleHolding(watch, () => rootId);
     const b = host('host-b', { ...tree(200), store: url, mode: 'join', rootId });
     await until('both hosts to commit steps of the tree', () => a.acks.length >= 30 && b.acks.length >= 10);
@@ -200,6 +209,17 @@ describe('several hosts driving one tree on PostgreSQL', () => {
     const taken = seen.filter((event) => event.type === 'lease-taken');
     expect(taken.some((event) => event.owner === aOwner)).toBe(true);
     expect(taken.some((event) => event.owner === bOwner && event.previousOwner === aOwner)).toBe(true);
+    // The audit log holds every event of the store, A's and B's, once and in commit order, the takeover among them.
+    const everything = (
+      await watch.query<{ event_id: number }>('SELECT event_id FROM events ORDER BY event_id')
+    ).rows.map((row) => Number(row.event_id));
+    const logged = () =>
+      readFileSync(audit, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => (JSON.parse(line) as HarnessEvent).eventId);
+    await until('the audit log to hold every event', () => existsSync(audit) && logged().length >= everything.length);
+    expect(logged()).toEqual(everything);
   });
 
   it('gives the runs of a host stopped past its ttl to the other, and the stopped host, continued, commits none of them', {

@@ -4,7 +4,7 @@
  * and settle. A tree whose children mail each other finishes with every message read
  * once; a fan-out past the concurrency cap admits first in first out and never runs more
  * than the cap; a workspace contract runs to its gate; a run paused on an approval is
- * answered and resumed; what reads a file synchronously says it is not there yet.
+ * answered and resumed; an acting observer (config.hooks()) is given a way to follow the store.
  */
 
 import { readFileSync } from 'node:fs';
@@ -83,15 +83,22 @@ describe('a supervisor on PostgreSQL', () => {
     expect((await store.queue(result.rootId)).every((entry) => entry.state === 'admitted')).toBe(true);
   });
 
-  it('says what reads a file synchronously is not there yet on PostgreSQL', async () => {
+  it('names a run rewindRun does not know, and hands an acting observer a way to follow the store', async () => {
     const { supervisor } = await onPostgres();
     // rewindRun is there (rewind.test.ts runs on both): a run it does not know, it names.
     await expect(supervisor.rewindRun('/tmp', 'nope')).rejects.toMatchObject({
       code: 'RUN_NOT_FOUND',
       message: expect.stringMatching(/no run nope in postgres:\/\//),
     });
-    const hook = Object.assign(() => undefined, { attach: () => undefined });
-    expect(() => supervisor.observe(hook)).toThrow(/catches up from the store/);
+    // config.hooks()'s kind of observer: on PostgreSQL it is given follow() (postgres-events.test.ts uses it).
+    let given: { follow?: unknown } | null = null;
+    const hook = Object.assign(() => undefined, {
+      attach: (context: { follow?: unknown }) => {
+        given = context;
+      },
+    });
+    supervisor.observe(hook)();
+    expect(typeof (given as { follow?: unknown } | null)?.follow).toBe('function');
   });
 
   it('runs a workspace contract to its gate, and a run paused on an approval is answered and resumed', async () => {

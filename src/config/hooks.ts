@@ -108,20 +108,25 @@ export function hookObserver(
   const runners = hooks
     .filter((hook) => hook.run)
     .map((hook) => new Runner(hook, options.cwd, options.scrubbed ?? [], contain, fail, () => context));
+  const write = (log: AuditLog, event: HarnessEvent) => {
+    try {
+      log.write(event);
+    } catch (error) {
+      fail({ hook: log.hook.name, eventId: event.eventId, rootId: event.rootId, message: String(error) });
+    }
+  };
   const observer = ((event: HarnessEvent) => {
-    for (const log of logs)
-      try {
-        log.write(event);
-      } catch (error) {
-        fail({ hook: log.hook.name, eventId: event.eventId, rootId: event.rootId, message: String(error) });
-      }
+    // A log that follows the store is written by what it reads there, every host's commits in order.
+    for (const log of logs) if (!log.following) write(log, event);
     for (const runner of runners) runner.offer(event);
   }) as HookObserver;
   observer.attach = (given: ObserverContext) => {
     context = given;
     for (const log of logs)
       try {
-        log.catchUp(given.store, given.filter ?? {});
+        // Several hosts commit to the store (PostgreSQL): the log follows all of them, from its last line.
+        if (given.follow) log.follow(given.follow, (event) => write(log, event));
+        else log.catchUp(given.store, given.filter ?? {});
       } catch (error) {
         fail({ hook: log.hook.name, eventId: 0, rootId: '', message: `catching up from the store: ${String(error)}` });
       }
@@ -130,6 +135,7 @@ export function hookObserver(
     await Promise.all(runners.map((runner) => runner.idle()));
   };
   observer.close = async () => {
+    for (const log of logs) log.stopFollowing();
     await observer.idle();
     await executor?.close();
   };
@@ -185,9 +191,28 @@ const positions = new Map<string, { last: number }>();
 /** An audit log: one JSON line an event, in commit order, each event once (by its id). */
 class AuditLog {
   readonly hook: HookSpec;
+  #following: { close(): void } | null = null;
 
   constructor(hook: HookSpec) {
     this.hook = hook;
+  }
+
+  /** Whether the store's events feed the log (where several hosts commit), not this host's alone. */
+  get following(): boolean {
+    return this.#following !== null;
+  }
+
+  /**
+   * Writes every event committed after the file's last, by any host, as the store has them
+   * (see ObserverContext.follow): a crash, a takeover, another host's commits, none is missed.
+   */
+  follow(follow: NonNullable<ObserverContext['follow']>, write: (event: HarnessEvent) => void): void {
+    this.#following = follow(this.#position().last, write);
+  }
+
+  stopFollowing(): void {
+    this.#following?.close();
+    this.#following = null;
   }
 
   /** Where the file stands: the id of the last event it holds, read once a process (a torn last line cut off first). */

@@ -18,6 +18,12 @@ export interface ObserverContext {
   cancel(rootId: string, reason: string): Promise<void>;
   /** The filter the observer was installed with: what it sees of the store's events. */
   filter?: EventFilter;
+  /**
+   * Where other hosts commit to the store too (PostgreSQL): hands `deliver` every event of
+   * the filter's tree (or of every tree) committed after the event `after`, by any host, in
+   * commit order, until the returned close() (see tree-tail.ts). Absent on a SQLite file.
+   */
+  follow?(after: number, deliver: (event: HarnessEvent) => void): { close(): void };
 }
 
 export type Observer = ((event: HarnessEvent) => void) & {
@@ -44,6 +50,8 @@ function matches(filter: EventFilter, event: { rootId: string; runId: string }):
 export class EventBus {
   readonly #observers = new Set<{ filter: EventFilter; observer: Observer }>();
   readonly #streams = new Set<EventStream>();
+  /** Every tail reading the store for this bus: streams' and observers'. */
+  readonly #tails = new Set<TreeTail>();
   #closed = false;
   /** Errors thrown by observers; kept so a broken observer is visible, never fatal. */
   readonly observerErrors: unknown[] = [];
@@ -110,15 +118,28 @@ export class EventBus {
       return;
     }
     stream.tail = tail;
-    void tail.start(stream.firstOwn);
+    this.#addTail(tail, stream.firstOwn);
     // Its tree settled here before the tail was attached: it reads what is left, then ends.
     if (stream.endAsked) void tail.finish();
   }
 
+  /** Starts `tail` after the event `from` (null: from now, or this host's `firstOwn`), woken by this bus until it closes. */
+  #addTail(tail: TreeTail, firstOwn: number | null, from: number | null = null): void {
+    if (this.#closed) return;
+    this.#tails.add(tail);
+    tail.onClose = () => this.#tails.delete(tail);
+    void tail.start(firstOwn, from);
+  }
+
+  /** A tail for an observer (see ObserverContext.follow), from after the event `from`. */
+  followFrom(tail: TreeTail, from: number): void {
+    this.#addTail(tail, null, from);
+  }
+
   /** Another host committed to these trees (all, when it could not say which): their tails read. */
   wakeTails(rootIds: readonly string[] | 'all'): void {
-    for (const stream of this.#streams) {
-      if (stream.tail && (rootIds === 'all' || rootIds.includes(stream.tail.rootId))) void stream.tail.wake();
+    for (const tail of this.#tails) {
+      if (rootIds === 'all' || tail.rootId === null || rootIds.includes(tail.rootId)) void tail.wake();
     }
   }
 
@@ -126,6 +147,7 @@ export class EventBus {
     for (const event of events) {
       for (const { filter, observer } of this.#observers) if (matches(filter, event)) this.#deliver(observer, event);
       for (const stream of this.#streams) if (matches(stream.filter, event)) stream.committed(event);
+      if (event.eventId > 0) for (const tail of this.#tails) if (tail.covers(event)) tail.committed(event);
     }
   }
 
@@ -151,10 +173,8 @@ export class EventBus {
 
   close(): void {
     this.#closed = true;
-    for (const stream of this.#streams) {
-      stream.tail?.close();
-      stream.end();
-    }
+    for (const tail of [...this.#tails]) tail.close();
+    for (const stream of this.#streams) stream.end();
     this.#streams.clear();
   }
 }
@@ -193,11 +213,13 @@ export class EventStream implements AsyncIterableIterator<HarnessEvent> {
     if (this.endAsked) this.finish();
   }
 
-  /** This host committed `event` (or said it, with no id: a lease lost); a tailed stream reads it from the store instead. */
+  /**
+   * This host committed `event` (or said it, with no id: a lease lost); a tailed stream
+   * reads it from the store instead (its tail is woken by the bus).
+   */
   committed(event: HarnessEvent): void {
     if (!this.#tailed || event.eventId === 0) this.push(event);
-    else if (this.tail) this.tail.committed(event);
-    else this.firstOwn ??= event.eventId;
+    else if (!this.tail) this.firstOwn ??= event.eventId;
   }
 
   /** Ends the stream and takes it off the bus; what it buffered is still read. */

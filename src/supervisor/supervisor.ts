@@ -246,14 +246,6 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     return this.#backend.kind === 'sqlite' ? this.#backend.path : this.#backend.url;
   }
 
-  /** The SQLite store, for what reads a file synchronously; on PostgreSQL, a clear refusal. */
-  #sqlite(what: string): Store {
-    if (this.#backend.kind === 'sqlite') return this.#backend;
-    throw new InvalidArgumentError(
-      `${what} works on a SQLite store in this release; on PostgreSQL it is not there yet (docs/guides/postgres.md).`,
-    );
-  }
-
   /**
    * Starts agent threads ahead of need and resolves when each has loaded what an agent
    * loads on its first run, so agents admitted later do not wait for it. With shared
@@ -297,15 +289,13 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   observe(observer: LiveObserver, filter: EventFilter & { live: true }): () => void;
   observe(observer: Observer | LiveObserver, filter?: EventFilter): () => void {
     const unsubscribe = this.#bus.subscribe(observer, filter);
-    // An observer that acts (config.hooks()'s) is handed the store to catch up from and a way to end a tree.
-    if ((observer as Observer).attach && this.#backend.kind !== 'sqlite') {
-      unsubscribe();
-      this.#sqlite('An observer that catches up from the store (config.hooks())');
-    }
+    // An observer that acts (config.hooks()'s) is handed the store to catch up from and a way to end a tree;
+    // where other hosts commit too, a way to follow every host's commits (see tree-tail.ts).
     (observer as Observer).attach?.({
       store: this.#backend as Store,
       cancel: (rootId, reason) => this.cancel(rootId, { reason }),
       ...(filter ? { filter } : {}),
+      ...(this.#shared ? { follow: (after, deliver) => this.#followStore(filter ?? {}, after, deliver) } : {}),
     });
     return unsubscribe;
   }
@@ -367,6 +357,19 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       if (tailed) this.#bus.follow(stream, null);
     });
     return stream;
+  }
+
+  /** A tail of the store's events for an observer: of its filter's tree, or of every tree. */
+  #followStore(filter: EventFilter, after: number, deliver: (event: HarnessEvent) => void): { close(): void } {
+    const settledElsewhere = async (root: string) => !this.#trees.has(root) && (await this.#settledInStore(root));
+    const sink = { push: deliver, finish: () => undefined };
+    // A run's filter is kept by its tree's tail; the tree is found as the tail reads (every tree's events).
+    const tail = new TreeTail(sink, filter.rootId ?? null, filter.runId, {
+      read: (body) => this.read(body),
+      settledElsewhere,
+    });
+    this.#bus.followFrom(tail, after);
+    return tail;
   }
 
   /** Whether a tree no supervisor here drives has nothing left to run: its root terminal, none of it live. */

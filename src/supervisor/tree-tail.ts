@@ -17,6 +17,8 @@ const QUERIES = new TraceQueries();
 
 /** How often a tail looks at the store with no hint (a NOTIFY can be lost with its connection). */
 export const TAIL_POLL_MS = 500;
+/** How many events a tail of every tree reads at a time. */
+const PAGE = 1000;
 
 export interface TailPorts {
   read<T>(body: Q<T>): Promise<T>;
@@ -41,13 +43,24 @@ export async function rootWhenStored(
   }
 }
 
-/** One stream's tail of one tree. */
+/** Where a tail hands the events it reads, and what it calls when it is done. */
+export interface TailSink {
+  push(event: HarnessEvent): void;
+  /** The tree settled and everything of it was handed on (a tail of one tree only). */
+  finish(): void;
+}
+
+/**
+ * A tail of the store's events, of one tree (`rootId`) or of every tree (null), in id
+ * order: for a stream of one tree (a {@link TailSink} that is an EventStream), or for an
+ * observer that must see every host's commits (config.hooks()'s audit logs).
+ */
 export class TreeTail {
-  readonly rootId: string;
-  readonly #stream: EventStream;
+  readonly rootId: string | null;
+  readonly #sink: TailSink;
   readonly #runId: string | undefined;
   readonly #ports: TailPorts;
-  /** The last event id read; null until the tail knows where "now" was. */
+  /** The last event id read; null until the tail knows where to start. */
   #after: number | null = null;
   /** The first event this host committed to the tree before "now" was known. */
   #firstOwn: number | null = null;
@@ -57,26 +70,34 @@ export class TreeTail {
   #rootEnded = false;
   #ended = false;
   #timer: NodeJS.Timeout | null = null;
+  /** Told once, when the tail stops. */
+  onClose: () => void = () => undefined;
 
-  constructor(stream: EventStream, rootId: string, runId: string | undefined, ports: TailPorts) {
-    this.#stream = stream;
+  constructor(sink: TailSink, rootId: string | null, runId: string | undefined, ports: TailPorts) {
+    this.#sink = sink;
     this.rootId = rootId;
     this.#runId = runId;
     this.#ports = ports;
   }
 
+  /** Whether `event` is of what this tail reads. */
+  covers(event: { rootId: string }): boolean {
+    return this.rootId === null || this.rootId === event.rootId;
+  }
+
   /**
-   * Starts from the store's last event as it is read, or from just before the first event
-   * this host committed to the tree since the stream was asked for (`firstOwn`), whichever
-   * is earlier; then reads on, and ends the stream at once if the tree had settled elsewhere.
+   * Starts after the event `from`, or (null) from the store's last event as it is read or
+   * just before the first event this host committed since the tail was asked for
+   * (`firstOwn`), whichever is earlier; then reads on, and ends a tail of one tree at once
+   * if the tree had settled elsewhere.
    */
-  start(firstOwn: number | null): Promise<void> {
+  start(firstOwn: number | null, from: number | null = null): Promise<void> {
     this.#firstOwn ??= firstOwn;
     this.#started ??= (async () => {
-      const last = await this.#ports.read(QUERIES.lastEventId()).catch(() => 0);
+      const last = from ?? (await this.#ports.read(QUERIES.lastEventId()).catch(() => 0));
       // Read after the lookup: an event committed here while it was on its way counts too.
       const own = this.#firstOwn;
-      this.#after = own === null ? last : Math.min(last, own - 1);
+      this.#after = own === null || from !== null ? last : Math.min(last, own - 1);
       if (this.#ended) return;
       this.#timer = setInterval(() => this.#tick(), TAIL_POLL_MS);
       this.#timer.unref();
@@ -86,7 +107,7 @@ export class TreeTail {
     return this.#started;
   }
 
-  /** This host committed `event` to the tree. */
+  /** This host committed `event` to what the tail reads. */
   committed(event: HarnessEvent): void {
     if (this.#after === null) this.#firstOwn ??= event.eventId;
     else void this.wake();
@@ -111,18 +132,23 @@ export class TreeTail {
       this.#again = false;
       let events: HarnessEvent[];
       try {
-        events = await this.#ports.read(QUERIES.treeEvents(this.rootId, this.#after ?? 0));
+        const after = this.#after ?? 0;
+        events = await this.#ports.read(
+          this.rootId === null ? QUERIES.eventsAfter(after, PAGE) : QUERIES.treeEvents(this.rootId, after),
+        );
       } catch {
         // The store cannot be read now (it is closing): the next wake or tick tries again.
         return;
       }
       for (const event of events) {
-        // Returned meanwhile: nothing more is handed on.
+        // Stopped meanwhile: nothing more is handed on.
         if (this.#ended) return;
         this.#after = event.eventId;
         if (event.type === 'run-end' && event.runId === this.rootId) this.#rootEnded = true;
-        if (this.#runId === undefined || event.runId === this.#runId) this.#stream.push(event);
+        if (this.#runId === undefined || event.runId === this.#runId) this.#sink.push(event);
       }
+      // A full page of every tree's events: there may be more.
+      if (this.rootId === null && events.length === PAGE) this.#again = true;
     } while (this.#again && !this.#ended);
   }
 
@@ -130,27 +156,30 @@ export class TreeTail {
     void this.wake().then(() => this.#endIfSettled());
   }
 
-  /** A tree no supervisor here drives ends its stream once it has settled, after its last events. */
+  /** A tree no supervisor here drives ends its tail once it has settled, after its last events. */
   async #endIfSettled(): Promise<void> {
-    if (this.#ended || !(await this.#ports.settledElsewhere(this.rootId).catch(() => false))) return;
+    const rootId = this.rootId;
+    if (rootId === null || this.#ended || !(await this.#ports.settledElsewhere(rootId).catch(() => false))) return;
     await this.finish();
   }
 
-  /** Reads what is left, then ends the stream (and takes it off the bus). */
+  /** Reads what is left, then tells the sink it is done. */
   async finish(): Promise<void> {
-    // Not from inside start(): by the time it asks, "now" is known.
+    // Not from inside start(): by the time it asks, where to start is known.
     if (this.#after === null) await this.#started;
     if (this.#ended) return;
     await this.#reading;
     await this.wake();
     this.close();
-    this.#stream.finish();
+    this.#sink.finish();
   }
 
-  /** Stops reading (the stream was returned, or the supervisor closes). */
+  /** Stops reading (the stream was returned, the observer removed, or the supervisor closes). */
   close(): void {
+    if (this.#ended) return;
     this.#ended = true;
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
+    this.onClose();
   }
 }
