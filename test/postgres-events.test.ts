@@ -3,7 +3,8 @@
  * supervisor that drives none of a tree, and never joined it, iterates
  * `events({ rootId })` and sees every event the driving host commits, in commit order,
  * the stream ending once the tree settles; the driving host's own stream sees the same; a
- * stream asked for after the tree settled ends at once; one scoped to a run sees that
+ * stream asked for after the tree settled ends at once; an observer of the tree on the
+ * watching host sees what its stream sees; one scoped to a run sees that
  * run's only; and config.hooks()'s audit log on each host holds every host's events, in
  * order, once, across a restart of the observer. Two supervisors on one database under two host names, as the several-hosts
  * suite runs them (its SIGKILL and takeover case is there).
@@ -54,9 +55,11 @@ describe('a tree followed on PostgreSQL', () => {
       task: 'fan out',
       provider: await script('fanout', { children: 4, steps: 2, latencyMs: 30 }),
     });
-    // Asked for before the root's first commit can have landed, on both hosts.
+    // Asked for before the root's first commit can have landed, on both hosts; and an observer of the tree on the watcher.
     const watched = collect(watcher.events({ rootId: handle.rootId }));
     const own = collect(driver.events({ rootId: handle.rootId }));
+    const observed: HarnessEvent[] = [];
+    watcher.observe((event) => observed.push(event), { rootId: handle.rootId });
     const result = await handle.result;
     expect(result.status).toBe('finished');
     const [seen, ownSeen] = await Promise.all([watched, own]);
@@ -70,6 +73,11 @@ describe('a tree followed on PostgreSQL', () => {
     const ownIds = ownSeen.filter((event) => event.eventId > 0).map((event) => event.eventId);
     expect(ownIds).toEqual(stored.slice(stored.indexOf(ownIds[0] as number)));
     expect(ownIds.at(-1)).toBe(stored.at(-1));
+    // The observer on the watcher, the same: every event from its first, in order, the root's end last.
+    await until(() => observed.at(-1)?.type === 'run-end' && observed.at(-1)?.runId === handle.rootId);
+    const observedIds = observed.map((event) => event.eventId);
+    expect(observedIds.length).toBeGreaterThan(20);
+    expect(observedIds).toEqual(stored.slice(stored.indexOf(observedIds[0] as number)));
 
     // A tree that settled before its stream was asked for: the stream ends at once, empty.
     expect(await collect(watcher.events({ rootId: handle.rootId }))).toEqual([]);

@@ -84,11 +84,11 @@ export class EventBus {
 
   /** Hands a live event to the observers that asked for them; nothing else sees it. */
   publishLive(event: LiveEvent): void {
-    for (const { filter, observer } of this.#live) if (matches(filter, event)) this.#deliver(observer, event);
+    for (const { filter, observer } of this.#live) if (matches(filter, event)) this.deliver(observer, event);
   }
 
   /** Calls one observer; one that throws is kept note of, never let through. */
-  #deliver<E>(observer: (event: E) => void, event: E): void {
+  deliver<E>(observer: (event: E) => void, event: E): void {
     try {
       observer(event);
     } catch (error) {
@@ -145,7 +145,7 @@ export class EventBus {
 
   publish(events: readonly HarnessEvent[]): void {
     for (const event of events) {
-      for (const { filter, observer } of this.#observers) if (matches(filter, event)) this.#deliver(observer, event);
+      for (const { filter, observer } of this.#observers) if (matches(filter, event)) this.deliver(observer, event);
       for (const stream of this.#streams) if (matches(stream.filter, event)) stream.committed(event);
       if (event.eventId > 0) for (const tail of this.#tails) if (tail.covers(event)) tail.committed(event);
     }

@@ -50,7 +50,7 @@ import { type RewoundFile, rewindRunFiles } from './rewind.js';
 import { checkRoot, contractProviders, holdProviderSecrets, rootSpec } from './root-spec.js';
 import { post, Tree, type TreePorts } from './tree.js';
 import { checkModelsGiven, checkToolsGiven, serverOptions, treeModels, treeServers, treeTools } from './tree-host.js';
-import { rootWhenStored, TreeTail } from './tree-tail.js';
+import { followStore, observeTree, rootWhenStored, type TailPorts, TreeTail } from './tree-tail.js';
 
 export type { ResumeOptions, RunOptions, SupervisorOptions } from './options.js';
 
@@ -283,11 +283,15 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
    * Calls `observer` with every committed event, in commit order. Returns an unsubscribe
    * function. With `{ live: true }` the observer also gets live events (marked `live: true`,
    * with no id): text as the model streams it, model and tool calls starting and ending.
-   * They are not committed and nothing durable depends on them.
+   * They are not committed and nothing durable depends on them. On PostgreSQL one scoped
+   * to a tree or a run sees every host's commits to it (as events() does).
    */
   observe(observer: Observer, filter?: EventFilter & { live?: false }): () => void;
   observe(observer: LiveObserver, filter: EventFilter & { live: true }): () => void;
   observe(observer: Observer | LiveObserver, filter?: EventFilter): () => void {
+    // Where other hosts commit too, an observer of one tree reads it from the store, as events() does.
+    if (this.#shared && !(observer as Observer).attach && (filter?.rootId ?? filter?.runId) !== undefined)
+      return observeTree(this.#bus, (scope) => this.events(scope), observer as LiveObserver, filter as EventFilter);
     const unsubscribe = this.#bus.subscribe(observer, filter);
     // An observer that acts (config.hooks()'s) is handed the store to catch up from and a way to end a tree;
     // where other hosts commit too, a way to follow every host's commits (see tree-tail.ts).
@@ -295,7 +299,9 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
       store: this.#backend as Store,
       cancel: (rootId, reason) => this.cancel(rootId, { reason }),
       ...(filter ? { filter } : {}),
-      ...(this.#shared ? { follow: (after, deliver) => this.#followStore(filter ?? {}, after, deliver) } : {}),
+      ...(this.#shared
+        ? { follow: (after, deliver) => followStore(this.#bus, this.#tailPorts(), filter ?? {}, after, deliver) }
+        : {}),
     });
     return unsubscribe;
   }
@@ -343,8 +349,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const stream = this.#bus.stream(filter, tailed);
     void (async () => {
       if (tailed) {
-        const settledElsewhere = async (root: string) => !this.#trees.has(root) && (await this.#settledInStore(root));
-        const ports = { read: <T>(body: Q<T>) => this.read(body), settledElsewhere };
+        const ports = this.#tailPorts();
         // A run another host is storing right now is waited for.
         const root = filter?.rootId ?? (await rootWhenStored(ports.read, filter?.runId as string, stream));
         return this.#bus.follow(stream, root === undefined ? null : new TreeTail(stream, root, filter?.runId, ports));
@@ -359,17 +364,12 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     return stream;
   }
 
-  /** A tail of the store's events for an observer: of its filter's tree, or of every tree. */
-  #followStore(filter: EventFilter, after: number, deliver: (event: HarnessEvent) => void): { close(): void } {
-    const settledElsewhere = async (root: string) => !this.#trees.has(root) && (await this.#settledInStore(root));
-    const sink = { push: deliver, finish: () => undefined };
-    // A run's filter is kept by its tree's tail; the tree is found as the tail reads (every tree's events).
-    const tail = new TreeTail(sink, filter.rootId ?? null, filter.runId, {
+  /** What a tail of the store reads with: the store, and whether a tree has settled with no supervisor here driving it. */
+  #tailPorts(): TailPorts {
+    return {
       read: (body) => this.read(body),
-      settledElsewhere,
-    });
-    this.#bus.followFrom(tail, after);
-    return tail;
+      settledElsewhere: async (root) => !this.#trees.has(root) && (await this.#settledInStore(root)),
+    };
   }
 
   /** Whether a tree no supervisor here drives has nothing left to run: its root terminal, none of it live. */

@@ -9,9 +9,10 @@
  * on a timer in case a hint was lost.
  */
 import type { HarnessEvent } from '../runtime/events.js';
+import type { LiveEvent } from '../runtime/live.js';
 import { TraceQueries } from '../store/queries.js';
 import type { Q } from '../store/sql.js';
-import type { EventStream } from './event-bus.js';
+import type { EventBus, EventFilter, EventStream, LiveObserver } from './event-bus.js';
 
 const QUERIES = new TraceQueries();
 
@@ -182,4 +183,43 @@ export class TreeTail {
     this.#timer = null;
     this.onClose();
   }
+}
+
+/**
+ * An observer of one tree on a store other hosts write too: its committed events read
+ * from the store by `events` (the supervisor's events(), tailed), its live ones (when it
+ * asked for them) from this host's bus. Returns what removes it.
+ */
+export function observeTree(
+  bus: EventBus,
+  events: (scope: EventFilter) => AsyncIterableIterator<HarnessEvent>,
+  observer: LiveObserver,
+  filter: EventFilter,
+): () => void {
+  const { live, ...scope } = filter;
+  const stream = events(scope);
+  const off = live
+    ? bus.subscribe((event: HarnessEvent | LiveEvent) => 'live' in event && observer(event), filter)
+    : () => undefined;
+  void (async () => {
+    for await (const event of stream) bus.deliver(observer, event);
+  })();
+  return () => {
+    off();
+    void stream.return?.();
+  };
+}
+
+/** A tail of the store's events for an acting observer (ObserverContext.follow): of its filter's tree, or of every tree. */
+export function followStore(
+  bus: EventBus,
+  ports: TailPorts,
+  filter: EventFilter,
+  after: number,
+  deliver: (event: HarnessEvent) => void,
+): { close(): void } {
+  // A run's filter is kept by the tail, which reads its tree's events, or every tree's.
+  const tail = new TreeTail({ push: deliver, finish: () => undefined }, filter.rootId ?? null, filter.runId, ports);
+  bus.followFrom(tail, after);
+  return tail;
 }
