@@ -151,6 +151,35 @@ describe('a tree followed on PostgreSQL', () => {
     expect(ids('driver')).toEqual(stored);
     expect(again.failures).toEqual([]);
   });
+
+  it('writes two hooks of one file, each with its own events, in commit order with none lost', {
+    timeout: 60_000,
+  }, async () => {
+    const { driver, watcher } = await twoHosts();
+    const dir = tempWorkspace();
+    const file = join(dir, 'audit.jsonl');
+    const both = hookObserver(
+      [
+        { name: 'ends', events: ['run-end'], append: file, onFailure: 'ignore', timeoutMs: 5_000, from: 'test' },
+        { name: 'steps', events: ['step-end'], append: file, onFailure: 'ignore', timeoutMs: 5_000, from: 'test' },
+      ],
+      { cwd: dir },
+    );
+    watcher.observe(both);
+    cleanups.push(() => both.close());
+    const provider = await script('fanout', { children: 3, steps: 2, latencyMs: 20 });
+    expect((await driver.run({ task: 'one', provider }).result).status).toBe('finished');
+    const wanted = (await driver.store.eventsAfter(0, 100_000))
+      .filter((event) => event.type === 'run-end' || event.type === 'step-end')
+      .map((event) => event.eventId);
+    const logged = () =>
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => (JSON.parse(line) as HarnessEvent).eventId);
+    await until(() => logged().length >= wanted.length);
+    expect(logged()).toEqual(wanted);
+  });
 });
 
 /** Waits for `check` to hold, looking every 50 ms; gives up (failing the test) after 30 s. */

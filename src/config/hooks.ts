@@ -125,7 +125,7 @@ export function hookObserver(
     for (const log of logs)
       try {
         // Several hosts commit to the store (PostgreSQL): the log follows all of them, from its last line.
-        if (given.follow) log.follow(given.follow, (event) => write(log, event));
+        if (given.follow) log.follow(given.follow, given.filter ?? {}, (event) => write(log, event));
         else log.catchUp(given.store, given.filter ?? {});
       } catch (error) {
         fail({ hook: log.hook.name, eventId: 0, rootId: '', message: `catching up from the store: ${String(error)}` });
@@ -188,10 +188,19 @@ const wants = (hook: HookSpec, event: HarnessEvent) => hook.events.includes('*')
  */
 const positions = new Map<string, { last: number }>();
 
+/**
+ * Where several hosts commit (PostgreSQL): one tail of the store per log file in this
+ * process, from the file's last event, offering each event, in commit order, to every
+ * log of that file (each with its own events and scope), so one file's logs never write
+ * past each other. The tail stops when the file's last log stops following.
+ */
+const followers = new Map<string, { handle: { close(): void }; logs: Map<AuditLog, (event: HarnessEvent) => void> }>();
+
 /** An audit log: one JSON line an event, in commit order, each event once (by its id). */
 class AuditLog {
   readonly hook: HookSpec;
-  #following: { close(): void } | null = null;
+  /** Fed by the store (several hosts), not by this host's commits: from its first follow() on, for good. */
+  #followed = false;
 
   constructor(hook: HookSpec) {
     this.hook = hook;
@@ -199,20 +208,47 @@ class AuditLog {
 
   /** Whether the store's events feed the log (where several hosts commit), not this host's alone. */
   get following(): boolean {
-    return this.#following !== null;
+    return this.#followed;
   }
 
   /**
    * Writes every event committed after the file's last, by any host, as the store has them
    * (see ObserverContext.follow): a crash, a takeover, another host's commits, none is missed.
+   * `filter` is the observer's scope (a tree or a run); `write` writes one event.
    */
-  follow(follow: NonNullable<ObserverContext['follow']>, write: (event: HarnessEvent) => void): void {
-    this.#following = follow(this.#position().last, write);
+  follow(
+    follow: NonNullable<ObserverContext['follow']>,
+    filter: { rootId?: string; runId?: string },
+    write: (event: HarnessEvent) => void,
+  ): void {
+    this.#followed = true;
+    const path = this.hook.append as string;
+    const offer = (event: HarnessEvent) => {
+      if (
+        (filter.rootId === undefined || event.rootId === filter.rootId) &&
+        (filter.runId === undefined || event.runId === filter.runId)
+      )
+        write(event);
+    };
+    let follower = followers.get(path);
+    if (!follower) {
+      const logs = new Map<AuditLog, (event: HarnessEvent) => void>();
+      const handle = follow(this.#position().last, (event) => {
+        for (const take of logs.values()) take(event);
+      });
+      follower = { handle, logs };
+      followers.set(path, follower);
+    }
+    follower.logs.set(this, offer);
   }
 
+  /** No longer written (its observer closed); the file's tail stops with its last log. */
   stopFollowing(): void {
-    this.#following?.close();
-    this.#following = null;
+    const path = this.hook.append as string;
+    const follower = followers.get(path);
+    if (!follower?.logs.delete(this) || follower.logs.size > 0) return;
+    follower.handle.close();
+    followers.delete(path);
   }
 
   /** Where the file stands: the id of the last event it holds, read once a process (a torn last line cut off first). */

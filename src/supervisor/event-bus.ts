@@ -131,8 +131,8 @@ export class EventBus {
     void tail.start(firstOwn, from);
   }
 
-  /** A tail for an observer (see ObserverContext.follow), from after the event `from`. */
-  followFrom(tail: TreeTail, from: number): void {
+  /** A tail for an observer (see ObserverContext.follow), from after the event `from` (null: now). */
+  followFrom(tail: TreeTail, from: number | null): void {
     this.#addTail(tail, null, from);
   }
 

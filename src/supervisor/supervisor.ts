@@ -291,7 +291,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   observe(observer: Observer | LiveObserver, filter?: EventFilter): () => void {
     // Where other hosts commit too, an observer of one tree reads it from the store, as events() does.
     if (this.#shared && !(observer as Observer).attach && (filter?.rootId ?? filter?.runId) !== undefined)
-      return observeTree(this.#bus, (scope) => this.events(scope), observer as LiveObserver, filter as EventFilter);
+      return observeTree(this.#bus, this.#tailPorts(), observer as LiveObserver, filter as EventFilter);
     const unsubscribe = this.#bus.subscribe(observer, filter);
     // An observer that acts (config.hooks()'s) is handed the store to catch up from and a way to end a tree;
     // where other hosts commit too, a way to follow every host's commits (see tree-tail.ts).

@@ -74,11 +74,21 @@ export class TreeTail {
   /** Told once, when the tail stops. */
   onClose: () => void = () => undefined;
 
-  constructor(sink: TailSink, rootId: string | null, runId: string | undefined, ports: TailPorts) {
+  /** False for an observer's tail: it reads on after its tree settles (a resume may come). */
+  readonly #endsWithTree: boolean;
+
+  constructor(
+    sink: TailSink,
+    rootId: string | null,
+    runId: string | undefined,
+    ports: TailPorts,
+    options: { endsWithTree?: boolean } = {},
+  ) {
     this.#sink = sink;
     this.rootId = rootId;
     this.#runId = runId;
     this.#ports = ports;
+    this.#endsWithTree = options.endsWithTree ?? true;
   }
 
   /** Whether `event` is of what this tail reads. */
@@ -160,7 +170,8 @@ export class TreeTail {
   /** A tree no supervisor here drives ends its tail once it has settled, after its last events. */
   async #endIfSettled(): Promise<void> {
     const rootId = this.rootId;
-    if (rootId === null || this.#ended || !(await this.#ports.settledElsewhere(rootId).catch(() => false))) return;
+    if (rootId === null || !this.#endsWithTree || this.#ended) return;
+    if (!(await this.#ports.settledElsewhere(rootId).catch(() => false))) return;
     await this.finish();
   }
 
@@ -186,27 +197,19 @@ export class TreeTail {
 }
 
 /**
- * An observer of one tree on a store other hosts write too: its committed events read
- * from the store by `events` (the supervisor's events(), tailed), its live ones (when it
- * asked for them) from this host's bus. Returns what removes it.
+ * An observer of one tree (or run) on a store other hosts write too: every host's commits
+ * to it from the store, from now on, for as long as it is installed (a tree that settles
+ * may be resumed); its live events (when it asked for them) from this host's bus. Returns
+ * what removes it.
  */
-export function observeTree(
-  bus: EventBus,
-  events: (scope: EventFilter) => AsyncIterableIterator<HarnessEvent>,
-  observer: LiveObserver,
-  filter: EventFilter,
-): () => void {
-  const { live, ...scope } = filter;
-  const stream = events(scope);
-  const off = live
+export function observeTree(bus: EventBus, ports: TailPorts, observer: LiveObserver, filter: EventFilter): () => void {
+  const off = filter.live
     ? bus.subscribe((event: HarnessEvent | LiveEvent) => 'live' in event && observer(event), filter)
     : () => undefined;
-  void (async () => {
-    for await (const event of stream) bus.deliver(observer, event);
-  })();
+  const tail = tailFor(bus, ports, filter, null, (event) => observer(event));
   return () => {
     off();
-    void stream.return?.();
+    tail.close();
   };
 }
 
@@ -218,8 +221,23 @@ export function followStore(
   after: number,
   deliver: (event: HarnessEvent) => void,
 ): { close(): void } {
-  // A run's filter is kept by the tail, which reads its tree's events, or every tree's.
-  const tail = new TreeTail({ push: deliver, finish: () => undefined }, filter.rootId ?? null, filter.runId, ports);
-  bus.followFrom(tail, after);
+  return tailFor(bus, ports, filter, after, deliver);
+}
+
+/**
+ * An observer's tail: of its tree (its run's events kept from every tree's when scoped to
+ * a run), after `from` (null: now), each event handed to `deliver` with what it throws
+ * kept by the bus, never let through; it reads on until closed.
+ */
+function tailFor(
+  bus: EventBus,
+  ports: TailPorts,
+  filter: EventFilter,
+  from: number | null,
+  deliver: (event: HarnessEvent) => void,
+): TreeTail {
+  const sink = { push: (event: HarnessEvent) => bus.deliver(deliver, event), finish: () => undefined };
+  const tail = new TreeTail(sink, filter.rootId ?? null, filter.runId, ports, { endsWithTree: false });
+  bus.followFrom(tail, from);
   return tail;
 }
