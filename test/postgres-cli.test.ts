@@ -167,12 +167,12 @@ describe('the io-harness CLI on PostgreSQL', () => {
       if (child.exitCode === null) child.kill('SIGKILL');
     });
     let stderr = '';
-    child.stderr.on('data', (chunk) => {
+    child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk;
     });
     const line = await new Promise<string>((resolve, reject) => {
       let out = '';
-      child.stdout.on('data', (chunk) => {
+      child.stdout.on('data', (chunk: Buffer) => {
         out += chunk;
         if (out.includes('\n')) resolve(out);
       });

@@ -43,6 +43,20 @@ async function counting<T>(body: () => Promise<T>): Promise<{ value: T; statemen
   }
 }
 
+/** A fresh database, a store on it (`max` connections), and a root run of each id, with its fence. */
+async function withRoots(ids: string[], max?: number) {
+  const db = await freshDatabase();
+  cleanups.push(() => db.drop());
+  const store = await PostgresStore.open(db.url, max === undefined ? {} : { max });
+  cleanups.push(() => store.close());
+  const fences: { runId: string; generation: number; owner: string }[] = [];
+  for (const runId of ids) {
+    const { generation } = await store.call('createRoot', rootInput(runId, { owner: 'o' }));
+    fences.push({ runId, generation, owner: 'o' });
+  }
+  return { db, store, fences };
+}
+
 const call = (tokens: number) => ({
   provider: 'p',
   model: 'm',
@@ -59,12 +73,8 @@ const call = (tokens: number) => ({
 
 describe('a write on PostgreSQL', () => {
   it("waits on the server three times for a step's commit of some twenty statements", async () => {
-    const db = await freshDatabase();
-    cleanups.push(() => db.drop());
-    const store = await PostgresStore.open(db.url, { max: 1 });
-    cleanups.push(() => store.close());
-    const { generation } = await store.call('createRoot', rootInput('r', { owner: 'o' }));
-    const fence = { runId: 'r', generation, owner: 'o' };
+    const { store, fences } = await withRoots(['r'], 1);
+    const fence = fences[0] as (typeof fences)[0];
     await store.call('commitStep', emptyStep(fence, 1));
     const step = await counting(() =>
       store.call(
@@ -88,15 +98,7 @@ describe('a write on PostgreSQL', () => {
   });
 
   it('fails alone a write of a batch whose statement fails at the database, one it did not wait for; the writes after it run again', async () => {
-    const db = await freshDatabase();
-    cleanups.push(() => db.drop());
-    const store = await PostgresStore.open(db.url);
-    cleanups.push(() => store.close());
-    const fences = [];
-    for (const runId of ['a', 'b', 'c', 'd']) {
-      const { generation } = await store.call('createRoot', rootInput(runId, { owner: 'o' }));
-      fences.push({ runId, generation, owner: 'o' });
-    }
+    const { db, store, fences } = await withRoots(['a', 'b', 'c', 'd']);
     const [a, b, c, d] = fences as [(typeof fences)[0], (typeof fences)[0], (typeof fences)[0], (typeof fences)[0]];
     const writer = await PostgresBatchWriter.open({ connectionString: db.url });
     cleanups.push(async () => writer.close());
@@ -140,12 +142,8 @@ describe('a write on PostgreSQL', () => {
   });
 
   it('keeps nothing of a lone write whose statement fails at the database after the rule went on', async () => {
-    const db = await freshDatabase();
-    cleanups.push(() => db.drop());
-    const store = await PostgresStore.open(db.url);
-    cleanups.push(() => store.close());
-    const { generation } = await store.call('createRoot', rootInput('r', { owner: 'o' }));
-    const fence = { runId: 'r', generation, owner: 'o' };
+    const { db, store, fences } = await withRoots(['r']);
+    const fence = fences[0] as (typeof fences)[0];
     const writer = await PostgresBatchWriter.open({ connectionString: db.url });
     cleanups.push(async () => writer.close());
     const result = await writer.run([{ op: 'commitStep', input: emptyStep(fence, 1, { calls: [call(1e300)] }) }]);
@@ -159,15 +157,7 @@ describe('a write on PostgreSQL', () => {
   });
 
   it("says why a batch failed when the transaction's own start fails (its lock timed out), and blames no write", async () => {
-    const db = await freshDatabase();
-    cleanups.push(() => db.drop());
-    const store = await PostgresStore.open(db.url);
-    cleanups.push(() => store.close());
-    const fences = [];
-    for (const runId of ['a', 'b']) {
-      const { generation } = await store.call('createRoot', rootInput(runId, { owner: 'o' }));
-      fences.push({ runId, generation, owner: 'o' });
-    }
+    const { db, store, fences } = await withRoots(['a', 'b']);
     await sqlRows(db.url, `ALTER DATABASE ${db.name} SET lock_timeout = '100ms'`);
     const writer = await PostgresBatchWriter.open({ connectionString: db.url });
     cleanups.push(async () => writer.close());

@@ -22,7 +22,7 @@ import type { ContainedExecutor, ContainedReport } from '../runtime/exec/contain
 import { executorFor } from '../runtime/exec/factory.js';
 import { type CommandResult, commandEnvironment, describeCommand, notStarted } from '../runtime/exec/run-command.js';
 import type { Policy } from '../runtime/policy/policy.js';
-import type { Observer, ObserverContext } from '../supervisor/event-bus.js';
+import { matches, type Observer, type ObserverContext } from '../supervisor/event-bus.js';
 import { filePath } from './substitute.js';
 
 /** One hook, as the configuration projects it. */
@@ -224,11 +224,7 @@ class AuditLog {
     this.#followed = true;
     const path = this.hook.append as string;
     const offer = (event: HarnessEvent) => {
-      if (
-        (filter.rootId === undefined || event.rootId === filter.rootId) &&
-        (filter.runId === undefined || event.runId === filter.runId)
-      )
-        write(event);
+      if (matches(filter, event)) write(event);
     };
     let follower = followers.get(path);
     if (!follower) {
@@ -275,12 +271,7 @@ class AuditLog {
     for (;;) {
       const batch = store.eventsAfter(after, 1000);
       if (batch.length === 0) return;
-      for (const event of batch)
-        if (
-          (filter.rootId === undefined || event.rootId === filter.rootId) &&
-          (filter.runId === undefined || event.runId === filter.runId)
-        )
-          this.write(event);
+      for (const event of batch) if (matches(filter, event)) this.write(event);
       after = (batch.at(-1) as HarnessEvent).eventId;
     }
   }

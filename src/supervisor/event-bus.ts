@@ -40,7 +40,13 @@ export interface EventFilter {
   live?: boolean;
 }
 
-function matches(filter: EventFilter, event: { rootId: string; runId: string }): boolean {
+/** Whether `filter` is scoped to one tree or one run. */
+export function scoped(filter: EventFilter | undefined): boolean {
+  return filter?.rootId !== undefined || filter?.runId !== undefined;
+}
+
+/** Whether `event` is of the tree and run `filter` names (any, where it names none). */
+export function matches(filter: EventFilter, event: { rootId: string; runId: string }): boolean {
   return (
     (filter.rootId === undefined || filter.rootId === event.rootId) &&
     (filter.runId === undefined || filter.runId === event.runId)
@@ -158,7 +164,7 @@ export class EventBus {
   endTree(rootId: string, runIds: ReadonlySet<string>): void {
     for (const stream of [...this.#streams]) {
       const { rootId: root, runId } = stream.filter;
-      if (root === undefined && runId === undefined) continue;
+      if (!scoped(stream.filter)) continue;
       if ((root === undefined || root === rootId) && (runId === undefined || runIds.has(runId))) {
         // A tailed stream reads what the store has left first (once its tail is there).
         if (stream.tail) void stream.tail.finish();

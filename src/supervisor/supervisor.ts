@@ -32,7 +32,7 @@ import type { Notifications, RunRecord, RunSpec } from '../store/records.js';
 import type { Q } from '../store/sql.js';
 import type { Store } from '../store/sqlite/store.js';
 import { ActorHosting } from './actor-hosting.js';
-import { EventBus, type EventFilter, type LiveObserver, type Observer } from './event-bus.js';
+import { EventBus, type EventFilter, type LiveObserver, type Observer, scoped } from './event-bus.js';
 import { checkChanges, RELEASE } from './fingerprint.js';
 import { retryGate as retryRunGate } from './gate-retry.js';
 import type { RetriedGate, RunHandle, SupervisorState } from './handles.js';
@@ -290,7 +290,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   observe(observer: LiveObserver, filter: EventFilter & { live: true }): () => void;
   observe(observer: Observer | LiveObserver, filter?: EventFilter): () => void {
     // Where other hosts commit too, an observer of one tree reads it from the store, as events() does.
-    if (this.#shared && !(observer as Observer).attach && (filter?.rootId ?? filter?.runId) !== undefined)
+    if (this.#shared && !(observer as Observer).attach && scoped(filter))
       return observeTree(this.#bus, this.#tailPorts(), observer as LiveObserver, filter as EventFilter);
     const unsubscribe = this.#bus.subscribe(observer, filter);
     // An observer that acts (config.hooks()'s) is handed the store to catch up from and a way to end a tree;
@@ -345,7 +345,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
    */
   events(filter?: EventFilter): AsyncIterableIterator<HarnessEvent> {
     // Where other hosts commit too, a stream of one tree follows the tree in the store (see tree-tail.ts).
-    const tailed = this.#shared && (filter?.rootId !== undefined || filter?.runId !== undefined);
+    const tailed = this.#shared && scoped(filter);
     const stream = this.#bus.stream(filter, tailed);
     void (async () => {
       if (tailed) {

@@ -206,36 +206,27 @@ export function observeTree(bus: EventBus, ports: TailPorts, observer: LiveObser
   const off = filter.live
     ? bus.subscribe((event: HarnessEvent | LiveEvent) => 'live' in event && observer(event), filter)
     : () => undefined;
-  const tail = tailFor(bus, ports, filter, null, (event) => observer(event));
+  const tail = followStore(bus, ports, filter, null, (event) => observer(event));
   return () => {
     off();
     tail.close();
   };
 }
 
-/** A tail of the store's events for an acting observer (ObserverContext.follow): of its filter's tree, or of every tree. */
-export function followStore(
-  bus: EventBus,
-  ports: TailPorts,
-  filter: EventFilter,
-  after: number,
-  deliver: (event: HarnessEvent) => void,
-): { close(): void } {
-  return tailFor(bus, ports, filter, after, deliver);
-}
-
 /**
- * An observer's tail: of its tree (its run's events kept from every tree's when scoped to
- * a run), after `from` (null: now), each event handed to `deliver` with what it throws
- * kept by the bus, never let through; it reads on until closed.
+ * A tail of the store's events for an observer (an acting one's ObserverContext.follow,
+ * or a scoped observe()): of its filter's tree, or of every tree (its run's events kept
+ * when scoped to a run), after the event `from` (null: now), each event handed to
+ * `deliver` with what it throws kept by the bus, never let through. It reads on until
+ * closed: a tree that settles may be resumed.
  */
-function tailFor(
+export function followStore(
   bus: EventBus,
   ports: TailPorts,
   filter: EventFilter,
   from: number | null,
   deliver: (event: HarnessEvent) => void,
-): TreeTail {
+): { close(): void } {
   const sink = { push: (event: HarnessEvent) => bus.deliver(deliver, event), finish: () => undefined };
   const tail = new TreeTail(sink, filter.rootId ?? null, filter.runId, ports, { endsWithTree: false });
   bus.followFrom(tail, from);

@@ -96,12 +96,22 @@ export class PostgresBatchWriter implements BatchWrites {
       await outbox.settle();
       return { outcomes: [{ ok: true, value }], notifications };
     } catch (error) {
-      const failure = await outbox.blame(error);
-      const cause = failure?.error ?? error;
-      // The transaction's own start failing (its lock timed out, say) is the batch's, not the write's.
-      if (retryable(cause) || connectionLost(cause) || (failure?.write ?? 0) < 0) throw cause;
+      const { cause } = await this.#blame(outbox, error);
       return { outcomes: [{ ok: false, error: this.#connection.errorOf(cause) }], notifications: emptyNotifications() };
     }
+  }
+
+  /**
+   * What a failed write's error comes from, and which write sent it (null: the write the
+   * caller was running). Thrown instead when it is the transaction's: a deadlock, a
+   * serialization failure or a lost connection (the batch runs again whole), or a failure
+   * of the transaction's own start (its lock timed out, say).
+   */
+  async #blame(outbox: Outbox, error: unknown): Promise<{ cause: unknown; write: number | null }> {
+    const failure = await outbox.blame(error);
+    const cause = failure?.error ?? error;
+    if (retryable(cause) || connectionLost(cause) || (failure?.write ?? 0) < 0) throw cause;
+    return { cause, write: failure?.write ?? null };
   }
 
   /**
@@ -114,12 +124,9 @@ export class PostgresBatchWriter implements BatchWrites {
     const done: { outcome: WriteOutcome; notifications: Notifications }[] = [];
     let next = 0;
     const fail = async (error: unknown, current: number): Promise<void> => {
-      const failure = await outbox.blame(error);
-      const cause = failure?.error ?? error;
-      // A deadlock, a serialization failure or a lost connection is the transaction's: the whole batch runs again.
-      if (retryable(cause) || connectionLost(cause) || (failure?.write ?? 0) < 0) throw cause;
+      const { cause, write } = await this.#blame(outbox, error);
       // Back to the savepoint of the write that failed: nothing sent after its failure ran.
-      const at = failure?.write ?? current;
+      const at = write ?? current;
       outbox.write = at;
       outbox.raw('ROLLBACK TO SAVEPOINT request');
       outbox.raw('RELEASE SAVEPOINT request');

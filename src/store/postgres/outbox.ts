@@ -40,19 +40,15 @@ export class Outbox {
   put(query: Query): void {
     const write = this.write;
     this.#inflight.push(
-      this.#send(this.#client, query).then(
-        (result) => {
-          try {
-            query.onRows?.(result.rows);
-          } catch (error) {
-            this.#failure ??= { error, write };
-          }
-        },
-        (error) => {
-          this.#failure ??= { error, write };
-        },
-      ),
+      this.#send(this.#client, query)
+        .then((result) => query.onRows?.(result.rows))
+        .catch((error: unknown) => this.#fail(error, write)),
     );
+  }
+
+  /** Keeps the first failure: what follows it in the transaction fails because it did. */
+  #fail(error: unknown, write: number): void {
+    this.#failure ??= { error, write };
   }
 
   /** Sends a statement of the transaction's own, written out, without waiting for it. */
@@ -70,7 +66,7 @@ export class Outbox {
     try {
       result = await this.#send(this.#client, query);
     } catch (error) {
-      this.#failure ??= { error, write };
+      this.#fail(error, write);
     }
     await this.settle();
     return result as pg.QueryResult;

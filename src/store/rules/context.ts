@@ -85,6 +85,12 @@ export class RuleContext {
   /** What a claim adds to the rows it reads to take: PostgreSQL skips the rows another host holds. */
   readonly skipLocked: string;
   readonly skipLockedRuns: string;
+  /**
+   * Whether a rule reads what it will need ahead, sent with the statement it waits on
+   * (PostgreSQL, where that saves a round trip); on SQLite every read is answered at once,
+   * so it reads only what it needs, when it needs it.
+   */
+  readonly readAhead: boolean;
   #pending: Notifications = emptyNotifications();
 
   /**
@@ -95,6 +101,7 @@ export class RuleContext {
     const lock = options.lockRows ? ' FOR UPDATE' : '';
     this.skipLocked = options.lockRows ? ' FOR UPDATE SKIP LOCKED' : '';
     this.skipLockedRuns = options.lockRows ? ' FOR UPDATE OF runs SKIP LOCKED' : '';
+    this.readAhead = options.lockRows === true;
     this.runById = `SELECT * FROM runs WHERE run_id = ?${lock}`;
     this.ledgerById = `SELECT * FROM ledger WHERE run_id = ?${lock}`;
   }

@@ -67,8 +67,10 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
   yield* sql.put('SAVEPOINT draw');
   const own = yield* sql.putRows<LedgerRow>(DRAW, draw.steps, draw.tokens, input.runId);
   const prefix = `${input.runId}:${input.seq}:`;
-  const pending = yield* sql.putRows<RunRow>(PENDING_CHILDREN, input.runId, prefix.length, prefix);
-  const steers = yield* sql.putRows<SteerRow>(WAITING_STEERS, input.runId);
+  const pending = context.readAhead
+    ? yield* sql.putRows<RunRow>(PENDING_CHILDREN, input.runId, prefix.length, prefix)
+    : null;
+  const steers = context.readAhead ? yield* sql.putRows<SteerRow>(WAITING_STEERS, input.runId) : null;
   let run: RunRow;
   try {
     run = yield* fenced(context, input);
@@ -114,7 +116,7 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
     // Ids name the sender by address, so the same tree run twice reads the same ids.
     yield* send(context, run, input.seq, gen, `${run.address}:${input.seq}:${index}`, message, input.now);
   }
-  yield* settleSpawns(context, run, gen, input.seq, input.spawned, input.now, pending());
+  yield* settleSpawns(context, run, gen, input.seq, input.spawned, input.now, pending?.());
   // Only a draw moves an account's spend, and the tree's account was drawn on first.
   const treeSpent = { steps: drawn.root.steps_spent, tokens: drawn.root.tokens_spent };
   yield* recordEvent(context, run, input.seq, gen, { type: 'spend', draw, treeSpent }, input.now);
@@ -155,7 +157,8 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
     return { status: 'committed', seq: input.seq, treeSpent };
   }
   // What a person sent the run while this step ran is taken at its end, the boundary.
-  const taken = run.parent_id === null ? yield* takeSteersAt(context, run, gen, input.seq, input.now, steers()) : null;
+  const taken =
+    run.parent_id === null ? yield* takeSteersAt(context, run, gen, input.seq, input.now, steers?.()) : null;
   if (taken?.interrupt) return { status: 'interrupted', seq: input.seq, treeSpent };
   return {
     status: 'committed',
