@@ -26,8 +26,11 @@ export class Outbox {
   readonly #client: pg.PoolClient;
   readonly #send: Sender;
   #inflight: Promise<unknown>[] = [];
-  #failure: Failure | null = null;
+  /** The first statement, in the order sent, that failed, and its place in that order. */
+  #failure: (Failure & { at: number }) | null = null;
   #thrown: Failure | null = null;
+  /** How many statements were sent: each failure is placed by it, not by when its promise settled. */
+  #sent = 0;
   /** Which write of a batch the statements sent from now on belong to; -1 for the transaction's own start. */
   write = 0;
 
@@ -39,16 +42,20 @@ export class Outbox {
   /** Sends `query` (a put, or a statement of the transaction's own) without waiting for it. */
   put(query: Query): void {
     const write = this.write;
+    const at = this.#sent++;
     this.#inflight.push(
       this.#send(this.#client, query)
         .then((result) => query.onRows?.(result.rows))
-        .catch((error: unknown) => this.#fail(error, write)),
+        .catch((error: unknown) => this.#fail(error, write, at)),
     );
   }
 
-  /** Keeps the first failure: what follows it in the transaction fails because it did. */
-  #fail(error: unknown, write: number): void {
-    this.#failure ??= { error, write };
+  /**
+   * Keeps the failure of the statement sent first: what follows it in the transaction fails
+   * because it did, whichever promise settles first.
+   */
+  #fail(error: unknown, write: number, at: number): void {
+    if (this.#failure === null || at < this.#failure.at) this.#failure = { error, write, at };
   }
 
   /** Sends a statement of the transaction's own, written out, without waiting for it. */
@@ -62,11 +69,12 @@ export class Outbox {
    */
   async ask(query: Query): Promise<pg.QueryResult> {
     const write = this.write;
+    const at = this.#sent++;
     let result: pg.QueryResult | undefined;
     try {
       result = await this.#send(this.#client, query);
     } catch (error) {
-      this.#fail(error, write);
+      this.#fail(error, write, at);
     }
     await this.settle();
     return result as pg.QueryResult;
@@ -90,7 +98,7 @@ export class Outbox {
     }
     const failure = this.#failure;
     this.#failure = null;
-    return failure;
+    return failure && { error: failure.error, write: failure.write };
   }
 
   /**
