@@ -31,6 +31,7 @@ import {
   TaskContract,
 } from '../dist/index.js';
 import { ContainedExecutor } from '../dist/runtime/exec/containment/contained.js';
+import { keepFromCommands } from '../dist/runtime/exec/containment/kept.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
 import { directExecutor } from '../dist/runtime/exec/executor.js';
 import { commandEnvironment } from '../dist/runtime/exec/run-command.js';
@@ -280,6 +281,44 @@ describe('containment', () => {
     expect(existsSync(join(root, '.io-harness', 'x'))).toBe(false);
     expect(existsSync(join(root, 'io.toml'))).toBe(false);
   });
+
+  for (const rung of CONFINING) {
+    it(`starts a command on the ${rung} rung when a file it masks goes between the wrapping and the mount`, async () => {
+      if (!available(rung)) return;
+      // A store's journal outside the workspace, kept from commands; SQLite removes it when the
+      // store's last handle closes, which may fall between the look at it and the sandbox's mount.
+      const outside = tempWorkspace({ 'runs.db-wal': 'journal of another store\n' });
+      const journal = join(outside, 'runs.db-wal');
+      keepFromCommands(journal, 'mask');
+      const root = tempWorkspace();
+      let started = 0;
+      const base = {
+        ...directExecutor,
+        run: (request: Parameters<typeof directExecutor.run>[0]) => {
+          if (started++ === 0) rmSync(journal);
+          return directExecutor.run(request);
+        },
+      };
+      const executor = new ContainedExecutor(base, {
+        root,
+        policy: COMMANDS_ONLY,
+        sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
+      });
+      later(() => executor.close());
+      const result = await executor.run({
+        argv: ['sh', '-c', `cat ${journal} 2>/dev/null || echo no-journal; echo ran`],
+        purpose: 'exec',
+        cwd: root,
+        timeoutMs: 20_000,
+        outputLimit: 64 * 1024,
+        env: commandEnvironment(),
+      });
+      expect(result.stdout, JSON.stringify(result)).toBe('no-journal\nran\n');
+      // Bubblewrap mounts every mask itself, so it failed once and the command was wrapped again;
+      // the helper finds the file gone when it looks and has nothing to hide.
+      expect(started).toBe(rung === 'bubblewrap' ? 2 : 1);
+    });
+  }
 
   it('gives a run whose policy names no host no network at all, and a run that allows one only the egress proxy', async () => {
     const listener = createServer((socket) => socket.end('reached\n'));

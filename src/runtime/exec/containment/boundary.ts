@@ -568,6 +568,12 @@ export interface Wrapped {
   argv: string[];
   /** Empty directories and files made to mount over protected paths that did not exist; removed after the run. */
   madeMountPoints: string[];
+  /**
+   * The paths bubblewrap binds a mask over, as they were when the command was wrapped: one
+   * gone by the time it mounts (a store's journal SQLite removed as the store closed) makes
+   * it fail to start the command, and the command is wrapped again (see ContainedExecutor).
+   */
+  masked: string[];
 }
 
 /**
@@ -610,7 +616,7 @@ export function wrapForRung(
     args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay, written }));
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
-    return { argv: args, madeMountPoints };
+    return { argv: args, madeMountPoints, masked: [...masks.dirs, ...masks.files] };
   }
   const unshare = host.unshare ?? ['unshare'];
   const namespaces = unsharePrefix(unshare, boundary.network === 'open');
@@ -626,17 +632,25 @@ export function wrapForRung(
     // The grants with mounts as well as Landlock: a read-only mount refuses what Landlock has no right for
     // (chmod, utimes, xattrs of a file outside), and no device node outside /dev/null and its kind opens.
     const args = ['--confine-mounts', ...helperArgs(boundary, { protect: true, cgroups, relay, written })];
-    return { argv: [...namespaces, helper, ...args, '--write', '/dev/null', '--', ...argv], madeMountPoints };
+    return {
+      argv: [...namespaces, helper, ...args, '--write', '/dev/null', '--', ...argv],
+      madeMountPoints,
+      masked: [],
+    };
   }
   if (rung === 'namespaces') {
     // No helper: only the namespaces, and setpriv to drop the capabilities. Else the helper
     // makes the grants with mounts, carries the relay, sets the limits, drops them itself.
     if (!host.mounts || !host.binary) {
-      return { argv: [...namespaces, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv], madeMountPoints: [] };
+      return {
+        argv: [...namespaces, host.setpriv ?? 'setpriv', ...SETPRIV_FLAGS, '--', ...argv],
+        madeMountPoints: [],
+        masked: [],
+      };
     }
     const madeMountPoints = mountPoints();
     const args = helperArgs(boundary, { protect: true, cgroups, relay, written });
-    return { argv: [...namespaces, host.binary, '--mounts-only', ...args, '--', ...argv], madeMountPoints };
+    return { argv: [...namespaces, host.binary, '--mounts-only', ...args, '--', ...argv], madeMountPoints, masked: [] };
   }
-  return { argv: [...argv], madeMountPoints: [] };
+  return { argv: [...argv], madeMountPoints: [], masked: [] };
 }

@@ -7,6 +7,7 @@
 import {
   chmodSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -389,6 +390,19 @@ function setupFailure(rung: RungName, result: CommandResult): string | null {
     : null;
 }
 
+/** How often a command is wrapped and started when the sandbox's setup lost a race with a masked path going. */
+const SETUP_ATTEMPTS = 3;
+
+/** Whether anything is at `path` (a link that leads nowhere counts). */
+function present(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** An executor whose every command runs on the run's rung (see the module's comment). */
 export class ContainedExecutor implements Executor {
   readonly #base: Executor;
@@ -603,20 +617,27 @@ export class ContainedExecutor implements Executor {
     if (located.kind === 'not-executable') return notStarted(`spawn ${program} EACCES`);
     const spent = this.#spent();
     if (spent) return spent;
-    const { argv, env, cgroups, listener } = this.#wrap(rung, request, [located.path, ...args], {
-      left: this.#left(),
-      report: true,
-    });
-    try {
-      const result = await this.#base.run({ ...request, argv, env, bare: true, counted: true });
-      this.#count(result.counted);
-      const failed = setupFailure(rung, result);
-      if (failed) return notStarted(`the ${rung} sandbox could not start the command: ${failed}`);
-      const reached = capReached(result, caps, cgroups, walled);
-      return reached ? { ...result, capReached: reached } : result;
-    } finally {
-      await listener?.close();
-      await Promise.all(cgroups.dirs.map(removeCgroup));
+    for (let attempt = 1; ; attempt++) {
+      const { argv, env, cgroups, listener, masked } = this.#wrap(rung, request, [located.path, ...args], {
+        left: this.#left(),
+        report: true,
+      });
+      try {
+        const result = await this.#base.run({ ...request, argv, env, bare: true, counted: true });
+        this.#count(result.counted);
+        const failed = setupFailure(rung, result);
+        // A path masked when the command was wrapped went before the sandbox mounted over it
+        // (a store's journal, removed as another handle on that store closed): wrapped again,
+        // without it. The command never started, so nothing of it runs twice.
+        if (failed && attempt < SETUP_ATTEMPTS && masked.some((path) => failed.includes(path) && !present(path)))
+          continue;
+        if (failed) return notStarted(`the ${rung} sandbox could not start the command: ${failed}`);
+        const reached = capReached(result, caps, cgroups, walled);
+        return reached ? { ...result, capReached: reached } : result;
+      } finally {
+        await listener?.close();
+        await Promise.all(cgroups.dirs.map(removeCgroup));
+      }
     }
   }
 
@@ -640,6 +661,7 @@ export class ContainedExecutor implements Executor {
     const wrapped = wrapForRung(rung, this.#host, this.boundary(), request.cwd, command, joined, relay, written);
     this.#madeMountPoints.push(...wrapped.madeMountPoints);
     return {
+      masked: wrapped.masked,
       argv: this.#joining(cgroups.dirs, wrapped.argv),
       env: this.#env(request.env, relay),
       cgroups,
