@@ -7,7 +7,6 @@
 import {
   chmodSync,
   existsSync,
-  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -51,6 +50,7 @@ import { removeMountPoints } from './mount-points.js';
 import { type ProbeReport, probeContainment } from './probe.js';
 import { type CommandOrigin, type EgressGate, EgressProxy, type LookupAll, PROBE_TOOL, policyGate } from './proxy.js';
 import { type HostRungs, hostRungs, RUNGS, type RungName } from './rungs.js';
+import { lostMaskRace, SETUP_ATTEMPTS, setupFailure } from './setup-failure.js';
 
 /** The port the egress proxy is reached at from inside a command's network namespace (its own loopback). */
 export const RELAY_PORT = 3128;
@@ -377,32 +377,6 @@ export function selectBackend(
   return describeContainment(data.sandbox ?? DEFAULT_SANDBOX, policy);
 }
 
-/** The first line of what a sandbox said when it could not start a command, or null when the command itself ran. */
-function setupFailure(rung: RungName, result: CommandResult): string | null {
-  if (!result.started || result.exitStatus === null) return null;
-  const first = result.stderr.split('\n')[0] ?? '';
-  // util-linux's unshare says this, and exits 1, when its command was killed by a signal: the command ran.
-  if (first.startsWith('unshare: sigprocmask unblock failed')) return null;
-  const prefixes =
-    rung === 'bubblewrap' ? ['bwrap: ', 'landlock-exec: '] : ['unshare: ', 'landlock-exec: ', 'setpriv: '];
-  return [1, 125, 127].includes(result.exitStatus) && prefixes.some((prefix) => first.startsWith(prefix))
-    ? first
-    : null;
-}
-
-/** How often a command is wrapped and started when the sandbox's setup lost a race with a masked path going. */
-const SETUP_ATTEMPTS = 3;
-
-/** Whether anything is at `path` (a link that leads nowhere counts). */
-function present(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** An executor whose every command runs on the run's rung (see the module's comment). */
 export class ContainedExecutor implements Executor {
   readonly #base: Executor;
@@ -626,11 +600,9 @@ export class ContainedExecutor implements Executor {
         const result = await this.#base.run({ ...request, argv, env, bare: true, counted: true });
         this.#count(result.counted);
         const failed = setupFailure(rung, result);
-        // A path masked when the command was wrapped went before the sandbox mounted over it
-        // (a store's journal, removed as another handle on that store closed): wrapped again,
-        // without it. The command never started, so nothing of it runs twice.
-        if (failed && attempt < SETUP_ATTEMPTS && masked.some((path) => failed.includes(path) && !present(path)))
-          continue;
+        // A path masked when the command was wrapped went before the sandbox mounted over it:
+        // wrapped again, without it. The command never started, so nothing of it runs twice.
+        if (failed && attempt < SETUP_ATTEMPTS && lostMaskRace(failed, masked)) continue;
         if (failed) return notStarted(`the ${rung} sandbox could not start the command: ${failed}`);
         const reached = capReached(result, caps, cgroups, walled);
         return reached ? { ...result, capReached: reached } : result;
