@@ -5,7 +5,8 @@
 // store actor, beside the same rows written by the same statements over one pg
 // connection, one transaction per step, on the main thread. The cluster commits with
 // synchronous_commit off, as SQLite's NORMAL does: a crash of the process loses nothing,
-// a loss of power may lose the last commits.
+// a loss of power may lose the last commits. Last, 16 actors on PostgreSQL through one,
+// two and four store actors (as many hosts), each tree its own.
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MessageChannel, Worker } from 'node:worker_threads';
@@ -33,18 +34,24 @@ function raw() {
   return TOTAL / seconds;
 }
 
-async function throughActor(actors, postgres = null, total = TOTAL) {
+/**
+ * Commits per second from `actors` actors, each on a tree of its own, through `hosts` store
+ * actors (on PostgreSQL each one a host's: its own connection), the actors dealt among them.
+ */
+async function throughActor(actors, postgres = null, total = TOTAL, hosts = 1) {
   const path = postgres ? '' : fresh();
   if (!postgres) openWriter(path).close();
   const target = postgres ? { kind: 'postgres', ...postgres } : { kind: 'sqlite', path, synchronous: 'NORMAL' };
-  const storeWorker = await startStoreWorker({ target, killAt: null });
-  const main = new StoreClient(storeWorker);
+  const storeWorkers = [];
+  for (let h = 0; h < hosts; h++) storeWorkers.push(await startStoreWorker({ target, killAt: null }));
+  const main = new StoreClient(storeWorkers[0]);
   const steps = Math.ceil(total / actors);
   const workers = [];
   for (let i = 0; i < actors; i++) {
     const runId = `run-${i}`;
     const { generation } = await main.call('createRoot', rootInput(runId, 'bench'));
     const channel = new MessageChannel();
+    const storeWorker = storeWorkers[i % hosts];
     storeWorker.postMessage({ type: 'attach', port: channel.port1 }, [channel.port1]);
     const worker = new Worker(new URL('./support/commit-actor.mjs', import.meta.url), {
       workerData: { port: channel.port2, fence: { runId, generation, owner: 'bench' }, steps },
@@ -65,7 +72,7 @@ async function throughActor(actors, postgres = null, total = TOTAL) {
   );
   const seconds = (performance.now() - start) / 1000;
   await Promise.all(workers.map((worker) => worker.terminate()));
-  await storeWorker.terminate();
+  await Promise.all(storeWorkers.map((storeWorker) => storeWorker.terminate()));
   return (steps * actors) / seconds;
 }
 
@@ -114,6 +121,13 @@ try {
       ratioToRawPg: +(actor / baseline).toFixed(2),
       ratioToSqliteActor: sqliteActor ? +(actor / sqliteActor).toFixed(2) : null,
     });
+  }
+  // Several hosts, each its own store actor and connection, 16 actors on trees of their own
+  // dealt among them: what one host's commits leave to another's.
+  postgres.hosts = [];
+  for (const hosts of [1, 2, 4]) {
+    const rate = await throughActor(16, { connectionString: await freshDatabase(server) }, total, hosts);
+    postgres.hosts.push({ hosts, actors: 16, perSecond: Math.round(rate) });
   }
 } catch (error) {
   postgres = { skipped: `no PostgreSQL to measure: ${error.message}` };

@@ -19,10 +19,12 @@
 
 /**
  * One statement a write or read needs: `get` one row, `all` rows, `run` (how many rows
- * changed), or `put` (nothing the rule waits for).
+ * changed), `put` (nothing the rule waits for), or `horizon`: one row, read once no write
+ * of any tree is still to commit (PostgreSQL waits for the store's lock; SQLite's one
+ * writer commits in order anyway).
  */
 export interface Query {
-  readonly op: 'get' | 'all' | 'run' | 'put';
+  readonly op: 'get' | 'all' | 'run' | 'put' | 'horizon';
   readonly text: string;
   readonly params: readonly unknown[];
   /** A put's: hears the rows its statement returned, once it has run. */
@@ -35,6 +37,14 @@ export type Q<T> = Generator<Query, T, unknown>;
 /** The first row of `text`, or undefined. */
 export function* get<T = Record<string, unknown>>(text: string, ...params: unknown[]): Q<T | undefined> {
   return (yield { op: 'get', text, params }) as T | undefined;
+}
+
+/**
+ * The first row of `text` read as a {@link Query}'s `horizon`: with nothing committed
+ * after it that it would not see (see postgres/locks.ts).
+ */
+export function* horizon<T = Record<string, unknown>>(text: string, ...params: unknown[]): Q<T | undefined> {
+  return (yield { op: 'horizon', text, params }) as T | undefined;
 }
 
 /** Every row of `text`. */

@@ -74,28 +74,36 @@ export class Attach<S extends AnyStore = Store> {
   }
 
   *#read(afterId: number): Effects<HarnessEvent[]> {
+    return yield* this.#readEach(() => afterId);
+  }
+
+  /** The committed events of each followed tree after that tree's own last one read, in id order. */
+  *#readEach(after: (rootId: string) => number): Effects<HarnessEvent[]> {
     const events: HarnessEvent[] = [];
-    for (const root of yield* this.#roots()) events.push(...(yield* read(QUERIES.treeEvents(root, afterId))));
+    for (const root of yield* this.#roots()) events.push(...(yield* read(QUERIES.treeEvents(root, after(root)))));
     return events.sort((a, b) => a.eventId - b.eventId);
   }
 
   /**
-   * The committed events as they are written, each once and in commit order, from the
-   * first. Ends when `close()` is called or `signal` aborts, or, following one tree,
+   * The committed events as they are written, each once, each tree's in commit order, from
+   * the first. Ends when `close()` is called or `signal` aborts, or, following one tree,
    * once its root has ended and nothing is left to read.
    */
   async *events(options: { pollMs?: number; signal?: AbortSignal } = {}): AsyncIterable<HarnessEvent> {
     const pollMs = options.pollMs ?? 25;
-    let after = 0;
+    // A cursor for each tree: on PostgreSQL two turns' trees commit side by side, so one
+    // tree's event may commit after another tree's with a greater id (see store/postgres/locks.ts).
+    const last = new Map<string, number>();
+    const after = (rootId: string) => last.get(rootId) ?? 0;
     for (;;) {
-      const batch = await this.#do(this.#read(after));
+      const batch = await this.#do(this.#readEach(after));
       for (const event of batch) {
-        after = event.eventId;
+        last.set(event.rootId, event.eventId);
         yield event;
       }
       if (this.#closed || options.signal?.aborted) return;
       if (batch.length === 0 && this.#rootId && (await this.#do(this.#ended(this.#rootId)))) {
-        if ((await this.#do(this.#read(after))).length === 0) return;
+        if ((await this.#do(this.#readEach(after))).length === 0) return;
         continue;
       }
       await new Promise((resolve) => setTimeout(resolve, pollMs));

@@ -1,10 +1,12 @@
 /**
  * A tree's events as every host commits them. On a store several hosts write (PostgreSQL),
  * `supervisor.events({ rootId })` (or `{ runId }`) is not fed by this supervisor's own
- * commits alone: it tails the tree's events in the store, in id order, which is commit
- * order (every writing transaction holds the store's write lock to its commit; see
- * store/postgres/connection.ts), so an event another host committed comes in its place
- * and none is missed across a takeover. The tail reads when this host commits to the tree,
+ * commits alone: it tails the tree's events in the store, in id order, which is the
+ * tree's commit order (a tree's writes take turns on its lock; see store/postgres/locks.ts),
+ * so an event another host committed comes in its place and none is missed across a
+ * takeover. A tail of every tree (an audit log's) reads ids only up to the store's horizon
+ * (none smaller still to commit), at most every {@link GLOBAL_READ_GAP_MS}: each such read
+ * waits for the tree writes in flight and holds new ones back meanwhile. The tail reads when this host commits to the tree,
  * when another host's commit hints at it (LISTEN/NOTIFY, store/postgres/notify.ts), and
  * on a timer in case a hint was lost.
  */
@@ -20,6 +22,8 @@ const QUERIES = new TraceQueries();
 export const TAIL_POLL_MS = 500;
 /** How many events a tail of every tree reads at a time. */
 const PAGE = 1000;
+/** The least time between two reads of every tree's events (each takes the store's lock a moment). */
+export const GLOBAL_READ_GAP_MS = 50;
 
 export interface TailPorts {
   read<T>(body: Q<T>): Promise<T>;
@@ -158,8 +162,12 @@ export class TreeTail {
         if (event.type === 'run-end' && event.runId === this.rootId) this.#rootEnded = true;
         if (this.#runId === undefined || event.runId === this.#runId) this.#sink.push(event);
       }
-      // A full page of every tree's events: there may be more.
-      if (this.rootId === null && events.length === PAGE) this.#again = true;
+      if (this.rootId === null) {
+        // A full page of every tree's events: there may be more.
+        if (events.length === PAGE) this.#again = true;
+        // Wakes meanwhile are gathered into the next read (see GLOBAL_READ_GAP_MS).
+        else await new Promise((resolve) => setTimeout(resolve, GLOBAL_READ_GAP_MS).unref());
+      }
     } while (this.#again && !this.#ended);
   }
 

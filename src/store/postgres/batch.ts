@@ -3,8 +3,8 @@
  * transaction on one connection, each write in a savepoint of its own when the batch has
  * more than one, so a write that throws is rolled back alone and its error returned in its
  * place. A batch PostgreSQL gives up to a deadlock or a serialization failure runs again
- * whole; a commit that fails throws, with nothing of the batch kept. It takes the store's
- * write lock first (see BEGIN_WRITE). The statements go out pipelined (see outbox.ts): a
+ * whole; a commit that fails throws, with nothing of the batch kept. It takes the locks
+ * of the trees its writes decide on first, or the store's (see locks.ts). The statements go out pipelined (see outbox.ts): a
  * write does not wait for the one before it, and a statement that fails is its own
  * write's. The same contract as the SQLite actor's BatchWriter, awaited.
  */
@@ -17,6 +17,7 @@ import { emptyNotifications, RuleContext, ruleFor } from '../rules/index.js';
 import type { PostgresTarget } from '../target.js';
 import { ATTEMPTS, beginWrite, connectionLost, PostgresConnection, retryable } from './connection.js';
 import { openPostgresSchema } from './index.js';
+import { scopeOf } from './locks.js';
 import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
 import type { Outbox } from './outbox.js';
 
@@ -58,7 +59,7 @@ export class PostgresBatchWriter implements BatchWrites {
       let committing = false;
       try {
         // The transaction's start goes out with its first statements (see outbox.ts).
-        const outbox = beginWrite(client);
+        const outbox = beginWrite(client, scopeOf(writes));
         const lone = writes.length === 1 ? writes[0] : undefined;
         const done = lone ? await this.#alone(client, lone, outbox) : await this.#each(client, writes, outbox);
         beforeCommit();

@@ -10,6 +10,7 @@ import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
 import { connectionSecrets, holdSecrets, isKeyValueConnection, maskedConnection } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
 import { idleInTransactionMs, type PostgresTarget } from '../target.js';
+import { HORIZON_LOCK, type LockScope, lockStatements } from './locks.js';
 import { Outbox } from './outbox.js';
 
 const INT8 = 20;
@@ -24,21 +25,15 @@ const TYPES = {
 };
 
 /**
- * Every writing transaction begins by taking one advisory lock, held to its commit: the
- * store's writes queue, as SQLite's one writer makes them. So two writers never take the
- * same rows in opposite orders (no deadlock inside a tree), counts read before an insert
- * hold (a session's next turn, a scope's notes at their cap), and ids handed out at
- * insert rise in commit order, so a reader tailing the events by id misses none. Several
- * hosts share the work of their agents (model calls, tools); the commits take turns.
+ * A writing transaction begun on `client`, its start and its locks (see locks.ts: a tree's
+ * for a write inside one tree, else the store's) sent without waiting (see outbox.ts).
  */
-export const BEGIN_WRITE = ['BEGIN ISOLATION LEVEL READ COMMITTED', 'SELECT pg_advisory_xact_lock(7310, 0)'];
-
-/** A writing transaction begun on `client`, its start sent without waiting (see outbox.ts). */
-export function beginWrite(client: pg.PoolClient): Outbox {
+export function beginWrite(client: pg.PoolClient, scope: LockScope | null): Outbox {
   const outbox = new Outbox(client, send);
   // The transaction's own: a failure here is no write's (see Outbox.write).
   outbox.write = -1;
-  for (const statement of BEGIN_WRITE) outbox.raw(statement);
+  outbox.raw('BEGIN ISOLATION LEVEL READ COMMITTED');
+  for (const statement of lockStatements(scope)) outbox.put(statement);
   outbox.write = 0;
   return outbox;
 }
@@ -138,6 +133,7 @@ export class PostgresConnection {
       try {
         const query = step.value;
         if (outbox && query.op === 'put') outbox.put(query);
+        else if (query.op === 'horizon' && !outbox) answer = answerOf(query, await horizon(client, query));
         else answer = answerOf(query, await (outbox ? outbox.ask(query) : send(client, query)));
       } catch (error) {
         step = body.throw(error);
@@ -164,14 +160,18 @@ export class PostgresConnection {
    * Runs `make()` in one transaction, retried (with a fresh body) when PostgreSQL aborts
    * it for a deadlock or a serialization failure. An error of the rules rolls back all of it.
    */
-  async transaction<T>(make: () => Q<T>, after: (value: T) => void = () => undefined): Promise<T> {
+  async transaction<T>(
+    make: () => Q<T>,
+    after: (value: T) => void = () => undefined,
+    scope: LockScope | null = null,
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.connect();
       let broken = false;
       let committing = false;
       let value: T;
       try {
-        const outbox = beginWrite(client);
+        const outbox = beginWrite(client, scope);
         try {
           value = await PostgresConnection.drive(client, make(), outbox);
           await outbox.settle();
@@ -236,9 +236,26 @@ function send(client: pg.PoolClient, query: Query): Promise<pg.QueryResult> {
   return client.query({ name, text, values: query.params.map(textSafe) });
 }
 
+/**
+ * A horizon read outside a transaction: in one of its own, holding the store's lock
+ * exclusive, so no tree write is in flight when it reads (see locks.ts).
+ */
+async function horizon(client: pg.PoolClient, query: Query): Promise<pg.QueryResult> {
+  await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+  try {
+    await client.query(HORIZON_LOCK);
+    const result = await send(client, query);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
 /** What a rule is handed for `query` from its result. */
 function answerOf(query: Query, result: pg.QueryResult): unknown {
-  if (query.op === 'get') return result.rows[0];
+  if (query.op === 'get' || query.op === 'horizon') return result.rows[0];
   if (query.op === 'all') return result.rows;
   if (query.op === 'put') {
     query.onRows?.(result.rows);

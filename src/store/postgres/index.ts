@@ -10,7 +10,7 @@
  */
 import { ErrorCode, InvalidArgumentError, StoreError } from '../../errors.js';
 import { connectionSecrets, holdSecrets } from '../../runtime/secrets.js';
-import type { StoreOperation, StoreOperations } from '../port.js';
+import type { StoreOperation, StoreOperations, StoreRequestBody } from '../port.js';
 import { TraceQueries } from '../queries.js';
 import type { Notifications } from '../records.js';
 import * as retention from '../retention.js';
@@ -19,6 +19,7 @@ import * as sql from '../sql.js';
 import { type Async, defineReads, type Q } from '../sql.js';
 import { IDLE_IN_TRANSACTION_MS, type PostgresStoreTarget, type PostgresTarget } from '../target.js';
 import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
+import { scopeOf } from './locks.js';
 import { META_TABLE, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
 
 export type { PostgresTarget } from '../target.js';
@@ -156,6 +157,7 @@ export class PostgresStore {
         return ruleFor(rules, { op, input });
       },
       () => this.#onNotify?.(rules.takeNotifications()),
+      scopeOf([{ op, input } as StoreRequestBody]),
     );
   }
 
