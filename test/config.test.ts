@@ -305,6 +305,7 @@ describe('io.toml over four scopes', () => {
   it('refuses in a workspace file what widens in effect: memory turned on, raised shares, skills outside it', () => {
     const table: [string, string, string, RegExp][] = [
       ['memory turned on', '', '[memory]\ncap = 10\n', /memory turns durable memory on/],
+      ['the git tools turned on', '', '[git]\n', /git turns the git tools on/],
       ['a raised memory cap', '[memory]\ncap = 10\n', '[memory]\ncap = 100\n', /memory\.cap raises 10 .* to 100/],
       [
         'a share above the default',
@@ -336,6 +337,13 @@ describe('io.toml over four scopes', () => {
     );
     const config = Config.discover(root, { userFile });
     expect(config.memory()).toEqual({ cap: 5, share: 0.05 });
+    // Off unless a file says [git]; on from the user's file, and the contract offers the tools.
+    expect(config.git()).toBe(false);
+    expect(config.contract('x').toJSON().git).toBeUndefined();
+    const withGit = fixture({ user: '[git]\n', project: '[git]\n' });
+    const gitConfig = Config.discover(withGit.root, { userFile: withGit.userFile });
+    expect(gitConfig.git()).toBe(true);
+    expect(gitConfig.contract('x').toJSON().git).toBe(true);
     expect(config.skills()).toEqual([join(root, 'skills')]);
     expect(config.explain('skills.roots[0]')).toMatchObject({ value: 'skills', scope: 'project' });
   });

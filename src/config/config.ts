@@ -585,7 +585,12 @@ export class Config {
     return section ? structuredClone(section) : null;
   }
 
-  /** A workspace contract for `goal` with this configuration's budget, context, memory, sandbox and toolchain. */
+  /** Whether the git tools are on (`[git]`). */
+  git(): boolean {
+    return this.#data.git !== undefined;
+  }
+
+  /** A workspace contract for `goal` with this configuration's budget, context, memory, git, sandbox and toolchain. */
   contract(goal: string): TaskContract {
     this.#assertWhole('contract');
     const budget = this.budget();
@@ -599,6 +604,7 @@ export class Config {
       ...(budget ? { budget } : {}),
       ...(context ? { context } : {}),
       ...(memory ? { memory } : {}),
+      ...(this.git() ? { git: true } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
       ...(toolchain ? { toolchain } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),

@@ -125,6 +125,8 @@ const memory = z.strictObject({
   cap: positiveInt('Notes a workspace keeps (default 64, at most 100000).').max(100_000).optional(),
 });
 
+const git = z.strictObject({});
+
 const mcp = z
   .strictObject({
     name: z.string().min(1).describe('The server’s name; its tools are <name>__<tool>.'),
@@ -294,6 +296,9 @@ const sections = {
   sandbox: sandbox.optional().describe('What commands are granted and how they are contained.'),
   context: context.optional().describe('How each request is fitted to the model’s window.'),
   memory: memory.optional().describe('Durable memory between runs (on when the section is present).'),
+  git: git
+    .optional()
+    .describe('The git tools: status, diff, log, add, commit, branch, worktree (on when the section is present).'),
   mcp: z.array(mcp).optional().describe('MCP servers whose tools the run is offered ([[mcp]]). User file only.'),
   skills: skills.optional().describe('Where skills are found.'),
   hook: z

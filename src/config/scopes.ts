@@ -109,6 +109,14 @@ export function merge(
         'turns durable memory on, which hands the run the memory tools and your notes',
         userFile ?? defaultUserFile(),
       );
+    if (at === 'git' && current === undefined && (file.scope === 'project' || file.scope === 'local'))
+      refuse(
+        file.file,
+        lineOf(file.lines, sourceAt),
+        at,
+        'turns the git tools on, which let the run commit to your repository',
+        userFile ?? defaultUserFile(),
+      );
     if (isTable(value) && isTable(current)) {
       origins.set(at, origins.get(at) ?? origin(sourceAt));
       merge(current, value, file, at, from, origins, userFile);

@@ -191,6 +191,7 @@ function equip(
     skills: (spec.skills ?? []).length > 0,
     tiers: contract?.toolTiers === true,
     memory: contract?.memory !== undefined,
+    git: contract?.git === true,
   });
   agent.equip({
     run,

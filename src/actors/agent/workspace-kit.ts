@@ -14,6 +14,7 @@ import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
 import type { Policy } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
+import { GIT_MISSING, gitProgram } from '../../runtime/tools/families/git.js';
 import { workspaceTools } from '../../runtime/tools/families/workspace.js';
 import { WorkspaceSession } from '../../runtime/workspace/session.js';
 import { egressGate } from './egress.js';
@@ -26,15 +27,17 @@ export function openWorkspace(
   policy: Policy | null,
   provider: ProviderSpec,
 ): { executor: Executor; workspace: WorkspaceSession } | string {
+  // The git the tools run is found (and kept from the run's commands) before any executor draws its boundary.
+  if (contract.git && gitProgram() === null) return GIT_MISSING;
   let executor = agent.ports.executor ?? null;
+  let gitExecutor: (() => Executor) | undefined;
   if (!executor) {
     try {
-      executor = executorFor({
-        purpose: 'run',
-        contract,
-        policy,
-        egress: egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event)),
-      });
+      const egress = egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event));
+      executor = executorFor({ purpose: 'run', contract, policy, egress });
+      // The git tools' own: the same containment, the repository writable (their argv is fixed).
+      if (contract.git)
+        gitExecutor = () => executorFor({ purpose: 'run', contract, policy, egress, repository: 'writable' });
     } catch (error) {
       if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
       // Asked for by name and not to be had: refused before the first step, never run with less.
@@ -42,7 +45,7 @@ export function openWorkspace(
     }
   }
   const secrets = contractSecrets(contract, provider);
-  return { executor, workspace: new WorkspaceSession(contract, policy as Policy, secrets, executor) };
+  return { executor, workspace: new WorkspaceSession(contract, policy as Policy, secrets, executor, gitExecutor) };
 }
 
 export { containmentLine, guidanceBlock, workspaceTools };

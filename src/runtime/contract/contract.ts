@@ -118,6 +118,8 @@ export interface ContractData {
   planGate: boolean;
   /** The core tools are offered from the first step; the other families after `expand_tools` (see {@link TaskContract.withToolTiers}). */
   toolTiers?: boolean;
+  /** The git tools are offered (see {@link TaskContract.withGit}). */
+  git?: boolean;
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
@@ -260,6 +262,7 @@ export class TaskContract<Output = unknown> {
     if (data.system !== undefined && data.system !== null) contract = contract.withSystem(data.system);
     if (data.planGate) contract = contract.withPlanGate();
     if (data.toolTiers) contract = contract.withToolTiers();
+    if (data.git) contract = contract.withGit();
     if (data.context) contract = contract.withContext(data.context);
     if (data.memory) contract = contract.withMemory(data.memory);
     if (data.escalation) {
@@ -517,6 +520,25 @@ export class TaskContract<Output = unknown> {
    */
   withToolTiers(): TaskContract<Output> {
     return this.#with({ toolTiers: true });
+  }
+
+  /**
+   * Offers git as built-in tools: `git_status`, `git_diff`, `git_log`, `git_add`,
+   * `git_commit` and `git_branch` (create and switch). The
+   * model gives paths, a message and branch names; each tool writes its own argv, so push,
+   * fetch, reset, rebase, config or a `-c` override cannot be asked for. They run under the
+   * run's containment with the repository's `.git` writable, which it never is for `exec`.
+   * Off by default: a run without it has the same tools and requests as before.
+   *
+   * @example
+   * TaskContract.workspace('fix the parser and commit it on a branch', repo).withGit();
+   */
+  withGit(): TaskContract<Output> {
+    if (this.#data.mode !== 'workspace')
+      throw new InvalidArgumentError(
+        'withGit() needs a workspace contract (TaskContract.workspace); a single-file run has no repository to commit to.',
+      );
+    return this.#with({ git: true });
   }
 
   /**

@@ -76,6 +76,11 @@ const contractSchema = z.strictObject({
       error: (issue) => `toolTiers must be true or false, got ${shownValue(issue.input)}`,
     })
     .optional(),
+  git: z
+    .custom<boolean>((value) => typeof value === 'boolean', {
+      error: (issue) => `git must be true or false, got ${shownValue(issue.input)}`,
+    })
+    .optional(),
   // Checked again, option by option, by withContext and withMemory.
   context: plainObject('context', '{ "share": 0.8, "snip": true }').optional(),
   memory: plainObject('memory', '{ "cap": 64 }').optional(),

@@ -10,7 +10,15 @@ let builtIn: ReadonlySet<string> | null = null;
 /** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
 export function builtInToolNames(): ReadonlySet<string> {
   builtIn ??= new Set(
-    registryFor({ mode: 'workspace', planGate: true, skills: true, tiers: true, memory: true, workspaceTools })
+    registryFor({
+      mode: 'workspace',
+      planGate: true,
+      skills: true,
+      tiers: true,
+      memory: true,
+      git: true,
+      workspaceTools,
+    })
       .definitions()
       .map((definition) => definition.name),
   );

@@ -31,6 +31,20 @@ export class WorkspaceSession {
 
   readonly #env: NodeJS.ProcessEnv;
   #containmentNoted = false;
+  readonly #makeGitExecutor: (() => Executor) | null;
+  #gitExecutor: Executor | null = null;
+
+  /**
+   * What starts the git tools' commands (./tools/families/git.ts): contained as the run's
+   * commands are, the repository's `.git` left writable; made at the first git call. Where
+   * the session was given no such maker (an executor an embedder or a test supplied), the
+   * run's own executor.
+   */
+  get gitExecutor(): Executor {
+    if (!this.#makeGitExecutor) return this.executor;
+    this.#gitExecutor ??= this.#makeGitExecutor();
+    return this.#gitExecutor;
+  }
 
   /** The environment the run's commands (and its command gate) get: the allow-list, never a key variable. */
   get commandEnv(): NodeJS.ProcessEnv {
@@ -42,8 +56,15 @@ export class WorkspaceSession {
    * variables). `executor`: what starts the run's commands, the executor factory's for the
    * run (src/runtime/exec/factory.ts); there is no default.
    */
-  constructor(contract: ContractData, policy: Policy, secrets: readonly string[], executor: Executor) {
+  constructor(
+    contract: ContractData,
+    policy: Policy,
+    secrets: readonly string[],
+    executor: Executor,
+    gitExecutor?: () => Executor,
+  ) {
     this.executor = executor;
+    this.#makeGitExecutor = gitExecutor ?? null;
     this.#env = commandEnvironment(process.env, secrets, contract.inheritedEnv ?? []);
     this.contract = contract;
     this.policy = policy;
@@ -144,6 +165,7 @@ export class WorkspaceSession {
     await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));
     this.#jobs.clear();
     await this.executor.close?.();
+    await this.#gitExecutor?.close?.();
   }
 }
 

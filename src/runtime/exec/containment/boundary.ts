@@ -247,6 +247,12 @@ export function boundaryFor(options: {
   policy?: Policy | null;
   /** What the harness trusts and keeps from commands (see ./kept.ts). */
   kept?: readonly KeptPath[];
+  /**
+   * `writable`: the workspace's own repository (its `.git`) is left writable, for the git
+   * tools' executor, whose argv is fixed; never a run's commands. Repositories inside it,
+   * and everything else protected, stay so.
+   */
+  repository?: 'protected' | 'writable';
 }): Boundary {
   const { sandbox, root, tmp, home } = options;
   const realRoot = real(root);
@@ -267,6 +273,7 @@ export function boundaryFor(options: {
           ...(denies ? { denied: (path: string) => readDeniedBy(policy as Policy, path) !== null } : {}),
         });
   const kept = options.kept ?? [];
+  const gitWritable = options.repository === 'writable';
   const protectedKept = kept.filter((entry) => entry.how === 'protect').map((entry) => entry.path);
   return {
     access: sandbox.access,
@@ -274,7 +281,10 @@ export function boundaryFor(options: {
     writable: [...new Set(writable)],
     protectedPaths: resolveProtected(
       [
-        ...PROTECTED_PATHS.map((entry) => ({ path: join(realRoot, entry.path), dir: entry.dir })),
+        ...PROTECTED_PATHS.filter((entry) => !(gitWritable && entry.path === '.git')).map((entry) => ({
+          path: join(realRoot, entry.path),
+          dir: entry.dir,
+        })),
         ...scan.repositories.map((path) => ({ path, dir: true })),
         ...submodulePaths(realRoot).map((path) => ({ path: join(path, '.git'), dir: true })),
         ...protectedKept.map((path) => ({ path: real(path), dir: isDirectory(path) })),

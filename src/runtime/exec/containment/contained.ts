@@ -405,8 +405,11 @@ export class ContainedExecutor implements Executor {
       host?: HostRungs;
       egress?: EgressGate;
       lookup?: LookupAll;
+      /** `writable`: the workspace's own `.git` is not protected (the git tools' executor; see boundaryFor). */
+      repository?: 'protected' | 'writable';
     },
   ) {
+    this.#repository = options.repository ?? 'protected';
     this.#base = base;
     this.#host = options.host ?? hostRungs();
     this.#sandbox = options.sandbox ?? DEFAULT_SANDBOX;
@@ -418,6 +421,7 @@ export class ContainedExecutor implements Executor {
   }
 
   readonly #lookup: LookupAll | undefined;
+  readonly #repository: 'protected' | 'writable';
 
   /**
    * A listener of the run's egress proxy for one command, where its commands go through
@@ -520,6 +524,7 @@ export class ContainedExecutor implements Executor {
       network: this.#report.network === 'host' ? 'open' : this.#report.network,
       policy: this.#policy,
       kept: [...keptPaths(), ...harnessBinaries(this.#host)],
+      repository: this.#repository,
     });
     return this.#boundary;
   }

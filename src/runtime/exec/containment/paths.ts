@@ -53,3 +53,13 @@ export function* components(
     yield { at, last: index === parts.length - 1, stat };
   }
 }
+
+/** Whether anything is at `path`, a link included (one that leads nowhere counts). */
+export function present(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

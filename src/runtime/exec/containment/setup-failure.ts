@@ -5,8 +5,8 @@
  * handle on that store closed) gone before bubblewrap mounted over it, which it then
  * cannot create in a read-only directory.
  */
-import { lstatSync } from 'node:fs';
 import type { CommandResult } from '../run-command.js';
+import { present } from './paths.js';
 import type { RungName } from './rungs.js';
 
 /** The first line of what a sandbox said when it could not start a command, or null when the command itself ran. */
@@ -24,16 +24,6 @@ export function setupFailure(rung: RungName, result: CommandResult): string | nu
 
 /** How often a command is wrapped and started when the sandbox's setup lost a race with a masked path going. */
 export const SETUP_ATTEMPTS = 3;
-
-/** Whether anything is at `path` (a link that leads nowhere counts). */
-function present(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Whether `failed` (a setup failure) names one of `masked` that is gone now: nothing left to hide, so wrap again. */
 export function lostMaskRace(failed: string, masked: readonly string[]): boolean {

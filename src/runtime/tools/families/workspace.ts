@@ -11,6 +11,7 @@ import type { WorkspaceCall } from '../context.js';
 import type { StepContext, Tool, ToolResult } from '../tool.js';
 import { COMMAND_TOOLS } from './commands.js';
 import { FILE_TOOLS } from './files.js';
+import { GIT_TOOLS } from './git.js';
 
 /**
  * How a workspace tool is declared: one entry of {@link FILE_TOOLS} or {@link COMMAND_TOOLS} is the whole of
@@ -46,11 +47,15 @@ export type WorkspaceToolName = keyof typeof WORKSPACE_TOOLS;
 
 /**
  * The workspace tools, as the registry takes them; single-file mode offers only the file
- * tools. A tool that acts waits while the run is planning; an early read starts only where
+ * tools, and the git tools ({@link GIT_TOOLS}) come only with `git` (a contract's `withGit()`). A tool that acts waits while the run is planning; an early read starts only where
  * the policy allows it outright.
  */
-export function workspaceTools(mode: 'workspace' | 'file'): Tool<WorkspaceCall>[] {
-  return Object.entries(WORKSPACE_TOOLS as Record<string, WorkspaceToolDeclaration>)
+export function workspaceTools(mode: 'workspace' | 'file', options: { git?: boolean } = {}): Tool<WorkspaceCall>[] {
+  const declared: Record<string, WorkspaceToolDeclaration> = {
+    ...WORKSPACE_TOOLS,
+    ...(options.git && mode === 'workspace' ? GIT_TOOLS : {}),
+  };
+  return Object.entries(declared)
     .filter(([, tool]) => mode === 'workspace' || tool.singleFile === true)
     .map(([name, tool]) => {
       const early = tool.early;
