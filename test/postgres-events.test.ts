@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hookObserver } from '../dist/config/hooks.js';
 import type { HarnessEvent } from '../dist/index.js';
-import { Supervisor } from '../dist/index.js';
+import { Attach, Supervisor } from '../dist/index.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
 import { script } from './support/harness.js';
 import { freshDatabase } from './support/postgres.js';
@@ -82,6 +82,29 @@ describe('a tree followed on PostgreSQL', () => {
     // A tree that settled before its stream was asked for: the stream ends at once, empty.
     expect(await collect(watcher.events({ rootId: handle.rootId }))).toEqual([]);
     expect(await collect(driver.events({ rootId: handle.rootId }))).toEqual([]);
+  });
+
+  it('is followed by Attach on another handle, woken by the hints of the host that commits it', {
+    timeout: 60_000,
+  }, async () => {
+    const db = await freshDatabase();
+    cleanups.push(() => db.drop());
+    const driver = await host(db.url, 'driver');
+    // A handle of its own, as another process would have: no supervisor on it.
+    const reader = await PostgresStore.open(db.url);
+    cleanups.push(() => reader.close());
+    const handle = driver.run({
+      task: 'fan out',
+      provider: await script('fanout', { children: 3, steps: 3, latencyMs: 80 }),
+    });
+    await until(async () => (await reader.run(handle.rootId)) !== null);
+    const attach = await Attach.open(reader, handle.rootId);
+    // A poll far past the test's own limit: every read after the first is one a hint woke.
+    const seen = await collect(attach.events({ pollMs: 3_600_000 }));
+    expect((await handle.result).status).toBe('finished');
+    const stored = (await reader.treeEvents(handle.rootId)).map((event) => event.eventId);
+    expect(seen.map((event) => event.eventId)).toEqual(stored);
+    expect(seen.at(-1)).toMatchObject({ type: 'run-end', runId: handle.rootId });
   });
 
   it("scoped to a run, holds that run's events only, in order", { timeout: 60_000 }, async () => {

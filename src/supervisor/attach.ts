@@ -90,23 +90,35 @@ export class Attach<S extends AnyStore = Store> {
    * once its root has ended and nothing is left to read.
    */
   async *events(options: { pollMs?: number; signal?: AbortSignal } = {}): AsyncIterable<HarnessEvent> {
-    const pollMs = options.pollMs ?? 25;
+    // On PostgreSQL the hints every host's commits send wake the next read (the poll is for a
+    // lost one); listening starts before the first read, so nothing committed after it is waited out.
+    const hint = new HintWake();
+    const stop = await hint.listen(this.#store);
+    const pollMs = options.pollMs ?? (stop ? HEARD_POLL_MS : 25);
     // A cursor for each tree: on PostgreSQL two turns' trees commit side by side, so one
     // tree's event may commit after another tree's with a greater id (see store/postgres/locks.ts).
     const last = new Map<string, number>();
     const after = (rootId: string) => last.get(rootId) ?? 0;
-    for (;;) {
-      const batch = await this.#do(this.#readEach(after));
-      for (const event of batch) {
-        last.set(event.rootId, event.eventId);
-        yield event;
+    try {
+      for (;;) {
+        hint.heard = false;
+        const batch = await this.#do(this.#readEach(after));
+        for (const event of batch) {
+          last.set(event.rootId, event.eventId);
+          yield event;
+        }
+        if (this.#closed || options.signal?.aborted) return;
+        if (batch.length === 0 && this.#rootId && (await this.#do(this.#ended(this.#rootId)))) {
+          if ((await this.#do(this.#readEach(after))).length === 0) return;
+          continue;
+        }
+        // Where hints wake the reads, one that found events reads again before it waits: the
+        // tree may have ended with them, and no hint follows its end.
+        if (stop && batch.length > 0) continue;
+        await hint.wait(pollMs, options.signal);
       }
-      if (this.#closed || options.signal?.aborted) return;
-      if (batch.length === 0 && this.#rootId && (await this.#do(this.#ended(this.#rootId)))) {
-        if ((await this.#do(this.#readEach(after))).length === 0) return;
-        continue;
-      }
-      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    } finally {
+      stop?.();
     }
   }
 
@@ -156,5 +168,44 @@ export class Attach<S extends AnyStore = Store> {
   *#ended(rootId: string): Effects<boolean> {
     const status = (yield* read(QUERIES.run(rootId)))?.status;
     return status !== undefined && isTerminal(status);
+  }
+}
+
+/** How often `events()` looks for a hint that was lost, where the store sends hints (PostgreSQL). */
+const HEARD_POLL_MS = 1_000;
+
+/** The store's hints that trees have new events, as a wake for a waiting read (see PostgresStore.hear). */
+class HintWake {
+  /** A hint came since the last read began: the next wait does not wait. */
+  heard = false;
+  #wake: (() => void) | null = null;
+
+  /** Listens where the store can (PostgreSQL); what stops it, or null where there are no hints (SQLite). */
+  async listen(store: AnyStore): Promise<(() => void) | null> {
+    const hear = (
+      store as { hear?: (listener: (hint: { events: string[]; all: boolean }) => void) => Promise<() => void> }
+    ).hear;
+    if (typeof hear !== 'function') return null;
+    return hear.call(store, (hint) => {
+      if (!hint.all && hint.events.length === 0) return;
+      this.heard = true;
+      this.#wake?.();
+    });
+  }
+
+  /** Waits `pollMs`, or less: until a hint, or `signal` aborts. */
+  async wait(pollMs: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.heard) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        this.#wake = null;
+        resolve();
+      };
+      const timer = setTimeout(done, pollMs);
+      this.#wake = done;
+      signal?.addEventListener('abort', done, { once: true });
+    });
   }
 }

@@ -8,6 +8,7 @@
  *
  * Only a program that imports this subpath loads `pg`; a SQLite-only one loads none of it.
  */
+import { randomUUID } from 'node:crypto';
 import { ErrorCode, InvalidArgumentError, StoreError } from '../../errors.js';
 import { connectionSecrets, holdSecrets } from '../../runtime/secrets.js';
 import type { StoreOperation, StoreOperations, StoreRequestBody } from '../port.js';
@@ -20,6 +21,7 @@ import { type Async, defineReads, type Q } from '../sql.js';
 import { IDLE_IN_TRANSACTION_MS, type PostgresStoreTarget, type PostgresTarget } from '../target.js';
 import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
 import { scopeOf } from './locks.js';
+import { type WorkHint, WorkListener } from './notify.js';
 import { META_TABLE, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
 
 export type { PostgresTarget } from '../target.js';
@@ -76,6 +78,9 @@ export class PostgresStore {
   #closed = false;
   /** What close() tells, and waits for (the supervisor runWith shares on this store closes with it). */
   readonly #onClose = new Set<() => unknown>();
+  /** Who hears the store's hints (see {@link hear}), and the one connection listening for them. */
+  readonly #hearers = new Set<(hint: WorkHint) => void>();
+  #listening: Promise<WorkListener> | null = null;
 
   private constructor(connection: PostgresConnection, options: PostgresStoreOptions) {
     this.#connection = connection;
@@ -254,6 +259,27 @@ export class PostgresStore {
     return this.#connection.transaction(make);
   }
 
+  /**
+   * @internal Hands `listener` every hint the store's writers send (every host's commits
+   * that record events name their trees; see notify.ts), over one LISTEN connection this
+   * handle opens at the first call. Resolves once listening; what it resolves to stops it.
+   */
+  async hear(listener: (hint: WorkHint) => void): Promise<() => void> {
+    if (this.#closed) throw this.#closedError();
+    this.#hearers.add(listener);
+    this.#listening ??= (async () => {
+      const listening = new WorkListener(this.#connection.target, randomUUID(), (hint) => {
+        for (const hearer of this.#hearers) hearer(hint);
+      });
+      await listening.start();
+      return listening;
+    })();
+    await this.#listening;
+    return () => {
+      this.#hearers.delete(listener);
+    };
+  }
+
   /** Ends this handle's connections; the database keeps everything. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -261,6 +287,8 @@ export class PostgresStore {
     const listeners = [...this.#onClose];
     this.#onClose.clear();
     await Promise.allSettled(listeners.map((listener) => listener()));
+    this.#hearers.clear();
+    await (await this.#listening)?.close();
     await this.#connection.close();
   }
 }
