@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Attach } from '../dist/index.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
-import { lockStatements } from '../dist/store/postgres/locks.js';
+import { lockStatements, MAX_TREE_LOCKS, scopeOf } from '../dist/store/postgres/locks.js';
 import { freshDatabase } from './support/postgres.js';
 import { claimOf, emptyStep, rootInput } from './support/writer.js';
 
@@ -197,6 +197,28 @@ describe('PostgreSQL write locks', () => {
     await until('later');
     abort.abort();
     expect(seen).toEqual(['committed', 'held', 'later']);
+  });
+
+  it('names the trees a write decides on, and takes the whole store for anything else', () => {
+    const write = (op: string, input: unknown) => ({ op, input }) as never;
+    expect(scopeOf([write('commitStep', { runId: 'r1' }), write('admit', { childId: 'c1' })])).toEqual({
+      runs: ['r1', 'c1'],
+      roots: [],
+    });
+    expect(scopeOf([write('claim', { roots: ['a', 'b'] })])).toEqual({ runs: [], roots: ['a', 'b'] });
+    // A lease renewal updates each row by its key: the store's lock shared, no tree's.
+    expect(scopeOf([write('renewLeases', { leases: [{ runId: 'r1' }] })])).toEqual({ runs: [], roots: [] });
+    // Not listed, or beside one not listed: the store's lock whole.
+    expect(scopeOf([write('openSession', { sessionId: 's' })])).toBeNull();
+    expect(scopeOf([write('commitStep', { runId: 'r1' }), write('answer', { questionId: 'q' })])).toBeNull();
+    // Input not shaped as the rule takes it (the rule refuses it): the store's lock, not a throw.
+    expect(scopeOf([write('commitStep', { runId: 7 })])).toBeNull();
+    expect(scopeOf([write('claim', { roots: 'a' })])).toBeNull();
+    expect(scopeOf([write('commitStep', null)])).toBeNull();
+    // More trees than a transaction should lock one by one: the store's lock.
+    const many = Array.from({ length: MAX_TREE_LOCKS + 1 }, (_, i) => write('commitStep', { runId: `r${i}` }));
+    expect(scopeOf(many)).toBeNull();
+    expect(scopeOf(many.slice(1))).not.toBeNull();
   });
 
   it("keeps one tree's ledger to the token when two hosts commit to its accounts at once", {

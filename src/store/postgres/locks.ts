@@ -92,8 +92,14 @@ export function scopeOf(writes: readonly StoreRequestBody[]): LockScope | null {
     for (const run of scope.runs) runs.add(run);
     for (const root of scope.roots) roots.add(root);
   }
+  // Each tree's lock takes an entry of the server's shared lock table for the transaction:
+  // past a few dozen, one store-wide lock costs the server less (and cannot run it out).
+  if (runs.size + roots.size > MAX_TREE_LOCKS) return null;
   return { runs: [...runs], roots: [...roots] };
 }
+
+/** The most trees' locks one transaction takes; a write naming more takes the store's lock whole. */
+export const MAX_TREE_LOCKS = 32;
 
 /**
  * The statements that take a transaction's locks, held to its end. A tree's key is read
