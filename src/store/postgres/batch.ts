@@ -15,7 +15,7 @@ import type { StoreRequestBody } from '../port.js';
 import type { Notifications } from '../records.js';
 import { emptyNotifications, RuleContext, ruleFor } from '../rules/index.js';
 import type { PostgresTarget } from '../target.js';
-import { ATTEMPTS, beginWrite, connectionLost, PostgresConnection, retryable } from './connection.js';
+import { ATTEMPTS, beginWrite, commitBehind, connectionLost, PostgresConnection, retryable } from './connection.js';
 import { openPostgresSchema } from './index.js';
 import { scopeOf } from './locks.js';
 import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
@@ -62,10 +62,29 @@ export class PostgresBatchWriter implements BatchWrites {
         const outbox = beginWrite(client, scopeOf(writes));
         const lone = writes.length === 1 ? writes[0] : undefined;
         const done = lone ? await this.#alone(client, lone, outbox) : await this.#each(client, writes, outbox);
+        // A lone write that threw keeps nothing.
+        if (lone && !done.outcomes[0]?.ok) {
+          await client.query('ROLLBACK');
+          return done;
+        }
         beforeCommit();
         committing = true;
-        // A lone write that threw keeps nothing; a batch keeps what did not throw.
-        await client.query(done.outcomes.every((outcome) => outcome.ok) || !lone ? 'COMMIT' : 'ROLLBACK');
+        if (!lone) {
+          // A batch keeps what did not throw: its writes were settled, each in its savepoint.
+          await client.query('COMMIT');
+          return done;
+        }
+        try {
+          // A lone write's last statements go with its COMMIT (see commitBehind).
+          await commitBehind(outbox);
+        } catch (error) {
+          if (retryable(error) || connectionLost(error)) throw error;
+          // A statement of the write failed at the database: the server rolled it back whole.
+          return {
+            outcomes: [{ ok: false, error: this.#connection.errorOf(error) }],
+            notifications: emptyNotifications(),
+          };
+        }
         return done;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {
@@ -93,8 +112,7 @@ export class PostgresBatchWriter implements BatchWrites {
       const value = await PostgresConnection.drive(client, ruleFor(rules, write), outbox);
       const notifications = rules.takeNotifications();
       this.#hint(outbox, notifications);
-      // What the rule put and is still in flight fails or stands with it.
-      await outbox.settle();
+      // What the rule put and is still in flight fails or stands with it, at the COMMIT sent behind it.
       return { outcomes: [{ ok: true, value }], notifications };
     } catch (error) {
       const { cause } = await this.#blame(outbox, error);

@@ -38,6 +38,20 @@ export function beginWrite(client: pg.PoolClient, scope: LockScope | null): Outb
   return outbox;
 }
 
+/**
+ * Sends COMMIT behind what the write put, without waiting for those first: one round trip
+ * for the rest of the write and its commit. A statement of it that failed aborted the
+ * transaction, and the server ends an aborted transaction's COMMIT as a ROLLBACK: nothing
+ * of the write is kept, and the first failure, in the order sent, is thrown (a deadlock
+ * among them is retried whole, as before). The connection lost meanwhile leaves it unknown
+ * whether the COMMIT landed, as a loss during a COMMIT always did.
+ */
+export async function commitBehind(outbox: Outbox): Promise<void> {
+  const result = await outbox.ask({ op: 'run', text: 'COMMIT', params: [] });
+  if (result.command !== 'COMMIT')
+    throw new Error(`the transaction ended with ${result.command} rather than COMMIT; nothing of it was kept`);
+}
+
 /** Deadlock detected, serialization failure: the transaction may simply be run again. */
 const RETRYABLE = new Set(['40P01', '40001']);
 /** How many times a transaction given up that way is run before its error is the caller's. */
@@ -174,13 +188,12 @@ export class PostgresConnection {
         const outbox = beginWrite(client, scope);
         try {
           value = await PostgresConnection.drive(client, make(), outbox);
-          await outbox.settle();
         } catch (error) {
           // A statement that failed before the rule threw is the cause (a deadlock is retried).
           throw (await outbox.failed())?.error ?? error;
         }
         committing = true;
-        await client.query('COMMIT');
+        await commitBehind(outbox);
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
