@@ -5,34 +5,30 @@
  * tests' real server, each host a store handle with its own pool.
  */
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Attach } from '../dist/index.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
 import { lockStatements, MAX_TREE_LOCKS, scopeOf } from '../dist/store/postgres/locks.js';
 import { freshDatabase } from './support/postgres.js';
+import { later } from './support/workspace.js';
 import { claimOf, emptyStep, rootInput } from './support/writer.js';
-
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
 
 async function database() {
   const db = await freshDatabase();
-  cleanups.push(() => db.drop());
+  later(() => db.drop());
   return db;
 }
 
 async function open(url: string): Promise<PostgresStore> {
   const store = await PostgresStore.open(url, { max: 8 });
-  cleanups.push(() => store.close());
+  later(() => store.close());
   return store;
 }
 
 async function client(url: string): Promise<pg.Client> {
   const connection = new pg.Client({ connectionString: url });
   await connection.connect();
-  cleanups.push(() => connection.end());
+  later(() => connection.end());
   return connection;
 }
 
@@ -77,8 +73,11 @@ async function twoTrees() {
   const store = await open(db.url);
   const watcher = await client(db.url);
   const holder = await client(db.url);
-  for (const runId of ['tree-a', 'tree-b']) await store.call('createRoot', rootInput(runId, { owner: 'o' }));
-  return { url: db.url, store, watcher, holder, b: { runId: 'tree-b', generation: 1, owner: 'o' } };
+  const fenceOf = async (runId: string) => {
+    const { generation } = await store.call('createRoot', rootInput(runId, { owner: 'o' }));
+    return { runId, generation, owner: 'o' };
+  };
+  return { url: db.url, store, watcher, holder, a: await fenceOf('tree-a'), b: await fenceOf('tree-b') };
 }
 
 /** Events as a rule records them, each named by its `provider`. */
@@ -107,16 +106,7 @@ describe('PostgreSQL write locks', () => {
   it("commits one tree's writes while another tree's write is held inside its transaction; that tree's next write waits its turn", {
     timeout: 60_000,
   }, async () => {
-    const db = await database();
-    const store = await open(db.url);
-    const watcher = await client(db.url);
-    const holder = await client(db.url);
-    const fenceOf = async (runId: string) => {
-      const { generation } = await store.call('createRoot', rootInput(runId, { owner: 'o' }));
-      return { runId, generation, owner: 'o' };
-    };
-    const a = await fenceOf('tree-a');
-    const b = await fenceOf('tree-b');
+    const { store, watcher, holder, a, b } = await twoTrees();
     // Another session holds tree a's root row: a's step commit takes its locks, then waits on the row.
     await holder.query('BEGIN');
     await holder.query("SELECT * FROM runs WHERE run_id = 'tree-a' FOR UPDATE");

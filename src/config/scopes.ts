@@ -53,6 +53,15 @@ export interface ScopeFile {
   shown?: Table;
 }
 
+/**
+ * Sections whose presence turns something on that hands the run more than the workspace's
+ * authors should grant: a workspace file may keep them on, not turn them on. Why, by section.
+ */
+const TURNED_ON_BY_USER = new Map<string, string>([
+  ['memory', 'turns durable memory on, which hands the run the memory tools and your notes'],
+  ['git', 'turns the git tools on, which let the run commit to your repository'],
+]);
+
 /** Keys a workspace file may only lower: budgets, caps, and the shares of a request and of memory. */
 const LOWER_ONLY = /^(budget\.(steps|tokens|wall_secs)|sandbox\.caps\.[a-z_]+|context\.share|memory\.(share|cap))$/;
 /** What a lower-only key is when no file sets it (a budget or a cap unset is no limit, so it has none). */
@@ -101,22 +110,9 @@ export function merge(
     const at = path ? `${path}.${key}` : key;
     const sourceAt = from ? `${from}.${at}` : at;
     const current = target[key];
-    if (at === 'memory' && current === undefined && (file.scope === 'project' || file.scope === 'local'))
-      refuse(
-        file.file,
-        lineOf(file.lines, sourceAt),
-        at,
-        'turns durable memory on, which hands the run the memory tools and your notes',
-        userFile ?? defaultUserFile(),
-      );
-    if (at === 'git' && current === undefined && (file.scope === 'project' || file.scope === 'local'))
-      refuse(
-        file.file,
-        lineOf(file.lines, sourceAt),
-        at,
-        'turns the git tools on, which let the run commit to your repository',
-        userFile ?? defaultUserFile(),
-      );
+    const turnsOn = TURNED_ON_BY_USER.get(at);
+    if (turnsOn && current === undefined && (file.scope === 'project' || file.scope === 'local'))
+      refuse(file.file, lineOf(file.lines, sourceAt), at, turnsOn, userFile ?? defaultUserFile());
     if (isTable(value) && isTable(current)) {
       origins.set(at, origins.get(at) ?? origin(sourceAt));
       merge(current, value, file, at, from, origins, userFile);

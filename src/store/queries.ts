@@ -117,27 +117,25 @@ export class TraceQueries {
   }
 
   /**
-   * The id of the newest event in the store (0 when there is none), with none of a
-   * smaller id still to commit: where a reader of every tree's events starts from now.
+   * The id of the newest event in the store (0 when there is none), read with no write in
+   * flight, so none of a smaller id can still appear: where a reader of every tree's events
+   * starts from now.
    */
   *lastEventId(): Q<number> {
-    const row = (yield* sql.horizon('SELECT MAX(event_id) AS id FROM events')) as { id: number | null };
-    return row.id ?? 0;
+    const [row] = (yield* sql.settled('SELECT MAX(event_id) AS id FROM events')) as { id: number | null }[];
+    return row?.id ?? 0;
   }
 
   /**
    * Events of every tree in id order after `afterId`, at most `limit` of them: what a log
-   * catches up from. Trees commit side by side on PostgreSQL, so ids are read only up to
-   * the newest with none smaller still to commit ({@link lastEventId}); one tree's events
-   * commit in id order (see postgres/locks.ts).
+   * catches up from. Trees commit side by side on PostgreSQL, so they are read with no
+   * write in flight (`settled`): an event with a smaller id than the last read cannot
+   * commit after it. One tree's events commit in id order anyway (see postgres/locks.ts).
    */
   *eventsAfter(afterId = 0, limit = 1000): Q<HarnessEvent[]> {
-    const upTo = yield* this.lastEventId();
-    if (upTo <= afterId) return [];
-    const rows = (yield* sql.all(
-      'SELECT * FROM events WHERE event_id > ? AND event_id <= ? ORDER BY event_id LIMIT ?',
+    const rows = (yield* sql.settled(
+      'SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?',
       afterId,
-      upTo,
       Math.max(1, Math.floor(limit)),
     )) as Row[];
     return rows.map(toEvent);

@@ -19,12 +19,12 @@
 
 /**
  * One statement a write or read needs: `get` one row, `all` rows, `run` (how many rows
- * changed), `put` (nothing the rule waits for), or `horizon`: one row, read once no write
- * of any tree is still to commit (PostgreSQL waits for the store's lock; SQLite's one
- * writer commits in order anyway).
+ * changed), `put` (nothing the rule waits for), or `settled`: rows read while no write of
+ * any tree is in flight, so no row with a smaller id than those read can still appear
+ * (PostgreSQL reads holding the store's lock; SQLite's one writer commits in id order anyway).
  */
 export interface Query {
-  readonly op: 'get' | 'all' | 'run' | 'put' | 'horizon';
+  readonly op: 'get' | 'all' | 'run' | 'put' | 'settled';
   readonly text: string;
   readonly params: readonly unknown[];
   /** A put's: hears the rows its statement returned, once it has run. */
@@ -39,12 +39,9 @@ export function* get<T = Record<string, unknown>>(text: string, ...params: unkno
   return (yield { op: 'get', text, params }) as T | undefined;
 }
 
-/**
- * The first row of `text` read as a {@link Query}'s `horizon`: with nothing committed
- * after it that it would not see (see postgres/locks.ts).
- */
-export function* horizon<T = Record<string, unknown>>(text: string, ...params: unknown[]): Q<T | undefined> {
-  return (yield { op: 'horizon', text, params }) as T | undefined;
+/** Every row of `text`, read as a {@link Query}'s `settled`: while no write of any tree is in flight (see postgres/locks.ts). */
+export function* settled<T = Record<string, unknown>>(text: string, ...params: unknown[]): Q<T[]> {
+  return (yield { op: 'settled', text, params }) as T[];
 }
 
 /** Every row of `text`. */

@@ -4,9 +4,9 @@
  * commits alone: it tails the tree's events in the store, in id order, which is the
  * tree's commit order (a tree's writes take turns on its lock; see store/postgres/locks.ts),
  * so an event another host committed comes in its place and none is missed across a
- * takeover. A tail of every tree (an audit log's) reads ids only up to the store's horizon
- * (none smaller still to commit), at most every {@link GLOBAL_READ_GAP_MS}: each such read
- * waits for the tree writes in flight and holds new ones back meanwhile. The tail reads when this host commits to the tree,
+ * takeover. A tail of every tree (an audit log's) reads with no tree write in flight (a
+ * settled read: no smaller id can commit after it), at most every {@link GLOBAL_READ_GAP_MS}:
+ * each such read waits for the tree writes in flight and holds new ones back meanwhile. The tail reads when this host commits to the tree,
  * when another host's commit hints at it (LISTEN/NOTIFY, store/postgres/notify.ts), and
  * on a timer in case a hint was lost.
  */

@@ -10,7 +10,7 @@ import { ErrorCode, HarnessError, StoreError } from '../../errors.js';
 import { connectionSecrets, holdSecrets, isKeyValueConnection, maskedConnection } from '../../runtime/secrets.js';
 import type { Q, Query } from '../sql.js';
 import { idleInTransactionMs, type PostgresTarget } from '../target.js';
-import { HORIZON_LOCK, type LockScope, lockStatements } from './locks.js';
+import { type LockScope, lockStatements, SETTLED_READ_LOCK } from './locks.js';
 import { Outbox } from './outbox.js';
 
 const INT8 = 20;
@@ -147,7 +147,7 @@ export class PostgresConnection {
       try {
         const query = step.value;
         if (outbox && query.op === 'put') outbox.put(query);
-        else if (query.op === 'horizon' && !outbox) answer = answerOf(query, await horizon(client, query));
+        else if (query.op === 'settled' && !outbox) answer = answerOf(query, await settledRead(client, query));
         else answer = answerOf(query, await (outbox ? outbox.ask(query) : send(client, query)));
       } catch (error) {
         step = body.throw(error);
@@ -250,13 +250,13 @@ function send(client: pg.PoolClient, query: Query): Promise<pg.QueryResult> {
 }
 
 /**
- * A horizon read outside a transaction: in one of its own, holding the store's lock
- * exclusive, so no tree write is in flight when it reads (see locks.ts).
+ * A settled read outside a transaction: in one of its own, holding the store's lock
+ * exclusive, so no tree write is in flight while it reads (see locks.ts).
  */
-async function horizon(client: pg.PoolClient, query: Query): Promise<pg.QueryResult> {
+async function settledRead(client: pg.PoolClient, query: Query): Promise<pg.QueryResult> {
   await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
   try {
-    await client.query(HORIZON_LOCK);
+    await client.query(SETTLED_READ_LOCK);
     const result = await send(client, query);
     await client.query('COMMIT');
     return result;
@@ -268,8 +268,8 @@ async function horizon(client: pg.PoolClient, query: Query): Promise<pg.QueryRes
 
 /** What a rule is handed for `query` from its result. */
 function answerOf(query: Query, result: pg.QueryResult): unknown {
-  if (query.op === 'get' || query.op === 'horizon') return result.rows[0];
-  if (query.op === 'all') return result.rows;
+  if (query.op === 'get') return result.rows[0];
+  if (query.op === 'all' || query.op === 'settled') return result.rows;
   if (query.op === 'put') {
     query.onRows?.(result.rows);
     return undefined;

@@ -16,8 +16,8 @@
  * Every other write takes the store's lock alone, exclusive: a session's next turn, a
  * scope's notes at their cap, an answer found by its question's id, a new tree, retention.
  * They are rare, and wait for the tree writes in flight and hold the next ones back. So
- * does a reader that needs every tree's events up to a point with none still to commit
- * before it (see {@link COMMITTED_HORIZON}).
+ * does a reader of every tree's events, which reads with no tree write in flight (see
+ * {@link SETTLED_READ_LOCK}).
  */
 import type { StoreRequestBody } from '../port.js';
 import type { Query } from '../sql.js';
@@ -121,8 +121,8 @@ export function lockStatements(scope: LockScope | null): Query[] {
 }
 
 /**
- * Reads `query` (the newest event id) holding the store's lock exclusive, so once no tree
- * write is in flight: no event with a smaller id can appear after it. A reader of every
- * tree's events in id order reads up to it (see ../sql.ts, horizon).
+ * What a settled read (../sql.ts) holds while it reads: the store's lock exclusive, so it
+ * reads once no tree write is in flight, and no event with a smaller id than those it
+ * reads can appear after it.
  */
-export const HORIZON_LOCK = `SELECT pg_advisory_xact_lock(${STORE_LOCK})`;
+export const SETTLED_READ_LOCK = `SELECT pg_advisory_xact_lock(${STORE_LOCK})`;

@@ -10,8 +10,8 @@ import { StatementCache } from './statements.js';
 /** Answers a query from a SQLite connection's statements. */
 export function answerSqlite(statements: StatementCache, query: Query): unknown {
   const statement = statements.get(query.text);
-  if (query.op === 'get' || query.op === 'horizon') return statement.get(...query.params);
-  if (query.op === 'all') return statement.all(...query.params);
+  if (query.op === 'get') return statement.get(...query.params);
+  if (query.op === 'all' || query.op === 'settled') return statement.all(...query.params);
   if (query.op === 'put') {
     if (query.onRows) query.onRows(statement.all(...query.params));
     else statement.run(...query.params);
