@@ -6,6 +6,7 @@
  * sandbox only once it hosts a run with a workspace (read from the thread's own debugger).
  */
 import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { Policy, TaskContract } from '../dist/index.js';
@@ -14,17 +15,28 @@ import { tempWorkspace } from './support/workspace.js';
 
 const index = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
-/** The packages a fresh process has loaded after `script` (an ES module body, `lib` the library). */
-function packagesAfter(script: string): string[] {
+/** The CommonJS files a fresh process has loaded after `script` (an ES module body, `lib` the library). */
+function filesAfter(script: string): string[] {
   const body = `
     import { createRequire } from 'node:module';
     const lib = await import(${JSON.stringify(index)});
     ${script}
-    const cache = createRequire(import.meta.url).cache;
-    const names = new Set(Object.keys(cache).map((file) => /node_modules\\/((@[^/]+\\/)?[^/]+)/.exec(file)?.[1]).filter(Boolean));
-    console.log(JSON.stringify([...names].sort()));`;
+    console.log(JSON.stringify(Object.keys(createRequire(import.meta.url).cache)));`;
   const out = execFileSync(process.execPath, ['--input-type=module', '-e', body], { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1) as string) as string[];
+}
+
+/** The packages a fresh process has loaded after `script`. */
+function packagesAfter(script: string): string[] {
+  const names = filesAfter(script).map((file) => /node_modules\/((@[^/]+\/)?[^/]+)/.exec(file)?.[1]);
+  return [...new Set(names.filter((name): name is string => name !== undefined))].sort();
+}
+
+/** The files of undici a fresh process has loaded after `script`, relative to the package. */
+function undiciFilesAfter(script: string): string[] {
+  return filesAfter(script)
+    .map((file) => /node_modules\/undici\/(.*)$/.exec(file)?.[1])
+    .filter((file): file is string => file !== undefined);
 }
 
 describe('importing the library', () => {
@@ -47,6 +59,21 @@ describe('importing the library', () => {
         if (error.kind !== 'connection') throw error;
       });`);
     expect(withCall).toContain('undici');
+  });
+
+  it("loads undici's keep-alive agent for a model call, not its index with every dispatcher and mock", async () => {
+    const files = undiciFilesAfter(`
+      const provider = await lib.loadProvider(lib.OpenAI.create({ model: 'm', baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', retry: { maxAttempts: 1 } }));
+      await provider.complete({ system: 's', transcript: [{ role: 'user', text: 'hi' }], tools: [], metadata: { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 } }).catch((error) => {
+        if (error.kind !== 'connection') throw error;
+      });`);
+    expect(files).toContain('lib/dispatcher/agent.js');
+    expect(files).not.toContain('index.js');
+    expect(files.filter((file) => file.startsWith('lib/mock/') || file.startsWith('lib/cache/'))).toEqual([]);
+    // The class loaded is the package's own Agent, not a copy of it.
+    const { loadHttpClient } = await import('../dist/runtime/providers/http.js');
+    const { Agent } = createRequire(import.meta.url)('undici') as typeof import('undici');
+    expect(loadHttpClient().Agent).toBe(Agent);
   });
 });
 
