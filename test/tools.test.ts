@@ -168,6 +168,26 @@ describe("the embedder's tools", () => {
     expect(() => supervisor.run({ task: 't', provider, tools: [broken] })).toThrow(/the tool broken is given twice/);
   });
 
+  it('may take none of the names every built-in family declares, each refused by name', async () => {
+    const { BUILT_IN_TOOL_NAMES } = await import('../dist/runtime/tools/names.js');
+    const { registryFor } = await import('../dist/runtime/tools/registry.js');
+    const { workspaceTools } = await import('../dist/runtime/tools/families/workspace.js');
+    const everything = { planGate: true, skills: true, tiers: true, memory: true, git: true, workspaceTools };
+    const declared = new Set(
+      (['workspace', 'file'] as const).flatMap((mode) =>
+        registryFor({ mode, ...everything })
+          .definitions()
+          .map((definition) => definition.name),
+      ),
+    );
+    expect([...BUILT_IN_TOOL_NAMES].sort()).toEqual([...declared].sort());
+    for (const name of declared) {
+      expect(() => tool({ name, description: 'x', parameters: z.object({}), execute: () => 'x' })).toThrow(
+        `tool(): ${name} is the name of a built-in tool`,
+      );
+    }
+  });
+
   it('are HostTools, and the class keeps its first name, Tool, as a deprecated alias', () => {
     expect(broken).toBeInstanceOf(HostTool);
     expect(Tool).toBe(HostTool);

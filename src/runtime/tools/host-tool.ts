@@ -23,7 +23,7 @@ import {
   MAX_RESULT_IMAGE_BYTES,
 } from '../images.js';
 import { ajvRegExp, LINEAR_PATTERN_ADVICE, LinearPatternError } from '../linear-regex.js';
-import { builtInToolNames } from './names.js';
+import { BUILT_IN_TOOL_NAMES } from './names.js';
 import type { ToolDefinitionData, ToolEffect } from './tool.js';
 
 export type { ToolDefinitionData, ToolEffect } from './tool.js';
@@ -173,7 +173,7 @@ export class HostTool<Args = Record<string, unknown>> {
     checkDeclaration(declaration);
     const { name, description, parameters, execute } = declaration;
     const effect = declaration.effect ?? 'acts';
-    if (builtInToolNames().has(name)) {
+    if (BUILT_IN_TOOL_NAMES.has(name)) {
       throw new InvalidArgumentError(`tool(): ${name} is the name of a built-in tool; give yours another name.`);
     }
     const schema = isZod(parameters)

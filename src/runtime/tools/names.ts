@@ -1,26 +1,36 @@
 /**
- * The names the runtime's own tools take, read from their declarations so a new built-in
- * is never missed: an embedder's tool may not take one (see ./host-tool.ts).
+ * The names the runtime's own tools take: an embedder's tool may not take one (see
+ * ./host-tool.ts). A list rather than the tools' declarations themselves, so that making a
+ * tool on the main thread does not load every built-in family (the file tools, commands,
+ * the sandbox: some 45 ms of a script's start); test/tools.test.ts holds it equal to the
+ * names every family declares, so a new built-in cannot be missed.
  */
-import { workspaceTools } from './families/workspace.js';
-import { registryFor } from './registry.js';
-
-let builtIn: ReadonlySet<string> | null = null;
-
-/** The names the runtime's own tools use (read from their declarations); an embedder's tool may not take one. */
-export function builtInToolNames(): ReadonlySet<string> {
-  builtIn ??= new Set(
-    registryFor({
-      mode: 'workspace',
-      planGate: true,
-      skills: true,
-      tiers: true,
-      memory: true,
-      git: true,
-      workspaceTools,
-    })
-      .definitions()
-      .map((definition) => definition.name),
-  );
-  return builtIn;
-}
+export const BUILT_IN_TOOL_NAMES: ReadonlySet<string> = new Set([
+  'ask_operator',
+  'edit_file',
+  'exec',
+  'expand_tools',
+  'find',
+  'forget',
+  'git_add',
+  'git_branch',
+  'git_commit',
+  'git_diff',
+  'git_log',
+  'git_status',
+  'grep',
+  'patch_file',
+  'read_file',
+  'read_messages',
+  'read_skill',
+  'recall',
+  'remember',
+  'send_message',
+  'shell',
+  'shell_kill',
+  'shell_poll',
+  'shell_start',
+  'spawn_agent',
+  'submit_plan',
+  'write_file',
+]);
