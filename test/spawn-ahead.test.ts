@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runAgent } from '../dist/actors/agent/loop.js';
 import { systemClock } from '../dist/clock.js';
+import { reserveAhead } from '../dist/runtime/tools/families/tree.js';
 import type { StorePort } from '../dist/store/port.js';
 import { openLocalStore } from '../dist/store/sqlite/local.js';
 import { TraceReader } from '../dist/store/sqlite/reader.js';
@@ -148,5 +149,45 @@ describe('spawns without wait in one step', () => {
       expect(reader.steps(run.runId)).toEqual([]);
     }
     expect(watch.most()).toBe(CHILDREN);
+  });
+
+  it('checks each call of a run of a thousand once, not once for every call before it', () => {
+    const n = 1000;
+    const calls = Array.from({ length: n }, (_, i) => ({
+      name: 'spawn_agent',
+      args: { task: `part ${i}`, as: `p${i}`, wait: false } as Record<string, unknown>,
+    }));
+    const reservations = new Map<number, Promise<unknown>>();
+    let requests = 0;
+    const context = {
+      planning: false,
+      agents: [],
+      policyData: null,
+      run: { runId: 'root', address: 'root' },
+      seq: 1,
+      fence: {},
+      clock: systemClock,
+      step: { reservations },
+      store: {
+        call: async () => {
+          requests++;
+          return { status: 'spawned' };
+        },
+      },
+    };
+    let checks = 0;
+    const eligible = () => {
+      checks++;
+      return true;
+    };
+    // The loop dispatches each call in turn; each takes its own reservation as it runs.
+    for (let index = 0; index < n; index++) {
+      reserveAhead(context as unknown as Parameters<typeof reserveAhead>[0], calls, index, eligible);
+      expect(reservations.has(index)).toBe(true);
+      reservations.delete(index);
+    }
+    expect(requests).toBe(n);
+    // Once each; looking again at every later call on every call would be n(n+1)/2 = 500,500.
+    expect(checks).toBe(n);
   });
 });

@@ -250,10 +250,14 @@ export function reserveAhead(
   eligible: (index: number) => boolean,
 ): void {
   const reservations = context.step.reservations;
+  // Reserved by an earlier call's pass, which went on to the end of the run of spawns: each
+  // call of a thousand looks only at itself, not at every call after it.
+  if (reservations.has(from)) return;
   for (let index = from; index < calls.length; index++) {
     const call = calls[index] as { name: string; args: Record<string, unknown> };
-    if (call.name !== 'spawn_agent' || call.args.wait !== false || !eligible(index)) return;
+    if (call.name !== 'spawn_agent' || call.args.wait !== false) return;
     if (reservations.has(index)) continue;
+    if (!eligible(index)) return;
     const reserved = reserve(context, call.args as unknown as SpawnArgs, index);
     // A refusal needs no reservation: the call itself finds it again.
     if (!(reserved instanceof Promise)) continue;
