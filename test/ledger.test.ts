@@ -57,6 +57,34 @@ describe('one ledger per tree', () => {
     // Every descendant's draw counts against the root's one account.
     expect((await h.store.ledger(result.rootId))?.root.spent).toEqual(await sumDraws(h, result.rootId));
     expect((await h.store.ledger(result.rootId))?.root.spent.steps).toBe(5);
+    // A chain's accounts in one read, in the order asked, a run with no account left out.
+    const chain = [bigger.runId, result.rootId, 'no-such-run', big.runId];
+    expect((await h.store.accounts(chain)).map((account) => account.runId)).toEqual([
+      bigger.runId,
+      result.rootId,
+      big.runId,
+    ]);
+    expect(await h.store.accounts([])).toEqual([]);
+    // A step's budget checks read the whole chain (root, big, bigger) once each, not an account at a time.
+    const reads: string[] = [];
+    const counted = new Proxy(h.store, {
+      get: (store, name) => {
+        const member = Reflect.get(store, name);
+        if (typeof member !== 'function') return member;
+        return (...args: unknown[]) => {
+          reads.push(String(name));
+          return member.apply(store, args);
+        };
+      },
+    });
+    const { Budget } = await import('../dist/actors/agent/budget.js');
+    const { systemClock } = await import('../dist/clock.js');
+    const budget = new Budget(counted as never, systemClock, bigger, null);
+    expect(budget.chain).toEqual([result.rootId, big.runId, bigger.runId]);
+    expect(await budget.precheck()).toEqual({ crossing: null, firstWall: null });
+    const completion = { text: '', toolCalls: [], usage: { inputTokens: 10, outputTokens: 5 }, model: 'm' };
+    expect(await budget.wouldCross(completion as never)).toBeNull();
+    expect(reads).toEqual(['accounts', 'accounts']);
   });
 
   it('ends a run as budget-exhausted on the step ceiling, with the crossing draw in the trace', async () => {

@@ -146,6 +146,24 @@ export class TraceQueries {
     return row ? toAccount(row) : null;
   }
 
+  /**
+   * The accounts of `runIds` (a run and its ancestors, as a budget check reads them), in
+   * the order asked, those with no account left out: one statement for the chain.
+   */
+  *accounts(runIds: readonly string[]): Q<LedgerAccount[]> {
+    if (runIds.length === 1) {
+      const account = yield* this.account(runIds[0] as string);
+      return account ? [account] : [];
+    }
+    if (runIds.length === 0) return [];
+    const rows = (yield* sql.all(
+      `SELECT * FROM ledger WHERE run_id IN (${runIds.map(() => '?').join(', ')})`,
+      ...runIds,
+    )) as Row[];
+    const byId = new Map(rows.map((row) => [row.run_id as string, toAccount(row)]));
+    return runIds.flatMap((runId) => byId.get(runId) ?? []);
+  }
+
   /** The tree's one ledger: the root's ceilings and spend, every account, every draw. */
   *ledger(rootId: string): Q<TreeLedger | null> {
     const rootRow = yield* sql.get(LEDGER_BY_ID, rootId);

@@ -85,9 +85,8 @@ export class Budget {
       }
     }
     let firstWall: FirstWall | null = null;
-    for (const id of this.chain) {
-      const account = await this.#store.account(id);
-      if (!account) continue;
+    for (const account of await this.#store.accounts(this.chain)) {
+      const id = account.runId;
       const crossed = ceilingCrossed(account, { steps: 1, tokens: 0 });
       if (crossed) return { crossing: crossed };
       const wall = await this.#wallEnd(account);
@@ -100,9 +99,8 @@ export class Budget {
   /** The draw a completion makes (one step, its tokens) against every ceiling up the chain. */
   async wouldCross(completion: Completion): Promise<Crossing | null> {
     const draw = { steps: 1, tokens: completion.usage.inputTokens + completion.usage.outputTokens };
-    for (const id of this.chain) {
-      const account = await this.#store.account(id);
-      const crossed = account ? ceilingCrossed(account, draw) : null;
+    for (const account of await this.#store.accounts(this.chain)) {
+      const crossed = ceilingCrossed(account, draw);
       if (crossed) return crossed;
     }
     return null;
