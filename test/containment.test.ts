@@ -655,3 +655,34 @@ describe('run directories', () => {
     expect(existsSync(live)).toBe(true);
   });
 });
+
+describe("finding the host's rungs", () => {
+  /** What a fresh process's probe found, run by `call` (`hostRungs()` or `await probeHostRungs()`), and how often its event loop turned meanwhile. */
+  function probedIn(call: string): { host: unknown; turns: number } {
+    const rungsModule = fileURLToPath(new URL('../dist/runtime/exec/containment/rungs.js', import.meta.url));
+    const body = `
+      const { hostRungs, probeHostRungs } = await import(${JSON.stringify(rungsModule)});
+      let turns = 0;
+      let done = false;
+      const tick = () => { if (done) return; turns++; setImmediate(tick); };
+      setImmediate(tick);
+      const host = ${call};
+      done = true;
+      console.log(JSON.stringify({ host, turns }));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', body], { encoding: 'utf8' });
+    expect(child.status, child.stderr).toBe(0);
+    return JSON.parse(child.stdout.trim().split('\n').at(-1) as string);
+  }
+
+  it('finds the same rungs without holding the thread still while its probes run', () => {
+    const blocking = probedIn('hostRungs()');
+    const awaited = probedIn('await probeHostRungs()');
+    expect(awaited.host).toEqual(blocking.host);
+    // The blocking probe runs to its end before the loop can turn; the awaited one lets it
+    // turn while each probe's child runs (there is one wherever bwrap or unshare is installed).
+    expect(blocking.turns).toBe(0);
+    const host = blocking.host as { bubblewrap: { ok: boolean }; unshare: string[] | null };
+    expect(host.bubblewrap.ok || host.unshare !== null, 'this host has neither bwrap nor unshare').toBe(true);
+    expect(awaited.turns).toBeGreaterThan(0);
+  });
+});

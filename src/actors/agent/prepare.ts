@@ -85,8 +85,19 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   const run = restored.run;
   const spec = restored.spec as RunSpecData;
   agent.seq = restored.seq;
-  // What only a workspace run needs is loaded only for one.
-  const kit = spec.contract ? await import('./workspace-kit.js') : null;
+  // What only a workspace run needs is loaded only for one; the sandbox's probes (spawns,
+  // once a thread) run while it loads rather than after, holding the thread still.
+  const kit = spec.contract
+    ? (
+        await Promise.all([
+          import('./workspace-kit.js'),
+          // A probe that throws throws again where the executor asks for the rungs, as it always did.
+          import('../../runtime/exec/containment/rungs.js')
+            .then((rungs) => rungs.probeHostRungs())
+            .catch(() => undefined),
+        ])
+      )[0]
+    : null;
   const equipped = equip(agent, restored, spec, kit);
   if (typeof equipped === 'string') return endRun(agent, 'failed', equipped);
   // A session's earlier turns on this branch, then this run's own opening and steps; after

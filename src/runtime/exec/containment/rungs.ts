@@ -14,7 +14,7 @@
  *   not confined.
  * - `floor`: the command's own PID namespace or process group; nothing else is confined.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { findSystemProgram } from '../find-program.js';
 import { type Helper, landlockHelper } from './helper.js';
 
@@ -91,19 +91,98 @@ export function unsharePrefix(unshare: readonly string[], net: boolean): string[
 }
 
 let found: HostRungs | undefined;
+let probing: Promise<HostRungs> | undefined;
 
-/** What this host offers, found once. */
+/** What this host offers, found once (by {@link probeHostRungs} if it has finished, else here, blocking the thread). */
 export function hostRungs(): HostRungs {
-  found ??= probe();
+  found ??= probeSync(probe());
   return found;
 }
 
-function said(result: ReturnType<typeof spawnSync>): string {
-  const text = (result.stderr?.toString() || result.error?.message || `exit status ${result.status}`).trim();
+/**
+ * What this host offers, found with the same spawns as {@link hostRungs}, each awaited
+ * rather than blocking the thread: a thread about to host its first workspace run starts
+ * this beside loading the workspace's modules, so the probes' 25 ms or so of waiting on
+ * children overlap that work instead of following it.
+ */
+export function probeHostRungs(): Promise<HostRungs> {
+  if (found) return Promise.resolve(found);
+  probing ??= probeAsync(probe()).then((host) => {
+    found ??= host;
+    return found;
+  });
+  return probing;
+}
+
+/** One spawn a probe makes: its stderr read when `stderr`, its stdout read when `stdout`. */
+interface ProbeSpawn {
+  file: string;
+  args: string[];
+  stdout: boolean;
+  stderr: boolean;
+}
+
+/** What came of a probe's spawn. */
+interface ProbeResult {
+  status: number | null;
+  stderr: string;
+  error?: Error;
+}
+
+const PROBE_TIMEOUT_MS = 10_000;
+
+function probeSync(steps: Generator<ProbeSpawn, HostRungs, ProbeResult>): HostRungs {
+  let step = steps.next();
+  while (!step.done) {
+    const { file, args, stdout, stderr } = step.value;
+    const result = spawnSync(file, args, {
+      stdio: ['ignore', stdout ? 'pipe' : 'ignore', stderr ? 'pipe' : 'ignore'],
+      timeout: PROBE_TIMEOUT_MS,
+    });
+    step = steps.next({
+      status: result.status,
+      stderr: result.stderr?.toString() ?? '',
+      ...(result.error ? { error: result.error } : {}),
+    });
+  }
+  return step.value;
+}
+
+async function probeAsync(steps: Generator<ProbeSpawn, HostRungs, ProbeResult>): Promise<HostRungs> {
+  let step = steps.next();
+  while (!step.done) step = steps.next(await spawnProbe(step.value));
+  return step.value;
+}
+
+/** A probe's spawn, awaited: its exit status (null when it did not start or was killed), and its stderr. */
+function spawnProbe({ file, args, stdout, stderr }: ProbeSpawn): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    const errors: Buffer[] = [];
+    let failed: Error | undefined;
+    const child = spawn(file, args, {
+      stdio: ['ignore', stdout ? 'pipe' : 'ignore', stderr ? 'pipe' : 'ignore'],
+      timeout: PROBE_TIMEOUT_MS,
+    });
+    child.stdout?.resume();
+    child.stderr?.on('data', (chunk: Buffer) => errors.push(chunk));
+    child.on('error', (error) => {
+      failed = error;
+      // A spawn that never started has no close to wait for.
+      if (child.pid === undefined) resolve({ status: null, stderr: '', error });
+    });
+    child.on('close', (code) =>
+      resolve({ status: code, stderr: Buffer.concat(errors).toString(), ...(failed ? { error: failed } : {}) }),
+    );
+  });
+}
+
+function said(result: ProbeResult): string {
+  const text = (result.stderr || result.error?.message || `exit status ${result.status}`).trim();
   return text.split('\n')[0] ?? text;
 }
 
-function probe(): HostRungs {
+/** The probes, as the spawns they make: run by {@link probeSync} or {@link probeAsync}. */
+function* probe(): Generator<ProbeSpawn, HostRungs, ProbeResult> {
   const none = (reason: string): RungProbe => ({ ok: false, reason });
   if (process.platform !== 'linux') {
     const reason = `${process.platform} is not Linux: only the floor is built there`;
@@ -125,7 +204,7 @@ function probe(): HostRungs {
   else if (!helper.ok) bubblewrap = none(`the Landlock helper is not available: ${helper.reason}`);
   else {
     const [file, ...args] = [...bwrapPrefix(bwrap.path, false), '--', helper.path, '--read', '/', '--report'];
-    const result = spawnSync(file as string, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 });
+    const result = yield { file: file as string, args, stdout: true, stderr: true };
     bubblewrap =
       result.status === 0 ? { ok: true, argv0: bwrap.path } : none(`bubblewrap cannot start: ${said(result)}`);
   }
@@ -149,7 +228,7 @@ function probe(): HostRungs {
         '--net',
       ];
       argv.push('--', 'true');
-      const result = spawnSync(unshareFound.path, argv, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000 });
+      const result = yield { file: unshareFound.path, args: argv, stdout: false, stderr: true };
       if (result.status === 0) {
         unshare = [unshareFound.path, ...variant];
         break;
@@ -162,7 +241,7 @@ function probe(): HostRungs {
   else if (!unshare) landlock = none(unshareReason);
   else {
     const [file, ...args] = [...unsharePrefix(unshare, false), helper.path, '--read', '/', '--report'];
-    const result = spawnSync(file as string, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 });
+    const result = yield { file: file as string, args, stdout: true, stderr: true };
     landlock =
       result.status === 0 ? { ok: true, argv0: helper.path } : none(`the helper cannot start: ${said(result)}`);
   }
@@ -173,7 +252,7 @@ function probe(): HostRungs {
   else if (!setpriv) namespaces = none("util-linux setpriv is not in the system's directories");
   else {
     const [file, ...args] = [...unsharePrefix(unshare, false), setpriv, ...SETPRIV_FLAGS, '--', 'true'];
-    const result = spawnSync(file as string, args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000 });
+    const result = yield { file: file as string, args, stdout: false, stderr: true };
     namespaces =
       result.status === 0 ? { ok: true, argv0: setpriv } : none(`setpriv cannot drop capabilities: ${said(result)}`);
   }
@@ -181,7 +260,7 @@ function probe(): HostRungs {
   let mounts = false;
   if (binary && unshare && namespaces.ok) {
     const [file, ...args] = [...unsharePrefix(unshare, false), binary, '--mounts-only', '--report'];
-    mounts = spawnSync(file as string, args, { stdio: 'ignore', timeout: 10_000 }).status === 0;
+    mounts = (yield { file: file as string, args, stdout: false, stderr: false }).status === 0;
   }
   return { bubblewrap, landlock, namespaces, helper, mounts, binary, unshare, setpriv };
 }
