@@ -674,6 +674,28 @@ describe("finding the host's rungs", () => {
     return JSON.parse(child.stdout.trim().split('\n').at(-1) as string);
   }
 
+  it('answers a probe whose pipes a grandchild holds open at its deadline, and one that cannot start', async () => {
+    const { spawnProbe } = await import('../dist/runtime/exec/containment/rungs.js');
+    // The shell's child keeps its stderr open past the shell's own end; it says its pid first.
+    const held = await spawnProbe(
+      { file: '/bin/sh', args: ['-c', 'sleep 20 & echo $! >&2; exec sleep 20'], stdout: true, stderr: true },
+      300,
+    );
+    const grandchild = Number(held.stderr.trim());
+    try {
+      expect(held.status).toBeNull();
+      expect(held.error?.message).toBe('the probe timed out');
+    } finally {
+      if (grandchild > 0) process.kill(grandchild, 'SIGKILL');
+    }
+    // Refused before any process is made (a NUL in an argument): not started, not thrown.
+    const refused = await spawnProbe({ file: '/bin/true', args: ['a\0b'], stdout: false, stderr: false });
+    expect(refused.status).toBeNull();
+    expect(refused.error).toBeInstanceOf(Error);
+    const missing = await spawnProbe({ file: '/nonexistent/probe', args: [], stdout: false, stderr: true });
+    expect(missing).toMatchObject({ status: null, error: expect.objectContaining({ code: 'ENOENT' }) });
+  });
+
   it('finds the same rungs without holding the thread still while its probes run', () => {
     const blocking = probedIn('hostRungs()');
     const awaited = probedIn('await probeHostRungs()');

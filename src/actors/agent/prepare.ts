@@ -86,15 +86,18 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   const spec = restored.spec as RunSpecData;
   agent.seq = restored.seq;
   // What only a workspace run needs is loaded only for one; the sandbox's probes (spawns,
-  // once a thread) run while it loads rather than after, holding the thread still.
+  // once a thread) run while it loads rather than after, holding the thread still. An
+  // executor handed in makes no sandbox, so nothing is probed for it.
   const kit = spec.contract
     ? (
         await Promise.all([
           import('./workspace-kit.js'),
-          // A probe that throws throws again where the executor asks for the rungs, as it always did.
-          import('../../runtime/exec/containment/rungs.js')
-            .then((rungs) => rungs.probeHostRungs())
-            .catch(() => undefined),
+          agent.ports.executor
+            ? null
+            : // A probe that throws throws again where the executor asks for the rungs, as it always did.
+              import('../../runtime/exec/containment/rungs.js')
+                .then((rungs) => rungs.probeHostRungs())
+                .catch(() => undefined),
         ])
       )[0]
     : null;

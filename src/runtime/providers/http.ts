@@ -97,7 +97,7 @@ function agent(): Agent {
  * loaded, not the package's index, which requires every dispatcher, mock, cache and
  * interceptor undici has (63 ms of a thread's start against 23 here); the transport uses
  * nothing but `Agent.dispatch`. undici is pinned to one version, and the file is checked
- * to be the package's own `Agent` (test/http-client.test.ts).
+ * to be the package's own `Agent` (test/lazy-imports.test.ts).
  */
 export function loadHttpClient(): { Agent: typeof Agent } {
   return { Agent: createRequire(import.meta.url)('undici/lib/dispatcher/agent.js') as typeof Agent };

@@ -115,7 +115,7 @@ export function probeHostRungs(): Promise<HostRungs> {
 }
 
 /** One spawn a probe makes: its stderr read when `stderr`, its stdout read when `stdout`. */
-interface ProbeSpawn {
+export interface ProbeSpawn {
   file: string;
   args: string[];
   stdout: boolean;
@@ -123,7 +123,7 @@ interface ProbeSpawn {
 }
 
 /** What came of a probe's spawn. */
-interface ProbeResult {
+export interface ProbeResult {
   status: number | null;
   stderr: string;
   error?: Error;
@@ -154,24 +154,50 @@ async function probeAsync(steps: Generator<ProbeSpawn, HostRungs, ProbeResult>):
   return step.value;
 }
 
-/** A probe's spawn, awaited: its exit status (null when it did not start or was killed), and its stderr. */
-function spawnProbe({ file, args, stdout, stderr }: ProbeSpawn): Promise<ProbeResult> {
+/**
+ * A probe's spawn, awaited, answered as `spawnSync` answers it: its exit status (null when
+ * it did not start or was killed), its stderr, and the error that kept it from starting.
+ * Past the deadline the child is killed and its pipes closed, so a grandchild holding
+ * them open cannot keep the answer back; the answer is given once.
+ */
+export function spawnProbe(
+  { file, args, stdout, stderr }: ProbeSpawn,
+  timeoutMs: number = PROBE_TIMEOUT_MS,
+): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const errors: Buffer[] = [];
     let failed: Error | undefined;
-    const child = spawn(file, args, {
-      stdio: ['ignore', stdout ? 'pipe' : 'ignore', stderr ? 'pipe' : 'ignore'],
-      timeout: PROBE_TIMEOUT_MS,
-    });
+    let answered = false;
+    let deadline: NodeJS.Timeout | undefined;
+    const answer = (result: ProbeResult) => {
+      if (answered) return;
+      answered = true;
+      clearTimeout(deadline);
+      resolve(result);
+    };
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(file, args, { stdio: ['ignore', stdout ? 'pipe' : 'ignore', stderr ? 'pipe' : 'ignore'] });
+    } catch (error) {
+      // Refused before any process was made (an argument list too long, say): not started.
+      answer({ status: null, stderr: '', error: error as Error });
+      return;
+    }
+    deadline = setTimeout(() => {
+      child.kill('SIGKILL');
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      answer({ status: null, stderr: Buffer.concat(errors).toString(), error: new Error('the probe timed out') });
+    }, timeoutMs);
     child.stdout?.resume();
     child.stderr?.on('data', (chunk: Buffer) => errors.push(chunk));
     child.on('error', (error) => {
       failed = error;
       // A spawn that never started has no close to wait for.
-      if (child.pid === undefined) resolve({ status: null, stderr: '', error });
+      if (child.pid === undefined) answer({ status: null, stderr: '', error });
     });
     child.on('close', (code) =>
-      resolve({ status: code, stderr: Buffer.concat(errors).toString(), ...(failed ? { error: failed } : {}) }),
+      answer({ status: code, stderr: Buffer.concat(errors).toString(), ...(failed ? { error: failed } : {}) }),
     );
   });
 }
