@@ -39,6 +39,13 @@ function undiciFilesAfter(script: string): string[] {
     .filter((file): file is string => file !== undefined);
 }
 
+/** One model call made here (to a port nobody listens on: it fails to connect, as it should). */
+const MODEL_CALL = `
+      const provider = await lib.loadProvider(lib.OpenAI.create({ model: 'm', baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', retry: { maxAttempts: 1 } }));
+      await provider.complete({ system: 's', transcript: [{ role: 'user', text: 'hi' }], tools: [], metadata: { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 } }).catch((error) => {
+        if (error.kind !== 'connection') throw error;
+      });`;
+
 describe('importing the library', () => {
   it('loads neither undici nor ajv until something needs them', () => {
     const loaded = packagesAfter('');
@@ -53,20 +60,12 @@ describe('importing the library', () => {
       lib.tool({ name: 't', description: 'd', parameters: { type: 'object', properties: {} }, execute: () => 'ok' });`);
     expect(withTool).toContain('ajv');
     expect(withTool).not.toContain('undici');
-    const withCall = packagesAfter(`
-      const provider = await lib.loadProvider(lib.OpenAI.create({ model: 'm', baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', retry: { maxAttempts: 1 } }));
-      await provider.complete({ system: 's', transcript: [{ role: 'user', text: 'hi' }], tools: [], metadata: { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 } }).catch((error) => {
-        if (error.kind !== 'connection') throw error;
-      });`);
+    const withCall = packagesAfter(MODEL_CALL);
     expect(withCall).toContain('undici');
   });
 
   it("loads undici's keep-alive agent for a model call, not its index with every dispatcher and mock", async () => {
-    const files = undiciFilesAfter(`
-      const provider = await lib.loadProvider(lib.OpenAI.create({ model: 'm', baseUrl: 'http://127.0.0.1:9/v1', apiKey: 'k', retry: { maxAttempts: 1 } }));
-      await provider.complete({ system: 's', transcript: [{ role: 'user', text: 'hi' }], tools: [], metadata: { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 } }).catch((error) => {
-        if (error.kind !== 'connection') throw error;
-      });`);
+    const files = undiciFilesAfter(MODEL_CALL);
     expect(files).toContain('lib/dispatcher/agent.js');
     expect(files).not.toContain('index.js');
     expect(files.filter((file) => file.startsWith('lib/mock/') || file.startsWith('lib/cache/'))).toEqual([]);
