@@ -172,7 +172,15 @@ describe("the embedder's tools", () => {
     const { BUILT_IN_TOOL_NAMES } = await import('../dist/runtime/tools/names.js');
     const { registryFor } = await import('../dist/runtime/tools/registry.js');
     const { workspaceTools } = await import('../dist/runtime/tools/families/workspace.js');
-    const everything = { planGate: true, skills: true, tiers: true, memory: true, git: true, workspaceTools };
+    const everything = {
+      planGate: true,
+      skills: true,
+      tiers: true,
+      memory: true,
+      git: true,
+      lsp: true,
+      workspaceTools,
+    };
     const declared = new Set(
       (['workspace', 'file'] as const).flatMap((mode) =>
         registryFor({ mode, ...everything })

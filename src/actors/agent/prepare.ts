@@ -206,6 +206,7 @@ function equip(
     tiers: contract?.toolTiers === true,
     memory: contract?.memory !== undefined,
     git: contract?.git === true,
+    lsp: (contract?.lsp?.length ?? 0) > 0,
   });
   agent.equip({
     run,

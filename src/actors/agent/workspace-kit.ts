@@ -9,10 +9,12 @@
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
-import { containmentLine } from '../../runtime/exec/containment/contained.js';
+import { type ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
+import { RunLanguageServers, serverPolicy } from '../../runtime/lsp/run-servers.js';
 import type { Policy } from '../../runtime/policy/policy.js';
+import { deniesReads } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
 import { GIT_MISSING, gitProgram } from '../../runtime/tools/families/git.js';
 import { workspaceTools } from '../../runtime/tools/families/workspace.js';
@@ -31,6 +33,7 @@ export function openWorkspace(
   if (contract.git && gitProgram() === null) return GIT_MISSING;
   let executor = agent.ports.executor ?? null;
   let gitExecutor: (() => Executor) | undefined;
+  let serversExecutor: (() => ContainedExecutor) | undefined;
   if (!executor) {
     try {
       const egress = egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event));
@@ -38,6 +41,10 @@ export function openWorkspace(
       // The git tools' own: the same containment, the repository writable (their argv is fixed).
       if (contract.git)
         gitExecutor = () => executorFor({ purpose: 'run', contract, policy, egress, repository: 'writable' });
+      // The language servers' own: the same containment, with what the policy asks about reading hidden too.
+      if (contract.lsp && contract.lsp.length > 0)
+        serversExecutor = () =>
+          executorFor({ purpose: 'run', contract, policy: policy ? serverPolicy(policy) : null, egress });
     } catch (error) {
       if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
       // Asked for by name and not to be had: refused before the first step, never run with less.
@@ -45,7 +52,46 @@ export function openWorkspace(
     }
   }
   const secrets = contractSecrets(contract, provider);
-  return { executor, workspace: new WorkspaceSession(contract, policy as Policy, secrets, executor, gitExecutor) };
+  const workspace = new WorkspaceSession(contract, policy as Policy, secrets, executor, gitExecutor);
+  if (contract.lsp && contract.lsp.length > 0)
+    workspace.lsp = languageServers(contract, workspace, policy, serversExecutor ?? null);
+  return { executor, workspace };
+}
+
+/**
+ * The run's language servers, on an executor of their own that hides from them what the
+ * policy does not let the model read outright. None can start where that cannot be hidden
+ * (a rung that hides no path, while the policy denies or asks about some reads), or where
+ * the run's executor was handed in (nothing to wrap a long-lived server with).
+ */
+function languageServers(
+  contract: ContractData,
+  workspace: WorkspaceSession,
+  policy: Policy | null,
+  makeExecutor: (() => ContainedExecutor) | null,
+): RunLanguageServers {
+  const servers = contract.lsp ?? [];
+  const refused = (why: string) => new RunLanguageServers(servers, contract.root, null, why);
+  if (!makeExecutor)
+    return refused(
+      "this run's executor was handed in, and a language server cannot be started under it; run without ports.executor to use withLsp().",
+    );
+  const executor = makeExecutor();
+  const hidden = policy ? deniesReads(serverPolicy(policy)) : false;
+  const reads = executor.contained?.()?.reads ?? 'not established';
+  if (hidden && reads !== 'enforced') {
+    void executor.close?.();
+    return refused(
+      `the language servers cannot be started: the policy keeps some files from being read, and this run's containment cannot hide them from a server (reads ${reads} on the ${executor.contained?.()?.rung ?? 'floor'} rung), which could then tell their contents in its answers. Run where bubblewrap or the Landlock helper is available, or without deny and ask rules for reads.`,
+    );
+  }
+  return new RunLanguageServers(
+    servers,
+    contract.root,
+    (argv) => executor.wrapCommand(argv, contract.root, workspace.commandEnv),
+    null,
+    executor,
+  );
 }
 
 export { containmentLine, guidanceBlock, workspaceTools };

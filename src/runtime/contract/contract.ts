@@ -20,6 +20,7 @@ import {
 } from '../exec/containment/boundary.js';
 import { RUNGS, type RungName } from '../exec/containment/rungs.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
+import { checkLspServers, type LspServerData, type LspServerOptions } from '../lsp/servers.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
@@ -120,6 +121,8 @@ export interface ContractData {
   toolTiers?: boolean;
   /** The git tools are offered (see {@link TaskContract.withGit}). */
   git?: boolean;
+  /** Language servers whose questions are offered as tools (see {@link TaskContract.withLsp}). */
+  lsp?: LspServerData[];
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
@@ -263,6 +266,7 @@ export class TaskContract<Output = unknown> {
     if (data.planGate) contract = contract.withPlanGate();
     if (data.toolTiers) contract = contract.withToolTiers();
     if (data.git) contract = contract.withGit();
+    if (data.lsp && data.lsp.length > 0) contract = contract.withLsp(data.lsp);
     if (data.context) contract = contract.withContext(data.context);
     if (data.memory) contract = contract.withMemory(data.memory);
     if (data.escalation) {
@@ -539,6 +543,28 @@ export class TaskContract<Output = unknown> {
         'withGit() needs a workspace contract (TaskContract.workspace); a single-file run has no repository to commit to.',
       );
     return this.#with({ git: true });
+  }
+
+  /**
+   * Offers what a language server answers as five tools: `lsp_definition`, `lsp_references`,
+   * `lsp_symbols`, `lsp_hover`, `lsp_rename` (patches for `patch_file`; it changes nothing).
+   * Each server is a program and the extensions it answers for, started once per run under
+   * the run's containment after an exec check, with what the model may not read hidden from
+   * it. Off by default: a run without it has the same tools and requests. See docs/guides/lsp.md.
+   *
+   * @example
+   * TaskContract.workspace('rename the parser', repo).withLsp({
+   *   command: 'typescript-language-server',
+   *   args: ['--stdio'],
+   *   extensions: ['.ts', '.tsx'],
+   * });
+   */
+  withLsp(servers: LspServerOptions | readonly LspServerOptions[]): TaskContract<Output> {
+    if (this.#data.mode !== 'workspace')
+      throw new InvalidArgumentError(
+        'withLsp() needs a workspace contract (TaskContract.workspace): a language server reads a project, not one file.',
+      );
+    return this.#with({ lsp: checkLspServers(Array.isArray(servers) ? servers : [servers]) });
   }
 
   /**

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { InvalidArgumentError, shownValue } from '../../errors.js';
 import { oneOf, plainObject, problemsOf, quotedKeys, strings, text, wholeNumber } from '../edges.js';
+import type { LspServerData } from '../lsp/servers.js';
 import type { ProviderSpec } from '../provider.js';
 import { type ContractInput, TaskContract, Verification } from './contract.js';
 
@@ -79,6 +80,13 @@ const contractSchema = z.strictObject({
   git: z
     .custom<boolean>((value) => typeof value === 'boolean', {
       error: (issue) => `git must be true or false, got ${shownValue(issue.input)}`,
+    })
+    .optional(),
+  // Checked server by server by withLsp.
+  lsp: z
+    .custom<LspServerData[]>((value) => Array.isArray(value), {
+      error: (issue) =>
+        `lsp must be a list of servers like [{ "command": ["typescript-language-server", "--stdio"], "extensions": [".ts"] }], got ${shownValue(issue.input)}`,
     })
     .optional(),
   // Checked again, option by option, by withContext and withMemory.

@@ -177,12 +177,17 @@ export interface RegistryOptions {
   memory?: boolean;
   /** The contract asks for the git tools (`withGit()`). */
   git?: boolean;
+  /** The contract names language servers (`withLsp()`): their five tools are offered. */
+  lsp?: boolean;
   /**
    * The workspace's tools for a `workspace` or `file` run (./families/workspace.ts's
    * `workspaceTools`), handed in by whoever has loaded them: a thread that hosts only
    * runs without a workspace never loads the file tools, the commands or their policy.
    */
-  workspaceTools?: (mode: 'workspace' | 'file', options?: { git?: boolean }) => readonly Tool<AgentCall>[];
+  workspaceTools?: (
+    mode: 'workspace' | 'file',
+    options?: { git?: boolean; lsp?: boolean },
+  ) => readonly Tool<AgentCall>[];
 }
 
 /**
@@ -208,9 +213,10 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     tiers = false,
     memory = false,
     git = false,
+    lsp = false,
     workspaceTools,
   } = options;
-  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${lsp ? '+lsp' : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -221,7 +227,7 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     for (const tool of TREE_TOOLS) if (spawn || tool.name !== 'spawn_agent') registry.register(tool);
     if (mode !== 'agent') {
       if (!workspaceTools) throw new Error(`a ${mode} run's registry needs its workspace tools`);
-      for (const tool of workspaceTools(mode, { git })) registry.register(tool);
+      for (const tool of workspaceTools(mode, { git, lsp })) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);
     }
     if (skills) registry.register(READ_SKILL);

@@ -11,6 +11,7 @@ import type { EventData } from '../events.js';
 import type { Executor } from '../exec/executor.js';
 import type { Job } from '../exec/jobs.js';
 import { commandEnvironment } from '../exec/run-command.js';
+import type { RunLanguageServers } from '../lsp/run-servers.js';
 import type { Policy } from '../policy/policy.js';
 import type { ToolResult } from '../tools/tool.js';
 import { Workspace } from './files.js';
@@ -33,6 +34,8 @@ export class WorkspaceSession {
   #containmentNoted = false;
   readonly #makeGitExecutor: (() => Executor) | null;
   #gitExecutor: Executor | null = null;
+  /** The run's language servers (`withLsp`), ended with the session; null when the contract names none. */
+  lsp: RunLanguageServers | null = null;
 
   /**
    * What starts the git tools' commands (./tools/families/git.ts): contained as the run's
@@ -161,6 +164,7 @@ export class WorkspaceSession {
 
   /** Stops everything the run started with shell_start, with all they started: a run that ends leaves nothing behind. */
   async close(): Promise<void> {
+    await this.lsp?.close();
     for (const job of this.#jobs.values()) job.kill();
     await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));
     this.#jobs.clear();

@@ -12,6 +12,7 @@ import type { StepContext, Tool, ToolResult } from '../tool.js';
 import { COMMAND_TOOLS } from './commands.js';
 import { FILE_TOOLS } from './files.js';
 import { GIT_TOOLS } from './git.js';
+import { LSP_TOOLS } from './lsp.js';
 
 /**
  * How a workspace tool is declared: one entry of {@link FILE_TOOLS} or {@link COMMAND_TOOLS} is the whole of
@@ -47,13 +48,18 @@ export type WorkspaceToolName = keyof typeof WORKSPACE_TOOLS;
 
 /**
  * The workspace tools, as the registry takes them; single-file mode offers only the file
- * tools, and the git tools ({@link GIT_TOOLS}) come only with `git` (a contract's `withGit()`). A tool that acts waits while the run is planning; an early read starts only where
+ * tools, the git tools ({@link GIT_TOOLS}) come only with `git` (a contract's `withGit()`), and the
+ * language servers' ({@link LSP_TOOLS}) only with `lsp` (`withLsp()`). A tool that acts waits while the run is planning; an early read starts only where
  * the policy allows it outright.
  */
-export function workspaceTools(mode: 'workspace' | 'file', options: { git?: boolean } = {}): Tool<WorkspaceCall>[] {
+export function workspaceTools(
+  mode: 'workspace' | 'file',
+  options: { git?: boolean; lsp?: boolean } = {},
+): Tool<WorkspaceCall>[] {
   const declared: Record<string, WorkspaceToolDeclaration> = {
     ...WORKSPACE_TOOLS,
     ...(options.git && mode === 'workspace' ? GIT_TOOLS : {}),
+    ...(options.lsp && mode === 'workspace' ? LSP_TOOLS : {}),
   };
   return Object.entries(declared)
     .filter(([, tool]) => mode === 'workspace' || tool.singleFile === true)
