@@ -348,6 +348,36 @@ describe('io.toml over four scopes', () => {
     expect(config.explain('skills.roots[0]')).toMatchObject({ value: 'skills', scope: 'project' });
   });
 
+  it('takes language servers from the user file only, checked as withLsp checks them', () => {
+    const server =
+      '[[lsp]]\ncommand = ["typescript-language-server", "--stdio"]\nextensions = [".ts", ".tsx"]\ntimeout_secs = 20\n[lsp.initialization_options]\ntsserver = { useSyntaxServer = "never" }\n';
+    const { root, userFile } = fixture({ user: server });
+    const config = Config.discover(root, { userFile });
+    expect(config.contract('x').toJSON().lsp).toEqual([
+      {
+        command: ['typescript-language-server', '--stdio'],
+        extensions: ['.ts', '.tsx'],
+        initializationOptions: { tsserver: { useSyntaxServer: 'never' } },
+        timeoutSecs: 20,
+      },
+    ]);
+    // None named: the contract names none.
+    const none = fixture({ user: '' });
+    expect(Config.discover(none.root, { userFile: none.userFile }).contract('x').toJSON().lsp).toBeUndefined();
+    // A workspace file names no program to run.
+    for (const where of ['project', 'local'] as const) {
+      const refused = fixture({ [where]: server });
+      const error = thrownBy(() => Config.discover(refused.root, { userFile: refused.userFile }));
+      expect(error.code, where).toBe('CONFIG_REFUSED');
+      expect(error.message, where).toMatch(/lsp names a program to run/);
+    }
+    // A bad server is named by its file and line.
+    const bad = fixture({ user: '[[lsp]]\ncommand = ["tsls"]\nextensions = ["ts"]\n' });
+    const error = thrownBy(() => Config.discover(bad.root, { userFile: bad.userFile }));
+    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.message).toMatch(/io\.toml:1: lsp: .*"ts" is not an extension; write each with its dot/);
+  });
+
   it('names the file, the line and a fix for an unknown key, a wrong type and a syntax error; nothing is used', () => {
     const table: [string, string, RegExp, number][] = [
       ['a near miss', '[budget]\nsetps = 3\n', /:2: unknown key budget\.setps; did you mean budget\.steps\?/, 2],

@@ -30,6 +30,7 @@ import {
 } from '../runtime/contract/contract.js';
 import { DEFAULT_SANDBOX, type SandboxData } from '../runtime/exec/containment/boundary.js';
 import { keepFromCommands } from '../runtime/exec/containment/kept.js';
+import { checkLspServers, type LspServerData } from '../runtime/lsp/servers.js';
 import { type Policy, realTarget } from '../runtime/policy/policy.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 import type { SkillRoot } from '../runtime/skills.js';
@@ -38,7 +39,7 @@ import { type BundleBin, type BundleProblem, type LoadedBundle, loadBundle, type
 import { check, type Findings, redacted } from './check.js';
 import { emptyDirectory, readGuidance } from './guidance.js';
 import { type HookObserver, type HookSpec, hookObserver, hookSpecFrom } from './hooks.js';
-import { budgetOf, contextOf, mcpOf, memoryOf, policyOf, pricesOf, providerOf, sandboxOf } from './project.js';
+import { budgetOf, contextOf, lspOf, mcpOf, memoryOf, policyOf, pricesOf, providerOf, sandboxOf } from './project.js';
 import { normalKey, renameOld } from './renamed.js';
 import type { ConfigBody } from './schema.js';
 import { type ConfigScope, defaultUserFile, merge, type Origin, type ScopeFile, type ValueOrigin } from './scopes.js';
@@ -297,6 +298,7 @@ export class Config {
       const parts: [string, () => unknown][] = [
         ['policy', () => alone.policy()],
         ['mcp', () => alone.mcp()],
+        ['lsp', () => alone.lsp()],
         ...(['budget', 'context', 'memory', 'sandbox', 'toolchain'] as const).map(
           (section): [string, () => unknown] => [
             section,
@@ -590,6 +592,12 @@ export class Config {
     return this.#data.git !== undefined;
   }
 
+  /** The language servers (`[[lsp]]`, the user file's only), checked as `withLsp` checks them; empty when none is named. */
+  lsp(): LspServerData[] {
+    const servers = lspOf(this.#data);
+    return servers.length === 0 ? [] : checkLspServers(servers);
+  }
+
   /** A workspace contract for `goal` with this configuration's budget, context, memory, git, sandbox and toolchain. */
   contract(goal: string): TaskContract {
     this.#assertWhole('contract');
@@ -598,6 +606,7 @@ export class Config {
     const memory = this.memory();
     const sandbox = this.sandbox();
     const toolchain = this.toolchain();
+    const lsp = this.lsp();
     return TaskContract.from({
       goal,
       root: this.root,
@@ -605,6 +614,7 @@ export class Config {
       ...(context ? { context } : {}),
       ...(memory ? { memory } : {}),
       ...(this.git() ? { git: true } : {}),
+      ...(lsp.length > 0 ? { lsp } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
       ...(toolchain ? { toolchain } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),

@@ -9,6 +9,7 @@ import type { PriceTable } from '../runtime/budget.js';
 import type { ContextData } from '../runtime/context/assembler.js';
 import type { ContractBudget, MemoryData } from '../runtime/contract/contract.js';
 import type { SandboxCaps, SandboxData } from '../runtime/exec/containment/boundary.js';
+import type { LspServerOptions } from '../runtime/lsp/servers.js';
 import { Policy, type PolicyLayer } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
 import type { LoadedBundle } from './bundles.js';
@@ -129,6 +130,17 @@ export function memoryOf(data: Table): MemoryData | null {
     ...(section.share === undefined ? {} : { share: section.share }),
     ...(section.cap === undefined ? {} : { cap: section.cap }),
   };
+}
+
+/** `[[lsp]]`, as `withLsp` takes them, not yet checked. */
+export function lspOf(data: Table): LspServerOptions[] {
+  const list = (data.lsp ?? []) as NonNullable<ConfigBody['lsp']>;
+  return list.map((item) => ({
+    command: item.command,
+    extensions: item.extensions,
+    ...(item.initialization_options === undefined ? {} : { initializationOptions: item.initialization_options }),
+    ...(item.timeout_secs === undefined ? {} : { timeoutSecs: item.timeout_secs }),
+  }));
 }
 
 /** `[[mcp]]`, as `run({ mcp })` takes them, not yet checked. */

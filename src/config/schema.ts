@@ -141,6 +141,22 @@ const mcp = z
     message: 'an MCP server has a command (stdio) or a url (streamable HTTP), one of the two',
   });
 
+const lsp = z.strictObject({
+  command: z
+    .array(z.string().min(1))
+    .min(1)
+    .describe('The server’s argv, e.g. ["typescript-language-server", "--stdio"] (found on the run’s PATH).'),
+  extensions: z
+    .array(z.string().min(1))
+    .min(1)
+    .describe('The files it answers for, each with its dot: [".ts", ".tsx"].'),
+  initialization_options: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe('Handed to the server as its initializationOptions.'),
+  timeout_secs: z.number().positive().optional().describe('How long a question may take, in seconds (default 30).'),
+});
+
 const skills = z.strictObject({
   roots: z.array(z.string().min(1)).describe('Directories holding skills (a SKILL.md each).'),
 });
@@ -298,7 +314,13 @@ const sections = {
   memory: memory.optional().describe('Durable memory between runs (on when the section is present).'),
   git: git
     .optional()
-    .describe('The git tools: status, diff, log, add, commit, branch, worktree (on when the section is present).'),
+    .describe('The git tools: status, diff, log, add, commit, branch (on when the section is present).'),
+  lsp: z
+    .array(lsp)
+    .optional()
+    .describe(
+      'Language servers whose answers are offered as tools: definition, references, symbols, hover, rename ([[lsp]]). User file only.',
+    ),
   mcp: z.array(mcp).optional().describe('MCP servers whose tools the run is offered ([[mcp]]). User file only.'),
   skills: skills.optional().describe('Where skills are found.'),
   hook: z
@@ -339,7 +361,7 @@ export type ConfigFileData = z.infer<typeof fileSchema>;
 export type ConfigBody = z.infer<typeof body>;
 
 /** Sections the reference names that are not built yet: a clear error, not a silent shrug. */
-export const NOT_BUILT = ['browser', 'lsp', 'web'] as const;
+export const NOT_BUILT = ['browser', 'web'] as const;
 
 type Def = {
   type: string;

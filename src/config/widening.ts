@@ -22,6 +22,7 @@ export function widening(body: Table, prefix: string, refused: (key: string, why
   if (body.mcp !== undefined) refused(`${prefix}mcp`, 'names a program to run or an endpoint to dial');
   if (body.toolchain !== undefined) refused(`${prefix}toolchain`, 'names programs to run');
   if (body.hook !== undefined) refused(`${prefix}hook`, 'names a program to run or a file to write with the events');
+  if (body.lsp !== undefined) refused(`${prefix}lsp`, 'names a program to run');
   const policy = isTable(body.policy) ? body.policy : {};
   if (policy.base !== undefined && policy.base !== 'empty')
     refused(
