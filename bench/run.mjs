@@ -23,6 +23,7 @@ const benches = [
   ['retention', ['retention.mjs']],
   ['sessions', ['sessions.mjs']],
   ['mcp', ['mcp.mjs']],
+  ['lsp', ['lsp.mjs']],
   ['context', ['context.mjs']],
   ['context-growth', ['context-growth.mjs']],
   ['notes', ['notes.mjs']],
