@@ -156,6 +156,34 @@ describe('the language server tools', () => {
     expect(running(TSLS)).toBe(false);
   });
 
+  it('hide from the server what no rule lets be read, as they hide what a rule denies or asks about', {
+    timeout: 180_000,
+  }, async () => {
+    const root = project();
+    // Reads of src/ and the project's file only: review/ and secret/ are read by no rule.
+    const narrow = Policy.empty()
+      .layer('test')
+      .allowRead('src/**')
+      .allowRead('tsconfig.json')
+      .allowExec('<arbitrary code>*')
+      .allowExec('*');
+    const steps: Answer[] = [
+      { toolCalls: [{ name: 'lsp_hover', args: { path: 'src/use.ts', line: 3, column: 14 } }] },
+      { toolCalls: [{ name: 'lsp_references', args: { path: 'src/math.ts', line: 1, column: 17 } }] },
+      { text: 'done' },
+    ];
+    const store = await openStore();
+    const { provider } = await serve((call) => steps[assistantTurns(call)] as Answer);
+    const contract = TaskContract.workspace('navigate', root).withLsp(SERVER);
+    const result = await runWith(contract, provider, store, narrow);
+    const observations = store.steps(result.runId).flatMap((step) => step.observations.map((o) => o.content));
+    expect(result.outcome.kind, JSON.stringify(observations)).toBe('finished');
+    expect(observations[0]).toContain('copy');
+    expect(observations[0]).not.toContain('sk-live');
+    expect(observations[1]).toContain('src/main.ts:3:20');
+    expect(observations[1]).not.toMatch(/review|secret|withheld/);
+  });
+
   it('rename answers with patches that patch_file applies, after which the project still compiles', {
     timeout: 180_000,
   }, async () => {

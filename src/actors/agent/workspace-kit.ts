@@ -12,9 +12,8 @@ import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime
 import { type ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
-import { RunLanguageServers, serverPolicy } from '../../runtime/lsp/run-servers.js';
+import { keepsReadsBack, RunLanguageServers } from '../../runtime/lsp/run-servers.js';
 import type { Policy } from '../../runtime/policy/policy.js';
-import { deniesReads } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
 import { GIT_MISSING, gitProgram } from '../../runtime/tools/families/git.js';
 import { workspaceTools } from '../../runtime/tools/families/workspace.js';
@@ -41,10 +40,9 @@ export function openWorkspace(
       // The git tools' own: the same containment, the repository writable (their argv is fixed).
       if (contract.git)
         gitExecutor = () => executorFor({ purpose: 'run', contract, policy, egress, repository: 'writable' });
-      // The language servers' own: the same containment, with what the policy asks about reading hidden too.
+      // The language servers' own: the same containment, with every path the model may not read outright hidden.
       if (contract.lsp && contract.lsp.length > 0)
-        serversExecutor = () =>
-          executorFor({ purpose: 'run', contract, policy: policy ? serverPolicy(policy) : null, egress });
+        serversExecutor = () => executorFor({ purpose: 'run', contract, policy, egress, hideReads: 'unreadable' });
     } catch (error) {
       if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
       // Asked for by name and not to be had: refused before the first step, never run with less.
@@ -77,7 +75,7 @@ function languageServers(
       "this run's executor was handed in, and a language server cannot be started under it; run without ports.executor to use withLsp().",
     );
   const executor = makeExecutor();
-  const hidden = policy ? deniesReads(serverPolicy(policy)) : false;
+  const hidden = policy ? keepsReadsBack(policy, contract.root) : false;
   const reads = executor.contained?.()?.reads ?? 'not established';
   if (hidden && reads !== 'enforced') {
     void executor.close?.();

@@ -86,6 +86,8 @@ export class LspClient {
     // A closed pipe is the exit's to report.
     child.stdin?.on('error', () => undefined);
     await started;
+    // Stopped with the run while it was starting: close() has ended the process.
+    if (this.#closing) throw new LspUnavailable(`the language server ${this.name} was stopped with the run`);
     const connection = rpc.createMessageConnection(
       new rpc.StreamMessageReader(child.stdout as NodeJS.ReadableStream),
       new rpc.StreamMessageWriter(child.stdin as NodeJS.WritableStream),

@@ -3,31 +3,29 @@
  * at most once, at the first question for it, once that question's call has decided the
  * start as the command it is (see ../tools/families/lsp.ts). The servers run on an
  * executor of their own, which hides from them everything the policy does not let the
- * model read outright ({@link serverPolicy}): what a server can see, an answer can tell.
+ * model read outright ({@link keepsReadsBack}): what a server can see, an answer can tell.
  * Closed with the run's session: every server ended, then that executor.
  */
+
+import { PROBE_NAME } from '../exec/containment/masks.js';
 import type { Executor } from '../exec/executor.js';
-import { Policy } from '../policy/policy.js';
+import { FLOOR, type Policy } from '../policy/policy.js';
 import { LspClient, type LspLaunch } from './client.js';
 import { type LspServerData, serverIndexFor } from './servers.js';
 
 /**
- * The policy the servers' sandbox is drawn from: the run's, with every read it asks about
- * denied. A server's answers (a hover's type, a definition's line) can carry what it read,
- * and nobody is asked about a server's reads, so it is shown only what the model could
- * read without asking.
+ * Whether `policy` keeps any path from being read outright: a read rule that denies or
+ * asks, in any layer, or reads that no rule allows. Then a server may start only where its
+ * sandbox can hide those paths (its executor is made with `hideReads: 'unreadable'`): an
+ * answer can carry what a server read (a hover shows a constant's value), and nobody is
+ * asked about a server's reads.
  */
-export function serverPolicy(policy: Policy): Policy {
-  const data = policy.toJSON();
-  return Policy.from({
-    ...data,
-    layers: data.layers.map((layer) => ({
-      ...layer,
-      rules: layer.rules.map((rule) =>
-        rule.act === 'read' && rule.effect === 'ask' ? { ...rule, effect: 'deny' as const } : rule,
-      ),
-    })),
-  });
+export function keepsReadsBack(policy: Policy, root: string): boolean {
+  const rules = [FLOOR, ...policy.layers].flatMap((layer) => layer.rules);
+  return (
+    rules.some((rule) => rule.act === 'read' && rule.effect !== 'allow') ||
+    policy.decide({ kind: 'read', path: PROBE_NAME }, root).effect !== 'allow'
+  );
 }
 
 export class RunLanguageServers {

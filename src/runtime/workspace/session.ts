@@ -164,7 +164,8 @@ export class WorkspaceSession {
 
   /** Stops everything the run started with shell_start, with all they started: a run that ends leaves nothing behind. */
   async close(): Promise<void> {
-    await this.lsp?.close();
+    // The language servers' end never keeps the rest from ending.
+    await this.lsp?.close().catch(() => undefined);
     for (const job of this.#jobs.values()) job.kill();
     await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));
     this.#jobs.clear();

@@ -253,11 +253,19 @@ export function boundaryFor(options: {
    * and everything else protected, stay so.
    */
   repository?: 'protected' | 'writable';
+  /**
+   * `unreadable`: every path of the workspace the policy does not let be read outright is
+   * hidden (denied, asked about, or allowed by no rule), where `denied` hides what it denies
+   * in so many words. For a process whose output reaches the model with no read check of
+   * its own (a language server's answers).
+   */
+  hideReads?: 'denied' | 'unreadable';
 }): Boundary {
   const { sandbox, root, tmp, home } = options;
   const realRoot = real(root);
   const policy = options.policy ?? null;
-  const denies = policy !== null && deniesReads(policy);
+  const unreadable = policy !== null && options.hideReads === 'unreadable';
+  const denies = policy !== null && (unreadable || deniesReads(policy));
   const writable = [
     ...(sandbox.access === 'read-only' ? [] : [realRoot]),
     real(tmp),
@@ -270,7 +278,15 @@ export function boundaryFor(options: {
       ? { hardLinks: [], repositories: [], denied: [], complete: true }
       : scanWorkspace(realRoot, {
           links: sandbox.access !== 'read-only',
-          ...(denies ? { denied: (path: string) => readDeniedBy(policy as Policy, path) !== null } : {}),
+          ...(denies
+            ? {
+                denied: unreadable
+                  ? (path: string) => (policy as Policy).decide({ kind: 'read', path }, realRoot).effect !== 'allow'
+                  : (path: string) => readDeniedBy(policy as Policy, path) !== null,
+                // A directory not readable itself may hold files that are: hidden whole only when a name in it is not.
+                ...(unreadable ? { wholeByName: false } : {}),
+              }
+            : {}),
         });
   const kept = options.kept ?? [];
   const gitWritable = options.repository === 'writable';
@@ -414,10 +430,11 @@ export interface WorkspaceScan {
  */
 export function scanWorkspace(
   root: string,
-  options: { links?: boolean; denied?: (path: string) => boolean } = {},
+  options: { links?: boolean; denied?: (path: string) => boolean; wholeByName?: boolean } = {},
 ): WorkspaceScan {
   const links = options.links ?? true;
   const denied = options.denied;
+  const wholeByName = options.wholeByName ?? true;
   const scan: WorkspaceScan = { hardLinks: [], repositories: [], denied: [], complete: true };
   const stack = [root];
   let seen = 0;
@@ -444,7 +461,7 @@ export function scanWorkspace(
         if (scan.repositories.length > MAX_KEPT) return { ...scan, complete: false };
       } else if (entry.isDirectory()) {
         // A directory denied itself, or all of whose contents a rule denies: hidden whole, names too.
-        if (denied && (denied(relativePath) || denied(`${relativePath}/${PROBE_NAME}`))) {
+        if (denied && ((wholeByName && denied(relativePath)) || denied(`${relativePath}/${PROBE_NAME}`))) {
           if (!hide(path, true)) return { ...scan, complete: false };
         } else stack.push(path);
       } else if (entry.isFile()) {

@@ -407,9 +407,12 @@ export class ContainedExecutor implements Executor {
       lookup?: LookupAll;
       /** `writable`: the workspace's own `.git` is not protected (the git tools' executor; see boundaryFor). */
       repository?: 'protected' | 'writable';
+      /** `unreadable`: every workspace path the policy does not let be read outright is hidden (the language servers'; see boundaryFor). */
+      hideReads?: 'denied' | 'unreadable';
     },
   ) {
     this.#repository = options.repository ?? 'protected';
+    this.#hideReads = options.hideReads ?? 'denied';
     this.#base = base;
     this.#host = options.host ?? hostRungs();
     this.#sandbox = options.sandbox ?? DEFAULT_SANDBOX;
@@ -422,6 +425,7 @@ export class ContainedExecutor implements Executor {
 
   readonly #lookup: LookupAll | undefined;
   readonly #repository: 'protected' | 'writable';
+  readonly #hideReads: 'denied' | 'unreadable';
 
   /**
    * A listener of the run's egress proxy for one command, where its commands go through
@@ -525,6 +529,7 @@ export class ContainedExecutor implements Executor {
       policy: this.#policy,
       kept: [...keptPaths(), ...harnessBinaries(this.#host)],
       repository: this.#repository,
+      hideReads: this.#hideReads,
     });
     return this.#boundary;
   }

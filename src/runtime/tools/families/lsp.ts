@@ -201,8 +201,8 @@ async function question(
     };
   const file = { relative, absolute: resolved.absolute, text: current.content.toString('utf8') };
   try {
-    // A rename spans files: the server is told of every file it was sent as it is now first.
-    if (method === 'textDocument/rename') await client.refresh((absolute) => textOf(session, absolute));
+    // An answer can span files: the server is told of every file it was sent as it is now first.
+    await client.refresh((absolute) => textOf(session, absolute));
     const value = await client.ask<unknown>(method, file.absolute, file.text, params);
     const result = await answer(value, file);
     return result.content.length > MAX_ANSWER_CHARS
@@ -426,7 +426,8 @@ function offsetOf(text: string, starts: readonly number[], position: Position): 
   if (start === undefined) return null;
   const next = starts[line + 1];
   const end = next === undefined ? text.length : next - (text[next - 2] === '\r' && text[next - 1] === '\n' ? 2 : 1);
-  return start + character > end ? null : start + character;
+  // Past the line's end is its end, as the protocol says.
+  return Math.min(start + character, end);
 }
 
 /** `edits` applied to `text` (each on the text as it was), or null when one is outside it or two overlap. */
@@ -460,7 +461,10 @@ async function renamed(session: WorkspaceSession, call: StepContext, answer: unk
   };
   const byUri = new Map<string, TextEdit[]>();
   const operations: string[] = [];
-  for (const [uri, edits] of Object.entries(edit.changes ?? {})) byUri.set(uri, [...(byUri.get(uri) ?? []), ...edits]);
+  // documentChanges where the server sent them (this client says it takes them), else changes: never both.
+  if (!edit.documentChanges)
+    for (const [uri, edits] of Object.entries(edit.changes ?? {}))
+      byUri.set(uri, [...(byUri.get(uri) ?? []), ...edits]);
   for (const change of edit.documentChanges ?? []) {
     if ('textDocument' in change)
       byUri.set(change.textDocument.uri, [...(byUri.get(change.textDocument.uri) ?? []), ...change.edits]);
