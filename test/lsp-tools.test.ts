@@ -252,8 +252,24 @@ describe('the language server tools', () => {
   }, async () => {
     const root = project();
     const { tools } = await run(root, () => ({ text: 'done' }), TaskContract.workspace('navigate', root));
-    expect(tools.length).toBeGreaterThan(0);
-    expect(tools.filter((name) => name.startsWith('lsp_'))).toEqual([]);
+    // The catalogue of a workspace run that names none of the opt-in families, pinned.
+    expect([...tools].sort()).toEqual([
+      'ask_operator',
+      'edit_file',
+      'exec',
+      'find',
+      'grep',
+      'patch_file',
+      'read_file',
+      'read_messages',
+      'send_message',
+      'shell',
+      'shell_kill',
+      'shell_poll',
+      'shell_start',
+      'spawn_agent',
+      'write_file',
+    ]);
     expect(() => TaskContract.file('x', join(root, 'src/main.ts')).withLsp(SERVER)).toThrow(
       /needs a workspace contract/,
     );
