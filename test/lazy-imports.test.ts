@@ -15,13 +15,22 @@ import { tempWorkspace } from './support/workspace.js';
 
 const index = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
-/** The CommonJS files a fresh process has loaded after `script` (an ES module body, `lib` the library). */
+/** The files (CommonJS and ES modules) a fresh process has loaded after `script` (an ES module body, `lib` the library). */
 function filesAfter(script: string): string[] {
   const body = `
     import { createRequire } from 'node:module';
     const lib = await import(${JSON.stringify(index)});
     ${script}
-    console.log(JSON.stringify(Object.keys(createRequire(import.meta.url).cache)));`;
+    // Every script the process parsed, ES modules too (which no require cache lists), from its own debugger.
+    const { Session } = await import('node:inspector');
+    const { fileURLToPath } = await import('node:url');
+    const session = new Session();
+    session.connect();
+    const urls = [];
+    session.on('Debugger.scriptParsed', ({ params }) => urls.push(params.url));
+    await new Promise((resolve) => session.post('Debugger.enable', resolve));
+    const scripts = urls.filter((url) => url.startsWith('file:')).map((url) => fileURLToPath(url));
+    console.log(JSON.stringify([...new Set([...Object.keys(createRequire(import.meta.url).cache), ...scripts])]));`;
   const out = execFileSync(process.execPath, ['--input-type=module', '-e', body], { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1) as string) as string[];
 }
@@ -47,10 +56,27 @@ const MODEL_CALL = `
       });`;
 
 describe('importing the library', () => {
-  it('loads neither undici nor ajv until something needs them', () => {
+  it('loads neither undici nor ajv, nor the diff and TOML parsers, until something needs them', () => {
     const loaded = packagesAfter('');
     expect(loaded).not.toContain('undici');
     expect(loaded).not.toContain('ajv');
+    expect(loaded).not.toContain('diff');
+    expect(loaded).not.toContain('smol-toml');
+    // Each is there once it is wanted: a configuration read, a patch shown.
+    const used = packagesAfter(`
+      const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+      const { join } = await import('node:path');
+      const { tmpdir } = await import('node:os');
+      const dir = mkdtempSync(join(tmpdir(), 'io-harness-lazy-'));
+      writeFileSync(join(dir, 'io.toml'), '[budget]\\nsteps = 3\\n');
+      const home = mkdtempSync(join(tmpdir(), 'io-harness-lazy-home-'));
+      lib.Config.discover(dir, { userFile: join(home, 'io.toml') });
+      rmSync(home, { recursive: true, force: true });
+      const { unifiedDiff } = await import(${JSON.stringify(fileURLToPath(new URL('../dist/runtime/workspace/diffs.js', import.meta.url)))});
+      unifiedDiff('a.txt', 'a\\n', 'b\\n');
+      rmSync(dir, { recursive: true, force: true });`);
+    expect(used).toContain('smol-toml');
+    expect(used).toContain('diff');
     // What the main thread does need is there.
     expect(loaded).toContain('better-sqlite3');
   });

@@ -6,7 +6,16 @@
  * is named by the line of the nearest key above it that it did place.
  */
 import { lstatSync } from 'node:fs';
-import { parse, TomlError } from 'smol-toml';
+import { createRequire } from 'node:module';
+
+type SmolToml = typeof import('smol-toml');
+let toml: SmolToml | undefined;
+/** smol-toml, required on the first file read (its CommonJS build): a program that never reads a configuration never loads it. */
+function tomlLib(): SmolToml {
+  toml ??= createRequire(import.meta.url)('smol-toml') as SmolToml;
+  return toml;
+}
+
 import { ConfigError, ErrorCode } from '../errors.js';
 import { readBounded } from '../runtime/read-bounded.js';
 
@@ -71,9 +80,9 @@ export function readToml(file: string, options: { noLinks?: boolean } = {}): Par
 export function parseToml(text: string, file: string): ParsedFile {
   let data: Record<string, unknown>;
   try {
-    data = parse(text) as Record<string, unknown>;
+    data = tomlLib().parse(text) as Record<string, unknown>;
   } catch (error) {
-    if (error instanceof TomlError) {
+    if (error instanceof tomlLib().TomlError) {
       const first = error.message.split('\n')[0] ?? 'invalid TOML';
       throw new ConfigError(
         ErrorCode.ConfigInvalid,

@@ -7,10 +7,11 @@
  * harness's configuration) are refused here, on that resolved path and as written.
  */
 import { relative, resolve as resolvePath, sep } from 'node:path';
-import { parsePatch, type StructuredPatch } from 'diff';
+import type { StructuredPatch } from 'diff';
 import type { ToolResult } from '../tools/tool.js';
 import { binaryRefusal, error, hardLinkRefusal, refusal, refusedResult } from './answers.js';
 import { lookBeneath, refuseProtected } from './beneath.js';
+import { diffLib } from './diff-lib.js';
 import { applyHunks, DEV_NULL, diffStat, message, quote, recountHunks, unifiedDiff } from './diffs.js';
 import { MAX_WRITE_BYTES } from './limits.js';
 import { locate, type WorkspaceScope } from './paths.js';
@@ -112,13 +113,13 @@ export function planPatch(scope: WorkspaceScope, args: PatchArgs): Planned {
 
   let patches: StructuredPatch[];
   try {
-    patches = parsePatch(args.patch);
+    patches = diffLib().parsePatch(args.patch);
   } catch (first) {
     try {
       // Only miscounted hunks are forgiven; any other malformation is reported as sent.
       const recounted = recountHunks(args.patch);
       if (recounted === null) throw first;
-      patches = parsePatch(recounted);
+      patches = diffLib().parsePatch(recounted);
     } catch {
       return fail(
         `it is not a unified diff (${message(first)}). Send hunks that start with "@@ -a,b +c,d @@" followed by lines that begin with " ", "-" or "+".`,

@@ -6,15 +6,8 @@
  * every hunk fits or nothing is written, and the one that does not fit is named by
  * its number and its `@@ ... @@` header so the model can fix that hunk.
  */
-import {
-  applyPatch,
-  createTwoFilesPatch,
-  FILE_HEADERS_ONLY,
-  parsePatch,
-  reversePatch,
-  type StructuredPatch,
-  type StructuredPatchHunk,
-} from 'diff';
+import type { StructuredPatch, StructuredPatchHunk } from 'diff';
+import { diffLib } from './diff-lib.js';
 
 /** The name a unified diff gives a side that does not exist. */
 export const DEV_NULL = '/dev/null';
@@ -25,14 +18,14 @@ export const DEV_NULL = '/dev/null';
  * kept as they are, so a CRLF file's diff carries its `\r`s and reverses exactly.
  */
 export function unifiedDiff(path: string, before: string | null, after: string | null): string {
-  return createTwoFilesPatch(
+  return diffLib().createTwoFilesPatch(
     before === null ? DEV_NULL : `a/${path}`,
     after === null ? DEV_NULL : `b/${path}`,
     before ?? '',
     after ?? '',
     undefined,
     undefined,
-    { headerOptions: FILE_HEADERS_ONLY },
+    { headerOptions: diffLib().FILE_HEADERS_ONLY },
   );
 }
 
@@ -42,7 +35,7 @@ export function diffStat(diff: string): { added: number; removed: number } {
   let removed = 0;
   let patches: StructuredPatch[];
   try {
-    patches = parsePatch(diff);
+    patches = diffLib().parsePatch(diff);
   } catch {
     return { added, removed };
   }
@@ -84,12 +77,12 @@ export function applyHunks(
   autoConvertLineEndings: boolean,
 ): { ok: true; content: string } | HunkFailure {
   const options = { fuzzFactor: 0, autoConvertLineEndings };
-  const whole = applyPatch(source, patch, options);
+  const whole = diffLib().applyPatch(source, patch, options);
   if (whole !== false) return { ok: true, content: whole };
   const count = patch.hunks.length;
   let failed = count;
   for (let k = 1; k < count; k++) {
-    if (applyPatch(source, { ...patch, hunks: patch.hunks.slice(0, k) }, options) === false) {
+    if (diffLib().applyPatch(source, { ...patch, hunks: patch.hunks.slice(0, k) }, options) === false) {
       failed = k;
       break;
     }
@@ -130,7 +123,7 @@ export function reverseApply(
 ): { ok: true; content: string | null } | { ok: false; hunk: number; header: string; reason: string } {
   let patches: StructuredPatch[];
   try {
-    patches = parsePatch(diff);
+    patches = diffLib().parsePatch(diff);
   } catch (error) {
     return { ok: false, hunk: 0, header: '', reason: `the recorded diff cannot be parsed: ${message(error)}` };
   }
@@ -146,7 +139,7 @@ export function reverseApply(
   };
   if (deleted) {
     if (current !== null) return { ok: false, hunk: 0, header: '', reason: 'the file was deleted but exists again' };
-    const restored = applyHunks('', reversePatch(patch), false);
+    const restored = applyHunks('', diffLib().reversePatch(patch), false);
     if (!restored.ok) return { ok: false, hunk: restored.hunk, header: header(restored.hunk), reason: restored.reason };
     return { ok: true, content: restored.content };
   }
@@ -158,7 +151,7 @@ export function reverseApply(
       reason: `the file was ${created ? 'created' : 'changed'} but no longer exists`,
     };
   }
-  const reversed = applyHunks(current, reversePatch(patch), false);
+  const reversed = applyHunks(current, diffLib().reversePatch(patch), false);
   if (!reversed.ok) return { ok: false, hunk: reversed.hunk, header: header(reversed.hunk), reason: reversed.reason };
   if (created) {
     if (reversed.content !== '') {
