@@ -68,13 +68,16 @@ describe('importing the library', () => {
       const { join } = await import('node:path');
       const { tmpdir } = await import('node:os');
       const dir = mkdtempSync(join(tmpdir(), 'io-harness-lazy-'));
-      writeFileSync(join(dir, 'io.toml'), '[budget]\\nsteps = 3\\n');
       const home = mkdtempSync(join(tmpdir(), 'io-harness-lazy-home-'));
-      lib.Config.discover(dir, { userFile: join(home, 'io.toml') });
-      rmSync(home, { recursive: true, force: true });
-      const { unifiedDiff } = await import(${JSON.stringify(fileURLToPath(new URL('../dist/runtime/workspace/diffs.js', import.meta.url)))});
-      unifiedDiff('a.txt', 'a\\n', 'b\\n');
-      rmSync(dir, { recursive: true, force: true });`);
+      try {
+        writeFileSync(join(dir, 'io.toml'), '[budget]\\nsteps = 3\\n');
+        lib.Config.discover(dir, { userFile: join(home, 'io.toml') });
+        const { unifiedDiff } = await import(${JSON.stringify(fileURLToPath(new URL('../dist/runtime/workspace/diffs.js', import.meta.url)))});
+        unifiedDiff('a.txt', 'a\\n', 'b\\n');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        rmSync(home, { recursive: true, force: true });
+      }`);
     expect(used).toContain('smol-toml');
     expect(used).toContain('diff');
     // What the main thread does need is there.
