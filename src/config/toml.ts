@@ -6,18 +6,12 @@
  * is named by the line of the nearest key above it that it did place.
  */
 import { lstatSync } from 'node:fs';
-import { createRequire } from 'node:module';
-
-type SmolToml = typeof import('smol-toml');
-let toml: SmolToml | undefined;
-/** smol-toml, required on the first file read (its CommonJS build): a program that never reads a configuration never loads it. */
-function tomlLib(): SmolToml {
-  toml ??= createRequire(import.meta.url)('smol-toml') as SmolToml;
-  return toml;
-}
-
 import { ConfigError, ErrorCode } from '../errors.js';
+import { requiredOnFirstUse } from '../runtime/lazy-require.js';
 import { readBounded } from '../runtime/read-bounded.js';
+
+/** smol-toml, required on the first file read: a program that never reads a configuration never loads it. */
+const tomlLib = requiredOnFirstUse<typeof import('smol-toml')>('smol-toml');
 
 /** Where a key was set: the file and the line. */
 export interface Origin {

@@ -16,17 +16,11 @@
  * `re2js` is loaded on first use: agent threads load this module with the contract, and
  * most runs never compile a pattern.
  */
-import { createRequire } from 'node:module';
 import type { RE2JS as RE2JSClass } from 're2js';
+import { requiredOnFirstUse } from './lazy-require.js';
 
-type RE2JSStatic = typeof RE2JSClass;
-
-let engine: RE2JSStatic | undefined;
-
-function re2(): RE2JSStatic {
-  engine ??= (createRequire(import.meta.url)('re2js') as { RE2JS: RE2JSStatic }).RE2JS;
-  return engine;
-}
+const re2js = requiredOnFirstUse<{ RE2JS: typeof RE2JSClass }>('re2js');
+const re2 = () => re2js().RE2JS;
 
 /** A pattern the linear-time engine cannot run, and why; callers say whose pattern it was. */
 export class LinearPatternError extends Error {

@@ -58,9 +58,10 @@ export function openWorkspace(
 
 /**
  * The run's language servers, on an executor of their own that hides from them what the
- * policy does not let the model read outright. None can start where that cannot be hidden
- * (a rung that hides no path, while the policy denies or asks about some reads), or where
- * the run's executor was handed in (nothing to wrap a long-lived server with).
+ * policy does not let the model read outright, made at the first question (the workspace
+ * walked for what to hide then, not as every such run opens). None can start where that
+ * cannot be hidden (a rung that hides no path, while the policy keeps some reads back), or
+ * where the run's executor was handed in (nothing to wrap a long-lived server with).
  */
 function languageServers(
   contract: ContractData,
@@ -68,28 +69,18 @@ function languageServers(
   policy: Policy | null,
   makeExecutor: (() => ContainedExecutor) | null,
 ): RunLanguageServers {
-  const servers = contract.lsp ?? [];
-  const refused = (why: string) => new RunLanguageServers(servers, contract.root, null, why);
-  if (!makeExecutor)
-    return refused(
-      "this run's executor was handed in, and a language server cannot be started under it; run without ports.executor to use withLsp().",
-    );
-  const executor = makeExecutor();
-  const hidden = policy ? keepsReadsBack(policy, contract.root) : false;
-  const reads = executor.contained?.()?.reads ?? 'not established';
-  if (hidden && reads !== 'enforced') {
-    void executor.close?.();
-    return refused(
-      `the language servers cannot be started: the policy keeps some files from being read, and this run's containment cannot hide them from a server (reads ${reads} on the ${executor.contained?.()?.rung ?? 'floor'} rung), which could then tell their contents in its answers. Run where bubblewrap or the Landlock helper is available, or without deny and ask rules for reads.`,
-    );
-  }
-  return new RunLanguageServers(
-    servers,
-    contract.root,
-    (argv) => executor.wrapCommand(argv, contract.root, workspace.commandEnv),
-    null,
-    executor,
-  );
+  return new RunLanguageServers(contract.lsp ?? [], contract.root, () => {
+    if (!makeExecutor)
+      return "this run's executor was handed in, and a language server cannot be started under it; run without ports.executor to use withLsp().";
+    const executor = makeExecutor();
+    const report = executor.contained?.();
+    const reads = report?.reads ?? 'not established';
+    if (policy && keepsReadsBack(policy, contract.root) && reads !== 'enforced') {
+      void executor.close?.();
+      return `the language servers cannot be started: the policy keeps some files from being read, and this run's containment cannot hide them from a server (reads ${reads} on the ${report?.rung ?? 'floor'} rung), which could then tell their contents in its answers. Run where bubblewrap or the Landlock helper is available, or without deny and ask rules for reads.`;
+    }
+    return { executor, launch: (argv) => executor.wrapCommand(argv, contract.root, workspace.commandEnv) };
+  });
 }
 
 export { containmentLine, guidanceBlock, workspaceTools };

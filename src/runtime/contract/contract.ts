@@ -23,6 +23,7 @@ import { VARIABLE_NAME } from '../exec/run-command.js';
 import { checkLspServers, type LspServerData, type LspServerOptions } from '../lsp/servers.js';
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
+import { WORKSPACE_TOOL_NAMES } from '../tools/names.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
 import { checkContext, checkMemory } from './options.js';
 import { OutputSchema, type ZodOutput, type ZodOutputLike } from './output-schema.js';
@@ -31,25 +32,7 @@ import type { VerificationData } from './verification.js';
 export type { VerificationData } from './verification.js';
 export { Verification } from './verification.js';
 
-/** The tools a workspace run can be offered, by name. */
-export const WORKSPACE_TOOL_NAMES = [
-  'ask_operator',
-  'edit_file',
-  'exec',
-  'find',
-  'grep',
-  'patch_file',
-  'read_file',
-  'read_messages',
-  'send_message',
-  'shell',
-  'shell_kill',
-  'shell_poll',
-  'shell_start',
-  'spawn_agent',
-  'submit_plan',
-  'write_file',
-] as const;
+export { WORKSPACE_TOOL_NAMES };
 
 /** Tools a run may not call: the definitions sent stay byte-identical; a call is refused. */
 export const ToolMask = {

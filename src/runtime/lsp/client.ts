@@ -8,10 +8,10 @@
  * Ended with the run: `shutdown`, `exit`, then everything its sandbox started.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import type { MessageConnection } from 'vscode-jsonrpc';
 import { endCommand } from '../exec/ending.js';
+import { requiredOnFirstUse } from '../lazy-require.js';
 import { DEFAULT_LSP_TIMEOUT_SECS, type LspServerData, languageIdOf } from './servers.js';
 
 /** What starts the server: its argv and environment as the run's containment wraps them. */
@@ -23,12 +23,8 @@ export class LspUnavailable extends Error {}
 /** How long `shutdown` is given when the run ends, before the server is ended regardless. */
 const SHUTDOWN_MS = 1_000;
 
-type JsonRpc = typeof import('vscode-jsonrpc/node');
-let jsonRpc: JsonRpc | undefined;
-function loadJsonRpc(): JsonRpc {
-  jsonRpc ??= createRequire(import.meta.url)('vscode-jsonrpc/node') as JsonRpc;
-  return jsonRpc;
-}
+/** The JSON-RPC client, loaded by the first server a run starts. */
+const loadJsonRpc = requiredOnFirstUse<typeof import('vscode-jsonrpc/node')>('vscode-jsonrpc/node');
 
 export class LspClient {
   readonly server: LspServerData;
@@ -41,6 +37,8 @@ export class LspClient {
   #ready: Promise<void> | null = null;
   /** Why the server cannot answer (it failed to start, or exited), once it cannot. */
   #gone: string | null = null;
+  /** The waits to end at once when the server goes (see {@link #timed}). */
+  readonly #onGone = new Set<(reason: string) => void>();
   #closing: Promise<void> | null = null;
   /** The text each file was last sent with, its version, and where it is. */
   readonly #opened = new Map<string, { text: string; version: number; absolute: string }>();
@@ -81,7 +79,7 @@ export class LspClient {
       child.once('error', (error) => reject(new LspUnavailable(`${this.name} could not be started: ${error.message}`)));
     });
     child.once('exit', (code, signal) => {
-      this.#gone ??= `the language server ${this.name} exited (${signal ?? `status ${code}`})`;
+      this.#goes(`the language server ${this.name} exited (${signal ?? `status ${code}`})`);
     });
     // A closed pipe is the exit's to report.
     child.stdin?.on('error', () => undefined);
@@ -98,7 +96,7 @@ export class LspClient {
     connection.onNotification(() => undefined);
     connection.onError(() => undefined);
     connection.onClose(() => {
-      this.#gone ??= `the language server ${this.name} closed its connection`;
+      this.#goes(`the language server ${this.name} closed its connection`);
     });
     connection.listen();
     const rootUri = pathToFileURL(this.#root).href;
@@ -130,10 +128,18 @@ export class LspClient {
     await connection.sendNotification('initialized', {});
   }
 
+  /** Records why the server cannot answer any more (the first reason stays) and ends every wait on it. */
+  #goes(reason: string): void {
+    if (this.#gone !== null) return;
+    this.#gone = reason;
+    for (const end of this.#onGone) end(reason);
+    this.#onGone.clear();
+  }
+
   /** `promise`, or an LspUnavailable once the deadline passes or the server goes. */
   async #timed<T>(promise: Promise<T>, what: string): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
-    let watch: NodeJS.Timeout | undefined;
+    let ended: ((reason: string) => void) | undefined;
     const seconds = this.server.timeoutSecs ?? DEFAULT_LSP_TIMEOUT_SECS;
     try {
       return await Promise.race([
@@ -149,14 +155,14 @@ export class LspClient {
             this.#deadlineMs,
           );
           // A server that exits meanwhile ends the wait at once.
-          watch = setInterval(() => {
-            if (this.#gone) reject(new LspUnavailable(this.#gone));
-          }, 50);
+          ended = (reason) => reject(new LspUnavailable(reason));
+          if (this.#gone) ended(this.#gone);
+          else this.#onGone.add(ended);
         }),
       ]);
     } finally {
       clearTimeout(timer);
-      clearInterval(watch);
+      if (ended) this.#onGone.delete(ended);
     }
   }
 
@@ -229,7 +235,7 @@ export class LspClient {
           // Gone already: ended below regardless.
         }
       }
-      this.#gone ??= `the language server ${this.name} was stopped with the run`;
+      this.#goes(`the language server ${this.name} was stopped with the run`);
       connection?.dispose();
       if (this.#child) await endCommand(this.#child);
     })();

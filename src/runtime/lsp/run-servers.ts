@@ -28,32 +28,28 @@ export function keepsReadsBack(policy: Policy, root: string): boolean {
   );
 }
 
+/** What starts a run's servers: their executor and the wrapping of an argv for it; or why none can start. */
+export type ServersOpened = { executor: Executor; launch: LspLaunch } | string;
+
 export class RunLanguageServers {
   readonly #servers: readonly LspServerData[];
   readonly #clients: (LspClient | null)[];
   readonly #root: string;
-  readonly #launch: LspLaunch | null;
-  readonly #whyNot: string | null;
-  readonly #executor: Executor | null;
+  readonly #open: () => ServersOpened;
+  #opened: ServersOpened | undefined;
   #closed = false;
 
-  /**
-   * `launch` wraps a server's argv for the servers' containment (`executor`'s, closed with
-   * them); null when no server of this run can start, and then `whyNot` says why.
-   */
-  constructor(
-    servers: readonly LspServerData[],
-    root: string,
-    launch: LspLaunch | null,
-    whyNot: string | null = null,
-    executor: Executor | null = null,
-  ) {
+  /** `open` makes the servers' executor, at the first question that needs it (once). */
+  constructor(servers: readonly LspServerData[], root: string, open: () => ServersOpened) {
     this.#servers = servers;
     this.#clients = servers.map(() => null);
     this.#root = root;
-    this.#launch = launch;
-    this.#whyNot = whyNot;
-    this.#executor = executor;
+    this.#open = open;
+  }
+
+  #opening(): ServersOpened {
+    this.#opened ??= this.#open();
+    return this.#opened;
   }
 
   /** The index of the server that answers for `path`, or -1. */
@@ -72,24 +68,28 @@ export class RunLanguageServers {
 
   /** Why no server of this run can be started (or any more), or null when they can. */
   get whyNot(): string | null {
-    return this.#closed ? 'the run has ended: its language servers were stopped.' : this.#whyNot;
+    if (this.#closed) return 'the run has ended: its language servers were stopped.';
+    const opened = this.#opening();
+    return typeof opened === 'string' ? opened : null;
   }
 
-  /** The client of server `index`, made (not started) at the first asking. */
+  /** The client of server `index`, made (not started) at the first asking; only once {@link whyNot} is null. */
   client(index: number): LspClient {
     let client = this.#clients[index];
     if (!client) {
-      client = new LspClient(this.server(index), this.#root, this.#launch as LspLaunch);
+      const opened = this.#opening();
+      if (typeof opened === 'string') throw new Error(opened);
+      client = new LspClient(this.server(index), this.#root, opened.launch);
       if (this.#closed) void client.close();
       this.#clients[index] = client;
     }
     return client;
   }
 
-  /** Ends every server started, and what each started, then the servers' executor. */
+  /** Ends every server started, and what each started, then the servers' executor (if it was made). */
   async close(): Promise<void> {
     this.#closed = true;
     await Promise.all(this.#clients.map((client) => client?.close()));
-    await this.#executor?.close?.();
+    if (typeof this.#opened === 'object') await this.#opened.executor.close?.();
   }
 }

@@ -7,11 +7,11 @@
  */
 import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { pipeline, Readable, type Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Agent } from 'undici';
 import { ErrorCode, HarnessError } from '../../errors.js';
+import { requiredOnFirstUse } from '../lazy-require.js';
 import { ProviderError } from './types.js';
 
 export interface WireRequest {
@@ -99,8 +99,9 @@ function agent(): Agent {
  * nothing but `Agent.dispatch`. undici is pinned to one version, and the file is checked
  * to be the package's own `Agent` (test/lazy-imports.test.ts).
  */
+const undiciAgent = requiredOnFirstUse<typeof Agent>('undici/lib/dispatcher/agent.js');
 export function loadHttpClient(): { Agent: typeof Agent } {
-  return { Agent: createRequire(import.meta.url)('undici/lib/dispatcher/agent.js') as typeof Agent };
+  return { Agent: undiciAgent() };
 }
 
 const CONNECTION_CODES = new Set([

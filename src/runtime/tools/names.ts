@@ -1,35 +1,23 @@
 /**
- * The names the runtime's own tools take: an embedder's tool may not take one (see
- * ./host-tool.ts). A list rather than the tools' declarations themselves, so that making a
- * tool on the main thread does not load every built-in family (the file tools, commands,
- * the sandbox: some 45 ms of a script's start); test/tools.test.ts holds it equal to the
- * names every family declares, so a new built-in cannot be missed.
+ * The names the runtime's own tools take. The workspace's are public (a contract's tool
+ * mask names them); every built-in's, those of the families a contract turns on too, may
+ * not be taken by an embedder's tool (see ./host-tool.ts). Lists rather than the tools'
+ * declarations themselves, so that making a tool on the main thread does not load every
+ * built-in family (the file tools, commands, the sandbox: some 45 ms of a script's start);
+ * test/tools.test.ts holds them equal to the names every family declares, so a new
+ * built-in cannot be missed.
  */
-export const BUILT_IN_TOOL_NAMES: ReadonlySet<string> = new Set([
+
+/** The tools a workspace run can be offered, by name. */
+export const WORKSPACE_TOOL_NAMES = [
   'ask_operator',
   'edit_file',
   'exec',
-  'expand_tools',
   'find',
-  'forget',
-  'git_add',
-  'git_branch',
-  'git_commit',
-  'git_diff',
-  'git_log',
-  'git_status',
   'grep',
-  'lsp_definition',
-  'lsp_hover',
-  'lsp_references',
-  'lsp_rename',
-  'lsp_symbols',
   'patch_file',
   'read_file',
   'read_messages',
-  'read_skill',
-  'recall',
-  'remember',
   'send_message',
   'shell',
   'shell_kill',
@@ -38,4 +26,25 @@ export const BUILT_IN_TOOL_NAMES: ReadonlySet<string> = new Set([
   'spawn_agent',
   'submit_plan',
   'write_file',
+] as const;
+
+/** Every built-in tool's name: the workspace's, and those of the families a contract turns on. */
+export const BUILT_IN_TOOL_NAMES: ReadonlySet<string> = new Set([
+  ...WORKSPACE_TOOL_NAMES,
+  'expand_tools',
+  'read_skill',
+  'remember',
+  'recall',
+  'forget',
+  'git_status',
+  'git_diff',
+  'git_log',
+  'git_add',
+  'git_commit',
+  'git_branch',
+  'lsp_definition',
+  'lsp_references',
+  'lsp_symbols',
+  'lsp_hover',
+  'lsp_rename',
 ]);

@@ -7,7 +7,13 @@
  * its number and its `@@ ... @@` header so the model can fix that hunk.
  */
 import type { StructuredPatch, StructuredPatchHunk } from 'diff';
-import { diffLib } from './diff-lib.js';
+import { requiredOnFirstUse } from '../lazy-require.js';
+
+/**
+ * The diff package, required at the first diff made or applied: the main thread of a
+ * program that never shows or applies a patch (most) never loads it.
+ */
+export const diffLib = requiredOnFirstUse<typeof import('diff')>('diff');
 
 /** The name a unified diff gives a side that does not exist. */
 export const DEV_NULL = '/dev/null';

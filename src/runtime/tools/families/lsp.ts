@@ -202,7 +202,7 @@ async function question(
   const file = { relative, absolute: resolved.absolute, text: current.content.toString('utf8') };
   try {
     // An answer can span files: the server is told of every file it was sent as it is now first.
-    await client.refresh((absolute) => textOf(session, absolute));
+    await client.refresh((absolute) => (absolute === file.absolute ? file.text : textOf(session, absolute)));
     const value = await client.ask<unknown>(method, file.absolute, file.text, params);
     const result = await answer(value, file);
     return result.content.length > MAX_ANSWER_CHARS
