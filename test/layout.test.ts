@@ -108,9 +108,10 @@ function reachable(entry: string): { files: string[]; packages: Set<string> } {
     if (files.has(file)) continue;
     files.add(file);
     const text = readFileSync(file, 'utf8');
-    // Static and dynamic imports, and packages required where first used (`createRequire(import.meta.url)('undici')`).
+    // Static and dynamic imports, and packages required where first used (`createRequire(import.meta.url)('undici')`,
+    // or through src/runtime/lazy-require.ts: `requiredOnFirstUse<T>('undici/...')`).
     const loads =
-      /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|createRequire\(import\.meta\.url\)\s*\(\s*)['"]([^'"]+)['"]/g;
+      /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|createRequire\(import\.meta\.url\)\s*\(\s*|\brequiredOnFirstUse(?:<[^>]*>)?\(\s*)['"]([^'"]+)['"]/g;
     for (const match of text.matchAll(loads)) {
       const specifier = match[1] as string;
       if (specifier.startsWith('.')) queue.push(join(dirname(file), specifier));
