@@ -22,6 +22,7 @@ const ON_BOTH = [
   'test/shared-supervisor.test.ts',
   'test/spawn.test.ts',
   'test/viewer.test.ts',
+  'test/web.test.ts',
 ];
 
 /**

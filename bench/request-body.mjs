@@ -27,6 +27,7 @@ const config = {
   systemCacheMarker: false,
   extraBody: {},
   images: true,
+  web: null,
 };
 const metadata = { runId: 'r', rootId: 'r', address: 'root', parentAddress: null, depth: 0, seq: 1 };
 const result = 'x'.repeat(1500);

@@ -45,6 +45,7 @@ export const ErrorCode = {
   TurnNotFound: 'TURN_NOT_FOUND',
   TurnEnded: 'TURN_ENDED',
   McpServerFailed: 'MCP_SERVER_FAILED',
+  WebUnsupported: 'WEB_UNSUPPORTED',
   ConfigInvalid: 'CONFIG_INVALID',
   ConfigRefused: 'CONFIG_REFUSED',
   Internal: 'INTERNAL',

@@ -129,6 +129,7 @@ export type {
 } from './runtime/tools/host-tool.js';
 export { HostTool, MAX_TOOL_RESULT_CHARS, ToolOutput, tool } from './runtime/tools/host-tool.js';
 export type { GateEvaluation } from './runtime/verify/gate.js';
+export type { WebActivity, WebData, WebOptions, WebSource } from './runtime/web/web.js';
 export type { FileChange } from './runtime/workspace/files.js';
 export { reverseApply, unifiedDiff } from './runtime/workspace/files.js';
 export type {
@@ -168,6 +169,7 @@ export type {
   StepRecord,
   TreeLedger,
   TurnRecord,
+  WebSourceRow,
 } from './store/records.js';
 export { TraceReader } from './store/sqlite/reader.js';
 export type { StoreOptions } from './store/sqlite/store.js';

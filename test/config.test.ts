@@ -397,7 +397,7 @@ describe('io.toml over four scopes', () => {
         /:5: mcp\[0\]\.url: .*names a variable that is not set/,
         5,
       ],
-      ['a section not built', '[web]\nenabled = true\n', /:1: \[web\] is not built yet/, 1],
+      ['a section not built', '[browser]\nenabled = true\n', /:1: \[browser\] is not built yet/, 1],
       [
         'an object’s own machinery',
         '[app]\nok = 1\n__proto__ = { polluted = true }\n',

@@ -53,6 +53,7 @@ describe('the store file', () => {
       'step_images',
       'steps',
       'turns',
+      'web_sources',
     ]);
     db.close();
     (await Store.open(path)).close();

@@ -15,6 +15,8 @@ const priceSchema = z.record(
     output: z.number().min(0),
     cacheRead: z.number().min(0).optional(),
     cacheWrite: z.number().min(0).optional(),
+    webSearch: z.number().min(0).optional(),
+    webFetch: z.number().min(0).optional(),
   }),
 );
 

@@ -6,7 +6,7 @@
  */
 import type { HarnessEvent } from '../runtime/events.js';
 import type { PostgresStore } from '../store/postgres/index.js';
-import type { RunRecord } from '../store/records.js';
+import type { ModelCallRow, RunRecord, WebSourceRow } from '../store/records.js';
 import type { TraceReader } from '../store/sqlite/reader.js';
 
 /** `text` on one line, cut to `max` characters with an ellipsis. */
@@ -110,6 +110,22 @@ const QUIET = new Set(['step-end', 'tool-call', 'run-start', 'lease-taken', 'int
 const shown = (event: HarnessEvent) =>
   !QUIET.has(event.type) && !(event.type === 'policy-decision' && event.effect === 'allow');
 
+const SOURCE_MARK = { result: 'found', fetched: 'fetched', citation: 'cited' } as const;
+
+/** What the vendor's own web tools did for a step's answer: its counts, then each page. */
+function webLines(call: ModelCallRow | undefined, sources: readonly WebSourceRow[], seq: number): string[] {
+  const lines: string[] = [];
+  if (call && (call.webSearches > 0 || call.webFetches > 0))
+    lines.push(`  web: ${call.webSearches} searches, ${call.webFetches} fetches (by the vendor)`);
+  for (const source of sources) {
+    if (source.seq !== seq) continue;
+    const title = source.title ? ` (${clip(source.title, 80)})` : '';
+    const quoted = source.citedText ? `: "${clip(source.citedText, 120)}"` : '';
+    lines.push(`  ${SOURCE_MARK[source.kind]} ${source.url}${title}${quoted}`);
+  }
+  return lines;
+}
+
 /** The whole of `show`'s text for one run. */
 export async function renderRun(reader: TraceReader | PostgresStore, run: RunRecord): Promise<string> {
   const out: string[] = [];
@@ -138,6 +154,7 @@ export async function renderRun(reader: TraceReader | PostgresStore, run: RunRec
     else bySeq.set(event.seq, [...(bySeq.get(event.seq) ?? []), event]);
   }
   const steps = await reader.steps(run.runId);
+  const sources = await reader.webSources(run.runId);
   for (const step of steps) {
     out.push('');
     const call = calls.filter((item) => item.seq === step.seq).at(-1);
@@ -149,6 +166,7 @@ export async function renderRun(reader: TraceReader | PostgresStore, run: RunRec
       `step ${step.seq}  ${step.completion.model}  ${usage.inputTokens} in, ${usage.outputTokens} out${usage.cacheReadTokens ? `, ${usage.cacheReadTokens} cached` : ''}${timing}`,
     );
     if (step.completion.text.trim() !== '') out.push(`  says: ${clip(step.completion.text, 200)}`);
+    out.push(...webLines(call, sources, step.seq));
     for (const [index, toolCall] of step.completion.toolCalls.entries()) {
       out.push(`  → ${toolCall.name} ${clip(JSON.stringify(toolCall.args), 160)}`);
       const observation = step.observations.find((item) => item.callId === toolCall.id) ?? step.observations[index];
@@ -157,6 +175,12 @@ export async function renderRun(reader: TraceReader | PostgresStore, run: RunRec
     }
     for (const event of bySeq.get(step.seq) ?? []) if (shown(event)) out.push(`  ${describeEvent(event)}`);
     bySeq.delete(step.seq);
+  }
+  // What the vendor found for an answer that was no step (a reply, the call of a run that ended).
+  const stepless = [...new Set(sources.map((source) => source.seq))].filter((seq) => !steps.some((s) => s.seq === seq));
+  for (const seq of stepless) {
+    out.push('', `the answer after step ${seq - 1}:`);
+    out.push(...webLines(calls.filter((item) => item.seq === seq).at(-1), sources, seq));
   }
   const rest = [...[...bySeq.values()].flat(), ...loose].filter(shown).sort((a, b) => a.eventId - b.eventId);
   if (rest.length > 0) {

@@ -320,6 +320,7 @@ async function showCommand(context: Context): Promise<number> {
         steps: await reader.steps(run.runId),
         events: await reader.events(run.runId),
         modelCalls: await reader.modelCalls({ runId: run.runId }),
+        webSources: await reader.webSources(run.runId),
         gates: await reader.gateEvaluations(run.runId),
         questions: await reader.questions({ runId: run.runId }),
         children: (await reader.runs(run.rootId)).filter((other) => other.parentId === run.runId),

@@ -67,7 +67,7 @@ export function check(
     for (const section of NOT_BUILT)
       if (section in body) {
         const key = `${prefix}${section}`;
-        if (workspace && ['browser', 'web'].includes(section))
+        if (workspace && section === 'browser')
           refuse(file, lineOf(lines, key), key, 'names a program to run or a route out of the boundary', userFile);
         throw new ConfigError(
           ErrorCode.ConfigInvalid,

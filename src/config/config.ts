@@ -34,12 +34,24 @@ import { checkLspServers, type LspServerData } from '../runtime/lsp/servers.js';
 import { type Policy, realTarget } from '../runtime/policy/policy.js';
 import type { ProviderSpec } from '../runtime/provider.js';
 import type { SkillRoot } from '../runtime/skills.js';
+import { checkWebOptions, type WebData } from '../runtime/web/web.js';
 import type { ToolchainOverrides } from '../runtime/workspace/toolchain.js';
 import { type BundleBin, type BundleProblem, type LoadedBundle, loadBundle, type PromptTemplate } from './bundles.js';
 import { check, type Findings, redacted } from './check.js';
 import { emptyDirectory, readGuidance } from './guidance.js';
 import { type HookObserver, type HookSpec, hookObserver, hookSpecFrom } from './hooks.js';
-import { budgetOf, contextOf, lspOf, mcpOf, memoryOf, policyOf, pricesOf, providerOf, sandboxOf } from './project.js';
+import {
+  budgetOf,
+  contextOf,
+  lspOf,
+  mcpOf,
+  memoryOf,
+  policyOf,
+  pricesOf,
+  providerOf,
+  sandboxOf,
+  webOf,
+} from './project.js';
 import { normalKey, renameOld } from './renamed.js';
 import type { ConfigBody } from './schema.js';
 import { type ConfigScope, defaultUserFile, merge, type Origin, type ScopeFile, type ValueOrigin } from './scopes.js';
@@ -299,6 +311,7 @@ export class Config {
         ['policy', () => alone.policy()],
         ['mcp', () => alone.mcp()],
         ['lsp', () => alone.lsp()],
+        ['web', () => alone.web()],
         ...(['budget', 'context', 'memory', 'sandbox', 'toolchain'] as const).map(
           (section): [string, () => unknown] => [
             section,
@@ -598,6 +611,12 @@ export class Config {
     return servers.length === 0 ? [] : checkLspServers(servers);
   }
 
+  /** The web settings (`[web]`, the user file's only), checked as `withWeb` checks them; null when the section is absent. */
+  web(): WebData | null {
+    const options = webOf(this.#data);
+    return options === null ? null : checkWebOptions(options);
+  }
+
   /** A workspace contract for `goal` with this configuration's budget, context, memory, git, sandbox and toolchain. */
   contract(goal: string): TaskContract {
     this.#assertWhole('contract');
@@ -607,6 +626,7 @@ export class Config {
     const sandbox = this.sandbox();
     const toolchain = this.toolchain();
     const lsp = this.lsp();
+    const web = this.web();
     return TaskContract.from({
       goal,
       root: this.root,
@@ -615,6 +635,7 @@ export class Config {
       ...(memory ? { memory } : {}),
       ...(this.git() ? { git: true } : {}),
       ...(lsp.length > 0 ? { lsp } : {}),
+      ...(web ? { web } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
       ...(toolchain ? { toolchain } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),

@@ -12,6 +12,7 @@ import type { SandboxCaps, SandboxData } from '../runtime/exec/containment/bound
 import type { LspServerOptions } from '../runtime/lsp/servers.js';
 import { Policy, type PolicyLayer } from '../runtime/policy/policy.js';
 import type { HttpProviderSpec, ProviderSpec } from '../runtime/provider.js';
+import type { WebOptions } from '../runtime/web/web.js';
 import type { LoadedBundle } from './bundles.js';
 import type { ConfigBody } from './schema.js';
 import type { Table } from './toml.js';
@@ -27,6 +28,8 @@ export function pricesOf(data: Table): PriceTable {
         output: price.output,
         ...(price.cache_read === undefined ? {} : { cacheRead: price.cache_read }),
         ...(price.cache_write === undefined ? {} : { cacheWrite: price.cache_write }),
+        ...(price.web_search === undefined ? {} : { webSearch: price.web_search }),
+        ...(price.web_fetch === undefined ? {} : { webFetch: price.web_fetch }),
       },
     ]),
   );
@@ -129,6 +132,19 @@ export function memoryOf(data: Table): MemoryData | null {
   return {
     ...(section.share === undefined ? {} : { share: section.share }),
     ...(section.cap === undefined ? {} : { cap: section.cap }),
+  };
+}
+
+/** `[web]`, as `withWeb` takes it, not yet checked; null when the section is absent. */
+export function webOf(data: Table): WebOptions | null {
+  const section = data.web as NonNullable<ConfigBody['web']> | undefined;
+  if (section === undefined) return null;
+  return {
+    ...(section.search === undefined ? {} : { search: section.search }),
+    ...(section.fetch === undefined ? {} : { fetch: section.fetch }),
+    ...(section.max_uses === undefined ? {} : { maxUses: section.max_uses }),
+    ...(section.allowed_hosts === undefined ? {} : { allowedHosts: section.allowed_hosts }),
+    ...(section.blocked_hosts === undefined ? {} : { blockedHosts: section.blocked_hosts }),
   };
 }
 

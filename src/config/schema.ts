@@ -127,6 +127,23 @@ const memory = z.strictObject({
 
 const git = z.strictObject({});
 
+const web = z.strictObject({
+  search: z.boolean().optional().describe('The vendor’s web search tool (default true).'),
+  fetch: z.boolean().optional().describe('The vendor’s page fetch tool (default false).'),
+  max_uses: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe('The most searches (and fetches) one model call may make, where the vendor can cap them.'),
+  allowed_hosts: z
+    .array(z.string().min(1))
+    .min(1)
+    .optional()
+    .describe('Only these hosts (and their subdomains) in results and fetches.'),
+  blocked_hosts: z.array(z.string().min(1)).min(1).optional().describe('Never these hosts (and their subdomains).'),
+});
+
 const mcp = z
   .strictObject({
     name: z.string().min(1).describe('The server’s name; its tools are <name>__<tool>.'),
@@ -179,6 +196,16 @@ const price = z.strictObject({
     .min(0)
     .optional()
     .describe('Dollars per million tokens written to the cache (default: input).'),
+  web_search: z
+    .number()
+    .min(0)
+    .optional()
+    .describe('Dollars per thousand of the vendor’s own web searches ([web]); not counted when absent.'),
+  web_fetch: z
+    .number()
+    .min(0)
+    .optional()
+    .describe('Dollars per thousand of the vendor’s own page fetches ([web]); not counted when absent.'),
 });
 
 /** A hook's or a bundle's contributed name: what `<plugin>__<name>` is built from. */
@@ -315,6 +342,9 @@ const sections = {
   git: git
     .optional()
     .describe('The git tools: status, diff, log, add, commit, branch (on when the section is present).'),
+  web: web
+    .optional()
+    .describe('Web search and fetch run by the model’s vendor (on when the section is present). User file only.'),
   lsp: z
     .array(lsp)
     .optional()
@@ -361,7 +391,7 @@ export type ConfigFileData = z.infer<typeof fileSchema>;
 export type ConfigBody = z.infer<typeof body>;
 
 /** Sections the reference names that are not built yet: a clear error, not a silent shrug. */
-export const NOT_BUILT = ['browser', 'web'] as const;
+export const NOT_BUILT = ['browser'] as const;
 
 type Def = {
   type: string;

@@ -116,4 +116,16 @@ export function remaining(ceilings: Ceilings, spent: Charge, startedAt: number, 
  * from this table and the stored token counts, so a price change never leaves a wrong
  * number in the store. Cache prices default to the input price.
  */
-export type PriceTable = Record<string, { input: number; output: number; cacheRead?: number; cacheWrite?: number }>;
+export type PriceTable = Record<
+  string,
+  {
+    input: number;
+    output: number;
+    cacheRead?: number;
+    cacheWrite?: number;
+    /** Per thousand of the vendor's own web searches (withWeb); unpriced when absent. */
+    webSearch?: number;
+    /** Per thousand of the vendor's own page fetches (withWeb); unpriced when absent. */
+    webFetch?: number;
+  }
+>;

@@ -78,6 +78,8 @@ export interface RequestOptions {
    * (Anthropic, OpenRouter): the end of the prefix a fold froze, once it has been sent.
    */
   cacheBreakpoint?: number;
+  /** The vendor's web search and fetch tools, as the contract asks (`withWeb`); each wire writes them its vendor's way. */
+  web?: import('./web/web.js').WebData;
 }
 
 /** Hooks into a completion as it streams. */
@@ -137,6 +139,8 @@ export interface Completion {
    * is estimated by. Set by the agent loop, stored with the step.
    */
   requestChars?: number;
+  /** What the vendor searched and fetched for this answer, and the pages it cited (absent when nothing). */
+  web?: import('./web/web.js').WebActivity;
 }
 
 export interface Provider {

@@ -296,4 +296,24 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE runs ADD COLUMN cancel_asked INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE runs ADD COLUMN cancel_reason TEXT;
   `,
+  // 11: the vendor's own web tools (withWeb): how many searches and fetches a call made, and
+  // the pages it found, fetched or cited, by the call (run, step, attempt) that reported them.
+  `
+  ALTER TABLE model_calls ADD COLUMN web_searches INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE model_calls ADD COLUMN web_fetches INTEGER NOT NULL DEFAULT 0;
+  CREATE TABLE web_sources (
+    source_id   INTEGER PRIMARY KEY,
+    root_id     TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    attempt     INTEGER NOT NULL,
+    kind        TEXT NOT NULL,                 -- result | citation | fetched
+    url         TEXT NOT NULL,
+    title       TEXT,
+    cited_text  TEXT,
+    at          INTEGER NOT NULL
+  );
+  CREATE INDEX web_sources_by_run ON web_sources(run_id, seq, source_id);
+  CREATE INDEX web_sources_by_root ON web_sources(root_id, source_id);
+  `,
 ];

@@ -23,6 +23,7 @@ import type {
   StepRecord,
   TreeLedger,
   TurnRecord,
+  WebSourceRow,
 } from './records.js';
 import {
   type Row,
@@ -299,9 +300,26 @@ export class TraceQueries {
       cacheWriteTokens: row.cache_write_tokens as number,
       reasoningTokens: row.reasoning_tokens as number,
       usageReported: row.usage_reported !== 0,
+      webSearches: Number(row.web_searches ?? 0),
+      webFetches: Number(row.web_fetches ?? 0),
       latencyMs: row.latency_ms as number | null,
       ttftMs: row.ttft_ms as number | null,
       at: row.at as number,
+    }));
+  }
+
+  /** The pages the vendor's web tools found, fetched or cited for a run's answers, in the order reported. */
+  *webSources(runId: string): Q<WebSourceRow[]> {
+    const rows = (yield* sql.all('SELECT * FROM web_sources WHERE run_id = ? ORDER BY seq, source_id', runId)) as Row[];
+    return rows.map((row) => ({
+      runId: row.run_id as string,
+      seq: Number(row.seq),
+      attempt: Number(row.attempt),
+      kind: row.kind as WebSourceRow['kind'],
+      url: row.url as string,
+      title: (row.title as string | null) ?? null,
+      citedText: (row.cited_text as string | null) ?? null,
+      at: Number(row.at),
     }));
   }
 
@@ -320,7 +338,9 @@ export class TraceQueries {
           call.cacheReadTokens * (price.cacheRead ?? price.input) +
           call.cacheWriteTokens * (price.cacheWrite ?? price.input) +
           call.outputTokens * price.output) /
-        1_000_000;
+          1_000_000 +
+        // The vendor's own searches and fetches, priced by the thousand where the table says.
+        (call.webSearches * (price.webSearch ?? 0) + call.webFetches * (price.webFetch ?? 0)) / 1_000;
       report.total += amount;
       report.byModel[call.model] = (report.byModel[call.model] ?? 0) + amount;
     }

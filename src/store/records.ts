@@ -13,6 +13,7 @@ import type { ImageAttachment } from '../runtime/images.js';
 import type { PolicyData } from '../runtime/policy/policy.js';
 import type { Completion, TranscriptEntry, Usage } from '../runtime/provider.js';
 import type { SkillData } from '../runtime/skills.js';
+import type { WebSource } from '../runtime/web/web.js';
 
 /** What a rebuilt actor needs to run a root again, as stored with it (never a key). */
 export interface RunSpec {
@@ -145,6 +146,8 @@ export interface ModelCallRecord {
   ttftMs: number | null;
   /** False when the vendor reported no tokens and the counts are the runtime's estimate (Completion.usageReported). Default true. */
   usageReported?: boolean;
+  /** What the vendor's own web tools did for the answer (Completion.web): counted on the row, its sources in `web_sources`. */
+  web?: import('../runtime/web/web.js').WebActivity;
 }
 
 export interface CommitStepInput extends Fence {
@@ -401,9 +404,21 @@ export interface QueueRecord {
 }
 
 /** A stored model call: what the step recorded of it, and where it stands in the trace. */
-export interface ModelCallRow extends ModelCallRecord {
+export interface ModelCallRow extends Omit<ModelCallRecord, 'web'> {
   callId: number;
   runId: string;
+  seq: number;
+  attempt: number;
+  /** Searches and fetches the vendor's own web tools ran for the call, as it reported them (0 without `withWeb`). */
+  webSearches: number;
+  webFetches: number;
+  at: number;
+}
+
+/** A page a vendor's web tools found, fetched or cited, as the trace keeps it (see `TraceQueries.webSources`). */
+export interface WebSourceRow extends WebSource {
+  runId: string;
+  /** The step the answer citing it belonged to, and which try of its model call. */
   seq: number;
   attempt: number;
   at: number;

@@ -24,6 +24,7 @@ export const BY_ROOT = [
   'mailbox',
   'spawn_queue',
   'model_calls',
+  'web_sources',
   'restore_points',
   'file_changes',
   'questions',
@@ -53,6 +54,7 @@ export const WORDS: Record<string, Record<string, 'text' | 'null' | 'json'>> = {
   drafts: { completion: 'json', partial: 'json' },
   step_images: { content: 'null' },
   steers: { body: 'null' },
+  web_sources: { url: 'text', title: 'null', cited_text: 'null' },
 };
 
 /** How a row is found again for its update: its table's primary key (indexed on both backends). */
@@ -70,6 +72,7 @@ export const KEYS: Record<string, readonly string[]> = {
   events: ['event_id'],
   mailbox: ['ordinal'],
   steers: ['steer_id'],
+  web_sources: ['source_id'],
 };
 
 /**

@@ -3,4 +3,4 @@
  * without reaching the SQLite binding's types (a dev dependency), so a consumer type-checks
  * with what the package depends on.
  */
-export const SCHEMA_VERSION = 10;
+export const SCHEMA_VERSION = 11;

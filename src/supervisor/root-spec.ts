@@ -13,6 +13,7 @@ import { isHttpSpec, keyVariables, type ProviderSpec, redactSpec } from '../runt
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { holdSecrets, providerSecrets } from '../runtime/secrets.js';
 import type { SkillData } from '../runtime/skills.js';
+import { refuseWebFor } from '../runtime/web/web.js';
 import { briefingFor } from '../runtime/workspace/session.js';
 import type { RunSpec } from '../store/records.js';
 import { RELEASE } from './fingerprint.js';
@@ -50,6 +51,9 @@ export function checkRoot(options: RunOptions): CheckedRoot {
   const data = contract?.toJSON() ?? null;
   if (data?.verification.kind === 'review') checkReviewer(data.verification.provider, provider);
   if (data?.escalation) checkEscalation(data);
+  // Each model the tree may call must be able to carry the web settings, checked before anything is stored.
+  refuseWebFor(provider, data?.web, 'run()');
+  if (data?.escalation) refuseWebFor(data.escalation.provider, data.web, 'run() (the escalation provider)');
   const ceilings = validateBudget(
     data
       ? {

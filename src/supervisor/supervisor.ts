@@ -7,6 +7,7 @@
  * and renews the leases of the runs it drives, and on PostgreSQL claims work beside other
  * hosts (./leases.ts). It owns the event bus, and fans committed events out to observers.
  */
+
 import { randomUUID } from 'node:crypto';
 import type { Isolation } from '../actors/host.js';
 import { type StoreActorHandle, StoreClient, type StoreControl, type StoreOutput } from '../actors/store.js';
@@ -24,6 +25,7 @@ import type { HostModel } from '../runtime/providers/host-model.js';
 import { heldSecrets, onSecretsHeld } from '../runtime/secrets.js';
 import { discoverSkills } from '../runtime/skills.js';
 import { checkTools, type HostTool as Tool } from '../runtime/tools/host-tool.js';
+import { checkWebToolNames } from '../runtime/web/web.js';
 import { perform } from '../store/either.js';
 import { HOST } from '../store/liveness.js';
 import type { PostgresStore } from '../store/postgres/index.js';
@@ -408,6 +410,11 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     const rootId = randomUUID();
     const reviewer = data?.verification.kind === 'review' ? data.verification.provider : null;
     const tools = treeTools(this.#tools, options.tools, 'run()');
+    checkWebToolNames(
+      tools.map((item) => item.name),
+      data?.web,
+      'run()',
+    );
     const models = treeModels(this.#models, options.models, 'run()');
     checkModelsGiven('run()', [provider, ...contractProviders(data)], models);
     const servers = treeServers(this.#mcp, options.mcp, 'run()');

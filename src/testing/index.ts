@@ -14,6 +14,7 @@ export type {
   ScriptedRequestBody,
   ScriptedToolCall,
   ScriptedUsage,
+  ScriptedWeb,
 } from './model-server.js';
 export {
   assistantTurns,

@@ -115,10 +115,31 @@ export interface ScriptedUsage {
   reasoningTokens?: number;
 }
 
+/**
+ * What the vendor's own web tools did for an answer (a run with `withWeb`), sent in each
+ * wire's shape: on the Anthropic wire, a `server_tool_use` block and its result block per
+ * search and fetch, the citations as `citations_delta` events of the text block, and the
+ * counts in the usage's `server_tool_use`; on the OpenAI wire, the citations as
+ * `url_citation` annotations and the searches counted in the usage's `server_tool_use`
+ * (as OpenRouter reports them).
+ */
+export interface ScriptedWeb {
+  /** Searches the vendor ran, each with what it found. */
+  searches?: { query: string; results: { url: string; title: string }[] }[];
+  /** Pages the vendor fetched (the Anthropic wire only). */
+  fetches?: { url: string; title?: string; text?: string }[];
+  /** Passages the answer's text cites. */
+  citations?: { url: string; title: string; citedText: string }[];
+}
+
 /** A successful answer: text, tool calls, or both. */
 export interface ScriptedCompletion {
   text?: string;
   toolCalls?: ScriptedToolCall[];
+  /** What the vendor's server-side web tools did before answering. */
+  web?: ScriptedWeb;
+  /** The finish reason sent in place of the usual (`stop`/`tool_calls`, `end_turn`/`tool_use`): `pause_turn`, say. */
+  finishReason?: string;
   usage?: ScriptedUsage;
   /** Wait this long before sending the response headers, like a model thinking. */
   latencyMs?: number;

@@ -3,7 +3,7 @@
  * then streamed as the vendor streams it (OpenAI's chunks, Anthropic's named events) or
  * sent whole, and the error bodies each vendor sends with a status.
  */
-import type { ScriptedCall, ScriptedCompletion } from './model-server.js';
+import type { ScriptedCall, ScriptedCompletion, ScriptedWeb } from './model-server.js';
 import { record, type Wire } from './wire-requests.js';
 
 interface ResolvedToolCall {
@@ -27,6 +27,8 @@ export interface ResolvedCompletion {
   text: string;
   toolCalls: ResolvedToolCall[];
   usage: ResolvedUsage;
+  web: ScriptedWeb | null;
+  finishReason: string | null;
 }
 
 /**
@@ -62,7 +64,83 @@ export function resolveCompletion(call: ScriptedCall, answer: ScriptedCompletion
       cacheWriteTokens: usage.cacheWriteTokens ?? 0,
       reasoningTokens: usage.reasoningTokens ?? 0,
     },
+    web: answer.web ?? null,
+    finishReason: answer.finishReason ?? null,
   };
+}
+
+/** OpenAI's annotations for the answer's citations (OpenRouter adds the cited passage as `content`). */
+function urlCitations(completion: ResolvedCompletion) {
+  return (completion.web?.citations ?? []).map((citation) => ({
+    type: 'url_citation',
+    url_citation: {
+      url: citation.url,
+      title: citation.title,
+      content: citation.citedText,
+      start_index: 0,
+      end_index: completion.text.length,
+    },
+  }));
+}
+
+/** The usage's count of the vendor's own tool runs, when the answer had any. */
+function serverToolUse(web: ScriptedWeb | null, wire: Wire) {
+  if (web === null || (web.searches === undefined && web.fetches === undefined)) return {};
+  return {
+    server_tool_use: {
+      web_search_requests: web.searches?.length ?? 0,
+      ...(wire === 'anthropic' ? { web_fetch_requests: web.fetches?.length ?? 0 } : {}),
+    },
+  };
+}
+
+/** Anthropic's blocks for what its web tools did: each run's `server_tool_use`, then its result. */
+function anthropicWebBlocks(call: ScriptedCall, web: ScriptedWeb | null): Record<string, unknown>[] {
+  const blocks: Record<string, unknown>[] = [];
+  for (const [n, search] of (web?.searches ?? []).entries()) {
+    const id = `srvtoolu_${call.index}_s${n}`;
+    blocks.push({ type: 'server_tool_use', id, name: 'web_search', input: { query: search.query } });
+    blocks.push({
+      type: 'web_search_tool_result',
+      tool_use_id: id,
+      content: search.results.map((result) => ({
+        type: 'web_search_result',
+        url: result.url,
+        title: result.title,
+        encrypted_content: Buffer.from(result.url).toString('base64'),
+        page_age: null,
+      })),
+    });
+  }
+  for (const [n, fetch] of (web?.fetches ?? []).entries()) {
+    const id = `srvtoolu_${call.index}_f${n}`;
+    blocks.push({ type: 'server_tool_use', id, name: 'web_fetch', input: { url: fetch.url } });
+    blocks.push({
+      type: 'web_fetch_tool_result',
+      tool_use_id: id,
+      content: {
+        type: 'web_fetch_result',
+        url: fetch.url,
+        content: {
+          type: 'document',
+          source: { type: 'text', media_type: 'text/plain', data: fetch.text ?? '' },
+          ...(fetch.title === undefined ? {} : { title: fetch.title }),
+        },
+        retrieved_at: '2026-01-01T00:00:00Z',
+      },
+    });
+  }
+  return blocks;
+}
+
+function anthropicCitations(web: ScriptedWeb | null) {
+  return (web?.citations ?? []).map((citation) => ({
+    type: 'web_search_result_location',
+    url: citation.url,
+    title: citation.title,
+    cited_text: citation.citedText,
+    encrypted_index: Buffer.from(citation.url).toString('base64'),
+  }));
 }
 
 export function encodeEvents(wire: Wire, call: ScriptedCall, completion: ResolvedCompletion): string[] {
@@ -112,6 +190,8 @@ function openAiEvents(call: ScriptedCall, completion: ResolvedCompletion): strin
     });
   const events = [chunk({ role: 'assistant', content: '', refusal: null }, null)];
   for (const piece of words(completion.text)) events.push(chunk({ content: piece }, null));
+  const annotations = urlCitations(completion);
+  if (annotations.length > 0) events.push(chunk({ annotations }, null));
   for (const [index, toolCall] of completion.toolCalls.entries()) {
     events.push(
       chunk(
@@ -125,8 +205,15 @@ function openAiEvents(call: ScriptedCall, completion: ResolvedCompletion): strin
       events.push(chunk({ tool_calls: [{ index, function: { arguments: fragment } }] }, null));
     }
   }
-  events.push(chunk({}, completion.toolCalls.length > 0 ? 'tool_calls' : 'stop'));
-  if (includeUsage) events.push(data({ ...head, choices: [], usage: openAiUsage(completion.usage) }));
+  events.push(chunk({}, completion.finishReason ?? (completion.toolCalls.length > 0 ? 'tool_calls' : 'stop')));
+  if (includeUsage)
+    events.push(
+      data({
+        ...head,
+        choices: [],
+        usage: { ...openAiUsage(completion.usage), ...serverToolUse(completion.web, 'openai') },
+      }),
+    );
   events.push('data: [DONE]\n\n');
   return events;
 }
@@ -150,13 +237,14 @@ function openAiMessage(call: ScriptedCall, completion: ResolvedCompletion) {
           role: 'assistant',
           content: completion.text === '' && toolCalls.length > 0 ? null : completion.text,
           refusal: null,
+          ...(urlCitations(completion).length > 0 ? { annotations: urlCitations(completion) } : {}),
           ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
         },
         logprobs: null,
-        finish_reason: toolCalls.length > 0 ? 'tool_calls' : 'stop',
+        finish_reason: completion.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'),
       },
     ],
-    usage: openAiUsage(completion.usage),
+    usage: { ...openAiUsage(completion.usage), ...serverToolUse(completion.web, 'openai') },
   };
 }
 
@@ -170,9 +258,13 @@ function anthropicUsage(usage: ResolvedUsage, outputTokens: number) {
   };
 }
 
-function anthropicBlocks(completion: ResolvedCompletion) {
+function anthropicBlocks(call: ScriptedCall, completion: ResolvedCompletion) {
+  const citations = anthropicCitations(completion.web);
   return [
-    ...(completion.text === '' ? [] : [{ type: 'text', text: completion.text }]),
+    ...anthropicWebBlocks(call, completion.web),
+    ...(completion.text === ''
+      ? []
+      : [{ type: 'text', text: completion.text, ...(citations.length > 0 ? { citations } : {}) }]),
     ...completion.toolCalls.map((toolCall) => ({
       type: 'tool_use',
       id: toolCall.id,
@@ -190,7 +282,7 @@ function anthropicBlocks(completion: ResolvedCompletion) {
  * least two fragments. Then `message_delta` with the stop reason and `message_stop`.
  */
 function anthropicEvents(call: ScriptedCall, completion: ResolvedCompletion): string[] {
-  const stopReason = completion.toolCalls.length > 0 ? 'tool_use' : 'end_turn';
+  const stopReason = completion.finishReason ?? (completion.toolCalls.length > 0 ? 'tool_use' : 'end_turn');
   const events = [
     named('message_start', {
       type: 'message_start',
@@ -208,11 +300,35 @@ function anthropicEvents(call: ScriptedCall, completion: ResolvedCompletion): st
   ];
   const ping = named('ping', { type: 'ping' });
   let index = 0;
+  for (const block of anthropicWebBlocks(call, completion.web)) {
+    // A server tool's input streams as its call's does; its result block comes whole.
+    const input = block.type === 'server_tool_use' ? JSON.stringify(block.input) : null;
+    const start = input === null ? block : { ...block, input: {} };
+    events.push(named('content_block_start', { type: 'content_block_start', index, content_block: start }));
+    if (input !== null)
+      events.push(
+        named('content_block_delta', {
+          type: 'content_block_delta',
+          index,
+          delta: { type: 'input_json_delta', partial_json: input },
+        }),
+      );
+    events.push(named('content_block_stop', { type: 'content_block_stop', index }));
+    index++;
+  }
   if (completion.text !== '') {
     events.push(
       named('content_block_start', { type: 'content_block_start', index, content_block: { type: 'text', text: '' } }),
     );
     events.push(ping);
+    for (const citation of anthropicCitations(completion.web))
+      events.push(
+        named('content_block_delta', {
+          type: 'content_block_delta',
+          index,
+          delta: { type: 'citations_delta', citation },
+        }),
+      );
     for (const piece of words(completion.text)) {
       events.push(
         named('content_block_delta', {
@@ -251,7 +367,7 @@ function anthropicEvents(call: ScriptedCall, completion: ResolvedCompletion): st
     named('message_delta', {
       type: 'message_delta',
       delta: { stop_reason: stopReason, stop_sequence: null },
-      usage: { output_tokens: completion.usage.outputTokens },
+      usage: { output_tokens: completion.usage.outputTokens, ...serverToolUse(completion.web, 'anthropic') },
     }),
   );
   events.push(named('message_stop', { type: 'message_stop' }));
@@ -264,10 +380,13 @@ function anthropicMessage(call: ScriptedCall, completion: ResolvedCompletion) {
     type: 'message',
     role: 'assistant',
     model: completion.model,
-    content: anthropicBlocks(completion),
-    stop_reason: completion.toolCalls.length > 0 ? 'tool_use' : 'end_turn',
+    content: anthropicBlocks(call, completion),
+    stop_reason: completion.finishReason ?? (completion.toolCalls.length > 0 ? 'tool_use' : 'end_turn'),
     stop_sequence: null,
-    usage: anthropicUsage(completion.usage, completion.usage.outputTokens),
+    usage: {
+      ...anthropicUsage(completion.usage, completion.usage.outputTokens),
+      ...serverToolUse(completion.web, 'anthropic'),
+    },
   };
 }
 

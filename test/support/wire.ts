@@ -36,6 +36,7 @@ export const wireConfig = {
   systemCacheMarker: false,
   extraBody: {},
   images: true,
+  web: null,
 };
 
 /** A transport that answers every request 200 with these headers and these chunks, no socket at all. */

@@ -51,6 +51,7 @@ import type {
 } from '../../runtime/provider.js';
 import { loadProvider } from '../../runtime/providers/registry.js';
 import type { RunContext } from '../../runtime/tools/context.js';
+import { usedWeb } from '../../runtime/web/web.js';
 import type { Observation } from '../../store/records.js';
 import { answeredCall } from './records.js';
 import { COMPACT, FOLD, type RestoredRun, steerTurn } from './step.js';
@@ -321,7 +322,8 @@ export class Assembly {
    * less from the vendor's cache than that one did.
    */
   answered(completion: Completion, chars: number): EventData | null {
-    if (completion.usageReported !== false && completion.usage.inputTokens > 0 && chars > 0)
+    // An answer the vendor searched or fetched for counts what that brought back as input too: not the request's size.
+    if (completion.usageReported !== false && completion.usage.inputTokens > 0 && chars > 0 && !usedWeb(completion))
       this.#ratio = completion.usage.inputTokens / chars;
     const read = completion.usage.cacheReadTokens ?? 0;
     const before = this.#lastRead;
@@ -527,8 +529,14 @@ export class Assembly {
     const asked: TranscriptEntry[] = [...folded, { role: 'user', text: FOLD_PROMPT }];
     const fits = this.measure(request.system, request.tools, asked).tokens <= this.#window.tokens * FOLD_ROOM;
     const cap = Math.max(2_000, Math.floor(this.limit / this.#ratio / (2 * Math.max(1, folded.length))));
+    // The notes are written from the transcript alone: no search of the vendor's while folding.
+    const { web: _web, ...options } = request.options ?? {};
     const completion = await model.complete(
-      { ...request, transcript: fits ? asked : shortened(asked, cap) },
+      {
+        ...request,
+        ...(request.options ? { options } : {}),
+        transcript: fits ? asked : shortened(asked, cap),
+      },
       agent.signal,
     );
     // Notes longer than a quarter of a request would leave no room for the steps after them.

@@ -9,6 +9,17 @@ import type { PreparedRun } from './prepare.js';
 import { answeredCall, attemptEvents, failedCall } from './records.js';
 import { endRun, exhaust, type Replay, type Step, type StepOutcome } from './stage.js';
 
+/** The finish reason of a turn the vendor paused while its server-side tools (web search, fetch) worked. */
+const PAUSE_TURN = 'pause_turn';
+
+/** What the model is told after such a pause, as the runtime's own words. */
+const GO_ON = {
+  callId: '',
+  name: '@paused',
+  content: 'Your turn was paused while the web tools worked; go on from where you stopped.',
+  isError: false,
+} as const;
+
 /** A step the budget admits: a fresh one, or the paused step it picks up. */
 export interface Admitted {
   replay: Replay | null;
@@ -48,7 +59,9 @@ export async function admitAnswer(run: PreparedRun, asked: Asked): Promise<StepO
   // The draw is known now: a step that cannot be charged runs none of its tools.
   const over = replay ? null : await run.budget.wouldCross(completion);
   if (over) return exhaust(agent, over, tries, answered);
-  if (!replay && completion.toolCalls.length === 0 && isReply(run)) {
+  // The vendor stopped a long turn of its own tools' work (Anthropic's pause_turn): not an answer; the model is asked to go on.
+  const paused = completion.finishReason === PAUSE_TURN && completion.toolCalls.length === 0;
+  if (!replay && completion.toolCalls.length === 0 && !paused && isReply(run)) {
     await agent.ports.live?.flush();
     const reply = await agent.store.call('endReply', {
       ...agent.fence,
@@ -67,9 +80,9 @@ export async function admitAnswer(run: PreparedRun, asked: Asked): Promise<StepO
     withheld: asked.withheld,
     requestTokens: asked.requestTokens,
     calls: draft ? [...draft.calls] : answered,
-    observations: draft ? [...draft.observations] : [],
+    observations: draft ? [...draft.observations] : paused ? [{ ...GO_ON }] : [],
     stop: null,
-    final: completion.toolCalls.length === 0 ? { status: 'finished', reply: completion.text } : null,
+    final: completion.toolCalls.length === 0 && !paused ? { status: 'finished', reply: completion.text } : null,
   };
 }
 

@@ -5,6 +5,7 @@
  * interrupted had written put back. What a step needs of the run across steps is here, in
  * {@link PreparedRun}; what it needs of one step is the step's own (see ./run-step.ts).
  */
+
 import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { rosterCatalogue } from '../../runtime/agents.js';
@@ -25,6 +26,7 @@ import { skillCatalogue } from '../../runtime/skills.js';
 import type { AgentCall } from '../../runtime/tools/context.js';
 import { ToolTiers } from '../../runtime/tools/families/tiers.js';
 import { registryFor, type ToolRegistry } from '../../runtime/tools/registry.js';
+import { webRefusal } from '../../runtime/web/web.js';
 import type { RunRecord, RunSpec } from '../../store/records.js';
 import { Escalation } from './ask.js';
 import { Assembly, findWindow } from './assembly.js';
@@ -111,6 +113,9 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
     { role: 'user', text: opening(agent, run.task, equipped.briefing, kit) },
     ...restored.history,
   ];
+  // A provider given at a resume is held to the contract's web settings as run() held the first (before a steer is taken).
+  const noWeb = agent.contract?.web ? webRefusal(start.provider ?? spec.provider, agent.contract.web) : null;
+  if (noWeb !== null) return endRun(agent, 'failed', `the contract asks for the web (withWeb), and ${noWeb}`);
   await recordStart(agent, run);
   // A turn's root takes what a person sent it before it started (or while it was down): a
   // run resuming a paused step takes it once that step is committed, so the words come after it.
@@ -160,6 +165,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
       options: {
         cacheKey: cacheKey(spec.session ?? run.rootId),
         ...(judge?.outputSchema ? { responseFormat: judge.outputSchema } : {}),
+        ...(contract?.web ? { web: contract.web } : {}),
       },
       parentAddress,
       judge,

@@ -71,6 +71,7 @@ export function answeredCall(completion: Completion, fallbackName: string): Mode
     latencyMs: completion.latencyMs ?? null,
     ttftMs: completion.timeToFirstTokenMs ?? null,
     ...(completion.usageReported === false ? { usageReported: false } : {}),
+    ...(completion.web ? { web: completion.web } : {}),
   };
 }
 

@@ -7,6 +7,7 @@ import type { NoteRecord } from '../../runtime/context/memory.js';
 import type { EventData } from '../../runtime/events.js';
 import type { Completion, ToolCall, TranscriptEntry } from '../../runtime/provider.js';
 import type { ToolResult } from '../../runtime/tools/tool.js';
+import { usedWeb } from '../../runtime/web/web.js';
 import type { StoreReads } from '../../store/port.js';
 import type { FileDiff, ModelCallRecord, Observation, RunRecord, SentMessage } from '../../store/records.js';
 import { appendStep } from './records.js';
@@ -228,7 +229,10 @@ export async function restoreRun(store: StoreReads, runId: string): Promise<Rest
   const steers = events.flatMap((event) => (event.type === 'steered' ? [event] : []));
   const appended = appendSteered(history, steps, steers, seq);
   const windowEvent = events.find((event) => event.type === 'context-window');
-  const measured = [...steps].reverse().find((step) => step.completion.requestChars !== undefined && !foldOf(step));
+  // The last step whose answer measured its request: not a fold's, nor one the vendor's web tools added input to.
+  const measured = [...steps]
+    .reverse()
+    .find((step) => step.completion.requestChars !== undefined && !foldOf(step) && !usedWeb(step.completion));
   for (const step of steps) {
     for (const observation of step.observations) {
       if (observation.name === FEEDBACK.schema) spent.schema++;

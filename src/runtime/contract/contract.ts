@@ -24,6 +24,7 @@ import { checkLspServers, type LspServerData, type LspServerOptions } from '../l
 import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { WORKSPACE_TOOL_NAMES } from '../tools/names.js';
+import { checkWebOptions, type WebData, type WebOptions } from '../web/web.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
 import { checkContext, checkMemory } from './options.js';
 import { OutputSchema, type ZodOutput, type ZodOutputLike } from './output-schema.js';
@@ -106,6 +107,8 @@ export interface ContractData {
   git?: boolean;
   /** Language servers whose questions are offered as tools (see {@link TaskContract.withLsp}). */
   lsp?: LspServerData[];
+  /** The vendor's own web search and fetch (see {@link TaskContract.withWeb}). */
+  web?: WebData;
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
@@ -250,6 +253,7 @@ export class TaskContract<Output = unknown> {
     if (data.toolTiers) contract = contract.withToolTiers();
     if (data.git) contract = contract.withGit();
     if (data.lsp && data.lsp.length > 0) contract = contract.withLsp(data.lsp);
+    if (data.web) contract = contract.withWeb(data.web);
     if (data.context) contract = contract.withContext(data.context);
     if (data.memory) contract = contract.withMemory(data.memory);
     if (data.escalation) {
@@ -548,6 +552,20 @@ export class TaskContract<Output = unknown> {
         'withLsp() needs a workspace contract (TaskContract.workspace): a language server reads a project, not one file.',
       );
     return this.#with({ lsp: checkLspServers(Array.isArray(servers) ? servers : [servers]) });
+  }
+
+  /**
+   * Lets the model search the web (and, with `fetch`, read a page it names) through its
+   * vendor's own server-side tools: Anthropic's web search and fetch, OpenAI's search
+   * models, OpenRouter's web search. The vendor dials, not the run; what it found and cited
+   * is kept in the trace (`store.webSources(runId)`). A provider that cannot say what is
+   * asked is refused before the run starts. See docs/guides/web.md.
+   *
+   * @example
+   * TaskContract.workspace('update the changelog for the new release', repo).withWeb({ allowedHosts: ['nodejs.org'] });
+   */
+  withWeb(options: WebOptions = {}): TaskContract<Output> {
+    return this.#with({ web: checkWebOptions(options) });
   }
 
   /**

@@ -5,11 +5,13 @@
  */
 import { shownImages } from '../images.js';
 import type { TranscriptEntry } from '../provider.js';
+import type { WebData } from '../web/web.js';
 import { type PlainCheck, PlainText } from './fast-lane.js';
 import type { SseEvent } from './sse.js';
 import { type CallUsage, ProviderError, type StreamPart } from './types.js';
 import {
   argumentsOf,
+  count,
   isObject,
   type Json,
   notAnAnswer,
@@ -102,6 +104,66 @@ function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireC
   return messages.map(({ role, blocks }) => `{"role":${JSON.stringify(role)},"content":[${blocks.join(',')}]}`);
 }
 
+/** The beta header Anthropic's fetch tool needs, and the tools' versions. */
+const WEB_FETCH_BETA = 'web-fetch-2025-09-10';
+
+/** The contract's web settings as Anthropic's server tools: search, fetch, or both. */
+function webTools(web: WebData): string[] {
+  const limits = {
+    ...(web.maxUses === undefined ? {} : { max_uses: web.maxUses }),
+    ...(web.allowedHosts ? { allowed_domains: web.allowedHosts } : {}),
+    ...(web.blockedHosts ? { blocked_domains: web.blockedHosts } : {}),
+  };
+  return [
+    ...(web.search ? [JSON.stringify({ type: 'web_search_20250305', name: 'web_search', ...limits })] : []),
+    ...(web.fetch ? [JSON.stringify({ type: 'web_fetch_20250910', name: 'web_fetch', ...limits })] : []),
+  ];
+}
+
+const text = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null);
+
+/** A citation Anthropic attached to text: a page, when it names one (a search result's or a fetched page's). */
+function citationPart(citation: unknown): StreamPart[] {
+  if (!isObject(citation)) return [];
+  const url = text(citation.url);
+  if (url === null) return [];
+  return [
+    {
+      type: 'web-source',
+      source: { kind: 'citation', url, title: text(citation.title), citedText: text(citation.cited_text) },
+    },
+  ];
+}
+
+/** The pages a server tool's result block names: what a search found, or the page a fetch read. */
+function resultParts(block: Json): StreamPart[] {
+  if (block.type === 'web_search_tool_result' && Array.isArray(block.content)) {
+    return block.content.flatMap((item): StreamPart[] => {
+      const url = isObject(item) ? text(item.url) : null;
+      return isObject(item) && url !== null
+        ? [{ type: 'web-source', source: { kind: 'result', url, title: text(item.title), citedText: null } }]
+        : [];
+    });
+  }
+  if (block.type === 'web_fetch_tool_result' && isObject(block.content)) {
+    const url = text(block.content.url);
+    const document = isObject(block.content.content) ? block.content.content : {};
+    return url === null
+      ? []
+      : [{ type: 'web-source', source: { kind: 'fetched', url, title: text(document.title), citedText: null } }];
+  }
+  if (block.type === 'text' && Array.isArray(block.citations)) return block.citations.flatMap(citationPart);
+  return [];
+}
+
+/** The searches and fetches a usage object reports (`server_tool_use`), if it reports any. */
+function webUse(usage: Json): StreamPart[] {
+  const used = isObject(usage.server_tool_use) ? usage.server_tool_use : null;
+  return used === null
+    ? []
+    : [{ type: 'web-use', searches: count(used.web_search_requests), fetches: count(used.web_fetch_requests) }];
+}
+
 /** A content block of an Anthropic stream; `input` is a tool_use block's input as its start sent it. */
 interface AnthropicBlockState {
   kind: 'text' | 'tool' | 'other';
@@ -144,10 +206,11 @@ class AnthropicDecoder implements WireDecoder {
   /** Merges what an event says of the prompt: a field it leaves out (or null) keeps its value. */
   #input(usage: Json): void {
     this.#usageSeen = true;
-    if (typeof usage.input_tokens === 'number') this.#plainInput = usage.input_tokens;
-    if (typeof usage.cache_read_input_tokens === 'number') this.#usage.cacheReadTokens = usage.cache_read_input_tokens;
+    if (typeof usage.input_tokens === 'number') this.#plainInput = count(usage.input_tokens);
+    if (typeof usage.cache_read_input_tokens === 'number')
+      this.#usage.cacheReadTokens = count(usage.cache_read_input_tokens);
     if (typeof usage.cache_creation_input_tokens === 'number')
-      this.#usage.cacheWriteTokens = usage.cache_creation_input_tokens;
+      this.#usage.cacheWriteTokens = count(usage.cache_creation_input_tokens);
     // Anthropic counts cached prompt tokens apart from input_tokens; ours include them.
     this.#usage.inputTokens = this.#plainInput + this.#usage.cacheReadTokens + this.#usage.cacheWriteTokens;
   }
@@ -166,7 +229,7 @@ class AnthropicDecoder implements WireDecoder {
         const message = isObject(payload.message) ? payload.message : {};
         if (isObject(message.usage)) {
           this.#input(message.usage);
-          this.#usage.outputTokens = num(message.usage.output_tokens);
+          this.#usage.outputTokens = count(message.usage.output_tokens);
         }
         return [];
       }
@@ -190,15 +253,17 @@ class AnthropicDecoder implements WireDecoder {
           input: undefined,
           ordinal: -1,
         });
+        const sources = resultParts(block);
         if (block.type === 'text' && typeof block.text === 'string' && block.text !== '')
-          return [{ type: 'text-delta', text: block.text }];
-        return [];
+          return [{ type: 'text-delta', text: block.text }, ...sources];
+        return sources;
       }
       case 'content_block_delta': {
         const block = this.#blocks.get(num(payload.index));
         const delta = isObject(payload.delta) ? payload.delta : {};
         if (delta.type === 'text_delta' && typeof delta.text === 'string')
           return [{ type: 'text-delta', text: delta.text }];
+        if (delta.type === 'citations_delta') return citationPart(delta.citation);
         if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string' && block?.kind === 'tool') {
           block.args += delta.partial_json;
           return delta.partial_json === ''
@@ -219,8 +284,9 @@ class AnthropicDecoder implements WireDecoder {
         const delta = isObject(payload.delta) ? payload.delta : {};
         if (typeof delta.stop_reason === 'string') this.#stopReason = delta.stop_reason;
         if (isObject(payload.usage)) {
-          if (payload.usage.output_tokens !== undefined) this.#usage.outputTokens = num(payload.usage.output_tokens);
+          if (payload.usage.output_tokens !== undefined) this.#usage.outputTokens = count(payload.usage.output_tokens);
           this.#input(payload.usage);
+          return webUse(payload.usage);
         }
         return [];
       }
@@ -307,6 +373,7 @@ class AnthropicDecoder implements WireDecoder {
     for (const [position, block] of content.entries()) {
       if (!isObject(block)) continue;
       if (block.type === 'text' && typeof block.text === 'string') parts.push({ type: 'text-delta', text: block.text });
+      for (const part of resultParts(block)) parts.push(part);
       if (block.type === 'tool_use') {
         const entry = this.#toolBlock(block, position, 'other');
         this.#blocks.set(position, entry);
@@ -316,8 +383,8 @@ class AnthropicDecoder implements WireDecoder {
     }
     if (isObject(body.usage)) {
       this.#input(body.usage);
-      this.#usage.outputTokens = num(body.usage.output_tokens);
-      parts.push({ type: 'usage', usage: { ...this.#usage } });
+      this.#usage.outputTokens = count(body.usage.output_tokens);
+      parts.push({ type: 'usage', usage: { ...this.#usage } }, ...webUse(body.usage));
     }
     this.#stopped = true;
     parts.push({ type: 'end', finishReason: typeof body.stop_reason === 'string' ? body.stop_reason : null });
@@ -335,16 +402,21 @@ export const anthropicWire: Wire = {
       hole: [],
       items: anthropicMessages(request.transcript, config, request.options?.cacheBreakpoint),
     };
+    // The vendor's own web tools go after the run's (a run that asks for none sends what it always did).
+    const web = request.options?.web;
     const tools: ArrayFill = {
       key: 'tools',
       hole: [],
-      items: request.tools.map((tool) =>
-        entryJson(toolJson, tool, () => ({
-          name: tool.name,
-          description: tool.description,
-          input_schema: tool.parameters,
-        })),
-      ),
+      items: [
+        ...request.tools.map((tool) =>
+          entryJson(toolJson, tool, () => ({
+            name: tool.name,
+            description: tool.description,
+            input_schema: tool.parameters,
+          })),
+        ),
+        ...(web ? webTools(web) : []),
+      ],
     };
     const body: Json = {
       model: config.model,
@@ -354,9 +426,14 @@ export const anthropicWire: Wire = {
       messages: messages.hole,
       stream: true,
     };
-    if (request.tools.length > 0) body.tools = tools.hole;
+    if (tools.items.length > 0) body.tools = tools.hole;
     Object.assign(body, config.extraBody);
-    return streamingPost(config, '/v1/messages', request, bodyWithArrays(body, [messages, tools]));
+    const post = streamingPost(config, '/v1/messages', request, bodyWithArrays(body, [messages, tools]));
+    if (web?.fetch) {
+      const beta = post.headers['anthropic-beta'];
+      post.headers['anthropic-beta'] = beta ? `${beta},${WEB_FETCH_BETA}` : WEB_FETCH_BETA;
+    }
+    return post;
   },
   decoder: (config) => new AnthropicDecoder(config.name),
   models: (config) => listing(config, '/v1/models'),

@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HarnessError } from '../../errors.js';
 import type { CallAttempt, Completion, CompletionHooks, ModelRequest, Provider, RetryOptions } from '../provider.js';
 import { scrubText } from '../secrets.js';
+import type { WebActivity } from '../web/web.js';
 import { closeBody, IdleWatch, readEventStream, readWholeAnswer, sniff } from './answer-body.js';
 import {
   CallCancel,
@@ -229,6 +230,7 @@ export class HttpProvider implements Provider {
     let usage: CallUsage | null = null;
     let finishReason: string | null = null;
     const ends: Extract<StreamPart, { type: 'tool-call-end' }>[] = [];
+    let web: WebActivity | null = null;
     const { rateLimits, requestChars } = await this.#run(
       request,
       (part) => {
@@ -243,6 +245,19 @@ export class HttpProvider implements Provider {
           if (!part.invalid) hooks?.onToolCall?.({ id: part.id, name: part.name, args: part.args }, part.index);
         } else if (part.type === 'usage') usage = part.usage;
         else if (part.type === 'end') finishReason = part.finishReason;
+        else if (part.type === 'web-source') {
+          web ??= { searches: 0, fetches: 0, sources: [] };
+          // A page cited twice for one passage is one source.
+          const { kind, url, citedText } = part.source;
+          if (!web.sources.some((s) => s.kind === kind && s.url === url && s.citedText === citedText))
+            web.sources.push(part.source);
+        } else if (part.type === 'web-use') {
+          // The vendor's running count: the last one stands. Nothing done is nothing to keep.
+          if (web === null && part.searches === 0 && part.fetches === 0) return;
+          web ??= { searches: 0, fetches: 0, sources: [] };
+          web.searches = part.searches;
+          web.fetches = part.fetches;
+        }
       },
       signal,
       // Text read by the fast lane goes straight to the completion, with no part object, a
@@ -268,6 +283,7 @@ export class HttpProvider implements Provider {
       latencyMs: finished - started,
       timeToFirstTokenMs: firstToken === null ? null : firstToken - started,
       rateLimits,
+      ...(web === null ? {} : { web }),
     };
   }
 

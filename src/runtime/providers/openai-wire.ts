@@ -4,18 +4,21 @@
  * docs/guides/providers.md, and its model catalogue. The decoder reads events with narrow
  * hand-written checks (see ./wires.ts).
  */
+
+import { ErrorCode, HarnessError } from '../../errors.js';
 import { shownImages } from '../images.js';
 import type { ModelRequest, TranscriptEntry } from '../provider.js';
+import type { WebData } from '../web/web.js';
 import { type PlainCheck, PlainText } from './fast-lane.js';
 import type { SseEvent } from './sse.js';
 import { isDone } from './sse.js';
 import { type CallUsage, ProviderError, type StreamPart } from './types.js';
 import {
   completeArguments,
+  count,
   isObject,
   type Json,
   notAnAnswer,
-  num,
   parseArguments,
   parseJson,
   uniqueId,
@@ -105,15 +108,56 @@ function openAiMessages(request: ModelRequest, config: WireConfig): string[] {
 /** How the user message of images introduces each call's: what the scripted model server reads back. */
 export const IMAGES_OF = 'Images returned by the tool call';
 
+/**
+ * The contract's web settings in this endpoint's terms: OpenRouter's `openrouter:web_search`
+ * server tool with the hosts to keep to. What it cannot say, and every other endpoint of this
+ * wire, was refused before the run started (runtime/web/web.ts); a provider built another way
+ * (a module wrapping one) fails the call, as a refusal, not a retry.
+ */
+function webTool(web: WebData, config: WireConfig): string {
+  if (config.web !== 'openrouter')
+    throw new HarnessError(
+      ErrorCode.ProviderFailed,
+      `${config.name}: the run asks for the web (withWeb), and this endpoint has no web tool io-harness can ask for: use Anthropic or OpenRouter.`,
+      { details: { kind: 'web-unsupported', provider: config.name, isRetryable: false } },
+    );
+  const parameters = {
+    ...(web.allowedHosts ? { allowed_domains: web.allowedHosts } : {}),
+    ...(web.blockedHosts ? { excluded_domains: web.blockedHosts } : {}),
+  };
+  return JSON.stringify({
+    type: 'openrouter:web_search',
+    ...(Object.keys(parameters).length > 0 ? { parameters } : {}),
+  });
+}
+
+/** The pages an answer's `url_citation` annotations name (OpenRouter's web search, OpenAI's search models). */
+function annotationParts(annotations: unknown): StreamPart[] {
+  if (!Array.isArray(annotations)) return [];
+  return annotations.flatMap((item): StreamPart[] => {
+    const citation = isObject(item) && isObject(item.url_citation) ? item.url_citation : null;
+    if (citation === null || typeof citation.url !== 'string' || citation.url === '') return [];
+    const title = typeof citation.title === 'string' && citation.title !== '' ? citation.title : null;
+    const quoted = typeof citation.content === 'string' && citation.content !== '' ? citation.content : null;
+    return [{ type: 'web-source', source: { kind: 'citation', url: citation.url, title, citedText: quoted } }];
+  });
+}
+
+/** The searches a usage object reports (OpenRouter's `server_tool_use`), if it reports any. */
+function webUse(usage: Json): StreamPart[] {
+  const used = isObject(usage.server_tool_use) ? usage.server_tool_use : null;
+  return used === null ? [] : [{ type: 'web-use', searches: count(used.web_search_requests), fetches: 0 }];
+}
+
 function openAiUsage(usage: Json): CallUsage {
   const prompt = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
   const completion = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
   return {
-    inputTokens: num(usage.prompt_tokens),
-    outputTokens: num(usage.completion_tokens),
-    cacheReadTokens: num(prompt.cached_tokens),
-    cacheWriteTokens: num(prompt.cache_write_tokens ?? usage.cache_creation_input_tokens),
-    reasoningTokens: num(completion.reasoning_tokens),
+    inputTokens: count(usage.prompt_tokens),
+    outputTokens: count(usage.completion_tokens),
+    cacheReadTokens: count(prompt.cached_tokens),
+    cacheWriteTokens: count(prompt.cache_write_tokens ?? usage.cache_creation_input_tokens),
+    reasoningTokens: count(completion.reasoning_tokens),
   };
 }
 
@@ -211,6 +255,7 @@ class OpenAiDecoder implements WireDecoder {
       const delta = isObject(choice.delta) ? choice.delta : {};
       if (typeof delta.content === 'string' && delta.content !== '')
         parts.push({ type: 'text-delta', text: delta.content });
+      for (const part of annotationParts(delta.annotations)) parts.push(part);
       if (Array.isArray(delta.tool_calls)) {
         for (const item of delta.tool_calls) if (isObject(item)) this.#toolCallChunk(item, parts);
       }
@@ -220,7 +265,7 @@ class OpenAiDecoder implements WireDecoder {
     }
     if (isObject(chunk.usage)) {
       if (this.#finishReason !== null) this.#usageSeen = true;
-      parts.push({ type: 'usage', usage: openAiUsage(chunk.usage) });
+      parts.push({ type: 'usage', usage: openAiUsage(chunk.usage) }, ...webUse(chunk.usage));
     }
     return parts;
   }
@@ -340,6 +385,7 @@ class OpenAiDecoder implements WireDecoder {
     const message = isObject(choice.message) ? choice.message : {};
     if (typeof message.content === 'string' && message.content !== '')
       parts.push({ type: 'text-delta', text: message.content });
+    for (const part of annotationParts(message.annotations)) parts.push(part);
     if (Array.isArray(message.tool_calls)) {
       for (const [index, item] of message.tool_calls.entries()) {
         if (!isObject(item)) continue;
@@ -350,7 +396,7 @@ class OpenAiDecoder implements WireDecoder {
     }
     this.#finishReason =
       typeof choice.finish_reason === 'string' && choice.finish_reason !== '' ? choice.finish_reason : 'stop';
-    if (isObject(body.usage)) parts.push({ type: 'usage', usage: openAiUsage(body.usage) });
+    if (isObject(body.usage)) parts.push({ type: 'usage', usage: openAiUsage(body.usage) }, ...webUse(body.usage));
     this.#done = true;
     return [...parts, ...this.#closing()];
   }
@@ -360,15 +406,19 @@ export const openAiWire: Wire = {
   vendor: 'openai',
   request(request, config) {
     const messages: ArrayFill = { key: 'messages', hole: [], items: openAiMessages(request, config) };
+    const web = request.options?.web ? webTool(request.options.web, config) : null;
     const tools: ArrayFill = {
       key: 'tools',
       hole: [],
-      items: request.tools.map((tool) =>
-        entryJson(toolJson, tool, () => ({
-          type: 'function',
-          function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-        })),
-      ),
+      items: [
+        ...request.tools.map((tool) =>
+          entryJson(toolJson, tool, () => ({
+            type: 'function',
+            function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+          })),
+        ),
+        ...(web === null ? [] : [web]),
+      ],
     };
     const body: Json = {
       model: config.model,
@@ -376,7 +426,7 @@ export const openAiWire: Wire = {
       stream: true,
       stream_options: { include_usage: true },
     };
-    if (request.tools.length > 0) body.tools = tools.hole;
+    if (tools.items.length > 0) body.tools = tools.hole;
     if (config.maxTokens !== null) body.max_tokens = config.maxTokens;
     if (config.promptCacheKey && request.options?.cacheKey) body.prompt_cache_key = request.options.cacheKey;
     // The demanded shape of the answer; the runtime checks it either way. (Anthropic has no counterpart.)

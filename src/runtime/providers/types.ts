@@ -4,6 +4,7 @@
  */
 import { ErrorCode, HarnessError, registerErrorClass } from '../../errors.js';
 import { scrubText } from '../secrets.js';
+import type { WebSource } from '../web/web.js';
 
 /** Tokens of one model call. Cache and reasoning counts are 0 where the vendor does not report them. */
 export interface CallUsage {
@@ -52,6 +53,10 @@ export type StreamPart =
       invalid?: { reason: string; sent: string };
     }
   | { type: 'usage'; usage: CallUsage }
+  /** A page the vendor's own web tools found, fetched or cited (see runtime/web/web.ts). */
+  | { type: 'web-source'; source: WebSource }
+  /** How many searches and fetches the vendor ran for this answer, as it reported them. */
+  | { type: 'web-use'; searches: number; fetches: number }
   | { type: 'end'; finishReason: string | null };
 
 /** One rate-limit window as the vendor reported it. */

@@ -18,6 +18,11 @@ export function num(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;
 }
 
+/** A count a vendor reports (tokens, searches): a whole number from 0, else 0, so no fraction or negative reaches the trace. */
+export function count(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.floor(value) : 0;
+}
+
 export function parseJson(data: string, provider: string): unknown {
   try {
     return JSON.parse(data);

@@ -34,6 +34,8 @@ export interface WireConfig {
   extraBody: Record<string, unknown>;
   /** Send the images tools attach (the latest ones); false for a model that takes text only. */
   images: boolean;
+  /** Whose server-side web tools this endpoint speaks (`withWeb`), or null where a run cannot ask for them (see runtime/web/web.ts). */
+  web: 'openrouter' | 'anthropic' | null;
 }
 
 export interface WireDecoder {

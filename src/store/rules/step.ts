@@ -49,8 +49,11 @@ const UPSERT_CHECKPOINT = `INSERT INTO checkpoints (run_id, seq, generation, sta
   ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, generation = excluded.generation, state = excluded.state, at = excluded.at`;
 
 const INSERT_CALL = `INSERT INTO model_calls (root_id, run_id, seq, attempt, generation, provider, model, outcome, status_code, input_tokens,
-  output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms, usage_reported, at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms, usage_reported, web_searches,
+  web_fetches, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+
+const INSERT_SOURCE = `INSERT INTO web_sources (root_id, run_id, seq, attempt, kind, url, title, cited_text, at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /**
  * One step, all or nothing: the draw checked against every ceiling from the run
@@ -353,8 +356,23 @@ function* recordCalls(
       call.latencyMs,
       call.ttftMs,
       call.usageReported === false ? 0 : 1,
+      call.web?.searches ?? 0,
+      call.web?.fetches ?? 0,
       now,
     );
+    for (const source of call.web?.sources ?? [])
+      yield* sql.put(
+        INSERT_SOURCE,
+        run.root_id,
+        run.run_id,
+        seq,
+        attempt,
+        source.kind,
+        source.url,
+        source.title,
+        source.citedText,
+        now,
+      );
   }
 }
 
