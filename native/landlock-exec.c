@@ -5,15 +5,16 @@
  *                 [--net] [--cgroup DIR]... [--cpu-secs N] [--file-bytes N] [--memory-bytes N]
  *                 [--processes N] [--relay-port N --relay-socket PATH] [--report]
  *                 [--mask PATH]... [--mask-source DIR] [--written-bytes N] [--written-fd FD]
- *                 [--join-only | --mounts-only]
+ *                 [--pass-fds N] [--unix-sockets] [--join-only | --mounts-only]
  *                 -- PROGRAM [ARG]...
  *
  * Reads are allowed beneath each --read path, reads and writes beneath each --write
  * path, and nothing else. Without --net, TCP connect is allowed only to the
  * --connect-port ports and TCP bind to none (Landlock ABI 4 and later); abstract UNIX
  * sockets and signals are scoped to the sandbox (ABI 6 and later). Every descriptor above
- * 2 is closed, every capability is dropped, no-new-privs is set, a seccomp filter refuses
- * UNIX-domain sockets and io_uring, the limits are set, and the command is executed.
+ * 2 is closed (but 3 to N - 1 with --pass-fds N: a browser's pipe to the harness), every capability is dropped, no-new-privs is set, a seccomp filter refuses
+ * UNIX-domain sockets (but with --unix-sockets, for a program whose view of the tree holds no
+ * host daemon's socket) and io_uring, the limits are set, and the command is executed.
  * Each --pin directory is bind-mounted over itself, writable, so that it cannot be
  * renamed or removed (a mount point cannot); then each --protect path (inside a --write
  * one) is bind-mounted read-only over itself,
@@ -488,6 +489,9 @@ static void drop_capabilities(void) {
  * pointed at a path by sendto or connect). No io_uring (whose operations seccomp does not
  * see). A system call of another ABI (i386, x32) fails with ENOSYS.
  */
+/* --unix-sockets: socket(2) of the UNIX domain is allowed too (the filter still refuses io_uring). */
+static int unix_sockets = 0;
+
 static int deny_unix_sockets(void) {
 #ifdef NATIVE_ARCH
   struct sock_filter filter[] = {
@@ -502,13 +506,15 @@ static int deny_unix_sockets(void) {
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 2, 0),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 7, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 8, 0),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    /* socket(2): IPv4, IPv6 and netlink (which the C library asks about interfaces), nothing else. */
+    /* socket(2): IPv4, IPv6 and netlink (which the C library asks about interfaces), and the UNIX domain
+       with --unix-sockets (else a family no socket has); nothing else. */
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 3, 0),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 2, 0),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_NETLINK, 1, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 4, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 3, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_NETLINK, 2, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, unix_sockets ? AF_UNIX : 0xffffffffU, 1, 0),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     /* socketpair(2) of the UNIX domain: stream and seqpacket, which cannot be pointed elsewhere; no datagrams. */
@@ -552,6 +558,8 @@ static void reenter_cwd(void) {
  */
 static long long written_cap = -1;
 static int written_fd = -1;
+/* The descriptors from 3 below this one are the command's own (--pass-fds): handed to it, not closed. */
+static int pass_fds = 3;
 
 /*
  * What the processes of this PID namespace have written to storage, in bytes: the sum of
@@ -646,10 +654,10 @@ static void bind_and_relay(const char **pins, int npins, const char **protects, 
 
 /* Nothing the harness held open reaches the command (the count's descriptor is the helper's alone, closed on exec). */
 static void close_inherited(void) {
-  unsigned int from = 3;
+  unsigned int from = (unsigned int)pass_fds;
   if (written_fd >= 3) {
     if (fcntl(written_fd, F_SETFD, FD_CLOEXEC) != 0) fail("--written-fd");
-    if (written_fd > 3) syscall(__NR_close_range, 3U, (unsigned int)written_fd - 1, 0);
+    if (written_fd > pass_fds) syscall(__NR_close_range, (unsigned int)pass_fds, (unsigned int)written_fd - 1, 0);
     from = (unsigned int)written_fd + 1;
   }
   if (syscall(__NR_close_range, from, ~0U, 0) != 0) {
@@ -693,6 +701,10 @@ int main(int argc, char **argv) {
       confine_mounts = 1;
       continue;
     }
+    if (strcmp(arg, "--unix-sockets") == 0) {
+      unix_sockets = 1;
+      continue;
+    }
     if (i + 1 >= argc) usage("an option needs a value");
     const char *value = argv[++i];
     if (strcmp(arg, "--read") == 0) {
@@ -730,6 +742,9 @@ int main(int argc, char **argv) {
       written_cap = (long long)number(value, arg);
     } else if (strcmp(arg, "--written-fd") == 0) {
       written_fd = (int)number(value, arg);
+    } else if (strcmp(arg, "--pass-fds") == 0) {
+      pass_fds = (int)number(value, arg);
+      if (pass_fds < 3 || pass_fds > 64) usage("--pass-fds needs a descriptor from 3 to 64");
     } else if (strcmp(arg, "--memory-bytes") == 0) {
       memory = (long long)number(value, arg);
     } else if (strcmp(arg, "--processes") == 0) {
@@ -743,6 +758,7 @@ int main(int argc, char **argv) {
   if ((relay_port != 0) != (relay_socket != NULL)) usage("--relay-port and --relay-socket go together");
   if (join_only && mounts_only) usage("--join-only and --mounts-only do not go together");
   if (nmasks > 0 && mask_source == NULL) usage("--mask needs --mask-source");
+  if (written_fd >= 3 && written_fd < pass_fds) usage("--written-fd must be above the --pass-fds descriptors");
 
   if (join_only) {
     for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);

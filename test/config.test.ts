@@ -213,7 +213,13 @@ describe('io.toml over four scopes', () => {
         /hook names a program to run or a file to write/,
         true,
       ],
-      ['a browser', '[browser]\nenabled = true\n', /browser names a program to run or a route out/, false],
+      [
+        'a browser',
+        '[browser]\ntimeout_secs = 30\n',
+        /browser names a program to run and opens a route to the web/,
+        true,
+      ],
+      ['the web', '[web]\nsearch = true\n', /web opens a route to the web/, true],
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a TOML file's substitution, as written
       ['a command substitution', '[[policy.layer]]\nname = "${cmd:whoami}"\n', /runs a command/, false],
     ];
@@ -397,7 +403,7 @@ describe('io.toml over four scopes', () => {
         /:5: mcp\[0\]\.url: .*names a variable that is not set/,
         5,
       ],
-      ['a section not built', '[browser]\nenabled = true\n', /:1: \[browser\] is not built yet/, 1],
+      ['an unknown key of a section', '[browser]\nenabled = true\n', /:2: unknown key browser\.enabled/, 2],
       [
         'an object’s own machinery',
         '[app]\nok = 1\n__proto__ = { polluted = true }\n',

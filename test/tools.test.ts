@@ -179,6 +179,7 @@ describe("the embedder's tools", () => {
       memory: true,
       git: true,
       lsp: true,
+      browser: true,
       workspaceTools,
     };
     const declared = new Set(

@@ -67,8 +67,6 @@ export function check(
     for (const section of NOT_BUILT)
       if (section in body) {
         const key = `${prefix}${section}`;
-        if (workspace && section === 'browser')
-          refuse(file, lineOf(lines, key), key, 'names a program to run or a route out of the boundary', userFile);
         throw new ConfigError(
           ErrorCode.ConfigInvalid,
           `${at(key)}: [${section}] is not built yet in this release of io-harness; remove it (nothing of the configuration was used).`,

@@ -20,6 +20,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { ConfigError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
 import type { AgentDefinition } from '../runtime/agents.js';
+import { type BrowserData, checkBrowserOptions } from '../runtime/browser/browser.js';
 import type { PriceTable } from '../runtime/budget.js';
 import type { ContextData } from '../runtime/context/assembler.js';
 import {
@@ -41,6 +42,7 @@ import { check, type Findings, redacted } from './check.js';
 import { emptyDirectory, readGuidance } from './guidance.js';
 import { type HookObserver, type HookSpec, hookObserver, hookSpecFrom } from './hooks.js';
 import {
+  browserOf,
   budgetOf,
   contextOf,
   lspOf,
@@ -312,6 +314,7 @@ export class Config {
         ['mcp', () => alone.mcp()],
         ['lsp', () => alone.lsp()],
         ['web', () => alone.web()],
+        ['browser', () => alone.browser()],
         ...(['budget', 'context', 'memory', 'sandbox', 'toolchain'] as const).map(
           (section): [string, () => unknown] => [
             section,
@@ -617,6 +620,12 @@ export class Config {
     return options === null ? null : checkWebOptions(options);
   }
 
+  /** The browser settings (`[browser]`, the user file's only), checked as `withBrowser` checks them; null when absent. */
+  browser(): BrowserData | null {
+    const options = browserOf(this.#data);
+    return options === null ? null : checkBrowserOptions(options);
+  }
+
   /** A workspace contract for `goal` with this configuration's budget, context, memory, git, sandbox and toolchain. */
   contract(goal: string): TaskContract {
     this.#assertWhole('contract');
@@ -627,6 +636,7 @@ export class Config {
     const toolchain = this.toolchain();
     const lsp = this.lsp();
     const web = this.web();
+    const browser = this.browser();
     return TaskContract.from({
       goal,
       root: this.root,
@@ -636,6 +646,7 @@ export class Config {
       ...(this.git() ? { git: true } : {}),
       ...(lsp.length > 0 ? { lsp } : {}),
       ...(web ? { web } : {}),
+      ...(browser ? { browser } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
       ...(toolchain ? { toolchain } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),

@@ -5,6 +5,7 @@
  * reshapes; `Config` adds what the bundles contribute.
  */
 import type { McpServerSpec } from '../mcp/spec.js';
+import type { BrowserOptions } from '../runtime/browser/browser.js';
 import type { PriceTable } from '../runtime/budget.js';
 import type { ContextData } from '../runtime/context/assembler.js';
 import type { ContractBudget, MemoryData } from '../runtime/contract/contract.js';
@@ -145,6 +146,16 @@ export function webOf(data: Table): WebOptions | null {
     ...(section.max_uses === undefined ? {} : { maxUses: section.max_uses }),
     ...(section.allowed_hosts === undefined ? {} : { allowedHosts: section.allowed_hosts }),
     ...(section.blocked_hosts === undefined ? {} : { blockedHosts: section.blocked_hosts }),
+  };
+}
+
+/** `[browser]`, as `withBrowser` takes it, not yet checked; null when the section is absent. */
+export function browserOf(data: Table): BrowserOptions | null {
+  const section = data.browser as NonNullable<ConfigBody['browser']> | undefined;
+  if (section === undefined) return null;
+  return {
+    ...(section.executable === undefined ? {} : { executable: section.executable }),
+    ...(section.timeout_secs === undefined ? {} : { timeoutSecs: section.timeout_secs }),
   };
 }
 

@@ -127,6 +127,15 @@ const memory = z.strictObject({
 
 const git = z.strictObject({});
 
+const browser = z.strictObject({
+  executable: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('The Chromium to run, by its absolute path (default: found on the host, never downloaded).'),
+  timeout_secs: z.number().positive().max(600).optional().describe('How long one browser call may take (default 30).'),
+});
+
 const web = z.strictObject({
   search: z.boolean().optional().describe('The vendor’s web search tool (default true).'),
   fetch: z.boolean().optional().describe('The vendor’s page fetch tool (default false).'),
@@ -342,6 +351,11 @@ const sections = {
   git: git
     .optional()
     .describe('The git tools: status, diff, log, add, commit, branch (on when the section is present).'),
+  browser: browser
+    .optional()
+    .describe(
+      'A browser the model drives: open, click, type, scroll, read, screenshot (on when the section is present). User file only.',
+    ),
   web: web
     .optional()
     .describe('Web search and fetch run by the model’s vendor (on when the section is present). User file only.'),
@@ -391,7 +405,7 @@ export type ConfigFileData = z.infer<typeof fileSchema>;
 export type ConfigBody = z.infer<typeof body>;
 
 /** Sections the reference names that are not built yet: a clear error, not a silent shrug. */
-export const NOT_BUILT = ['browser'] as const;
+export const NOT_BUILT: readonly string[] = [];
 
 type Def = {
   type: string;

@@ -213,6 +213,7 @@ function equip(
     memory: contract?.memory !== undefined,
     git: contract?.git === true,
     lsp: (contract?.lsp?.length ?? 0) > 0,
+    browser: contract?.browser !== undefined,
   });
   agent.equip({
     run,

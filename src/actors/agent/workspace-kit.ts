@@ -8,6 +8,7 @@
  * the sandbox and the file tools.
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
+import { BROWSER_SANDBOX, openBrowser, RunBrowser } from '../../runtime/browser/run-browser.js';
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
 import { type ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
 import type { Executor } from '../../runtime/exec/executor.js';
@@ -33,9 +34,10 @@ export function openWorkspace(
   let executor = agent.ports.executor ?? null;
   let gitExecutor: (() => Executor) | undefined;
   let serversExecutor: (() => ContainedExecutor) | undefined;
+  let browserExecutor: ((anchor: string) => ContainedExecutor) | undefined;
+  const egress = egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event));
   if (!executor) {
     try {
-      const egress = egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event));
       executor = executorFor({ purpose: 'run', contract, policy, egress });
       // The git tools' own: the same containment, the repository writable (their argv is fixed).
       if (contract.git)
@@ -43,6 +45,10 @@ export function openWorkspace(
       // The language servers' own: the same containment, with every path the model may not read outright hidden.
       if (contract.lsp && contract.lsp.length > 0)
         serversExecutor = () => executorFor({ purpose: 'run', contract, policy, egress, hideReads: 'unreadable' });
+      // The browser's own: the run's egress gate, and nothing of the workspace (see BROWSER_SANDBOX).
+      if (contract.browser)
+        browserExecutor = (anchor) =>
+          executorFor({ purpose: 'run', root: anchor, sandbox: { ...BROWSER_SANDBOX }, policy, egress });
     } catch (error) {
       if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
       // Asked for by name and not to be had: refused before the first step, never run with less.
@@ -53,6 +59,15 @@ export function openWorkspace(
   const workspace = new WorkspaceSession(contract, policy as Policy, secrets, executor, gitExecutor);
   if (contract.lsp && contract.lsp.length > 0)
     workspace.lsp = languageServers(contract, workspace, policy, serversExecutor ?? null);
+  if (contract.browser)
+    workspace.browser = new RunBrowser(
+      contract.browser,
+      contract.root,
+      policy,
+      egress,
+      () => openBrowser(browserExecutor ?? null, workspace.commandEnv),
+      [contract.root, ...(contract.sandbox?.writableRoots ?? [])],
+    );
   return { executor, workspace };
 }
 

@@ -10,6 +10,7 @@
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
+import { type BrowserData, type BrowserOptions, checkBrowserOptions } from '../browser/browser.js';
 import type { PriceTable } from '../budget.js';
 import type { ContextData } from '../context/assembler.js';
 import {
@@ -21,7 +22,7 @@ import {
 import { RUNGS, type RungName } from '../exec/containment/rungs.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
 import { checkLspServers, type LspServerData, type LspServerOptions } from '../lsp/servers.js';
-import { type HttpProviderSpec, keyVariables, type ProviderSpec, redactSpec } from '../provider.js';
+import { type HttpProviderSpec, type ProviderSpec, redactSpec } from '../provider.js';
 import { checkProviderSpec } from '../providers/builders.js';
 import { WORKSPACE_TOOL_NAMES } from '../tools/names.js';
 import { checkWebOptions, type WebData, type WebOptions } from '../web/web.js';
@@ -109,6 +110,8 @@ export interface ContractData {
   lsp?: LspServerData[];
   /** The vendor's own web search and fetch (see {@link TaskContract.withWeb}). */
   web?: WebData;
+  /** A browser the model drives (see {@link TaskContract.withBrowser}). */
+  browser?: BrowserData;
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
@@ -254,6 +257,7 @@ export class TaskContract<Output = unknown> {
     if (data.git) contract = contract.withGit();
     if (data.lsp && data.lsp.length > 0) contract = contract.withLsp(data.lsp);
     if (data.web) contract = contract.withWeb(data.web);
+    if (data.browser) contract = contract.withBrowser(data.browser);
     if (data.context) contract = contract.withContext(data.context);
     if (data.memory) contract = contract.withMemory(data.memory);
     if (data.escalation) {
@@ -569,6 +573,22 @@ export class TaskContract<Output = unknown> {
   }
 
   /**
+   * Gives the model a browser: the host's Chromium (never downloaded), driven over a pipe,
+   * with `browser_open`, `browser_click`, `browser_type`, `browser_scroll`, `browser_text` and
+   * `browser_screenshot`. It runs contained (the bubblewrap rung, the run's egress proxy its
+   * only way out) and every request a page makes is held to the policy's `net` rules and the
+   * address floor. See docs/guides/browser.md.
+   *
+   * @example
+   * TaskContract.workspace('check the docs site renders the new page', repo).withBrowser();
+   */
+  withBrowser(options: BrowserOptions = {}): TaskContract<Output> {
+    if (this.#data.mode !== 'workspace')
+      throw new InvalidArgumentError('withBrowser() needs a workspace contract (TaskContract.workspace).');
+    return this.#with({ browser: checkBrowserOptions(options) });
+  }
+
+  /**
    * How each request is fitted to the model's context window. Every request is built to
    * fill at most `share` of the window (default 0.8); the window is `window` when stated,
    * else read from the provider's catalogue (OpenRouter, a compatible endpoint), else from
@@ -771,28 +791,4 @@ function carriesKey(spec: ProviderSpec): boolean {
   return (redactSpec(spec) as HttpProviderSpec).apiKeyRedacted === true;
 }
 
-/** The system block's part for a repository's guidance: each file under its name, marked as the repository's own. */
-export function guidanceBlock(files: readonly InstructionFile[]): string {
-  return [
-    'The repository carries its own guidance for agents working in it. Follow it where it does not conflict with the task or with what you may do:',
-    // The text cannot close its own block: the markers stay the runtime's.
-    ...files.map(
-      (file) =>
-        `<guidance source="${file.source.replace(/["<>\n]/g, '_')}">\n${file.text.replace(/<(\/?)guidance/gi, '<$1guidance\u200b')}\n</guidance>`,
-    ),
-  ].join('\n\n');
-}
-
-/**
- * The environment variables holding the keys of every model a contract's run may call (the
- * tree's, a review gate's, the escalation's): commands and the gate must not inherit them.
- */
-export function contractSecrets(contract: ContractData, provider: ProviderSpec): string[] {
-  const inherited = new Set(contract.inheritedEnv ?? []);
-  return [
-    ...(contract.scrubbedEnv ?? []).filter((name) => !inherited.has(name)),
-    ...keyVariables(provider),
-    ...(contract.verification.kind === 'review' ? keyVariables(contract.verification.provider) : []),
-    ...(contract.escalation ? keyVariables(contract.escalation.provider) : []),
-  ];
-}
+export { contractSecrets, guidanceBlock } from './derived.js';

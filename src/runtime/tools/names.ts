@@ -47,4 +47,10 @@ export const BUILT_IN_TOOL_NAMES: ReadonlySet<string> = new Set([
   'lsp_symbols',
   'lsp_hover',
   'lsp_rename',
+  'browser_open',
+  'browser_click',
+  'browser_type',
+  'browser_scroll',
+  'browser_text',
+  'browser_screenshot',
 ]);

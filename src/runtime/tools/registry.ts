@@ -179,6 +179,8 @@ export interface RegistryOptions {
   git?: boolean;
   /** The contract names language servers (`withLsp()`): their five tools are offered. */
   lsp?: boolean;
+  /** The contract asks for a browser (`withBrowser()`): its six tools are offered. */
+  browser?: boolean;
   /**
    * The workspace's tools for a `workspace` or `file` run (./families/workspace.ts's
    * `workspaceTools`), handed in by whoever has loaded them: a thread that hosts only
@@ -186,7 +188,7 @@ export interface RegistryOptions {
    */
   workspaceTools?: (
     mode: 'workspace' | 'file',
-    options?: { git?: boolean; lsp?: boolean },
+    options?: { git?: boolean; lsp?: boolean; browser?: boolean },
   ) => readonly Tool<AgentCall>[];
 }
 
@@ -214,9 +216,10 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     memory = false,
     git = false,
     lsp = false,
+    browser = false,
     workspaceTools,
   } = options;
-  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${lsp ? '+lsp' : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${lsp ? '+lsp' : ''}${browser ? '+browser' : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -227,7 +230,7 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     for (const tool of TREE_TOOLS) if (spawn || tool.name !== 'spawn_agent') registry.register(tool);
     if (mode !== 'agent') {
       if (!workspaceTools) throw new Error(`a ${mode} run's registry needs its workspace tools`);
-      for (const tool of workspaceTools(mode, { git, lsp })) registry.register(tool);
+      for (const tool of workspaceTools(mode, { git, lsp, browser })) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);
     }
     if (skills) registry.register(READ_SKILL);

@@ -6,6 +6,8 @@
  * declared in runtime/tools/families/ (files.ts, commands.ts); this is what they share
  * for the length of a run.
  */
+
+import type { RunBrowser } from '../browser/run-browser.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
 import type { Executor } from '../exec/executor.js';
@@ -36,6 +38,8 @@ export class WorkspaceSession {
   #gitExecutor: Executor | null = null;
   /** The run's language servers (`withLsp`), ended with the session; null when the contract names none. */
   lsp: RunLanguageServers | null = null;
+  /** The run's browser (`withBrowser`), ended with the session; null when the contract asks for none. */
+  browser: RunBrowser | null = null;
 
   /**
    * What starts the git tools' commands (./tools/families/git.ts): contained as the run's
@@ -166,6 +170,7 @@ export class WorkspaceSession {
   async close(): Promise<void> {
     // The language servers' end never keeps the rest from ending.
     await this.lsp?.close().catch(() => undefined);
+    await this.browser?.close().catch(() => undefined);
     for (const job of this.#jobs.values()) job.kill();
     await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));
     this.#jobs.clear();

@@ -550,11 +550,23 @@ export interface JoinedCgroups {
 
 /**
  * What a command may still write (the run's `writtenBytes` less what its commands wrote;
- * null: no cap), and whether the helper reports its count on descriptor 3.
+ * null: no cap), and whether the helper reports its count on descriptor 3. A long-lived
+ * program another spawner speaks to may be wrapped with more (see {@link ProgramWrapping}).
  */
-export interface Written {
+export interface Written extends ProgramWrapping {
   left: number | null;
   report: boolean;
+}
+
+/**
+ * How a long-lived program (a browser) is wrapped beyond a command: the descriptors from 3
+ * it is spawned with stay its own (its pipe to the harness), and, on the bubblewrap rung
+ * only, it sees the system's directories and the run's own rather than the whole tree, so
+ * it may make UNIX sockets (a browser's singleton) with no host daemon's socket in reach.
+ */
+export interface ProgramWrapping {
+  passFds?: number;
+  systemView?: boolean;
 }
 
 const NOT_COUNTED: Written = { left: null, report: false };
@@ -583,7 +595,8 @@ function helperArgs(
   if (caps.cpuSecs !== undefined) args.push('--cpu-secs', String(caps.cpuSecs));
   if (caps.fileBytes !== undefined) args.push('--file-bytes', String(caps.fileBytes));
   if (extra.written.left !== null) args.push('--written-bytes', String(extra.written.left));
-  if (extra.written.report) args.push('--written-fd', '3');
+  if (extra.written.passFds) args.push('--pass-fds', String(3 + extra.written.passFds));
+  if (extra.written.report) args.push('--written-fd', String(3 + (extra.written.passFds ?? 0)));
   // Memory and processes: a cgroup where the host has one (joined in front of the rung); else RLIMIT_AS and RLIMIT_NPROC.
   if (caps.memoryBytes !== undefined && !extra.cgroups.memory) args.push('--memory-bytes', String(caps.memoryBytes));
   if (caps.processes !== undefined && !extra.cgroups.pids) args.push('--processes', String(caps.processes));
@@ -618,8 +631,23 @@ export function wrapForRung(
   written: Written = NOT_COUNTED,
 ): Wrapped {
   const helper = host.helper.ok ? host.helper.path : '';
+  // UNIX sockets are let be made only where no host daemon's socket (nor, with a network of
+  // its own, any abstract one) is in view: bubblewrap's narrowed view, a network namespace.
+  if (written.systemView && (rung !== 'bubblewrap' || boundary.network === 'open'))
+    throw new Error(
+      `the system's view is bubblewrap's alone, with no network of the host's; not the ${rung} rung with network ${boundary.network}`,
+    );
   if (rung === 'bubblewrap') {
-    const args = bwrapPrefix(host.bubblewrap.ok ? host.bubblewrap.argv0 : 'bwrap', boundary.network === 'open');
+    const args = bwrapPrefix(
+      host.bubblewrap.ok ? host.bubblewrap.argv0 : 'bwrap',
+      boundary.network === 'open',
+      written.systemView === true,
+    );
+    // In the system's view the helper and the egress relay's socket are not there unless bound.
+    if (written.systemView) {
+      if (helper !== '') args.push('--ro-bind', helper, helper);
+      if (relay) args.push('--ro-bind', relay.socket, relay.socket);
+    }
     // The shared /tmp stays read-only: the run's own directory is its TMPDIR.
     for (const path of boundary.writable) args.push('--bind', path, path);
     // Files with another name outside: read-only, so no write reaches that other name.
@@ -641,6 +669,7 @@ export function wrapForRung(
     for (const path of masks.dirs) args.push('--ro-bind', join(boundary.maskSource, 'dir'), path);
     for (const path of masks.files) args.push('--ro-bind', join(boundary.maskSource, 'file'), path);
     args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay, written }));
+    if (written.systemView) args.push('--unix-sockets');
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
     return { argv: args, madeMountPoints, masked: [...masks.dirs, ...masks.files] };

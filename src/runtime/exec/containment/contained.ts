@@ -38,6 +38,7 @@ import {
   capsOf,
   DEFAULT_SANDBOX,
   furnishHome,
+  type ProgramWrapping,
   policyAllowsEgress,
   type Relay,
   type SandboxCaps,
@@ -677,12 +678,13 @@ export class ContainedExecutor implements Executor {
    * server): its argv and environment wrapped for the rung, as a background command's
    * are. What the wrapping made (cgroups, the egress listener) ends with close(). On a
    * rung that contains nothing (full access, the floor), the command as it is, with the
-   * run's HOME and TMPDIR.
+   * run's HOME and TMPDIR. `options`: see {@link ProgramWrapping}.
    */
   wrapCommand(
     argv: readonly string[],
     cwd: string,
     env: NodeJS.ProcessEnv,
+    options: ProgramWrapping = {},
   ): { argv: string[]; env: NodeJS.ProcessEnv } {
     const rung = this.#rung;
     if (rung === null) return { argv: [...argv], env: this.#env(env) };
@@ -691,7 +693,8 @@ export class ContainedExecutor implements Executor {
     // A program not found is left for the spawner to report, naming it.
     const path = located.kind === 'found' ? located.path : program;
     // A server is held to what the run had left when it started; what it writes is not counted back.
-    const wrapped = this.#wrap(rung, { cwd, env }, [path, ...args], { left: this.#left(), report: false });
+    const written = { left: this.#left(), report: false, ...options };
+    const wrapped = this.#wrap(rung, { cwd, env }, [path, ...args], written);
     this.#cgroups.push(...wrapped.cgroups.dirs);
     if (wrapped.listener) this.#listeners.push(wrapped.listener);
     return { argv: wrapped.argv, env: wrapped.env };

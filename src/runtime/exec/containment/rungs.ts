@@ -66,20 +66,25 @@ export const SETPRIV_FLAGS: readonly string[] = [
 ];
 
 /** bubblewrap's argv up to its command: the flags, no network when `net` is false, the root read-only with a fresh /dev and /proc. */
-export function bwrapPrefix(bwrap: string, net: boolean): string[] {
+export function bwrapPrefix(bwrap: string, net: boolean, systemView = false): string[] {
   return [
     bwrap,
     ...BWRAP_FLAGS,
     ...(net ? [] : ['--unshare-net']),
-    '--ro-bind',
-    '/',
-    '/',
+    ...(systemView ? SYSTEM_DIRS.flatMap((dir) => ['--ro-bind-try', dir, dir]) : ['--ro-bind', '/', '/']),
     '--dev',
     '/dev',
     '--proc',
     '/proc',
   ];
 }
+
+/**
+ * What a program wrapped in the system's view sees of the host, read-only: the programs,
+ * their libraries and the system's configuration (fonts among it), and nothing where a
+ * host daemon keeps its socket (/run, /var, /tmp, home directories).
+ */
+export const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'] as const;
 
 /**
  * `unshare`'s argv up to its command: user, mount, pid (a private /proc), uts and ipc

@@ -9,6 +9,7 @@ import type { ArgumentSchema } from '../../arguments.js';
 import type { WorkspaceSession } from '../../workspace/session.js';
 import type { WorkspaceCall } from '../context.js';
 import type { StepContext, Tool, ToolResult } from '../tool.js';
+import { BROWSER_TOOLS } from './browser.js';
 import { COMMAND_TOOLS } from './commands.js';
 import { FILE_TOOLS } from './files.js';
 import { GIT_TOOLS } from './git.js';
@@ -49,17 +50,18 @@ export type WorkspaceToolName = keyof typeof WORKSPACE_TOOLS;
 /**
  * The workspace tools, as the registry takes them; single-file mode offers only the file
  * tools, the git tools ({@link GIT_TOOLS}) come only with `git` (a contract's `withGit()`), and the
- * language servers' ({@link LSP_TOOLS}) only with `lsp` (`withLsp()`). A tool that acts waits while the run is planning; an early read starts only where
+ * language servers' ({@link LSP_TOOLS}) only with `lsp` (`withLsp()`), the browser's ({@link BROWSER_TOOLS}) only with `browser` (`withBrowser()`). A tool that acts waits while the run is planning; an early read starts only where
  * the policy allows it outright.
  */
 export function workspaceTools(
   mode: 'workspace' | 'file',
-  options: { git?: boolean; lsp?: boolean } = {},
+  options: { git?: boolean; lsp?: boolean; browser?: boolean } = {},
 ): Tool<WorkspaceCall>[] {
   const declared: Record<string, WorkspaceToolDeclaration> = {
     ...WORKSPACE_TOOLS,
     ...(options.git && mode === 'workspace' ? GIT_TOOLS : {}),
     ...(options.lsp && mode === 'workspace' ? LSP_TOOLS : {}),
+    ...(options.browser && mode === 'workspace' ? BROWSER_TOOLS : {}),
   };
   return Object.entries(declared)
     .filter(([, tool]) => mode === 'workspace' || tool.singleFile === true)
