@@ -215,7 +215,6 @@ describe('web search and fetch by the vendor', () => {
     const server = await serve((call) =>
       call.index === 0
         ? {
-            text: 'Searching.',
             web: { searches: [{ query: 'node lts', results: [LTS] }] },
             usage: { inputTokens: 200_000 },
             finishReason: 'pause_turn',
@@ -237,6 +236,8 @@ describe('web search and fetch by the vendor', () => {
       [],
     ]);
     expect(JSON.stringify(body(server, 1).messages)).toContain('go on from where you stopped');
+    // The paused turn said nothing: no empty text block (which Anthropic refuses) in the request after it.
+    expect(JSON.stringify(body(server, 1).messages)).not.toContain('"text":""');
     // Had the search's input been taken for the request's size, the next request would have looked
     // three times the window, and the run would have folded or ended.
     const events = await h.store.events(result.rootId);

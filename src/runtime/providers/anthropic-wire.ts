@@ -96,6 +96,9 @@ function anthropicMessages(transcript: readonly TranscriptEntry[], config: WireC
   const messages: { role: 'user' | 'assistant'; blocks: string[] }[] = [];
   const shown = config.images ? shownImages(transcript) : new Set<TranscriptEntry>();
   for (const [index, entry] of transcript.entries()) {
+    // An answer with nothing in it (a turn the vendor paused before any text): Anthropic takes
+    // no empty text block, and the user's turns on either side of it make one message.
+    if (entry.role === 'assistant' && entry.text === '' && entry.toolCalls.length === 0) continue;
     const { role, blocks } = entryBlocks(entry, index, shown, config, marked);
     const last = messages[messages.length - 1];
     if (last && last.role === role) last.blocks.push(blocks);
