@@ -219,7 +219,13 @@ describe('the browser', () => {
       if (call.index === 0) return { toolCalls: [{ name: 'browser_open', args: { url: `${url}/` } }] };
       if (call.index === 1) {
         // Killed under the run, as a cap or a crash would: the next call may fail, the one after starts it again.
-        for (const pid of browsers()) process.kill(pid, 'SIGKILL');
+        for (const pid of browsers()) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            // gone already: its parent went first
+          }
+        }
         return { toolCalls: [{ name: 'browser_text', args: {} }] };
       }
       if (call.index === 2) return { toolCalls: [{ name: 'browser_open', args: { url: `${url}/next` } }] };
