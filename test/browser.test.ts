@@ -85,9 +85,9 @@ function browsers(): number[] {
   return found;
 }
 
-/** Waits a bounded while for every such process to be gone; true when none is left. */
+/** Waits a bounded while (generous: a loaded machine reaps slowly) for every such process to be gone; true when none is left. */
 async function noBrowserLeft(): Promise<boolean> {
-  for (let i = 0; i < 250 && browsers().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  for (let i = 0; i < 1500 && browsers().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
   return browsers().length === 0;
 }
 
