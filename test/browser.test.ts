@@ -8,7 +8,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
@@ -18,7 +18,7 @@ import { OpenAI, Policy, Store, Supervisor, TaskContract } from '../dist/index.j
 import { BROWSER_SANDBOX, openBrowser } from '../dist/runtime/browser/run-browser.js';
 import { executorFor } from '../dist/runtime/exec/factory.js';
 import { type ScriptedAnswer, ScriptedModelServer } from '../dist/testing/index.js';
-import { killUnder, tempStorePath } from './support/processes.js';
+import { killUnder, processesWhere, tempStorePath } from './support/processes.js';
 import { later, tempWorkspace } from './support/workspace.js';
 
 const PAGES: Record<string, string> = {
@@ -69,20 +69,7 @@ async function model(calls: { name: string; args: Record<string, unknown> }[]): 
  * in its own run directory (`io-harness-run-…/tmp`), where no command of a run works.
  */
 function browsers(): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue;
-    try {
-      const cwd = readlinkSync(`/proc/${entry}/cwd`);
-      const exe = readlinkSync(`/proc/${entry}/exe`);
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-      if (/\/io-harness-run-\d+-[^/]+\/tmp$/.test(cwd) && /chrom/.test(exe) && state !== 'Z') found.push(Number(entry));
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return found;
+  return processesWhere((cwd, exe) => /\/io-harness-run-\d+-[^/]+\/tmp$/.test(cwd) && /chrom/.test(exe));
 }
 
 /** Waits a bounded while (generous: a loaded machine reaps slowly) for every such process to be gone; true when none is left. */
@@ -192,7 +179,10 @@ describe('the browser', () => {
       { PATH: process.env.PATH },
     );
     if (typeof opened === 'string') throw new Error(opened);
-    later(() => opened.executor.close());
+    later(async () => {
+      await opened.executor.close();
+      rmSync(opened.anchor, { recursive: true, force: true });
+    });
     const own = opened.executor.boundary().tmp;
     const seen = spawned(
       opened.executor.wrapCommand([process.execPath, '-e', script], own, opened.env, { systemView: true }),

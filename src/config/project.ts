@@ -136,27 +136,21 @@ export function memoryOf(data: Table): MemoryData | null {
   };
 }
 
+/** A flat section whose keys only rename: each in camelCase, as the builder takes it. */
+function renamed<T>(section: Record<string, unknown>): T {
+  return Object.fromEntries(Object.entries(section).map(([key, value]) => [camel(key), value])) as T;
+}
+
 /** `[web]`, as `withWeb` takes it, not yet checked; null when the section is absent. */
 export function webOf(data: Table): WebOptions | null {
   const section = data.web as NonNullable<ConfigBody['web']> | undefined;
-  if (section === undefined) return null;
-  return {
-    ...(section.search === undefined ? {} : { search: section.search }),
-    ...(section.fetch === undefined ? {} : { fetch: section.fetch }),
-    ...(section.max_uses === undefined ? {} : { maxUses: section.max_uses }),
-    ...(section.allowed_hosts === undefined ? {} : { allowedHosts: section.allowed_hosts }),
-    ...(section.blocked_hosts === undefined ? {} : { blockedHosts: section.blocked_hosts }),
-  };
+  return section === undefined ? null : renamed<WebOptions>(section);
 }
 
 /** `[browser]`, as `withBrowser` takes it, not yet checked; null when the section is absent. */
 export function browserOf(data: Table): BrowserOptions | null {
   const section = data.browser as NonNullable<ConfigBody['browser']> | undefined;
-  if (section === undefined) return null;
-  return {
-    ...(section.executable === undefined ? {} : { executable: section.executable }),
-    ...(section.timeout_secs === undefined ? {} : { timeoutSecs: section.timeout_secs }),
-  };
+  return section === undefined ? null : renamed<BrowserOptions>(section);
 }
 
 /** `[[lsp]]`, as `withLsp` takes them, not yet checked. */

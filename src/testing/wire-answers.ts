@@ -305,14 +305,7 @@ function anthropicEvents(call: ScriptedCall, completion: ResolvedCompletion): st
     const input = block.type === 'server_tool_use' ? JSON.stringify(block.input) : null;
     const start = input === null ? block : { ...block, input: {} };
     events.push(named('content_block_start', { type: 'content_block_start', index, content_block: start }));
-    if (input !== null)
-      events.push(
-        named('content_block_delta', {
-          type: 'content_block_delta',
-          index,
-          delta: { type: 'input_json_delta', partial_json: input },
-        }),
-      );
+    if (input !== null) events.push(blockDelta(index, { type: 'input_json_delta', partial_json: input }));
     events.push(named('content_block_stop', { type: 'content_block_stop', index }));
     index++;
   }
@@ -322,21 +315,9 @@ function anthropicEvents(call: ScriptedCall, completion: ResolvedCompletion): st
     );
     events.push(ping);
     for (const citation of anthropicCitations(completion.web))
-      events.push(
-        named('content_block_delta', {
-          type: 'content_block_delta',
-          index,
-          delta: { type: 'citations_delta', citation },
-        }),
-      );
+      events.push(blockDelta(index, { type: 'citations_delta', citation }));
     for (const piece of words(completion.text)) {
-      events.push(
-        named('content_block_delta', {
-          type: 'content_block_delta',
-          index,
-          delta: { type: 'text_delta', text: piece },
-        }),
-      );
+      events.push(blockDelta(index, { type: 'text_delta', text: piece }));
     }
     events.push(named('content_block_stop', { type: 'content_block_stop', index }));
     index++;
@@ -351,13 +332,7 @@ function anthropicEvents(call: ScriptedCall, completion: ResolvedCompletion): st
     );
     if (index === 0) events.push(ping);
     for (const fragment of ['', ...fragments(toolCall.argumentsJson)]) {
-      events.push(
-        named('content_block_delta', {
-          type: 'content_block_delta',
-          index,
-          delta: { type: 'input_json_delta', partial_json: fragment },
-        }),
-      );
+      events.push(blockDelta(index, { type: 'input_json_delta', partial_json: fragment }));
     }
     events.push(named('content_block_stop', { type: 'content_block_stop', index }));
     index++;
@@ -433,6 +408,11 @@ function openAiErrorType(status: number): [string, string | null] {
 
 function data(payload: unknown): string {
   return `data: ${JSON.stringify(payload)}\n\n`;
+}
+
+/** One `content_block_delta` event of block `index`. */
+function blockDelta(index: number, delta: Record<string, unknown>): string {
+  return named('content_block_delta', { type: 'content_block_delta', index, delta });
 }
 
 function named(event: string, payload: unknown): string {

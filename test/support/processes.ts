@@ -28,12 +28,20 @@ export async function processGone(pid: number): Promise<boolean> {
  */
 export function processesUnder(root: string): number[] {
   const real = realpathSync(root);
+  return processesWhere((cwd) => cwd === real || cwd.startsWith(`${real}/`));
+}
+
+/**
+ * The host pids of the live processes (zombies aside) whose working directory and program,
+ * as the host reads them (`/proc/<pid>/cwd`, `/proc/<pid>/exe`), `match` accepts.
+ */
+export function processesWhere(match: (cwd: string, exe: string) => boolean): number[] {
   const found: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^[0-9]+$/.test(entry)) continue;
     try {
       const cwd = readlinkSync(`/proc/${entry}/cwd`);
-      if (cwd !== real && !cwd.startsWith(`${real}/`)) continue;
+      if (!match(cwd, exeOf(entry))) continue;
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
       if (state !== 'Z' && state !== 'X') found.push(Number(entry));
@@ -42,6 +50,15 @@ export function processesUnder(root: string): number[] {
     }
   }
   return found;
+}
+
+/** A process's program as the host reads it; '' where it cannot (a kernel thread, another user's). */
+function exeOf(pid: string): string {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return '';
+  }
 }
 
 /** Waits a bounded while for every process working under `root` to be gone; true when none is left. */

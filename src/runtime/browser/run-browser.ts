@@ -14,14 +14,13 @@
  * proxy decides. No browser starts where the run cannot be contained so.
  */
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, ConsoleMessage, Page, Route, WebSocketRoute } from 'playwright-core';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { checkHost, floorLifted } from '../exec/containment/address-floor.js';
 import type { SandboxData } from '../exec/containment/boundary.js';
-import { type ContainedExecutor, RELAY_PORT } from '../exec/containment/contained.js';
+import { type ContainedExecutor, RELAY_PORT, runDirectory } from '../exec/containment/contained.js';
 import type { CommandOrigin, EgressGate } from '../exec/containment/proxy.js';
 import { requiredOnFirstUse } from '../lazy-require.js';
 import type { Policy } from '../policy/policy.js';
@@ -69,7 +68,8 @@ export function openBrowser(
 ): BrowserOpened {
   if (!make)
     return "this run's executor was handed in, and a browser cannot be started under it; run without ports.executor to use withBrowser().";
-  const anchor = mkdtempSync(join(tmpdir(), 'io-harness-browser-'));
+  // Removed with the browser, or swept like a run's directories when its process was killed.
+  const anchor = runDirectory();
   let executor: ContainedExecutor;
   try {
     executor = make(anchor);
@@ -156,11 +156,6 @@ export class RunBrowser {
     if (this.#closed) return 'the run has ended: its browser was closed.';
     this.#opened ??= this.#open();
     return typeof this.#opened === 'string' ? this.#opened : null;
-  }
-
-  /** Whether the browser is running. */
-  get started(): boolean {
-    return this.#page !== null;
   }
 
   /**

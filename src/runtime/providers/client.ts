@@ -231,6 +231,8 @@ export class HttpProvider implements Provider {
     let finishReason: string | null = null;
     const ends: Extract<StreamPart, { type: 'tool-call-end' }>[] = [];
     let web: WebActivity | null = null;
+    /** The sources kept so far, by kind, page and passage: one cited twice is one source. */
+    const seen = new Set<string>();
     const { rateLimits, requestChars } = await this.#run(
       request,
       (part) => {
@@ -247,10 +249,11 @@ export class HttpProvider implements Provider {
         else if (part.type === 'end') finishReason = part.finishReason;
         else if (part.type === 'web-source') {
           web ??= { searches: 0, fetches: 0, sources: [] };
-          // A page cited twice for one passage is one source.
-          const { kind, url, citedText } = part.source;
-          if (!web.sources.some((s) => s.kind === kind && s.url === url && s.citedText === citedText))
+          const key = JSON.stringify([part.source.kind, part.source.url, part.source.citedText]);
+          if (!seen.has(key)) {
+            seen.add(key);
             web.sources.push(part.source);
+          }
         } else if (part.type === 'web-use') {
           // The vendor's running count: the last one stands. Nothing done is nothing to keep.
           if (web === null && part.searches === 0 && part.fetches === 0) return;

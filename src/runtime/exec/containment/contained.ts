@@ -504,8 +504,7 @@ export class ContainedExecutor implements Executor {
   /** The grants, with the run's own directories made on first use. */
   boundary(): Boundary {
     if (this.#boundary) return this.#boundary;
-    sweepRunDirs();
-    const dir = mkdtempSync(join(tmpdir(), `${RUN_DIR_PREFIX}${process.pid}-`));
+    const dir = runDirectory();
     this.#dir = dir;
     const home = join(dir, 'home');
     const tmp = join(dir, 'tmp');
@@ -759,6 +758,16 @@ function harnessBinaries(host: HostRungs): KeptPath[] {
 /** The run directories' names: the prefix, the owning process's pid, a dash. */
 const RUN_DIR_PREFIX = 'io-harness-run-';
 let swept = false;
+
+/**
+ * A directory of this process's own in the temporary directory, named by its pid: removed
+ * by whoever made it, or, once this process is gone (killed outright), by the next one to
+ * make one ({@link sweepRunDirs}).
+ */
+export function runDirectory(): string {
+  sweepRunDirs();
+  return mkdtempSync(join(tmpdir(), `${RUN_DIR_PREFIX}${process.pid}-`));
+}
 
 /**
  * Removes, once per process, the run directories a process that no longer exists left in
