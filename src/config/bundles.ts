@@ -298,6 +298,7 @@ class BundleLoad {
               this.drop,
             ),
           ...(item.deny ? { deny: item.deny } : {}),
+          ...(item.worktree ? { worktree: true } : {}),
           ...(item.budget
             ? {
                 budget: {

@@ -313,6 +313,7 @@ export const pluginSchema = z.strictObject({
               wall_secs: z.number().gt(0).optional(),
             })
             .optional(),
+          worktree: z.boolean().optional(),
         })
         .refine((item) => (item.system === undefined) !== (item.system_file === undefined), {
           message: 'an agent has system or system_file, one of the two',

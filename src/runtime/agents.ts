@@ -27,6 +27,12 @@ export interface AgentDefinition {
   deny?: AgentDeny;
   /** Ceilings for it; a spawn's own can lower them, and neither exceeds what the parent has left. */
   budget?: { steps?: number; tokens?: number; wallSecs?: number };
+  /**
+   * True: each agent started from it works in a git worktree of its own, on a branch named
+   * for its run, made from its parent's HEAD; its writes and commits stay there, and its
+   * parent sees its work on that branch. Needs the git tools (`withGit()`).
+   */
+  worktree?: boolean;
 }
 
 export const AGENT_NAME = /^[a-z0-9][a-z0-9_-]{0,129}$/;
@@ -34,8 +40,11 @@ export const AGENT_NAME = /^[a-z0-9][a-z0-9_-]{0,129}$/;
 export const MAX_AGENT_SYSTEM_CHARS = 32 * 1024;
 const ACTS = ['read', 'write', 'exec', 'net'] as const;
 
-/** The definitions checked and copied, sorted by name; a clear error, prefixed by `where`, for a bad one. */
-export function checkAgents(list: unknown, where: string): AgentDefinition[] {
+/**
+ * The definitions checked and copied, sorted by name; a clear error, prefixed by `where`,
+ * for a bad one. `git`: whether the tree's contract offers the git tools (a worktree needs them).
+ */
+export function checkAgents(list: unknown, where: string, git = true): AgentDefinition[] {
   if (!Array.isArray(list))
     throw new InvalidArgumentError(`${where}: agents must be an array of { name, description, system }.`);
   const seen = new Set<string>();
@@ -43,11 +52,11 @@ export function checkAgents(list: unknown, where: string): AgentDefinition[] {
     const at = `${where}: agents[${index}]`;
     if (typeof item !== 'object' || item === null || Array.isArray(item))
       throw new InvalidArgumentError(`${at} must be an object { name, description, system }.`);
-    const { name, description, system, deny, budget, ...rest } = item as Record<string, unknown>;
+    const { name, description, system, deny, budget, worktree, ...rest } = item as Record<string, unknown>;
     const unknown = Object.keys(rest);
     if (unknown.length > 0)
       throw new InvalidArgumentError(
-        `${at} has ${unknown.join(', ')}; a definition has name, description, system, deny and budget.`,
+        `${at} has ${unknown.join(', ')}; a definition has name, description, system, deny, budget and worktree.`,
       );
     if (typeof name !== 'string' || !AGENT_NAME.test(name))
       throw new InvalidArgumentError(
@@ -64,6 +73,14 @@ export function checkAgents(list: unknown, where: string): AgentDefinition[] {
         `${at} (${name}): system must be its system prompt, 1 to ${MAX_AGENT_SYSTEM_CHARS} characters.`,
       );
     const definition: AgentDefinition = { name, description: description.replace(/\s+/g, ' ').trim(), system };
+    if (worktree !== undefined && worktree !== false) {
+      if (worktree !== true) throw new InvalidArgumentError(`${at} (${name}): worktree must be true or false.`);
+      if (!git)
+        throw new InvalidArgumentError(
+          `${at} (${name}) asks for a worktree of its own, which its git tools commit in: add withGit() to the contract (a workspace whose root is a git repository's top).`,
+        );
+      definition.worktree = true;
+    }
     if (deny !== undefined) {
       if (typeof deny !== 'object' || deny === null || Array.isArray(deny))
         throw new InvalidArgumentError(`${at} (${name}): deny must be { read?, write?, exec?, net? }, each a list.`);
@@ -104,6 +121,9 @@ export function checkAgents(list: unknown, where: string): AgentDefinition[] {
 export function rosterCatalogue(agents: readonly AgentDefinition[]): string {
   return [
     'Agents you can start by name (spawn_agent with agent set to the name; each has its own instructions and limits):',
-    ...agents.map((agent) => `- ${agent.name}: ${agent.description}`),
+    ...agents.map(
+      (agent) =>
+        `- ${agent.name}: ${agent.description}${agent.worktree ? ' (works in a git worktree of its own)' : ''}`,
+    ),
   ].join('\n');
 }

@@ -19,6 +19,8 @@ export interface ArgumentSchema {
   minLength?: number;
   /** The most characters a string may have: the limit the tool states to the model. */
   maxLength?: number;
+  /** For strings: the only values taken. */
+  enum?: readonly string[];
   /** For arrays: the schema of every item, and the fewest items. */
   items?: ArgumentSchema;
   minItems?: number;
@@ -54,6 +56,11 @@ export function checkArguments(schema: ArgumentSchema, value: unknown, path = '(
       }
       if (schema.maxLength !== undefined && value.length > schema.maxLength) {
         return [`${path}: is ${value.length} characters long, above this tool's limit of ${schema.maxLength}`];
+      }
+      if (schema.enum && !schema.enum.includes(value)) {
+        return [
+          `${path}: is ${JSON.stringify(value)}; use one of ${schema.enum.map((v) => JSON.stringify(v)).join(', ')}`,
+        ];
       }
       if (value.includes('\0')) {
         return [

@@ -93,6 +93,9 @@ export interface SpawnInput extends Fence {
   policy?: unknown;
   /** The child's system prompt, when the spawn named an agent of the roster. */
   system?: string;
+  /** The child's contract, when it differs from its parent's (a worktree of its own: another root), and its briefing. */
+  contract?: unknown;
+  briefing?: string;
   /** With no `as`: the address to give the child (the roster agent's name under its parent's), numbered if taken. */
   addressHint?: string;
   now: number;

@@ -419,7 +419,7 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
     checkModelsGiven('run()', [provider, ...contractProviders(data)], models);
     const servers = treeServers(this.#mcp, options.mcp, 'run()');
     const skills = options.skills === undefined ? [] : discoverSkills(options.skills);
-    const agents = options.agents === undefined ? [] : checkAgents(options.agents, 'run()');
+    const agents = options.agents === undefined ? [] : checkAgents(options.agents, 'run()', data?.git === true);
     holdProviderSecrets([provider, ...contractProviders(data)]);
     const tree = this.#newTree(rootId, maxConcurrent, provider, options.approver ?? null, reviewer, options, {
       tools,

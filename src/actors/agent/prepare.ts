@@ -103,6 +103,12 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
         ])
       )[0]
     : null;
+  // A child in a worktree of its own has it made (or found) before anything opens in it.
+  const worktree =
+    spec.contract?.worktree && kit
+      ? await kit.openWorktree(agent, spec.contract, spec.policy, start.provider ?? spec.provider)
+      : null;
+  if (worktree) return endRun(agent, 'failed', worktree);
   const equipped = equip(agent, restored, spec, kit);
   if (typeof equipped === 'string') return endRun(agent, 'failed', equipped);
   // A session's earlier turns on this branch, then this run's own opening and steps; after

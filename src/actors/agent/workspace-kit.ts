@@ -10,15 +10,18 @@
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { BROWSER_SANDBOX, openBrowser, RunBrowser } from '../../runtime/browser/run-browser.js';
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
+import { DEFAULT_SANDBOX } from '../../runtime/exec/containment/boundary.js';
 import { type ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
+import { commandEnvironment } from '../../runtime/exec/run-command.js';
 import { keepsReadsBack, RunLanguageServers } from '../../runtime/lsp/run-servers.js';
-import type { Policy } from '../../runtime/policy/policy.js';
+import { Policy } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
-import { GIT_MISSING, gitProgram } from '../../runtime/tools/families/git.js';
+import { GIT_MISSING, gitEnvironment, gitProgram } from '../../runtime/tools/families/git.js';
 import { workspaceTools } from '../../runtime/tools/families/workspace.js';
 import { WorkspaceSession } from '../../runtime/workspace/session.js';
+import { ensureWorktree } from '../../runtime/workspace/worktree.js';
 import { egressGate } from './egress.js';
 import type { AgentRun } from './run.js';
 
@@ -69,6 +72,51 @@ export function openWorkspace(
       [contract.root, ...(contract.sandbox?.writableRoots ?? [])],
     );
   return { executor, workspace };
+}
+
+/**
+ * The worktree of a child that works in one of its own, made where it is not there yet (a
+ * first start, or a resume after it was removed), before anything opens in it: git runs
+ * under the run's containment in the workspace it was made from, with the repository's
+ * git directory writable. Null when it is in place; else why the run cannot start.
+ */
+export async function openWorktree(
+  agent: AgentRun,
+  contract: ContractData,
+  policyData: unknown,
+  provider: ProviderSpec,
+): Promise<string | null> {
+  const worktree = contract.worktree;
+  if (!worktree) return null;
+  const program = gitProgram();
+  if (program === null) return GIT_MISSING;
+  const policy = policyData ? Policy.from(policyData as Parameters<typeof Policy.from>[0]) : Policy.default();
+  const egress = egressGate(agent, policy, worktree.repository, (event) => agent.step.events.push(event));
+  let executor: Executor;
+  try {
+    executor =
+      agent.ports.executor ??
+      executorFor({
+        purpose: 'run',
+        contract: { root: worktree.repository, sandbox: contract.sandbox ?? DEFAULT_SANDBOX },
+        policy,
+        egress,
+        repository: { gitDir: worktree.gitDir, writable: true },
+      });
+  } catch (error) {
+    if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
+    return error.message;
+  }
+  const env = gitEnvironment(
+    commandEnvironment(process.env, contractSecrets(contract, provider), contract.inheritedEnv ?? []),
+  );
+  try {
+    return await ensureWorktree(worktree, contract.root, program, (argv) =>
+      executor.run({ argv, purpose: 'exec', cwd: worktree.repository, timeoutMs: 120_000, outputLimit: 8192, env }),
+    );
+  } finally {
+    if (executor !== agent.ports.executor) await executor.close?.();
+  }
 }
 
 /**

@@ -27,6 +27,7 @@ import { checkProviderSpec } from '../providers/builders.js';
 import { WORKSPACE_TOOL_NAMES } from '../tools/names.js';
 import { checkWebOptions, type WebData, type WebOptions } from '../web/web.js';
 import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/toolchain.js';
+import type { WorktreeData } from '../workspace/worktree.js';
 import { checkContext, checkMemory } from './options.js';
 import { OutputSchema, type ZodOutput, type ZodOutputLike } from './output-schema.js';
 import type { VerificationData } from './verification.js';
@@ -106,6 +107,8 @@ export interface ContractData {
   toolTiers?: boolean;
   /** The git tools are offered (see {@link TaskContract.withGit}). */
   git?: boolean;
+  /** A child's worktree of its own, its root (set by a spawn only; see workspace/worktree.ts). */
+  worktree?: WorktreeData;
   /** Language servers whose questions are offered as tools (see {@link TaskContract.withLsp}). */
   lsp?: LspServerData[];
   /** The vendor's own web search and fetch (see {@link TaskContract.withWeb}). */
@@ -519,7 +522,7 @@ export class TaskContract<Output = unknown> {
 
   /**
    * Offers git as built-in tools: `git_status`, `git_diff`, `git_log`, `git_add`,
-   * `git_commit` and `git_branch` (create and switch). The
+   * `git_commit`, `git_branch` (create and switch) and `git_worktree` (add, remove). The
    * model gives paths, a message and branch names; each tool writes its own argv, so push,
    * fetch, reset, rebase, config or a `-c` override cannot be asked for. They run under the
    * run's containment with the repository's `.git` writable, which it never is for `exec`.

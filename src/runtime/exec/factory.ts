@@ -18,6 +18,7 @@
  * substitution (src/config/substitute.ts): see docs/guides/containment.md for why.
  */
 import type { EventData } from '../events.js';
+import type { WorktreeData } from '../workspace/worktree.js';
 import type { SandboxData } from './containment/boundary.js';
 import { ContainedExecutor } from './containment/contained.js';
 import { type EgressGate, recordingGate } from './containment/proxy.js';
@@ -47,7 +48,11 @@ export type ContainmentOptions = ConstructorParameters<typeof ContainedExecutor>
 
 /** Where the processes work and what they are granted: a contract's, or a root and sandbox given outright. */
 type Grants =
-  | { contract: { root: string; sandbox?: SandboxData | null | undefined }; root?: never; sandbox?: never }
+  | {
+      contract: { root: string; sandbox?: SandboxData | null | undefined; worktree?: WorktreeData | undefined };
+      root?: never;
+      sandbox?: never;
+    }
   | { contract?: never; root: string; sandbox?: SandboxData | undefined };
 
 /**
@@ -82,8 +87,20 @@ export function executorFor(request: ExecutorRequest): ContainedExecutor {
   const { purpose: _purpose, contract, root, sandbox, record, ...options } = request;
   const grants = contract ?? { root: root as string, sandbox };
   const egress = options.egress ?? (record ? recordingGate(options.policy, grants.root, record) : undefined);
+  // A worktree of a run's own: its git directory is its git tools' to write, never its
+  // commands'; and what the policy hides of the checkout it came from is hidden from both.
+  const worktree = contract?.worktree;
   return new ContainedExecutor(directExecutor, {
     ...options,
+    ...(worktree
+      ? {
+          repository: {
+            gitDir: worktree.gitDir,
+            writable: options.repository === 'writable',
+            from: worktree.checkout,
+          },
+        }
+      : {}),
     root: grants.root,
     ...(grants.sandbox ? { sandbox: grants.sandbox } : {}),
     ...(egress ? { egress } : {}),

@@ -42,6 +42,7 @@ export const BUILT_IN_TOOL_NAMES: ReadonlySet<string> = new Set([
   'git_add',
   'git_commit',
   'git_branch',
+  'git_worktree',
   'lsp_definition',
   'lsp_references',
   'lsp_symbols',

@@ -18,6 +18,7 @@ import type { Policy } from '../policy/policy.js';
 import type { ToolResult } from '../tools/tool.js';
 import { Workspace } from './files.js';
 import { detectToolchain, type Toolchain } from './toolchain.js';
+import { worktreeLine } from './worktree.js';
 
 export class WorkspaceSession {
   readonly workspace: Workspace;
@@ -122,15 +123,7 @@ export class WorkspaceSession {
 
   /** What the model is told about the workspace, after the goal. */
   briefing(): string {
-    const lines = [`Workspace root: ${this.contract.root}`];
-    if (this.contract.file)
-      lines.push(`Single-file mode: you may read and change ${this.contract.file} and nothing else.`);
-    const toolchain = this.toolchain;
-    if (toolchain) {
-      const test = toolchain.commands.test ? ` Tests: ${toolchain.commands.test.join(' ')}.` : '';
-      lines.push(`Toolchain: ${toolchain.ecosystem} (${toolchain.driver}, from ${toolchain.marker}).${test}`);
-    }
-    return lines.join('\n');
+    return briefingLines(this.contract, this.toolchain);
   }
 
   /**
@@ -182,12 +175,19 @@ export class WorkspaceSession {
 /**
  * What the model is told about the workspace after the goal. Computed once when the run
  * is created and stored with it, so a resumed run's first turn is the same bytes even if
- * the run has since created a marker file.
+ * the run has since created a marker file. `toolchainAt`: where its toolchain is found (a
+ * child's worktree, not made yet, from the checkout it is made from).
  */
-export function briefingFor(contract: ContractData): string {
+export function briefingFor(contract: ContractData, toolchainAt = contract.root): string {
+  return briefingLines(contract, detectToolchain(toolchainAt, contract.toolchain ?? undefined));
+}
+
+/** The briefing's lines: the root, a single file, a worktree of the run's own, the toolchain. */
+function briefingLines(contract: ContractData, toolchain: Toolchain | null): string {
   const lines = [`Workspace root: ${contract.root}`];
   if (contract.file) lines.push(`Single-file mode: you may read and change ${contract.file} and nothing else.`);
-  const toolchain = detectToolchain(contract.root, contract.toolchain ?? undefined);
+  const worktree = worktreeLine(contract.worktree);
+  if (worktree) lines.push(worktree);
   if (toolchain) {
     const test = toolchain.commands.test ? ` Tests: ${toolchain.commands.test.join(' ')}.` : '';
     lines.push(`Toolchain: ${toolchain.ecosystem} (${toolchain.driver}, from ${toolchain.marker}).${test}`);

@@ -151,13 +151,7 @@ function* createChild(context: RuleContext, parent: RunRow, input: SpawnInput, a
     JSON.stringify(ancestry),
     input.queueNow ? 'queued' : 'pending',
     input.task,
-    input.policy || input.system
-      ? JSON.stringify({
-          ...JSON.parse(parent.spec),
-          ...(input.policy ? { policy: input.policy } : {}),
-          ...(input.system ? { system: input.system } : {}),
-        })
-      : parent.spec,
+    input.policy || input.system || input.contract ? childSpec(parent.spec, input) : parent.spec,
     input.key,
     input.now,
   );
@@ -213,6 +207,23 @@ function* createChild(context: RuleContext, parent: RunRow, input: SpawnInput, a
     clamps,
     childStatus: input.queueNow ? 'queued' : 'pending',
   };
+}
+
+/**
+ * A child's spec: its parent's, with the policy, system prompt and contract the spawn gave
+ * it. A contract of its own has another root, so the parent's briefing (which names its
+ * root) is not the child's: the spawn gives the child's.
+ */
+function childSpec(parentSpec: string, input: SpawnInput): string {
+  const parent = JSON.parse(parentSpec) as Record<string, unknown>;
+  const { briefing: _briefing, ...withoutBriefing } = parent;
+  return JSON.stringify({
+    ...(input.contract ? withoutBriefing : parent),
+    ...(input.policy ? { policy: input.policy } : {}),
+    ...(input.system ? { system: input.system } : {}),
+    ...(input.contract ? { contract: input.contract } : {}),
+    ...(input.contract && input.briefing !== undefined ? { briefing: input.briefing } : {}),
+  });
 }
 
 /**

@@ -99,6 +99,13 @@ export interface SandboxData {
   sharedCaches?: boolean;
 }
 
+/**
+ * Whether a workspace's repository is kept from its processes: see boundaryFor's
+ * `repository`. The object is a worktree's (see workspace/worktree.ts): its repository's
+ * git directory, writable or not, and the checkout it was made from, hidden as there.
+ */
+export type RepositoryAccess = 'protected' | 'writable' | { gitDir: string; writable: boolean; from?: string };
+
 export const DEFAULT_SANDBOX: SandboxData = {
   access: 'workspace-write',
   writableRoots: [],
@@ -250,9 +257,12 @@ export function boundaryFor(options: {
   /**
    * `writable`: the workspace's own repository (its `.git`) is left writable, for the git
    * tools' executor, whose argv is fixed; never a run's commands. Repositories inside it,
-   * and everything else protected, stay so.
+   * and everything else protected, stay so. An object, for a worktree: `writable` as
+   * above, the repository's git directory outside the workspace writable too; and what the
+   * policy hides of the checkout it was made from (`from`, whose files it denies in
+   * relative words, `.env` say) hidden as it is there.
    */
-  repository?: 'protected' | 'writable';
+  repository?: RepositoryAccess;
   /**
    * `unreadable`: every path of the workspace the policy does not let be read outright is
    * hidden (denied, asked about, or allowed by no rule), where `denied` hides what it denies
@@ -273,23 +283,28 @@ export function boundaryFor(options: {
     ...options.caches,
     ...sandbox.writableRoots.map(real),
   ];
+  // What the policy hides of the checkout at `at` (its relative patterns read from there).
+  const hiding = (at: string) =>
+    denies
+      ? {
+          denied: unreadable
+            ? (path: string) => (policy as Policy).decide({ kind: 'read', path }, at).effect !== 'allow'
+            : (path: string) => readDeniedBy(policy as Policy, path) !== null,
+          // A directory not readable itself may hold files that are: hidden whole only when a name in it is not.
+          ...(unreadable ? { wholeByName: false } : {}),
+        }
+      : {};
   const scan: WorkspaceScan =
     sandbox.access === 'read-only' && !denies
       ? { hardLinks: [], repositories: [], denied: [], complete: true }
-      : scanWorkspace(realRoot, {
-          links: sandbox.access !== 'read-only',
-          ...(denies
-            ? {
-                denied: unreadable
-                  ? (path: string) => (policy as Policy).decide({ kind: 'read', path }, realRoot).effect !== 'allow'
-                  : (path: string) => readDeniedBy(policy as Policy, path) !== null,
-                // A directory not readable itself may hold files that are: hidden whole only when a name in it is not.
-                ...(unreadable ? { wholeByName: false } : {}),
-              }
-            : {}),
-        });
+      : scanWorkspace(realRoot, { links: sandbox.access !== 'read-only', ...hiding(realRoot) });
   const kept = options.kept ?? [];
-  const gitWritable = options.repository === 'writable';
+  const repository = options.repository ?? 'protected';
+  const gitWritable = repository === 'writable' || (typeof repository === 'object' && repository.writable);
+  if (typeof repository === 'object' && repository.writable) writable.push(real(repository.gitDir));
+  // A worktree's checkout of origin is the policy's too: what it hides there is hidden here.
+  const from = typeof repository === 'object' && repository.from && denies ? real(repository.from) : null;
+  const fromScan = from ? scanWorkspace(from, { links: false, ...hiding(from) }) : null;
   const protectedKept = kept.filter((entry) => entry.how === 'protect').map((entry) => entry.path);
   return {
     access: sandbox.access,
@@ -311,10 +326,11 @@ export function boundaryFor(options: {
     masked: [
       ...keptMasks(kept, [...new Set(writable)]),
       ...scan.denied,
+      ...(fromScan?.denied ?? []),
       ...(denies ? absoluteMasks(policy as Policy, realRoot) : []),
     ],
     maskSource: options.maskSource,
-    masksComplete: scan.complete,
+    masksComplete: scan.complete && (fromScan?.complete ?? true),
     hardLinks: { paths: scan.hardLinks, complete: scan.complete },
     network: options.network,
     tmp: real(tmp),

@@ -41,6 +41,7 @@ import {
   type ProgramWrapping,
   policyAllowsEgress,
   type Relay,
+  type RepositoryAccess,
   type SandboxCaps,
   type SandboxData,
   type Written,
@@ -407,7 +408,7 @@ export class ContainedExecutor implements Executor {
       egress?: EgressGate;
       lookup?: LookupAll;
       /** `writable`: the workspace's own `.git` is not protected (the git tools' executor; see boundaryFor). */
-      repository?: 'protected' | 'writable';
+      repository?: RepositoryAccess;
       /** `unreadable`: every workspace path the policy does not let be read outright is hidden (the language servers'; see boundaryFor). */
       hideReads?: 'denied' | 'unreadable';
     },
@@ -425,7 +426,7 @@ export class ContainedExecutor implements Executor {
   }
 
   readonly #lookup: LookupAll | undefined;
-  readonly #repository: 'protected' | 'writable';
+  readonly #repository: RepositoryAccess;
   readonly #hideReads: 'denied' | 'unreadable';
 
   /**

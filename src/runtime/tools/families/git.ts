@@ -1,6 +1,6 @@
 /**
  * Git as built-in tools of a workspace run that asks for them (`withGit()`): `git_status`,
- * `git_diff`, `git_log`, `git_add`, `git_commit` and `git_branch`. The
+ * `git_diff`, `git_log`, `git_add`, `git_commit`, `git_branch` and `git_worktree`. The
  * model gives paths, a message, a branch name and a count; each tool writes its own argv
  * around them, so push, fetch, pull, reset, rebase, config, an alias, a hook or a `-c`
  * override cannot be asked for: there is no argument they could be spelled in. A path is
@@ -16,7 +16,8 @@
  * no global configuration (the run's home is the run's to write), and turns hooks, the
  * file-system monitor and signing off.
  */
-import { join } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import type { ArgumentSchema } from '../../arguments.js';
 import { keepFromCommands } from '../../exec/containment/kept.js';
 import { present } from '../../exec/containment/paths.js';
@@ -24,6 +25,7 @@ import { findSystemProgram, SYSTEM_PATH } from '../../exec/find-program.js';
 import { describeCommand } from '../../exec/run-command.js';
 import { checkArgv } from '../../policy/commands/index.js';
 import type { WorkspaceSession } from '../../workspace/session.js';
+import { commonGitDir, worktreeEnvironment } from '../../workspace/worktree.js';
 import type { StepContext, ToolResult } from '../tool.js';
 import type { WorkspaceToolDeclaration } from './workspace.js';
 
@@ -87,7 +89,14 @@ const GIT_CONFIG: readonly [string, string][] = [
 ];
 
 /** The name of a git tool. */
-export type GitToolName = 'git_status' | 'git_diff' | 'git_log' | 'git_add' | 'git_commit' | 'git_branch';
+export type GitToolName =
+  | 'git_status'
+  | 'git_diff'
+  | 'git_log'
+  | 'git_add'
+  | 'git_commit'
+  | 'git_branch'
+  | 'git_worktree';
 
 /** The tools that change nothing: run at once, not journaled as an intent. */
 const READS = new Set<GitToolName>(['git_status', 'git_diff', 'git_log']);
@@ -104,23 +113,35 @@ export const GIT_TOOLS: Record<GitToolName, WorkspaceToolDeclaration> = {
   },
   git_diff: {
     description:
-      'The changes not yet staged (or, with staged: true, the ones staged for the next commit), as a unified diff; limited to paths when given.',
+      'The changes not yet staged (or, with staged: true, the ones staged for the next commit; with branch, the commits of that branch since it left this one), as a unified diff; limited to paths when given.',
     parameters: {
       type: 'object',
       properties: {
         staged: { type: 'boolean', description: 'Show what is staged rather than what is not.' },
+        branch: {
+          ...BRANCH,
+          description:
+            'A branch whose work to show: what its commits changed since it left the current commit’s history.',
+        },
         paths: PATHS,
       },
       additionalProperties: false,
     },
     kind: 'reads',
     run: (session, args, call) => {
-      const staged = args.staged === true ? ['--cached'] : [];
+      let which = args.staged === true ? ['--cached'] : [];
+      if (args.branch !== undefined) {
+        const name = branchName(args.branch);
+        if (typeof name !== 'string') return Promise.resolve(name);
+        if (args.staged === true)
+          return Promise.resolve({ content: 'give staged or branch, not both.', isError: true });
+        which = [`HEAD...${name}`];
+      }
       return git(
         session,
         call,
         'git_diff',
-        ['diff', ...staged, '--no-ext-diff', '--no-textconv', '--ignore-submodules=all'],
+        ['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', ...which],
         args.paths,
         'read',
       );
@@ -182,6 +203,38 @@ export const GIT_TOOLS: Record<GitToolName, WorkspaceToolDeclaration> = {
       const name = branchName(args.name);
       if (typeof name !== 'string') return Promise.resolve(name);
       return git(session, call, 'git_branch', ['switch', '--create', name], []);
+    },
+  },
+  git_worktree: {
+    description:
+      'Add a worktree: a second checkout of this repository, on a new branch made at the current commit (git worktree add -b), kept in the repository’s git directory where commands can read it and only these tools write. Or remove the one made for a branch, when nothing in it is uncommitted (git worktree remove, never forced); the branch stays.',
+    parameters: {
+      type: 'object',
+      properties: {
+        action: { type: 'string', enum: ['add', 'remove'] },
+        branch: { ...BRANCH, description: 'With add, the new branch; with remove, the branch whose worktree goes.' },
+      },
+      required: ['action', 'branch'],
+      additionalProperties: false,
+    },
+    kind: 'acts',
+    run: (session, args, call) => {
+      const name = branchName(args.branch);
+      if (typeof name !== 'string') return Promise.resolve(name);
+      const gitDir = commonGitDir(session.contract.root, session.contract.worktree);
+      if (gitDir === null)
+        return Promise.resolve({ content: 'the workspace root is not the top of a git repository.', isError: true });
+      // One directory a branch (`/` is `+`, which no branch name here holds): nothing below
+      // trees/ but a worktree's own checkout, so no link in it leads a remove elsewhere.
+      const trees = join(gitDir, 'io-harness', 'trees');
+      const path = join(trees, name.replaceAll('/', '+'));
+      if (args.action === 'remove' && present(path) && realpathSync(path) !== join(realpathSync(trees), basename(path)))
+        return Promise.resolve({ content: `${path} is not a worktree these tools made.`, isError: true });
+      const program = gitProgram();
+      if (program === null) return Promise.resolve({ content: GIT_MISSING, isError: true });
+      const add = ['worktree', 'add', '-b', name, '--', path];
+      const argv = [program, ...GLOBAL_OPTIONS, ...(args.action === 'add' ? add : ['worktree', 'remove', '--', path])];
+      return runGit(session, call, 'git_worktree', argv, false);
     },
   },
 };
@@ -278,7 +331,7 @@ async function runGit(
       timeoutMs: GIT_TIMEOUT_MS,
       outputLimit: GIT_OUTPUT_LIMIT,
       signal: call.signal,
-      env: gitEnvironment(session.commandEnv),
+      env: { ...gitEnvironment(session.commandEnv), ...worktreeEnvironment(root, session.contract.worktree) },
     });
     return {
       content: describeCommand(['git', ...argv.slice(1 + GLOBAL_OPTIONS.length)], result),
@@ -286,6 +339,26 @@ async function runGit(
     };
   };
   return reads ? execute() : call.intent(tool, ['git', ...argv.slice(1 + GLOBAL_OPTIONS.length)].join(' '), execute);
+}
+
+/**
+ * The commit the run's HEAD is at (a full hash), read through the run's git executor; null
+ * where git is missing or the repository has no commit yet.
+ */
+export async function headCommit(session: WorkspaceSession): Promise<string | null> {
+  const program = gitProgram();
+  if (program === null) return null;
+  const root = session.contract.root;
+  const result = await session.gitExecutor.run({
+    argv: [program, ...GLOBAL_OPTIONS, 'rev-parse', '--verify', '--quiet', 'HEAD^{commit}'],
+    purpose: 'exec',
+    cwd: root,
+    timeoutMs: GIT_TIMEOUT_MS,
+    outputLimit: 1024,
+    env: { ...gitEnvironment(session.commandEnv), ...worktreeEnvironment(root, session.contract.worktree) },
+  });
+  const hash = result.stdout.trim();
+  return result.exitStatus === 0 && /^[0-9a-f]{40,64}$/.test(hash) ? hash : null;
 }
 
 /**

@@ -8,6 +8,8 @@ import type { StoreOperations } from '../../../store/port.js';
 import type { AgentDefinition } from '../../agents.js';
 import type { ArgumentSchema } from '../../arguments.js';
 import { Policy, type PolicyData } from '../../policy/policy.js';
+import type { WorkspaceSession } from '../../workspace/session.js';
+import { commonGitDir, worktreeBranch, worktreePath } from '../../workspace/worktree.js';
 import type { AgentCall, MailWait, RunContext } from '../context.js';
 import type { Tool, ToolResult } from '../tool.js';
 
@@ -157,7 +159,12 @@ type SpawnReply = StoreOperations['spawn'][1];
  * A spawn's checks and its reservation: the refusal when a check fails, else the store's
  * reply to come (the request is sent now).
  */
-function reserve(context: RunContext, args: SpawnArgs, callIndex: number): ToolResult | Promise<SpawnReply> {
+function reserve(
+  context: RunContext,
+  args: SpawnArgs,
+  callIndex: number,
+  workspace: WorkspaceSession | null,
+): ToolResult | Promise<SpawnReply> {
   const { run } = context;
   if (context.planning) {
     const reason = 'spawn_agent waits for an approved plan: this run is in its planning phase; call submit_plan.';
@@ -214,7 +221,7 @@ function reserve(context: RunContext, args: SpawnArgs, callIndex: number): ToolR
     tokens: lower(definition?.budget?.tokens, args.budget?.tokens),
     wallMs: wallSecs === null ? null : Math.round(wallSecs * 1000),
   };
-  return context.store.call('spawn', {
+  const request = {
     ...context.fence,
     key: `${run.runId}:${context.seq}:${callIndex}`,
     task: args.task,
@@ -234,7 +241,54 @@ function reserve(context: RunContext, args: SpawnArgs, callIndex: number): ToolR
         }
       : {}),
     now: context.clock.now(),
+  };
+  if (!definition?.worktree) return context.store.call('spawn', request);
+  return childWorktree(context, definition.name, request.newRunId, workspace).then((made) =>
+    'refused' in made ? made.refused : context.store.call('spawn', { ...request, ...made }),
+  );
+}
+
+/**
+ * The contract of a child whose definition asks for a worktree of its own: its parent's,
+ * rooted at the worktree (made by the child as it starts; see workspace/worktree.ts), on a
+ * branch named for it, from the parent's HEAD. Refused where the parent has no git tools
+ * or no commit to start from.
+ */
+async function childWorktree(
+  context: RunContext,
+  agent: string,
+  runId: string,
+  workspace: WorkspaceSession | null,
+): Promise<{ contract: unknown; briefing: string } | { refused: SpawnReply }> {
+  const refuse = (reason: string) => ({
+    refused: { status: 'refused' as const, rule: 'spawn.worktree', reason },
   });
+  const contract = context.contract;
+  if (!contract?.git || !workspace)
+    return refuse(`${agent} works in a git worktree of its own, and this run has no git tools to make one with.`);
+  const gitDir = commonGitDir(contract.root, contract.worktree);
+  if (gitDir === null)
+    return refuse(
+      `${agent} works in a git worktree of its own, and ${contract.root} is not the top of a git repository.`,
+    );
+  // Loaded here: a run that never asks for a worktree does not load the git tools (nor the command rules).
+  const { headCommit } = await import('./git.js');
+  const base = await headCommit(workspace);
+  if (base === null)
+    return refuse(
+      `${agent} works in a git worktree made from your HEAD, and the repository has no commit yet: commit first.`,
+    );
+  const worktree = {
+    gitDir,
+    repository: contract.root,
+    checkout: contract.worktree?.checkout ?? contract.root,
+    branch: worktreeBranch(agent, runId),
+    base,
+  };
+  const child = { ...contract, root: worktreePath(gitDir, runId), worktree };
+  // Its briefing, stored with it as every run's is (its toolchain as the checkout it is made from has it).
+  const { briefingFor } = await import('../../workspace/session.js');
+  return { contract: child, briefing: briefingFor(child, contract.root) };
 }
 
 /**
@@ -258,7 +312,9 @@ export function reserveAhead(
     if (call.name !== 'spawn_agent' || call.args.wait !== false) return;
     if (reservations.has(index)) continue;
     if (!eligible(index)) return;
-    const reserved = reserve(context, call.args as unknown as SpawnArgs, index);
+    // A worktree is made from HEAD as its call comes: reserved then, in call order.
+    if (context.agents.some((agent) => agent.name === call.args.agent && agent.worktree)) return;
+    const reserved = reserve(context, call.args as unknown as SpawnArgs, index, null);
     // A refusal needs no reservation: the call itself finds it again.
     if (!(reserved instanceof Promise)) continue;
     // Taken by its call, or dropped with the step; a failure is the call's to report.
@@ -267,11 +323,16 @@ export function reserveAhead(
   }
 }
 
-export async function spawn(context: RunContext, args: SpawnArgs, callIndex: number): Promise<ToolResult> {
+export async function spawn(
+  context: RunContext,
+  args: SpawnArgs,
+  callIndex: number,
+  workspace: WorkspaceSession | null,
+): Promise<ToolResult> {
   const { run, step } = context;
   const ahead = step.reservations.get(callIndex) as Promise<SpawnReply> | undefined;
   step.reservations.delete(callIndex);
-  const reserved = ahead ?? reserve(context, args, callIndex);
+  const reserved = ahead ?? reserve(context, args, callIndex, workspace);
   if (!(reserved instanceof Promise)) return reserved;
   const result = await reserved;
   if (result.status === 'refused') {
@@ -281,10 +342,16 @@ export async function spawn(context: RunContext, args: SpawnArgs, callIndex: num
       refusal: { rule: result.rule, reason: result.reason },
     };
   }
+  const branch = context.agents.some((agent) => agent.name === args.agent && agent.worktree)
+    ? worktreeBranch(args.agent as string, result.childId)
+    : undefined;
   const clampNote =
-    result.clamps.length === 0
+    (result.clamps.length === 0
       ? ''
-      : ` Its budget was narrowed to what you have left: ${result.clamps.map((c) => `${c.field} ${c.asked} -> ${c.granted}`).join(', ')}.`;
+      : ` Its budget was narrowed to what you have left: ${result.clamps.map((c) => `${c.field} ${c.asked} -> ${c.granted}`).join(', ')}.`) +
+    (branch
+      ? ` It works in a git worktree of its own, on branch ${branch}: git_diff with that branch shows its commits.`
+      : '');
   if (args.wait === false) {
     if (result.childStatus === 'pending') step.spawned.push(result.childId);
     return {
@@ -307,6 +374,7 @@ export async function spawn(context: RunContext, args: SpawnArgs, callIndex: num
       reply: waited.reply,
       reason: waited.childStatus === 'finished' ? undefined : waited.reason,
       cost: { steps: waited.steps, tokens: waited.tokens },
+      branch,
       narrowed: result.clamps.length === 0 ? undefined : clampNote.trim(),
     }),
     isError: waited.childStatus !== 'finished',
@@ -362,7 +430,7 @@ export const TREE_TOOLS: readonly Tool<AgentCall>[] = [
       'Start a sub-agent on a task. It shares this tree\u2019s budget ledger and can only narrow it. Returns its result when waited for.',
     parameters: spawnParameters,
     kind: 'acts',
-    execute: (args, call) => spawn(call.agent, args as unknown as SpawnArgs, call.callIndex),
+    execute: (args, call) => spawn(call.agent, args as unknown as SpawnArgs, call.callIndex, call.workspace),
   },
   {
     name: 'send_message',
