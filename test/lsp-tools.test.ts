@@ -117,8 +117,20 @@ describe('the language server tools', () => {
       { toolCalls: [{ name: 'lsp_definition', args: { path: 'src/use.ts', line: 1, column: 10 } }] },
       { text: 'done' },
     ];
-    const { result, observations, tools, store } = await run(root, (call) => steps[assistantTurns(call)] as Answer);
+    // The server starts in the background as the run opens (the policy allows its start outright): it is
+    // running before the model has answered once, so its index is not paid for inside the first question.
+    let startedAtOpen = false;
+    const { result, observations, tools, store } = await run(root, async (call) => {
+      const turn = assistantTurns(call);
+      if (turn === 0)
+        for (let i = 0; i < 1200 && !startedAtOpen; i++) {
+          startedAtOpen = running(TSLS);
+          if (!startedAtOpen) await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      return steps[turn] as Answer;
+    });
     expect(result.outcome.kind, JSON.stringify(observations)).toBe('finished');
+    expect(startedAtOpen).toBe(true);
     expect(tools.filter((name) => name.startsWith('lsp_')).sort()).toEqual([
       'lsp_definition',
       'lsp_hover',
@@ -147,11 +159,13 @@ describe('the language server tools', () => {
       expect(answer).not.toContain('sk-live');
       expect(answer).not.toContain('review/keys.ts');
     }
-    // The server's start was decided as the command it is, and recorded.
-    const decisions = store
-      .events(result.runId)
-      .filter((event) => event.type === 'policy-decision' && JSON.stringify(event).includes(TSLS));
-    expect(decisions.length).toBeGreaterThan(0);
+    // The server's start was decided as the command it is, and recorded with the run's start, before its first step.
+    const events = store.events(result.runId);
+    const decided = events.findIndex(
+      (event) => event.type === 'policy-decision' && JSON.stringify(event).includes(TSLS),
+    );
+    expect(decided).toBeGreaterThan(events.findIndex((event) => event.type === 'run-start'));
+    expect(decided).toBeLessThan(events.findIndex((event) => event.type === 'tool-call'));
     // Gone with the run.
     expect(running(TSLS)).toBe(false);
   });

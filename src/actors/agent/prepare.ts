@@ -11,6 +11,7 @@ import { ErrorCode, HarnessError } from '../../errors.js';
 import { rosterCatalogue } from '../../runtime/agents.js';
 import { DEFAULT_SHARE } from '../../runtime/context/assembler.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
+import type { EventData } from '../../runtime/events.js';
 import { withKept } from '../../runtime/exec/containment/kept.js';
 import { Policy } from '../../runtime/policy/policy.js';
 import {
@@ -122,7 +123,9 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   // A provider given at a resume is held to the contract's web settings as run() held the first (before a steer is taken).
   const noWeb = agent.contract?.web ? webRefusal(start.provider ?? spec.provider, agent.contract.web) : null;
   if (noWeb !== null) return endRun(agent, 'failed', `the contract asks for the web (withWeb), and ${noWeb}`);
-  await recordStart(agent, run);
+  // Its language servers start in the background as it opens, where the policy allows it outright (never while it plans).
+  await recordStart(agent, run, kit?.authorizeServers(agent) ?? []);
+  agent.workspace?.lsp?.startAuthorized();
   // A turn's root takes what a person sent it before it started (or while it was down): a
   // run resuming a paused step takes it once that step is committed, so the words come after it.
   if (run.parentId === null && spec.session !== undefined && restored.draft === null) {
@@ -238,8 +241,11 @@ function equip(
   return { registry, briefing: workspace ? (spec.briefing ?? workspace.briefing()) : null };
 }
 
-/** The run's start in its trace, and what the configuration dropped or refused of its bundles, in the root's trace once. */
-async function recordStart(agent: AgentRun, run: RunRecord): Promise<void> {
+/**
+ * The run's start in its trace, the `decided` starts of its language servers, and what the
+ * configuration dropped or refused of its bundles, in the root's trace once.
+ */
+async function recordStart(agent: AgentRun, run: RunRecord, decided: EventData[]): Promise<void> {
   const { start, contract } = agent;
   await agent.store.call('recordEvents', {
     ...agent.fence,
@@ -248,6 +254,7 @@ async function recordStart(agent: AgentRun, run: RunRecord): Promise<void> {
       ...(run.parentId === null && run.lastSeq === 0 && !start.resumed
         ? (contract?.bundleProblems ?? []).map((problem) => ({ type: 'bundle-problem' as const, ...problem }))
         : []),
+      ...decided,
     ],
     now: agent.clock.now(),
   });

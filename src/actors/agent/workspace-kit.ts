@@ -10,12 +10,14 @@
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { BROWSER_SANDBOX, openBrowser, RunBrowser } from '../../runtime/browser/run-browser.js';
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
+import type { EventData } from '../../runtime/events.js';
 import { DEFAULT_SANDBOX } from '../../runtime/exec/containment/boundary.js';
 import { type ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import { executorFor } from '../../runtime/exec/factory.js';
 import { commandEnvironment } from '../../runtime/exec/run-command.js';
 import { keepsReadsBack, RunLanguageServers } from '../../runtime/lsp/run-servers.js';
+import { checkArgv } from '../../runtime/policy/commands/index.js';
 import { Policy } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
 import { GIT_MISSING, gitEnvironment, gitProgram } from '../../runtime/tools/families/git.js';
@@ -117,6 +119,14 @@ export async function openWorktree(
   } finally {
     if (executor !== agent.ports.executor) await executor.close?.();
   }
+}
+
+/** The decisions that let the run's language servers start as it opens (see RunLanguageServers.authorizeAtOpen). */
+export function authorizeServers(agent: AgentRun): EventData[] {
+  const { workspace } = agent;
+  if (!workspace?.lsp || agent.planning) return [];
+  const root = workspace.contract.root;
+  return workspace.lsp.authorizeAtOpen((argv) => checkArgv([...argv], workspace.policy, root));
 }
 
 /**

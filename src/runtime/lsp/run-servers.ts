@@ -1,14 +1,19 @@
 /**
  * The language servers of one run: one client per server the contract names, each started
- * at most once, at the first question for it, once that question's call has decided the
- * start as the command it is (see ../tools/families/lsp.ts). The servers run on an
+ * at most once: in the background as the run opens, where the policy allows its start
+ * outright (recorded in the run's trace as the run starts; never while the run plans), so
+ * its index is paid for before the first question and not inside it; else at the first
+ * question for it, once that question's call has decided the start as the command it is
+ * (see ../tools/families/lsp.ts), asking the approver where the policy says ask. The servers run on an
  * executor of their own, which hides from them everything the policy does not let the
  * model read outright ({@link keepsReadsBack}): what a server can see, an answer can tell.
  * Closed with the run's session: every server ended, then that executor.
  */
 
+import type { EventData } from '../events.js';
 import { PROBE_NAME } from '../exec/containment/masks.js';
 import type { Executor } from '../exec/executor.js';
+import type { CommandCheck } from '../policy/commands/tally.js';
 import { FLOOR, type Policy } from '../policy/policy.js';
 import { LspClient, type LspLaunch } from './client.js';
 import { type LspServerData, serverIndexFor } from './servers.js';
@@ -84,6 +89,38 @@ export class RunLanguageServers {
       this.#clients[index] = client;
     }
     return client;
+  }
+
+  /**
+   * Decides, as the run opens, the start of each server whose start `check` allows
+   * outright (no rule asks, none refuses): marked authorized, its decisions returned for
+   * the run's trace, started by {@link startAuthorized}. The rest wait for their first
+   * question. None where no server can start here ({@link whyNot}).
+   */
+  authorizeAtOpen(check: (argv: readonly string[]) => CommandCheck): EventData[] {
+    if (this.whyNot) return [];
+    const events: EventData[] = [];
+    this.#servers.forEach((server, index) => {
+      const decided = check(server.command);
+      if (!decided.ok || decided.effect !== 'allow') return;
+      this.client(index).authorized = true;
+      for (const decision of decided.decisions)
+        events.push({
+          type: 'policy-decision',
+          act: 'exec',
+          subject: decision.subject,
+          effect: decision.effect,
+          rule: decision.rule,
+          layer: decision.layer,
+        });
+    });
+    return events;
+  }
+
+  /** Starts, in the background, each server whose start is decided; a failure is the first question's to report. */
+  startAuthorized(): void {
+    if (this.#closed) return;
+    for (const client of this.#clients) if (client?.authorized) void client.start().catch(() => undefined);
   }
 
   /** Ends every server started, and what each started, then the servers' executor (if it was made). */
