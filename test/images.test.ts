@@ -77,9 +77,8 @@ describe('images from tools', () => {
       // Each image no model takes is named, with why; none is attached.
       expect(odd?.images).toBeUndefined();
       expect(odd?.content.split('\n')).toEqual([
-        expect.stringMatching(
-          /^\[image image\/svg\+xml, 1 KiB, not attached: its bytes are not PNG, JPEG, GIF or WebP/,
-        ),
+        // Named by what its bytes are, with the conversion that makes it one a model takes.
+        expect.stringMatching(/^\[image SVG, 1 KiB, not attached: it is drawn, not pixels: render it to PNG first/),
         expect.stringMatching(/^\[image image\/jpeg, 1 KiB, not attached: it is not a whole JPEG/),
         expect.stringMatching(/^\[image image\/png, 1 KiB, 9000×10 pixels, not attached: a side may be at most 8000/),
         expect.stringMatching(/^\[image image\/png, 6\.0 MiB, not attached: an image may be at most 5 MiB\]$/),

@@ -1,13 +1,25 @@
 /**
- * Images a tool hands back (an MCP server's screenshot, a tool of the embedder's), as
- * attachments of its observation: checked once, when the result comes back, so nothing a
- * vendor would refuse reaches a request (a refused image would fail every later request
- * of the run, since the transcript carries it). Only what every vendor documents is
- * attached: PNG, JPEG, GIF and WebP, told by their bytes (the type a tool claims is not
- * trusted), at most {@link MAX_IMAGE_BYTES} and {@link MAX_IMAGE_SIDE} pixels a side, read
- * from the header; nothing is decoded. Anything else becomes a line of the observation's
- * text saying what it was and why it is not attached.
+ * Images at the door: a file `read_file` is asked for, a tool's screenshot, an image a tool
+ * hands back (an MCP server's, the embedder's), as attachments of its observation: checked
+ * once, when it comes in, so nothing a vendor would refuse reaches a request (a refused
+ * image would fail every later request of the run, since the transcript carries it). What
+ * every vendor documents is attached as it is: PNG, JPEG, GIF and WebP, told by their
+ * bytes (the type a tool claims is not trusted). BMP, ICO, TGA, PNM and TIFF are read and
+ * written again as PNG (./image-convert.ts). SVG, HEIC and AVIF are refused by name, with
+ * the conversion that fixes each. Every image is held to {@link MAX_IMAGE_BYTES},
+ * {@link MAX_IMAGE_SIDE} pixels a side and {@link MAX_IMAGE_PIXELS}, read from its header
+ * before anything is decoded. What is not attached becomes a line of the observation's
+ * text saying what it was and why.
  */
+import {
+  convertibleFormat,
+  declaredSize,
+  decode,
+  encodePng,
+  icoPng,
+  MAX_CONVERTED_PIXELS,
+  Unreadable,
+} from './image-convert.js';
 
 /** An image attached to an observation: its type as its bytes say, and the bytes as base64. */
 export interface ImageAttachment {
@@ -20,6 +32,8 @@ export interface ImageAttachment {
 export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
 /** The longest side, in pixels, an image may have (Anthropic refuses a request with a longer one). */
 export const MAX_IMAGE_SIDE = 8000;
+/** The most pixels an image may have, read from its header before anything is decoded. */
+export const MAX_IMAGE_PIXELS = 50_000_000;
 /** The most images one tool result attaches; the rest are lines of its text. */
 export const MAX_IMAGES_PER_RESULT = 4;
 /** The most image bytes one tool result attaches: under what a request carries, so the latest result's always fit. */
@@ -37,17 +51,26 @@ export function imageBytes(data: string): number {
   return Math.floor((data.length * 3) / 4) - padding;
 }
 
+/** What an attached image is called in its line: its type, and what it was converted from. */
+export function attachedName(checked: { image: ImageAttachment; from?: string }): string {
+  return checked.from ? `${checked.image.mimeType} (from ${checked.from})` : checked.image.mimeType;
+}
+
 /** What the observation's text says of an image: its type and size, and whether it is attached. */
 export function imageLine(what: string, bytes: number, note: string): string {
   const size = bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.ceil(bytes / 1024)} KiB`;
   return `[image ${what}, ${size}, ${note}]`;
 }
 
+/** An image checked: the attachment (`from`: the format it was converted from), or why it is not one. */
+export type CheckedImage = { image: ImageAttachment; from?: string } | { refused: string };
+
 /**
- * An image a tool returned, checked: the attachment, or why it is not one (said in a way
- * the model can act on). `declared` is the type the tool claimed, used only to name it.
+ * An image that came in, checked: the attachment, or why it is not one (said in a way the
+ * model can act on). `declared` is the type the tool claimed (or the file's name), used to
+ * name it and to tell a TGA, which has no signature.
  */
-export function checkImage(declared: unknown, data: unknown): { image: ImageAttachment } | { refused: string } {
+export function checkImage(declared: unknown, data: unknown): CheckedImage {
   const claimed = typeof declared === 'string' && declared.length <= 100 ? declared : 'of no stated type';
   let text: string;
   if (typeof data === 'string') text = data;
@@ -64,24 +87,125 @@ export function checkImage(declared: unknown, data: unknown): { image: ImageAtta
     return { refused: `[image ${claimed}, not attached: its bytes are not base64]` };
   const head = Buffer.from(text.slice(0, 64 * 1024), 'base64');
   const found = sniff(head, text);
-  if (found === null)
+  if (found === null) return converted(claimed, Buffer.from(text, 'base64'));
+  if ('broken' in found) return { refused: imageLine(found.mimeType, bytes, `not attached: ${found.broken}`) };
+  const tooLarge = sizeRefusal(found.width, found.height);
+  if (tooLarge) return { refused: imageLine(found.mimeType, bytes, tooLarge) };
+  return { image: { mimeType: found.mimeType, data: text } };
+}
+
+/** Why an image of `width`×`height` is not attached, or null when its size is fine. */
+function sizeRefusal(width: number, height: number): string | null {
+  if (width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE)
+    return `${width}×${height} pixels, not attached: a side may be at most ${MAX_IMAGE_SIDE} pixels (scale it down first)`;
+  if (width * height > MAX_IMAGE_PIXELS)
+    return `${width}×${height} pixels, not attached: an image may have at most ${MAX_IMAGE_PIXELS / 1_000_000} megapixels (scale it down first)`;
+  return null;
+}
+
+/** The types refused by name: none is pixels a reader here can take, and each has a converter. */
+const NAMED: readonly { name: string; test: (bytes: Buffer) => boolean; fix: string }[] = [
+  {
+    name: 'SVG',
+    test: isSvg,
+    fix: 'it is drawn, not pixels: render it to PNG first (rsvg-convert -o out.png in.svg)',
+  },
+  {
+    name: 'HEIC',
+    test: (bytes) => isoBrand(bytes, ['heic', 'heix', 'heim', 'heis', 'hevc', 'hevx', 'mif1', 'msf1']),
+    fix: 'convert it to JPEG or PNG first (heif-convert in.heic out.jpg)',
+  },
+  {
+    name: 'AVIF',
+    test: (bytes) => isoBrand(bytes, ['avif', 'avis']),
+    fix: 'convert it to PNG first (avifdec in.avif out.png)',
+  },
+];
+
+/**
+ * Whether `bytes` are an SVG: `<svg` first, after whitespace, an XML declaration, comments
+ * and a doctype, skipped by a linear scan of the first 4 KiB (a pattern with a repeated
+ * group could take exponential time on a crafted prolog).
+ */
+function isSvg(bytes: Buffer): boolean {
+  const text = bytes.toString('utf8', 0, 4096);
+  let at = 0;
+  for (;;) {
+    while (at < text.length && /\s/.test(text[at] as string)) at++;
+    const skip = text.startsWith('<?', at)
+      ? '?>'
+      : text.startsWith('<!--', at)
+        ? '-->'
+        : text.startsWith('<!', at)
+          ? '>'
+          : null;
+    if (skip === null) break;
+    const end = text.indexOf(skip, at + 2);
+    if (end < 0) return false;
+    at = end + skip.length;
+  }
+  return /^<svg[\s>/]/i.test(text.slice(at, at + 5));
+}
+
+/** Whether `bytes` start an ISO media file (`ftyp`) whose major brand is one of `brands`. */
+function isoBrand(bytes: Buffer, brands: readonly string[]): boolean {
+  return (
+    bytes.length >= 12 && bytes.toString('latin1', 4, 8) === 'ftyp' && brands.includes(bytes.toString('latin1', 8, 12))
+  );
+}
+
+/**
+ * An image none of the four: an icon's PNG as it is, one of the formats read here as a
+ * PNG (its size checked from its header first), a named type refused with its fix, or
+ * anything else refused.
+ */
+function converted(claimed: string, bytes: Buffer): CheckedImage {
+  const named = NAMED.find((type) => type.test(bytes));
+  if (named) return { refused: imageLine(named.name, bytes.length, `not attached: ${named.fix}`) };
+  const format = convertibleFormat(bytes, claimed);
+  if (format === null)
     return {
       refused: imageLine(
         claimed,
-        bytes,
-        'not attached: its bytes are not PNG, JPEG, GIF or WebP, the types models take (convert it to PNG first)',
+        bytes.length,
+        'not attached: its bytes are not PNG, JPEG, GIF or WebP, the types models take, nor BMP, ICO, TGA, PNM or TIFF, which are converted (convert it to PNG first)',
       ),
     };
-  if ('broken' in found) return { refused: imageLine(found.mimeType, bytes, `not attached: ${found.broken}`) };
-  if (found.width > MAX_IMAGE_SIDE || found.height > MAX_IMAGE_SIDE)
-    return {
-      refused: imageLine(
-        found.mimeType,
-        bytes,
-        `${found.width}×${found.height} pixels, not attached: a side may be at most ${MAX_IMAGE_SIDE} pixels (scale it down first)`,
-      ),
-    };
-  return { image: { mimeType: found.mimeType, data: text } };
+  try {
+    const size = declaredSize(format, bytes);
+    const tooLarge = sizeRefusal(size.width, size.height);
+    if (tooLarge) return { refused: imageLine(format, bytes.length, tooLarge) };
+    const inner = format === 'ICO' ? icoPng(bytes) : null;
+    if (inner) {
+      const checked = checkImage('image/png', inner.toString('base64'));
+      return 'image' in checked ? { image: checked.image, from: format } : checked;
+    }
+    if (size.width * size.height > MAX_CONVERTED_PIXELS)
+      return {
+        refused: imageLine(
+          format,
+          bytes.length,
+          `${size.width}×${size.height} pixels, not attached: an image converted to PNG may have at most ${MAX_CONVERTED_PIXELS / 1_000_000} megapixels (scale it down first)`,
+        ),
+      };
+    const png = encodePng(decode(format, bytes));
+    if (png.length > MAX_IMAGE_BYTES)
+      return {
+        refused: imageLine(
+          format,
+          bytes.length,
+          `not attached: as a PNG it is ${png.length} bytes, above ${MAX_IMAGE_BYTES / 1024 / 1024} MiB (scale it down first)`,
+        ),
+      };
+    return { image: { mimeType: 'image/png', data: png.toString('base64') }, from: format };
+  } catch (problem) {
+    // A reader's refusal says why; anything else a broken file made it trip on is said as that.
+    const why =
+      problem instanceof Unreadable
+        ? problem.message
+        : `it could not be read (${problem instanceof Error ? problem.message : String(problem)})`;
+    return { refused: imageLine(format, bytes.length, `not attached: ${why}`) };
+  }
 }
 
 type Sniffed =

@@ -70,7 +70,8 @@ export class Freshness {
         this.#seen.set(path, { text, seq, stat: null, takenAt: 0 });
         continue;
       }
-      if (observation.name !== 'read_file' || observation.isError) continue;
+      // An image read is not followed: a refresh is text, and an image's line says nothing of its pixels.
+      if (observation.name !== 'read_file' || observation.isError || observation.images?.length) continue;
       const call = calls.find((item) => item.id === observation.callId);
       if (!call || call.args.start_line !== undefined || call.args.end_line !== undefined) continue;
       if (typeof call.args.path !== 'string') continue;

@@ -15,6 +15,7 @@ import { toJSONSchema, z } from 'zod';
 import { InvalidArgumentError } from '../../errors.js';
 import { oneOf, problemsOf, quotedKeys } from '../edges.js';
 import {
+  attachedName,
   checkImage,
   type ImageAttachment,
   imageBytes,
@@ -268,7 +269,7 @@ function withImages(name: string, output: ToolOutput): ToolCallResult {
       images.push(checked.image);
       total += bytes;
     }
-    lines.push(imageLine(checked.image.mimeType, bytes, note));
+    lines.push(imageLine(attachedName(checked), bytes, note));
   }
   const rest = output.images.length - looked.length;
   if (rest > 0) lines.push(`[${rest} more images, not attached: a result attaches at most ${MAX_IMAGES_PER_RESULT}]`);

@@ -5,6 +5,7 @@
  * since the check is refused rather than read through.
  */
 import { closeSync, constants, openSync, readSync } from 'node:fs';
+import { attachedName, checkImage, imageLine, MAX_IMAGE_BYTES } from '../images.js';
 import type { ToolResult } from '../tools/tool.js';
 import { binaryRefusal, error, hardLinkRefusal, refusal } from './answers.js';
 import { lookBeneath, walksByDescriptor } from './beneath.js';
@@ -48,7 +49,9 @@ export function readFile(scope: WorkspaceScope, maxReadBytes: number, args: Read
   if (!stats.isFile()) return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
   if (stats.nlink > 1) return hardLinkRefusal(path, stats.nlink, 'read');
   const ranged = args.start_line !== undefined || args.end_line !== undefined;
-  if (hasNul(sniff(absolute)))
+  const head = sniff(absolute);
+  if (!ranged && looksLikeImage(head, path)) return readImage(scope, path, absolute);
+  if (hasNul(head))
     return binaryRefusal('read.binary', path, stats.size, 'read_file returns text only, so it was not read');
   if (!ranged && stats.size > maxReadBytes) {
     return refusal(
@@ -103,6 +106,56 @@ export function readFile(scope: WorkspaceScope, maxReadBytes: number, args: Read
   }
   const clamped = end > total ? ` (end_line ${end} is past the end: the file has ${total} lines)` : '';
   return { content: `lines ${start}-${last} of ${total}${clamped}:\n${selected}`, isError: false };
+}
+
+/**
+ * Whether read_file takes the file for an image: by its bytes, where they could not be
+ * text (PNG and JPEG by a signature that is not UTF-8; GIF, WebP, BMP, ICO, TIFF, binary
+ * PNM and ISO media, HEIC or AVIF, with a NUL among their first bytes), a TGA by its name
+ * and a NUL, a plain PNM by its name and signature. An SVG is text, its source: read as
+ * text; so is a text file that merely starts like an image.
+ */
+function looksLikeImage(head: Buffer, path: string): boolean {
+  const latin = head.toString('latin1', 0, 12);
+  if (latin.startsWith('\x89PNG\r\n\x1a\n') || latin.startsWith('\xff\xd8\xff')) return true;
+  if (/\.(pbm|pgm|ppm|pnm)$/i.test(path) && /^P[1-6]\s/.test(latin)) return true;
+  if (!hasNul(head)) return false;
+  return (
+    latin.startsWith('GIF8') ||
+    (latin.startsWith('RIFF') && latin.slice(8, 12) === 'WEBP') ||
+    (latin.startsWith('BM') && head.length >= 26) ||
+    (latin.startsWith('\0\0\x01\0') && head.length >= 22) ||
+    latin.startsWith('II*\0') ||
+    latin.startsWith('MM\0*') ||
+    /^P[4-6]\s/.test(latin) ||
+    latin.slice(4, 8) === 'ftyp' ||
+    /\.(tga|targa)$/i.test(path)
+  );
+}
+
+/**
+ * An image file read for the model: attached as it is, or converted to PNG, or refused
+ * saying why (./images.ts); its bytes read beneath the root as a text file's are.
+ */
+function readImage(scope: WorkspaceScope, path: string, absolute: string): ToolResult {
+  const read = walksByDescriptor() ? readBeneath(scope, path, MAX_IMAGE_BYTES) : readRegular(absolute, MAX_IMAGE_BYTES);
+  if ('result' in read) return read.result;
+  if ('problem' in read) {
+    if (read.problem === 'linked') return hardLinkRefusal(path, read.size, 'read');
+    if (read.problem === 'not-regular')
+      return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
+    return refusal(
+      'read.image',
+      `${path} is an image of ${read.size} bytes, above the ${MAX_IMAGE_BYTES / 1024 / 1024} MiB an image may be; scale it down first.`,
+    );
+  }
+  const checked = checkImage(path, read.bytes.toString('base64'));
+  if ('refused' in checked) return refusal('read.image', `${path}: ${checked.refused}`);
+  return {
+    content: `${path}: ${imageLine(attachedName(checked), read.bytes.length, 'attached')}`,
+    isError: false,
+    images: [checked.image],
+  };
 }
 
 /** A file's bytes read beneath the root (see readFile), in readRegular's terms, or the call's refusal. */
