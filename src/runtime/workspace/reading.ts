@@ -64,17 +64,13 @@ export function readFile(scope: WorkspaceScope, maxReadBytes: number, args: Read
     const limit = ranged ? MAX_RANGED_READ_BYTES : maxReadBytes;
     // Opened beneath the root by the path just resolved, no link followed: one a command
     // swapped in since (to a file the policy denies) is refused, not read.
-    const read = walksByDescriptor() ? readBeneath(scope, path, limit) : readRegular(absolute, limit);
-    if ('result' in read) return read.result;
-    if ('problem' in read) {
-      if (read.problem === 'linked') return hardLinkRefusal(path, read.size, 'read');
-      if (read.problem === 'not-regular')
-        return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
-      return refusal(
+    const read = readBytes(scope, path, absolute, limit, (size) =>
+      refusal(
         'read.ceiling',
-        `${path} is ${read.size} bytes, above the ${ranged ? `limit of ${MAX_RANGED_READ_BYTES} bytes for a file read in parts` : `read ceiling of ${maxReadBytes} bytes`}, so it was not read; use grep to find the lines you need${ranged ? '' : ', or read it in parts with start_line and end_line'}.`,
-      );
-    }
+        `${path} is ${size} bytes, above the ${ranged ? `limit of ${MAX_RANGED_READ_BYTES} bytes for a file read in parts` : `read ceiling of ${maxReadBytes} bytes`}, so it was not read; use grep to find the lines you need${ranged ? '' : ', or read it in parts with start_line and end_line'}.`,
+      ),
+    );
+    if (!('bytes' in read)) return read;
     text = decode(read.bytes);
   } catch (problem) {
     return error(`${path} cannot be read: ${message(problem)}.`);
@@ -138,17 +134,13 @@ function looksLikeImage(head: Buffer, path: string): boolean {
  * saying why (./images.ts); its bytes read beneath the root as a text file's are.
  */
 function readImage(scope: WorkspaceScope, path: string, absolute: string): ToolResult {
-  const read = walksByDescriptor() ? readBeneath(scope, path, MAX_IMAGE_BYTES) : readRegular(absolute, MAX_IMAGE_BYTES);
-  if ('result' in read) return read.result;
-  if ('problem' in read) {
-    if (read.problem === 'linked') return hardLinkRefusal(path, read.size, 'read');
-    if (read.problem === 'not-regular')
-      return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
-    return refusal(
+  const read = readBytes(scope, path, absolute, MAX_IMAGE_BYTES, (size) =>
+    refusal(
       'read.image',
-      `${path} is an image of ${read.size} bytes, above the ${MAX_IMAGE_BYTES / 1024 / 1024} MiB an image may be; scale it down first.`,
-    );
-  }
+      `${path} is an image of ${size} bytes, above the ${MAX_IMAGE_BYTES / 1024 / 1024} MiB an image may be; scale it down first.`,
+    ),
+  );
+  if (!('bytes' in read)) return read;
   const checked = checkImage(path, read.bytes.toString('base64'));
   if ('refused' in checked) return refusal('read.image', `${path}: ${checked.refused}`);
   return {
@@ -156,6 +148,27 @@ function readImage(scope: WorkspaceScope, path: string, absolute: string): ToolR
     isError: false,
     images: [checked.image],
   };
+}
+
+/**
+ * A file's bytes, at most `limit`, opened beneath the root by the path resolved, no link
+ * followed (a link swapped in since is refused, not read); else the call's answer, `over`'s
+ * for a file above the limit.
+ */
+function readBytes(
+  scope: WorkspaceScope,
+  path: string,
+  absolute: string,
+  limit: number,
+  over: (size: number) => ToolResult,
+): { bytes: Buffer } | ToolResult {
+  const read = walksByDescriptor() ? readBeneath(scope, path, limit) : readRegular(absolute, limit);
+  if ('result' in read) return read.result;
+  if (!('problem' in read)) return read;
+  if (read.problem === 'linked') return hardLinkRefusal(path, read.size, 'read');
+  if (read.problem === 'not-regular')
+    return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
+  return over(read.size);
 }
 
 /** A file's bytes read beneath the root (see readFile), in readRegular's terms, or the call's refusal. */
