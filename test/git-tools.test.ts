@@ -11,6 +11,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Policy, runWith, TaskContract } from '../dist/index.js';
+import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
 import { ensureWorktree, worktreePath } from '../dist/runtime/workspace/worktree.js';
 import { assistantTurns, type ModelScript } from '../dist/testing/index.js';
 import {
@@ -26,6 +27,20 @@ import {
 
 // The run's commands may run anything (the containment holds them); the git tools are checked as `git ...`.
 const POLICY = Policy.default().layer('test').allowExec('<arbitrary code>*').allowExec('*');
+
+const rungs = hostRungs();
+/** The rungs that confine the file system: a worktree child is run on each. */
+const CONFINING = ['bubblewrap', 'landlock', 'namespaces'] as const;
+
+/** Whether `rung` can be tried here; one the host lacks is named in the output, never passed over in silence. */
+function available(rung: (typeof CONFINING)[number]): boolean {
+  const probe = rungs[rung];
+  if (probe.ok && (rung !== 'namespaces' || rungs.mounts)) return true;
+  console.log(
+    `containment rung ${rung}: not available here (${probe.ok ? 'no mounts' : probe.reason}); this case is not run`,
+  );
+  return false;
+}
 
 /** A repository with one commit on main, and a pre-commit hook that leaves a mark if it ever runs. */
 function fixtureRepository(): { root: string; mark: string } {
@@ -241,94 +256,96 @@ describe('the git tools', () => {
     expect(gitOut(root, 'worktree', 'list', '--porcelain').match(/^worktree /gm)).toHaveLength(3);
   });
 
-  it('give a roster agent that asks for one a worktree of its own: it commits there, the parent’s checkout is untouched, and the parent sees its patch', async () => {
-    const { root, mark } = fixtureRepository();
-    const gitDir = join(root, '.git');
-    // A file of the parent's checkout the policy keeps from being read: hidden from the child's commands too.
-    writeFileSync(join(root, '.env'), 'TOKEN=parent-secret\n');
-    writeFileSync(join(root, '.git', 'info', 'exclude'), '.env\n');
-    const childAnswers: Answer[] = [
-      { toolCalls: [{ name: 'write_file', args: { path: 'src.txt', content: 'fixed\n' } }] },
-      // Its commands write its checkout only: not the repository's hooks, not a commit of their own.
-      {
-        toolCalls: [
-          {
-            name: 'write_file',
-            args: {
-              path: 'probe.sh',
-              content: `pwd\ntouch ${gitDir}/hooks/planted; echo "hooks=$?"\ngit add src.txt; git -c user.name=x -c user.email=x@x commit -q -m by-exec; echo "commit=$?"\ncat ${root}/.env; echo "env=$?"\n`,
+  for (const rung of CONFINING)
+    it(`give a roster agent that asks for one a worktree of its own: it commits there, the parent’s checkout is untouched, and the parent sees its patch (the ${rung} rung)`, async () => {
+      if (!available(rung)) return;
+      const { root, mark } = fixtureRepository();
+      const gitDir = join(root, '.git');
+      // A file of the parent's checkout the policy keeps from being read: hidden from the child's commands too.
+      writeFileSync(join(root, '.env'), 'TOKEN=parent-secret\n');
+      writeFileSync(join(root, '.git', 'info', 'exclude'), '.env\n');
+      const childAnswers: Answer[] = [
+        { toolCalls: [{ name: 'write_file', args: { path: 'src.txt', content: 'fixed\n' } }] },
+        // Its commands write its checkout only: not the repository's hooks, not a commit of their own.
+        {
+          toolCalls: [
+            {
+              name: 'write_file',
+              args: {
+                path: 'probe.sh',
+                content: `pwd\ntouch ${gitDir}/hooks/planted; echo "hooks=$?"\ngit add src.txt; git -c user.name=x -c user.email=x@x commit -q -m by-exec; echo "commit=$?"\ncat ${root}/.env; echo "env=$?"\n`,
+              },
             },
-          },
-        ],
-      },
-      { toolCalls: [{ name: 'exec', args: { argv: ['sh', 'probe.sh'] } }] },
-      { toolCalls: [{ name: 'git_add', args: { paths: ['src.txt'] } }] },
-      { toolCalls: [{ name: 'git_commit', args: { message: 'Fix src.txt in a worktree' } }] },
-      { toolCalls: [{ name: 'git_status', args: {} }] },
-      { text: 'fixed and committed' },
-    ];
-    const script: ModelScript = (call) => {
-      const turn = assistantTurns(call);
-      if (taskOf(call).startsWith('fix src.txt'))
-        return childAnswers[Math.min(turn, childAnswers.length - 1)] as Answer;
-      if (turn === 0) return { toolCalls: [{ name: 'spawn_agent', args: { agent: 'fixer', task: 'fix src.txt' } }] };
-      if (turn === 1) {
-        // The spawn's result names the child's branch: the parent asks for its patch.
-        const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
-        const reply = JSON.parse(String(messages.filter((m) => m.role === 'tool').at(-1)?.content)) as {
-          branch: string;
-        };
-        return { toolCalls: [{ name: 'git_diff', args: { branch: reply.branch, paths: ['src.txt'] } }] };
-      }
-      return { text: 'done' };
-    };
-    const { server, provider } = await serve(script);
-    const { store, supervisor } = await supervisorOnStore();
-    const handle = supervisor.run({
-      contract: TaskContract.workspace('get src.txt fixed on a branch', root).withGit(),
-      provider,
-      policy: POLICY.denyRead('.env'),
-      agents: [{ name: 'fixer', description: 'Fixes a file on a branch.', system: 'You fix files.', worktree: true }],
+          ],
+        },
+        { toolCalls: [{ name: 'exec', args: { argv: ['sh', 'probe.sh'] } }] },
+        { toolCalls: [{ name: 'git_add', args: { paths: ['src.txt'] } }] },
+        { toolCalls: [{ name: 'git_commit', args: { message: 'Fix src.txt in a worktree' } }] },
+        { toolCalls: [{ name: 'git_status', args: {} }] },
+        { text: 'fixed and committed' },
+      ];
+      const script: ModelScript = (call) => {
+        const turn = assistantTurns(call);
+        if (taskOf(call).startsWith('fix src.txt'))
+          return childAnswers[Math.min(turn, childAnswers.length - 1)] as Answer;
+        if (turn === 0) return { toolCalls: [{ name: 'spawn_agent', args: { agent: 'fixer', task: 'fix src.txt' } }] };
+        if (turn === 1) {
+          // The spawn's result names the child's branch: the parent asks for its patch.
+          const messages = (call.body as { messages: { role: string; content: unknown }[] }).messages;
+          const reply = JSON.parse(String(messages.filter((m) => m.role === 'tool').at(-1)?.content)) as {
+            branch: string;
+          };
+          return { toolCalls: [{ name: 'git_diff', args: { branch: reply.branch, paths: ['src.txt'] } }] };
+        }
+        return { text: 'done' };
+      };
+      const { server, provider } = await serve(script);
+      const { store, supervisor } = await supervisorOnStore();
+      const handle = supervisor.run({
+        contract: TaskContract.workspace('get src.txt fixed on a branch', root).withGit().withSandbox({ rung }),
+        provider,
+        policy: POLICY.denyRead('.env'),
+        agents: [{ name: 'fixer', description: 'Fixes a file on a branch.', system: 'You fix files.', worktree: true }],
+      });
+      const result = await handle.result;
+      expect(result.status).toBe('finished');
+      const child = store.runs(handle.rootId).find((item) => item.parentId !== null);
+      expect(child?.status).toBe('finished');
+      const childId = child?.runId as string;
+      const branch = `io-harness/fixer-${childId}`;
+      const childObservations = store.steps(childId).flatMap((step) => step.observations.map((o) => o.content));
+      const worktree = join(gitDir, 'io-harness', 'worktrees', childId);
+      // Its commands ran in its worktree, and could neither plant a hook nor commit.
+      expect(childObservations[2]).toContain(worktree);
+      expect(childObservations[2]).toMatch(/hooks=[1-9]/);
+      expect(childObservations[2]).toMatch(/commit=[1-9]/);
+      expect(existsSync(join(gitDir, 'hooks', 'planted'))).toBe(false);
+      expect(childObservations[2]).toMatch(/env=[1-9]/);
+      expect(childObservations[2]).not.toContain('parent-secret');
+      expect(childObservations[5]).toContain(`## ${branch}`);
+      // Its commit is on its branch, made from the parent's HEAD; the hooks did not run.
+      expect(gitOut(root, 'log', '--format=%s', branch)).toBe('Fix src.txt in a worktree\ninitial');
+      expect(gitOut(root, 'show', `${branch}:src.txt`)).toBe('fixed');
+      expect(existsSync(mark)).toBe(false);
+      // The parent's checkout is untouched: its branch, its file, its status.
+      expect(gitOut(root, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('main');
+      expect(gitOut(root, 'log', '--format=%s', 'main')).toBe('initial');
+      expect(readFileSync(join(root, 'src.txt'), 'utf8')).toBe('broken\n');
+      expect(gitOut(root, 'status', '--short')).toBe('');
+      // Its worktree stays, locked: git's own worktree commands (a model's git_worktree among them) leave it be.
+      expect(gitOut(root, 'worktree', 'list', '--porcelain')).toContain(`worktree ${worktree}\nHEAD`);
+      expect(gitOut(root, 'worktree', 'list', '--porcelain')).toMatch(/locked io-harness run/);
+      // The parent was told the branch and saw the patch.
+      const parentObservations = store.steps(handle.rootId).flatMap((step) => step.observations.map((o) => o.content));
+      expect(JSON.parse(parentObservations[0] as string)).toMatchObject({ status: 'finished', branch });
+      expect(parentObservations[1]).toContain('-broken');
+      expect(parentObservations[1]).toContain('+fixed');
+      // The roster line says so, and the child's first turn names its worktree and branch.
+      const first = JSON.stringify(server.calls[0]?.body);
+      expect(first).toContain('(works in a git worktree of its own)');
+      const childCall = server.calls.find((call) => JSON.stringify(call.body).includes('fix src.txt\\n'));
+      expect(JSON.stringify(childCall?.body)).toContain(`on branch ${branch}`);
     });
-    const result = await handle.result;
-    expect(result.status).toBe('finished');
-    const child = store.runs(handle.rootId).find((item) => item.parentId !== null);
-    expect(child?.status).toBe('finished');
-    const childId = child?.runId as string;
-    const branch = `io-harness/fixer-${childId}`;
-    const childObservations = store.steps(childId).flatMap((step) => step.observations.map((o) => o.content));
-    const worktree = join(gitDir, 'io-harness', 'worktrees', childId);
-    // Its commands ran in its worktree, and could neither plant a hook nor commit.
-    expect(childObservations[2]).toContain(worktree);
-    expect(childObservations[2]).toMatch(/hooks=[1-9]/);
-    expect(childObservations[2]).toMatch(/commit=[1-9]/);
-    expect(existsSync(join(gitDir, 'hooks', 'planted'))).toBe(false);
-    expect(childObservations[2]).toMatch(/env=[1-9]/);
-    expect(childObservations[2]).not.toContain('parent-secret');
-    expect(childObservations[5]).toContain(`## ${branch}`);
-    // Its commit is on its branch, made from the parent's HEAD; the hooks did not run.
-    expect(gitOut(root, 'log', '--format=%s', branch)).toBe('Fix src.txt in a worktree\ninitial');
-    expect(gitOut(root, 'show', `${branch}:src.txt`)).toBe('fixed');
-    expect(existsSync(mark)).toBe(false);
-    // The parent's checkout is untouched: its branch, its file, its status.
-    expect(gitOut(root, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('main');
-    expect(gitOut(root, 'log', '--format=%s', 'main')).toBe('initial');
-    expect(readFileSync(join(root, 'src.txt'), 'utf8')).toBe('broken\n');
-    expect(gitOut(root, 'status', '--short')).toBe('');
-    // Its worktree stays, locked: git's own worktree commands (a model's git_worktree among them) leave it be.
-    expect(gitOut(root, 'worktree', 'list', '--porcelain')).toContain(`worktree ${worktree}\nHEAD`);
-    expect(gitOut(root, 'worktree', 'list', '--porcelain')).toMatch(/locked io-harness run/);
-    // The parent was told the branch and saw the patch.
-    const parentObservations = store.steps(handle.rootId).flatMap((step) => step.observations.map((o) => o.content));
-    expect(JSON.parse(parentObservations[0] as string)).toMatchObject({ status: 'finished', branch });
-    expect(parentObservations[1]).toContain('-broken');
-    expect(parentObservations[1]).toContain('+fixed');
-    // The roster line says so, and the child's first turn names its worktree and branch.
-    const first = JSON.stringify(server.calls[0]?.body);
-    expect(first).toContain('(works in a git worktree of its own)');
-    const childCall = server.calls.find((call) => JSON.stringify(call.body).includes('fix src.txt\\n'));
-    expect(JSON.stringify(childCall?.body)).toContain(`on branch ${branch}`);
-  });
 
   it('refuse a roster agent that asks for a worktree in a tree without the git tools', async () => {
     const { root } = fixtureRepository();
