@@ -259,6 +259,16 @@ describe('web search and fetch by the vendor', () => {
     const second = await serve(() => ({ text: 'never asked' }));
     const again = await Supervisor.start(store);
     later(() => again.close());
+    // A tool given at the resume is held to the tree's web settings as run() held the first ones, accepted or not.
+    const mine = tool({
+      name: 'web_fetch',
+      description: 'Fetches from our intranet.',
+      parameters: { type: 'object', properties: {} },
+      execute: () => 'nothing',
+    });
+    await expect(
+      again.resume(handle.rootId, { provider: spec('anthropic', second.url), tools: [mine], acceptChanges: true }),
+    ).rejects.toThrow(/your tool web_fetch has the name of the vendor's own web tool/);
     const result = await (await again.resume(handle.rootId, { provider: spec('compatible', second.url) })).result;
     expect(result.status).toBe('failed');
     expect(result.reason).toMatch(

@@ -607,6 +607,8 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
         [provider ?? (spec?.provider as ProviderSpec | undefined), tree.reviewer, ...contractProviders(spec?.contract)],
         models,
       );
+      // As run() holds them: no tool of the embedder's takes the name of the vendor's web tool the tree asks for.
+      checkWebToolNames([...tree.host.tools.keys()], spec?.contract?.web, where);
     } catch (error) {
       // Nothing was resumed: the tree is let go here (its servers stop with it) and stays resumable.
       tree.fail(error as Error);
