@@ -297,14 +297,22 @@ describe('the git tools', () => {
           };
           return { toolCalls: [{ name: 'git_diff', args: { branch: reply.branch, paths: ['src.txt'] } }] };
         }
+        // The child's checkout holds a copy of README.md, which the policy keeps from being read: no way around it.
+        const copy = `${join('.git', 'io-harness', 'worktrees', childOf(call), 'README.md')}`;
+        if (turn === 2) return { toolCalls: [{ name: 'read_file', args: { path: copy } }] };
         return { text: 'done' };
+      };
+      /** The child's run id, from the branch the spawn's answer named. */
+      const childOf = (call: Parameters<ModelScript>[0]) => {
+        const text = JSON.stringify(call.body);
+        return /io-harness\/fixer-([0-9a-f-]{36})/.exec(text)?.[1] ?? 'none';
       };
       const { server, provider } = await serve(script);
       const { store, supervisor } = await supervisorOnStore();
       const handle = supervisor.run({
         contract: TaskContract.workspace('get src.txt fixed on a branch', root).withGit().withSandbox({ rung }),
         provider,
-        policy: POLICY.denyRead('.env'),
+        policy: POLICY.denyRead('.env').denyRead('README.md'),
         agents: [{ name: 'fixer', description: 'Fixes a file on a branch.', system: 'You fix files.', worktree: true }],
       });
       const result = await handle.result;
@@ -340,12 +348,35 @@ describe('the git tools', () => {
       expect(JSON.parse(parentObservations[0] as string)).toMatchObject({ status: 'finished', branch });
       expect(parentObservations[1]).toContain('-broken');
       expect(parentObservations[1]).toContain('+fixed');
+      // The child's copy of a file the policy keeps from being read is decided as that file: refused to the file tools.
+      expect(parentObservations[2]).toMatch(/deny-read README\.md/);
       // The roster line says so, and the child's first turn names its worktree and branch.
       const first = JSON.stringify(server.calls[0]?.body);
       expect(first).toContain('(works in a git worktree of its own)');
       const childCall = server.calls.find((call) => JSON.stringify(call.body).includes('fix src.txt\\n'));
       expect(JSON.stringify(childCall?.body)).toContain(`on branch ${branch}`);
     });
+
+  it('decide making a child’s worktree as the git command it is: a policy that denies it refuses the spawn', async () => {
+    const { root } = fixtureRepository();
+    const { provider } = await serve((call) =>
+      assistantTurns(call) === 0
+        ? { toolCalls: [{ name: 'spawn_agent', args: { agent: 'fixer', task: 'fix src.txt' } }] }
+        : { text: 'done' },
+    );
+    const { store, supervisor } = await supervisorOnStore();
+    const handle = supervisor.run({
+      contract: TaskContract.workspace('get src.txt fixed on a branch', root).withGit(),
+      provider,
+      policy: POLICY.denyExec('git worktree*'),
+      agents: [{ name: 'fixer', description: 'Fixes a file on a branch.', system: 'You fix files.', worktree: true }],
+    });
+    expect((await handle.result).status).toBe('finished');
+    const observations = store.steps(handle.rootId).flatMap((step) => step.observations.map((o) => o.content));
+    expect(observations[0]).toMatch(/spawn refused \(deny-exec git worktree\*\).*making it was refused/);
+    expect(store.runs(handle.rootId)).toHaveLength(1);
+    expect(existsSync(join(root, '.git', 'io-harness'))).toBe(false);
+  });
 
   it('refuse a roster agent that asks for a worktree in a tree without the git tools', async () => {
     const { root } = fixtureRepository();
@@ -385,32 +416,46 @@ describe('the git tools', () => {
         droppedStderr: 0,
       };
     };
-    expect(await ensureWorktree(worktree, path, 'git', git)).toBeNull();
+    expect(await ensureWorktree(worktree, path, 'git', git, true)).toBeNull();
     expect(gitOut(path, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe(worktree.branch);
     // In place: nothing to do.
-    expect(await ensureWorktree(worktree, path, 'git', git)).toBeNull();
+    expect(await ensureWorktree(worktree, path, 'git', git, true)).toBeNull();
     writeFileSync(join(path, 'src.txt'), 'fixed\n');
     gitOut(path, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-am', 'work');
     gitOut(root, 'worktree', 'remove', '--force', '--force', path);
     // A resume after it was removed: on its branch again, with its commit.
-    expect(await ensureWorktree(worktree, path, 'git', git)).toBeNull();
+    expect(await ensureWorktree(worktree, path, 'git', git, false)).toBeNull();
     expect(readFileSync(join(path, 'src.txt'), 'utf8')).toBe('fixed\n');
     // Half made (a start killed while git checked it out: no index yet), or deleted under git's record: made again.
     rmSync(join(gitDir, 'worktrees', 'run-1', 'index'));
-    expect(await ensureWorktree(worktree, path, 'git', git)).toBeNull();
+    expect(await ensureWorktree(worktree, path, 'git', git, false)).toBeNull();
     expect(readFileSync(join(path, 'src.txt'), 'utf8')).toBe('fixed\n');
     rmSync(path, { recursive: true, force: true });
-    expect(await ensureWorktree(worktree, path, 'git', git)).toBeNull();
+    expect(await ensureWorktree(worktree, path, 'git', git, false)).toBeNull();
     expect(gitOut(path, 'log', '--format=%s')).toBe('work\ninitial');
     // A branch of that name that did not grow from the run's base is not the run's.
     gitOut(root, 'branch', 'io-harness/fixer-run-3', 'HEAD');
     gitOut(root, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '--allow-empty', '-m', 'later');
     const later = { ...worktree, branch: 'io-harness/fixer-run-3', base: gitOut(root, 'rev-parse', 'HEAD') };
-    expect(await ensureWorktree(later, worktreePath(gitDir, 'run-3'), 'git', git)).toMatch(/did not grow from/);
+    expect(await ensureWorktree(later, worktreePath(gitDir, 'run-3'), 'git', git, false)).toMatch(
+      /is not where this run's worktree started/,
+    );
+    // Before the run's first step, a branch of its name with a commit of someone else's is not taken either.
+    const extra = gitOut(root, 'commit-tree', 'HEAD^{tree}', '-p', 'HEAD', '-m', 'planted');
+    gitOut(root, 'update-ref', 'refs/heads/io-harness/fixer-run-4', extra);
+    const planted = { ...later, branch: 'io-harness/fixer-run-4' };
+    expect(await ensureWorktree(planted, worktreePath(gitDir, 'run-4'), 'git', git, true)).toMatch(
+      /is not where this run's worktree started/,
+    );
+    // Its .git file lost (a start killed between git's two writes): written again, the checkout and what is in it kept.
+    writeFileSync(join(path, 'notes.txt'), 'uncommitted\n');
+    rmSync(join(path, '.git'));
+    expect(await ensureWorktree(worktree, path, 'git', git, false)).toBeNull();
+    expect(readFileSync(join(path, 'notes.txt'), 'utf8')).toBe('uncommitted\n');
     // A directory git has no record of is not taken for it.
     const stray = worktreePath(gitDir, 'run-2');
     mkdirSync(stray, { recursive: true });
-    expect(await ensureWorktree({ ...worktree, branch: 'io-harness/x-1' }, stray, 'git', git)).toMatch(
+    expect(await ensureWorktree({ ...worktree, branch: 'io-harness/x-1' }, stray, 'git', git, true)).toMatch(
       /is there but git has no record of it/,
     );
   });

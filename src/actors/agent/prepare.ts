@@ -107,7 +107,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   // A child in a worktree of its own has it made (or found) before anything opens in it.
   const worktree =
     spec.contract?.worktree && kit
-      ? await kit.openWorktree(agent, spec.contract, spec.policy, start.provider ?? spec.provider)
+      ? await kit.openWorktree(agent, spec.contract, spec.policy, start.provider ?? spec.provider, run.lastSeq === 0)
       : null;
   if (worktree) return endRun(agent, 'failed', worktree);
   const equipped = equip(agent, restored, spec, kit);

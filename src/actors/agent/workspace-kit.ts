@@ -21,6 +21,7 @@ import { checkArgv } from '../../runtime/policy/commands/index.js';
 import { Policy } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
 import { GIT_MISSING, gitEnvironment, gitProgram } from '../../runtime/tools/families/git.js';
+import { LSP_TOOLS } from '../../runtime/tools/families/lsp.js';
 import { workspaceTools } from '../../runtime/tools/families/workspace.js';
 import { WorkspaceSession } from '../../runtime/workspace/session.js';
 import { ensureWorktree } from '../../runtime/workspace/worktree.js';
@@ -76,6 +77,9 @@ export function openWorkspace(
   return { executor, workspace };
 }
 
+/** How long git may take to check a child's worktree out: a large repository's checkout takes a while. */
+const CHECKOUT_MS = 15 * 60_000;
+
 /**
  * The worktree of a child that works in one of its own, made where it is not there yet (a
  * first start, or a resume after it was removed), before anything opens in it: git runs
@@ -87,6 +91,7 @@ export async function openWorktree(
   contract: ContractData,
   policyData: unknown,
   provider: ProviderSpec,
+  fresh: boolean,
 ): Promise<string | null> {
   const worktree = contract.worktree;
   if (!worktree) return null;
@@ -113,18 +118,36 @@ export async function openWorktree(
     commandEnvironment(process.env, contractSecrets(contract, provider), contract.inheritedEnv ?? []),
   );
   try {
-    return await ensureWorktree(worktree, contract.root, program, (argv) =>
-      executor.run({ argv, purpose: 'exec', cwd: worktree.repository, timeoutMs: 120_000, outputLimit: 8192, env }),
+    return await ensureWorktree(
+      worktree,
+      contract.root,
+      program,
+      (argv) =>
+        executor.run({
+          argv,
+          purpose: 'exec',
+          cwd: worktree.repository,
+          timeoutMs: CHECKOUT_MS,
+          outputLimit: 8192,
+          env,
+        }),
+      fresh,
     );
   } finally {
     if (executor !== agent.ports.executor) await executor.close?.();
   }
 }
 
-/** The decisions that let the run's language servers start as it opens (see RunLanguageServers.authorizeAtOpen). */
+/**
+ * The decisions that let the run's language servers start as it opens (see
+ * RunLanguageServers.authorizeAtOpen): a root's only (a tree's children start theirs at
+ * their first question, so a wide tree does not start a server an agent), never while it
+ * plans, and none where every language server tool is withheld.
+ */
 export function authorizeServers(agent: AgentRun): EventData[] {
-  const { workspace } = agent;
-  if (!workspace?.lsp || agent.planning) return [];
+  const { workspace, contract } = agent;
+  if (!workspace?.lsp || agent.planning || !agent.run || agent.run.parentId !== null) return [];
+  if (Object.keys(LSP_TOOLS).every((name) => contract?.toolMask.includes(name))) return [];
   const root = workspace.contract.root;
   return workspace.lsp.authorizeAtOpen((argv) => checkArgv([...argv], workspace.policy, root));
 }

@@ -98,13 +98,23 @@ export class RunLanguageServers {
    * question. None where no server can start here ({@link whyNot}).
    */
   authorizeAtOpen(check: (argv: readonly string[]) => CommandCheck): EventData[] {
-    if (this.whyNot) return [];
-    const events: EventData[] = [];
-    this.#servers.forEach((server, index) => {
+    // The commands first: where none may start outright, nothing is made (no executor, no walk of the workspace).
+    const allowed = this.#servers.map((server) => {
       const decided = check(server.command);
-      if (!decided.ok || decided.effect !== 'allow') return;
+      return decided.ok && decided.effect === 'allow' ? decided.decisions : null;
+    });
+    if (allowed.every((decisions) => decisions === null)) return [];
+    try {
+      if (this.whyNot) return [];
+    } catch {
+      // What cannot be made now is the first question's to report.
+      return [];
+    }
+    const events: EventData[] = [];
+    allowed.forEach((decisions, index) => {
+      if (decisions === null) return;
       this.client(index).authorized = true;
-      for (const decision of decided.decisions)
+      for (const decision of decisions)
         events.push({
           type: 'policy-decision',
           act: 'exec',

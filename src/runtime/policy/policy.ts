@@ -245,6 +245,18 @@ export class Policy {
       };
     }
     const subject = subjectOf(act, root);
+    const decided = this.#decideSubject(act, root, subject);
+    // A path in a checkout the harness made of the repository (a child's worktree, a
+    // git_worktree) is the same file as the one at its place in the workspace: decided as
+    // that too, the stricter answer kept, so a copy under .git is no way around a rule.
+    const inner = act.kind === 'read' || act.kind === 'write' ? checkoutPath(subject) : null;
+    if (inner === null || decided.effect === 'deny') return decided;
+    const again = this.#decideSubject(act, root, inner);
+    if (again.effect === 'deny' || (again.effect === 'ask' && decided.effect === 'allow')) return { ...again, subject };
+    return decided;
+  }
+
+  #decideSubject(act: Act, root: string, subject: string): Decision {
     // An exec act's program is resolved once per decision, not once per rule.
     const names = act.kind === 'exec' ? execNames(act, root) : null;
     // Deny wins in any layer. Otherwise the latest layer with a matching rule decides
@@ -400,6 +412,16 @@ export function subjectOf(act: Act, root: string): string {
     case 'tool':
       return act.name;
   }
+}
+
+/**
+ * Where `subject` (a path as the policy sees it) is inside a checkout the harness made of
+ * the repository, `.git/io-harness/worktrees/<run>/…` or `.git/io-harness/trees/<branch>/…`
+ * (see workspace/worktree.ts): the path within it; else null.
+ */
+export function checkoutPath(subject: string): string | null {
+  const found = /(?:^|\/)\.git\/io-harness\/(?:worktrees|trees)\/[^/]+\/(.+)$/.exec(subject);
+  return found ? (found[1] as string) : null;
 }
 
 /** Resolves a path as the policy sees it: workspace-relative (posix) inside the root, absolute outside. */

@@ -56,7 +56,9 @@ function adminDir(gitDir: string, root: string): string | null {
   // The likeliest first: the one named for the directory.
   for (const name of [basename(root), ...names.filter((name) => name !== basename(root))]) {
     try {
-      if (readFileSync(join(records, name, 'gitdir'), 'utf8').trim() === mine) return join(records, name);
+      // Absolute as git writes it here (worktree.useRelativePaths off), relative to the record if not.
+      const named = resolve(join(records, name), readFileSync(join(records, name, 'gitdir'), 'utf8').trim());
+      if (named === mine) return join(records, name);
     } catch {
       // not a record, or not this one's
     }
@@ -117,10 +119,18 @@ export async function ensureWorktree(
   root: string,
   program: string,
   git: (argv: string[]) => Promise<CommandResult>,
+  fresh: boolean,
 ): Promise<string | null> {
-  const admin = adminDir(worktree.gitDir, root);
+  let admin = adminDir(worktree.gitDir, root);
   if (inPlace(admin, root)) return null;
   const repository = `--git-dir=${worktree.gitDir}`;
+  if (admin !== null && existsSync(root)) {
+    // Its .git file lost (a start killed between git's two writes): git writes it again, and a
+    // checkout that had finished is kept as it is, with whatever the run left in it.
+    await git([program, repository, 'worktree', 'repair', '--', root]);
+    admin = adminDir(worktree.gitDir, root);
+    if (inPlace(admin, root)) return null;
+  }
   const failed = (what: string, result: CommandResult) =>
     `the worktree of this run could not be ${what} at ${root} (branch ${worktree.branch} from ${worktree.base}): ${
       (result.error ?? `${result.stderr}${result.stdout}`).trim().slice(0, 2000) ||
@@ -136,10 +146,15 @@ export async function ensureWorktree(
   mkdirSync(dirname(root), { recursive: true });
   const known = await git([program, repository, 'show-ref', '--verify', '--quiet', `refs/heads/${worktree.branch}`]);
   if (known.exitStatus === 0) {
-    // The run's own branch (a start after its worktree was removed) grew from its base; one that did not is not its.
-    const grown = await git([program, repository, 'merge-base', '--is-ancestor', worktree.base, worktree.branch]);
-    if (grown.exitStatus !== 0)
-      return `the branch ${worktree.branch} is there and did not grow from ${worktree.base}, where this run's worktree started: it is not this run's. Rename it and resume the run.`;
+    // Before the run's first step its branch is at its base if it is there at all (an earlier
+    // start made it); after, it grew from there. Any other is someone else's.
+    const check = fresh
+      ? ['rev-parse', '--verify', '--quiet', `refs/heads/${worktree.branch}^{commit}`]
+      : ['merge-base', '--is-ancestor', worktree.base, worktree.branch];
+    const ours = await git([program, repository, ...check]);
+    const mine = fresh ? ours.stdout.trim() === worktree.base : ours.exitStatus === 0;
+    if (!mine)
+      return `the branch ${worktree.branch} is there and is not where this run's worktree started (${worktree.base}${fresh ? '' : ', or grew from it'}): it is not this run's. Rename it and resume the run.`;
   }
   // Locked: git's own worktree commands (a model's git_worktree remove among them) leave it be.
   const lock = ['--lock', '--reason', `io-harness run ${basename(root)}`];

@@ -302,9 +302,17 @@ export function boundaryFor(options: {
   const repository = options.repository ?? 'protected';
   const gitWritable = repository === 'writable' || (typeof repository === 'object' && repository.writable);
   if (typeof repository === 'object' && repository.writable) writable.push(real(repository.gitDir));
-  // A worktree's checkout of origin is the policy's too: what it hides there is hidden here.
-  const from = typeof repository === 'object' && repository.from && denies ? real(repository.from) : null;
-  const fromScan = from ? scanWorkspace(from, { links: false, ...hiding(from) }) : null;
+  // A worktree's checkout of origin, and every checkout the harness made of the repository
+  // (children's worktrees, git_worktree's), is the policy's too: what it hides in each, read
+  // from that checkout's root, is hidden here (the workspace's own scan never enters .git).
+  const gitDir = typeof repository === 'object' ? real(repository.gitDir) : join(realRoot, '.git');
+  const checkouts = denies
+    ? [typeof repository === 'object' ? repository.from : undefined, ...harnessCheckouts(gitDir)]
+        .filter((path): path is string => path !== undefined)
+        .map(real)
+        .filter((path) => path !== realRoot)
+    : [];
+  const others = checkouts.map((path) => scanWorkspace(path, { links: false, ...hiding(path) }));
   const protectedKept = kept.filter((entry) => entry.how === 'protect').map((entry) => entry.path);
   return {
     access: sandbox.access,
@@ -326,17 +334,31 @@ export function boundaryFor(options: {
     masked: [
       ...keptMasks(kept, [...new Set(writable)]),
       ...scan.denied,
-      ...(fromScan?.denied ?? []),
+      ...others.flatMap((other) => other.denied),
       ...(denies ? absoluteMasks(policy as Policy, realRoot) : []),
     ],
     maskSource: options.maskSource,
-    masksComplete: scan.complete && (fromScan?.complete ?? true),
+    masksComplete: scan.complete && others.every((other) => other.complete),
     hardLinks: { paths: scan.hardLinks, complete: scan.complete },
     network: options.network,
     tmp: real(tmp),
     home: real(home),
     caps: capsOf(sandbox.caps),
   };
+}
+
+/** The checkouts the harness made of the repository whose git directory is `gitDir` (see workspace/worktree.ts). */
+function harnessCheckouts(gitDir: string): string[] {
+  return ['worktrees', 'trees'].flatMap((kind) => {
+    const dir = join(gitDir, 'io-harness', kind);
+    try {
+      return readdirSync(dir, { withFileTypes: true })
+        .filter((entry) => entry.isDirectory())
+        .map((entry) => join(dir, entry.name));
+    } catch {
+      return [];
+    }
+  });
 }
 
 /** The directories `.gitmodules` names for submodules (inside the workspace): each one's `.git`, made or not, is protected. */

@@ -86,6 +86,8 @@ const GIT_CONFIG: readonly [string, string][] = [
   ['core.pager', 'cat'],
   ['color.ui', 'false'],
   ['commit.gpgSign', 'false'],
+  // A worktree's records name it by its absolute path, as the harness looks for them (git 2.48 can write them relative).
+  ['worktree.useRelativePaths', 'false'],
 ];
 
 /** The name of a git tool. */

@@ -8,7 +8,6 @@ import type { StoreOperations } from '../../../store/port.js';
 import type { AgentDefinition } from '../../agents.js';
 import type { ArgumentSchema } from '../../arguments.js';
 import { Policy, type PolicyData } from '../../policy/policy.js';
-import type { WorkspaceSession } from '../../workspace/session.js';
 import { commonGitDir, worktreeBranch, worktreePath } from '../../workspace/worktree.js';
 import type { AgentCall, MailWait, RunContext } from '../context.js';
 import type { Tool, ToolResult } from '../tool.js';
@@ -163,7 +162,7 @@ function reserve(
   context: RunContext,
   args: SpawnArgs,
   callIndex: number,
-  workspace: WorkspaceSession | null,
+  call: AgentCall | null,
 ): ToolResult | Promise<SpawnReply> {
   const { run } = context;
   if (context.planning) {
@@ -243,7 +242,7 @@ function reserve(
     now: context.clock.now(),
   };
   if (!definition?.worktree) return context.store.call('spawn', request);
-  return childWorktree(context, definition.name, request.newRunId, workspace).then((made) =>
+  return childWorktree(context, definition.name, request.newRunId, call).then((made) =>
     'refused' in made ? made.refused : context.store.call('spawn', { ...request, ...made }),
   );
 }
@@ -251,20 +250,23 @@ function reserve(
 /**
  * The contract of a child whose definition asks for a worktree of its own: its parent's,
  * rooted at the worktree (made by the child as it starts; see workspace/worktree.ts), on a
- * branch named for it, from the parent's HEAD. Refused where the parent has no git tools
- * or no commit to start from.
+ * branch named for it, from the parent's HEAD. Making it is decided here, in the parent's
+ * step, as the git command it is (the policy's command rules, the approver where one
+ * asks). Refused where the parent has no git tools, no commit to start from, or the
+ * policy says no.
  */
 async function childWorktree(
   context: RunContext,
   agent: string,
   runId: string,
-  workspace: WorkspaceSession | null,
+  call: AgentCall | null,
 ): Promise<{ contract: unknown; briefing: string } | { refused: SpawnReply }> {
-  const refuse = (reason: string) => ({
-    refused: { status: 'refused' as const, rule: 'spawn.worktree', reason },
+  const refuse = (reason: string, rule = 'spawn.worktree') => ({
+    refused: { status: 'refused' as const, rule, reason },
   });
   const contract = context.contract;
-  if (!contract?.git || !workspace)
+  const workspace = call?.workspace ?? null;
+  if (!contract?.git || !workspace || !call)
     return refuse(`${agent} works in a git worktree of its own, and this run has no git tools to make one with.`);
   const gitDir = commonGitDir(contract.root, contract.worktree);
   if (gitDir === null)
@@ -272,20 +274,29 @@ async function childWorktree(
       `${agent} works in a git worktree of its own, and ${contract.root} is not the top of a git repository.`,
     );
   // Loaded here: a run that never asks for a worktree does not load the git tools (nor the command rules).
-  const { headCommit } = await import('./git.js');
+  const [{ gitProgram, headCommit }, { checkArgv }] = await Promise.all([
+    import('./git.js'),
+    import('../../policy/commands/index.js'),
+  ]);
+  const branch = worktreeBranch(agent, runId);
+  const root = worktreePath(gitDir, runId);
+  const argv = [gitProgram() ?? 'git', 'worktree', 'add', '-b', branch, '--', root];
+  const decided = await call.authorizeCommand(
+    { kind: 'exec', argv, cwd: contract.root },
+    checkArgv(argv, workspace.policy, contract.root),
+  );
+  if (decided)
+    return refuse(
+      `${agent} works in a git worktree of its own, and making it was refused: ${decided.content}`,
+      decided.refusal?.rule ?? 'spawn.worktree',
+    );
   const base = await headCommit(workspace);
   if (base === null)
     return refuse(
       `${agent} works in a git worktree made from your HEAD, and the repository has no commit yet: commit first.`,
     );
-  const worktree = {
-    gitDir,
-    repository: contract.root,
-    checkout: contract.worktree?.checkout ?? contract.root,
-    branch: worktreeBranch(agent, runId),
-    base,
-  };
-  const child = { ...contract, root: worktreePath(gitDir, runId), worktree };
+  const checkout = contract.worktree?.checkout ?? contract.root;
+  const child = { ...contract, root, worktree: { gitDir, repository: contract.root, checkout, branch, base } };
   // Its briefing, stored with it as every run's is (its toolchain as the checkout it is made from has it).
   const { briefingFor } = await import('../../workspace/session.js');
   return { contract: child, briefing: briefingFor(child, contract.root) };
@@ -327,12 +338,12 @@ export async function spawn(
   context: RunContext,
   args: SpawnArgs,
   callIndex: number,
-  workspace: WorkspaceSession | null,
+  call: AgentCall | null,
 ): Promise<ToolResult> {
   const { run, step } = context;
   const ahead = step.reservations.get(callIndex) as Promise<SpawnReply> | undefined;
   step.reservations.delete(callIndex);
-  const reserved = ahead ?? reserve(context, args, callIndex, workspace);
+  const reserved = ahead ?? reserve(context, args, callIndex, call);
   if (!(reserved instanceof Promise)) return reserved;
   const result = await reserved;
   if (result.status === 'refused') {
@@ -430,7 +441,7 @@ export const TREE_TOOLS: readonly Tool<AgentCall>[] = [
       'Start a sub-agent on a task. It shares this tree\u2019s budget ledger and can only narrow it. Returns its result when waited for.',
     parameters: spawnParameters,
     kind: 'acts',
-    execute: (args, call) => spawn(call.agent, args as unknown as SpawnArgs, call.callIndex, call.workspace),
+    execute: (args, call) => spawn(call.agent, args as unknown as SpawnArgs, call.callIndex, call),
   },
   {
     name: 'send_message',
