@@ -140,13 +140,12 @@ export async function openWorktree(
 
 /**
  * The decisions that let the run's language servers start as it opens (see
- * RunLanguageServers.authorizeAtOpen): a root's only (a tree's children start theirs at
- * their first question, so a wide tree does not start a server an agent), never while it
- * plans, and none where every language server tool is withheld.
+ * RunLanguageServers.authorizeAtOpen): never while it plans, and none where every language
+ * server tool is withheld (how a wide tree keeps its children from starting one each).
  */
 export function authorizeServers(agent: AgentRun): EventData[] {
   const { workspace, contract } = agent;
-  if (!workspace?.lsp || agent.planning || !agent.run || agent.run.parentId !== null) return [];
+  if (!workspace?.lsp || agent.planning) return [];
   if (Object.keys(LSP_TOOLS).every((name) => contract?.toolMask.includes(name))) return [];
   const root = workspace.contract.root;
   return workspace.lsp.authorizeAtOpen((argv) => checkArgv([...argv], workspace.policy, root));
