@@ -214,21 +214,46 @@ type Sniffed =
 
 /** The type an image's bytes are, and its size in pixels from its header; null when it is none of the four. */
 function sniff(head: Buffer, base64: string): Sniffed | null {
-  if (head.length >= 8 && head.subarray(0, 8).equals(PNG)) {
-    if (head.length < 24 || head.toString('latin1', 12, 16) !== 'IHDR')
-      return { mimeType: 'image/png', broken: 'it is not a whole PNG (no IHDR header)' };
-    return { mimeType: 'image/png', width: head.readUInt32BE(16), height: head.readUInt32BE(20) };
+  switch (signature(head)) {
+    case 'image/png':
+      if (head.length < 24 || head.toString('latin1', 12, 16) !== 'IHDR')
+        return { mimeType: 'image/png', broken: 'it is not a whole PNG (no IHDR header)' };
+      return { mimeType: 'image/png', width: head.readUInt32BE(16), height: head.readUInt32BE(20) };
+    case 'image/gif':
+      if (head.length < 10) return { mimeType: 'image/gif', broken: 'it is not a whole GIF' };
+      return { mimeType: 'image/gif', width: head.readUInt16LE(6), height: head.readUInt16LE(8) };
+    case 'image/webp':
+      return webpSize(head);
+    case 'image/jpeg':
+      // A JPEG's size is in its frame header, which may come after large metadata: read it all (at most 5 MiB).
+      return jpegSize(Buffer.from(base64, 'base64'));
+    case null:
+      return null;
   }
-  if (head.length >= 6 && (head.toString('latin1', 0, 6) === 'GIF87a' || head.toString('latin1', 0, 6) === 'GIF89a')) {
-    if (head.length < 10) return { mimeType: 'image/gif', broken: 'it is not a whole GIF' };
-    return { mimeType: 'image/gif', width: head.readUInt16LE(6), height: head.readUInt16LE(8) };
-  }
+}
+
+/** Which of the four `head` starts as, by its signature alone. */
+function signature(head: Buffer): ImageAttachment['mimeType'] | null {
+  if (head.length >= 8 && head.subarray(0, 8).equals(PNG)) return 'image/png';
+  const six = head.toString('latin1', 0, 6);
+  if (six === 'GIF87a' || six === 'GIF89a') return 'image/gif';
   if (head.length >= 12 && head.toString('latin1', 0, 4) === 'RIFF' && head.toString('latin1', 8, 12) === 'WEBP')
-    return webpSize(head);
-  if (head.length >= 3 && head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff)
-    // A JPEG's size is in its frame header, which may come after large metadata: read it all (at most 5 MiB).
-    return jpegSize(Buffer.from(base64, 'base64'));
+    return 'image/webp';
+  if (head.length >= 3 && head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return 'image/jpeg';
   return null;
+}
+
+/**
+ * Whether `head` (a file's first bytes; `name`, its name, tells a TGA) is an image this
+ * module decides on: one of the four, a type it converts, or HEIC or AVIF, which it
+ * refuses by name. An SVG is not counted: it is text, its source.
+ */
+export function isImage(head: Buffer, name: string): boolean {
+  return (
+    signature(head) !== null ||
+    convertibleFormat(head, name) !== null ||
+    NAMED.some((type) => type.name !== 'SVG' && type.test(head))
+  );
 }
 
 const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);

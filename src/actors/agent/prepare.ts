@@ -104,13 +104,18 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
         ])
       )[0]
     : null;
+  // What the harness trusts is out of its own file tools' reach too (not stored: the thread's list, each time).
+  const policy = withKept(
+    spec.policy ? Policy.from(spec.policy) : spec.contract ? Policy.default() : null,
+    spec.contract?.root ?? '.',
+  );
   // A child in a worktree of its own has it made (or found) before anything opens in it.
   const worktree =
     spec.contract?.worktree && kit
-      ? await kit.openWorktree(agent, spec.contract, spec.policy, start.provider ?? spec.provider, run.lastSeq === 0)
+      ? await kit.openWorktree(agent, spec.contract, policy, start.provider ?? spec.provider, run.lastSeq === 0)
       : null;
   if (worktree) return endRun(agent, 'failed', worktree);
-  const equipped = equip(agent, restored, spec, kit);
+  const equipped = equip(agent, restored, spec, kit, policy);
   if (typeof equipped === 'string') return endRun(agent, 'failed', equipped);
   // A session's earlier turns on this branch, then this run's own opening and steps; after
   // a fold, the opening, the fold's notes (the earlier turns are in them) and what came after.
@@ -200,14 +205,10 @@ function equip(
   restored: RestoredRun,
   spec: RunSpecData,
   kit: WorkspaceKit | null,
+  policy: Policy | null,
 ): { registry: ToolRegistry<AgentCall>; briefing: string | null } | string {
   const { run } = restored;
   const contract = spec.contract ?? null;
-  // What the harness trusts is out of its own file tools' reach too (not stored: the thread's list, each time).
-  const policy = withKept(
-    spec.policy ? Policy.from(spec.policy) : contract ? Policy.default() : null,
-    contract?.root ?? '.',
-  );
   const opened =
     contract && kit ? kit.openWorkspace(agent, contract, policy, agent.start.provider ?? spec.provider) : null;
   if (typeof opened === 'string') return opened;

@@ -18,7 +18,7 @@ import { executorFor } from '../../runtime/exec/factory.js';
 import { commandEnvironment } from '../../runtime/exec/run-command.js';
 import { keepsReadsBack, RunLanguageServers } from '../../runtime/lsp/run-servers.js';
 import { checkArgv } from '../../runtime/policy/commands/index.js';
-import { Policy } from '../../runtime/policy/policy.js';
+import type { Policy } from '../../runtime/policy/policy.js';
 import type { ProviderSpec } from '../../runtime/provider.js';
 import { GIT_MISSING, gitEnvironment, gitProgram } from '../../runtime/tools/families/git.js';
 import { LSP_TOOLS } from '../../runtime/tools/families/lsp.js';
@@ -56,9 +56,7 @@ export function openWorkspace(
         browserExecutor = (anchor) =>
           executorFor({ purpose: 'run', root: anchor, sandbox: { ...BROWSER_SANDBOX }, policy, egress });
     } catch (error) {
-      if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
-      // Asked for by name and not to be had: refused before the first step, never run with less.
-      return error.message;
+      return unavailable(error);
     }
   }
   const secrets = contractSecrets(contract, provider);
@@ -89,7 +87,7 @@ const CHECKOUT_MS = 15 * 60_000;
 export async function openWorktree(
   agent: AgentRun,
   contract: ContractData,
-  policyData: unknown,
+  policy: Policy | null,
   provider: ProviderSpec,
   fresh: boolean,
 ): Promise<string | null> {
@@ -97,7 +95,6 @@ export async function openWorktree(
   if (!worktree) return null;
   const program = gitProgram();
   if (program === null) return GIT_MISSING;
-  const policy = policyData ? Policy.from(policyData as Parameters<typeof Policy.from>[0]) : Policy.default();
   const egress = egressGate(agent, policy, worktree.repository, (event) => agent.step.events.push(event));
   let executor: Executor;
   try {
@@ -111,8 +108,7 @@ export async function openWorktree(
         repository: { gitDir: worktree.gitDir, writable: true },
       });
   } catch (error) {
-    if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
-    return error.message;
+    return unavailable(error);
   }
   const env = gitEnvironment(
     commandEnvironment(process.env, contractSecrets(contract, provider), contract.inheritedEnv ?? []),
@@ -136,6 +132,15 @@ export async function openWorktree(
   } finally {
     if (executor !== agent.ports.executor) await executor.close?.();
   }
+}
+
+/**
+ * Why an executor the run asked for is not to be had (a rung this host cannot give): it is
+ * refused before the first step, never run with less. Any other error is thrown again.
+ */
+function unavailable(error: unknown): string {
+  if (!HarnessError.isInstance(error) || error.code !== ErrorCode.ContainmentUnavailable) throw error;
+  return error.message;
 }
 
 /**

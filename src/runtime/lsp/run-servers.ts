@@ -15,6 +15,7 @@ import { PROBE_NAME } from '../exec/containment/masks.js';
 import type { Executor } from '../exec/executor.js';
 import type { CommandCheck } from '../policy/commands/tally.js';
 import { FLOOR, type Policy } from '../policy/policy.js';
+import { decisionEvent } from '../tools/decisions.js';
 import { LspClient, type LspLaunch } from './client.js';
 import { type LspServerData, serverIndexFor } from './servers.js';
 
@@ -114,15 +115,7 @@ export class RunLanguageServers {
     allowed.forEach((decisions, index) => {
       if (decisions === null) return;
       this.client(index).authorized = true;
-      for (const decision of decisions)
-        events.push({
-          type: 'policy-decision',
-          act: 'exec',
-          subject: decision.subject,
-          effect: decision.effect,
-          rule: decision.rule,
-          layer: decision.layer,
-        });
+      for (const decision of decisions) events.push(decisionEvent(decision.subject, 'exec', decision));
     });
     return events;
   }

@@ -17,6 +17,7 @@ import { basename, dirname, isAbsolute, join, posix, relative, resolve, sep } fr
 import { InvalidArgumentError } from '../../errors.js';
 import { addressOf, canonicalAddress } from '../exec/containment/address-floor.js';
 import { findProgram } from '../exec/find-program.js';
+import { checkoutPath } from '../workspace/worktree.js';
 import { compileGlob, MAX_GLOB_CHARS } from './globs.js';
 
 export type ActKind = 'read' | 'write' | 'exec' | 'net' | 'tool';
@@ -412,16 +413,6 @@ export function subjectOf(act: Act, root: string): string {
     case 'tool':
       return act.name;
   }
-}
-
-/**
- * Where `subject` (a path as the policy sees it) is inside a checkout the harness made of
- * the repository, `.git/io-harness/worktrees/<run>/…` or `.git/io-harness/trees/<branch>/…`
- * (see workspace/worktree.ts): the path within it; else null.
- */
-export function checkoutPath(subject: string): string | null {
-  const found = /(?:^|\/)\.git\/io-harness\/(?:worktrees|trees)\/[^/]+\/(.+)$/.exec(subject);
-  return found ? (found[1] as string) : null;
 }
 
 /** Resolves a path as the policy sees it: workspace-relative (posix) inside the root, absolute outside. */

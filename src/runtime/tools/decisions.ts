@@ -42,7 +42,17 @@ export function recordDecision(
   decision: Decision,
   answer?: 'approve' | 'deny',
 ): void {
-  host.event({
+  host.event(decisionEvent(subject, act, decision, answer));
+}
+
+/** The trace's record of a decision on `subject`, and a person's answer where one was asked. */
+export function decisionEvent(
+  subject: string,
+  act: Act['kind'],
+  decision: Decision,
+  answer?: 'approve' | 'deny',
+): EventData {
+  return {
     type: 'policy-decision',
     act,
     subject,
@@ -50,7 +60,7 @@ export function recordDecision(
     rule: decision.rule,
     layer: decision.layer,
     ...(answer === undefined ? {} : { answer }),
-  });
+  };
 }
 
 /**

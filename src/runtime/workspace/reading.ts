@@ -5,7 +5,7 @@
  * since the check is refused rather than read through.
  */
 import { closeSync, constants, openSync, readSync } from 'node:fs';
-import { attachedName, checkImage, imageLine, MAX_IMAGE_BYTES } from '../images.js';
+import { attachedName, checkImage, imageLine, isImage, MAX_IMAGE_BYTES } from '../images.js';
 import type { ToolResult } from '../tools/tool.js';
 import { binaryRefusal, error, hardLinkRefusal, refusal } from './answers.js';
 import { lookBeneath, walksByDescriptor } from './beneath.js';
@@ -105,28 +105,24 @@ export function readFile(scope: WorkspaceScope, maxReadBytes: number, args: Read
 }
 
 /**
- * Whether read_file takes the file for an image: by its bytes, where they could not be
- * text (PNG and JPEG by a signature that is not UTF-8; GIF, WebP, BMP, ICO, TIFF, binary
- * PNM and ISO media, HEIC or AVIF, with a NUL among their first bytes), a TGA by its name
- * and a NUL, a plain PNM by its name and signature. An SVG is text, its source: read as
- * text; so is a text file that merely starts like an image.
+ * Whether read_file takes the file for an image: one ./images.ts decides on (its
+ * signature, a TGA by its name), in bytes that could not be text (a NUL, or not UTF-8) —
+ * a text file that merely starts like an image is text, and an SVG is text, its source —
+ * or a plain (text) PNM by its name.
  */
 function looksLikeImage(head: Buffer, path: string): boolean {
-  const latin = head.toString('latin1', 0, 12);
-  if (latin.startsWith('\x89PNG\r\n\x1a\n') || latin.startsWith('\xff\xd8\xff')) return true;
-  if (/\.(pbm|pgm|ppm|pnm)$/i.test(path) && /^P[1-6]\s/.test(latin)) return true;
-  if (!hasNul(head)) return false;
-  return (
-    latin.startsWith('GIF8') ||
-    (latin.startsWith('RIFF') && latin.slice(8, 12) === 'WEBP') ||
-    (latin.startsWith('BM') && head.length >= 26) ||
-    (latin.startsWith('\0\0\x01\0') && head.length >= 22) ||
-    latin.startsWith('II*\0') ||
-    latin.startsWith('MM\0*') ||
-    /^P[4-6]\s/.test(latin) ||
-    latin.slice(4, 8) === 'ftyp' ||
-    /\.(tga|targa)$/i.test(path)
-  );
+  return (!couldBeText(head) || /\.(pbm|pgm|ppm|pnm)$/i.test(path)) && isImage(head, path);
+}
+
+/** Whether a file's first bytes could be UTF-8 text (one cut mid-character at their end still could). */
+function couldBeText(head: Buffer): boolean {
+  if (hasNul(head)) return false;
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -29,9 +29,46 @@ export interface WorktreeData {
   base: string;
 }
 
+/**
+ * Where the harness keeps the checkouts it makes of a repository, inside its git
+ * directory: a child's worktree under `worktrees/<run id>`, a `git_worktree` checkout under
+ * `trees/<branch>` (one directory a branch: `/` is `+`, which no branch name holds, so no
+ * link inside one checkout leads to another).
+ */
+const CHECKOUTS = 'io-harness';
+const KINDS = ['worktrees', 'trees'] as const;
+
 /** Where the worktree of run `runId` is: inside the repository's git directory. */
 export function worktreePath(gitDir: string, runId: string): string {
-  return join(gitDir, 'io-harness', 'worktrees', runId);
+  return join(gitDir, CHECKOUTS, 'worktrees', runId);
+}
+
+/** Where `git_worktree` keeps the checkout of `branch`. */
+export function treePath(gitDir: string, branch: string): string {
+  return join(gitDir, CHECKOUTS, 'trees', branch.replaceAll('/', '+'));
+}
+
+/** Every checkout the harness made of the repository whose git directory is `gitDir`. */
+export function harnessCheckouts(gitDir: string): string[] {
+  return KINDS.flatMap((kind) => {
+    const dir = join(gitDir, CHECKOUTS, kind);
+    try {
+      return readdirSync(dir, { withFileTypes: true })
+        .filter((entry) => entry.isDirectory())
+        .map((entry) => join(dir, entry.name));
+    } catch {
+      return [];
+    }
+  });
+}
+
+/**
+ * Where `subject` (a path as the policy sees it) is inside a checkout the harness made
+ * under a workspace's `.git`: the path within that checkout; else null.
+ */
+export function checkoutPath(subject: string): string | null {
+  const found = /(?:^|\/)\.git\/io-harness\/(?:worktrees|trees)\/[^/]+\/(.+)$/.exec(subject);
+  return found ? (found[1] as string) : null;
 }
 
 /** The branch a roster agent's worktree is on: named for the agent and its run (the whole id: never another run's). */

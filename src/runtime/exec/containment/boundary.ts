@@ -23,6 +23,7 @@ import {
 import { homedir } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { deniesReads, type Policy, readDeniedBy } from '../../policy/policy.js';
+import { harnessCheckouts } from '../../workspace/worktree.js';
 import type { KeptPath } from './kept.js';
 import { absoluteMasks, keptMasks, maskMounts, PROBE_NAME } from './masks.js';
 import { makeMountPoints } from './mount-points.js';
@@ -345,20 +346,6 @@ export function boundaryFor(options: {
     home: real(home),
     caps: capsOf(sandbox.caps),
   };
-}
-
-/** The checkouts the harness made of the repository whose git directory is `gitDir` (see workspace/worktree.ts). */
-function harnessCheckouts(gitDir: string): string[] {
-  return ['worktrees', 'trees'].flatMap((kind) => {
-    const dir = join(gitDir, 'io-harness', kind);
-    try {
-      return readdirSync(dir, { withFileTypes: true })
-        .filter((entry) => entry.isDirectory())
-        .map((entry) => join(dir, entry.name));
-    } catch {
-      return [];
-    }
-  });
 }
 
 /** The directories `.gitmodules` names for submodules (inside the workspace): each one's `.git`, made or not, is protected. */

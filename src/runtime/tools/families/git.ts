@@ -17,7 +17,7 @@
  * file-system monitor and signing off.
  */
 import { realpathSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { ArgumentSchema } from '../../arguments.js';
 import { keepFromCommands } from '../../exec/containment/kept.js';
 import { present } from '../../exec/containment/paths.js';
@@ -25,7 +25,7 @@ import { findSystemProgram, SYSTEM_PATH } from '../../exec/find-program.js';
 import { describeCommand } from '../../exec/run-command.js';
 import { checkArgv } from '../../policy/commands/index.js';
 import type { WorkspaceSession } from '../../workspace/session.js';
-import { commonGitDir, worktreeEnvironment } from '../../workspace/worktree.js';
+import { commonGitDir, treePath, worktreeEnvironment } from '../../workspace/worktree.js';
 import type { StepContext, ToolResult } from '../tool.js';
 import type { WorkspaceToolDeclaration } from './workspace.js';
 
@@ -226,11 +226,14 @@ export const GIT_TOOLS: Record<GitToolName, WorkspaceToolDeclaration> = {
       const gitDir = commonGitDir(session.contract.root, session.contract.worktree);
       if (gitDir === null)
         return Promise.resolve({ content: 'the workspace root is not the top of a git repository.', isError: true });
-      // One directory a branch (`/` is `+`, which no branch name here holds): nothing below
-      // trees/ but a worktree's own checkout, so no link in it leads a remove elsewhere.
-      const trees = join(gitDir, 'io-harness', 'trees');
-      const path = join(trees, name.replaceAll('/', '+'));
-      if (args.action === 'remove' && present(path) && realpathSync(path) !== join(realpathSync(trees), basename(path)))
+      // One directory a branch: nothing below trees/ but a worktree's own checkout, so no link
+      // in it leads a remove elsewhere; and one that is a link itself is refused.
+      const path = treePath(gitDir, name);
+      if (
+        args.action === 'remove' &&
+        present(path) &&
+        realpathSync(path) !== join(realpathSync(dirname(path)), basename(path))
+      )
         return Promise.resolve({ content: `${path} is not a worktree these tools made.`, isError: true });
       const program = gitProgram();
       if (program === null) return Promise.resolve({ content: GIT_MISSING, isError: true });
@@ -333,7 +336,7 @@ async function runGit(
       timeoutMs: GIT_TIMEOUT_MS,
       outputLimit: GIT_OUTPUT_LIMIT,
       signal: call.signal,
-      env: { ...gitEnvironment(session.commandEnv), ...worktreeEnvironment(root, session.contract.worktree) },
+      env: sessionGitEnvironment(session),
     });
     return {
       content: describeCommand(['git', ...argv.slice(1 + GLOBAL_OPTIONS.length)], result),
@@ -341,6 +344,14 @@ async function runGit(
     };
   };
   return reads ? execute() : call.intent(tool, ['git', ...argv.slice(1 + GLOBAL_OPTIONS.length)].join(' '), execute);
+}
+
+/** What the run's git commands get: {@link gitEnvironment}, and a worktree run's repository named outright. */
+function sessionGitEnvironment(session: WorkspaceSession): NodeJS.ProcessEnv {
+  return {
+    ...gitEnvironment(session.commandEnv),
+    ...worktreeEnvironment(session.contract.root, session.contract.worktree),
+  };
 }
 
 /**
@@ -357,7 +368,7 @@ export async function headCommit(session: WorkspaceSession): Promise<string | nu
     cwd: root,
     timeoutMs: GIT_TIMEOUT_MS,
     outputLimit: 1024,
-    env: { ...gitEnvironment(session.commandEnv), ...worktreeEnvironment(root, session.contract.worktree) },
+    env: sessionGitEnvironment(session),
   });
   const hash = result.stdout.trim();
   return result.exitStatus === 0 && /^[0-9a-f]{40,64}$/.test(hash) ? hash : null;

@@ -247,6 +247,11 @@ function reserve(
   );
 }
 
+/** Whether the roster agent `name` works in a worktree of its own. */
+function inWorktree(context: RunContext, name: unknown): boolean {
+  return context.agents.some((agent) => agent.name === name && agent.worktree === true);
+}
+
 /**
  * The contract of a child whose definition asks for a worktree of its own: its parent's,
  * rooted at the worktree (made by the child as it starts; see workspace/worktree.ts), on a
@@ -324,7 +329,7 @@ export function reserveAhead(
     if (reservations.has(index)) continue;
     if (!eligible(index)) return;
     // A worktree is made from HEAD as its call comes: reserved then, in call order.
-    if (context.agents.some((agent) => agent.name === call.args.agent && agent.worktree)) return;
+    if (inWorktree(context, call.args.agent)) return;
     const reserved = reserve(context, call.args as unknown as SpawnArgs, index, null);
     // A refusal needs no reservation: the call itself finds it again.
     if (!(reserved instanceof Promise)) continue;
@@ -353,9 +358,7 @@ export async function spawn(
       refusal: { rule: result.rule, reason: result.reason },
     };
   }
-  const branch = context.agents.some((agent) => agent.name === args.agent && agent.worktree)
-    ? worktreeBranch(args.agent as string, result.childId)
-    : undefined;
+  const branch = inWorktree(context, args.agent) ? worktreeBranch(args.agent as string, result.childId) : undefined;
   const clampNote =
     (result.clamps.length === 0
       ? ''
