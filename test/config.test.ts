@@ -220,6 +220,7 @@ describe('io.toml over four scopes', () => {
         true,
       ],
       ['the web', '[web]\nsearch = true\n', /web opens a route to the web/, true],
+      ['programs', '[codeact]\nmax_acts = 20\n', /codeact names programs to run/, true],
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a TOML file's substitution, as written
       ['a command substitution', '[[policy.layer]]\nname = "${cmd:whoami}"\n', /runs a command/, false],
     ];

@@ -22,6 +22,7 @@ import { checkSpecs, type McpServerSpec } from '../mcp/spec.js';
 import type { AgentDefinition } from '../runtime/agents.js';
 import { type BrowserData, checkBrowserOptions } from '../runtime/browser/browser.js';
 import type { PriceTable } from '../runtime/budget.js';
+import { type CodeActData, checkCodeActOptions } from '../runtime/codeact/codeact.js';
 import type { ContextData } from '../runtime/context/assembler.js';
 import {
   type ContractBudget,
@@ -44,6 +45,7 @@ import { type HookObserver, type HookSpec, hookObserver, hookSpecFrom } from './
 import {
   browserOf,
   budgetOf,
+  codeactOf,
   contextOf,
   lspOf,
   mcpOf,
@@ -315,6 +317,7 @@ export class Config {
         ['lsp', () => alone.lsp()],
         ['web', () => alone.web()],
         ['browser', () => alone.browser()],
+        ['codeact', () => alone.codeact()],
         ...(['budget', 'context', 'memory', 'sandbox', 'toolchain'] as const).map(
           (section): [string, () => unknown] => [
             section,
@@ -626,6 +629,12 @@ export class Config {
     return options === null ? null : checkBrowserOptions(options);
   }
 
+  /** The CodeAct settings (`[codeact]`, the user file's only), checked as `withCodeAct` checks them; null when absent. */
+  codeact(): CodeActData | null {
+    const options = codeactOf(this.#data);
+    return options === null ? null : checkCodeActOptions(options);
+  }
+
   /** A workspace contract for `goal` with this configuration's budget, context, memory, git, sandbox and toolchain. */
   contract(goal: string): TaskContract {
     this.#assertWhole('contract');
@@ -637,6 +646,7 @@ export class Config {
     const lsp = this.lsp();
     const web = this.web();
     const browser = this.browser();
+    const codeact = this.codeact();
     return TaskContract.from({
       goal,
       root: this.root,
@@ -647,6 +657,7 @@ export class Config {
       ...(lsp.length > 0 ? { lsp } : {}),
       ...(web ? { web } : {}),
       ...(browser ? { browser } : {}),
+      ...(codeact ? { codeact } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
       ...(toolchain ? { toolchain } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),

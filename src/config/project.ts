@@ -7,6 +7,7 @@
 import type { McpServerSpec } from '../mcp/spec.js';
 import type { BrowserOptions } from '../runtime/browser/browser.js';
 import type { PriceTable } from '../runtime/budget.js';
+import type { CodeActOptions } from '../runtime/codeact/codeact.js';
 import type { ContextData } from '../runtime/context/assembler.js';
 import type { ContractBudget, MemoryData } from '../runtime/contract/contract.js';
 import type { SandboxCaps, SandboxData } from '../runtime/exec/containment/boundary.js';
@@ -151,6 +152,12 @@ export function webOf(data: Table): WebOptions | null {
 export function browserOf(data: Table): BrowserOptions | null {
   const section = data.browser as NonNullable<ConfigBody['browser']> | undefined;
   return section === undefined ? null : renamed<BrowserOptions>(section);
+}
+
+/** `[codeact]`, as `withCodeAct` takes it, not yet checked; null when the section is absent. */
+export function codeactOf(data: Table): CodeActOptions | null {
+  const section = data.codeact as NonNullable<ConfigBody['codeact']> | undefined;
+  return section === undefined ? null : renamed<CodeActOptions>(section);
 }
 
 /** `[[lsp]]`, as `withLsp` takes them, not yet checked. */

@@ -136,6 +136,38 @@ const browser = z.strictObject({
   timeout_secs: z.number().positive().max(600).optional().describe('How long one browser call may take (default 30).'),
 });
 
+const codeact = z.strictObject({
+  languages: z
+    .array(z.enum(['javascript', 'python']))
+    .min(1)
+    .optional()
+    .describe('The languages a program may be written in (default both, where the host has the interpreter).'),
+  python: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('The Python to run: a name in the system’s directories (default python3) or an absolute path.'),
+  node: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('The node to run: a name in the system’s directories (default node) or an absolute path.'),
+  max_acts: z
+    .number()
+    .int()
+    .min(1)
+    .max(10_000)
+    .optional()
+    .describe('How many tool calls one program may make (default 100).'),
+  max_output_bytes: z
+    .number()
+    .int()
+    .min(1)
+    .max(8 * 1024 * 1024)
+    .optional()
+    .describe('How many bytes one program may print (default 32768).'),
+});
+
 const web = z.strictObject({
   search: z.boolean().optional().describe('The vendor’s web search tool (default true).'),
   fetch: z.boolean().optional().describe('The vendor’s page fetch tool (default false).'),
@@ -356,6 +388,11 @@ const sections = {
     .optional()
     .describe(
       'A browser the model drives: open, click, type, scroll, read, screenshot (on when the section is present). User file only.',
+    ),
+  codeact: codeact
+    .optional()
+    .describe(
+      'Programs instead of call chains: run_program, with the run’s tools as functions (on when the section is present). User file only.',
     ),
   web: web
     .optional()

@@ -25,6 +25,7 @@ export function widening(body: Table, prefix: string, refused: (key: string, why
   if (body.lsp !== undefined) refused(`${prefix}lsp`, 'names a program to run');
   if (body.web !== undefined) refused(`${prefix}web`, 'opens a route to the web');
   if (body.browser !== undefined) refused(`${prefix}browser`, 'names a program to run and opens a route to the web');
+  if (body.codeact !== undefined) refused(`${prefix}codeact`, 'names programs to run');
   const policy = isTable(body.policy) ? body.policy : {};
   if (policy.base !== undefined && policy.base !== 'empty')
     refused(

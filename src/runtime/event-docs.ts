@@ -13,6 +13,10 @@ export const EVENT_DOCS = {
     'A step was committed: the tools it called, its tokens (cache reads and their share), provider and model.',
   'tool-call': 'A tool was called: its call id, name and arguments (`invalid` when they could not be used).',
   refusal: 'A call was refused: the tool, the rule and the layer that refused it, and why.',
+  'program-act':
+    "An act of a program (`run_program`): its call id, the program's call, the tool and arguments, and whether it failed.",
+  'codeact-fallback':
+    'A language `withCodeAct` asks for has no usable interpreter on this host: why, and what the run is offered instead.',
   spend: "A step's draw against the ledger, and what the whole tree has spent since.",
   'budget-clamped': "A child's budget was cut down to what its ancestors have left: each clamp.",
   'budget-exhausted': 'A draw would cross a ceiling: the draw, whose ceiling, the account, spent and limit.',

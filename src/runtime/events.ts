@@ -101,6 +101,18 @@ export type EventData =
       invalid?: { reason: string; sent: string };
     }
   | { type: 'refusal'; callId: string; tool: string; rule: string; layer: string; reason: string }
+  /** An act of a program (`run_program`): its own call id (`<program's>.<n>`), the program's call, the tool and arguments. */
+  | {
+      type: 'program-act';
+      callId: string;
+      program: string;
+      tool: string;
+      args: Record<string, unknown>;
+      /** Set once the act has answered: whether its tool answered with an error. */
+      isError?: boolean;
+    }
+  /** A language `withCodeAct` asks for that this host has no usable interpreter for, and what the run is offered instead. */
+  | { type: 'codeact-fallback'; language: string; reason: string; offered: string }
   | { type: 'spend'; draw: DrawAmount; treeSpent: DrawAmount }
   /** A person's correction, given to the root as the user's words before step `before`. */
   | { type: 'steered'; text: string; before: number; by: string }
@@ -274,6 +286,7 @@ export const EVENT_TYPES = [
   'cancel-asked',
   'cap-reached',
   'changes-accepted',
+  'codeact-fallback',
   'contained',
   'context-window',
   'file-changed',
@@ -295,6 +308,7 @@ export const EVENT_TYPES = [
   'policy-decision',
   'prefix-broke',
   'process-containment',
+  'program-act',
   'provider-unreachable',
   'question-answered',
   'refusal',

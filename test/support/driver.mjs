@@ -6,8 +6,8 @@
 // Mode 'join' takes part in a tree another process drives (PostgreSQL); {"lost": runId} says another host took a run.
 // With `wireScript`, the process hosts the scripted model server and its agents call it over
 // HTTP (the OpenAI wire); the server dies with the process and a resume starts a new one.
-// With `workspace: { goal, root, policy?, context?, memory?, budget? }` the tree is a workspace run (policy 'permissive',
-// the default, or 'default'; context, memory and budget as withContext, withMemory and withBudget take them); `approver: 'defer' | 'approve'` answers the policy's asks.
+// With `workspace: { goal, root, policy?, context?, memory?, budget?, codeact? }` the tree is a workspace run (policy 'permissive',
+// the default, or 'default'; context, memory, budget and codeact as withContext, withMemory, withBudget and withCodeAct take them); `approver: 'defer' | 'approve'` answers the policy's asks.
 // With `tools: 'file#export'` the tree gets the tools that export of scripts/<file>.mjs makes (or resolves to)
 // (called with `toolOptions`), on run and on resume alike. With `hooks: { root, userFile }` the hooks of that
 // configuration observe the tree.
@@ -68,6 +68,7 @@ try {
     if (contract && config.workspace.context) contract = contract.withContext(config.workspace.context);
     if (contract && config.workspace.memory) contract = contract.withMemory(config.workspace.memory);
     if (contract && config.workspace.budget) contract = contract.withBudget(config.workspace.budget);
+    if (contract && config.workspace.codeact) contract = contract.withCodeAct(config.workspace.codeact);
     const work = contract
       ? {
           contract,

@@ -108,6 +108,7 @@ export interface DriverConfig {
     context?: Record<string, unknown>;
     memory?: Record<string, unknown>;
     budget?: { steps?: number; tokens?: number };
+    codeact?: Record<string, unknown>;
   };
   /** How the driver's approver answers every ask. */
   approver?: 'defer' | 'approve' | 'deny';

@@ -7,11 +7,13 @@
  */
 import type { ToolCall } from '../../runtime/provider.js';
 import type { AgentCall } from '../../runtime/tools/context.js';
+import { RUN_PROGRAM } from '../../runtime/tools/families/codeact.js';
 import * as tree from '../../runtime/tools/families/tree.js';
 import type { ToolRegistry } from '../../runtime/tools/registry.js';
 import { CANCELLED, type Halt, type ToolResult } from '../../runtime/tools/tool.js';
 import { callContext } from './call-context.js';
 import type { PreparedRun } from './prepare.js';
+import { programActs } from './program-acts.js';
 import { observedName } from './records.js';
 import type { Step, StepOutcome } from './stage.js';
 
@@ -81,7 +83,11 @@ async function dispatch(run: PreparedRun, step: Step, index: number, call: ToolC
     return step.withheld(next.name) === null && !next.invalid && registry.accepts(next.name, next.args);
   });
   live?.publish({ type: 'tool-call-start', seq, callId: call.id, name: call.name, index });
-  const result = await agent.deadline.hold(registry.dispatch(call.name, call.args, callContext(agent, index, call)));
+  // A program's acts are dispatched as this call's (see ./program-acts.ts).
+  const program = call.name === RUN_PROGRAM ? { acts: programActs(run, step, index, call) } : {};
+  const result = await agent.deadline.hold(
+    registry.dispatch(call.name, call.args, callContext(agent, index, call, true, program)),
+  );
   if (!result.halt) {
     live?.publish({ type: 'tool-call-end', seq, callId: call.id, name: call.name, index, isError: result.isError });
   }

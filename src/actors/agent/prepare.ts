@@ -128,8 +128,12 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   // A provider given at a resume is held to the contract's web settings as run() held the first (before a steer is taken).
   const noWeb = agent.contract?.web ? webRefusal(start.provider ?? spec.provider, agent.contract.web) : null;
   if (noWeb !== null) return endRun(agent, 'failed', `the contract asks for the web (withWeb), and ${noWeb}`);
-  // Its language servers start in the background as it opens, where the policy allows it outright (never while it plans).
-  await recordStart(agent, run, kit?.authorizeServers(agent) ?? []);
+  // Its language servers start in the background as it opens, where the policy allows it outright (never while it plans);
+  // a language of its programs this host cannot run is recorded as it opens.
+  await recordStart(agent, run, [
+    ...(kit?.authorizeServers(agent) ?? []),
+    ...(agent.workspace?.programs?.fallbacks() ?? []),
+  ]);
   agent.workspace?.lsp?.startAuthorized();
   // A turn's root takes what a person sent it before it started (or while it was down): a
   // run resuming a paused step takes it once that step is committed, so the words come after it.
@@ -224,6 +228,7 @@ function equip(
     git: contract?.git === true,
     lsp: (contract?.lsp?.length ?? 0) > 0,
     browser: contract?.browser !== undefined,
+    codeact: opened?.workspace.programs?.languages ?? [],
   });
   agent.equip({
     run,

@@ -9,6 +9,7 @@
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { BROWSER_SANDBOX, openBrowser, RunBrowser } from '../../runtime/browser/run-browser.js';
+import { programPolicy, programSandbox, RunPrograms } from '../../runtime/codeact/run-programs.js';
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
 import type { EventData } from '../../runtime/events.js';
 import { DEFAULT_SANDBOX } from '../../runtime/exec/containment/boundary.js';
@@ -41,6 +42,7 @@ export function openWorkspace(
   let gitExecutor: (() => Executor) | undefined;
   let serversExecutor: (() => ContainedExecutor) | undefined;
   let browserExecutor: ((anchor: string) => ContainedExecutor) | undefined;
+  let programsExecutor: (() => ContainedExecutor) | undefined;
   const egress = egressGate(agent, policy, contract.root, (event) => agent.step.events.push(event));
   if (!executor) {
     try {
@@ -55,6 +57,16 @@ export function openWorkspace(
       if (contract.browser)
         browserExecutor = (anchor) =>
           executorFor({ purpose: 'run', root: anchor, sandbox: { ...BROWSER_SANDBOX }, policy, egress });
+      // The programs' own: the workspace read-only, no network, what the model may not read outright hidden.
+      if (contract.codeact)
+        programsExecutor = () =>
+          executorFor({
+            purpose: 'run',
+            contract: { ...contract, sandbox: programSandbox(contract.sandbox) },
+            policy: programPolicy(policy),
+            egress,
+            hideReads: 'unreadable',
+          });
     } catch (error) {
       return unavailable(error);
     }
@@ -72,6 +84,20 @@ export function openWorkspace(
       () => openBrowser(browserExecutor ?? null, workspace.commandEnv),
       [contract.root, ...(contract.sandbox?.writableRoots ?? [])],
     );
+  if (contract.codeact) {
+    const made = programsExecutor;
+    workspace.programs = new RunPrograms({
+      data: contract.codeact,
+      root: contract.root,
+      policy,
+      env: workspace.commandEnv,
+      untrusted: [contract.root, ...(contract.sandbox?.writableRoots ?? [])],
+      wallSecs: contract.sandbox?.caps?.wallSecs,
+      open: () =>
+        made?.() ??
+        "this run's executor was handed in, and a program cannot be started under it; run without ports.executor to use withCodeAct().",
+    });
+  }
   return { executor, workspace };
 }
 

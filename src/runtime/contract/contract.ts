@@ -12,14 +12,10 @@ import { basename, resolve } from 'node:path';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../../errors.js';
 import { type BrowserData, type BrowserOptions, checkBrowserOptions } from '../browser/browser.js';
 import type { PriceTable } from '../budget.js';
+import { type CodeActData, type CodeActOptions, checkCodeActOptions } from '../codeact/codeact.js';
 import type { ContextData } from '../context/assembler.js';
-import {
-  DEFAULT_DISK_CAPS,
-  DEFAULT_SANDBOX,
-  type SandboxCaps,
-  type SandboxData,
-} from '../exec/containment/boundary.js';
-import { RUNGS, type RungName } from '../exec/containment/rungs.js';
+import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../exec/containment/boundary.js';
+import type { RungName } from '../exec/containment/rungs.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
 import { checkLspServers, type LspServerData, type LspServerOptions } from '../lsp/servers.js';
 import { type HttpProviderSpec, type ProviderSpec, redactSpec } from '../provider.js';
@@ -30,6 +26,7 @@ import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/t
 import type { WorktreeData } from '../workspace/worktree.js';
 import { checkContext, checkMemory } from './options.js';
 import { OutputSchema, type ZodOutput, type ZodOutputLike } from './output-schema.js';
+import { checkSandboxOptions, checkWritableRoots } from './sandbox-options.js';
 import type { VerificationData } from './verification.js';
 
 export type { VerificationData } from './verification.js';
@@ -115,6 +112,8 @@ export interface ContractData {
   web?: WebData;
   /** A browser the model drives (see {@link TaskContract.withBrowser}). */
   browser?: BrowserData;
+  /** Programs instead of call chains (see {@link TaskContract.withCodeAct}). */
+  codeact?: CodeActData;
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
@@ -261,6 +260,7 @@ export class TaskContract<Output = unknown> {
     if (data.lsp && data.lsp.length > 0) contract = contract.withLsp(data.lsp);
     if (data.web) contract = contract.withWeb(data.web);
     if (data.browser) contract = contract.withBrowser(data.browser);
+    if (data.codeact) contract = contract.withCodeAct(data.codeact);
     if (data.context) contract = contract.withContext(data.context);
     if (data.memory) contract = contract.withMemory(data.memory);
     if (data.escalation) {
@@ -592,6 +592,24 @@ export class TaskContract<Output = unknown> {
   }
 
   /**
+   * Offers `run_program`: the model hands over a whole program (Python or JavaScript, on the
+   * host's `python3` and `node`, found and version-probed, never downloaded) and the run's
+   * tools are functions inside it, so a loop over many files is one model call. Every call
+   * the program makes is an act decided by the policy, journaled and traced like the model's
+   * own; the program itself writes nothing and dials nothing. `maxActs` and
+   * `maxOutputBytes` bound one program. A host without a usable interpreter runs the turn on
+   * plain tool calls, recorded as a `codeact-fallback` event. See docs/guides/codeact.md.
+   *
+   * @example
+   * TaskContract.workspace('summarise every module', repo).withCodeAct({ languages: ['python'] });
+   */
+  withCodeAct(options: CodeActOptions = {}): TaskContract<Output> {
+    if (this.#data.mode !== 'workspace')
+      throw new InvalidArgumentError('withCodeAct() needs a workspace contract (TaskContract.workspace).');
+    return this.#with({ codeact: checkCodeActOptions(options) });
+  }
+
+  /**
    * How each request is fitted to the model's context window. Every request is built to
    * fill at most `share` of the window (default 0.8); the window is `window` when stated,
    * else read from the provider's catalogue (OpenRouter, a compatible endpoint), else from
@@ -681,28 +699,7 @@ export class TaskContract<Output = unknown> {
    * output, a shared cache). Absolute paths of directories that exist.
    */
   withWritableRoots(paths: readonly string[]): TaskContract<Output> {
-    if (!Array.isArray(paths)) {
-      throw new InvalidArgumentError(
-        `withWritableRoots takes an array of absolute directory paths, like ['/srv/build']; got ${JSON.stringify(paths)}.`,
-      );
-    }
-    for (const path of paths) {
-      if (typeof path !== 'string' || !path.startsWith('/')) {
-        throw new InvalidArgumentError(
-          `withWritableRoots: ${JSON.stringify(path)} is not an absolute path; name each directory in full, like '/srv/build'.`,
-        );
-      }
-      if (!existsSync(path) || !statSync(path).isDirectory()) {
-        throw new InvalidArgumentError(
-          `withWritableRoots: ${path} is not a directory; make it first, or leave it out.`,
-        );
-      }
-      if (path === '/' || realpathSync(path) === '/') {
-        throw new InvalidArgumentError(
-          'withWritableRoots: / would grant every write; use withFullAccess() to say that.',
-        );
-      }
-    }
+    checkWritableRoots(paths);
     return this.#with({ sandbox: { ...this.#sandbox, writableRoots: [...new Set(paths)].sort() } });
   }
 
@@ -719,55 +716,7 @@ export class TaskContract<Output = unknown> {
    * is what the next build on this machine reads and may run.
    */
   withSandbox(options: { rung?: RungName; caps?: SandboxCaps; sharedCaches?: boolean }): TaskContract<Output> {
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidArgumentError('withSandbox takes { rung?, caps?, sharedCaches? }.');
-    }
-    const unknown = Object.keys(options).filter((key) => !['rung', 'caps', 'sharedCaches'].includes(key));
-    if (unknown.length > 0) {
-      throw new InvalidArgumentError(
-        `withSandbox: ${unknown.join(', ')} is not an option; it takes rung, caps and sharedCaches.`,
-      );
-    }
-    if (options.sharedCaches !== undefined && typeof options.sharedCaches !== 'boolean') {
-      throw new InvalidArgumentError(
-        `withSandbox: sharedCaches must be true or false, got ${JSON.stringify(options.sharedCaches)}.`,
-      );
-    }
-    const sharedCaches = options.sharedCaches ?? this.#sandbox.sharedCaches ?? false;
-    const rung = options.rung ?? null;
-    if (rung !== null && !RUNGS.includes(rung)) {
-      throw new InvalidArgumentError(
-        `withSandbox: rung ${JSON.stringify(rung)} is not a rung; the rungs are ${RUNGS.join(', ')}.`,
-      );
-    }
-    const caps: SandboxCaps = {};
-    const capNames = [
-      'memoryBytes',
-      'cpuSecs',
-      'processes',
-      'fileBytes',
-      'writtenBytes',
-      'outputBytes',
-      'wallSecs',
-    ] as const;
-    // The disk's caps are on unless lifted, in so many words: null.
-    const liftable: readonly string[] = Object.keys(DEFAULT_DISK_CAPS);
-    for (const [name, value] of Object.entries(options.caps ?? {})) {
-      if (!capNames.includes(name as (typeof capNames)[number])) {
-        throw new InvalidArgumentError(`withSandbox: caps.${name} is not a cap; the caps are ${capNames.join(', ')}.`);
-      }
-      if (value === undefined) continue;
-      if (value === null && liftable.includes(name)) {
-        (caps as Record<string, null>)[name] = null;
-        continue;
-      }
-      if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-        throw new InvalidArgumentError(
-          `withSandbox: caps.${name} must be a whole number above 0${liftable.includes(name) ? ', or null to lift it' : ''}, got ${JSON.stringify(value)}.`,
-        );
-      }
-      caps[name as (typeof capNames)[number]] = value;
-    }
+    const { rung, caps, sharedCaches } = checkSandboxOptions(options, this.#sandbox);
     return this.#with({ sandbox: { ...this.#sandbox, rung, caps, sharedCaches } });
   }
 

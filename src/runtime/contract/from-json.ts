@@ -89,9 +89,10 @@ const contractSchema = z.strictObject({
         `lsp must be a list of servers like [{ "command": ["typescript-language-server", "--stdio"], "extensions": [".ts"] }], got ${shownValue(issue.input)}`,
     })
     .optional(),
-  // Checked again, option by option, by withWeb, withBrowser, withContext and withMemory.
+  // Checked again, option by option, by withWeb, withBrowser, withCodeAct, withContext and withMemory.
   web: plainObject('web', '{ "search": true, "allowedHosts": ["nodejs.org"] }').optional(),
   browser: plainObject('browser', '{ "timeoutSecs": 30 }').optional(),
+  codeact: plainObject('codeact', '{ "languages": ["python"], "maxActs": 100 }').optional(),
   context: plainObject('context', '{ "share": 0.8, "snip": true }').optional(),
   memory: plainObject('memory', '{ "cap": 64 }').optional(),
   escalation: z

@@ -17,7 +17,7 @@ import type { Act, Policy, PolicyData } from '../policy/policy.js';
 import type { Completion, ToolCall } from '../provider.js';
 import type { SkillData } from '../skills.js';
 import type { WorkspaceSession } from '../workspace/session.js';
-import { decisionHost, settleCommand, settleDecision } from './decisions.js';
+import { type CallAt, decisionHost, settleCommand, settleDecision } from './decisions.js';
 import type { ToolTiers } from './families/tiers.js';
 import { intent } from './intents.js';
 import type { AgentHost } from './ports.js';
@@ -104,6 +104,19 @@ export interface AgentCall extends WorkspaceCall {
   readonly agent: RunContext;
   /** An inbox wait, woken when mail for this agent is committed. */
   readonly mail: MailWait;
+  /** How a program this call runs makes its acts (`run_program`'s); absent for any other call, and for an act. */
+  readonly acts?: ProgramActs;
+}
+
+/**
+ * The acts of the program one call runs (see ../codeact/): the tools it may call, and each
+ * call it makes, dispatched as the model's own calls are, under the program's call.
+ */
+export interface ProgramActs {
+  /** The tools a program may call in this step, each with its parameters in the order positional arguments fill them. */
+  tools(): Record<string, string[]>;
+  /** Makes act `act` (from 0) of the program: its tool's answer, refusal or halt. */
+  call(act: number, name: string, args: Record<string, unknown>): Promise<ToolResult>;
 }
 
 /** Waits up to `ms` for mail to this agent, or a cancel, whichever is first. */
@@ -123,6 +136,10 @@ export interface CallParts {
   mail: MailWait;
   /** What decides the run's acts; null when everything is allowed (a run without a contract or policy). */
   policy: Policy | null;
+  /** For an act of a program: its number in the program (see {@link CallAt}). */
+  act?: number;
+  /** For a call that runs a program: how its acts are made. */
+  acts?: ProgramActs;
 }
 
 /**
@@ -133,6 +150,7 @@ export interface CallParts {
  */
 export function callContext(agent: RunContext, parts: CallParts): AgentCall {
   const { index, policy } = parts;
+  const at: CallAt = parts.act === undefined ? index : `${index}.${parts.act}`;
   const decisions = decisionHost(agent);
   const root = agent.contract?.root ?? '/';
   return {
@@ -144,15 +162,16 @@ export function callContext(agent: RunContext, parts: CallParts): AgentCall {
     get planning() {
       return agent.planning;
     },
+    ...(parts.act === undefined ? {} : { act: parts.act }),
     started: parts.started,
     agent,
+    ...(parts.acts ? { acts: parts.acts } : {}),
     workspace: parts.workspace,
     mail: parts.mail,
     decide: (act: Act) => (policy ? policy.decide(act, root).effect : 'allow'),
-    authorize: async (act: Act) =>
-      policy ? settleDecision(decisions, act, policy.decide(act, root), [], index) : null,
-    authorizeCommand: (act: Act, check: CommandCheck) => settleCommand(decisions, act, check, index),
-    intent: (kind: string, detail: string, run: () => Promise<ToolResult>) => intent(agent, index, kind, detail, run),
+    authorize: async (act: Act) => (policy ? settleDecision(decisions, act, policy.decide(act, root), [], at) : null),
+    authorizeCommand: (act: Act, check: CommandCheck) => settleCommand(decisions, act, check, at),
+    intent: (kind: string, detail: string, run: () => Promise<ToolResult>) => intent(agent, at, kind, detail, run),
     restorePoint: async (path: string, content: Uint8Array | null) => {
       await agent.store.call('recordRestorePoint', {
         ...agent.fence,

@@ -12,6 +12,12 @@ import type { Act, Decision } from '../policy/policy.js';
 import type { RunContext } from './context.js';
 import { CANCELLED, type Halt, halted, type ToolResult } from './tool.js';
 
+/**
+ * Where a call is in its step: its index in the completion, or `<index>.<act>` for an act
+ * of the program that call ran (see ../codeact/): what its questions and intents are keyed by.
+ */
+export type CallAt = number | `${number}.${number}`;
+
 /** Who refused an ask: the approver that was asked, or nobody, since none was given. */
 function whoRefused(answer: string | undefined): string {
   return answer === 'no-approver'
@@ -29,7 +35,7 @@ export interface DecisionHost {
   ask(
     act: Act,
     decision: Extract<Decision, { effect: 'ask' }>,
-    callIndex: number,
+    callIndex: CallAt,
   ): Promise<'approve' | 'deny' | 'no-approver' | Halt>;
   event(event: EventData): void;
 }
@@ -72,7 +78,7 @@ export async function settleDecision(
   act: Act,
   decision: Decision,
   others: Decision[],
-  callIndex: number,
+  callIndex: CallAt,
 ): Promise<ToolResult | null> {
   let answer: 'approve' | 'deny' | 'no-approver' | undefined;
   if (decision.effect === 'ask') {
@@ -101,7 +107,7 @@ export async function settleCommand(
   host: DecisionHost,
   act: Act,
   check: CommandCheck,
-  callIndex: number,
+  callIndex: CallAt,
 ): Promise<ToolResult | null> {
   if (!check.ok) {
     for (const decision of check.decisions) recordDecision(host, decision.subject, act.kind, decision);
@@ -143,7 +149,7 @@ export function isCancelled(value: unknown): value is typeof CANCELLED {
 }
 
 /** A question's id: the same call of the same step asks the same question after a resume. */
-export function questionId(context: RunContext, kind: QuestionKind, callIndex: number): string {
+export function questionId(context: RunContext, kind: QuestionKind, callIndex: CallAt): string {
   return `${kind}:${context.run.runId}:${context.seq}:${callIndex}`;
 }
 
@@ -177,7 +183,7 @@ export async function askApprover(
   context: RunContext,
   act: Act,
   decision: Extract<Decision, { effect: 'ask' }>,
-  callIndex: number,
+  callIndex: CallAt,
 ): Promise<'approve' | 'deny' | 'no-approver' | Halt> {
   const id = questionId(context, 'approval', callIndex);
   const stored = await answered(context, id);

@@ -6,13 +6,13 @@
 
 import type { Completion } from '../provider.js';
 import type { RunContext } from './context.js';
-import { answered, questionId } from './decisions.js';
+import { answered, type CallAt, questionId } from './decisions.js';
 import { halted, type ToolResult } from './tool.js';
 
 /** The pause of a step whose effect a crash interrupted: a question naming that start of it. */
 function interrupted(
   context: RunContext,
-  callIndex: number,
+  callIndex: CallAt,
   key: string,
   kind: string,
   detail: string,
@@ -39,7 +39,7 @@ function interrupted(
  */
 export async function intent(
   context: RunContext,
-  callIndex: number,
+  callIndex: CallAt,
   kind: string,
   detail: string,
   run: () => Promise<ToolResult>,
@@ -48,6 +48,12 @@ export async function intent(
   const key = `${context.run.runId}:${context.seq}:${callIndex}`;
   const base = { ...context.fence, seq: context.seq, key };
   const existing = await store.intent(key);
+  // A program run again after a crash that asks, at this place, for something else than it did.
+  if (existing && (existing.kind !== kind || existing.detail !== detail))
+    return {
+      content: `not made: before the crash this program's act here was ${existing.kind} "${existing.detail}", and a program run again must ask for the same acts in the same order; nothing was done for this one.`,
+      isError: true,
+    };
   let again = false;
   if (existing && existing.result === null) {
     const decided = await answered(context, `${questionId(context, 'intent', callIndex)}@${existing.startedAt}`);

@@ -5,8 +5,10 @@
  */
 
 import { checkArguments } from '../arguments.js';
+import type { CodeActLanguage } from '../codeact/codeact.js';
 import { keptOfSent, type ToolCall, type ToolDefinition } from '../provider.js';
 import type { AgentCall } from './context.js';
+import { runProgramTool } from './families/codeact.js';
 import { hostTool } from './families/host.js';
 import { MEMORY_TOOLS } from './families/memory.js';
 import { personTools } from './families/people.js';
@@ -181,6 +183,8 @@ export interface RegistryOptions {
   lsp?: boolean;
   /** The contract asks for a browser (`withBrowser()`): its six tools are offered. */
   browser?: boolean;
+  /** The languages this host can run the contract's programs in (`withCodeAct()`): `run_program` is offered with them. */
+  codeact?: readonly CodeActLanguage[];
   /**
    * The workspace's tools for a `workspace` or `file` run (./families/workspace.ts's
    * `workspaceTools`), handed in by whoever has loaded them: a thread that hosts only
@@ -217,9 +221,10 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     git = false,
     lsp = false,
     browser = false,
+    codeact = [],
     workspaceTools,
   } = options;
-  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${lsp ? '+lsp' : ''}${browser ? '+browser' : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${lsp ? '+lsp' : ''}${browser ? '+browser' : ''}${codeact.length > 0 ? `+codeact:${codeact.join(',')}` : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -232,6 +237,7 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
       if (!workspaceTools) throw new Error(`a ${mode} run's registry needs its workspace tools`);
       for (const tool of workspaceTools(mode, { git, lsp, browser })) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);
+      if (mode === 'workspace' && codeact.length > 0) registry.register(runProgramTool(codeact));
     }
     if (skills) registry.register(READ_SKILL);
     if (memory) for (const tool of MEMORY_TOOLS) registry.register(tool);

@@ -77,6 +77,8 @@ export interface StepContext {
   /** Where the call is in its completion, and its id. */
   readonly callIndex: number;
   readonly callId: string;
+  /** For an act of a program (see ../codeact/): its number in the program; absent for a model's own call. */
+  readonly act?: number;
   /** Fires at a cancel and at the step's deadline: a tool stops what it started. */
   readonly signal: AbortSignal;
   /** True while a run opened with a plan gate has no approved plan: it may only read. */

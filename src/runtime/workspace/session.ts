@@ -8,6 +8,7 @@
  */
 
 import type { RunBrowser } from '../browser/run-browser.js';
+import type { RunPrograms } from '../codeact/run-programs.js';
 import type { ContractData } from '../contract/contract.js';
 import type { EventData } from '../events.js';
 import type { Executor } from '../exec/executor.js';
@@ -41,6 +42,8 @@ export class WorkspaceSession {
   lsp: RunLanguageServers | null = null;
   /** The run's browser (`withBrowser`), ended with the session; null when the contract asks for none. */
   browser: RunBrowser | null = null;
+  /** The run's programs (`withCodeAct`), ended with the session; null when the contract asks for none. */
+  programs: RunPrograms | null = null;
 
   /**
    * What starts the git tools' commands (./tools/families/git.ts): contained as the run's
@@ -164,6 +167,7 @@ export class WorkspaceSession {
     // The language servers' end never keeps the rest from ending.
     await this.lsp?.close().catch(() => undefined);
     await this.browser?.close().catch(() => undefined);
+    await this.programs?.close().catch(() => undefined);
     for (const job of this.#jobs.values()) job.kill();
     await Promise.all([...this.#jobs.values()].map((job) => job.settle(5_000)));
     this.#jobs.clear();

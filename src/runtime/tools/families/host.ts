@@ -8,8 +8,7 @@
 import type { ArgumentSchema } from '../../arguments.js';
 import type { Act } from '../../policy/policy.js';
 import type { AgentCall, RunContext } from '../context.js';
-import { intent } from '../intents.js';
-import { CANCELLED, halted, type Tool, type ToolDefinitionData, type ToolResult } from '../tool.js';
+import { CANCELLED, halted, type StepContext, type Tool, type ToolDefinitionData, type ToolResult } from '../tool.js';
 
 /**
  * One of the embedder's tools as the agent declares it: the main thread checks its
@@ -28,7 +27,7 @@ export function hostTool(definition: ToolDefinitionData): Tool<AgentCall> {
     ...(definition.family ? { family: definition.family } : {}),
     early: (args, call) =>
       definition.effect === 'reads' && call.decide({ kind: 'tool', name }) === 'allow'
-        ? callHostTool(call.agent, definition, args, call.callIndex, call.callId)
+        ? callHostTool(call.agent, definition, args, call.callId, null)
         : null,
     execute: async (args, call) => {
       if (call.planning && definition.effect === 'acts') {
@@ -42,7 +41,7 @@ export function hostTool(definition: ToolDefinitionData): Tool<AgentCall> {
       const refused = await call.authorize(toolAct(name, args));
       if (refused) return refused;
       // Started while the completion streamed, for this very call: its result, after the same decision as ever.
-      return call.started ?? callHostTool(call.agent, definition, args, call.callIndex, call.callId);
+      return call.started ?? callHostTool(call.agent, definition, args, call.callId, call.intent);
     },
   };
 }
@@ -65,7 +64,8 @@ export function toolAct(name: string, args: Record<string, unknown>): Act {
 }
 
 /**
- * Runs the call on the main thread; an `acts` tool under a journaled intent. When the
+ * Runs the call on the main thread; an `acts` tool under a journaled intent (`journal`,
+ * the call's own; a read started early has none, nor needs one). When the
  * step's signal fires (a cancel, the deadline) the main thread is told, so the tool's own
  * signal fires; a cancel does not wait for the tool to settle (the deadline gives it its
  * grace, see Deadline.hold).
@@ -74,8 +74,8 @@ export function callHostTool(
   context: RunContext,
   definition: ToolDefinitionData,
   args: Record<string, unknown>,
-  callIndex: number,
-  callId: string = context.step.calls[callIndex]?.id ?? `call-${callIndex}`,
+  callId: string,
+  journal: StepContext['intent'] | null,
 ): Promise<ToolResult> {
   const { run } = context;
   const call = async (): Promise<ToolResult> => {
@@ -105,7 +105,7 @@ export function callHostTool(
       signal.removeEventListener('abort', onAbort);
     }
   };
-  if (definition.effect === 'reads') return call();
+  if (definition.effect === 'reads' || journal === null) return call();
   const detail = `${definition.name} ${shownArguments(args, SHOWN_ARGUMENT_CHARS)}`;
-  return intent(context, callIndex, 'tool', detail, call);
+  return journal('tool', detail, call);
 }
