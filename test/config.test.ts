@@ -221,6 +221,7 @@ describe('io.toml over four scopes', () => {
       ],
       ['the web', '[web]\nsearch = true\n', /web opens a route to the web/, true],
       ['programs', '[codeact]\nmax_acts = 20\n', /codeact names programs to run/, true],
+      ['documents', '[documents]\nformats = ["pdf"]\n', /documents turns on parsers/, true],
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a TOML file's substitution, as written
       ['a command substitution', '[[policy.layer]]\nname = "${cmd:whoami}"\n', /runs a command/, false],
     ];

@@ -180,6 +180,8 @@ describe("the embedder's tools", () => {
       git: true,
       lsp: true,
       browser: true,
+      codeact: ['javascript', 'python'] as const,
+      documents: ['barcode', 'docx', 'pdf', 'pptx', 'xlsx'] as const,
       workspaceTools,
     };
     const declared = new Set(

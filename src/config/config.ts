@@ -30,6 +30,7 @@ import {
   type MemoryData,
   TaskContract,
 } from '../runtime/contract/contract.js';
+import { checkDocumentsOptions, type DocumentsData } from '../runtime/documents/documents.js';
 import { DEFAULT_SANDBOX, type SandboxData } from '../runtime/exec/containment/boundary.js';
 import { keepFromCommands } from '../runtime/exec/containment/kept.js';
 import { checkLspServers, type LspServerData } from '../runtime/lsp/servers.js';
@@ -47,6 +48,7 @@ import {
   budgetOf,
   codeactOf,
   contextOf,
+  documentsOf,
   lspOf,
   mcpOf,
   memoryOf,
@@ -318,6 +320,7 @@ export class Config {
         ['web', () => alone.web()],
         ['browser', () => alone.browser()],
         ['codeact', () => alone.codeact()],
+        ['documents', () => alone.documents()],
         ...(['budget', 'context', 'memory', 'sandbox', 'toolchain'] as const).map(
           (section): [string, () => unknown] => [
             section,
@@ -635,6 +638,12 @@ export class Config {
     return options === null ? null : checkCodeActOptions(options);
   }
 
+  /** The document settings (`[documents]`, the user file's only), checked as `withDocuments` checks them; null when absent. */
+  documents(): DocumentsData | null {
+    const options = documentsOf(this.#data);
+    return options === null ? null : checkDocumentsOptions(options);
+  }
+
   /** A workspace contract for `goal` with this configuration's budget, context, memory, git, sandbox and toolchain. */
   contract(goal: string): TaskContract {
     this.#assertWhole('contract');
@@ -647,6 +656,7 @@ export class Config {
     const web = this.web();
     const browser = this.browser();
     const codeact = this.codeact();
+    const documents = this.documents();
     return TaskContract.from({
       goal,
       root: this.root,
@@ -658,6 +668,7 @@ export class Config {
       ...(web ? { web } : {}),
       ...(browser ? { browser } : {}),
       ...(codeact ? { codeact } : {}),
+      ...(documents ? { documents } : {}),
       ...(sandbox ? { sandbox: { ...DEFAULT_SANDBOX, ...sandbox } } : {}),
       ...(toolchain ? { toolchain } : {}),
       ...(this.#findings.env.size > 0 ? { scrubbedEnv: this.scrubbedEnv() } : {}),

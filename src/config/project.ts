@@ -10,6 +10,7 @@ import type { PriceTable } from '../runtime/budget.js';
 import type { CodeActOptions } from '../runtime/codeact/codeact.js';
 import type { ContextData } from '../runtime/context/assembler.js';
 import type { ContractBudget, MemoryData } from '../runtime/contract/contract.js';
+import type { DocumentsOptions } from '../runtime/documents/documents.js';
 import type { SandboxCaps, SandboxData } from '../runtime/exec/containment/boundary.js';
 import type { LspServerOptions } from '../runtime/lsp/servers.js';
 import { Policy, type PolicyLayer } from '../runtime/policy/policy.js';
@@ -158,6 +159,12 @@ export function browserOf(data: Table): BrowserOptions | null {
 export function codeactOf(data: Table): CodeActOptions | null {
   const section = data.codeact as NonNullable<ConfigBody['codeact']> | undefined;
   return section === undefined ? null : renamed<CodeActOptions>(section);
+}
+
+/** `[documents]`, as `withDocuments` takes it, not yet checked; null when the section is absent. */
+export function documentsOf(data: Table): DocumentsOptions | null {
+  const section = data.documents as NonNullable<ConfigBody['documents']> | undefined;
+  return section === undefined ? null : renamed<DocumentsOptions>(section);
 }
 
 /** `[[lsp]]`, as `withLsp` takes them, not yet checked. */

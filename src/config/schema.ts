@@ -168,6 +168,15 @@ const codeact = z.strictObject({
     .describe('How many bytes one program may print (default 32768).'),
 });
 
+const documents = z.strictObject({
+  formats: z
+    .array(z.enum(['barcode', 'docx', 'pdf', 'pptx', 'xlsx']))
+    .min(1)
+    .optional()
+    .describe('The formats whose tools are offered (default all).'),
+  timeout_secs: z.number().positive().max(600).optional().describe('How long one document may take (default 60).'),
+});
+
 const web = z.strictObject({
   search: z.boolean().optional().describe('The vendor’s web search tool (default true).'),
   fetch: z.boolean().optional().describe('The vendor’s page fetch tool (default false).'),
@@ -393,6 +402,11 @@ const sections = {
     .optional()
     .describe(
       'Programs instead of call chains: run_program, with the run’s tools as functions (on when the section is present). User file only.',
+    ),
+  documents: documents
+    .optional()
+    .describe(
+      'Tools for documents: xlsx, docx, pptx, pdf and barcodes (on when the section is present). User file only.',
     ),
   web: web
     .optional()

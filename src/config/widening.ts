@@ -26,6 +26,8 @@ export function widening(body: Table, prefix: string, refused: (key: string, why
   if (body.web !== undefined) refused(`${prefix}web`, 'opens a route to the web');
   if (body.browser !== undefined) refused(`${prefix}browser`, 'names a program to run and opens a route to the web');
   if (body.codeact !== undefined) refused(`${prefix}codeact`, 'names programs to run');
+  if (body.documents !== undefined)
+    refused(`${prefix}documents`, "turns on parsers for files the workspace's authors could have shaped");
   const policy = isTable(body.policy) ? body.policy : {};
   if (policy.base !== undefined && policy.base !== 'empty')
     refused(

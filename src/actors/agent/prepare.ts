@@ -229,6 +229,7 @@ function equip(
     lsp: (contract?.lsp?.length ?? 0) > 0,
     browser: contract?.browser !== undefined,
     codeact: opened?.workspace.programs?.languages ?? [],
+    documents: contract?.documents?.formats ?? [],
   });
   agent.equip({
     run,

@@ -11,6 +11,7 @@ import { ErrorCode, HarnessError } from '../../errors.js';
 import { BROWSER_SANDBOX, openBrowser, RunBrowser } from '../../runtime/browser/run-browser.js';
 import { programPolicy, programSandbox, RunPrograms } from '../../runtime/codeact/run-programs.js';
 import { type ContractData, contractSecrets, guidanceBlock } from '../../runtime/contract/contract.js';
+import { missingPackages } from '../../runtime/documents/documents.js';
 import type { EventData } from '../../runtime/events.js';
 import { DEFAULT_SANDBOX } from '../../runtime/exec/containment/boundary.js';
 import { type ContainedExecutor, containmentLine } from '../../runtime/exec/containment/contained.js';
@@ -38,6 +39,9 @@ export function openWorkspace(
 ): { executor: Executor; workspace: WorkspaceSession } | string {
   // The git the tools run is found (and kept from the run's commands) before any executor draws its boundary.
   if (contract.git && gitProgram() === null) return GIT_MISSING;
+  // A document format whose packages are not installed is refused, naming them, before the first step.
+  const noPackages = contract.documents ? missingPackages(contract.documents.formats) : null;
+  if (noPackages !== null) return noPackages;
   let executor = agent.ports.executor ?? null;
   let gitExecutor: (() => Executor) | undefined;
   let serversExecutor: (() => ContainedExecutor) | undefined;

@@ -14,6 +14,7 @@ import { type BrowserData, type BrowserOptions, checkBrowserOptions } from '../b
 import type { PriceTable } from '../budget.js';
 import { type CodeActData, type CodeActOptions, checkCodeActOptions } from '../codeact/codeact.js';
 import type { ContextData } from '../context/assembler.js';
+import { checkDocumentsOptions, type DocumentsData, type DocumentsOptions } from '../documents/documents.js';
 import { DEFAULT_SANDBOX, type SandboxCaps, type SandboxData } from '../exec/containment/boundary.js';
 import type { RungName } from '../exec/containment/rungs.js';
 import { VARIABLE_NAME } from '../exec/run-command.js';
@@ -114,6 +115,8 @@ export interface ContractData {
   browser?: BrowserData;
   /** Programs instead of call chains (see {@link TaskContract.withCodeAct}). */
   codeact?: CodeActData;
+  /** Tools for documents, by format (see {@link TaskContract.withDocuments}). */
+  documents?: DocumentsData;
   /** A stronger model the run moves to once its gate has failed this many times. */
   escalation?: { provider: ProviderSpec; afterGateFailures: number } | null;
   /** What the run's commands are granted and how they are contained (absent: the defaults, {@link DEFAULT_SANDBOX}). */
@@ -261,6 +264,7 @@ export class TaskContract<Output = unknown> {
     if (data.web) contract = contract.withWeb(data.web);
     if (data.browser) contract = contract.withBrowser(data.browser);
     if (data.codeact) contract = contract.withCodeAct(data.codeact);
+    if (data.documents) contract = contract.withDocuments(data.documents);
     if (data.context) contract = contract.withContext(data.context);
     if (data.memory) contract = contract.withMemory(data.memory);
     if (data.escalation) {
@@ -607,6 +611,24 @@ export class TaskContract<Output = unknown> {
     if (this.#data.mode !== 'workspace')
       throw new InvalidArgumentError('withCodeAct() needs a workspace contract (TaskContract.workspace).');
     return this.#with({ codeact: checkCodeActOptions(options) });
+  }
+
+  /**
+   * Offers tools for documents, a family per format: `xlsx` (list sheets, read one, write a
+   * workbook, set one cell keeping the rest), `docx` (read the text, write from paragraphs;
+   * no edit in place), `pptx` (read slide by slide), `pdf` (read the text, write a page per
+   * string, stamp a watermark, fill form fields by name) and `barcode` (decode from a PNG or
+   * JPEG). Every path is a read or write the policy decides; the work runs on a pool of its
+   * own with `timeoutSecs` (default 60). Each format needs its packages installed beside
+   * io-harness (a run is refused, naming them, where they are not). See docs/guides/documents.md.
+   *
+   * @example
+   * TaskContract.workspace('total the invoices', repo).withDocuments({ formats: ['xlsx', 'pdf'] });
+   */
+  withDocuments(options: DocumentsOptions = {}): TaskContract<Output> {
+    if (this.#data.mode !== 'workspace')
+      throw new InvalidArgumentError('withDocuments() needs a workspace contract (TaskContract.workspace).');
+    return this.#with({ documents: checkDocumentsOptions(options) });
   }
 
   /**

@@ -93,6 +93,7 @@ const contractSchema = z.strictObject({
   web: plainObject('web', '{ "search": true, "allowedHosts": ["nodejs.org"] }').optional(),
   browser: plainObject('browser', '{ "timeoutSecs": 30 }').optional(),
   codeact: plainObject('codeact', '{ "languages": ["python"], "maxActs": 100 }').optional(),
+  documents: plainObject('documents', '{ "formats": ["xlsx", "pdf"] }').optional(),
   context: plainObject('context', '{ "share": 0.8, "snip": true }').optional(),
   memory: plainObject('memory', '{ "cap": 64 }').optional(),
   escalation: z

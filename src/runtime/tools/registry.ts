@@ -6,6 +6,7 @@
 
 import { checkArguments } from '../arguments.js';
 import type { CodeActLanguage } from '../codeact/codeact.js';
+import type { DocumentFormat } from '../documents/documents.js';
 import { keptOfSent, type ToolCall, type ToolDefinition } from '../provider.js';
 import type { AgentCall } from './context.js';
 import { runProgramTool } from './families/codeact.js';
@@ -185,6 +186,8 @@ export interface RegistryOptions {
   browser?: boolean;
   /** The languages this host can run the contract's programs in (`withCodeAct()`): `run_program` is offered with them. */
   codeact?: readonly CodeActLanguage[];
+  /** The document formats the contract asks for (`withDocuments()`): each format's tools are offered. */
+  documents?: readonly DocumentFormat[];
   /**
    * The workspace's tools for a `workspace` or `file` run (./families/workspace.ts's
    * `workspaceTools`), handed in by whoever has loaded them: a thread that hosts only
@@ -192,7 +195,7 @@ export interface RegistryOptions {
    */
   workspaceTools?: (
     mode: 'workspace' | 'file',
-    options?: { git?: boolean; lsp?: boolean; browser?: boolean },
+    options?: { git?: boolean; lsp?: boolean; browser?: boolean; documents?: readonly DocumentFormat[] },
   ) => readonly Tool<AgentCall>[];
 }
 
@@ -222,9 +225,10 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     lsp = false,
     browser = false,
     codeact = [],
+    documents = [],
     workspaceTools,
   } = options;
-  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${lsp ? '+lsp' : ''}${browser ? '+browser' : ''}${codeact.length > 0 ? `+codeact:${codeact.join(',')}` : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
+  const key = `${mode}${planGate ? '+plan' : ''}${spawn ? '' : '-spawn'}${skills ? '+skills' : ''}${tiers ? '+tiers' : ''}${memory ? '+memory' : ''}${git ? '+git' : ''}${lsp ? '+lsp' : ''}${browser ? '+browser' : ''}${codeact.length > 0 ? `+codeact:${codeact.join(',')}` : ''}${documents.length > 0 ? `+documents:${documents.join(',')}` : ''}${hostTools.length > 0 ? ` ${JSON.stringify(hostTools)}` : ''}`;
   let registry = registries.get(key);
   if (registry) {
     // Most recently used last.
@@ -235,7 +239,7 @@ export function registryFor(options: RegistryOptions): ToolRegistry<AgentCall> {
     for (const tool of TREE_TOOLS) if (spawn || tool.name !== 'spawn_agent') registry.register(tool);
     if (mode !== 'agent') {
       if (!workspaceTools) throw new Error(`a ${mode} run's registry needs its workspace tools`);
-      for (const tool of workspaceTools(mode, { git, lsp, browser })) registry.register(tool);
+      for (const tool of workspaceTools(mode, { git, lsp, browser, documents })) registry.register(tool);
       for (const tool of personTools(planGate)) registry.register(tool);
       if (mode === 'workspace' && codeact.length > 0) registry.register(runProgramTool(codeact));
     }

@@ -39,7 +39,7 @@ import { message } from './diffs.js';
 import { type FindArgs, Finder, type GrepArgs } from './finding.js';
 import { DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_RESULTS } from './limits.js';
 import { locate, type Resolved, statOrNull } from './paths.js';
-import { type ReadArgs, readFile } from './reading.js';
+import { type ReadArgs, readFile, readWhole } from './reading.js';
 import { currentAt, restoreAt } from './restoring.js';
 import { type FindOutcome, type GrepOutcome, runSearch, type SearchOutcome, type SearchTask } from './search.js';
 
@@ -165,6 +165,11 @@ export class Workspace {
    */
   read(args: ReadArgs, decided?: string): ToolResult {
     return readFile(this, this.#maxReadBytes, args, decided);
+  }
+
+  /** A whole file's bytes, at most `limit`, read as read_file reads (see readWhole in ./reading.ts). */
+  readBytes(path: string, limit: number, decided?: string): { bytes: Buffer; path: string } | ToolResult {
+    return readWhole(this, path, limit, decided);
   }
 
   /** write_file: replace (or create) a whole file. */

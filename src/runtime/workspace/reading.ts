@@ -147,6 +147,42 @@ function readImage(scope: WorkspaceScope, path: string, absolute: string): ToolR
 }
 
 /**
+ * A whole file's bytes, for a tool that reads a binary format (a workbook, a PDF): located
+ * and checked as read_file does (`decided`: the resolved path the policy allowed), at most
+ * `limit` bytes, opened beneath the root with no link followed; else the call's answer.
+ */
+export function readWhole(
+  scope: WorkspaceScope,
+  given: string,
+  limit: number,
+  decided?: string,
+): { bytes: Buffer; path: string } | ToolResult {
+  const located = locate(scope, given, false);
+  if (!located.ok) return located.result;
+  const { absolute, relative: path } = located;
+  if (decided !== undefined && path !== decided)
+    return refusal(
+      'fs.path-moved',
+      `${given} led to ${decided} when the policy decided on it and leads to ${path} now (a link on the way changed), so it was not read; read it again.`,
+    );
+  const stats = statOrNull(absolute);
+  if (!stats) return error(`there is no file at ${path}; use find to look for it.`);
+  if (!stats.isFile()) return error(`${path} is not a regular file and cannot be read.`);
+  if (stats.nlink > 1) return hardLinkRefusal(path, stats.nlink, 'read');
+  try {
+    const read = readBytes(scope, path, absolute, limit, (size) =>
+      refusal(
+        'read.ceiling',
+        `${path} is ${size} bytes, above the ${limit} bytes a document may be, so it was not read.`,
+      ),
+    );
+    return 'bytes' in read ? { bytes: read.bytes, path } : read;
+  } catch (problem) {
+    return error(`${path} cannot be read: ${message(problem)}.`);
+  }
+}
+
+/**
  * A file's bytes, at most `limit`, opened beneath the root by the path resolved, no link
  * followed (a link swapped in since is refused, not read); else the call's answer, `over`'s
  * for a file above the limit.

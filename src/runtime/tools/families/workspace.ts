@@ -6,11 +6,13 @@
  * trace are reached through the step context each call is given ({@link WorkspaceCall}).
  */
 import type { ArgumentSchema } from '../../arguments.js';
+import type { DocumentFormat } from '../../documents/documents.js';
 import type { WorkspaceSession } from '../../workspace/session.js';
 import type { WorkspaceCall } from '../context.js';
 import type { StepContext, Tool, ToolResult } from '../tool.js';
 import { BROWSER_TOOLS } from './browser.js';
 import { COMMAND_TOOLS } from './commands.js';
+import { DOCUMENT_TOOLS } from './documents.js';
 import { FILE_TOOLS } from './files.js';
 import { GIT_TOOLS } from './git.js';
 import { LSP_TOOLS } from './lsp.js';
@@ -36,7 +38,7 @@ export interface WorkspaceToolDeclaration {
    */
   early?(session: WorkspaceSession, args: Record<string, unknown>, call: StepContext): ToolResult | null;
   /** The tier it is offered in under tool tiers (see {@link Tool.family}); absent, the core. */
-  family?: 'jobs';
+  family?: 'jobs' | 'documents';
   /** Offered in single-file mode, which reaches one file and nothing else: no search, and no command. */
   singleFile?: true;
   run(session: WorkspaceSession, args: Record<string, unknown>, call: WorkspaceCall): Promise<ToolResult>;
@@ -50,18 +52,21 @@ export type WorkspaceToolName = keyof typeof WORKSPACE_TOOLS;
 /**
  * The workspace tools, as the registry takes them; single-file mode offers only the file
  * tools, the git tools ({@link GIT_TOOLS}) come only with `git` (a contract's `withGit()`), and the
- * language servers' ({@link LSP_TOOLS}) only with `lsp` (`withLsp()`), the browser's ({@link BROWSER_TOOLS}) only with `browser` (`withBrowser()`). A tool that acts waits while the run is planning; an early read starts only where
+ * language servers' ({@link LSP_TOOLS}) only with `lsp` (`withLsp()`), the browser's ({@link BROWSER_TOOLS}) only with `browser` (`withBrowser()`), a document format's ({@link DOCUMENT_TOOLS}) only with `documents` naming it (`withDocuments()`). A tool that acts waits while the run is planning; an early read starts only where
  * the policy allows it outright.
  */
 export function workspaceTools(
   mode: 'workspace' | 'file',
-  options: { git?: boolean; lsp?: boolean; browser?: boolean } = {},
+  options: { git?: boolean; lsp?: boolean; browser?: boolean; documents?: readonly DocumentFormat[] } = {},
 ): Tool<WorkspaceCall>[] {
   const declared: Record<string, WorkspaceToolDeclaration> = {
     ...WORKSPACE_TOOLS,
     ...(options.git && mode === 'workspace' ? GIT_TOOLS : {}),
     ...(options.lsp && mode === 'workspace' ? LSP_TOOLS : {}),
     ...(options.browser && mode === 'workspace' ? BROWSER_TOOLS : {}),
+    ...(mode === 'workspace'
+      ? Object.assign({}, ...(options.documents ?? []).map((format) => DOCUMENT_TOOLS[format]))
+      : {}),
   };
   return Object.entries(declared)
     .filter(([, tool]) => mode === 'workspace' || tool.singleFile === true)

@@ -1,0 +1,54 @@
+/**
+ * What a thread of the document pool runs (./document-pool.ts): one task, read or written
+ * with the format's package, loaded at the first task that needs it. An error is an
+ * answer (`error`), never a throw that would take the thread down with it.
+ */
+import type { DocumentOutcome, DocumentTask } from './document-pool.js';
+
+async function work(task: DocumentTask): Promise<DocumentOutcome> {
+  switch (task.op) {
+    case 'xlsx-sheets':
+      return { text: await (await import('./xlsx.js')).xlsxSheets(task.bytes) };
+    case 'xlsx-read':
+      return { text: await (await import('./xlsx.js')).xlsxRead(task.bytes, task.sheet, task.maxRows) };
+    case 'xlsx-write':
+      return { bytes: await (await import('./xlsx.js')).xlsxWrite(task.sheets), text: '' };
+    case 'xlsx-set-cell': {
+      const done = await (await import('./xlsx.js')).xlsxSetCell(task.bytes, task.sheet, task.cell, task.value);
+      return { bytes: done.bytes, text: done.before };
+    }
+    case 'docx-read':
+      return { text: await (await import('./docx.js')).docxRead(task.bytes) };
+    case 'docx-write':
+      return { bytes: await (await import('./docx.js')).docxWrite(task.paragraphs), text: '' };
+    case 'pptx-read':
+      return { text: await (await import('./pptx.js')).pptxRead(task.bytes, task.slide) };
+    case 'pdf-read':
+      return { text: await (await import('./pdf.js')).pdfRead(task.bytes, task.pages) };
+    case 'pdf-write': {
+      const done = await (await import('./pdf.js')).pdfWrite(task.pages);
+      return {
+        bytes: done.bytes,
+        text: `${done.pages} page${done.pages === 1 ? '' : 's'}${done.replaced > 0 ? `; ${done.replaced} characters the PDF's standard font cannot draw were written as ?` : ''}`,
+      };
+    }
+    case 'pdf-watermark': {
+      const done = await (await import('./pdf.js')).pdfWatermark(task.bytes, task.text);
+      return { bytes: done.bytes, text: `${done.pages} page${done.pages === 1 ? '' : 's'} stamped` };
+    }
+    case 'pdf-fill-form': {
+      const done = await (await import('./pdf.js')).pdfFillForm(task.bytes, task.fields);
+      return { bytes: done.bytes, text: `filled ${done.filled.join(', ')}` };
+    }
+    case 'barcode-read':
+      return { text: await (await import('./barcode.js')).barcodeRead(task.bytes) };
+  }
+}
+
+export default async function run(task: DocumentTask): Promise<DocumentOutcome> {
+  try {
+    return await work(task);
+  } catch (error) {
+    return { error: error instanceof Error ? error.message : String(error) };
+  }
+}
