@@ -7,19 +7,30 @@
  * tool calls with the fallback recorded; and the act cap.
  */
 
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { answerQuestion, Config, Policy, runWith, Store, TaskContract } from '../dist/index.js';
+import {
+  answerQuestion,
+  CallbackApprover,
+  Config,
+  Policy,
+  runWith,
+  Store,
+  Supervisor,
+  TaskContract,
+} from '../dist/index.js';
 import { hostRungs } from '../dist/runtime/exec/containment/rungs.js';
-import { Driver, tempStorePath } from './support/processes.js';
+import { Driver, noneLeftUnder, tempStorePath } from './support/processes.js';
 import { type Answer, later, openStore, serve, tempWorkspace, turns } from './support/workspace.js';
 
 const LANGUAGES = ['python', 'javascript'] as const;
 type Language = (typeof LANGUAGES)[number];
 
-const POLICY = Policy.default().layer('test').allowExec('*').denyRead('secret.txt');
+// Commands and code an interpreter runs are let be (a program's own start is asked about as such on a rung that cannot confine it).
+const POLICY = Policy.default().layer('test').allowExec('<arbitrary code>*').allowExec('*').denyRead('secret.txt');
 
 /** Twelve files, each naming a number, and a secret the policy keeps back. */
 function twelveFiles(): string {
@@ -259,7 +270,11 @@ describe.each(LANGUAGES)('a program in %s', (language) => {
     const store = await Store.open(path);
     later(() => store.close());
     const open = store.questions({ status: 'open' });
-    expect(open).toMatchObject([{ kind: 'intent', payload: { kind: 'tool', detail: 'hang {}' } }]);
+    // The question names the act, its place in the program and a fingerprint of what it asked.
+    expect(open).toMatchObject([
+      { kind: 'intent', payload: { kind: 'tool', detail: expect.stringMatching(/^hang \{\} \[act [0-9a-f]{16}\]$/) } },
+    ]);
+    expect(open[0]?.questionId).toMatch(/^intent:[^:]+:1:0\.3#[0-9a-f]{16}@\d+$/);
     answerQuestion(store, open[0]?.questionId as string, 'skip', { by: 'operator' });
 
     const third = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string });
@@ -274,6 +289,63 @@ describe.each(LANGUAGES)('a program in %s', (language) => {
     expect(observation).toContain('4 acts (mark ×3, hang ×1)');
     expect(observation).toContain('interrupted by a crash and the operator chose to skip it');
     expect(observation).not.toContain('after the hang');
+  });
+
+  it('ends a program run again after a crash that takes another path, and makes no act twice', {
+    timeout: 120_000,
+  }, async () => {
+    const path = tempStorePath();
+    const root = tempWorkspace({ 'word.txt': 'A\n' });
+    const log = join(tempWorkspace(), 'marks.log');
+    const started = join(tempWorkspace(), 'hang-started');
+    const base = {
+      store: path,
+      wireScript: 'codeact#programScript',
+      options: { language, variant: 'from-file' },
+      tools: 'codeact#markTools',
+      toolOptions: { log, started },
+      workspace: { goal: 'mark the word', root, codeact: {} },
+    };
+    const first = new Driver({ ...base, mode: 'run' });
+    later(() => {
+      first.child.kill('SIGKILL');
+    });
+    for (let i = 0; i < 1200 && !existsSync(started); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(readFileSync(log, 'utf8')).toBe('A\n');
+    // The program reads another word when it runs again: a read where its mark was journaled, the mark moved on.
+    writeFileSync(join(root, 'word.txt'), 'B\n');
+    const second = new Driver({ ...base, mode: 'resume', rootId: first.rootId as string });
+    later(() => {
+      second.child.kill('SIGKILL');
+    });
+    await second.exited;
+    expect(second.result?.status, second.stderr).toBe('finished');
+    expect(readFileSync(log, 'utf8')).toBe('A\n');
+    const store = await Store.open(path);
+    later(() => store.close());
+    const observation = store.steps(first.rootId as string)[0]?.observations[0]?.content ?? '';
+    expect(observation).toContain('was ended: before the crash this program');
+    expect(observation).toContain('took another path');
+    expect(store.questions({ status: 'open' })).toEqual([]);
+    const refusal = store.events(first.rootId as string).find((event) => event.type === 'refusal');
+    expect(refusal).toMatchObject({ tool: 'read_file', rule: 'codeact.diverged' });
+  });
+
+  it('is held to its time limit, and ends with everything it started', async () => {
+    const root = twelveFiles();
+    const contract = TaskContract.workspace('wait', root).withCodeAct({ timeoutSecs: 1 });
+    const source =
+      language === 'python'
+        ? 'import subprocess, time\nsubprocess.Popen(["sleep", "600"])\nprint("waiting", flush=True)\ntime.sleep(600)\nprint("WOKE")\n'
+        : "require('node:child_process').spawn('sleep', ['600'], { stdio: 'ignore' });\nconsole.log('waiting');\nawait new Promise((resolve) => setTimeout(resolve, 600_000));\nconsole.log('WOKE');\n";
+    const { result, observations } = await run(root, [program(language, source)], contract);
+    expect(result.outcome.kind).toBe('finished');
+    expect(observations[0]).toContain('was ended: it ran for 1 s, the most a program may');
+    expect(observations[0]).toContain('waiting');
+    expect(observations[0]).not.toContain('WOKE');
+    expect(await noneLeftUnder(root)).toBe(true);
   });
 });
 
@@ -342,6 +414,120 @@ describe('what a program may not call', () => {
       node: 'node',
       maxActs: 20,
       maxOutputBytes: 4096,
+      timeoutSecs: 120,
+    });
+  });
+
+  it('asks again about an act a resumed program asks for in place of the one a person approved', async () => {
+    const root = twelveFiles();
+    writeFileSync(join(root, 'target.txt'), 'staging\n');
+    const log = join(tempWorkspace(), 'deploys.log');
+    // @ts-expect-error: a script of the tests', without declarations
+    const { deployTools } = await import('./support/scripts/tools.mjs');
+    const store = await openStore();
+    const supervisor = await Supervisor.start(store, { tools: deployTools({ log }) });
+    later(() => supervisor.close());
+    const source = 'deploy(target=read_file("target.txt").strip())\nprint("deployed")\n';
+    const { provider } = await serve(turns([program('python', source), { text: 'done' }]));
+    const defer = new CallbackApprover(() => 'defer');
+    const contract = TaskContract.workspace('deploy', root).withCodeAct();
+    const policy = POLICY.askTool('deploy');
+    const handle = supervisor.run({ contract, provider, policy, approver: defer });
+    expect((await handle.result).status).toBe('paused');
+    const [asked] = await store.questions({ status: 'open' });
+    expect(JSON.stringify(asked?.payload)).toContain('staging');
+    await answerQuestion(store, asked?.questionId as string, 'approve');
+    // Before it runs again, what the program reads changes: its act is another one now.
+    writeFileSync(join(root, 'target.txt'), 'prod\n');
+    const again = await (await supervisor.resume(handle.rootId, { provider, approver: defer })).result;
+    expect(again.status).toBe('paused');
+    expect(existsSync(log)).toBe(false);
+    const open = await store.questions({ status: 'open' });
+    expect(open).toHaveLength(1);
+    expect(JSON.stringify(open[0]?.payload)).toContain('prod');
+    expect(open[0]?.questionId).not.toBe(asked?.questionId);
+    await answerQuestion(store, open[0]?.questionId as string, 'approve');
+    const last = await (await supervisor.resume(handle.rootId, { provider, approver: defer })).result;
+    expect(last.status).toBe('finished');
+    expect(readFileSync(log, 'utf8')).toBe('deploy prod\n');
+  });
+
+  it('keeps a program to the system and the workspace: no writable root, no shared cache, nothing else of the host', async () => {
+    const rungs = hostRungs();
+    if (!rungs.bubblewrap.ok) {
+      console.log(
+        `bubblewrap: ${rungs.bubblewrap.reason}; a program's start is asked about as a command instead, and this case is not run`,
+      );
+      return;
+    }
+    const root = twelveFiles();
+    const writable = tempWorkspace();
+    const elsewhere = tempWorkspace({ 'secret.txt': 'the host keeps this\n' });
+    // The harness's own npm cache, which shared caches would let a command write.
+    const cache = join(homedir(), '.npm', `io-harness-planted-${process.pid}`);
+    later(() => rmSync(cache, { force: true }));
+    const contract = TaskContract.workspace('look around', root)
+      .withCodeAct()
+      .withWritableRoots([writable])
+      .withSandbox({ sharedCaches: true });
+    const source = [
+      'import os',
+      `for target in [${JSON.stringify(join(writable, 'planted.txt'))}, ${JSON.stringify(cache)}]:`,
+      '    try:',
+      '        os.makedirs(os.path.dirname(target), exist_ok=True)',
+      '        open(target, "w").write("x")',
+      '        print("WROTE", target)',
+      '    except OSError as error:',
+      '        print("write stopped:", error.strerror)',
+      'try:',
+      `    print("READ", open(${JSON.stringify(join(elsewhere, 'secret.txt'))}).read())`,
+      'except OSError as error:',
+      '    print("read stopped:", error.strerror)',
+      'print("workspace:", open("notes/01.txt").read().strip())',
+    ].join('\n');
+    const { observations } = await run(root, [program('python', source)], contract);
+    expect(observations[0]).toContain('write stopped:');
+    expect(observations[0]).not.toContain('WROTE');
+    expect(observations[0]).toContain('read stopped: No such file or directory');
+    expect(observations[0]).not.toContain('the host keeps this');
+    expect(observations[0]).toContain('workspace: item 1 weighs 3');
+    expect(existsSync(join(writable, 'planted.txt'))).toBe(false);
+    expect(existsSync(cache)).toBe(false);
+  });
+
+  it('answers each of a program’s threads its own call', async () => {
+    const root = twelveFiles();
+    const source = [
+      'from concurrent.futures import ThreadPoolExecutor',
+      'names = ["notes/%02d.txt" % i for i in range(1, 13)]',
+      'with ThreadPoolExecutor(max_workers=6) as pool:',
+      '    texts = list(pool.map(read_file, names))',
+      'print("matched", sum(1 for i, text in enumerate(texts) if text.strip() == "item %d weighs %d" % (i + 1, (i + 1) * 3)))',
+    ].join('\n');
+    const { observations } = await run(root, [program('python', source)]);
+    expect(observations[0]).toContain('matched 12');
+  });
+
+  it('decides every start by the policy: run_program denied, no program runs', async () => {
+    const root = twelveFiles();
+    const store = await openStore();
+    const { provider } = await serve(
+      turns([program('python', 'print("RAN")'), program('python', 'print("RAN")'), { text: 'done' }]),
+    );
+    const denied = await runWith(
+      TaskContract.workspace('print', root).withCodeAct(),
+      provider,
+      store,
+      POLICY.layer('no-programs').denyTool('run_program'),
+    );
+    const observation = store.steps(denied.runId)[0]?.observations[0]?.content ?? '';
+    expect(observation).toContain('deny-tool run_program');
+    expect(observation).not.toContain('RAN');
+    const allowed = await run(root, [program('python', 'print("RAN")')]);
+    expect(allowed.observations[0]).toContain('RAN');
+    expect(allowed.events.find((event) => event.type === 'policy-decision')).toMatchObject({
+      act: 'tool',
+      effect: 'allow',
     });
   });
 

@@ -166,6 +166,7 @@ const codeact = z.strictObject({
     .max(8 * 1024 * 1024)
     .optional()
     .describe('How many bytes one program may print (default 32768).'),
+  timeout_secs: z.number().positive().max(3600).optional().describe('How long one program may run (default 120).'),
 });
 
 const documents = z.strictObject({

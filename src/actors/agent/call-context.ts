@@ -15,7 +15,7 @@ export function callContext(
   index: number,
   call: ToolCall,
   dispatched = true,
-  program: { act?: number; acts?: ProgramActs } = {},
+  program: { act?: { number: number; fingerprint: string }; acts?: ProgramActs } = {},
 ): AgentCall {
   const early = dispatched && program.act === undefined ? agent.step.early.get(index) : undefined;
   const started =
@@ -23,7 +23,7 @@ export function callContext(
   return buildCallContext(agent, {
     index,
     ...program,
-    callId: program.act === undefined ? call.id : `${call.id}.${program.act}`,
+    callId: program.act === undefined ? call.id : `${call.id}.${program.act.number}`,
     started,
     workspace: agent.workspace,
     mail: agent.mail,

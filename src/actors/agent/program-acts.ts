@@ -1,14 +1,21 @@
 /**
  * The acts of a program (`run_program`, see src/runtime/codeact/): each call the program
  * makes is dispatched as the model's own calls are, through the same registry, with the
- * same refusals for what the run withholds, the same policy, approver and intent journal
- * (keyed `<call>.<act>`, so a program run again after a crash finds what each of its acts
- * did) and the same trace, under the program's call: a `program-act` event each, and a
+ * same refusals for what the run withholds, the same policy, approver and intent journal,
+ * and the same trace, under the program's call: a `program-act` event each, and a
  * `refusal` for each act refused.
+ *
+ * An act is known by its place in the program and a fingerprint of what it asks (its tool
+ * and whole arguments): a person's answer is for that act alone, and a program run again
+ * after a crash is held to the acts it made before, place by place. One that asks at a
+ * journaled place for anything else, a read included, is ended there (see DIVERGED), so an
+ * act the new path moved to a later place is never made twice.
  */
-import type { ToolCall } from '../../runtime/provider.js';
+import { createHash } from 'node:crypto';
+import { keptOfSent, type ToolCall } from '../../runtime/provider.js';
 import type { ProgramActs } from '../../runtime/tools/context.js';
 import { NOT_IN_PROGRAMS } from '../../runtime/tools/families/codeact.js';
+import { diverged, intentKey } from '../../runtime/tools/intents.js';
 import type { ToolResult } from '../../runtime/tools/tool.js';
 import { callContext } from './call-context.js';
 import type { PreparedRun } from './prepare.js';
@@ -37,16 +44,24 @@ export function programActs(run: PreparedRun, step: Step, index: number, call: T
     call: async (act, name, args) => {
       const id = `${call.id}.${act}`;
       const screened = registry.screen({ id, name, args });
+      const sent = JSON.stringify(screened.args) ?? '';
+      // Its arguments as a call's are kept, cut where long: a few lines of program can ask for many large writes.
+      const kept = keptOfSent(sent);
       const event = {
         type: 'program-act' as const,
         callId: id,
         program: call.id,
         tool: name,
-        args: screened.args,
+        args: kept === sent ? screened.args : { cut: kept },
         isError: undefined as boolean | undefined,
       };
       agent.step.events.push(event);
-      const result = await dispatchAct(run, step, index, call, act, screened, callable);
+      const fingerprint = createHash('sha256').update(`${name}\n${sent}`).digest('hex').slice(0, 16);
+      const before = await agent.store.intent(intentKey(agent, `${index}.${act}#${fingerprint}`));
+      const result =
+        before && !before.detail.endsWith(`[act ${fingerprint}]`)
+          ? diverged(before)
+          : await dispatchAct(run, step, index, call, { number: act, fingerprint }, screened, callable);
       if (result.halt) return result;
       event.isError = result.isError;
       if (result.refusal)
@@ -68,7 +83,7 @@ async function dispatchAct(
   step: Step,
   index: number,
   call: ToolCall,
-  act: number,
+  act: { number: number; fingerprint: string },
   screened: ToolCall,
   callable: (name: string) => boolean,
 ): Promise<ToolResult> {

@@ -23,6 +23,8 @@ export interface CodeActOptions {
   maxActs?: number;
   /** How many bytes one program may print on both streams together; past them it is ended. Default 32 KiB. */
   maxOutputBytes?: number;
+  /** How long one program may run, in seconds, the time its acts take included. Default 120. */
+  timeoutSecs?: number;
 }
 
 /** A contract's CodeAct settings, checked, as stored with the run. */
@@ -32,6 +34,7 @@ export interface CodeActData {
   node: string;
   maxActs: number;
   maxOutputBytes: number;
+  timeoutSecs: number;
 }
 
 export const DEFAULT_MAX_ACTS = 100;
@@ -40,13 +43,23 @@ export const DEFAULT_MAX_PROGRAM_OUTPUT = 32 * 1024;
 const MAX_ACTS_LIMIT = 10_000;
 const MAX_OUTPUT_LIMIT = 8 * 1024 * 1024;
 
-const OPTIONS = ['languages', 'python', 'node', 'maxActs', 'maxOutputBytes'];
+const OPTIONS = ['languages', 'python', 'node', 'maxActs', 'maxOutputBytes', 'timeoutSecs'];
+export const DEFAULT_PROGRAM_TIMEOUT_SECS = 120;
 
 /** A whole number in [1, max], or an error naming the option. */
 function bound(name: string, value: unknown, max: number): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > max)
     throw new InvalidArgumentError(
       `withCodeAct: ${name} must be a whole number from 1 to ${max}; got ${JSON.stringify(value)}.`,
+    );
+  return value;
+}
+
+/** A program's time limit: seconds above 0, at most an hour. */
+function seconds(value: unknown): number {
+  if (typeof value !== 'number' || !(value > 0) || value > 3600)
+    throw new InvalidArgumentError(
+      `withCodeAct: timeoutSecs is how long one program may run, in seconds, above 0 and at most 3600; got ${JSON.stringify(value)}.`,
     );
   return value;
 }
@@ -88,5 +101,6 @@ export function checkCodeActOptions(options: CodeActOptions | undefined): CodeAc
       given.maxOutputBytes === undefined
         ? DEFAULT_MAX_PROGRAM_OUTPUT
         : bound('maxOutputBytes', given.maxOutputBytes, MAX_OUTPUT_LIMIT),
+    timeoutSecs: given.timeoutSecs === undefined ? DEFAULT_PROGRAM_TIMEOUT_SECS : seconds(given.timeoutSecs),
   };
 }

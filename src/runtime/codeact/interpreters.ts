@@ -8,7 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { realpathSync, statSync } from 'node:fs';
-import { isAbsolute, relative } from 'node:path';
+import { dirname, isAbsolute, relative } from 'node:path';
 import { findSystemProgram, SYSTEM_PATH } from '../exec/find-program.js';
 import type { CodeActData, CodeActLanguage } from './codeact.js';
 
@@ -63,6 +63,9 @@ export function findInterpreter(
     real = realpathSync(where);
     const stat = statSync(real);
     if (!stat.isFile()) return { language, usable: false, reason: `${where} is not a file` };
+    // A program anyone may replace (or put beside it, by its directory) is not one to run.
+    if ((stat.mode & 0o002) !== 0 || (statSync(dirname(real)).mode & 0o002) !== 0)
+      return { language, usable: false, reason: `${real} or its directory may be written by anyone, so it is not run` };
     changed = stat.ctimeMs;
   } catch {
     return { language, usable: false, reason: `${where} does not exist` };
@@ -94,6 +97,7 @@ function probe(language: CodeActLanguage, path: string): { version: string } | {
     encoding: 'utf8',
     timeout: PROBE_MS,
     env: { PATH: SYSTEM_PATH },
+    cwd: '/',
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   if (result.error) return { reason: `could not be run (${result.error.message})` };

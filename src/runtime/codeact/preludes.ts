@@ -12,8 +12,10 @@
  */
 
 export const PYTHON_PRELUDE = String.raw`
-import json as _json, os as _os, sys as _sys, traceback as _traceback
+import builtins as _builtins, json as _json, keyword as _keyword, os as _os, sys as _sys, threading as _threading, traceback as _traceback
 _replies = _os.fdopen(4, 'rb')
+# One call at a time on the channel, whatever threads the program starts.
+_channel = _threading.Lock()
 
 class ToolError(Exception):
     """A tool answered with an error; .tool names it."""
@@ -28,8 +30,7 @@ class Refused(ToolError):
         self.rule = rule
         self.layer = layer
 
-def _send(message):
-    data = (_json.dumps(message) + '\n').encode('utf-8')
+def _send(data):
     while data:
         data = data[_os.write(3, data):]
 
@@ -44,11 +45,20 @@ def _reply():
 
 def call_tool(name, args=None):
     """Calls the tool name with the arguments args (a dict); returns its text."""
-    # What it printed before the call reaches the harness first, and counts against its cap.
-    _sys.stdout.flush()
-    _sys.stderr.flush()
-    _send({'tool': name, 'args': args if args is not None else {}})
-    reply = _reply()
+    if not isinstance(name, str):
+        raise TypeError('call_tool takes a tool name, a str')
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise TypeError('call_tool takes the arguments as a dict of them')
+    # What cannot be sent (a NaN, an object JSON has no form for) raises here, in the program.
+    data = (_json.dumps({'tool': name, 'args': args}, allow_nan=False) + '\n').encode('utf-8')
+    with _channel:
+        # What it printed before the call reaches the harness first, and counts against its cap.
+        _sys.stdout.flush()
+        _sys.stderr.flush()
+        _send(data)
+        reply = _reply()
     if 'stop' in reply:
         _sys.stdout.flush()
         _sys.stderr.write('\n' + reply['stop'] + '\n')
@@ -76,7 +86,8 @@ def _bind(name, params):
 _setup = _reply()
 _program = {'__name__': '__main__', '__builtins__': __builtins__, 'ToolError': ToolError, 'Refused': Refused, 'call_tool': call_tool}
 for _name, _params in _setup['tools'].items():
-    if _name.isidentifier():
+    # A name that would hide Python's own (a keyword, a builtin, a dunder, the prelude's) is reached through call_tool.
+    if _name.isidentifier() and not _keyword.iskeyword(_name) and not hasattr(_builtins, _name) and not _name.startswith('__') and _name not in _program:
         _program[_name] = _bind(_name, _params)
 try:
     _code = compile(_setup['source'], '<program>', 'exec')
@@ -85,6 +96,7 @@ try:
 except SystemExit:
     raise
 except BaseException as _error:
+    _sys.stdout.flush()
     _tb = _error.__traceback__
     while _tb is not None and _tb.tb_frame.f_code.co_filename != '<program>':
         _tb = _tb.tb_next
@@ -139,6 +151,9 @@ class Refused extends ToolError {
   constructor(tool, message, rule, layer) { super(tool, message); this.name = 'Refused'; this.rule = rule; this.layer = layer; }
 }
 function call_tool(name, args) {
+  if (typeof name !== 'string') throw new TypeError('call_tool takes a tool name, a string');
+  if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args)))
+    throw new TypeError('call_tool takes the arguments as one object of them');
   send({ tool: name, args: args === undefined ? {} : args });
   const reply = JSON.parse(readLine());
   if ('stop' in reply) {
@@ -162,15 +177,25 @@ function bind(name, params) {
     return call_tool(name, given);
   };
 }
+const described = (error) => {
+  try {
+    return (error && error.stack) || String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
+};
 const setup = JSON.parse(readLine());
-const names = Object.keys(setup.tools).filter((name) => /^[A-Za-z_$][\w$]*$/.test(name));
 const globals = { require, ToolError, Refused, call_tool };
-for (const name of names) globals[name] = bind(name, setup.tools[name]);
+// A name that is not an identifier, is reserved, or would hide one of JavaScript's own is reached through call_tool.
+const reserved = new Set('arguments await break case catch class const continue debugger default delete do else enum eval export extends false finally for function if implements import in instanceof interface let new null package private protected public return static super switch this throw true try typeof var void while with yield undefined NaN Infinity'.split(' '));
+for (const name of Object.keys(setup.tools))
+  if (/^[A-Za-z_$][\w$]*$/.test(name) && !reserved.has(name) && !(name in globalThis) && !(name in globals))
+    globals[name] = bind(name, setup.tools[name]);
 let run;
 try {
   run = vm.compileFunction('return (async () => {\n' + setup.source + '\n})();', Object.keys(globals), { filename: '<program>' });
 } catch (error) {
-  process.stderr.write((error && error.stack) || String(error));
+  process.stderr.write(described(error));
   process.exit(1);
 }
 Promise.resolve()
@@ -178,7 +203,7 @@ Promise.resolve()
   .then(
     () => undefined,
     (error) => {
-      process.stderr.write(((error && error.stack) || String(error)) + '\n');
+      process.stderr.write(described(error) + '\n');
       process.exitCode = 1;
     },
   );

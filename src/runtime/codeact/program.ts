@@ -9,6 +9,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { endCommand } from '../exec/ending.js';
+import { DIVERGED } from '../tools/intents.js';
 import { MAX_CALL_ARGUMENTS_BYTES } from '../tools/registry.js';
 import type { ToolResult } from '../tools/tool.js';
 
@@ -23,8 +24,8 @@ export interface ProgramRequest {
   tools: Record<string, string[]>;
   maxActs: number;
   maxOutputBytes: number;
-  /** The longest the program may run, in milliseconds (the sandbox's wallSecs); null for the step's signal alone. */
-  wallMs: number | null;
+  /** The longest the program may run, in milliseconds (its timeout, or the sandbox's wallSecs where that is sooner). */
+  wallMs: number;
   signal: AbortSignal;
   /** Runs act `index` (from 0): the tool's answer, or a halt that ends the program. */
   act(index: number, name: string, args: Record<string, unknown>): Promise<ToolResult>;
@@ -53,7 +54,7 @@ export interface ProgramOutcome {
 /** The longest line a program may write to the harness: one call's arguments and its envelope. */
 const MAX_REQUEST_BYTES = MAX_CALL_ARGUMENTS_BYTES + 64 * 1024;
 
-/** Runs the program to its end (see the module's comment); never throws. */
+/** Runs the program to its end (see the module's comment); throws only what an act threw, once the program is ended. */
 export async function runProgram(request: ProgramRequest): Promise<ProgramOutcome> {
   const outcome: ProgramOutcome = {
     started: false,
@@ -80,6 +81,7 @@ export async function runProgram(request: ProgramRequest): Promise<ProgramOutcom
     outcome.error = (error as Error).message;
     return outcome;
   }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const spawned = await new Promise<boolean>((resolve) => {
     child.once('spawn', () => resolve(true));
@@ -95,10 +97,19 @@ export async function runProgram(request: ProgramRequest): Promise<ProgramOutcom
   // A program gone before its answer is read: the write fails, which its end reports.
   replies.on('error', () => undefined);
   let ending: Promise<unknown> | null = null;
+  // Its pipes closed here once it has gone: a process it started outside its namespace (an
+  // unconfined program's) that holds them open keeps nothing waiting.
+  let torn = false;
+  const tear = () => {
+    torn = true;
+    for (const stream of child.stdio) stream?.destroy();
+  };
   const end = (why: string) => {
     outcome.ended ??= why;
-    ending ??= endCommand(child, { graceMs: 0, killMs: 5_000 });
+    ending ??= endCommand(child, { graceMs: 0, killMs: 5_000 }).finally(tear);
   };
+  // What it printed last is read, unless a process it left holds its pipes open past a second.
+  void exited.then(() => setTimeout(tear, 1_000).unref());
   const kept: Buffer[] = [];
   let keptBytes = 0;
   const take = (chunk: Buffer) => {
@@ -118,19 +129,32 @@ export async function runProgram(request: ProgramRequest): Promise<ProgramOutcom
   const onAbort = () => end('its step was stopped (a cancel, or the step ran out of time)');
   if (request.signal.aborted) onAbort();
   request.signal.addEventListener('abort', onAbort, { once: true });
-  const timer =
-    request.wallMs === null
-      ? null
-      : setTimeout(() => end(`it ran past the sandbox's wall clock (${request.wallMs} ms)`), request.wallMs);
+  const timer = setTimeout(
+    () => end(`it ran for ${request.wallMs / 1000} s, the most a program may (timeoutSecs, or the sandbox's wallSecs)`),
+    request.wallMs,
+  );
   replies.write(`${JSON.stringify({ source: request.source, tools: request.tools })}\n`);
+  let failure: unknown = null;
   try {
     await serve(requests, replies, request, outcome, end);
-    await closed;
+  } catch (error) {
+    // Its channel torn down as it ended, or an act the harness could not make (a store
+    // that failed, a lease lost): the program is ended either way, and the second is thrown on.
+    if (outcome.ended === null && !torn) {
+      failure = error;
+      end(`the harness could not make an act it asked for: ${(error as Error).message}`);
+    }
+  }
+  try {
+    await exited;
+    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+    tear();
     if (ending) await ending;
   } finally {
-    if (timer) clearTimeout(timer);
+    clearTimeout(timer);
     request.signal.removeEventListener('abort', onAbort);
   }
+  if (failure !== null) throw failure;
   outcome.exitStatus = child.exitCode;
   outcome.signal = child.signalCode;
   outcome.output = Buffer.concat(kept).toString('utf8');
@@ -173,6 +197,12 @@ async function serve(
       if (result.halt) {
         outcome.halt = result;
         end('an act it asked for stopped the step');
+        return;
+      }
+      if (result.refusal?.rule === DIVERGED) {
+        replies.write(`${JSON.stringify({ stop: `io-harness: the program was ended: ${result.content}` })}\n`);
+        outcome.refused++;
+        end(result.content);
         return;
       }
       if (result.refusal) outcome.refused++;

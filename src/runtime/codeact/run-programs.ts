@@ -4,21 +4,29 @@
  * recorded as a fallback, and a run without any is offered no `run_program`), and the
  * executor programs run on, made at the first program.
  *
- * That executor is the run's containment with less: the workspace read-only (a program
- * changes the world only through its acts, each decided by the policy), no network at all
- * (its own; its acts reach what the policy lets them), and every path the policy does not
- * let the model read outright hidden. Where the host cannot confine a program so (full
- * access, or a rung that does not confine writes), starting it is decided by the policy
- * as the command it is, code run by an interpreter; where the policy keeps reads back and
- * the rung cannot hide them, no program starts.
+ * Every program's start is a policy decision: the act `tool run_program`, its source shown
+ * to an approver (`Policy.default()` allows the embedder's tools, and `withCodeAct()` is the
+ * embedder's own word; a policy may deny or ask). The program then runs with less than the
+ * run's commands: the workspace read-only (it changes the world only through its acts, each
+ * decided), no network of its own, no writable roots or shared caches, and what the model
+ * may not read outright hidden. On the bubblewrap rung it sees only the system's directories
+ * and the workspace, so it reads nothing the model's own tools could not; elsewhere (the
+ * Landlock or namespaces rung, the floor, full access) it could read the host's files, so
+ * its start is also decided as the command it is, code an interpreter runs. Where the
+ * policy keeps reads back and the rung cannot hide them, no program starts.
  */
+
+import { isAbsolute, relative } from 'node:path';
 import type { EventData } from '../events.js';
 import { DEFAULT_SANDBOX, type SandboxData } from '../exec/containment/boundary.js';
 import type { ContainedExecutor } from '../exec/containment/contained.js';
+import { SYSTEM_DIRS } from '../exec/containment/rungs.js';
 import { keepsReadsBack } from '../lsp/run-servers.js';
 import { checkArgv } from '../policy/commands/index.js';
 import { Policy } from '../policy/policy.js';
 import type { ProgramActs } from '../tools/context.js';
+import { RUN_PROGRAM } from '../tools/families/codeact.js';
+import { toolAct } from '../tools/families/host.js';
 import type { StepContext, ToolResult } from '../tools/tool.js';
 import type { CodeActData, CodeActLanguage } from './codeact.js';
 import { findInterpreter, type Interpreter } from './interpreters.js';
@@ -32,13 +40,18 @@ function preludeArgv(interpreter: Extract<Interpreter, { usable: true }>): strin
     : [interpreter.path, '--disable-proto=throw', '-e', NODE_PRELUDE];
 }
 
+const within = (path: string, dir: string) => {
+  const rel = relative(dir, path);
+  return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
+};
+
 /** What the program's executor gives, or why no program may start. */
 type Opened = { executor: ContainedExecutor; confined: boolean } | string;
 
-/** The sandbox a program runs in: the run's, with the workspace read-only (full access stays full). */
+/** The sandbox a program runs in: the run's, with the workspace read-only, no writable roots, no shared caches (full access stays full). */
 export function programSandbox(sandbox: SandboxData | undefined): SandboxData {
   const base = sandbox ?? DEFAULT_SANDBOX;
-  return base.access === 'full' ? base : { ...base, access: 'read-only' };
+  return base.access === 'full' ? base : { ...base, access: 'read-only', writableRoots: [], sharedCaches: false };
 }
 
 /** The policy a program's containment is drawn by: the run's without its `net` rules, so the program has no network. */
@@ -113,7 +126,8 @@ export class RunPrograms {
       return executor;
     }
     const report = executor.contained();
-    const confined = report.rung !== 'full-access' && report.filesystem === 'enforced' && report.network === 'none';
+    // Confined: in bubblewrap's view of the system's directories and the workspace, with no network.
+    const confined = report.rung === 'bubblewrap' && report.filesystem === 'enforced' && report.network === 'none';
     if (
       report.rung !== 'full-access' &&
       this.#policy &&
@@ -136,9 +150,13 @@ export class RunPrograms {
       };
     const opened = this.#opening();
     if (typeof opened === 'string') return { content: opened, isError: true };
+    // Every start is decided, its source shown to whoever is asked.
+    const started = await call.authorize(toolAct(RUN_PROGRAM, { language, source }));
+    if (started) return started;
     const argv = preludeArgv(interpreter);
-    if (!opened.confined) {
-      // Not confined here: starting it is the command it is, code an interpreter runs.
+    const inView = opened.confined && SYSTEM_DIRS.some((dir) => within(interpreter.path, dir));
+    if (!inView) {
+      // Not confined to the view: starting it is also the command it is, code an interpreter runs.
       const shown = [interpreter.path, language === 'python' ? '-c' : '-e', '<program>'];
       const refused = await call.authorizeCommand(
         { kind: 'exec', argv: shown, cwd: this.#root },
@@ -146,7 +164,12 @@ export class RunPrograms {
       );
       if (refused) return refused;
     }
-    const wrapped = opened.executor.wrapCommand(argv, this.#root, this.#env, { passFds: 2 });
+    const wrapped = opened.executor.wrapCommand(
+      argv,
+      this.#root,
+      this.#env,
+      inView ? { passFds: 2, systemView: true, readOnly: this.#root } : { passFds: 2 },
+    );
     const outcome = await runProgram({
       argv: wrapped.argv,
       env: wrapped.env,
@@ -155,7 +178,7 @@ export class RunPrograms {
       tools: acts.tools(),
       maxActs: this.data.maxActs,
       maxOutputBytes: this.data.maxOutputBytes,
-      wallMs: this.#wallSecs === null ? null : this.#wallSecs * 1000,
+      wallMs: Math.min(this.data.timeoutSecs, this.#wallSecs ?? Number.POSITIVE_INFINITY) * 1000,
       signal: call.signal,
       act: (index, name, args) => acts.call(index, name, args),
     });

@@ -136,8 +136,12 @@ export interface CallParts {
   mail: MailWait;
   /** What decides the run's acts; null when everything is allowed (a run without a contract or policy). */
   policy: Policy | null;
-  /** For an act of a program: its number in the program (see {@link CallAt}). */
-  act?: number;
+  /**
+   * For an act of a program: its number in the program and a fingerprint of what it asks
+   * (its tool and whole arguments). A question is keyed by both, so a person's answer covers
+   * that act only; an intent by its place, its detail carrying the fingerprint (see {@link CallAt}).
+   */
+  act?: { number: number; fingerprint: string };
   /** For a call that runs a program: how its acts are made. */
   acts?: ProgramActs;
 }
@@ -150,7 +154,8 @@ export interface CallParts {
  */
 export function callContext(agent: RunContext, parts: CallParts): AgentCall {
   const { index, policy } = parts;
-  const at: CallAt = parts.act === undefined ? index : `${index}.${parts.act}`;
+  const act = parts.act;
+  const at: CallAt = act === undefined ? index : `${index}.${act.number}#${act.fingerprint}`;
   const decisions = decisionHost(agent);
   const root = agent.contract?.root ?? '/';
   return {
@@ -162,7 +167,7 @@ export function callContext(agent: RunContext, parts: CallParts): AgentCall {
     get planning() {
       return agent.planning;
     },
-    ...(parts.act === undefined ? {} : { act: parts.act }),
+    ...(act === undefined ? {} : { act: act.number }),
     started: parts.started,
     agent,
     ...(parts.acts ? { acts: parts.acts } : {}),
@@ -171,7 +176,8 @@ export function callContext(agent: RunContext, parts: CallParts): AgentCall {
     decide: (act: Act) => (policy ? policy.decide(act, root).effect : 'allow'),
     authorize: async (act: Act) => (policy ? settleDecision(decisions, act, policy.decide(act, root), [], at) : null),
     authorizeCommand: (act: Act, check: CommandCheck) => settleCommand(decisions, act, check, at),
-    intent: (kind: string, detail: string, run: () => Promise<ToolResult>) => intent(agent, at, kind, detail, run),
+    intent: (kind: string, detail: string, run: () => Promise<ToolResult>) =>
+      intent(agent, at, kind, act === undefined ? detail : `${detail} [act ${act.fingerprint}]`, run),
     restorePoint: async (path: string, content: Uint8Array | null) => {
       await agent.store.call('recordRestorePoint', {
         ...agent.fence,

@@ -13,10 +13,11 @@ import type { RunContext } from './context.js';
 import { CANCELLED, type Halt, halted, type ToolResult } from './tool.js';
 
 /**
- * Where a call is in its step: its index in the completion, or `<index>.<act>` for an act
- * of the program that call ran (see ../codeact/): what its questions and intents are keyed by.
+ * Where a call is in its step: its index in the completion, or `<index>.<act>#<fingerprint>`
+ * for an act of the program that call ran (see ../codeact/): what its questions are keyed
+ * by, and its intents by the place alone.
  */
-export type CallAt = number | `${number}.${number}`;
+export type CallAt = number | `${number}.${number}#${string}`;
 
 /** Who refused an ask: the approver that was asked, or nobody, since none was given. */
 function whoRefused(answer: string | undefined): string {

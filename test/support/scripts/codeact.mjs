@@ -37,10 +37,22 @@ const SOURCES = {
   javascript: 'for (const word of ["one", "two", "three"]) mark(word);\nhang();\nconsole.log("after the hang");\n',
 };
 
-/** One program in `options.language`, then an answer. */
+/**
+ * A program whose path depends on a file: run again after the file says B, it reads twice
+ * more before its mark, which lands at a place nothing was journaled at.
+ */
+const FROM_FILE = {
+  python:
+    'if read_file("word.txt").strip() == "B":\n    read_file("word.txt")\n    read_file("word.txt")\nmark("A")\nhang()\n',
+  javascript:
+    'if (read_file("word.txt").trim() === "B") { read_file("word.txt"); read_file("word.txt"); }\nmark("A");\nhang();\n',
+};
+
+/** One program in `options.language` (`options.variant` 'from-file': FROM_FILE's), then an answer. */
 export function programScript(options) {
+  const source = (options.variant === 'from-file' ? FROM_FILE : SOURCES)[options.language];
   const steps = [
-    { toolCalls: [{ name: 'run_program', args: { language: options.language, source: SOURCES[options.language] } }] },
+    { toolCalls: [{ name: 'run_program', args: { language: options.language, source } }] },
     { text: 'done' },
   ];
   return (call) => steps[Math.min(assistantTurns(call), steps.length - 1)];

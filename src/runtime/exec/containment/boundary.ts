@@ -592,6 +592,8 @@ export interface Written extends ProgramWrapping {
 export interface ProgramWrapping {
   passFds?: number;
   systemView?: boolean;
+  /** With {@link systemView}: a directory bound read-only into the view (a program's workspace, see src/runtime/codeact/). */
+  readOnly?: string;
 }
 
 const NOT_COUNTED: Written = { left: null, report: false };
@@ -672,6 +674,8 @@ export function wrapForRung(
     if (written.systemView) {
       if (helper !== '') args.push('--ro-bind', helper, helper);
       if (relay) args.push('--ro-bind', relay.socket, relay.socket);
+      // Before the masks, which are bound over what it holds.
+      if (written.readOnly) args.push('--ro-bind', written.readOnly, written.readOnly);
     }
     // The shared /tmp stays read-only: the run's own directory is its TMPDIR.
     for (const path of boundary.writable) args.push('--bind', path, path);
@@ -694,7 +698,7 @@ export function wrapForRung(
     for (const path of masks.dirs) args.push('--ro-bind', join(boundary.maskSource, 'dir'), path);
     for (const path of masks.files) args.push('--ro-bind', join(boundary.maskSource, 'file'), path);
     args.push('--chdir', cwd, '--', helper, ...helperArgs(boundary, { protect: false, cgroups, relay, written }));
-    if (written.systemView) args.push('--unix-sockets');
+    if (written.systemView && !written.readOnly) args.push('--unix-sockets');
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
     return { argv: args, madeMountPoints, masked: [...masks.dirs, ...masks.files] };
