@@ -298,13 +298,102 @@ describe('documents', () => {
       TaskContract.workspace('work the documents', root).withDocuments({ formats: ['xlsx'], timeoutSecs: 0.001 }),
     );
     expect(observations[0]).toContain(
-      'prices.xlsx could not be read: it took longer than 1 ms (withDocuments timeoutSecs)',
+      'prices.xlsx could not be read: it was not done within 1 ms (withDocuments timeoutSecs',
     );
     const { missingPackages } = await import('../dist/runtime/documents/documents.js');
     expect(missingPackages(['xlsx', 'pdf'])).toBeNull();
     expect(missingPackages(['xlsx'], { xlsx: { 'exceljs-not-installed': '4.4.0' } })).toBe(
       'the contract asks for documents in xlsx (withDocuments), whose packages are not installed: exceljs-not-installed@4.4.0. Install them beside io-harness (npm install exceljs-not-installed@4.4.0), or ask for fewer formats.',
     );
+  });
+
+  it('hold up against hostile files: a row to the last column, a slide listed a thousand times, a picture too large by its header', async () => {
+    const root = tempWorkspace();
+    const wide = new ExcelJS.Workbook();
+    const sheet = wide.addWorksheet('Wide');
+    for (let row = 1; row <= 2000; row++) {
+      sheet.getCell(`A${row}`).value = `r${row}`;
+      sheet.getCell(`XFD${row}`).value = 'far';
+    }
+    writeFileSync(join(root, 'wide.xlsx'), Buffer.from(await wide.xlsx.writeBuffer()));
+    const deck = await JSZip.loadAsync(await presentation());
+    const listed = Array.from({ length: 1000 }, (_, i) => `<p:sldId id="${300 + i}" r:id="rId3"/>`).join('');
+    const xml = (await deck.file('ppt/presentation.xml')?.async('string')) ?? '';
+    deck.file('ppt/presentation.xml', xml.replace('</p:sldIdLst>', `${listed}</p:sldIdLst>`));
+    writeFileSync(join(root, 'repeated.pptx'), await deck.generateAsync({ type: 'nodebuffer' }));
+    // A PNG's header saying 20000×20000, and a JPEG that is not one.
+    const header = Buffer.alloc(33);
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(header, 0);
+    header.writeUInt32BE(13, 8);
+    header.write('IHDR', 12, 'latin1');
+    header.writeUInt32BE(20000, 16);
+    header.writeUInt32BE(20000, 20);
+    header.set([8, 6, 0, 0, 0], 24);
+    writeFileSync(join(root, 'huge.png'), header);
+    writeFileSync(join(root, 'broken.jpg'), Buffer.from([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3, 4]));
+    const { result, observations } = await run(root, [
+      call('xlsx_read', { path: 'wide.xlsx', max_rows: 3 }),
+      call('pptx_read', { path: 'repeated.pptx' }),
+      call('barcode_read', { path: 'huge.png' }),
+      call('barcode_read', { path: 'broken.jpg' }),
+    ]);
+    expect(result.outcome.kind).toBe('finished');
+    expect(observations[0]).toContain('1\tr1\t[cells past column 200 not shown]');
+    expect(observations[0]).toContain('[1997 more rows not shown]');
+    expect(observations[1]).toMatch(/^repeated\.pptx: 2 slides\n/);
+    expect(observations[2]).toContain('barcode_read cannot look in it');
+    expect(observations[2]).toContain('20000×20000 pixels');
+    expect(observations[3]).toContain('broken.jpg: barcode_read cannot look in it');
+    expect(observations[3]).toContain('it is not a whole JPEG');
+  });
+
+  it('refuse to set a cell where the workbook holds what would be lost, and show a shared formula as its cell reads it', async () => {
+    const root = tempWorkspace();
+    const book = new ExcelJS.Workbook();
+    const sheet = book.addWorksheet('Prices');
+    sheet.addRow(['item', 'price', 'count']);
+    sheet.addRow(['pen', 2.5, 4]);
+    sheet.addRow(['ink', 7, 1]);
+    sheet.getCell('D2').value = {
+      formula: 'B2*C2',
+      shareType: 'shared',
+      ref: 'D2:D3',
+      result: 10,
+    } as ExcelJS.CellFormulaValue;
+    sheet.getCell('D3').value = { sharedFormula: 'D2', result: 7 } as ExcelJS.CellSharedFormulaValue;
+    const plain = Buffer.from(await book.xlsx.writeBuffer());
+    writeFileSync(join(root, 'shared.xlsx'), plain);
+    const zip = await JSZip.loadAsync(plain);
+    zip.file('xl/vbaProject.bin', Buffer.from('macros the library cannot carry'));
+    const withMacros = await zip.generateAsync({ type: 'nodebuffer' });
+    writeFileSync(join(root, 'macros.xlsx'), withMacros);
+    const { observations, events } = await run(root, [
+      call('xlsx_read', { path: 'shared.xlsx' }),
+      call('xlsx_set_cell', { path: 'macros.xlsx', sheet: 'Prices', cell: 'A2', value: 'quill' }),
+      call('xlsx_set_cell', { path: 'shared.xlsx', sheet: 'Prices', cell: 'XFE1', value: '1' }),
+    ]);
+    expect(observations[0]).toContain('3\tink\t7\t1\t=B3*C3 → 7');
+    expect(observations[1]).toContain('would drop what the workbook holds beyond cells and styles (xl/vbaProject.bin)');
+    expect(readFileSync(join(root, 'macros.xlsx')).equals(withMacros)).toBe(true);
+    expect(observations[2]).toContain('is not a cell of a sheet');
+    expect(events.filter((event) => event.type === 'file-changed')).toHaveLength(0);
+  });
+
+  it('decide where a change is written: an output the policy denies, and a file it may not write in place', async () => {
+    const root = tempWorkspace({ 'locked/.keep': '' });
+    writeFileSync(join(root, 'report.pdf'), await threePages(false));
+    writeFileSync(join(root, 'locked', 'report.pdf'), await threePages(false));
+    const before = readFileSync(join(root, 'locked', 'report.pdf'));
+    const { observations, events } = await run(root, [
+      call('pdf_watermark', { path: 'report.pdf', text: 'DRAFT', output: 'locked/stamped.pdf' }),
+      call('pdf_watermark', { path: 'locked/report.pdf', text: 'DRAFT' }),
+      call('pdf_write', { path: 'io.toml', pages: ['not a configuration'] }),
+    ]);
+    expect(observations[0]).toContain('deny-write locked/**');
+    expect(observations[1]).toContain('deny-write locked/**');
+    expect(observations[2]).toMatch(/io\.toml/);
+    expect(readFileSync(join(root, 'locked', 'report.pdf')).equals(before)).toBe(true);
+    expect(events.filter((event) => event.type === 'file-changed')).toHaveLength(0);
   });
 
   it('check their options, and take [documents] from the user file only', () => {

@@ -27,6 +27,8 @@ function reader(): Promise<typeof import('zxing-wasm/reader')> {
 export async function barcodeRead(bytes: Uint8Array): Promise<string> {
   const zxing = await reader();
   const found = await zxing.readBarcodes(bytes, { tryHarder: true, maxNumberOfSymbols: 32 });
+  const broken = found.find((barcode) => !barcode.isValid && !barcode.text && barcode.error);
+  if (broken) throw new Error(`the image could not be decoded (${broken.error})`);
   const valid = found.filter((barcode) => barcode.isValid);
   if (valid.length === 0) return 'no barcode or QR code was found in the image.';
   return [

@@ -3,9 +3,11 @@
  * hostile file runs to its end on the thread that started it, so it runs on a thread of a
  * small pool of its own, and a task past its deadline (or the run's: a cancel, the wall
  * clock) is aborted: piscina terminates the thread running it and starts a fresh one for
- * the next. Made at the first document (a run that has none pays nothing); one thread, which
- * exits when idle and never keeps the process alive.
+ * the next. Each thread's heap is bounded, and a thread that dies is an answer, never a
+ * throw into the run. Made at the first document (a run that has none pays nothing); up to
+ * two threads, which exit when idle and never keep the process alive.
  */
+import { availableParallelism } from 'node:os';
 import type { Piscina } from 'piscina';
 import { poolEntry } from '../pool-entry.js';
 
@@ -29,6 +31,14 @@ export type DocumentOutcome = { text: string } | { bytes: Uint8Array; text: stri
 
 /** How long an idle document thread lives before it exits. */
 const IDLE_MS = 5_000;
+/**
+ * The heap a document thread may have: a hostile file that asks for more (a few kilobytes
+ * of workbook naming a cell in the last column of every row, a slide listed thousands of
+ * times) ends its thread, not the process.
+ */
+const HEAP_MB = 512;
+/** The threads: runs of one process share them, so one slow document does not hold every other. */
+const THREADS = Math.max(1, Math.min(2, availableParallelism()));
 
 let pool: Promise<Piscina> | null = null;
 
@@ -38,7 +48,8 @@ function documentPool(): Promise<Piscina> {
       new Piscina({
         ...poolEntry(new URL('./document-worker.js', import.meta.url)),
         minThreads: 0,
-        maxThreads: 1,
+        maxThreads: THREADS,
+        resourceLimits: { maxOldGenerationSizeMb: HEAP_MB, maxYoungGenerationSizeMb: 64 },
         idleTimeout: IDLE_MS,
         concurrentTasksPerWorker: 1,
       }),
@@ -61,9 +72,15 @@ export async function documentTask(task: DocumentTask, signal: AbortSignal, limi
     if (signal.aborted) return { error: 'it was stopped: the run is ending (a cancel, or its wall clock)' };
     if (limit.signal.aborted)
       return {
-        error: `it took longer than ${limitMs >= 1000 ? `${Math.round(limitMs / 100) / 10} s` : `${Math.round(limitMs)} ms`} (withDocuments timeoutSecs), and was stopped`,
+        error: `it was not done within ${limitMs >= 1000 ? `${Math.round(limitMs / 100) / 10} s` : `${Math.round(limitMs)} ms`} (withDocuments timeoutSecs, the wait for a free document thread included), and was stopped`,
       };
-    throw error;
+    // The thread ended under it: most often a document that needed more memory than a thread may have.
+    const message = error instanceof Error ? error.message : String(error);
+    return {
+      error: /memory|heap|terminated|exited/i.test(message)
+        ? `it needed more memory than a document thread may have (${HEAP_MB} MB), and was stopped`
+        : `the document thread failed (${message.slice(0, 300)})`,
+    };
   } finally {
     clearTimeout(timer);
   }

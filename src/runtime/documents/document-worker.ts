@@ -5,7 +5,7 @@
  */
 import type { DocumentOutcome, DocumentTask } from './document-pool.js';
 
-async function work(task: DocumentTask): Promise<DocumentOutcome> {
+async function work(task: DocumentTask): Promise<Exclude<DocumentOutcome, { error: string }>> {
   switch (task.op) {
     case 'xlsx-sheets':
       return { text: await (await import('./xlsx.js')).xlsxSheets(task.bytes) };
@@ -45,10 +45,19 @@ async function work(task: DocumentTask): Promise<DocumentOutcome> {
   }
 }
 
+/** The most characters of text that cross back to the agent's thread (an answer shows fewer, and says it cut). */
+const MAX_TEXT = 256 * 1024;
+/** The most characters of a library's error that cross back. */
+const MAX_ERROR = 2_000;
+
+const cut = (text: string, max: number) =>
+  text.length > max ? `${text.slice(0, max)}… [${text.length - max} more characters]` : text;
+
 export default async function run(task: DocumentTask): Promise<DocumentOutcome> {
   try {
-    return await work(task);
+    const outcome = await work(task);
+    return { ...outcome, text: cut(outcome.text, MAX_TEXT) };
   } catch (error) {
-    return { error: error instanceof Error ? error.message : String(error) };
+    return { error: cut(error instanceof Error ? error.message : String(error), MAX_ERROR) };
   }
 }

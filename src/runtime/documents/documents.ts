@@ -20,7 +20,7 @@ export type DocumentFormat = (typeof DOCUMENT_FORMATS)[number];
  * WebAssembly build of ZXing for barcodes.
  */
 export const DOCUMENT_PACKAGES: Record<DocumentFormat, Record<string, string>> = {
-  xlsx: { exceljs: '4.4.0' },
+  xlsx: { exceljs: '4.4.0', jszip: '3.10.2' },
   docx: { mammoth: '1.13.0', docx: '9.15.2' },
   pptx: { jszip: '3.10.2' },
   pdf: { 'pdf-lib': '1.17.1', 'pdfjs-dist': '5.4.296' },

@@ -3,6 +3,8 @@
  * written, stamped and filled with pdf-lib: one page per string (a string that does not
  * fit goes on over more), a watermark across every page, AcroForm fields filled by name.
  */
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import type { PDFDocument, PDFFont } from 'pdf-lib';
 
 const PAGE: [number, number] = [612, 792];
@@ -27,11 +29,16 @@ async function load(bytes: Uint8Array): Promise<PDFDocument> {
 
 export async function pdfRead(bytes: Uint8Array, pages: number[] | null): Promise<string> {
   const pdfjs = await import('pdfjs-dist/legacy/build/pdf.mjs');
+  // The package's own character maps and standard fonts, read from its folder: CJK text needs them, and nothing is fetched.
+  const root = `${dirname(dirname(dirname(createRequire(import.meta.url).resolve('pdfjs-dist/legacy/build/pdf.mjs'))))}/`;
   const document = await pdfjs.getDocument({
     data: new Uint8Array(bytes),
     isEvalSupported: false,
     disableFontFace: true,
     useSystemFonts: false,
+    cMapUrl: `${root}cmaps/`,
+    cMapPacked: true,
+    standardFontDataUrl: `${root}standard_fonts/`,
     verbosity: 0,
   }).promise;
   try {

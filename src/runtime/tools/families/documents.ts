@@ -6,9 +6,14 @@
  * its diff and a `file-changed` event); the parsing and generating run on the document
  * pool (../../documents/document-pool.ts) under the contract's deadline.
  */
+
+import { sep } from 'node:path';
 import type { ArgumentSchema } from '../../arguments.js';
 import { type DocumentOutcome, type DocumentTask, documentTask } from '../../documents/document-pool.js';
 import type { DocumentFormat } from '../../documents/documents.js';
+import { checkImage } from '../../images.js';
+import { refuseProtected } from '../../workspace/beneath.js';
+import { MAX_WRITE_BYTES } from '../../workspace/limits.js';
 import type { WorkspaceSession } from '../../workspace/session.js';
 import type { StepContext, ToolResult } from '../tool.js';
 import type { WorkspaceToolDeclaration } from './workspace.js';
@@ -36,7 +41,8 @@ function shownText(path: string, text: string): ToolResult {
 }
 
 function failed(path: string, what: string, outcome: Extract<DocumentOutcome, { error: string }>): ToolResult {
-  return { content: `${path} could not be ${what}: ${outcome.error}.`, isError: true };
+  const error = outcome.error.length > 2_000 ? `${outcome.error.slice(0, 2_000)}…` : outcome.error;
+  return { content: `${path} could not be ${what}: ${error}.`, isError: true };
 }
 
 function deadline(session: WorkspaceSession): number {
@@ -48,12 +54,13 @@ async function readDocument(
   session: WorkspaceSession,
   path: string,
   call: StepContext,
+  limit = MAX_DOCUMENT_BYTES,
 ): Promise<{ bytes: Buffer; path: string } | ToolResult> {
   const located = session.workspace.resolve(path);
   if (!located.ok) return located.result;
   const refused = await call.authorize({ kind: 'read', path: located.relative });
   if (refused) return refused;
-  return session.workspace.readBytes(path, MAX_DOCUMENT_BYTES, located.relative);
+  return session.workspace.readBytes(path, limit, located.relative);
 }
 
 /** Reads the document and runs a task on its bytes that answers with text. */
@@ -84,8 +91,13 @@ async function writeDocument(
   path: string,
   bytes: Uint8Array,
   call: StepContext,
+  refuseExisting?: (path: string) => ToolResult,
 ): Promise<{ path: string; existed: boolean } | ToolResult> {
   const workspace = session.workspace;
+  if (bytes.length > MAX_WRITE_BYTES) {
+    const reason = `${path} would be ${bytes.length} bytes, above the ${MAX_WRITE_BYTES} bytes one write may be, so nothing was written; make it smaller (fewer rows or pages), or split it.`;
+    return { content: reason, isError: true, refusal: { rule: 'write.ceiling', reason } };
+  }
   const located = workspace.resolve(path);
   if (!located.ok) return located.result;
   const refused = await call.authorize({ kind: 'write', path });
@@ -94,8 +106,13 @@ async function writeDocument(
     const target = await call.authorize({ kind: 'write', path: located.relative });
     if (target) return target;
   }
+  // A protected name is refused by how it is written too, as the file tools refuse it.
+  const written = refuseProtected(path.split(sep).join('/'));
+  if (written)
+    return { content: written.reason, isError: true, refusal: { rule: written.rule, reason: written.reason } };
   const current = workspace.current(located.relative);
   if (!current.ok) return current.result;
+  if (current.content !== null && refuseExisting) return refuseExisting(located.relative);
   await call.restorePoint(located.relative, current.content);
   let applied: ToolResult | null;
   try {
@@ -121,11 +138,12 @@ async function producing(
   call: StepContext,
   task: DocumentTask,
   said: (outcome: { path: string; existed: boolean; text: string }) => string,
+  refuseExisting?: (path: string) => ToolResult,
 ): Promise<ToolResult> {
   const outcome = await documentTask(task, call.signal, deadline(session));
   if ('error' in outcome) return failed(path, 'written', outcome);
   if (!('bytes' in outcome)) return { content: `${path}: nothing was made to write.`, isError: true };
-  const written = await writeDocument(session, tool, path, outcome.bytes, call);
+  const written = await writeDocument(session, tool, path, outcome.bytes, call, refuseExisting);
   if (!('existed' in written)) return written;
   return { content: said({ ...written, text: outcome.text }), isError: false };
 }
@@ -140,7 +158,8 @@ async function changing(
   task: (bytes: Uint8Array) => DocumentTask,
   said: (outcome: { path: string; text: string }) => string,
 ): Promise<ToolResult> {
-  const read = await readDocument(session, path, call);
+  // A document changed in place is one a write may replace: read no more than a write may be.
+  const read = await readDocument(session, path, call, output === undefined ? MAX_WRITE_BYTES : MAX_DOCUMENT_BYTES);
   if (!('bytes' in read)) return read;
   const outcome = await documentTask(task(new Uint8Array(read.bytes)), call.signal, deadline(session));
   if ('error' in outcome) return failed(read.path, 'changed', outcome);
@@ -151,16 +170,27 @@ async function changing(
 }
 
 const CELL = /^[A-Z]{1,3}[1-9][0-9]{0,6}$/;
+
+/** Whether a cell address is within a sheet: columns to XFD, rows to 1,048,576. */
+function inSheet(cell: string): boolean {
+  const [, letters = '', digits = '0'] = /^([A-Z]+)(\d+)$/.exec(cell) ?? [];
+  const column = [...letters].reduce((sum, letter) => sum * 26 + letter.charCodeAt(0) - 64, 0);
+  return column <= 16_384 && Number(digits) <= 1_048_576;
+}
 const CELL_TEXT =
   'Cells are text: one that reads as a number is written as a number, one starting with = as a formula, an empty one as blank.';
 
-/** The PNG and JPEG signatures: what a barcode is read from. */
+/**
+ * Why an image is not one to look for barcodes in: not a PNG or JPEG, or too large by its
+ * header (read before anything is decoded: a small file may describe a huge picture).
+ */
 function pngOrJpeg(bytes: Buffer): string | null {
   const png = bytes.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
   const jpeg = bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff;
-  return png || jpeg
-    ? null
-    : 'barcode_read reads PNG and JPEG images; convert this one first (for example magick in.gif out.png).';
+  if (!png && !jpeg)
+    return 'barcode_read reads PNG and JPEG images; convert this one first (for example magick in.gif out.png).';
+  const checked = checkImage(png ? 'image/png' : 'image/jpeg', bytes);
+  return 'refused' in checked ? `barcode_read cannot look in it: ${checked.refused}` : null;
 }
 
 /** The document tools, by format; each a tool of the `documents` family. */
@@ -234,7 +264,7 @@ export const DOCUMENT_TOOLS: Record<DocumentFormat, Record<string, WorkspaceTool
       },
     },
     xlsx_set_cell: {
-      description: `Sets one cell of an Excel workbook (.xlsx), keeping every other cell, sheet, formula and style. ${CELL_TEXT}`,
+      description: `Sets one cell of an Excel workbook (.xlsx), keeping every other cell, sheet, formula and style; refused where the workbook holds what cannot be carried through (comments, macros, charts, pictures). ${CELL_TEXT}`,
       parameters: object(
         {
           path: PATH,
@@ -248,9 +278,9 @@ export const DOCUMENT_TOOLS: Record<DocumentFormat, Record<string, WorkspaceTool
       family: 'documents',
       run: (session, args, call) => {
         const cell = String(args.cell).toUpperCase();
-        if (!CELL.test(cell))
+        if (!CELL.test(cell) || !inSheet(cell))
           return Promise.resolve({
-            content: `cell ${JSON.stringify(args.cell)} is not a cell address; give a column's letters and a row's number, like B7.`,
+            content: `cell ${JSON.stringify(args.cell)} is not a cell of a sheet; give a column's letters (A to XFD) and a row's number (1 to 1048576), like B7.`,
             isError: true,
           });
         return changing(
@@ -291,22 +321,19 @@ export const DOCUMENT_TOOLS: Record<DocumentFormat, Record<string, WorkspaceTool
       ),
       kind: 'acts',
       family: 'documents',
-      run: async (session, args, call) => {
-        const path = String(args.path);
-        const located = session.workspace.resolve(path);
-        const current = located.ok ? session.workspace.current(located.relative) : null;
-        if (current?.ok && current.content !== null) {
-          const reason = `${located.ok ? located.relative : path} is a document already, and docx_write does not edit one in place: what a Word document holds beyond its paragraphs' text (styles, tables, images, comments, tracked changes) would be dropped on the way. Write the new version to another path (read this one with docx_read first).`;
-          return { content: reason, isError: true, refusal: { rule: 'docx.no-edit-in-place', reason } };
-        }
+      run: (session, args, call) => {
         const paragraphs = args.paragraphs as string[];
         return producing(
           session,
           'docx_write',
-          path,
+          String(args.path),
           call,
           { op: 'docx-write', paragraphs },
           (done) => `wrote ${done.path}: ${paragraphs.length} paragraph${paragraphs.length === 1 ? '' : 's'}.`,
+          (existing) => {
+            const reason = `${existing} is a document already, and docx_write does not edit one in place: what a Word document holds beyond its paragraphs' text (styles, tables, images, comments, tracked changes) would be dropped on the way. Write the new version to another path (read this one with docx_read first).`;
+            return { content: reason, isError: true, refusal: { rule: 'docx.no-edit-in-place', reason } };
+          },
         );
       },
     },
