@@ -155,6 +155,15 @@ export async function renderRun(reader: TraceReader | PostgresStore, run: RunRec
   }
   const steps = await reader.steps(run.runId);
   const sources = await reader.webSources(run.runId);
+  // What a tool threw: its class and message, then where, a frame a line.
+  const thrown = (error: { name: string; message: string; stack: string | null }): string[] => [
+    `      threw ${error.name}: ${clip(error.message, 300)}`,
+    ...(error.stack ?? '')
+      .split('\n')
+      .filter((line) => /^\s+at /.test(line))
+      .slice(0, 8)
+      .map((line) => `        ${line.trim()}`),
+  ];
   for (const step of steps) {
     out.push('');
     const call = calls.filter((item) => item.seq === step.seq).at(-1);
@@ -172,6 +181,7 @@ export async function renderRun(reader: TraceReader | PostgresStore, run: RunRec
       const observation = step.observations.find((item) => item.callId === toolCall.id) ?? step.observations[index];
       if (observation)
         out.push(`    ${observation.isError ? '✗' : '←'} ${clip(observation.content, 200) || '(nothing)'}`);
+      if (observation?.error) out.push(...thrown(observation.error));
     }
     for (const event of bySeq.get(step.seq) ?? []) if (shown(event)) out.push(`  ${describeEvent(event)}`);
     bySeq.delete(step.seq);

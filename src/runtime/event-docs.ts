@@ -11,7 +11,8 @@ export const EVENT_DOCS = {
   'run-end': 'A run ended: its status, its reply, and the reason when it did not finish.',
   'step-end':
     'A step was committed: the tools it called, its tokens (cache reads and their share), provider and model.',
-  'tool-call': 'A tool was called: its call id, name and arguments (`invalid` when they could not be used).',
+  'tool-call':
+    'A tool was called: its call id, name and arguments (`invalid` when they could not be used, `failed` when the tool threw).',
   refusal: 'A call was refused: the tool, the rule and the layer that refused it, and why.',
   'program-act':
     "An act of a program (`run_program`): its call id, the program's call, the tool and arguments, and whether it failed.",

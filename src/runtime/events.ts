@@ -99,6 +99,8 @@ export type EventData =
       name: string;
       args: Record<string, unknown>;
       invalid?: { reason: string; sent: string };
+      /** Set when the tool threw: what it threw (its class and message; the stack is with the observation). */
+      failed?: { name: string; message: string };
     }
   | { type: 'refusal'; callId: string; tool: string; rule: string; layer: string; reason: string }
   /** An act of a program (`run_program`): its own call id (`<program's>.<n>`), the program's call, the tool and arguments. */

@@ -4,6 +4,8 @@
  * (sqlite/reader.ts) answers them at once from its own read-only connection; the
  * PostgreSQL store (postgres/index.ts) runs the same reads and awaits them.
  */
+
+import { InvalidArgumentError } from '../errors.js';
 import type { NoteRecord } from '../runtime/context/memory.js';
 import type { HarnessEvent } from '../runtime/events.js';
 import type { Completion } from '../runtime/provider.js';
@@ -68,15 +70,47 @@ const LEDGER_BY_ID = 'SELECT * FROM ledger WHERE run_id = ?';
  * statements it needs (see sql.ts). `TraceReader` (sqlite/reader.ts) runs them on a
  * SQLite file, synchronously; the PostgreSQL store runs the same reads and awaits them.
  */
+/**
+ * An id a reader is given, checked before any driver sees it: a reader called with the
+ * wrong shape (`steps({ runId })`) is told which argument was wrong, never a driver's own
+ * error.
+ */
+function id(reader: string, name: string, value: unknown, optional = false): void {
+  if (optional && value === undefined) return;
+  if (typeof value === 'string' && value !== '') return;
+  let shown: string;
+  try {
+    shown = JSON.stringify(value) ?? String(value);
+  } catch {
+    shown = Object.prototype.toString.call(value);
+  }
+  throw new InvalidArgumentError(
+    `store.${reader}: ${name} is ${name === 'runId' || name === 'rootId' ? "a run's id" : 'an id'}, a non-empty string; got ${shown.slice(0, 200)}${typeof value === 'object' && value !== null ? ` (pass ${reader}(x.${name}), not ${reader}(x))` : ''}.`,
+    { details: { reader, argument: name } },
+  );
+}
+
+/** A reader's filter, checked: an object whose `ids` are ids where given. */
+function filterOf(reader: string, filter: unknown, ids: readonly string[]): void {
+  if (typeof filter !== 'object' || filter === null || Array.isArray(filter))
+    throw new InvalidArgumentError(
+      `store.${reader}: takes a filter object, like { ${ids[0]}: '…' }; got ${JSON.stringify(filter) ?? String(filter)}.`,
+      { details: { reader, argument: 'filter' } },
+    );
+  for (const name of ids) id(reader, name, (filter as Record<string, unknown>)[name], true);
+}
+
 export class TraceQueries {
   /** One run, or null. */
   *run(runId: string): Q<RunRecord | null> {
+    id('run', 'runId', runId);
     const row = yield* sql.get(RUN_BY_ID, runId);
     return row ? toRun(row) : null;
   }
 
   /** Every run of a tree (root first, then in creation order), or every root when no tree is named. */
   *runs(rootId?: string): Q<RunRecord[]> {
+    id('runs', 'rootId', rootId, true);
     const rows =
       rootId === undefined
         ? yield* sql.all('SELECT * FROM runs WHERE parent_id IS NULL ORDER BY created_at, rowid')
@@ -85,6 +119,7 @@ export class TraceQueries {
   }
 
   *steps(runId: string): Q<StepRecord[]> {
+    id('steps', 'runId', runId);
     const rows = (yield* sql.all('SELECT * FROM steps WHERE run_id = ? ORDER BY seq', runId)) as Row[];
     return rows.map((row) => ({
       runId: row.run_id as string,
@@ -99,6 +134,7 @@ export class TraceQueries {
 
   /** A run's events in commit order; `afterId` reads only newer ones. */
   *events(runId: string, afterId = 0): Q<HarnessEvent[]> {
+    id('events', 'runId', runId);
     const rows = (yield* sql.all(
       'SELECT * FROM events WHERE run_id = ? AND event_id > ? ORDER BY event_id',
       runId,
@@ -109,6 +145,7 @@ export class TraceQueries {
 
   /** Every event of a tree in commit order; `afterId` reads only newer ones. */
   *treeEvents(rootId: string, afterId = 0): Q<HarnessEvent[]> {
+    id('treeEvents', 'rootId', rootId);
     const rows = (yield* sql.all(
       'SELECT * FROM events WHERE root_id = ? AND event_id > ? ORDER BY event_id',
       rootId,
@@ -143,6 +180,7 @@ export class TraceQueries {
   }
 
   *account(runId: string): Q<LedgerAccount | null> {
+    id('account', 'runId', runId);
     const row = yield* sql.get(LEDGER_BY_ID, runId);
     return row ? toAccount(row) : null;
   }
@@ -167,6 +205,7 @@ export class TraceQueries {
 
   /** The tree's one ledger: the root's ceilings and spend, every account, every draw. */
   *ledger(rootId: string): Q<TreeLedger | null> {
+    id('ledger', 'rootId', rootId);
     const rootRow = yield* sql.get(LEDGER_BY_ID, rootId);
     if (!rootRow) return null;
     const accounts = ((yield* sql.all('SELECT * FROM ledger WHERE root_id = ? ORDER BY rowid', rootId)) as Row[]).map(
@@ -195,6 +234,7 @@ export class TraceQueries {
 
   /** Every message of a tree, in send order. */
   *messages(rootId: string): Q<MessageRecord[]> {
+    id('messages', 'rootId', rootId);
     return ((yield* sql.all('SELECT * FROM mailbox WHERE root_id = ? ORDER BY ordinal', rootId)) as Row[]).map(
       toMessage,
     );
@@ -274,6 +314,7 @@ export class TraceQueries {
 
   /** Every model call of a tree, of one run, or of one step (`runId` and `seq`), every try included, in the order they were recorded. */
   *modelCalls(filter: { rootId?: string; runId?: string; seq?: number }): Q<ModelCallRow[]> {
+    filterOf('modelCalls', filter, ['rootId', 'runId']);
     const rows = (
       filter.runId !== undefined && filter.seq !== undefined
         ? yield* sql.all(
@@ -310,6 +351,7 @@ export class TraceQueries {
 
   /** The pages the vendor's web tools found, fetched or cited for a run's answers, in the order reported. */
   *webSources(runId: string): Q<WebSourceRow[]> {
+    id('webSources', 'runId', runId);
     const rows = (yield* sql.all('SELECT * FROM web_sources WHERE run_id = ? ORDER BY seq, source_id', runId)) as Row[];
     return rows.map((row) => ({
       runId: row.run_id as string,
@@ -325,6 +367,7 @@ export class TraceQueries {
 
   /** What a tree's model calls cost under `prices`, derived now from the stored token counts. */
   *cost(rootId: string, prices: PriceTable): Q<CostReport> {
+    id('cost', 'rootId', rootId);
     const report: CostReport = { total: 0, byModel: {}, unpriced: [], text: '' };
     for (const call of yield* this.modelCalls({ rootId })) {
       const price = prices[call.model];
@@ -359,6 +402,7 @@ export class TraceQueries {
 
   /** Every restore point of a run, in the order the run first touched the files. */
   *restorePoints(runId: string): Q<RestorePoint[]> {
+    id('restorePoints', 'runId', runId);
     const rows = (yield* sql.all(
       'SELECT * FROM restore_points WHERE run_id = ? ORDER BY seq, at, path',
       runId,
@@ -368,6 +412,7 @@ export class TraceQueries {
 
   /** Every change a run's committed steps made, step by step, in the order made. */
   *fileChanges(runId: string, seq?: number): Q<FileChangeRecord[]> {
+    id('fileChanges', 'runId', runId);
     const rows = (
       seq === undefined
         ? yield* sql.all('SELECT * FROM file_changes WHERE run_id = ? ORDER BY seq, ordinal', runId)
@@ -391,6 +436,7 @@ export class TraceQueries {
    * writeFileSync('run.patch', store.patch(result.runId));
    */
   *patch(runId: string): Q<string> {
+    id('patch', 'runId', runId);
     const out: string[] = [];
     let step = -1;
     for (const change of yield* this.fileChanges(runId)) {
@@ -405,6 +451,7 @@ export class TraceQueries {
 
   /** Every gate evaluation of a run, in the order evaluated (retries after the run included). */
   *gateEvaluations(runId: string): Q<Extract<HarnessEvent, { type: 'gate-evaluated' }>[]> {
+    id('gateEvaluations', 'runId', runId);
     const rows = (yield* sql.all(
       `SELECT * FROM events WHERE run_id = ? AND type = 'gate-evaluated' ORDER BY event_id`,
       runId,
@@ -420,6 +467,7 @@ export class TraceQueries {
    * for (const question of store.questions({ status: 'open' })) console.log(question.questionId, question.payload);
    */
   *questions(filter: { rootId?: string; runId?: string; status?: 'open' | 'answered' } = {}): Q<QuestionRecord[]> {
+    filterOf('questions', filter, ['rootId', 'runId']);
     const where: string[] = [];
     const values: string[] = [];
     if (filter.rootId !== undefined) {
@@ -439,6 +487,7 @@ export class TraceQueries {
   }
 
   *question(questionId: string): Q<QuestionRecord | null> {
+    id('question', 'questionId', questionId);
     const row = (yield* sql.get('SELECT * FROM questions WHERE question_id = ?', questionId)) as Row | undefined;
     return row ? toQuestion(row) : null;
   }
@@ -479,6 +528,7 @@ export class TraceQueries {
 
   /** The effects a run journaled before starting them. */
   *intents(runId: string): Q<IntentRecord[]> {
+    id('intents', 'runId', runId);
     const rows = (yield* sql.all(
       'SELECT * FROM intents WHERE run_id = ? ORDER BY seq, started_at, effect_key',
       runId,
@@ -489,6 +539,7 @@ export class TraceQueries {
   /** The spec a run was started with (provider and system prompt). */
   /** A session's row, or null where the store has none by that id. */
   *session(sessionId: string): Q<SessionRecord | null> {
+    id('session', 'sessionId', sessionId);
     const row = (yield* sql.get('SELECT * FROM sessions WHERE session_id = ?', sessionId)) as SessionRow | undefined;
     return row ? toSession(row) : null;
   }
@@ -501,6 +552,7 @@ export class TraceQueries {
 
   /** A session's turns in the order they began, every branch's, the conflicted ones too. */
   *turns(sessionId: string): Q<TurnRecord[]> {
+    id('turns', 'sessionId', sessionId);
     const rows = (yield* sql.all(`${TURN_SELECT} WHERE session_id = ? ORDER BY seq`, sessionId)) as TurnRow[];
     return rows.map(toTurn);
   }

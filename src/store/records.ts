@@ -115,6 +115,8 @@ export interface Observation {
   name: string;
   content: string;
   isError: boolean;
+  /** When the tool threw: its class, message and stack (see ToolFailure in runtime/tools/tool.ts). */
+  error?: { name: string; message: string; stack: string | null };
   /** Images the result attached, sent to the model with it (the latest ones; see runtime/images.ts). */
   images?: ImageAttachment[];
   /** On a fold's step (name `@fold`): the seq of the last step its notes replace. */

@@ -48,6 +48,12 @@ export interface RunResult<Output = unknown> {
    * the reply parsed and checked, typed by a zod schema's type. `null` otherwise.
    */
   output: Output | null;
+  /**
+   * The tool calls of the whole tree whose tool answered with an error (`errors`, refusals
+   * included), and of those the ones whose tool threw (`threw`: the error's class, message
+   * and stack are with the observation; see `show`).
+   */
+  toolErrors: { errors: number; threw: number };
   /** What the whole tree spent, and the token detail from the accounting rows. */
   usage: {
     steps: number;
@@ -163,11 +169,20 @@ export function* outcomeQuery(runId: string): Q<RunResult> {
     usage.cacheReadTokens += call.cacheReadTokens;
     usage.reasoningTokens += call.reasoningTokens;
   }
+  const toolErrors = { errors: 0, threw: 0 };
+  for (const each of yield* reads.runs(run.rootId))
+    for (const step of yield* reads.steps(each.runId))
+      for (const observation of step.observations) {
+        if (!observation.isError || observation.name.startsWith('@')) continue;
+        toolErrors.errors++;
+        if (observation.error) toolErrors.threw++;
+      }
   return {
     runId,
     outcome,
     reply: run.reply,
     output: yield* outputQuery(runId),
+    toolErrors,
     usage: { steps: account?.spent.steps ?? 0, tokens: account?.spent.tokens ?? 0, ...usage },
   };
 }

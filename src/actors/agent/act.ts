@@ -5,6 +5,7 @@
  * outright may have started while the completion streamed; a run of spawns without wait
  * is reserved together.
  */
+import type { EventData } from '../../runtime/events.js';
 import type { ToolCall } from '../../runtime/provider.js';
 import type { AgentCall } from '../../runtime/tools/context.js';
 import { RUN_PROGRAM } from '../../runtime/tools/families/codeact.js';
@@ -28,14 +29,17 @@ export async function act(run: PreparedRun, step: Step): Promise<StepOutcome | n
     agent.deadline.fireIfDue();
     if (agent.cancelled || agent.deadline.overdue) break;
     const mark = effects.events.length;
-    effects.events.push({
+    const event: Extract<EventData, { type: 'tool-call' }> = {
       type: 'tool-call',
       callId: call.id,
       name: call.name,
       args: call.args,
       ...(call.invalid ? { invalid: call.invalid } : {}),
-    });
+    };
+    effects.events.push(event);
     const result = await dispatch(run, step, index, call);
+    // A tool that threw says so in its own event, committed with the step.
+    if (result.error) event.failed = { name: result.error.name, message: result.error.message };
     const halt: Halt | undefined = result.halt;
     if (halt?.kind === 'pause' && agent.cancelled) {
       step.stop = agent.cancelReason;
@@ -63,6 +67,7 @@ export async function act(run: PreparedRun, step: Step): Promise<StepOutcome | n
       content: result.content,
       isError: result.isError,
       ...(result.images ? { images: result.images } : {}),
+      ...(result.error ? { error: result.error } : {}),
     });
   }
   return null;

@@ -61,6 +61,20 @@ function checkModel(model: unknown, where: string, variable?: string): string {
   return model;
 }
 
+/**
+ * A key given in code, checked as the provider is created: one with a stray space or line
+ * break (a copy from a file or a terminal) is refused here rather than at the vendor's 401.
+ */
+function checkKey(key: unknown, where: string): string {
+  if (typeof key !== 'string' || key === '')
+    throw new InvalidArgumentError(`${where}: apiKey is the vendor's key, a non-empty string.`);
+  if (key !== key.trim() || /[\r\n\t]/.test(key))
+    throw new InvalidArgumentError(
+      `${where}: apiKey has a stray space or line break at its start or end (or inside it), which no vendor accepts; trim it (a key read from a file often ends in a newline).`,
+    );
+  return key;
+}
+
 function common(options: CommonOptions): Partial<HttpProviderSpec> {
   const out: Partial<HttpProviderSpec> = {};
   if (options.maxTokens !== undefined) out.maxTokens = options.maxTokens;
@@ -92,7 +106,7 @@ function vendor(kind: 'openai' | 'anthropic' | 'openrouter', label: string, pref
     create(options: VendorOptions): HttpProviderSpec {
       const where = `${label}.create`;
       const spec: HttpProviderSpec = { kind, model: checkModel(options?.model, where), ...common(options) };
-      if (options.apiKey !== undefined) spec.apiKey = options.apiKey;
+      if (options.apiKey !== undefined) spec.apiKey = checkKey(options.apiKey, where);
       if (options.apiKeyEnv !== undefined) spec.apiKeyEnv = options.apiKeyEnv;
       if (options.apiKey === undefined && options.apiKeyEnv === undefined) spec.apiKeyEnv = `${prefix}_API_KEY`;
       if (options.baseUrl !== undefined) spec.baseUrl = checkUrl(options.baseUrl, where);
@@ -153,7 +167,7 @@ export const Compatible = {
       auth: options.auth ?? (options.apiKey || options.apiKeyEnv ? 'bearer' : 'none'),
       ...common(options),
     };
-    if (options.apiKey !== undefined) spec.apiKey = options.apiKey;
+    if (options.apiKey !== undefined) spec.apiKey = checkKey(options.apiKey, where);
     if (options.apiKeyEnv !== undefined) spec.apiKeyEnv = options.apiKeyEnv;
     return spec;
   },
@@ -170,7 +184,7 @@ export const Compatible = {
       auth: options.auth ?? (preset.local && !options.apiKey && !options.apiKeyEnv ? 'none' : 'bearer'),
       ...common(options),
     };
-    if (options.apiKey !== undefined) spec.apiKey = options.apiKey;
+    if (options.apiKey !== undefined) spec.apiKey = checkKey(options.apiKey, where);
     if (options.apiKeyEnv !== undefined) spec.apiKeyEnv = options.apiKeyEnv;
     else if (!preset.local && options.apiKey === undefined) spec.apiKeyEnv = `${preset.envPrefix}_API_KEY`;
     return spec;

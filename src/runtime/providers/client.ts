@@ -134,7 +134,7 @@ export class HttpProvider implements Provider {
         responseBody: text,
         retryAfterMs: parseRetryAfter(response.headers),
         rateLimits,
-        message: `${this.name}: HTTP ${response.status}: ${vendorMessage(text)}`,
+        message: `${this.name}: HTTP ${response.status}: ${vendorMessage(text)}${response.status === 401 && this.#config.keySource ? ` (the key came from ${this.#config.keySource}: check that it is the vendor's current key)` : ''}`,
       });
     }
     const body = await this.#decoded(response);

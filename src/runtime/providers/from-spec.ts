@@ -19,7 +19,29 @@ const DEFAULT_BASE_URLS = {
   openrouter: 'https://openrouter.ai/api/v1',
 } as const;
 
+/** Where a spec's key comes from, in words. */
+function keySource(spec: HttpProviderSpec, envName: string | null): string {
+  if (spec.apiKey) return 'the apiKey the provider was given';
+  const variable = spec.apiKeyEnv ?? envName;
+  return variable ? `the environment variable ${variable}` : 'nowhere';
+}
+
+/** A key with a stray space or line break around or in it: what a copy from a file or a terminal often brings. */
+function strayWhitespace(key: string): boolean {
+  return key !== key.trim() || /[\r\n\t]/.test(key);
+}
+
 function resolveKey(spec: HttpProviderSpec, envName: string | null, name: string): string | null {
+  const key = resolveRawKey(spec, envName, name);
+  if (key !== null && strayWhitespace(key))
+    throw new HarnessError(
+      ErrorCode.ProviderLoadFailed,
+      `${name}: the API key from ${keySource(spec, envName)} has a stray space or line break at its start or end (or inside it), which no vendor accepts; remove it (a key copied from a file often ends in a newline).`,
+    );
+  return key;
+}
+
+function resolveRawKey(spec: HttpProviderSpec, envName: string | null, name: string): string | null {
   if (spec.apiKey) return spec.apiKey;
   if (spec.apiKeyRedacted) {
     throw new HarnessError(
@@ -83,6 +105,7 @@ export async function buildHttpProvider(spec: HttpProviderSpec): Promise<HttpPro
     baseUrl,
     model: spec.model,
     headers: headersFor(spec, key),
+    keySource: key === null ? null : keySource(spec, envName),
     maxTokens: spec.maxTokens ?? null,
     promptCacheKey: spec.kind === 'openai' || spec.kind === 'openrouter' || (preset?.promptCacheKey ?? false),
     systemCacheMarker: spec.kind === 'openrouter',

@@ -25,6 +25,8 @@ export interface WireConfig {
   model: string;
   /** Auth and vendor headers, already resolved. */
   headers: Record<string, string>;
+  /** Where the key came from, as a refusal names it (`the environment variable OPENAI_API_KEY`); null with no key. */
+  keySource?: string | null;
   maxTokens: number | null;
   /** Send `prompt_cache_key` in the body (the vendors that read it). */
   promptCacheKey: boolean;

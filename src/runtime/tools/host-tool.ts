@@ -25,7 +25,7 @@ import {
 } from '../images.js';
 import { ajvRegExp, LINEAR_PATTERN_ADVICE, LinearPatternError } from '../linear-regex.js';
 import { BUILT_IN_TOOL_NAMES } from './names.js';
-import type { ToolDefinitionData, ToolEffect } from './tool.js';
+import { type ToolDefinitionData, type ToolEffect, type ToolFailure, toolFailure } from './tool.js';
 
 export type { ToolDefinitionData, ToolEffect } from './tool.js';
 
@@ -101,6 +101,8 @@ export interface ToolCallResult {
   content: string;
   isError: boolean;
   images?: ImageAttachment[];
+  /** Set when the tool's function threw: its class, message and stack. */
+  error?: ToolFailure;
 }
 
 /** The most characters of a tool's result an observation keeps; the rest is cut, saying so. */
@@ -208,8 +210,12 @@ export class HostTool<Args = Record<string, unknown>> {
       // zod's parse: its defaults and transforms applied.
       result = await this.#execute(checked.value as Args, context);
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      return { content: bounded(name, `${name} failed: ${message}`), isError: true };
+      const failure = toolFailure(error);
+      return {
+        content: bounded(name, `${name} failed: ${failure.message}`),
+        isError: true,
+        error: failure,
+      };
     }
     if (result instanceof ToolOutput) return withImages(name, result);
     let text: string;

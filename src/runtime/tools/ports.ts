@@ -15,6 +15,7 @@ import type {
 } from '../policy/approval.js';
 import type { Completion } from '../provider.js';
 import type { HostModelCall } from '../providers/host-model.js';
+import type { ToolFailure } from './tool.js';
 
 /** Everything an agent asks of the main thread. */
 export interface AgentHost {
@@ -27,7 +28,12 @@ export interface AgentHost {
   /** Waits for a spawned child to end, or for `timeoutMs` to pass. */
   waitChild(request: { runId: string; childId: string; timeoutMs: number | null }): Promise<WaitChildResult>;
   /** Runs one of the embedder's tools: the main thread checks the arguments, calls it and bounds its result. */
-  callTool(request: HostToolCall): Promise<{ content: string; isError: boolean; images?: ImageAttachment[] }>;
+  callTool(request: HostToolCall): Promise<{
+    content: string;
+    isError: boolean;
+    images?: ImageAttachment[];
+    error?: ToolFailure;
+  }>;
   /** The observation a call with bad arguments gets, or null when they are good: checked before a person is asked. */
   checkTool(request: { runId: string; name: string; args: Record<string, unknown> }): Promise<string | null>;
   /** The call's step was cancelled or ran out of time: the tool's (or the host model's) `signal` fires. */

@@ -12,9 +12,40 @@ import type { ImageAttachment } from '../images.js';
 import type { CommandCheck } from '../policy/commands/index.js';
 import type { Act, Decision } from '../policy/policy.js';
 
+/**
+ * What a tool that threw threw: its class, its message and its stack (cut), kept with the
+ * observation in the trace (scrubbed of secrets like every row) so a failure is never only
+ * a line the model read.
+ */
+export interface ToolFailure {
+  name: string;
+  message: string;
+  stack: string | null;
+}
+
+/** The most characters of a thrown error's stack that are kept. */
+const KEPT_STACK_CHARS = 4_000;
+
+/** `error` as a {@link ToolFailure}: anything thrown, an Error or not. */
+export function toolFailure(error: unknown): ToolFailure {
+  if (error instanceof Error) {
+    const stack = typeof error.stack === 'string' ? error.stack.slice(0, KEPT_STACK_CHARS) : null;
+    return { name: error.constructor?.name || error.name || 'Error', message: String(error.message), stack };
+  }
+  let message: string;
+  try {
+    message = String(error);
+  } catch {
+    message = Object.prototype.toString.call(error);
+  }
+  return { name: typeof error, message, stack: null };
+}
+
 export interface ToolResult {
   content: string;
   isError: boolean;
+  /** Set when the tool threw: what it threw (see {@link ToolFailure}). */
+  error?: ToolFailure;
   /** Images the observation attaches (checked by the tool that made them; see ../images.ts). */
   images?: ImageAttachment[];
   /**

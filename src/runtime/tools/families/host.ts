@@ -98,6 +98,7 @@ export function callHostTool(
             content: result.content,
             isError: result.isError,
             ...(result.images && result.images.length > 0 ? { images: result.images } : {}),
+            ...(result.error ? { error: result.error } : {}),
           }),
         );
       return await Promise.race([answer, cancelled]);
