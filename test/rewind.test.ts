@@ -8,6 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
+  answerQuestion,
   type HttpProviderSpec,
   Policy,
   rewind,
@@ -76,6 +77,42 @@ describe('rewind after a crash', () => {
     expect((await supervisor.rewindRun(root, rootId)).files).toContainEqual({ path: 'late.txt', action: 'restored' });
     expect(readFileSync(join(root, 'late.txt'), 'utf8')).toBe('original late\n');
   }, 120_000);
+});
+
+describe('a paused step resumed', () => {
+  it('keeps what the step wrote before it paused: the calls it had made are not made again, nor undone', async () => {
+    const root = tempWorkspace({ 'a.txt': 'before\n' });
+    const store = await openFresh();
+    const steps: Awaited<ReturnType<ModelScript>>[] = [
+      {
+        toolCalls: [
+          { name: 'write_file', args: { path: 'a.txt', content: 'written before the pause\n' } },
+          { name: 'exec', args: { argv: ['true'] } },
+        ],
+      },
+      { text: 'done' },
+    ];
+    const server = await ScriptedModelServer.start(
+      (call) => steps[Math.min(assistantTurns(call), steps.length - 1)] as Awaited<ReturnType<ModelScript>>,
+    );
+    later(() => server.close());
+    const provider: HttpProviderSpec = { kind: 'openai', model: 'm', baseUrl: `${server.url}/v1`, apiKey: 'k' };
+    // The exec is asked about and deferred: the step pauses after its write.
+    const first = await runWith(TaskContract.workspace('write, then run', root), provider, store, Policy.default(), {
+      decide: () => 'defer',
+    });
+    expect(first.outcome.kind).toBe('paused');
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('written before the pause\n');
+    const [question] = await store.questions({ status: 'open' });
+    await answerQuestion(store, question?.questionId as string, 'approve');
+    const supervisor = await Supervisor.start(store);
+    later(() => supervisor.close());
+    const resumed = await (await supervisor.resume(first.runId, { provider })).result;
+    expect(resumed.status).toBe('finished');
+    // Without the pause clearing the step's images, the resume put the file back as it was before the step.
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('written before the pause\n');
+    expect((await store.events(first.runId)).some((event) => event.type === 'step-rolled-back')).toBe(false);
+  });
 });
 
 describe('rewindStep and the patch series', () => {

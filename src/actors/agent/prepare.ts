@@ -349,9 +349,10 @@ function followReads(agent: AgentRun, restored: RestoredRun): Freshness | null {
 }
 
 /**
- * A step a crash interrupted after it had written files (and that did not pause) is
- * re-run from the committed state: put those files back first. (A pause clears the images
- * of what its step had done: those calls are not made again.)
+ * A step a crash interrupted after it had written files is re-run from the committed
+ * state: put those files back first. (A pause clears the images of what its step had done
+ * before it, in the store's pause rule: those calls are kept as made and are not made
+ * again, so what they wrote stays.)
  */
 async function rollBack(agent: AgentRun): Promise<void> {
   const { workspace, store } = agent;

@@ -91,6 +91,10 @@ export function* pause(
   const run = yield* fenced(context, input);
   yield* keepDraft(run, input.seq, input.generation, input.completion, input.now);
   yield* sql.put('UPDATE drafts SET partial = ? WHERE run_id = ?', JSON.stringify(input.partial), run.run_id);
+  // The draft keeps the calls the step made before it paused as made: a resume does not make
+  // them again, so it must not put back what they wrote either. Its images go; what the step
+  // writes after the resume is imaged afresh, from here.
+  yield* sql.put('DELETE FROM step_images WHERE run_id = ? AND seq = ?', run.run_id, input.seq);
   const q = input.question;
   yield* sql.put(
     `INSERT INTO questions (question_id, root_id, run_id, seq, kind, payload, status, created_at)
