@@ -129,6 +129,18 @@ const plain = await runWith(TaskContract.workspace('x', '.').withOutputSchema({ 
 // @ts-expect-error: unknown until narrowed
 void plain.output.anything;
 void ok;
+
+// A live event is told from a committed one by a plain property check.
+supervisor.observe(
+  (event) => {
+    if (event.live && event.type === 'text-delta') process.stdout.write(event.text);
+    if (!event.live) {
+      const id: number = event.eventId;
+      void id;
+    }
+  },
+  { live: true },
+);
 `,
     );
     expect(tsc(consumer)).toBe('');

@@ -343,4 +343,6 @@ export type HarnessEvent = EventData & {
   seq: number | null;
   generation: number;
   at: number;
+  /** Never set on a committed event: `event.live` alone tells a live event from one (it narrows under --strict). */
+  live?: never;
 };
