@@ -12,10 +12,11 @@
  * act the new path moved to a later place is never made twice.
  */
 import { createHash } from 'node:crypto';
+import { DIVERGED } from '../../runtime/codeact/program.js';
 import { keptOfSent, type ToolCall } from '../../runtime/provider.js';
 import type { ProgramActs } from '../../runtime/tools/context.js';
 import { NOT_IN_PROGRAMS } from '../../runtime/tools/families/codeact.js';
-import { diverged, intentKey } from '../../runtime/tools/intents.js';
+import { intentKey } from '../../runtime/tools/intents.js';
 import type { ToolResult } from '../../runtime/tools/tool.js';
 import { callContext } from './call-context.js';
 import type { PreparedRun } from './prepare.js';
@@ -28,9 +29,24 @@ function parameterOrder(parameters: Record<string, unknown>): string[] {
   return [...required, ...properties.filter((name) => !required.includes(name))];
 }
 
+/** The answer to an act that is not the one journaled at its place: see DIVERGED. */
+function diverged(before: { kind: string; detail: string }): ToolResult {
+  const reason = `before the crash this program's act at this place was ${before.kind} "${before.detail}", and a program run again must ask for the same acts in the same order; it took another path, so it is ended here and nothing more of it is made.`;
+  return { content: reason, isError: true, refusal: { rule: DIVERGED, reason, layer: 'runtime' } };
+}
+
 /** How the program the call at `index` runs makes its acts. */
 export function programActs(run: PreparedRun, step: Step, index: number, call: ToolCall): ProgramActs {
   const { agent, registry } = run;
+  // What this call's acts journaled before (a program run again after a crash or a pause),
+  // read once for the program: its own acts journal only at places it has already passed.
+  let journaled: Promise<Map<string, { kind: string; detail: string }>> | null = null;
+  const journal = () => {
+    journaled ??= agent.store
+      .intents(agent.run.runId)
+      .then((intents) => new Map(intents.map((intent) => [intent.key, intent])));
+    return journaled;
+  };
   const callable = (name: string) =>
     !NOT_IN_PROGRAMS.has(name) && registry.kind(name) !== null && registry.kind(name) !== 'asks';
   return {
@@ -57,7 +73,7 @@ export function programActs(run: PreparedRun, step: Step, index: number, call: T
       };
       agent.step.events.push(event);
       const fingerprint = createHash('sha256').update(`${name}\n${sent}`).digest('hex').slice(0, 16);
-      const before = await agent.store.intent(intentKey(agent, `${index}.${act}#${fingerprint}`));
+      const before = (await journal()).get(intentKey(agent, `${index}.${act}#${fingerprint}`));
       const result =
         before && !before.detail.endsWith(`[act ${fingerprint}]`)
           ? diverged(before)

@@ -4,9 +4,10 @@
  * The run's browser itself is ./run-browser.ts; its tools are ../tools/families/browser.ts.
  */
 import { accessSync, constants, readFileSync, realpathSync, statSync } from 'node:fs';
-import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { delimiter, isAbsolute, join } from 'node:path';
 import { InvalidArgumentError } from '../../errors.js';
 import { SYSTEM_DIRS } from '../exec/containment/rungs.js';
+import { isWithin, writableByRun } from '../exec/find-program.js';
 
 /** What `withBrowser` takes. */
 export interface BrowserOptions {
@@ -61,11 +62,6 @@ const BEHIND_LAUNCHERS = [
   '/opt/google/chrome/chrome',
 ];
 
-const within = (path: string, dir: string) => {
-  const rel = relative(dir, path);
-  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
-};
-
 /**
  * Whether the browser at `path` may be run: it is in the browser's view (the system's
  * directories: nothing else is there) and nowhere the run can write (`untrusted`: its
@@ -79,16 +75,7 @@ function trusted(path: string, untrusted: readonly string[]): boolean {
   } catch {
     return false;
   }
-  return (
-    SYSTEM_DIRS.some((dir) => within(real, dir)) &&
-    !untrusted.some((dir) => {
-      try {
-        return within(real, realpathSync(dir));
-      } catch {
-        return within(real, dir);
-      }
-    })
-  );
+  return SYSTEM_DIRS.some((dir) => isWithin(real, dir)) && writableByRun(real, untrusted) === null;
 }
 
 function executable(path: string): boolean {

@@ -8,8 +8,8 @@
  */
 import { spawnSync } from 'node:child_process';
 import { realpathSync, statSync } from 'node:fs';
-import { dirname, isAbsolute, relative } from 'node:path';
-import { findSystemProgram, SYSTEM_PATH } from '../exec/find-program.js';
+import { dirname, isAbsolute } from 'node:path';
+import { findSystemProgram, SYSTEM_PATH, writableByRun } from '../exec/find-program.js';
 import type { CodeActData, CodeActLanguage } from './codeact.js';
 
 /** An interpreter a program can run on, or why there is none. */
@@ -30,11 +30,6 @@ const PROBES: Record<CodeActLanguage, string[]> = {
 const PROBE_MS = 10_000;
 
 const probed = new Map<string, { version: string } | { reason: string }>();
-
-const within = (path: string, dir: string) => {
-  const rel = relative(dir, path);
-  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
-};
 
 /** The interpreter for `language` under `data`, where the run may write `untrusted` (its workspace, its writable roots). */
 export function findInterpreter(
@@ -70,16 +65,9 @@ export function findInterpreter(
   } catch {
     return { language, usable: false, reason: `${where} does not exist` };
   }
-  for (const dir of untrusted) {
-    let base = dir;
-    try {
-      base = realpathSync(dir);
-    } catch {
-      // not there: compared as written
-    }
-    if (within(real, base))
-      return { language, usable: false, reason: `${where} is where the run can write (${dir}), so it is not run` };
-  }
+  const writable = writableByRun(real, untrusted);
+  if (writable !== null)
+    return { language, usable: false, reason: `${where} is where the run can write (${writable}), so it is not run` };
   const key = `${language} ${real} ${changed}`;
   let found = probed.get(key);
   if (!found) {

@@ -9,7 +9,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { endCommand } from '../exec/ending.js';
-import { DIVERGED } from '../tools/intents.js';
 import { MAX_CALL_ARGUMENTS_BYTES } from '../tools/registry.js';
 import type { ToolResult } from '../tools/tool.js';
 
@@ -53,6 +52,13 @@ export interface ProgramOutcome {
 
 /** The longest line a program may write to the harness: one call's arguments and its envelope. */
 const MAX_REQUEST_BYTES = MAX_CALL_ARGUMENTS_BYTES + 64 * 1024;
+
+/**
+ * The rule of an act of a program that is not the one the program asked for at that place
+ * before a crash: the program took another path on its second run, and is ended there, so
+ * that an act displaced to a later place is not made a second time.
+ */
+export const DIVERGED = 'codeact.diverged';
 
 /** Runs the program to its end (see the module's comment); throws only what an act threw, once the program is ended. */
 export async function runProgram(request: ProgramRequest): Promise<ProgramOutcome> {

@@ -16,11 +16,11 @@
  * policy keeps reads back and the rung cannot hide them, no program starts.
  */
 
-import { isAbsolute, relative } from 'node:path';
 import type { EventData } from '../events.js';
 import { DEFAULT_SANDBOX, type SandboxData } from '../exec/containment/boundary.js';
 import type { ContainedExecutor } from '../exec/containment/contained.js';
 import { SYSTEM_DIRS } from '../exec/containment/rungs.js';
+import { isWithin } from '../exec/find-program.js';
 import { keepsReadsBack } from '../lsp/run-servers.js';
 import { checkArgv } from '../policy/commands/index.js';
 import { Policy } from '../policy/policy.js';
@@ -39,11 +39,6 @@ function preludeArgv(interpreter: Extract<Interpreter, { usable: true }>): strin
     ? [interpreter.path, '-I', '-c', PYTHON_PRELUDE]
     : [interpreter.path, '--disable-proto=throw', '-e', NODE_PRELUDE];
 }
-
-const within = (path: string, dir: string) => {
-  const rel = relative(dir, path);
-  return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel);
-};
 
 /** What the program's executor gives, or why no program may start. */
 type Opened = { executor: ContainedExecutor; confined: boolean } | string;
@@ -154,7 +149,7 @@ export class RunPrograms {
     const started = await call.authorize(toolAct(RUN_PROGRAM, { language, source }));
     if (started) return started;
     const argv = preludeArgv(interpreter);
-    const inView = opened.confined && SYSTEM_DIRS.some((dir) => within(interpreter.path, dir));
+    const inView = opened.confined && SYSTEM_DIRS.some((dir) => isWithin(interpreter.path, dir));
     if (!inView) {
       // Not confined to the view: starting it is also the command it is, code an interpreter runs.
       const shown = [interpreter.path, language === 'python' ? '-c' : '-e', '<program>'];

@@ -8,8 +8,7 @@
  * two threads, which exit when idle and never keep the process alive.
  */
 import { availableParallelism } from 'node:os';
-import type { Piscina } from 'piscina';
-import { poolEntry } from '../pool-entry.js';
+import { boundedPool, runBounded } from '../pool-entry.js';
 
 /** One piece of work on a document: the bytes it reads (never a path: the agent's thread reads them, checked). */
 export type DocumentTask =
@@ -40,48 +39,30 @@ const HEAP_MB = 512;
 /** The threads: runs of one process share them, so one slow document does not hold every other. */
 const THREADS = Math.max(1, Math.min(2, availableParallelism()));
 
-let pool: Promise<Piscina> | null = null;
-
-function documentPool(): Promise<Piscina> {
-  pool ??= import('piscina').then(
-    ({ Piscina }) =>
-      new Piscina({
-        ...poolEntry(new URL('./document-worker.js', import.meta.url)),
-        minThreads: 0,
-        maxThreads: THREADS,
-        resourceLimits: { maxOldGenerationSizeMb: HEAP_MB, maxYoungGenerationSizeMb: 64 },
-        idleTimeout: IDLE_MS,
-        concurrentTasksPerWorker: 1,
-      }),
-  );
-  return pool;
-}
+const documentPool = boundedPool(new URL('./document-worker.js', import.meta.url), {
+  maxThreads: THREADS,
+  idleMs: IDLE_MS,
+  resourceLimits: { maxOldGenerationSizeMb: HEAP_MB, maxYoungGenerationSizeMb: 64 },
+});
 
 /**
  * Runs `task` on the pool: its outcome; or, past `limitMs` or once `signal` fires, an
  * error saying which stopped it.
  */
 export async function documentTask(task: DocumentTask, signal: AbortSignal, limitMs: number): Promise<DocumentOutcome> {
-  if (signal.aborted) return { error: 'it was stopped before it started: the run is ending' };
-  const limit = new AbortController();
-  const timer = setTimeout(() => limit.abort(), limitMs);
-  try {
-    const workers = await documentPool();
-    return (await workers.run(task, { signal: AbortSignal.any([signal, limit.signal]) })) as DocumentOutcome;
-  } catch (error) {
-    if (signal.aborted) return { error: 'it was stopped: the run is ending (a cancel, or its wall clock)' };
-    if (limit.signal.aborted)
-      return {
-        error: `it was not done within ${limitMs >= 1000 ? `${Math.round(limitMs / 100) / 10} s` : `${Math.round(limitMs)} ms`} (withDocuments timeoutSecs, the wait for a free document thread included), and was stopped`,
-      };
-    // The thread ended under it: most often a document that needed more memory than a thread may have.
-    const message = error instanceof Error ? error.message : String(error);
+  const ran = await runBounded<DocumentOutcome>(documentPool, task, signal, limitMs);
+  if ('done' in ran) return ran.done;
+  if ('stopped' in ran && ran.stopped === 'run')
+    return { error: 'it was stopped: the run is ending (a cancel, or its wall clock)' };
+  if ('stopped' in ran)
     return {
-      error: /memory|heap|terminated|exited/i.test(message)
-        ? `it needed more memory than a document thread may have (${HEAP_MB} MB), and was stopped`
-        : `the document thread failed (${message.slice(0, 300)})`,
+      error: `it was not done within ${limitMs >= 1000 ? `${Math.round(limitMs / 100) / 10} s` : `${Math.round(limitMs)} ms`} (withDocuments timeoutSecs, the wait for a free document thread included), and was stopped`,
     };
-  } finally {
-    clearTimeout(timer);
-  }
+  // The thread ended under it: most often a document that needed more memory than a thread may have.
+  const message = ran.failed instanceof Error ? ran.failed.message : String(ran.failed);
+  return {
+    error: /memory|heap|terminated|exited/i.test(message)
+      ? `it needed more memory than a document thread may have (${HEAP_MB} MB), and was stopped`
+      : `the document thread failed (${message.slice(0, 300)})`,
+  };
 }

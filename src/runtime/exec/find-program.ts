@@ -5,7 +5,8 @@
  * directory). The first regular file found that may be executed is the one; one found
  * that may not be is reported when nothing better is found. Nothing throws on a missing file.
  */
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, realpathSync, statSync } from 'node:fs';
+import { isAbsolute, relative } from 'node:path';
 
 export type Located = { kind: 'found'; path: string } | { kind: 'missing' } | { kind: 'not-executable'; path: string };
 
@@ -49,4 +50,29 @@ export function findSystemProgram(program: string, env: NodeJS.ProcessEnv = proc
     .filter((dir) => dir.startsWith('/'))
     .join(':');
   return findProgram(program, path, '/');
+}
+
+/** Whether `path` is `dir` or lies beneath it, compared as written. */
+export function isWithin(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+}
+
+/**
+ * The one of `untrusted` (the directories a run can write: its workspace, its writable
+ * roots) that `real` (a program's real path) lies in, each compared by its real path where
+ * it exists; null when none. A program there is one a run could have put in place, and
+ * the harness does not run it.
+ */
+export function writableByRun(real: string, untrusted: readonly string[]): string | null {
+  for (const dir of untrusted) {
+    let base = dir;
+    try {
+      base = realpathSync(dir);
+    } catch {
+      // not there: compared as written
+    }
+    if (isWithin(real, base)) return dir;
+  }
+  return null;
 }

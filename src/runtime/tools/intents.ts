@@ -9,22 +9,9 @@ import type { RunContext } from './context.js';
 import { answered, type CallAt, questionId } from './decisions.js';
 import { halted, type ToolResult } from './tool.js';
 
-/**
- * The rule of an act of a program that is not the one the program asked for at that place
- * before a crash (see ../codeact/): the program took another path on its second run, and
- * is ended there, so that an act displaced to a later place is not made a second time.
- */
-export const DIVERGED = 'codeact.diverged';
-
 /** An intent's key: the run, the step and the call's place in it (for an act, its place in its program). */
 export function intentKey(context: RunContext, callIndex: CallAt): string {
   return `${context.run.runId}:${context.seq}:${String(callIndex).split('#')[0]}`;
-}
-
-/** The answer to an act that is not the one journaled at its place: see {@link DIVERGED}. */
-export function diverged(before: { kind: string; detail: string }): ToolResult {
-  const reason = `before the crash this program's act at this place was ${before.kind} "${before.detail}", and a program run again must ask for the same acts in the same order; it took another path, so it is ended here and nothing more of it is made.`;
-  return { content: reason, isError: true, refusal: { rule: DIVERGED, reason, layer: 'runtime' } };
 }
 
 /** The pause of a step whose effect a crash interrupted: a question naming that start of it. */
@@ -65,9 +52,8 @@ export async function intent(
   const { store, clock } = context;
   const key = intentKey(context, callIndex);
   const base = { ...context.fence, seq: context.seq, key };
+  // (A program's act is held to what was journaled at its place before it is dispatched: see actors/agent/program-acts.ts.)
   const existing = await store.intent(key);
-  // A program run again after a crash that asks, at this place, for something else than it did.
-  if (existing && (existing.kind !== kind || existing.detail !== detail)) return diverged(existing);
   let again = false;
   if (existing && existing.result === null) {
     const decided = await answered(context, `${questionId(context, 'intent', callIndex)}@${existing.startedAt}`);

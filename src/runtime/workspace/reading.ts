@@ -27,27 +27,15 @@ export interface ReadArgs {
  * is refused, not read.
  */
 export function readFile(scope: WorkspaceScope, maxReadBytes: number, args: ReadArgs, decided?: string): ToolResult {
-  const located = locate(scope, args.path, false);
-  if (!located.ok) return located.result;
-  const { absolute, relative: path } = located;
-  if (decided !== undefined && path !== decided)
-    return refusal(
-      'fs.path-moved',
-      `${args.path} led to ${decided} when the policy decided on it and leads to ${path} now (a link on the way changed), so it was not read; read it again.`,
-    );
+  const file = readableFile(scope, args.path, decided);
+  if ('content' in file) return file;
+  const { absolute, path, stats } = file;
   for (const name of ['start_line', 'end_line'] as const) {
     const value = args[name];
     if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
       return error(`${name} must be a whole number of at least 1 (lines are counted from 1); it was ${value}.`);
     }
   }
-  const stats = statOrNull(absolute);
-  if (!stats) return error(`there is no file at ${path}; use find to look for it.`);
-  if (stats.isDirectory()) {
-    return error(`${path} is a directory, not a file; use find with path ${JSON.stringify(path)} to list it.`);
-  }
-  if (!stats.isFile()) return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
-  if (stats.nlink > 1) return hardLinkRefusal(path, stats.nlink, 'read');
   const ranged = args.start_line !== undefined || args.end_line !== undefined;
   const head = sniff(absolute);
   if (!ranged && looksLikeImage(head, path)) return readImage(scope, path, absolute);
@@ -147,16 +135,15 @@ function readImage(scope: WorkspaceScope, path: string, absolute: string): ToolR
 }
 
 /**
- * A whole file's bytes, for a tool that reads a binary format (a workbook, a PDF): located
- * and checked as read_file does (`decided`: the resolved path the policy allowed), at most
- * `limit` bytes, opened beneath the root with no link followed; else the call's answer.
+ * The regular file `given` names, located (links followed, held to the root) and checked
+ * as every read is: still where the policy decided on it (`decided`), there, not a
+ * directory or a device, not a hard link; else the call's answer.
  */
-export function readWhole(
+function readableFile(
   scope: WorkspaceScope,
   given: string,
-  limit: number,
-  decided?: string,
-): { bytes: Buffer; path: string } | ToolResult {
+  decided: string | undefined,
+): { absolute: string; path: string; stats: NonNullable<ReturnType<typeof statOrNull>> } | ToolResult {
   const located = locate(scope, given, false);
   if (!located.ok) return located.result;
   const { absolute, relative: path } = located;
@@ -167,8 +154,28 @@ export function readWhole(
     );
   const stats = statOrNull(absolute);
   if (!stats) return error(`there is no file at ${path}; use find to look for it.`);
-  if (!stats.isFile()) return error(`${path} is not a regular file and cannot be read.`);
+  if (stats.isDirectory()) {
+    return error(`${path} is a directory, not a file; use find with path ${JSON.stringify(path)} to list it.`);
+  }
+  if (!stats.isFile()) return error(`${path} is not a regular file (a device, socket or pipe) and cannot be read.`);
   if (stats.nlink > 1) return hardLinkRefusal(path, stats.nlink, 'read');
+  return { absolute, path, stats };
+}
+
+/**
+ * A whole file's bytes, for a tool that reads a binary format (a workbook, a PDF): located
+ * and checked as read_file does (`decided`: the resolved path the policy allowed), at most
+ * `limit` bytes, opened beneath the root with no link followed; else the call's answer.
+ */
+export function readWhole(
+  scope: WorkspaceScope,
+  given: string,
+  limit: number,
+  decided?: string,
+): { bytes: Buffer; path: string } | ToolResult {
+  const file = readableFile(scope, given, decided);
+  if ('content' in file) return file;
+  const { absolute, path } = file;
   try {
     const read = readBytes(scope, path, absolute, limit, (size) =>
       refusal(

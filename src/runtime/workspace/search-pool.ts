@@ -8,8 +8,7 @@
  * agent thread starts without loading it), has one thread that exits when idle, and an
  * idle worker is unref'd, so the pool never keeps a process alive.
  */
-import type { Piscina } from 'piscina';
-import { poolEntry } from '../pool-entry.js';
+import { boundedPool, runBounded } from '../pool-entry.js';
 import type { ToolResult } from '../tools/tool.js';
 import type { SearchOutcome, SearchTask } from './search.js';
 
@@ -19,21 +18,7 @@ export const SEARCH_LIMIT_MS = 10_000;
 /** How long an idle search thread lives before it exits. */
 const IDLE_MS = 5_000;
 
-let pool: Promise<Piscina> | null = null;
-
-function searchPool(): Promise<Piscina> {
-  pool ??= import('piscina').then(
-    ({ Piscina }) =>
-      new Piscina({
-        ...poolEntry(new URL('./search-worker.js', import.meta.url)),
-        minThreads: 0,
-        maxThreads: 1,
-        idleTimeout: IDLE_MS,
-        concurrentTasksPerWorker: 1,
-      }),
-  );
-  return pool;
-}
+const searchPool = boundedPool(new URL('./search-worker.js', import.meta.url), { maxThreads: 1, idleMs: IDLE_MS });
 
 /**
  * Runs a search task on the pool: its outcome; or, when it runs past `limitMs`, a result
@@ -49,22 +34,14 @@ export async function boundedSearch(
     content: `the ${task.kind} was stopped before it finished: the run is ending (its wall-clock ceiling was reached or it was cancelled).`,
     isError: true,
   };
-  if (signal.aborted) return stoppedByRun;
-  const limit = new AbortController();
-  const timer = setTimeout(() => limit.abort(), limitMs);
-  try {
-    const workers = await searchPool();
-    return (await workers.run(task, { signal: AbortSignal.any([signal, limit.signal]) })) as SearchOutcome;
-  } catch (error) {
-    if (signal.aborted) return stoppedByRun;
-    if (!limit.signal.aborted) throw error;
-    const secs = Math.round(limitMs / 100) / 10;
-    const what = task.kind === 'grep' ? 'regular expression' : 'glob';
-    return {
-      content: `the search was stopped after ${secs} s: the ${what} ${JSON.stringify(task.pattern)} may backtrack catastrophically (nested or overlapping repetition such as (a+)+ over a long line); simplify it, or narrow path${task.kind === 'grep' ? ' or glob' : ''}. No lines are reported for it.`,
-      isError: true,
-    };
-  } finally {
-    clearTimeout(timer);
-  }
+  const ran = await runBounded<SearchOutcome>(searchPool, task, signal, limitMs);
+  if ('done' in ran) return ran.done;
+  if ('failed' in ran) throw ran.failed;
+  if (ran.stopped === 'run') return stoppedByRun;
+  const secs = Math.round(limitMs / 100) / 10;
+  const what = task.kind === 'grep' ? 'regular expression' : 'glob';
+  return {
+    content: `the search was stopped after ${secs} s: the ${what} ${JSON.stringify(task.pattern)} may backtrack catastrophically (nested or overlapping repetition such as (a+)+ over a long line); simplify it, or narrow path${task.kind === 'grep' ? ' or glob' : ''}. No lines are reported for it.`,
+    isError: true,
+  };
 }
