@@ -76,6 +76,7 @@ export { FLOOR, Policy, resolvePath } from './runtime/policy/policy.js';
 export type { ShellParse, ShellStage } from './runtime/policy/shell.js';
 export { parseShell } from './runtime/policy/shell.js';
 export type {
+  AiSdkProviderSpec,
   CallAttempt,
   Completion,
   CompletionHooks,
@@ -95,9 +96,10 @@ export type {
   TranscriptEntry,
   Usage,
 } from './runtime/provider.js';
-export type { CommonOptions, CompatibleOptions, VendorOptions } from './runtime/providers/builders.js';
+export type { AiSdkOptions, CommonOptions, CompatibleOptions, VendorOptions } from './runtime/providers/builders.js';
 export {
   Anthropic,
+  aiSdk,
   Compatible,
   hostModel,
   listModels,

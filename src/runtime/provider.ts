@@ -235,18 +235,109 @@ export interface HostProviderSpec {
   name: string;
 }
 
-export type ProviderSpec = ModuleProviderSpec | HttpProviderSpec | FallbackProviderSpec | HostProviderSpec;
+/**
+ * A language model from one of the AI SDK's provider packages (`@ai-sdk/google`,
+ * `@ai-sdk/mistral`, `@ai-sdk/openai-compatible`, ...), rebuilt in each agent's thread
+ * from this description (see ./providers/ai-sdk.ts). The package is the embedder's to
+ * install; a program that names none loads none.
+ */
+export interface AiSdkProviderSpec {
+  kind: 'ai-sdk';
+  /** The package (`@ai-sdk/google`), or an absolute path to a module, that exports the provider. */
+  package: string;
+  /**
+   * Its export: a ready provider (`google`, `mistral`) or a factory (`createGoogleGenerativeAI`,
+   * `createOpenAICompatible`), which is called with `options` (and the key, when one is named here).
+   */
+  factory: string;
+  /** The model id the provider takes (`gemini-2.5-pro`); also the id accounting rows and price tables know it by. */
+  model: string;
+  /** The factory's settings (`baseURL`, `name`, `headers`, ...): JSON only; a key goes in apiKey or apiKeyEnv. */
+  options?: { [key: string]: JsonValue };
+  /** The environment variable holding the key, read in the thread that builds the provider and passed as `apiKey`. */
+  apiKeyEnv?: string;
+  /** The key itself, passed as `apiKey`. Held in memory only: a run's stored spec never carries it. */
+  apiKey?: string;
+  /** Set on a stored spec whose key or credentials were removed: it cannot be used without the provider handed back. */
+  apiKeyRedacted?: boolean;
+  /** The largest answer asked for (`maxOutputTokens`). */
+  maxTokens?: number;
+  retry?: RetryOptions;
+  /** How long the answer may go without a part before it is ended as `stalled`. Default 300 000 ms. */
+  idleTimeoutMs?: number;
+  /** The provider's name in the trace. Default: `ai-sdk:` and the package. */
+  name?: string;
+  /** False for a model that takes text only: images tools attach are left out. Default true. */
+  images?: boolean;
+}
 
-/** Whether a spec is one HTTP vendor (not a module, a fallback or a host model). */
+export type ProviderSpec =
+  | ModuleProviderSpec
+  | HttpProviderSpec
+  | FallbackProviderSpec
+  | HostProviderSpec
+  | AiSdkProviderSpec;
+
+/** Whether a spec is one HTTP vendor on one of the harness's own wires (not a module, a fallback, a host model or an AI SDK model). */
 export function isHttpSpec(spec: ProviderSpec): spec is HttpProviderSpec {
-  return spec.kind !== 'module' && spec.kind !== 'fallback' && spec.kind !== 'host';
+  return (
+    spec.kind === 'openai' || spec.kind === 'anthropic' || spec.kind === 'openrouter' || spec.kind === 'compatible'
+  );
+}
+
+/** The model a spec names (an HTTP vendor's or an AI SDK model's), or null (a module, a fallback, a host model). */
+export function specModel(spec: ProviderSpec): string | null {
+  return isHttpSpec(spec) || spec.kind === 'ai-sdk' ? (spec.model ?? null) : null;
 }
 
 /** The environment variables a provider spec reads keys from (fallback members included). */
 export function keyVariables(spec: ProviderSpec): string[] {
   if (spec.kind === 'fallback') return spec.providers.flatMap(keyVariables);
-  if (!isHttpSpec(spec)) return [];
+  if (!isHttpSpec(spec) && spec.kind !== 'ai-sdk') return [];
   return spec.apiKeyEnv ? [spec.apiKeyEnv] : [];
+}
+
+/** The headers a stored spec may keep: the harmless ones; whether any other was dropped. */
+function harmlessHeaders(headers: Record<string, unknown>): { kept: Record<string, string>; dropped: boolean } {
+  const kept: Record<string, string> = {};
+  let dropped = false;
+  for (const [name, value] of Object.entries(headers)) {
+    if (isHarmlessHeader(name) && typeof value === 'string') kept[name] = value;
+    else dropped = true;
+  }
+  return { kept, dropped };
+}
+
+/** An AI SDK spec with its key, its factory's credential headers and its base URL's credentials removed. */
+function redactAiSdkSpec(spec: AiSdkProviderSpec): AiSdkProviderSpec {
+  const { apiKey, options, ...rest } = spec;
+  const redacted: AiSdkProviderSpec = { ...rest };
+  let dropped = apiKey !== undefined;
+  if (options !== undefined) {
+    const kept: { [key: string]: JsonValue } = { ...options };
+    const headers = options.headers;
+    if (headers !== undefined && headers !== null && typeof headers === 'object' && !Array.isArray(headers)) {
+      const harmless = harmlessHeaders(headers);
+      kept.headers = harmless.kept;
+      dropped ||= harmless.dropped;
+    }
+    for (const field of ['baseURL', 'baseUrl'])
+      if (typeof options[field] === 'string') {
+        const masked = maskedUrl(options[field] as string);
+        if (masked !== options[field]) {
+          kept[field] = masked;
+          dropped = true;
+        }
+      }
+    for (const field of Object.keys(options))
+      if (/key|token|secret|password/i.test(field)) {
+        delete kept[field];
+        dropped = true;
+      }
+    redacted.options = kept;
+  }
+  if (dropped) redacted.apiKeyRedacted = true;
+  return redacted;
 }
 
 /**
@@ -258,16 +349,13 @@ export function keyVariables(spec: ProviderSpec): string[] {
  */
 export function redactSpec(spec: ProviderSpec): ProviderSpec {
   if (spec.kind === 'fallback') return { ...spec, providers: spec.providers.map(redactSpec) };
+  if (spec.kind === 'ai-sdk') return redactAiSdkSpec(spec);
   if (!isHttpSpec(spec)) return spec;
   const { apiKey, headers, ...rest } = spec;
-  const kept: Record<string, string> = {};
-  let dropped = false;
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    if (isHarmlessHeader(name)) kept[name] = value;
-    else dropped = true;
-  }
+  const harmless = harmlessHeaders(headers ?? {});
+  let dropped = harmless.dropped;
   const redacted: HttpProviderSpec = { ...rest };
-  if (headers !== undefined) redacted.headers = kept;
+  if (headers !== undefined) redacted.headers = harmless.kept;
   if (spec.baseUrl !== undefined) {
     const masked = maskedUrl(spec.baseUrl);
     if (masked !== spec.baseUrl) {

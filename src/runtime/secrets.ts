@@ -26,7 +26,7 @@
  * supervisor forwards its own to the store actor, which scrubs every write it serves. A
  * value is held for the life of the thread: more is scrubbed, never less.
  */
-import type { HttpProviderSpec, ProviderSpec } from './provider.js';
+import type { AiSdkProviderSpec, HttpProviderSpec, ProviderSpec } from './provider.js';
 import { findPreset } from './providers/presets.js';
 
 /** What a secret is replaced by. Safe inside JSON strings and URLs alike. */
@@ -107,6 +107,7 @@ function headerSecrets(value: string): string[] {
 export function providerSecrets(spec: ProviderSpec, env: NodeJS.ProcessEnv = process.env): string[] {
   if (spec.kind === 'fallback') return spec.providers.flatMap((inner) => providerSecrets(inner, env));
   if (spec.kind === 'module' || spec.kind === 'host') return [];
+  if (spec.kind === 'ai-sdk') return aiSdkSecrets(spec, env);
   const found: string[] = [];
   const variable = keyVariableOf(spec);
   if (spec.apiKey) found.push(spec.apiKey);
@@ -114,6 +115,33 @@ export function providerSecrets(spec: ProviderSpec, env: NodeJS.ProcessEnv = pro
   for (const [name, value] of Object.entries(spec.headers ?? {}))
     if (!isHarmlessHeader(name) && typeof value === 'string') found.push(...headerSecrets(value));
   if (spec.baseUrl) found.push(...urlSecrets(spec.baseUrl));
+  return found;
+}
+
+/** A key with a stray space or line break around or in it: what a copy from a file or a terminal often brings. */
+export function strayWhitespace(key: string): boolean {
+  return key !== key.trim() || /[\r\n\t]/.test(key);
+}
+
+/**
+ * An AI SDK spec's secrets: its key (given, or read from its variable), its factory's
+ * header values but the harmless ones, its base URL's credentials, and any option whose
+ * name says it is a key or a token.
+ */
+function aiSdkSecrets(spec: AiSdkProviderSpec, env: NodeJS.ProcessEnv): string[] {
+  const found: string[] = [];
+  if (spec.apiKey) found.push(spec.apiKey);
+  else if (spec.apiKeyEnv && env[spec.apiKeyEnv]) found.push(env[spec.apiKeyEnv] as string);
+  const options = spec.options ?? {};
+  const headers = options.headers;
+  if (headers !== null && typeof headers === 'object' && !Array.isArray(headers))
+    for (const [name, value] of Object.entries(headers))
+      if (!isHarmlessHeader(name) && typeof value === 'string') found.push(...headerSecrets(value));
+  for (const [name, value] of Object.entries(options)) {
+    if (typeof value !== 'string') continue;
+    if (/key|token|secret|password/i.test(name)) found.push(value);
+    else if (/^base_?url$/i.test(name)) found.push(...urlSecrets(value));
+  }
   return found;
 }
 

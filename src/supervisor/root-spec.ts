@@ -9,7 +9,7 @@ import type { AgentDefinition } from '../runtime/agents.js';
 import { type Ceilings, validateBudget } from '../runtime/budget.js';
 import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
 import { Policy } from '../runtime/policy/policy.js';
-import { isHttpSpec, keyVariables, type ProviderSpec, redactSpec } from '../runtime/provider.js';
+import { keyVariables, type ProviderSpec, redactSpec, specModel } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
 import { holdSecrets, providerSecrets } from '../runtime/secrets.js';
 import type { SkillData } from '../runtime/skills.js';
@@ -145,9 +145,8 @@ function checkEscalation(data: ContractData): void {
 
 /** A review gate refuses to review the model that wrote the change. */
 function checkReviewer(reviewer: ProviderSpec, writer: ProviderSpec): void {
-  const model = (spec: ProviderSpec): string | null => (isHttpSpec(spec) ? (spec.model ?? null) : null);
-  const a = model(reviewer);
-  if (a !== null && a === model(writer)) {
+  const a = specModel(reviewer);
+  if (a !== null && a === specModel(writer)) {
     throw new InvalidArgumentError(
       `Verification.review: the reviewer is the model that writes the change (${a}); a review by the same model proves little. Give the review another model.`,
     );

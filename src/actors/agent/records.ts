@@ -145,5 +145,6 @@ export function providerLabel(spec: ProviderSpec): string {
   if (spec.kind === 'fallback') return spec.providers.map(providerLabel).join(' then ');
   if (spec.kind === 'module') return spec.module;
   if (spec.kind === 'host') return `host:${spec.name}`;
+  if (spec.kind === 'ai-sdk') return `${spec.name ?? `ai-sdk:${spec.package}`}:${spec.model}`;
   return `${spec.name ?? spec.preset ?? spec.kind}:${spec.model}`;
 }

@@ -48,7 +48,7 @@ export function referenceWindow(model: string): number | null {
 
 /** The HTTP spec a window is looked up for: a fallback's primary, the spec itself, or none (a module provider). */
 export function primarySpec(spec: ProviderSpec): HttpProviderSpec | null {
-  if (spec.kind === 'module' || spec.kind === 'host') return null;
+  if (spec.kind === 'module' || spec.kind === 'host' || spec.kind === 'ai-sdk') return null;
   if (spec.kind === 'fallback') {
     const first = spec.providers[0];
     return first ? primarySpec(first) : null;

@@ -6,6 +6,7 @@
  */
 import { InvalidArgumentError } from '../../errors.js';
 import {
+  type AiSdkProviderSpec,
   type FallbackProviderSpec,
   type HostProviderSpec,
   type HttpProviderSpec,
@@ -218,6 +219,60 @@ export const Compatible = {
   },
 };
 
+/** What `aiSdk()` takes: the package, its export, the model, and the factory's settings. */
+export type AiSdkOptions = Omit<AiSdkProviderSpec, 'kind' | 'apiKeyRedacted'>;
+
+/**
+ * Any AI SDK language model, from its provider package: `aiSdk({ package: '@ai-sdk/google',
+ * factory: 'google', model: 'gemini-2.5-pro' })`, or with a factory and its settings:
+ * `aiSdk({ package: '@ai-sdk/openai-compatible', factory: 'createOpenAICompatible',
+ * options: { name: 'local', baseURL: 'http://localhost:8080/v1' }, model: 'qwen3' })`.
+ * The package is the project's to install; the spec crosses into each agent's thread,
+ * which imports it there.
+ */
+export function aiSdk(options: AiSdkOptions): AiSdkProviderSpec {
+  return checkAiSdkSpec({ ...options, kind: 'ai-sdk' }, 'aiSdk');
+}
+
+function checkAiSdkSpec(given: AiSdkProviderSpec, where: string): AiSdkProviderSpec {
+  for (const field of ['package', 'factory'] as const)
+    if (typeof given[field] !== 'string' || given[field].trim() === '')
+      throw new InvalidArgumentError(
+        `${where}: ${field} is required: the provider package (package: '@ai-sdk/google') and its export (factory: 'google' or 'createGoogleGenerativeAI').`,
+      );
+  checkModel(given.model, where);
+  if (given.options !== undefined) {
+    if (given.options === null || Array.isArray(given.options) || !isPlainJson(given.options))
+      throw new InvalidArgumentError(
+        `${where}: options must be plain JSON (the spec crosses into each agent's thread and, without its key, into the store); a function such as fetch cannot. Wrap such a provider in a host model instead.`,
+      );
+  }
+  if (given.apiKey !== undefined) checkKey(given.apiKey, where);
+  if (
+    given.apiKeyEnv !== undefined &&
+    (typeof given.apiKeyEnv !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(given.apiKeyEnv))
+  )
+    throw new InvalidArgumentError(
+      `${where}: apiKeyEnv must name an environment variable, got ${JSON.stringify(given.apiKeyEnv)}.`,
+    );
+  if (given.idleTimeoutMs !== undefined) checkIdleTimeout(given.idleTimeoutMs, `${where}: idleTimeoutMs`);
+  if (given.images !== undefined && typeof given.images !== 'boolean')
+    throw new InvalidArgumentError(`${where}: images must be true or false, got ${JSON.stringify(given.images)}.`);
+  return given;
+}
+
+/** Whether a value is JSON as it stands: strings, finite numbers, booleans, null, arrays and plain objects of them. */
+function isPlainJson(value: unknown, depth = 0): boolean {
+  if (depth > 32) return false;
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every((item) => isPlainJson(item, depth + 1));
+  if (typeof value !== 'object') return false;
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  return Object.values(value).every((item) => isPlainJson(item, depth + 1));
+}
+
 /**
  * A model served by the embedder's own code, by the name it is given under in
  * `models: { [name]: (request, signal) => answer }` (on Supervisor.start, run, resume).
@@ -259,6 +314,7 @@ export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
     }
     return spec as ProviderSpec;
   }
+  if (kind === 'ai-sdk') return checkAiSdkSpec(spec as AiSdkProviderSpec, where);
   if (kind === 'fallback') {
     const inner = (spec as { providers?: unknown }).providers;
     if (!Array.isArray(inner) || inner.length === 0)
@@ -276,7 +332,7 @@ export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
     return http;
   }
   throw new InvalidArgumentError(
-    `${where}: a provider must be a spec such as OpenAI.fromEnv(), Anthropic.create({...}), Compatible.preset(...), { kind: "module", module } or { kind: "host", name }; a provider object cannot cross into a worker thread.`,
+    `${where}: a provider must be a spec such as OpenAI.fromEnv(), Anthropic.create({...}), Compatible.preset(...), aiSdk({...}), { kind: "module", module } or { kind: "host", name }; a provider object cannot cross into a worker thread.`,
   );
 }
 

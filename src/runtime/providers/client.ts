@@ -33,7 +33,32 @@ import {
 } from './types.js';
 import { toolCallsOf, type Wire, type WireConfig } from './wires.js';
 
-export class HttpProvider implements Provider {
+/**
+ * A provider that is tried one call at a time under its own retry policy (the harness's
+ * HTTP wires, an AI SDK model): the fallback below retries it; any other provider's
+ * `complete` is called once.
+ */
+export interface TriedProvider extends Provider {
+  readonly model: string;
+  readonly retry: Required<RetryOptions>;
+  once(request: ModelRequest, signal?: AbortSignal, hooks?: CompletionHooks): Promise<Completion>;
+}
+
+function tried(provider: Provider): TriedProvider | null {
+  const candidate = provider as Partial<TriedProvider>;
+  return typeof candidate.once === 'function' && candidate.retry !== undefined ? (provider as TriedProvider) : null;
+}
+
+/** A retry policy with its defaults: 3 tries, 250 ms doubling, at most 20 s. */
+export function retryPolicy(retry: RetryOptions = {}): Required<RetryOptions> {
+  return {
+    maxAttempts: Math.max(1, Math.floor(retry.maxAttempts ?? 3)),
+    baseDelayMs: retry.baseDelayMs ?? 250,
+    maxDelayMs: retry.maxDelayMs ?? 20_000,
+  };
+}
+
+export class HttpProvider implements TriedProvider {
   readonly name: string;
   readonly model: string;
   readonly #wire: Wire;
@@ -55,11 +80,7 @@ export class HttpProvider implements Provider {
     this.#wire = wire;
     this.#config = config;
     this.#transport = transport;
-    this.#retry = {
-      maxAttempts: Math.max(1, Math.floor(retry.maxAttempts ?? 3)),
-      baseDelayMs: retry.baseDelayMs ?? 250,
-      maxDelayMs: retry.maxDelayMs ?? 20_000,
-    };
+    this.#retry = retryPolicy(retry);
   }
 
   get retry(): Required<RetryOptions> {
@@ -358,7 +379,8 @@ export class HttpProvider implements Provider {
   }
 }
 
-function vendorMessage(given: string): string {
+/** The message in a vendor's error body (its `error.message`, `error` or `message`), scrubbed; else the body's start. */
+export function vendorMessage(given: string): string {
   // Scrubbed before it is cut, so no part of a key the vendor echoed is left at the cut.
   const body = scrubText(given);
   try {
@@ -372,7 +394,7 @@ function vendorMessage(given: string): string {
   return body.slice(0, 300) || '(no body)';
 }
 
-function backoff(provider: HttpProvider, error: ProviderError, attempt: number): number {
+function backoff(provider: TriedProvider, error: ProviderError, attempt: number): number {
   const { baseDelayMs, maxDelayMs } = provider.retry;
   const exponential = baseDelayMs * 2 ** attempt;
   const jittered = exponential * (0.8 + Math.random() * 0.4);
@@ -393,7 +415,7 @@ export async function completeWithFallback(
   let last: unknown = null;
   for (const [position, provider] of providers.entries()) {
     const isLast = position === providers.length - 1;
-    const http = provider instanceof HttpProvider ? provider : null;
+    const http = tried(provider);
     const maxAttempts = http ? http.retry.maxAttempts : 1;
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
       const started = performance.now();

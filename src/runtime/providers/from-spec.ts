@@ -6,7 +6,7 @@
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type { HttpProviderSpec } from '../provider.js';
-import { DEFAULT_KEY_ENV, holdSecrets, providerSecrets } from '../secrets.js';
+import { DEFAULT_KEY_ENV, holdSecrets, providerSecrets, strayWhitespace } from '../secrets.js';
 import { HttpProvider } from './client.js';
 import { recordingTransport, replayTransport, type Transport, undiciTransport } from './http.js';
 import { checkIdleTimeout, DEFAULT_IDLE_TIMEOUT_MS } from './idle.js';
@@ -24,11 +24,6 @@ function keySource(spec: HttpProviderSpec, envName: string | null): string {
   if (spec.apiKey) return 'the apiKey the provider was given';
   const variable = spec.apiKeyEnv ?? envName;
   return variable ? `the environment variable ${variable}` : 'nowhere';
-}
-
-/** A key with a stray space or line break around or in it: what a copy from a file or a terminal often brings. */
-function strayWhitespace(key: string): boolean {
-  return key !== key.trim() || /[\r\n\t]/.test(key);
 }
 
 function resolveKey(spec: HttpProviderSpec, envName: string | null, name: string): string | null {

@@ -44,6 +44,11 @@ async function build(spec: ProviderSpec, channel: HostModelChannel | null = null
     const { FallbackProvider } = await import('./client.js');
     return new FallbackProvider(await Promise.all(spec.providers.map((inner) => loadProvider(inner, channel))));
   }
+  if (spec.kind === 'ai-sdk') {
+    // Only a spec that names an AI SDK model loads its package (and this module).
+    const { buildAiSdkProvider } = await import('./ai-sdk.js');
+    return buildAiSdkProvider(spec);
+  }
   if (spec.kind !== 'module') {
     const { buildHttpProvider } = await import('./from-spec.js');
     return buildHttpProvider(spec);

@@ -8,7 +8,7 @@ import type { VerificationData } from '../contract/contract.js';
 import type { EventData, GateVerdict } from '../events.js';
 import type { ContainedReport } from '../exec/containment/contained.js';
 import type { Executor } from '../exec/executor.js';
-import { type Completion, isHttpSpec, type ProviderSpec } from '../provider.js';
+import { type Completion, type ProviderSpec, specModel } from '../provider.js';
 import type { HostModelChannel } from '../providers/host-model.js';
 import { loadProvider } from '../providers/registry.js';
 
@@ -135,7 +135,7 @@ export async function evaluateReviewGate(
     containment: null,
   });
   // Asked before the call when the spec names its model: a refused review is not paid for.
-  const named = isHttpSpec(provider) ? (provider.model ?? null) : null;
+  const named = specModel(provider);
   if (named !== null && subject.writerModels.includes(named)) {
     return errored(
       `the review gate refuses to run on a model that wrote the change (${named}); give Verification.review another model.`,

@@ -160,6 +160,8 @@ export function webRefusal(spec: ProviderSpec, web: WebData): string | null {
       return "OpenAI's Chat Completions searches the web only with its search models, which take no function tools, and a run always offers its own: use Anthropic or OpenRouter (OpenAI's Responses API is not a wire of io-harness yet).";
     case 'compatible':
       return `an OpenAI-compatible endpoint${spec.preset ? ` (${spec.preset})` : ''} has no standard web tool to ask for: use OpenAI, Anthropic or OpenRouter, or a host model.`;
+    case 'ai-sdk':
+      return `an AI SDK model (${spec.package}) is asked through the AI SDK's common interface, which has no standard web tool: use Anthropic or OpenRouter on the harness's own wires, or a host model.`;
   }
 }
 
