@@ -182,6 +182,7 @@ export type { EventFilter, LiveObserver, Observer, ObserverContext } from './sup
 export { answerQuestion } from './supervisor/questions.js';
 export type { RewoundFile } from './supervisor/rewind.js';
 export { rewind, rewindRun, rewindStep } from './supervisor/rewind.js';
+export type { RunPart } from './supervisor/run-stream.js';
 export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';
 export type {

@@ -62,6 +62,42 @@ describe('the types a consumer meets', () => {
     expect(tsc(project)).toBe('');
   });
 
+  it('type-checks every TypeScript snippet in the README and docs/, under strict, as a module of its own', {
+    timeout: 120_000,
+  }, () => {
+    const pages = [
+      join(HERE, 'README.md'),
+      ...readdirSync(join(HERE, 'docs'), { recursive: true, encoding: 'utf8' })
+        .filter((name) => name.endsWith('.md'))
+        .map((name) => join(HERE, 'docs', name)),
+    ];
+    const project = tempWorkspace({ 'package.json': JSON.stringify({ type: 'module', private: true }) });
+    // `io-harness` resolves to this package by its own name, as in a project that installed it.
+    mkdirSync(join(project, 'node_modules'));
+    symlinkSync(HERE, join(project, 'node_modules', 'io-harness'));
+    // And zod, which a program declaring its output's shape has installed beside it.
+    symlinkSync(join(HERE, 'node_modules', 'zod'), join(project, 'node_modules', 'zod'));
+    const files: string[] = [];
+    for (const page of pages) {
+      const text = readFileSync(page, 'utf8');
+      for (const [index, match] of [...text.matchAll(/^```ts\n([\s\S]*?)^```/gm)].entries()) {
+        const name = `${page.slice(HERE.length).replace(/[^A-Za-z0-9]+/g, '-')}-${index + 1}.ts`;
+        // Each snippet is a module of its own: its names do not meet another's.
+        writeFileSync(join(project, name), `${match[1]}\nexport {};\n`);
+        files.push(name);
+      }
+    }
+    expect(files.length).toBeGreaterThanOrEqual(20);
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { ...STRICT, skipLibCheck: true, typeRoots: [join(HERE, 'node_modules', '@types')] },
+        files,
+      }),
+    );
+    expect(tsc(project)).toBe('');
+  });
+
   it('type-checks a consumer of the packed package with skipLibCheck off, result.output typed by its zod schema', {
     timeout: 180_000,
   }, () => {
@@ -129,6 +165,19 @@ const plain = await runWith(TaskContract.workspace('x', '.').withOutputSchema({ 
 // @ts-expect-error: unknown until narrowed
 void plain.output.anything;
 void ok;
+
+// A handle is a stream of parts, narrowed by their type; textStream is strings.
+for await (const part of handle) {
+  if (part.type === 'text-delta') process.stdout.write(part.text);
+  if (part.type === 'outcome') {
+    const done: boolean | undefined = part.result.output?.ok;
+    void done;
+  }
+}
+for await (const text of handle.textStream) {
+  const piece: string = text;
+  void piece;
+}
 
 // A live event is told from a committed one by a plain property check.
 supervisor.observe(

@@ -4,6 +4,7 @@
  * that only speak of them (a tree, runWith, the gate's retry) need not import the class.
  */
 import type { GateVerdict, RunStatus } from '../runtime/events.js';
+import type { RunPart } from './run-stream.js';
 
 /** The supervisor's lifecycle, state by state. */
 export type SupervisorState =
@@ -43,10 +44,18 @@ export interface TreeResult<Output = unknown> {
   runs: number;
 }
 
-export interface RunHandle<Output = unknown> {
+/**
+ * A tree under way: await `result`, or iterate the handle for what its agents do as they
+ * do it — text deltas, tool calls starting and ending, steps committed, runs ended — and
+ * the outcome last (see ./run-stream.ts). Begin iterating before awaiting anything else to
+ * hear every part; each iteration is its own, and stopping one stops nothing but it.
+ */
+export interface RunHandle<Output = unknown> extends AsyncIterable<RunPart<Output>> {
   readonly rootId: string;
   /** Settles when the root and every run it started are terminal. */
   readonly result: Promise<TreeResult<Output>>;
+  /** The root agent's text alone, as the model streams it; ends when the tree settles. */
+  readonly textStream: AsyncIterable<string>;
   /** Stops every agent of the tree at its next step boundary and cancels what is queued. */
   cancel(): Promise<void>;
 }

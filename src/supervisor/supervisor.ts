@@ -50,6 +50,7 @@ import {
 } from './options.js';
 import { type RewoundFile, rewindRunFiles } from './rewind.js';
 import { checkRoot, contractProviders, holdProviderSecrets, rootSpec } from './root-spec.js';
+import { type Observe, rootText, runParts } from './run-stream.js';
 import { post, Tree, type TreePorts } from './tree.js';
 import { checkModelsGiven, checkToolsGiven, serverOptions, treeModels, treeServers, treeTools } from './tree-host.js';
 import { followStore, observeTree, rootWhenStored, type TailPorts, TreeTail } from './tree-tail.js';
@@ -672,10 +673,14 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   }
 
   #handle(tree: Tree): RunHandle {
+    const { rootId, result } = tree;
+    const observe: Observe = (observer, filter) => this.observe(observer, filter);
     return {
-      rootId: tree.rootId,
-      result: tree.result,
-      cancel: () => this.cancel(tree.rootId),
+      rootId,
+      result,
+      cancel: () => this.cancel(rootId),
+      [Symbol.asyncIterator]: () => runParts(observe, rootId, result),
+      textStream: { [Symbol.asyncIterator]: () => rootText(runParts(observe, rootId, result), rootId) },
     };
   }
 

@@ -1,0 +1,124 @@
+/**
+ * A run's handle as a stream: `for await (const part of handle)` over a plain run and a
+ * tree (agents in worker threads, the scripted model server over loopback HTTP) yields
+ * the text as it streams, tool calls starting and ending, steps as they commit, runs as
+ * they end, and the outcome last; `textStream` is the root's text alone.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HttpProviderSpec, RunPart } from '../dist/index.js';
+import { ScriptedModelServer } from '../dist/testing/index.js';
+import { type Harness, harness } from './support/harness.js';
+import { programs } from './support/wire.js';
+
+let h: Harness | undefined;
+let server: ScriptedModelServer | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+  await server?.close();
+  server = undefined;
+});
+
+const openai = (url: string): HttpProviderSpec => ({
+  kind: 'openai',
+  model: 'gpt-scripted',
+  baseUrl: `${url}/v1`,
+  apiKey: 'test-key',
+});
+
+describe('iterating a run', () => {
+  it('yields the text as it streams, the tool call, each step as it commits, and the outcome last', async () => {
+    server = await ScriptedModelServer.start(
+      programs({
+        root: [{ text: 'Let me look.', toolCalls: [{ name: 'read_messages', args: {} }] }, { text: 'All done.' }],
+      }),
+    );
+    h = await harness();
+    const handle = h.supervisor.run({ task: 'go', provider: openai(server.url) });
+    const parts: RunPart[] = [];
+    for await (const part of handle) parts.push(part);
+    const result = await handle.result;
+    expect(result).toMatchObject({ status: 'finished', reply: 'All done.' });
+    const root = handle.rootId;
+
+    const text = parts.filter((part) => part.type === 'text-delta');
+    expect(text.map((part) => part.text).join('')).toBe('Let me look.All done.');
+    expect(text.every((part) => part.runId === root && part.address === 'root')).toBe(true);
+    expect(parts.filter((part) => part.type === 'tool-call-start' || part.type === 'tool-call-end')).toMatchObject([
+      { type: 'tool-call-start', name: 'read_messages', address: 'root' },
+      { type: 'tool-call-end', name: 'read_messages', isError: false },
+    ]);
+    expect(parts.filter((part) => part.type === 'step')).toMatchObject([
+      { seq: 1, runId: root, toolCalls: ['read_messages'] },
+      { seq: 2, runId: root, toolCalls: [] },
+    ]);
+    // In the order it happened: the first step's text and call before it commits, the run's end before the outcome.
+    const kinds = parts.map((part) => part.type);
+    expect(kinds.indexOf('tool-call-end')).toBeLessThan(kinds.indexOf('step'));
+    expect(kinds.at(-2)).toBe('run-end');
+    expect(parts.at(-1)).toEqual({ type: 'outcome', result });
+  });
+
+  it("names each agent's parts in a tree; textStream is the root's text alone", async () => {
+    server = await ScriptedModelServer.start(
+      programs({
+        root: [
+          {
+            text: 'Asking a helper.',
+            toolCalls: [{ name: 'spawn_agent', args: { task: 'look', as: 'helper', wait: true } }],
+          },
+          { text: 'The helper looked.' },
+        ],
+        helper: [{ text: 'Looking around.' }],
+      }),
+    );
+    h = await harness();
+    const handle = h.supervisor.run({ task: 'go', provider: openai(server.url) });
+    // Two iterations at once, each its own: the parts, and the root's text.
+    const [parts, text] = await Promise.all([
+      (async () => {
+        const seen: RunPart[] = [];
+        for await (const part of handle) seen.push(part);
+        return seen;
+      })(),
+      (async () => {
+        const seen: string[] = [];
+        for await (const delta of handle.textStream) seen.push(delta);
+        return seen.join('');
+      })(),
+    ]);
+    expect(text).toBe('Asking a helper.The helper looked.');
+    const helperText = parts
+      .filter((part) => part.type === 'text-delta' && part.address !== 'root')
+      .map((part) => (part.type === 'text-delta' ? part.text : ''));
+    expect(helperText.join('')).toBe('Looking around.');
+    const started = parts.filter((part) => part.type === 'run-start');
+    expect(started.map((part) => (part.type === 'run-start' ? part.address : ''))).toEqual(['root', 'helper']);
+    expect(parts.filter((part) => part.type === 'run-end')).toHaveLength(2);
+    expect(parts.at(-1)).toMatchObject({ type: 'outcome', result: { status: 'finished', runs: 2 } });
+  });
+
+  it('stops only itself when broken off, and throws what the result rejects with when the run cannot start', async () => {
+    server = await ScriptedModelServer.start(programs({ root: [{ text: 'One.' }] }));
+    h = await harness();
+    const handle = h.supervisor.run({ task: 'go', provider: openai(server.url) });
+    for await (const part of handle) if (part.type === 'text-delta') break;
+    expect(await handle.result).toMatchObject({ status: 'finished', reply: 'One.' });
+    // After the tree settled, an iteration still ends with its outcome.
+    const late: RunPart[] = [];
+    for await (const part of handle) late.push(part);
+    expect(late).toEqual([{ type: 'outcome', result: await handle.result }]);
+
+    const failing = h.supervisor.run({
+      task: 'go',
+      provider: { kind: 'module', module: '/nonexistent/provider-module.mjs' },
+    });
+    await expect(
+      (async () => {
+        for await (const _part of failing) {
+          // nothing is expected before the failure
+        }
+      })(),
+    ).rejects.toThrow(/cannot import provider module/);
+  });
+});
