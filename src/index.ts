@@ -37,7 +37,7 @@ export { TaskContract, ToolMask, Verification, WORKSPACE_TOOL_NAMES } from './ru
 export { contractFromJSON } from './runtime/contract/from-json.js';
 export type { OutputCheck } from './runtime/contract/output-check.js';
 export { checkOutput } from './runtime/contract/output-check.js';
-export type { JsonSchema } from './runtime/contract/output-schema.js';
+export type { JsonSchema, OutputSchemaInput } from './runtime/contract/output-schema.js';
 export { OUTPUT_SCHEMA_KEYWORDS, OutputSchema } from './runtime/contract/output-schema.js';
 export type {
   DrawAmount,
@@ -183,7 +183,7 @@ export { answerQuestion } from './supervisor/questions.js';
 export type { RewoundFile } from './supervisor/rewind.js';
 export { rewind, rewindRun, rewindStep } from './supervisor/rewind.js';
 export type { RunPart } from './supervisor/run-stream.js';
-export type { Outcome, RunResult, RunWithOptions } from './supervisor/run-with.js';
+export type { Outcome, PlainRunOptions, RunResult, RunWithOptions } from './supervisor/run-with.js';
 export { outcomeOf, retryGate, runWith } from './supervisor/run-with.js';
 export type {
   Containment,

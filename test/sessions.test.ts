@@ -356,7 +356,7 @@ describe('sessions', () => {
     expect(await mine.turns()).toEqual([]);
     expect(await mine.head).toBeNull();
     expect((await store.sessions()).map((item) => item.sessionId)).toEqual([mine.id, other.id]);
-    expect(join(mine.root)).toBe(mine.root);
+    expect(join(mine.root as string)).toBe(mine.root);
   });
 
   it('is a conflict error by class too', () => {

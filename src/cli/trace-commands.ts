@@ -302,7 +302,7 @@ async function sessionsCommand(context: Context): Promise<number> {
     }
     if (sessions.length === 0) context.io.out(`no sessions in ${whereIs(reader)}\n`);
     for (const session of sessions) {
-      context.io.out(`${session.sessionId}  ${session.turns.length} turns  ${session.root}\n`);
+      context.io.out(`${session.sessionId}  ${session.turns.length} turns  ${session.root ?? '(no workspace)'}\n`);
       for (const turn of session.turns)
         context.io.out(`  ${turn.turnId}  ${String(turn.status).padEnd(12)} ${clip(turn.text, 70)}\n`);
     }

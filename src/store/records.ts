@@ -19,6 +19,8 @@ import type { WebSource } from '../runtime/web/web.js';
 export interface RunSpec {
   /** Serialised provider spec, without keys. */
   provider: unknown;
+  /** A plain run's answer shape (a contract's is in `contract`): the root's final answer is checked against it. */
+  outputSchema?: { name: string; schema: Record<string, unknown> };
   system?: string;
   session?: string;
   /** A workspace run's contract (a review gate's provider without its key). */
@@ -444,7 +446,8 @@ export interface CostReport {
 /** A conversation: its workspace and the turn the next one follows. */
 export interface SessionRecord {
   sessionId: string;
-  root: string;
+  /** The workspace the turns work in; null for a conversation with no repository. */
+  root: string | null;
   /** The turn the next one follows (the head of its current branch); null before the first. */
   head: string | null;
   createdAt: number;

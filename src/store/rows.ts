@@ -110,7 +110,13 @@ export interface SessionRow {
 }
 
 export function toSession(row: SessionRow): SessionRecord {
-  return { sessionId: row.session_id, root: row.root, head: row.head, createdAt: row.created_at };
+  // A session with no workspace keeps '' in the column (a workspace's root is always an absolute path).
+  return {
+    sessionId: row.session_id,
+    root: row.root === '' ? null : row.root,
+    head: row.head,
+    createdAt: row.created_at,
+  };
 }
 
 /** A turn's row, and how many steps its run committed (none for a reply). */

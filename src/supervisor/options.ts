@@ -13,6 +13,7 @@ import type { McpServerSpec } from '../mcp/spec.js';
 import type { AgentDefinition } from '../runtime/agents.js';
 import type { Budget } from '../runtime/budget.js';
 import type { TaskContract } from '../runtime/contract/contract.js';
+import type { OutputSchemaInput } from '../runtime/contract/output-schema.js';
 import { oneOf, problemsOf, quotedKeys, text, wholeNumber as whole, withMethod } from '../runtime/edges.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import type { Policy } from '../runtime/policy/policy.js';
@@ -172,6 +173,14 @@ export interface RunOptions<Output = unknown> {
    * task when `task` is left out), with the file tools, exec, gates and output schema.
    */
   contract?: TaskContract<Output>;
+  /**
+   * The shape the root's final answer must have, for a run without a contract (a contract
+   * says it with `withOutputSchema`): a zod schema, an `OutputSchema` or a JSON Schema. The
+   * answer is checked; one that does not fit is sent back to the model saying what was
+   * wrong, twice at most; `result.output` is the parsed answer, typed by a zod schema's type.
+   * The run stays a plain one: no workspace, and none of its tools or instructions.
+   */
+  outputSchema?: OutputSchemaInput<Output>;
   /** What the tree's agents may read, write, run and dial. Default for a workspace run: {@link Policy.default}. */
   policy?: Policy;
   /** Answers the policy's asks. Without one, every ask is denied. */
@@ -308,6 +317,11 @@ export const runOptionsSchema = z.strictObject({
   agents: z.unknown().optional(),
   reply: z.boolean({ error: 'reply must be true or false' }).optional(),
   contract: z.unknown().optional(),
+  outputSchema: z
+    .custom<object>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), {
+      error: 'outputSchema must be a zod schema, an OutputSchema or a JSON Schema object',
+    })
+    .optional(),
   policy: z.unknown().optional(),
   approver: people.approver.optional(),
   planGate: people.planGate.optional(),

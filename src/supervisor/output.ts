@@ -1,6 +1,6 @@
 /**
- * A run's structured answer: the final reply of a run whose contract declared an
- * {@link OutputSchema}, parsed and checked as its gate checked it. `null` when the run did
+ * A run's structured answer: the final reply of a run that declared an {@link OutputSchema}
+ * (in its contract, or as a plain run's `outputSchema`), parsed and checked as its gate checked it. `null` when the run did
  * not finish, gave no reply, or declared no schema.
  */
 import type { ContractData } from '../runtime/contract/contract.js';
@@ -16,7 +16,12 @@ const reads = new TraceQueries();
 export function* outputQuery(runId: string): Q<unknown> {
   const run = yield* reads.run(runId);
   if (run?.status !== 'finished' || run.reply === null) return null;
-  const declared = ((yield* reads.spec(runId)) as { contract?: ContractData } | null)?.contract?.outputSchema;
+  const spec = (yield* reads.spec(runId)) as {
+    contract?: ContractData;
+    outputSchema?: ContractData['outputSchema'];
+  } | null;
+  // A contract's shape, or a plain run's.
+  const declared = spec?.contract?.outputSchema ?? spec?.outputSchema;
   if (!declared) return null;
   const check = checkOutput(declared.schema as JsonSchema, run.reply);
   return check.ok ? check.value : null;

@@ -8,6 +8,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { AgentDefinition } from '../runtime/agents.js';
 import { type Ceilings, validateBudget } from '../runtime/budget.js';
 import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
+import { OutputSchema } from '../runtime/contract/output-schema.js';
 import { Policy } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec, specModel } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
@@ -30,6 +31,8 @@ export interface CheckedRoot {
   ceilings: Ceilings;
   /** The tree's policy: the one given, the default for a workspace run, none otherwise. */
   policy: Policy | null;
+  /** A plain run's answer shape, walked (a contract's is in `data`). */
+  outputSchema: { name: string; schema: Record<string, unknown> } | null;
 }
 
 /** The task, contract, policy, provider and ceilings run() was given, checked in that order. */
@@ -66,7 +69,20 @@ export function checkRoot(options: RunOptions): CheckedRoot {
     'run()',
   );
   const policy = options.policy ?? (contract ? Policy.default() : null);
-  return { task, provider, data, ceilings, policy };
+  return { task, provider, data, ceilings, policy, outputSchema: plainShape(options, contract !== null) };
+}
+
+/** A plain run's `outputSchema`, walked now: a bad schema fails here, before anything is stored. */
+function plainShape(options: RunOptions, contracted: boolean): CheckedRoot['outputSchema'] {
+  const given = options.outputSchema;
+  if (given === undefined) return null;
+  if (contracted)
+    throw new InvalidArgumentError(
+      "run(): outputSchema is for a run without a contract; a contract says its answer's shape with contract.withOutputSchema(schema).",
+    );
+  const declared = given instanceof OutputSchema ? given : OutputSchema.of(given);
+  const { name, schema } = declared.toJSON();
+  return { name, schema: schema as Record<string, unknown> };
 }
 
 /** The root's spec as stored: what a resume, in this process or another, rebuilds the tree from. */
@@ -87,6 +103,7 @@ export function rootSpec(
     ...(skills.length > 0 ? { skills } : {}),
     ...(agents.length > 0 ? { agents } : {}),
     ...(options.reply === true ? { reply: true } : {}),
+    ...(root.outputSchema ? { outputSchema: root.outputSchema } : {}),
     ...(data ? { contract: redactContract(data), briefing: briefingFor(data) } : {}),
     ...(policy ? { policy: policy.toJSON() } : {}),
     ...(tools.length > 0 ? { tools } : {}),

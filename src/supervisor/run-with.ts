@@ -9,7 +9,9 @@
 
 import { InvalidArgumentError } from '../errors.js';
 import type { McpServerSpec } from '../mcp/spec.js';
+import type { Budget } from '../runtime/budget.js';
 import { TaskContract } from '../runtime/contract/contract.js';
+import type { OutputSchemaInput } from '../runtime/contract/output-schema.js';
 import type { RunStatus } from '../runtime/events.js';
 import type { Approver, Operator, PlanGate } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
@@ -110,6 +112,28 @@ export interface RunWithOptions {
   skills?: string[];
 }
 
+/**
+ * A run with no workspace and no contract, as runWith takes it: the task is the first
+ * argument, and these its options. Such a run is offered no file tools or commands and
+ * none of their instructions: its first request is the task, the embedder's tools, and
+ * (with `outputSchema`) the answer's shape.
+ */
+export interface PlainRunOptions<Output = unknown> extends RunWithOptions {
+  /** The shape the answer must have: checked, re-prompted twice at most, parsed into `output` (see RunOptions.outputSchema). */
+  outputSchema?: OutputSchemaInput<Output>;
+  /** Replaces the default system prompt. */
+  system?: string;
+  /** The run's ceilings. */
+  budget?: Budget;
+  /** What its agents may read, write, run and dial (the embedder's tools are decided by it). */
+  policy?: Policy;
+  /** Answers the policy's asks. */
+  approver?: Approver;
+}
+
+/** What a run is made from: a contract (a workspace run), or a task and a plain run's options. */
+export type RunTarget<Output> = { contract: TaskContract<Output> } | { task: string; plain: PlainRunOptions<Output> };
+
 /** The outcome of a run in a store, whoever drove it. */
 export function outcomeOf(store: TraceReader, runId: string): RunResult {
   return store.query(outcomeQuery(runId));
@@ -188,6 +212,21 @@ export function* outcomeQuery(runId: string): Q<RunResult> {
 }
 
 /**
+ * Runs a task to its outcome: a plain run (no workspace; a typed answer with `outputSchema`),
+ * or, given a contract, a workspace run.
+ *
+ * @example
+ * const Summary = z.object({ title: z.string(), points: z.array(z.string()) });
+ * const result = await runWith('Summarise the release notes below: ...', provider, store, { outputSchema: Summary });
+ * if (result.output) console.log(result.output.title);
+ */
+export async function runWith<Output = unknown>(
+  task: string,
+  provider: ProviderSpec,
+  store: Store | PostgresStore,
+  options?: PlainRunOptions<Output>,
+): Promise<RunResult<Output>>;
+/**
  * Runs a contract to its outcome.
  *
  * @example
@@ -202,38 +241,64 @@ export async function runWith<Output = unknown>(
   contract: TaskContract<Output>,
   provider: ProviderSpec,
   store: Store | PostgresStore,
-  policy: Policy = Policy.default(),
+  policy?: Policy,
+  approver?: Approver,
+  options?: RunWithOptions,
+): Promise<RunResult<Output>>;
+export async function runWith<Output = unknown>(
+  first: TaskContract<Output> | string,
+  provider: ProviderSpec,
+  store: Store | PostgresStore,
+  fourth?: Policy | PlainRunOptions<Output>,
   approver?: Approver,
   options: RunWithOptions = {},
 ): Promise<RunResult<Output>> {
-  if (!(contract instanceof TaskContract)) {
-    throw new InvalidArgumentError(
-      'runWith needs a TaskContract first, e.g. TaskContract.workspace("the tests fail; fix them", repoDir).',
+  if (typeof first === 'string') {
+    if (fourth instanceof Policy)
+      throw new InvalidArgumentError(
+        'runWith(task, provider, store, options): a plain run takes its policy in options ({ policy }); a workspace run is runWith(contract, provider, store, policy).',
+      );
+    const plain = (fourth ?? {}) as PlainRunOptions<Output>;
+    return onSharedSupervisor(store, plain.supervisor ?? {}, (supervisor) =>
+      runOn(supervisor, { task: first, plain }, provider, plain.policy ?? null, plain.approver, plain),
     );
   }
-  const data = contract.toJSON();
+  if (!(first instanceof TaskContract)) {
+    throw new InvalidArgumentError(
+      'runWith needs a task or a TaskContract first, e.g. runWith("summarise this", provider, store) or TaskContract.workspace("the tests fail; fix them", repoDir).',
+    );
+  }
+  const data = first.toJSON();
   const supervisorOptions = {
     ...options.supervisor,
     ...(data.leaseTtlMs === null ? {} : { leaseTtlMs: data.leaseTtlMs }),
   };
   return onSharedSupervisor(store, supervisorOptions, (supervisor) =>
-    runOn(supervisor, contract, provider, policy, approver, options),
+    runOn(supervisor, first, provider, (fourth as Policy | undefined) ?? Policy.default(), approver, options),
   );
 }
 
 /** runWith on a supervisor already running (a session given one): the run's tree, to its outcome; the supervisor stays up. */
 export async function runOn<Output = unknown>(
   supervisor: Supervisor<Store | PostgresStore>,
-  contract: TaskContract<Output>,
+  target: TaskContract<Output> | RunTarget<Output>,
   provider: ProviderSpec,
-  policy: Policy,
+  policy: Policy | null,
   approver: Approver | undefined,
   options: RunWithOptions,
 ): Promise<RunResult<Output>> {
+  const made: RunTarget<Output> = target instanceof TaskContract ? { contract: target } : target;
   const runOptions: RunOptions<Output> = {
-    contract,
+    ...('contract' in made
+      ? { contract: made.contract }
+      : {
+          task: made.task,
+          ...(made.plain.outputSchema === undefined ? {} : { outputSchema: made.plain.outputSchema }),
+          ...(made.plain.system === undefined ? {} : { system: made.plain.system }),
+          ...(made.plain.budget === undefined ? {} : { budget: made.plain.budget }),
+        }),
     provider,
-    policy,
+    ...(policy ? { policy } : {}),
     ...(approver ? { approver } : {}),
     ...(options.session ? { session: options.session } : {}),
     ...(options.history ? { history: options.history } : {}),

@@ -14,6 +14,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { ConflictError, ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import type { McpServerSpec } from '../mcp/spec.js';
 import { TaskContract } from '../runtime/contract/contract.js';
+import type { OutputSchemaInput } from '../runtime/contract/output-schema.js';
 import type { Approver } from '../runtime/policy/approval.js';
 import { Policy } from '../runtime/policy/policy.js';
 import type { ProviderSpec, TranscriptEntry } from '../runtime/provider.js';
@@ -34,7 +35,7 @@ import { TraceQueries } from '../store/queries.js';
 import type { SessionRecord, TurnRecord } from '../store/records.js';
 import type { Store } from '../store/sqlite/store.js';
 import type { LiveObserver } from './event-bus.js';
-import { outcomeQuery, type RunResult, type RunWithOptions, runOn, runWith } from './run-with.js';
+import { outcomeQuery, type RunResult, type RunTarget, type RunWithOptions, runOn } from './run-with.js';
 import { onSharedSupervisor } from './shared.js';
 import { Supervisor } from './supervisor.js';
 
@@ -53,6 +54,12 @@ export interface TurnOptions {
   skills?: string[];
   /** The turn as a contract of its own (verification, budget, plan gate, output schema); its goal is the turn's. */
   contract?: TaskContract;
+  /**
+   * The shape the turn's answer must have (a zod schema, an OutputSchema or a JSON Schema):
+   * checked, re-prompted twice at most, and parsed into the result's `output`. For a turn
+   * given a contract, the contract says it instead.
+   */
+  outputSchema?: OutputSchemaInput;
   /** Hears every event of the turn's tree, committed and live (text deltas, model and tool calls). */
   observer?: LiveObserver;
   /**
@@ -248,7 +255,8 @@ const QUERIES = new TraceQueries();
  */
 export class Session<S extends AnyStore = Store> {
   readonly id: string;
-  readonly root: string;
+  /** The workspace the turns work in; null for a conversation with no repository. */
+  readonly root: string | null;
   readonly #store: S;
   /** The embedder's running supervisor the turns run on; without one, the store's shared supervisor (see runWith). */
   readonly #supervisor: Supervisor<S> | null;
@@ -264,7 +272,7 @@ export class Session<S extends AnyStore = Store> {
   }
 
   /**
-   * Opens a new session over the workspace at `root`.
+   * Opens a new session over the workspace at `root`: each turn a workspace run there.
    *
    * @example
    * const session = await Session.open(store, repoDir);
@@ -273,15 +281,41 @@ export class Session<S extends AnyStore = Store> {
   static async open<S extends AnyStore = Store>(
     store: S,
     root: string,
-    options: SessionOptions & { id?: string } = {},
+    options?: SessionOptions & { id?: string },
+  ): Promise<Session<S>>;
+  /**
+   * Opens a new conversation with no repository: each turn a plain run, offered no file
+   * tools or commands and none of their instructions (the embedder's tools, given with the
+   * turn, are), its answer typed where the turn gives `outputSchema`.
+   *
+   * @example
+   * const chat = await Session.open(store);
+   * const first = await chat.turn('Which of our plans suits a team of five?', { provider, tools: [lookupPlan] });
+   */
+  static async open<S extends AnyStore = Store>(
+    store: S,
+    options?: SessionOptions & { id?: string },
+  ): Promise<Session<S>>;
+  static async open<S extends AnyStore = Store>(
+    store: S,
+    second?: string | (SessionOptions & { id?: string }),
+    third: SessionOptions & { id?: string } = {},
   ): Promise<Session<S>> {
-    if (typeof root !== 'string' || root === '')
-      throw new InvalidArgumentError('Session.open needs the workspace directory the turns work in.');
+    if (second !== undefined && typeof second !== 'string' && (typeof second !== 'object' || second === null))
+      throw new InvalidArgumentError(
+        'Session.open(store, root?, options?): root is the workspace directory the turns work in (leave it out for a conversation with no repository).',
+      );
+    if (second === '')
+      throw new InvalidArgumentError(
+        'Session.open: the workspace directory is an empty string; give one, or leave it out for a conversation with no repository.',
+      );
+    const root = typeof second === 'string' ? second : null;
+    const options = typeof second === 'string' ? third : (second ?? {});
     const supervisor = checkSupervisor(store, options.supervisor, 'Session.open');
     const sessionId = options.id ?? randomUUID();
     if (typeof sessionId !== 'string' || sessionId.trim() === '')
       throw new InvalidArgumentError('Session.open: id must be a non-empty string when given.');
-    const absolute = resolve(root);
+    const absolute = root === null ? null : resolve(root);
     const clock = clockOf(supervisor);
     await perform(store, write('openSession', { sessionId, root: absolute, now: clock.now() }));
     return new Session(store, { sessionId, root: absolute, head: null, createdAt: clock.now() }, supervisor);
@@ -405,13 +439,13 @@ export class Session<S extends AnyStore = Store> {
       throw new InvalidArgumentError(
         'session.turn needs { provider } (and optionally policy, approver, tools, contract).',
       );
-    const contract = options.contract ?? TaskContract.workspace(text, this.root);
-    if (!(contract instanceof TaskContract))
-      throw new InvalidArgumentError('session.turn: contract must be a TaskContract.');
+    const target = turnTarget(text, this.root, options);
     const contained = checkContainment(options.contained);
     // A turn whose contract judges its answer (a gate, a plan gate, an answer's shape) is work from the start.
-    const data = contract.toJSON();
-    const judged = data.verification.kind !== 'none' || data.planGate || data.outputSchema !== null;
+    const data = target instanceof TaskContract ? target.toJSON() : null;
+    const judged = data
+      ? data.verification.kind !== 'none' || data.planGate || data.outputSchema !== null
+      : options.outputSchema !== undefined;
     const session = this;
     const history = await this.#do(
       (function* () {
@@ -459,16 +493,13 @@ export class Session<S extends AnyStore = Store> {
           await started(rootId);
         },
       };
+      // A workspace turn's policy defaults as a workspace run's; a plain turn's is the one given, if any.
+      const policy = options.policy ?? (data ? Policy.default() : null);
+      const run = (supervisor: Supervisor<AnyStore>) =>
+        runOn(supervisor, target, options.provider, policy, options.approver, turnOptions);
       result = this.#supervisor
-        ? await runOn(
-            this.#supervisor as Supervisor<AnyStore>,
-            contract,
-            options.provider,
-            options.policy ?? Policy.default(),
-            options.approver,
-            turnOptions,
-          )
-        : await runWith(contract, options.provider, this.#store, options.policy, options.approver, turnOptions);
+        ? await run(this.#supervisor as Supervisor<AnyStore>)
+        : await onSharedSupervisor(this.#store, data?.leaseTtlMs ? { leaseTtlMs: data.leaseTtlMs } : {}, run);
     } catch (error) {
       // No run to follow: the turn is kept as failed, and the head stays where it was.
       await this.#do(
@@ -599,6 +630,29 @@ export class Session<S extends AnyStore = Store> {
     }
     return history;
   }
+}
+
+/**
+ * What a turn runs: the contract it was given; else a workspace run in the session's
+ * workspace (its answer shaped by `outputSchema`); else, in a session with no repository, a
+ * plain run.
+ */
+function turnTarget(text: string, root: string | null, options: TurnOptions): TaskContract | RunTarget<unknown> {
+  if (options.contract !== undefined) {
+    if (!(options.contract instanceof TaskContract))
+      throw new InvalidArgumentError('session.turn: contract must be a TaskContract.');
+    if (options.outputSchema !== undefined)
+      throw new InvalidArgumentError(
+        "session.turn: a turn's contract says its answer's shape (contract.withOutputSchema(schema)); drop outputSchema, or the contract.",
+      );
+    return options.contract;
+  }
+  if (root === null)
+    return { task: text, plain: options.outputSchema === undefined ? {} : { outputSchema: options.outputSchema } };
+  const contract = TaskContract.workspace(text, root);
+  return options.outputSchema === undefined
+    ? contract
+    : contract.withOutputSchema(options.outputSchema as Record<string, unknown>);
 }
 
 /** The `contained` option checked: whole numbers of at least one, or a clear error naming what was wrong. */

@@ -97,8 +97,9 @@ function isReply(run: PreparedRun): boolean {
     spec.reply === true &&
     agent.run.parentId === null &&
     // A contract that judges the answer (a gate, a plan gate, a shape) is never skipped by a reply.
-    (contract === null ||
-      (contract.verification.kind === 'none' && !contract.planGate && contract.outputSchema === null)) &&
+    (contract === null
+      ? spec.outputSchema === undefined
+      : contract.verification.kind === 'none' && !contract.planGate && contract.outputSchema === null) &&
     agent.seq === 1 &&
     !agent.cancelled &&
     !agent.deadline.overdue

@@ -28,6 +28,27 @@ export type Verdict =
   | { final: { status: RunStatus; reply: string | null; reason?: string }; feedback?: undefined }
   | { feedback: Observation; final?: undefined };
 
+/**
+ * What judges a root's final answer: its contract (a plan gate, a shape, a gate), or, for a
+ * plain run that declared one, the answer's shape alone.
+ */
+export type Judged = ContractData | ShapeOnly;
+
+/** A plain run's judge: its `outputSchema`, with the contract's default retries; no gate, no plan. */
+export interface ShapeOnly {
+  outputSchema: NonNullable<ContractData['outputSchema']>;
+  retries: number;
+  planGate: false;
+}
+
+/** Re-prompts a plain run's answer gets: the two a contract allows by default (`withRetries`). */
+const SHAPE_RETRIES = 2;
+
+/** The judge a plain root with an answer shape has. */
+export function shapeOnly(outputSchema: ShapeOnly['outputSchema']): ShapeOnly {
+  return { outputSchema, retries: SHAPE_RETRIES, planGate: false };
+}
+
 /** What judging needs besides the run: the workspace and the reviewer's provider (with its key). */
 export interface JudgeParts {
   workspace: WorkspaceSession | null;
@@ -40,7 +61,7 @@ export interface JudgeParts {
 export async function judge(
   context: RunContext,
   parts: JudgeParts,
-  contract: ContractData,
+  contract: Judged,
   completion: Completion,
   spent: Spent,
   calls: ModelCallRecord[],
@@ -89,6 +110,8 @@ export async function judge(
       };
     }
   }
+  // A plain run's shape is all there is to judge.
+  if (!('verification' in contract)) return { final: { status: 'finished', reply: completion.text } };
   const evaluation = await evaluateGate(context, parts, contract, completion);
   if (evaluation === null) return { final: { status: 'finished', reply: completion.text } };
   if (evaluation.reviewCall) {

@@ -10,7 +10,6 @@ import { createHash } from 'node:crypto';
 import { ErrorCode, HarnessError } from '../../errors.js';
 import { rosterCatalogue } from '../../runtime/agents.js';
 import { DEFAULT_SHARE } from '../../runtime/context/assembler.js';
-import type { ContractData } from '../../runtime/contract/contract.js';
 import type { EventData } from '../../runtime/events.js';
 import { withKept } from '../../runtime/exec/containment/kept.js';
 import { Policy } from '../../runtime/policy/policy.js';
@@ -33,6 +32,7 @@ import { Escalation } from './ask.js';
 import { Assembly, findWindow } from './assembly.js';
 import { Budget } from './budget.js';
 import { changedIn, Freshness } from './freshness.js';
+import { type Judged, shapeOnly } from './gates.js';
 import { chooseMemory } from './memory-block.js';
 import { defaultSystem, workspaceSystem } from './prompts.js';
 import type { AgentRun } from './run.js';
@@ -65,7 +65,7 @@ export interface PreparedRun {
   readonly options: RequestOptions;
   readonly parentAddress: string | null;
   /** The contract whose gates and shape judge a final answer: the root's; children report to their parent. */
-  readonly judge: ContractData | null;
+  readonly judge: Judged | null;
   /** The tools the contract withholds from the run. */
   readonly mask: ReadonlySet<string>;
   /** The run's tiers, when they keep something back. */
@@ -165,7 +165,8 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   if (contract?.memory) await chooseMemory(agent, contract, assembly, restored, transcript);
   const freshness = followReads(agent, restored);
   await rollBack(agent);
-  const judge = contract !== null && run.parentId === null ? contract : null;
+  const judge: Judged | null =
+    run.parentId !== null ? null : (contract ?? (spec.outputSchema ? shapeOnly(spec.outputSchema) : null));
   return {
     kind: 'prepared',
     run: {
@@ -190,9 +191,10 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
       mask: new Set(contract?.toolMask ?? []),
       tiered: agent.tiers && agent.tiers.families.size > 0 ? agent.tiers : null,
       // Escalation is counted from the trace like the re-prompts, so a resumed run stays escalated.
-      escalation: judge?.escalation
-        ? new Escalation(providerSpec, judge.escalation, restored.escalated, agent.hostModels)
-        : null,
+      escalation:
+        contract && judge === contract && contract.escalation
+          ? new Escalation(providerSpec, contract.escalation, restored.escalated, agent.hostModels)
+          : null,
       draft: restored.draft,
       room: 'unchecked',
     },
@@ -284,7 +286,7 @@ function opening(agent: AgentRun, task: string, briefing: string | null, kit: Wo
 /** The system block before the memory block: the same bytes every request of the run, so the cached prefix holds. */
 function systemBlock(agent: AgentRun, spec: RunSpecData, kit: WorkspaceKit | null): string {
   const { contract, run, skills, agents, tiers } = agent;
-  const base = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run));
+  const base = spec.system ?? (contract ? workspaceSystem(contract) : defaultSystem(run, spec));
   const tiered = tiers && tiers.families.size > 0 ? tiers : null;
   return [
     base,

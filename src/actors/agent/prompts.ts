@@ -4,7 +4,10 @@
  * runtime/tools/registry.ts (`registryFor`).
  */
 import type { ContractData } from '../../runtime/contract/contract.js';
-import type { RunRecord } from '../../store/records.js';
+import type { RunRecord, RunSpec } from '../../store/records.js';
+
+/** What a run whose answer has a shape is told. */
+const SHAPED = ' Your final answer must be a single JSON value matching the schema you were given.';
 
 export function workspaceSystem(contract: ContractData): string {
   return (
@@ -15,14 +18,15 @@ export function workspaceSystem(contract: ContractData): string {
     (contract.planGate
       ? ' This run starts in a planning phase: read what you need, then submit an ordered plan with submit_plan; changes and commands wait until it is approved.'
       : '') +
-    (contract.outputSchema ? ' Your final answer must be a single JSON value matching the schema you were given.' : '')
+    (contract.outputSchema ? SHAPED : '')
   );
 }
 
-export function defaultSystem(run: RunRecord): string {
+export function defaultSystem(run: RunRecord, spec: Pick<RunSpec, 'outputSchema'> = {}): string {
   return (
     `You are agent "${run.address}" in a tree of agents. ` +
     'Use spawn_agent to hand work to sub-agents, send_message and read_messages to talk to agents of this tree by address, ' +
-    'and answer without a tool call when your task is done.'
+    'and answer without a tool call when your task is done.' +
+    (spec.outputSchema && run.parentId === null ? SHAPED : '')
   );
 }

@@ -107,6 +107,15 @@ export interface ZodOutputLike {
   toJSONSchema(params?: Record<string, unknown>): unknown;
 }
 
+/**
+ * What a run's answer shape may be given as: a zod schema (the answer typed by it), an
+ * {@link OutputSchema}, or a plain JSON Schema (the answer `unknown`).
+ */
+export type OutputSchemaInput<Output = unknown> =
+  | OutputSchema<Output>
+  | (ZodOutputLike & { _zod: { output: Output } })
+  | Record<string, unknown>;
+
 /** The type a zod schema parses to (`z.output<typeof schema>`), without importing zod. */
 export type ZodOutput<Schema> = Schema extends { _zod: { output: infer Parsed } } ? Parsed : unknown;
 
@@ -170,8 +179,14 @@ export class OutputSchema<Output = unknown> {
 
 function fromZod(schema: ZodOutputLike): unknown {
   try {
-    // What a valid answer looks like once parsed: zod's output side.
-    return schema.toJSONSchema({ io: 'output' });
+    // What a valid answer looks like once parsed: zod's output side. The dialect marker zod
+    // adds says nothing the checker or a vendor uses, and would be sent with every request.
+    const written = schema.toJSONSchema({ io: 'output' });
+    if (isPlainObject(written) && typeof written.$schema === 'string') {
+      const { $schema: _dialect, ...rest } = written;
+      return rest;
+    }
+    return written;
   } catch (error) {
     throw new InvalidArgumentError(
       `OutputSchema.of: the zod schema cannot be written as JSON Schema (${(error as Error).message}); use types JSON Schema can say (no transforms, dates or functions).`,

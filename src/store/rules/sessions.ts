@@ -13,7 +13,10 @@ import { finish } from './run-end.js';
 import { cancelQueued } from './spawn.js';
 
 /** Makes a session's row; opening one that exists is refused (its id is the embedder's to choose once). */
-export function* openSession(_context: RuleContext, input: { sessionId: string; root: string; now: number }): Q<void> {
+export function* openSession(
+  _context: RuleContext,
+  input: { sessionId: string; root: string | null; now: number },
+): Q<void> {
   const known = yield* sql.get('SELECT 1 AS one FROM sessions WHERE session_id = ?', input.sessionId);
   if (known) {
     throw new InvalidArgumentError(
@@ -23,7 +26,8 @@ export function* openSession(_context: RuleContext, input: { sessionId: string; 
   yield* sql.put(
     'INSERT INTO sessions (session_id, root, head, created_at) VALUES (?, ?, NULL, ?)',
     input.sessionId,
-    input.root,
+    // No workspace is '' in the column, which a workspace's absolute path never is.
+    input.root ?? '',
     input.now,
   );
 }
