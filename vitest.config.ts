@@ -77,7 +77,12 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...DURABILITY] },
+        test: {
+          name: 'sqlite',
+          // The guides' example tests run as they are written (examples/testing: a user's own test).
+          include: ['test/**/*.test.ts', 'examples/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...DURABILITY],
+        },
       },
       {
         extends: true,

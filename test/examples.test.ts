@@ -43,6 +43,11 @@ describe('the README and the demo', () => {
     expect(out).toContain('finished: Order A-1001 has shipped and arrives on 2026-12-04.');
   });
 
+  it("shows the testing guide's example test as it is (the suite runs it from examples/testing)", () => {
+    const guide = readFileSync(new URL('../docs/guides/testing.md', import.meta.url), 'utf8');
+    expect(guide).toContain(readFileSync(new URL('../examples/testing/tool-agent.test.ts', import.meta.url), 'utf8'));
+  });
+
   it("runs the sessions guide's example: a streamed turn, a reply that reads the first, a steered turn, a resume by id", () => {
     const out = run('sessions/main.mjs', tempStorePath());
     expect(out).toContain('turn 1 streamed: It names release 2.4.1, owned by ada.');

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HttpProviderSpec, RunPart } from '../dist/index.js';
-import { ScriptedModelServer } from '../dist/testing/index.js';
+import { AGENT_HEADER, assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { type Harness, harness } from './support/harness.js';
 import { programs } from './support/wire.js';
 
@@ -120,5 +120,30 @@ describe('iterating a run', () => {
         }
       })(),
     ).rejects.toThrow(/cannot import provider module/);
+  });
+});
+
+describe('telling which agent asks', () => {
+  it("sends the agent's address only where a spec names the header, and the scripted server reads it as call.agent", async () => {
+    server = await ScriptedModelServer.start((call) =>
+      call.agent === 'root' && assistantTurns(call) === 0
+        ? { toolCalls: [{ name: 'spawn_agent', args: { task: 'look', as: 'helper', wait: true } }] }
+        : { text: `answered ${call.agent}` },
+    );
+    h = await harness();
+    const named = await h.supervisor.run({ task: 'go', provider: server.provider() }).result;
+    expect(named.reply).toBe('answered root');
+    expect(server.calls.map((call) => call.agent)).toEqual(['root', 'helper', 'root']);
+    const before = server.calls.length;
+    await h.supervisor.run({ task: 'go', provider: openai(server.url) }).result;
+    const plain = server.calls.slice(before);
+    expect(plain.length).toBeGreaterThan(0);
+    for (const call of plain) {
+      expect(call.agent).toBeNull();
+      expect(Object.keys(call.headers)).not.toContain(AGENT_HEADER);
+    }
+    expect(() =>
+      h?.supervisor.run({ task: 'go', provider: { ...openai(server?.url as string), agentHeader: 'x agent' } }),
+    ).toThrow(/agentHeader names the header/);
   });
 });

@@ -209,6 +209,12 @@ export interface HttpProviderSpec {
   /** The provider's name in the trace. Default: the kind or preset. */
   name?: string;
   /**
+   * A header to send the asking agent's address in with each model request (`x-agent`,
+   * say): for a gateway that routes or reports by agent, or the scripted model server's
+   * `call.agent`. Not sent unless named: a vendor otherwise learns nothing of the tree.
+   */
+  agentHeader?: string;
+  /**
    * False: images tools attach are not sent (a model that takes text only refuses a
    * request with one); each tool result says its image was left out. Default true.
    */

@@ -17,6 +17,7 @@ export type {
   ScriptedWeb,
 } from './model-server.js';
 export {
+  AGENT_HEADER,
   assistantTurns,
   lastUserText,
   ScriptedModelServer,

@@ -30,10 +30,14 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { resolve as resolvePath } from 'node:path';
+import type { HttpProviderSpec } from '../runtime/provider.js';
 import { encodeEvents, encodeMessage, errorBody, resolveCompletion } from './wire-answers.js';
 import { invalidRequest, record, type Wire } from './wire-requests.js';
 
 export { assistantTurns, contentText, lastUserText, systemText, toolResults } from './wire-requests.js';
+
+/** The header a provider from {@link ScriptedModelServer.provider} sends the asking agent's address in. */
+export const AGENT_HEADER = 'x-io-harness-agent';
 
 /** One model request as the server received it. */
 export interface ScriptedCall {
@@ -49,6 +53,12 @@ export interface ScriptedCall {
   raw: string;
   /** This call's position in {@link ScriptedModelServer.calls}, from zero. */
   index: number;
+  /**
+   * The address of the agent that asked (`root`, or the name a spawn gave, such as `helper`), as the provider sent it
+   * in the {@link AGENT_HEADER} header: a provider from {@link ScriptedModelServer.provider}
+   * sends it. Null when the request did not carry it.
+   */
+  agent: string | null;
   /**
    * Which connection carried it: the server numbers connections from zero as it accepts
    * them, so two calls with one number came over one kept-alive socket.
@@ -249,6 +259,22 @@ export class ScriptedModelServer {
     });
   }
 
+  /**
+   * A provider spec for this server, on the OpenAI wire (or the Anthropic one): its URL, a
+   * placeholder key, and the agent's address sent with each request, read back as `call.agent`.
+   */
+  provider(options: { wire?: 'openai' | 'anthropic'; model?: string } = {}): HttpProviderSpec {
+    const wire = options.wire ?? 'openai';
+    return {
+      kind: wire,
+      model: options.model ?? 'scripted',
+      baseUrl: wire === 'openai' ? `${this.url}/v1` : this.url,
+      apiKey: 'scripted-model-server',
+      agentHeader: AGENT_HEADER,
+      retry: { baseDelayMs: 1 },
+    };
+  }
+
   static async start(script: ModelScript, options: ScriptedModelServerOptions = {}): Promise<ScriptedModelServer> {
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
@@ -347,6 +373,7 @@ export class ScriptedModelServer {
       body,
       raw,
       index: this.calls.length,
+      agent: typeof request.headers[AGENT_HEADER] === 'string' ? (request.headers[AGENT_HEADER] as string) : null,
       connection: this.#connections.get(request.socket) ?? -1,
     };
     if (this.#keepCalls) this.calls.push(call);

@@ -2,9 +2,9 @@
 import { createServer } from 'node:net';
 import { assistantTurns, type ModelScript, type ScriptedAnswer, systemText } from '../../dist/testing/index.js';
 
-/** The address of the agent a request comes from, read off the system prompt the runtime sends. */
+/** The address of the agent a request comes from: its header where the spec sends it, else read off the system prompt. */
 export function agentOf(call: Parameters<ModelScript>[0]): string {
-  return /You are agent "([^"]+)"/.exec(systemText(call))?.[1] ?? '?';
+  return call.agent ?? /You are agent "([^"]+)"/.exec(systemText(call))?.[1] ?? '?';
 }
 
 /** Each agent answers from its own list, one answer per turn; the last repeats. `*` is for everyone else. */

@@ -28,6 +28,8 @@ export interface CommonOptions {
   name?: string;
   /** False for a model that takes text only: images tools attach are left out of its requests. Default true. */
   images?: boolean;
+  /** A header to send the asking agent's address in with each request (see HttpProviderSpec.agentHeader). */
+  agentHeader?: string;
 }
 
 export interface VendorOptions extends CommonOptions {
@@ -84,6 +86,7 @@ function common(options: CommonOptions): Partial<HttpProviderSpec> {
   if (options.headers !== undefined) out.headers = options.headers;
   if (options.transport !== undefined) out.transport = options.transport;
   if (options.name !== undefined) out.name = options.name;
+  if (options.agentHeader !== undefined) out.agentHeader = options.agentHeader;
   if (options.images !== undefined) {
     if (typeof options.images !== 'boolean')
       throw new InvalidArgumentError(`images must be true or false, got ${JSON.stringify(options.images)}.`);
@@ -326,6 +329,13 @@ export function checkProviderSpec(spec: unknown, where: string): ProviderSpec {
     const http = spec as HttpProviderSpec;
     checkModel(http.model, where);
     if (http.baseUrl !== undefined) checkUrl(http.baseUrl, where);
+    if (
+      http.agentHeader !== undefined &&
+      (typeof http.agentHeader !== 'string' || !/^[A-Za-z0-9-]+$/.test(http.agentHeader))
+    )
+      throw new InvalidArgumentError(
+        `${where}: agentHeader names the header the agent's address is sent in (letters, digits and "-", such as "x-agent"), got ${JSON.stringify(http.agentHeader)}.`,
+      );
     if (kind === 'compatible' && http.baseUrl === undefined && !(http.preset && findPreset(http.preset))) {
       throw new InvalidArgumentError(`${where}: a compatible provider needs a baseUrl or a known preset.`);
     }

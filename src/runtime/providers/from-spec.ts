@@ -106,6 +106,7 @@ export async function buildHttpProvider(spec: HttpProviderSpec): Promise<HttpPro
     systemCacheMarker: spec.kind === 'openrouter',
     extraBody: spec.kind === 'openrouter' ? { usage: { include: true } } : {},
     images: spec.images !== false,
+    agentHeader: spec.agentHeader?.toLowerCase() ?? null,
     web: spec.kind === 'anthropic' || spec.kind === 'openrouter' ? spec.kind : null,
   };
   let transport: Transport = undiciTransport;

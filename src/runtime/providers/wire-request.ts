@@ -26,8 +26,12 @@ export function toolText(
   return `${entry.content}\n${imagesNotShown(entry.images.length, images)}`;
 }
 
-function affinity(request: ModelRequest): Record<string, string> {
-  return request.options?.cacheKey ? { 'x-session-affinity': request.options.cacheKey } : {};
+function affinity(request: ModelRequest, config: WireConfig): Record<string, string> {
+  const headers: Record<string, string> = request.options?.cacheKey
+    ? { 'x-session-affinity': request.options.cacheKey }
+    : {};
+  if (config.agentHeader) headers[config.agentHeader] = request.metadata.address;
+  return headers;
 }
 
 /**
@@ -93,7 +97,7 @@ export function streamingPost(
       accept: 'text/event-stream',
       // Uncoded, please: a coded answer is still read (gzip, deflate, br), but costs a decoder per chunk.
       'accept-encoding': 'identity',
-      ...affinity(request),
+      ...affinity(request, config),
     },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   };

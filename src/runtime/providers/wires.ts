@@ -34,6 +34,8 @@ export interface WireConfig {
   systemCacheMarker: boolean;
   /** Extra top-level body fields (OpenRouter's `usage: { include: true }`). */
   extraBody: Record<string, unknown>;
+  /** The header the asking agent's address is sent in, or null (see HttpProviderSpec.agentHeader). */
+  agentHeader?: string | null;
   /** Send the images tools attach (the latest ones); false for a model that takes text only. */
   images: boolean;
   /** Whose server-side web tools this endpoint speaks (`withWeb`), or null where a run cannot ask for them (see runtime/web/web.ts). */
