@@ -204,6 +204,8 @@ export type {
   TreeResult,
 } from './supervisor/supervisor.js';
 export { Supervisor } from './supervisor/supervisor.js';
+export type { UIMessageChunk, UIMessageMetadata } from './ui/message-stream.js';
+export type { UIMessage, UIMessagePart } from './ui/messages.js';
 
 /**
  * The embedder's tool class under its first name.

@@ -147,3 +147,87 @@ describe('telling which agent asks', () => {
     ).toThrow(/agentHeader names the header/);
   });
 });
+
+describe("a run as the AI SDK's UI message stream", () => {
+  /** The chunks of a UI message stream response, read back as the AI SDK's client reads them. */
+  async function chunksOf(response: Response): Promise<{ type: string; [key: string]: unknown }[]> {
+    const text = await response.text();
+    expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+    return text
+      .split('\n\n')
+      .filter((event) => event.startsWith('data: {'))
+      .map((event) => JSON.parse(event.slice('data: '.length)));
+  }
+
+  it('writes text, the tool call with its input and output, and the finish with usage; the AI SDK reads it as one message', async () => {
+    server = await ScriptedModelServer.start(
+      programs({
+        root: [
+          {
+            text: 'Reading.',
+            toolCalls: [{ name: 'read_messages', args: {} }],
+            usage: { inputTokens: 100, outputTokens: 5 },
+          },
+          { text: 'Nothing came.', usage: { inputTokens: 120, outputTokens: 4 } },
+        ],
+      }),
+    );
+    h = await harness();
+    const handle = h.supervisor.run({ task: 'go', provider: openai(server.url) });
+    const response = handle.toUIMessageStreamResponse();
+    expect(response.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
+    const chunks = await chunksOf(response);
+    expect(chunks[0]).toEqual({ type: 'start', messageId: handle.rootId });
+    expect(chunks.find((chunk) => chunk.type === 'tool-input-available')).toMatchObject({
+      toolName: 'read_messages',
+      input: {},
+    });
+    expect(chunks.find((chunk) => chunk.type === 'tool-output-available')).toMatchObject({ dynamic: true });
+    expect(chunks.at(-1)).toMatchObject({
+      type: 'finish',
+      messageMetadata: { status: 'finished', usage: { inputTokens: 220, outputTokens: 9, steps: 2 } },
+    });
+    // The AI SDK's own reader makes one assistant message of it: two steps, the tool's output, the text.
+    const { readUIMessageStream } = await import('ai');
+    const stream = new ReadableStream({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(chunk);
+        controller.close();
+      },
+    });
+    let last: { id: string; parts: { type: string; text?: string; state?: string }[] } | undefined;
+    for await (const message of readUIMessageStream({ stream: stream as never, terminateOnError: true }))
+      last = message as typeof last;
+    expect(last?.id).toBe(handle.rootId);
+    expect(last?.parts.filter((part) => part.type === 'text').map((part) => part.text)).toEqual([
+      'Reading.',
+      'Nothing came.',
+    ]);
+    expect(last?.parts.find((part) => part.type === 'dynamic-tool')).toMatchObject({ state: 'output-available' });
+  });
+
+  it('ends with an error part for a run that fails, and one for a tree that cannot start', async () => {
+    server = await ScriptedModelServer.start(() => ({
+      fault: 'status',
+      status: 400,
+      body: '{"error":{"message":"bad request"}}',
+    }));
+    h = await harness();
+    const failed = await chunksOf(
+      h.supervisor.run({ task: 'go', provider: openai(server.url) }).toUIMessageStreamResponse(),
+    );
+    expect(failed.find((chunk) => chunk.type === 'error')).toMatchObject({
+      errorText: expect.stringContaining('failed:'),
+    });
+    expect(failed.at(-1)).toMatchObject({ type: 'finish', messageMetadata: { status: 'failed' } });
+    const unstarted = await chunksOf(
+      h.supervisor
+        .run({ task: 'go', provider: { kind: 'module', module: '/nonexistent/provider-module.mjs' } })
+        .toUIMessageStreamResponse(),
+    );
+    expect(unstarted.find((chunk) => chunk.type === 'error')).toMatchObject({
+      errorText: expect.stringContaining('cannot import provider module'),
+    });
+  });
+});

@@ -58,4 +58,15 @@ export interface RunHandle<Output = unknown> extends AsyncIterable<RunPart<Outpu
   readonly textStream: AsyncIterable<string>;
   /** Stops every agent of the tree at its next step boundary and cancels what is queued. */
   cancel(): Promise<void>;
+  /**
+   * The root's work as the AI SDK's UI message stream, in a web `Response`: what `useChat`
+   * reads (text as it streams, tool calls with input and output, errors, the finish with the
+   * run's status and usage). See docs/guides/ai-sdk.md.
+   */
+  toUIMessageStreamResponse(init?: ResponseInit): Response;
+  /** The same stream, written to a Node `ServerResponse`; resolves once it has ended. */
+  pipeUIMessageStreamToResponse(
+    response: import('node:http').ServerResponse,
+    init?: { status?: number; headers?: Record<string, string> },
+  ): Promise<void>;
 }

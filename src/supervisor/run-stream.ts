@@ -16,12 +16,22 @@ import type { TreeResult } from './handles.js';
 
 /** One part of a run's stream. Every part but the outcome names the agent it is of. */
 export type RunPart<Output = unknown> =
+  /** An agent asks its model, for the step `seq` (again, when a call is retried). */
+  | { type: 'model-call-start'; runId: string; address: string; seq: number }
   /** A piece of an agent's text as the model streams it (a retried call's text streams again from its start). */
-  | { type: 'text-delta'; runId: string; address: string; text: string }
+  | { type: 'text-delta'; runId: string; address: string; seq: number; text: string }
   /** An agent starts a tool call. */
-  | { type: 'tool-call-start'; runId: string; address: string; callId: string; name: string }
+  | { type: 'tool-call-start'; runId: string; address: string; seq: number; callId: string; name: string }
   /** A tool call has its result; `isError` when the tool failed or was refused. */
-  | { type: 'tool-call-end'; runId: string; address: string; callId: string; name: string; isError: boolean }
+  | {
+      type: 'tool-call-end';
+      runId: string;
+      address: string;
+      seq: number;
+      callId: string;
+      name: string;
+      isError: boolean;
+    }
   /** An agent's step is committed: durable from here, whatever happens to the process. */
   | {
       type: 'step';
@@ -71,17 +81,73 @@ function partOf(event: Parameters<LiveObserver>[0]): RunPart | null {
   }
 }
 
-function livePart(event: LiveEvent): RunPart | null {
-  const at = { runId: event.runId, address: event.address };
+function livePart(event: LiveEvent): RunPart {
+  const at = { runId: event.runId, address: event.address, seq: event.seq };
   switch (event.type) {
+    case 'model-call-start':
+      return { type: 'model-call-start', ...at };
     case 'text-delta':
       return { type: 'text-delta', ...at, text: event.text };
     case 'tool-call-start':
       return { type: 'tool-call-start', ...at, callId: event.callId, name: event.name };
     case 'tool-call-end':
       return { type: 'tool-call-end', ...at, callId: event.callId, name: event.name, isError: event.isError };
-    default:
-      return null;
+  }
+}
+
+/**
+ * The parts of a tree as they come, queued from the moment it is made (it subscribes at
+ * once), until close(). What a run's stream and a UI message stream read from.
+ */
+export class PartQueue {
+  readonly #queue: RunPart[] = [];
+  #wake: (() => void) | null = null;
+  #until: Promise<unknown> | null = null;
+  #over = false;
+  readonly #stop: () => void;
+
+  constructor(observe: Observe, rootId: string) {
+    this.#stop = observe(
+      (event) => {
+        const part = partOf(event);
+        if (part === null) return;
+        this.#queue.push(part);
+        this.#wake?.();
+      },
+      { rootId, live: true },
+    );
+  }
+
+  /** The next part, or null once `until` (the same promise each time) settles with none queued. */
+  async next(until: Promise<unknown>): Promise<RunPart | null> {
+    if (this.#until !== until) {
+      this.#until = until;
+      this.#over = false;
+      const over = () => {
+        if (this.#until !== until) return;
+        this.#over = true;
+        this.#wake?.();
+      };
+      void until.then(over, over);
+    }
+    for (;;) {
+      const part = this.#queue.shift();
+      if (part !== undefined) return part;
+      if (this.#over) return null;
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+      this.#wake = null;
+    }
+  }
+
+  /** Puts parts taken too early back at the head of the queue, in their order. */
+  putBack(parts: readonly RunPart[]): void {
+    this.#queue.unshift(...parts);
+  }
+
+  close(): void {
+    this.#stop();
   }
 }
 
@@ -94,39 +160,16 @@ export async function* runParts<Output>(
   rootId: string,
   result: Promise<TreeResult<Output>>,
 ): AsyncGenerator<RunPart<Output>, void, undefined> {
-  const queue: RunPart<Output>[] = [];
-  let wake: (() => void) | null = null;
-  let settled = false;
-  const stop = observe(
-    (event) => {
-      const part = partOf(event);
-      if (part === null) return;
-      queue.push(part as RunPart<Output>);
-      wake?.();
-    },
-    { rootId, live: true },
-  );
+  const queue = new PartQueue(observe, rootId);
   const done = result.then(
     (value) => ({ value }),
     (error: unknown) => ({ error }),
   );
-  void done.then(() => {
-    settled = true;
-    wake?.();
-  });
   try {
-    for (;;) {
-      while (queue.length > 0) yield queue.shift() as RunPart<Output>;
-      if (settled) break;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-      });
-      wake = null;
-    }
-    // Every event of the tree was delivered before its result settled: what is queued is all.
-    while (queue.length > 0) yield queue.shift() as RunPart<Output>;
+    // Every event of the tree was delivered before its result settled: what is queued then is all.
+    for (let part = await queue.next(done); part !== null; part = await queue.next(done)) yield part as RunPart<Output>;
   } finally {
-    stop();
+    queue.close();
   }
   const end = await done;
   if ('error' in end) throw end.error;

@@ -34,10 +34,14 @@ import type { PostgresStore } from '../store/postgres/index.js';
 import { TraceQueries } from '../store/queries.js';
 import type { SessionRecord, TurnRecord } from '../store/records.js';
 import type { Store } from '../store/sqlite/store.js';
+import { type UIMessage, uiMessagesOf } from '../ui/messages.js';
 import type { LiveObserver } from './event-bus.js';
 import { outcomeQuery, type RunResult, type RunTarget, type RunWithOptions, runOn } from './run-with.js';
 import { onSharedSupervisor } from './shared.js';
 import { Supervisor } from './supervisor.js';
+import { type TurnEvent, TurnHandle, turnEnded } from './turn-handle.js';
+
+export { type TurnEvent, TurnHandle } from './turn-handle.js';
 
 /** What a turn is run with: the model, and the run's policy, approver and tools. */
 export interface TurnOptions {
@@ -97,140 +101,6 @@ export interface TurnResult extends RunResult {
 }
 
 export type TurnKind = NonNullable<TurnRecord['kind']>;
-
-/** What a turn's answering agent does as it happens: its text as the model streams it, and its tool calls. */
-export type TurnEvent =
-  | { type: 'text'; text: string }
-  | { type: 'tool-call-start'; callId: string; name: string }
-  | { type: 'tool-call-end'; callId: string; name: string; isError: boolean };
-
-/**
- * A turn under way: await it for its result, or iterate it for its text and tool calls as
- * they happen (every event from the turn's start, in order, however late the iteration
- * begins). Stopping the iteration stops nothing but the iteration.
- */
-export class TurnHandle<S extends AnyStore = Store> implements PromiseLike<TurnResult>, AsyncIterable<TurnEvent> {
-  readonly result: Promise<TurnResult>;
-  readonly #events: TurnEvent[] = [];
-  readonly #waiting = new Set<() => void>();
-  #done = false;
-
-  /** The turn's id, known from the start (a second process steers it by this id through Session.steer). */
-  readonly turnId: string;
-  /** True on PostgreSQL, where a steer or an interrupt is a promise. */
-  readonly #async: boolean;
-  readonly #deliver: Deliver<S>;
-  readonly #byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => Answer<S, void>;
-  #runId: string | null = null;
-  readonly #before: { kind: 'steer' | 'interrupt'; text: string | null }[] = [];
-  /** Corrections held before the run existed that could not be written when it did. */
-  readonly #lost: string[] = [];
-
-  /** @internal */
-  constructor(
-    turnId: string,
-    async: boolean,
-    deliver: Deliver<S>,
-    byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => Answer<S, void>,
-    run: (push: (event: TurnEvent) => void, started: (runId: string) => void | Promise<void>) => Promise<TurnResult>,
-  ) {
-    this.#async = async;
-    this.#deliver = deliver;
-    this.#byTurn = byTurn;
-    this.turnId = turnId;
-    const wake = () => {
-      for (const resolve of this.#waiting) resolve();
-      this.#waiting.clear();
-    };
-    this.result = run(
-      (event) => {
-        this.#events.push(event);
-        wake();
-      },
-      async (runId) => {
-        // What was sent before the run existed goes to it now, in order, before its first step;
-        // what is sent while that is written waits its turn behind it.
-        while (this.#before.length > 0) {
-          const item = this.#before.shift() as { kind: 'steer' | 'interrupt'; text: string | null };
-          try {
-            await this.#deliver(runId, item.kind, item.text);
-          } catch {
-            // Reported with the result, as a correction the turn never took.
-            if (item.text !== null) this.#lost.push(item.text);
-          }
-        }
-        this.#runId = runId;
-      },
-    )
-      .then((result) =>
-        this.#lost.length > 0 ? { ...result, undelivered: [...this.#lost, ...result.undelivered] } : result,
-      )
-      .finally(() => {
-        this.#done = true;
-        wake();
-      });
-    // Awaited or not, a failed turn is the caller's to see through `result`, never an unhandled rejection.
-    this.result.catch(() => undefined);
-  }
-
-  // biome-ignore lint/suspicious/noThenProperty: a turn is awaited like the promise of its result.
-  then<A = TurnResult, B = never>(
-    onFulfilled?: ((value: TurnResult) => A | PromiseLike<A>) | null,
-    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
-  ): Promise<A | B> {
-    return this.result.then(onFulfilled, onRejected);
-  }
-
-  /**
-   * Corrects the turn while it runs: `text` reaches the answering agent (the root, never a
-   * child) at its next step boundary, as the user's words. Throws TURN_ENDED, writing
-   * nothing, once the turn has ended (on PostgreSQL, the promise it returns is rejected so).
-   */
-  steer(text: string): Answer<S, void> {
-    if (typeof text !== 'string' || text.trim() === '')
-      return this.#refuse(new InvalidArgumentError('turn.steer needs the correction, a non-empty string.'));
-    return this.#send('steer', text);
-  }
-
-  /** Ends the turn at its next step boundary as `interrupted`, its committed steps kept. Throws TURN_ENDED once it has ended. */
-  interrupt(): Answer<S, void> {
-    return this.#send('interrupt', null);
-  }
-
-  #refuse(error: Error): Answer<S, void> {
-    if (this.#async) return Promise.reject(error) as Answer<S, void>;
-    throw error;
-  }
-
-  #send(kind: 'steer' | 'interrupt', text: string | null): Answer<S, void> {
-    // Once the handle's result is in, the turn is reached by its id: a paused turn still can be.
-    if (this.#done) return this.#byTurn(this.turnId, kind, text);
-    if (this.#runId !== null) return this.#deliver(this.#runId, kind, text);
-    this.#before.push({ kind, text });
-    return (this.#async ? Promise.resolve() : undefined) as Answer<S, void>;
-  }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<TurnEvent> {
-    let at = 0;
-    for (;;) {
-      while (at < this.#events.length) yield this.#events[at++] as TurnEvent;
-      if (this.#done) return;
-      await new Promise<void>((resolve) => this.#waiting.add(resolve));
-    }
-  }
-}
-
-/** Writes a steer or an interrupt for a turn's root run. */
-type Deliver<S> = (runId: string, kind: 'steer' | 'interrupt', text: string | null) => Answer<S, void>;
-
-/** The error for steering or interrupting a turn that has ended. */
-function turnEnded(kind: 'steer' | 'interrupt', turnId?: string, status?: string): never {
-  throw new HarnessError(
-    ErrorCode.TurnEnded,
-    `${turnId ? `turn ${turnId}` : 'the turn'} has ended${status ? ` (${status})` : ''}; there is nothing to ${kind}. Say it in a new turn.`,
-    { details: { ...(turnId ? { turnId } : {}), ...(status ? { status } : {}) } },
-  );
-}
 
 /** Another turn took the session's head first; this turn's row is kept, as `conflicted`. */
 export class TurnConflictError extends ConflictError {
@@ -431,7 +301,7 @@ export class Session<S extends AnyStore = Store> {
     text: string,
     options: TurnOptions,
     push: (event: TurnEvent) => void,
-    started: (runId: string) => void | Promise<void>,
+    started: (runId: string, supervisor: Supervisor<AnyStore>) => void | Promise<void>,
   ): Promise<TurnResult> {
     if (typeof text !== 'string' || text.trim() === '')
       throw new InvalidArgumentError('session.turn needs what the user says, a non-empty string.');
@@ -490,7 +360,7 @@ export class Session<S extends AnyStore = Store> {
           );
           // The turn names its run before anything is sent to it: a steer is taken only by a turn's root.
           await this.#do(write('startedTurn', { turnId, runId: rootId }));
-          await started(rootId);
+          await started(rootId, supervisor as Supervisor<AnyStore>);
         },
       };
       // A workspace turn's policy defaults as a workspace run's; a plain turn's is the one given, if any.
@@ -532,6 +402,99 @@ export class Session<S extends AnyStore = Store> {
           undelivered: result.outcome.kind === 'paused' ? [] : yield* read(QUERIES.undeliveredSteers(result.runId)),
         };
       })(),
+    );
+  }
+
+  /**
+   * The conversation as the AI SDK's `UIMessage`s, for a chat page that opens it: the
+   * current branch's turns (each the user's words and the agent's message), then the user's
+   * words of a turn still running, whose answer `reconnect()` streams.
+   */
+  uiMessages(): Answer<S, UIMessage[]> {
+    const session = this;
+    return this.#do(
+      (function* () {
+        const head = yield* session.#head();
+        const branch = head === null ? [] : yield* read(QUERIES.branch(head));
+        const running = (yield* read(QUERIES.turns(session.id))).filter(
+          (turn) => turn.status === 'running' && turn.parent === head,
+        );
+        return uiMessagesOf(branch, running.at(-1) ?? null);
+      })(),
+    );
+  }
+
+  /** The session's latest turn still running (in this process or one that died), or null. */
+  runningTurn(): Answer<S, TurnRecord | null> {
+    const session = this;
+    return this.#do(
+      (function* () {
+        return (yield* read(QUERIES.turns(session.id))).filter((turn) => turn.status === 'running').at(-1) ?? null;
+      })(),
+    );
+  }
+
+  /**
+   * A turn as a handle to stream to a page that lost its connection: its UI message stream
+   * replays what the store has of the turn, then follows it to its end (the AI SDK's resume
+   * convention; a turn that has ended is replayed whole). Where the process that ran it is
+   * gone (a restarted server), the turn is resumed here from its last committed step, with
+   * what `resumeTurn` takes; where a live process drives it, it is only followed.
+   *
+   * @example
+   * const running = await session.runningTurn();
+   * if (!running) response.writeHead(204).end();
+   * else await session.reconnect(running.turnId, { provider }).pipeUIMessageStreamToResponse(response);
+   */
+  reconnect(
+    turnId: string,
+    options: Partial<Pick<TurnOptions, 'provider' | 'approver' | 'tools' | 'models'>> = {},
+  ): TurnHandle<S> {
+    return new TurnHandle<S>(
+      turnId,
+      isPostgres(this.#store),
+      (runId, kind, text) => this.#send(runId, kind, text),
+      (id, kind, text) => this.#do(this.#sendTo(id, kind, text)),
+      async (_push, started) => {
+        const turn = await this.#do(this.#turn(turnId));
+        if (!turn.runId)
+          throw new InvalidArgumentError(`turn ${turnId} never started its run; there is nothing to stream.`);
+        const runId = turn.runId;
+        const go = async (supervisor: Supervisor<AnyStore>): Promise<TurnResult> => {
+          if (!RESUMABLE.has(turn.status)) {
+            await started(runId, supervisor);
+            const result = await supervisor.read(outcomeQuery(runId));
+            return { ...result, turnId, kind: turn.kind ?? 'work', undelivered: [] };
+          }
+          const { provider, approver, tools, models } = options;
+          const given = {
+            ...(provider ? { provider } : {}),
+            ...(approver ? { approver } : {}),
+            ...(tools ? { tools } : {}),
+            ...(models ? { models } : {}),
+          };
+          // Driven by a live process (this one, or another host): followed, not taken.
+          const here = (await supervisor.read(QUERIES.run(runId)))?.lease.owner === supervisor.owner;
+          const resumed = here
+            ? null
+            : await supervisor.resume(runId, given).catch((error: unknown) => {
+                if (error instanceof ConflictError) return null;
+                throw error;
+              });
+          await started(runId, supervisor);
+          if (resumed) {
+            await resumed.result;
+            return this.#end(turn.turnId, await supervisor.read(outcomeQuery(runId)));
+          }
+          await runEnded(supervisor, runId);
+          const ended = await this.#do(this.#turn(turn.turnId));
+          const result = await supervisor.read(outcomeQuery(runId));
+          return { ...result, turnId: turn.turnId, kind: ended.kind ?? 'work', undelivered: [] };
+        };
+        return this.#supervisor
+          ? go(this.#supervisor as Supervisor<AnyStore>)
+          : onSharedSupervisor(this.#store as AnyStore, {}, go);
+      },
     );
   }
 
@@ -677,6 +640,27 @@ function checkContainment(value: unknown): Containment | null {
   whole('maxTotalAgents', maxTotalAgents, false);
   whole('maxConcurrentAgents', maxConcurrentAgents, true);
   return value as Containment;
+}
+
+/** Resolves once the run `runId` is no longer running (ended, or paused for a person). */
+function runEnded(supervisor: Supervisor<AnyStore>, runId: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const stop = supervisor.observe(
+      (event) => {
+        if (event.runId !== runId || (event.type !== 'run-end' && event.type !== 'run-paused')) return;
+        stop();
+        resolve();
+      },
+      { runId },
+    );
+    // Looked at after subscribing, so an end committed in between is not missed.
+    supervisor.read(QUERIES.run(runId)).then((run) => {
+      if (run && run.status !== 'running' && run.status !== 'queued') {
+        stop();
+        resolve();
+      }
+    }, reject);
+  });
 }
 
 /** The clock a session reads: its supervisor's (the one Supervisor.start was given), else the system's. */

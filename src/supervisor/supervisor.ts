@@ -50,7 +50,8 @@ import {
 } from './options.js';
 import { type RewoundFile, rewindRunFiles } from './rewind.js';
 import { checkRoot, contractProviders, holdProviderSecrets, rootSpec } from './root-spec.js';
-import { type Observe, rootText, runParts } from './run-stream.js';
+import { runHandle } from './run-handle.js';
+import type { Observe } from './run-stream.js';
 import { post, Tree, type TreePorts } from './tree.js';
 import { checkModelsGiven, checkToolsGiven, serverOptions, treeModels, treeServers, treeTools } from './tree-host.js';
 import { followStore, observeTree, rootWhenStored, type TailPorts, TreeTail } from './tree-tail.js';
@@ -673,15 +674,12 @@ export class Supervisor<S extends Store | PostgresStore = Store> {
   }
 
   #handle(tree: Tree): RunHandle {
-    const { rootId, result } = tree;
-    const observe: Observe = (observer, filter) => this.observe(observer, filter);
-    return {
-      rootId,
-      result,
-      cancel: () => this.cancel(rootId),
-      [Symbol.asyncIterator]: () => runParts(observe, rootId, result),
-      textStream: { [Symbol.asyncIterator]: () => rootText(runParts(observe, rootId, result), rootId) },
+    const ports = {
+      observe: this.observe.bind(this) as Observe,
+      read: this.read.bind(this),
+      cancel: this.cancel.bind(this),
     };
+    return runHandle(ports, tree.rootId, tree.result);
   }
 
   /**
