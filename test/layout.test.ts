@@ -142,7 +142,7 @@ describe('the agent threads', () => {
 });
 
 describe('the error codes', () => {
-  it('are the rows of docs/ERRORS.md, each naming a class the package exports', async () => {
+  it('are the sections of docs/ERRORS.md, each naming a class the package exports', async () => {
     const { ErrorCode } = await import('../dist/errors.js');
     const entries: Record<string, Record<string, unknown>> = {
       'io-harness': await import('../dist/index.js'),
@@ -150,7 +150,7 @@ describe('the error codes', () => {
       'io-harness/testing': await import('../dist/testing/index.js'),
     };
     const listed = readFileSync(join(import.meta.dirname, '..', 'docs', 'ERRORS.md'), 'utf8');
-    const rows = [...listed.matchAll(/^\| `([A-Z_]+)`\s*\|([^|]*)\|/gm)].map((match) => ({
+    const rows = [...listed.matchAll(/^## `([A-Z_]+)`\n\nClass: ([^\n]*)\.$/gm)].map((match) => ({
       code: match[1] as string,
       classes: match[2] as string,
     }));
