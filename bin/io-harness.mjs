@@ -56,7 +56,12 @@ if (command === 'config') {
   const { runConfigCommand } = await import('./config-command.mjs');
   process.exit(await runConfigCommand(rest));
 }
-if (command !== 'mcp-server') fail(`there is no command ${JSON.stringify(command)}`);
+if (command !== 'mcp-server') {
+  const { nearest } = await import('../dist/cli/command.js');
+  const { TRACE_COMMANDS } = await import('../dist/cli/trace-commands.js');
+  const near = nearest(command, [...Object.keys(TRACE_COMMANDS), 'config', 'mcp-server']);
+  fail(`there is no command ${JSON.stringify(command)}${near ? `; did you mean \`io-harness ${near}\`?` : ''}`);
+}
 
 let values;
 try {

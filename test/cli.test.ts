@@ -111,6 +111,12 @@ describe('the io-harness CLI', () => {
     expect(JSON.parse(resumed.stdout)).toMatchObject({ status: 'finished', reply: 'ran it' });
     expect(resumed.stderr).toMatch(/\d+ runs?: 1 finished/);
     expect(store.steps(paused.runId)[0]?.observations[0]?.content).toContain(process.version);
+    // resume on a tree that has ended says so, and starts nothing.
+    const over = await cli(['resume', paused.runId.slice(0, 8), ...at]);
+    expect(over.status, over.stderr).toBe(0);
+    expect(over.stdout).toContain(`tree ${paused.runId} has finished`);
+    expect(over.stdout).toContain('nothing to resume');
+    expect(over.stderr).toBe('');
 
     // rewind: the file back as it was, run where the run worked; a file it never wrote is not found.
     const elsewhere = await cli(['rewind', edited.runId, ...at]);
@@ -154,8 +160,15 @@ describe('the io-harness CLI', () => {
     const followed = await following;
     expect(result.status).toBe('finished');
     expect(followed.status, followed.stderr).toBe(0);
-    // Every step as it was committed (four calls and the answer), the end last.
+    // Every step as it was committed (four calls and the answer), the end last, each line by the agent's address.
     expect(followed.stdout.match(/step \d committed/g)).toHaveLength(5);
+    expect(followed.stdout.match(/^\d\d:\d\d:\d\d\.\d{3} {2}root {2}step \d committed/gm)).toHaveLength(5);
+    // Not on a terminal, a progress line is written when the runs or the spend change, not when the clock does.
+    const changes = followed.stderr
+      .trimEnd()
+      .split('\n')
+      .map((line) => line.replace(/^\[[^\]]*\] /, ''));
+    expect(changes.filter((line, index) => index > 0 && line === changes[index - 1])).toEqual([]);
     expect(followed.stdout.trimEnd().split('\n').at(-1)).toMatch(/ {2}ended finished/);
     // It saw the run going, then done.
     expect(followed.stderr).toMatch(/1 run: 1 running; \d steps/);
@@ -214,6 +227,14 @@ describe('the io-harness CLI', () => {
     expect(unknown.stderr).toContain("Unknown option '--colour'");
     expect((await cli(['show', '--store', store.path])).status).toBe(2);
     expect((await cli(['nonsense'])).status).toBe(2);
+    // A command misspelt is named; a run-id prefix too short says how long it must be.
+    const misspelt = await cli(['folow', 'abc']);
+    expect(misspelt.status).toBe(2);
+    expect(misspelt.stderr).toContain('did you mean `io-harness follow`?');
+    expect((await cli(['sesions'])).stderr).toContain('did you mean `io-harness sessions`?');
+    const short = await cli(['show', 'ab', '--store', store.path]);
+    expect(short.status).toBe(2);
+    expect(short.stderr).toContain('a prefix of at least 4 characters');
     const costless = await cli(['cost', 'abc', '--store', store.path, '--prices', text]);
     expect(costless.status).toBe(2);
     expect(costless.stderr).toContain('is not valid JSON');

@@ -56,6 +56,34 @@ export interface Context {
   storePath: string;
 }
 
+/** The name among `names` nearest `given` (by edits), when it is near enough to be what was meant. */
+export function nearest(given: string, names: readonly string[]): string | null {
+  let best: { name: string; distance: number } | null = null;
+  for (const name of names) {
+    const distance = edits(given.toLowerCase(), name.toLowerCase());
+    if (best === null || distance < best.distance) best = { name, distance };
+  }
+  // A third of the name's letters may be wrong; the start of a name (three letters or more) is that name.
+  if (best && best.distance <= Math.max(1, Math.floor(best.name.length / 3))) return best.name;
+  return given.length >= 3 ? (names.find((name) => name.startsWith(given.toLowerCase())) ?? null) : null;
+}
+
+/** The Levenshtein distance of two short strings. */
+function edits(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++)
+      next[j] = Math.min(
+        (row[j] as number) + 1,
+        (next[j - 1] as number) + 1,
+        (row[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    row = next;
+  }
+  return row[b.length] as number;
+}
+
 /** Prints a value as JSON, for `--json`. */
 export const print = (context: Context, value: unknown) => context.io.out(`${JSON.stringify(value, null, 2)}\n`);
 

@@ -8,21 +8,34 @@ import type { CliIo } from './command.js';
 import { describeEvent, formatDuration } from './render.js';
 import type { Reader } from './stores.js';
 
-/** An event as `follow` and `resume` print it: the time, the run, and what happened. */
-export function describeFollowed(event: HarnessEvent): string {
-  return `${new Date(event.at).toISOString().slice(11, 23)}  ${event.runId.slice(0, 8)}  ${describeEvent(event)}`;
+/** An event as `follow` and `resume` print it: the time, the agent (its address, or its run id's start), and what happened. */
+export function describeFollowed(event: HarnessEvent, addresses?: ReadonlyMap<string, string>): string {
+  const who = addresses?.get(event.runId) ?? event.runId.slice(0, 8);
+  return `${new Date(event.at).toISOString().slice(11, 23)}  ${who}  ${describeEvent(event)}`;
+}
+
+/** The address of each run of a tree, by run id (a run starting says its own: see `follow`). */
+export function addressesOf(runs: readonly RunRecord[]): Map<string, string> {
+  return new Map(runs.map((run) => [run.runId, run.address]));
 }
 
 /**
- * The progress line on stderr: redrawn in place on a terminal, a line per change
- * otherwise; `above` clears it before other output, `end` leaves it on its own line.
+ * The progress line on stderr: redrawn in place on a terminal; elsewhere (a log, a pipe) a
+ * line only when the runs or the spend change, not each time the clock moves. `above`
+ * clears it before other output, `end` leaves it on its own line.
  */
 export function progressOn(io: CliIo) {
   let last = '';
+  let lastChange = '';
   return {
     show(line: string) {
       if (io.tty) io.err(`\r\x1b[K${line}`);
-      else if (line !== last) io.err(`${line}\n`);
+      else {
+        // What changed, less the elapsed time the line opens with.
+        const change = line.replace(/^\[[^\]]*\] /, '');
+        if (change !== lastChange) io.err(`${line}\n`);
+        lastChange = change;
+      }
       last = line;
     },
     above() {

@@ -98,11 +98,19 @@ export async function withPostgres<T>(context: Context, use: (store: PostgresSto
   }
 }
 
+/** The fewest characters a run-id prefix must have: fewer would name too many runs to be useful. */
+export const MIN_PREFIX = 4;
+
 /** A run by its id, or by a prefix of one that names one run alone. */
 export async function findRun(reader: Reader, given: string): Promise<RunRecord> {
   const exact = await reader.run(given);
   if (exact) return exact;
-  const matches = given.length >= 4 ? (await allRuns(reader)).filter((run) => run.runId.startsWith(given)) : [];
+  if (given.length < MIN_PREFIX)
+    throw new CliError(
+      `${JSON.stringify(given)} is too short to name a run: give the id, or a prefix of at least ${MIN_PREFIX} characters (\`io-harness runs\` lists the ids).`,
+      EXIT.usage,
+    );
+  const matches = (await allRuns(reader)).filter((run) => run.runId.startsWith(given));
   if (matches.length === 1) return matches[0] as RunRecord;
   if (matches.length > 1)
     throw new CliError(

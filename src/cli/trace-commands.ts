@@ -28,7 +28,7 @@ import { rewind, rewindRun } from '../supervisor/rewind.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { CliError, type CliIo, type Command, type Context, EXIT, exitFor, print } from './command.js';
 import { readPrices } from './prices.js';
-import { describeFollowed, progressLine, progressOn } from './progress.js';
+import { addressesOf, describeFollowed, progressLine, progressOn } from './progress.js';
 import { clip, renderRun } from './render.js';
 import { allRuns, checkStore, findRun, isPostgresUrl, openPostgres, withReader, withStore } from './stores.js';
 
@@ -346,12 +346,15 @@ async function followCommand(context: Context): Promise<number> {
     let after = 0;
     const progress = progressOn(io);
     const started = Date.now();
+    let addresses = addressesOf(await reader.runs(rootId));
     for (;;) {
       const events = await reader.treeEvents(rootId, after);
+      // A run that started since the last look is named by its address too.
+      if (events.some((event) => !addresses.has(event.runId))) addresses = addressesOf(await reader.runs(rootId));
       for (const event of events) {
         after = event.eventId;
         progress.above();
-        io.out(context.json ? `${JSON.stringify(event)}\n` : `${describeFollowed(event)}\n`);
+        io.out(context.json ? `${JSON.stringify(event)}\n` : `${describeFollowed(event, addresses)}\n`);
       }
       const runs = await reader.runs(rootId);
       const settled = runs.every((run) => isTerminal(run.status) || run.status === 'paused');
@@ -408,6 +411,19 @@ async function resumeCommand(context: Context): Promise<number> {
   return withStore(context, async (store) => {
     const rootId = (await findRun(store, context.positionals[0] as string)).rootId;
     const { io } = context;
+    // A tree with nothing left to run is not resumed: said so, with how it ended.
+    const runs = await store.runs(rootId);
+    if (runs.length > 0 && runs.every((run) => isTerminal(run.status))) {
+      const root = runs.find((run) => run.runId === rootId);
+      const status = root?.status ?? 'ended';
+      if (context.json) print(context, { rootId, status, resumed: false });
+      else
+        io.out(
+          `tree ${rootId} has ${status === 'finished' ? 'finished' : `ended (${status})`}: every run of it has ended, so there is nothing to resume. \`io-harness show ${rootId.slice(0, 8)}\` shows how.\n`,
+        );
+      return status === 'finished' ? EXIT.ok : EXIT.unfinished;
+    }
+    let addresses = addressesOf(runs);
     const supervisor = await Supervisor.start(store);
     const started = Date.now();
     const progress = progressOn(io);
@@ -423,7 +439,9 @@ async function resumeCommand(context: Context): Promise<number> {
     const unobserve = supervisor.observe(
       (event) => {
         progress.above();
-        if (!context.json) io.out(`${describeFollowed(event)}\n`);
+        if (event.type === 'run-start' && !addresses.has(event.runId))
+          addresses = new Map([...addresses, [event.runId, event.address]]);
+        if (!context.json) io.out(`${describeFollowed(event, addresses)}\n`);
         show();
       },
       { rootId },
