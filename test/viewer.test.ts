@@ -139,6 +139,34 @@ describe('the trace viewer', () => {
     await tab.screenshot({ path: join(ARTIFACTS, 'tree-finished.png'), fullPage: true });
     const addresses = await tab.locator('[data-run] a').allTextContents();
     expect(addresses.sort()).toEqual(['root', ...Array.from({ length: WORKERS }, (_, i) => `worker-${i + 1}`)].sort());
+    // The root's own spend, and beside it the whole tree's (its agents below included): the ledger's.
+    const ledger = (await store.ledger(handle.rootId))?.root.spent;
+    const rootRow = tab.locator(`[data-run="${handle.rootId}"]`);
+    expect(await rootRow.locator('[data-subtree]').textContent()).toContain(
+      `with the agents below: ${ledger?.steps} steps · ${ledger?.tokens} tokens`,
+    );
+
+    // The first paint is the server's: with no script at all the page shows the tree, not "Loading…".
+    const still = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1280, height: 900 } });
+    later(() => still.close());
+    const bare = await still.newPage();
+    await bare.goto(`${page.url}tree/${handle.rootId}`);
+    expect(await bare.locator('[data-run]').count()).toBe(WORKERS + 1);
+    expect(await bare.locator('body').textContent()).not.toContain('Loading');
+    expect(await bare.locator(`[data-run="${handle.rootId}"] [data-subtree]`).textContent()).toContain(
+      `${ledger?.steps} steps`,
+    );
+    await bare.screenshot({ path: join(ARTIFACTS, 'first-paint.png'), fullPage: true });
+    // With the script, the same path is taken over by the page with nothing in between: no "Loading…" at its first paint.
+    const live = await browser.newPage();
+    later(() => live.close());
+    await live.goto(`${page.url}tree/${handle.rootId}`, { waitUntil: 'commit' });
+    await live.locator('[data-run]').first().waitFor();
+    expect(await live.locator('body').textContent()).not.toContain('Loading');
+    // The page's own view (its ledger line is not in the server's paint) has taken over, at the same path.
+    await live.getByText('Ledger:').waitFor();
+    expect(await live.locator('[data-run]').count()).toBe(WORKERS + 1);
+    expect(await live.locator('[data-subtree]').count()).toBe(1);
 
     // One agent's run: its steps, its diff, its refusal with rule and layer.
     await tab.locator('[data-run] a', { hasText: 'worker-2' }).click();
@@ -176,7 +204,7 @@ describe('the trace viewer', () => {
     });
     expect((await store.treeEvents(handle.rootId)).length).toBeGreaterThan(50);
     expect(streamed).toBe('retry: 1000\n\n');
-    for (const shot of ['tree-growing.png', 'tree-finished.png', 'run.png'])
+    for (const shot of ['tree-growing.png', 'tree-finished.png', 'run.png', 'first-paint.png'])
       expect(statSync(join(ARTIFACTS, shot)).size).toBeGreaterThan(10_000);
   });
 
@@ -223,6 +251,19 @@ describe('the trace viewer', () => {
       expect((await raw(page.url, { path: `${base}${path}` })).status, path).toBe(404);
     const index = await raw(page.url, { path: base });
     expect(index.body).toContain('<div id="app">');
+    // Painted on the server, with the data it was painted from beside it; a tree that is not there says so.
+    expect(index.body).toContain('data-trees');
+    expect(index.body).toContain('<script type="application/json" id="first-paint">');
+    const absent = await raw(page.url, { path: `${base}tree/no-such-tree` });
+    expect(absent.status).toBe(200);
+    expect(absent.body).toContain('no tree no-such-tree');
+    // The icon: where the page names it, and where a browser asks the origin for one.
+    expect(index.body).toContain('rel="icon"');
+    for (const path of [`${base}favicon.svg`, '/favicon.ico']) {
+      const icon = await raw(page.url, { path });
+      expect(icon.status, path).toBe(200);
+      expect(icon.body).toContain('<svg');
+    }
     // A malformed escape is the client's error, not the server's.
     expect((await raw(page.url, { path: `${base}%` })).status).toBe(400);
     expect(

@@ -11,9 +11,13 @@ async function getJson(path) {
   return response.json();
 }
 
+/** The view the server painted first, and the data it painted it from (src/viewer/first-paint.ts). */
+const firstPaint = JSON.parse(document.getElementById('first-paint')?.textContent ?? 'null');
+
 /** Reads `path`, and again (at most every 200 ms) whenever the event stream says something changed. */
 function useLive(path, stream, relevant = () => true) {
-  const [data, setData] = useState(null);
+  // What the server painted is where a view of the same path starts: no "Loading…" in between.
+  const [data, setData] = useState(firstPaint?.api === path ? firstPaint.data : null);
   const [error, setError] = useState(null);
   useEffect(() => {
     let closed = false;
@@ -54,6 +58,8 @@ function useRoute() {
     addEventListener('hashchange', changed);
     return () => removeEventListener('hashchange', changed);
   }, []);
+  // A hash route (#/tree/<id>) wins; without one, the path's (/<token>/tree/<id>), as the server painted it.
+  if (!hash.replace(/^#\/?/, '') && firstPaint) return { kind: firstPaint.kind, id: firstPaint.id };
   const [, kind, id] = (hash.replace(/^#/, '') || '/').split('/');
   return { kind: kind || 'trees', id: id ? decodeURIComponent(id) : null };
 }
@@ -70,6 +76,13 @@ function Spend({ spent, ceilings }) {
     ${limit ? html`<span class="bar"><span style=${`width:${Math.round(share * 100)}%`}></span></span> ` : ''}
     ${spent.steps}${limit ? `/${limit}` : ''} steps · ${spent.tokens} tokens
   </span>`;
+}
+
+/** What a run with agents below it spent with them, beside its own (as the server's first paint writes it). */
+function Subtree({ run }) {
+  const below = run.subtree;
+  if (!below || (below.steps === run.spent.steps && below.tokens === run.spent.tokens)) return null;
+  return html` <span class="muted" data-subtree>(with the agents below: ${below.steps} steps · ${below.tokens} tokens)</span>`;
 }
 
 function Trees() {
@@ -121,7 +134,7 @@ function Tree({ rootId }) {
           (run) => html`<tr data-run=${run.runId} data-run-status=${run.status}>
             <td style=${`padding-left:${0.5 + run.depth * 1.2}rem`}><a href=${`#/run/${run.runId}`}>${run.address}</a></td>
             <td><${Status} status=${run.status} /></td>
-            <td><${Spend} spent=${run.spent} ceilings=${run.ceilings} /></td>
+            <td><${Spend} spent=${run.spent} ceilings=${run.ceilings} /><${Subtree} run=${run} /></td>
             <td>${took(run)}</td>
             <td>${run.task}</td>
           </tr>`,
@@ -221,4 +234,7 @@ function App() {
     </main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+// The server's first paint is replaced by the same view, made here from the same data.
+const app = document.getElementById('app');
+app.textContent = '';
+render(html`<${App} />`, app);

@@ -26,6 +26,7 @@ import type { PostgresStore } from '../store/postgres/index.js';
 import type { RunRecord } from '../store/records.js';
 import { TraceReader } from '../store/sqlite/reader.js';
 import { storeFileState } from '../store/sqlite/schema.js';
+import { type FirstView, withFirstPaint, withSubtrees } from './first-paint.js';
 
 export interface ViewerOptions {
   /** The port (default: one the system picks). */
@@ -52,7 +53,7 @@ const TYPES: Record<string, string> = {
 };
 const SECURITY = {
   'content-security-policy':
-    "default-src 'self'; img-src 'self' data:; style-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; base-uri 'self'; form-action 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -180,6 +181,12 @@ async function route(
     return;
   }
   const [given, ...parts] = decoded;
+  // The icon a browser asks the origin for: the same one the page names.
+  if (given === 'favicon.ico' && parts.length === 0) {
+    response.writeHead(200, { 'content-type': TYPES['.svg'] as string, ...SECURITY });
+    response.end(readFileSync(join(ASSETS, 'favicon.svg')));
+    return;
+  }
   if (given === undefined || !same(given, token)) {
     send(response, 404, { error: 'nothing here: open the address the viewer printed, token and all' });
     return;
@@ -196,11 +203,13 @@ async function route(
       return;
     }
     if (parts[1] === 'tree' && parts.length === 3) {
-      await tree(reader, parts[2] as string, response);
+      const data = await tree(reader, parts[2] as string);
+      send(response, data ? 200 : 404, data ?? { error: `no tree ${parts[2]}` });
       return;
     }
     if (parts[1] === 'run' && parts.length === 3) {
-      await run(reader, parts[2] as string, response);
+      const data = await run(reader, parts[2] as string);
+      send(response, data ? 200 : 404, data ?? { error: `no run ${parts[2]}` });
       return;
     }
     if (parts[1] === 'events' && parts.length === 2) {
@@ -210,7 +219,15 @@ async function route(
     send(response, 404, { error: `no ${url.pathname}` });
     return;
   }
-  const file = parts.length === 0 || parts[0] === 'run' || parts[0] === 'tree' ? 'index.html' : parts.join('/');
+  const page = parts.length === 0 || ((parts[0] === 'run' || parts[0] === 'tree') && parts.length === 2);
+  if (page) {
+    // The first paint is the server's: the view the path names, with the data it shows, then the page takes over.
+    const view = await firstView(reader, parts);
+    response.writeHead(200, { 'content-type': TYPES['.html'] as string, ...SECURITY });
+    response.end(withFirstPaint(readFileSync(join(ASSETS, 'index.html'), 'utf8'), view, `/${token}/`));
+    return;
+  }
+  const file = parts.join('/');
   const full = normalize(join(ASSETS, file));
   if (!full.startsWith(ASSETS) || full.includes(`${sep}..`) || !TYPES[extname(full)] || !existsSync(full)) {
     send(response, 404, { error: `no ${url.pathname}` });
@@ -245,21 +262,28 @@ async function trees(reader: Reads) {
   return { total: roots.length, trees: shown };
 }
 
-async function tree(reader: Reads, rootId: string, response: ServerResponse): Promise<void> {
+/** The view a page path names (`/`, `/tree/<id>`, `/run/<id>` under the token), with its data when it has any. */
+async function firstView(reader: Reads, parts: string[]): Promise<FirstView> {
+  const [kind, id] = parts;
+  if (kind === 'tree' && id)
+    return { kind: 'tree', id, api: `api/tree/${encodeURIComponent(id)}`, data: await tree(reader, id) };
+  if (kind === 'run' && id)
+    return { kind: 'run', id, api: `api/run/${encodeURIComponent(id)}`, data: await run(reader, id) };
+  return { kind: 'trees', id: null, api: 'api/trees', data: await trees(reader) };
+}
+
+async function tree(reader: Reads, rootId: string) {
   const root = await reader.run(rootId);
-  if (!root || root.parentId !== null) {
-    send(response, 404, { error: `no tree ${rootId}` });
-    return;
-  }
+  if (!root || root.parentId !== null) return null;
   const ledger = await reader.ledger(rootId);
   const runs = await reader.runs(rootId);
   const summaries = [];
   for (const item of runs) summaries.push(await summary(reader, item));
-  send(response, 200, {
+  return {
     root: await summary(reader, root),
     // Some agent is still going (a paused one waits on a person, not on the tree).
     live: runs.some((item) => !isTerminal(item.status) && item.status !== 'paused'),
-    runs: summaries,
+    runs: withSubtrees(summaries),
     ledger: ledger
       ? { root: ledger.root, maxTotalAgents: ledger.maxTotalAgents, maxConcurrentAgents: ledger.maxConcurrentAgents }
       : null,
@@ -275,16 +299,13 @@ async function tree(reader: Reads, rootId: string, response: ServerResponse): Pr
       read: item.consumedBy !== null,
       body: clip(item.body),
     })),
-  });
+  };
 }
 
-async function run(reader: Reads, runId: string, response: ServerResponse): Promise<void> {
+async function run(reader: Reads, runId: string) {
   const record = await reader.run(runId);
-  if (!record) {
-    send(response, 404, { error: `no run ${runId}` });
-    return;
-  }
-  send(response, 200, {
+  if (!record) return null;
+  return {
     run: {
       ...(await summary(reader, record)),
       reply: record.reply === null ? null : clip(record.reply),
@@ -335,7 +356,7 @@ async function run(reader: Reads, runId: string, response: ServerResponse): Prom
       ttftMs: call.ttftMs,
     })),
     patch: await reader.patch(runId),
-  });
+  };
 }
 
 /** Server-sent events: every committed event after `after` (or Last-Event-ID), of one tree or all. */
