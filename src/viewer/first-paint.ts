@@ -10,7 +10,7 @@
 
 /** A view as the server found it: its kind, the id it names, the API path its data is read from, and the data. */
 export interface FirstView {
-  kind: 'trees' | 'tree' | 'run';
+  kind: 'trees' | 'tree' | 'run' | 'timeline';
   id: string | null;
   api: string;
   data: unknown;
@@ -61,10 +61,10 @@ export function withSubtrees<T extends Summary>(runs: T[]): (T & { subtree: Spen
 }
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const escape = (text: unknown): string => String(text ?? '').replace(/[&<>"']/g, (char) => ESCAPES[char] as string);
+const escaped = (text: unknown): string => String(text ?? '').replace(/[&<>"']/g, (char) => ESCAPES[char] as string);
 
 function status(value: string): string {
-  return `<span class="status ${escape(value)}" data-status="${escape(value)}">${escape(value)}</span>`;
+  return `<span class="status ${escaped(value)}" data-status="${escaped(value)}">${escaped(value)}</span>`;
 }
 
 function spend(spent: Spent, ceilings: Summary['ceilings']): string {
@@ -76,7 +76,7 @@ function treesView(data: { total: number; trees: (Summary & { runs: number })[] 
   const rows = data.trees
     .map(
       (tree) =>
-        `<tr data-tree="${escape(tree.runId)}"><td><a href="#/tree/${escape(tree.runId)}">${escape(tree.runId.slice(0, 8))}</a></td><td>${status(tree.status)}</td><td>${tree.runs}</td><td>${spend(tree.spent, tree.ceilings)}</td><td></td><td>${escape(tree.task)}</td></tr>`,
+        `<tr data-tree="${escaped(tree.runId)}"><td><a href="#/tree/${escaped(tree.runId)}">${escaped(tree.runId.slice(0, 8))}</a></td><td>${status(tree.status)}</td><td>${tree.runs}</td><td>${spend(tree.spent, tree.ceilings)}</td><td></td><td>${escaped(tree.task)}</td></tr>`,
     )
     .join('');
   return `<h2>Trees <span class="muted">(${data.total})</span></h2><table data-trees><thead><tr><th>tree</th><th>status</th><th>agents</th><th>spent</th><th>started</th><th>task</th></tr></thead><tbody>${rows}</tbody></table>`;
@@ -86,10 +86,10 @@ function treeView(id: string, data: { root: Summary; runs: (Summary & { subtree:
   const rows = data.runs
     .map(
       (run) =>
-        `<tr data-run="${escape(run.runId)}" data-run-status="${escape(run.status)}"><td data-depth="${run.depth}"><a href="#/run/${escape(run.runId)}">${escape(run.address)}</a></td><td>${status(run.status)}</td><td>${spend(run.spent, run.ceilings)}${subtreeNote(run)}</td><td></td><td>${escape(run.task)}</td></tr>`,
+        `<tr data-run="${escaped(run.runId)}" data-run-status="${escaped(run.status)}"><td data-depth="${run.depth}"><a href="#/run/${escaped(run.runId)}">${escaped(run.address)}</a></td><td>${status(run.status)}</td><td>${spend(run.spent, run.ceilings)}${subtreeNote(run)}</td><td></td><td>${escaped(run.task)}</td></tr>`,
     )
     .join('');
-  return `<h2>Tree ${escape(id.slice(0, 8))} ${status(data.root.status)}</h2><p class="muted">${escape(data.root.task)}</p><h2>Agents <span class="muted" data-agent-count>(${data.runs.length})</span></h2><table data-agents><thead><tr><th>agent</th><th>status</th><th>spent</th><th>took</th><th>task</th></tr></thead><tbody>${rows}</tbody></table>`;
+  return `<h2>Tree ${escaped(id.slice(0, 8))} ${status(data.root.status)}</h2><p class="muted">${escaped(data.root.task)}</p><h2>Agents <span class="muted" data-agent-count>(${data.runs.length})</span></h2><table data-agents><thead><tr><th>agent</th><th>status</th><th>spent</th><th>took</th><th>task</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /** What a run with agents below it spent with them, beside its own. */
@@ -101,11 +101,15 @@ export function subtreeNote(run: { spent: Spent; subtree?: Spent }): string {
 
 /** The HTML of a view, or a line saying what is not there. */
 export function firstPaintHtml(view: FirstView): string {
-  if (view.data === null) return `<p class="refusal">no ${view.kind} ${escape(view.id)}</p>`;
+  if (view.data === null) return `<p class="refusal">no ${view.kind} ${escaped(view.id)}</p>`;
   if (view.kind === 'trees') return treesView(view.data as Parameters<typeof treesView>[0]);
   if (view.kind === 'tree') return treeView(view.id as string, view.data as Parameters<typeof treeView>[1]);
+  if (view.kind === 'timeline') {
+    const { runs } = view.data as { runs: unknown[] };
+    return `<h2>Tree ${escaped((view.id as string).slice(0, 8))} over time</h2><p class="muted">${runs.length} agents</p>`;
+  }
   const { run } = view.data as { run: Summary };
-  return `<h2>${escape(run.address)} ${status(run.status)}</h2><p class="muted">${escape(run.task)}</p>`;
+  return `<h2>${escaped(run.address)} ${status(run.status)}</h2><p class="muted">${escaped(run.task)}</p>`;
 }
 
 /**
@@ -118,7 +122,7 @@ export function withFirstPaint(page: string, view: FirstView, base: string): str
   const data = JSON.stringify(view).replace(/</g, '\\u003c');
   const header = '<header><a href="#/">io-harness</a><span class="muted">trace viewer · read-only</span></header>';
   return page
-    .replace('<head>', `<head>\n    <base href="${escape(base)}" />`)
+    .replace('<head>', `<head>\n    <base href="${escaped(base)}" />`)
     .replace(
       '<div id="app"></div>',
       `<div id="app">${header}<main>${firstPaintHtml(view)}</main></div><script type="application/json" id="first-paint">${data}</script>`,
