@@ -4,6 +4,7 @@
 import { html } from 'htm/preact';
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import { Timeline } from './timeline.js';
 
 async function getJson(path) {
   const response = await fetch(path);
@@ -121,7 +122,8 @@ function Tree({ rootId }) {
   const queued = data.queue.filter((item) => item.state === 'queued' || item.state === 'pending');
   const byId = new Map(data.runs.map((run) => [run.runId, run]));
   return html`<h2>Tree ${rootId.slice(0, 8)} <${Status} status=${data.root.status} />
-      ${data.live ? html` <span class="live" data-live>● live</span>` : ''}</h2>
+      ${data.live ? html` <span class="live" data-live>● live</span>` : ''}
+      <a class="muted" href=${`#/timeline/${rootId}`} data-timeline-link>timeline</a></h2>
     <p class="muted">${data.root.task}</p>
     <p>Ledger: <${Spend} spent=${data.ledger?.root.spent ?? data.root.spent} ceilings=${data.ledger?.root.ceilings} />
       ${data.ledger?.maxConcurrentAgents ? ` · at most ${data.ledger.maxConcurrentAgents} at once` : ''}
@@ -156,6 +158,20 @@ function Tree({ rootId }) {
             <tbody>${data.messages.map((message) => html`<tr><td>${message.from}</td><td>${message.to}</td><td>${message.read ? 'read' : 'waiting'}</td><td class="call">${message.body}</td></tr>`)}</tbody>
           </table>`
     }`;
+}
+
+/** A tree over time (./timeline.js), live while it runs: its data read again as its agents start, step and end. */
+function TreeTimeline({ rootId }) {
+  const { data, error } = useLive(
+    `api/tree/${encodeURIComponent(rootId)}/timeline`,
+    `api/events?root=${encodeURIComponent(rootId)}`,
+  );
+  if (error) return html`<p class="refusal">${error}</p>`;
+  if (!data) return html`<p class="muted">Loading…</p>`;
+  const live = data.runs.some((run) => run.ended === null && run.status !== 'paused');
+  return html`<h2><a href=${`#/tree/${rootId}`}>Tree ${rootId.slice(0, 8)}</a> over time
+      ${live ? html` <span class="live" data-live>● live</span>` : ''}</h2>
+    <${Timeline} data=${data} />`;
 }
 
 function Diff({ patch }) {
@@ -230,7 +246,7 @@ function App() {
   const route = useRoute();
   return html`<header><a href="#/">io-harness</a><span class="muted">trace viewer · read-only</span></header>
     <main>
-      ${route.kind === 'tree' && route.id ? html`<${Tree} rootId=${route.id} />` : route.kind === 'run' && route.id ? html`<${Run} runId=${route.id} />` : html`<${Trees} />`}
+      ${route.kind === 'timeline' && route.id ? html`<${TreeTimeline} rootId=${route.id} />` : route.kind === 'tree' && route.id ? html`<${Tree} rootId=${route.id} />` : route.kind === 'run' && route.id ? html`<${Run} runId=${route.id} />` : html`<${Trees} />`}
     </main>`;
 }
 

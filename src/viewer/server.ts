@@ -27,6 +27,7 @@ import type { RunRecord } from '../store/records.js';
 import { TraceReader } from '../store/sqlite/reader.js';
 import { storeFileState } from '../store/sqlite/schema.js';
 import { type FirstView, withFirstPaint, withSubtrees } from './first-paint.js';
+import { timelineQuery } from './timeline.js';
 
 export interface ViewerOptions {
   /** The port (default: one the system picks). */
@@ -202,6 +203,11 @@ async function route(
       send(response, 200, await trees(reader));
       return;
     }
+    if (parts[1] === 'tree' && parts[3] === 'timeline' && parts.length === 4) {
+      const data = await reader.query(timelineQuery(parts[2] as string, Date.now()));
+      send(response, data ? 200 : 404, data ?? { error: `no tree ${parts[2]}` });
+      return;
+    }
     if (parts[1] === 'tree' && parts.length === 3) {
       const data = await tree(reader, parts[2] as string);
       send(response, data ? 200 : 404, data ?? { error: `no tree ${parts[2]}` });
@@ -219,7 +225,9 @@ async function route(
     send(response, 404, { error: `no ${url.pathname}` });
     return;
   }
-  const page = parts.length === 0 || ((parts[0] === 'run' || parts[0] === 'tree') && parts.length === 2);
+  const page =
+    parts.length === 0 ||
+    ((parts[0] === 'run' || parts[0] === 'tree' || parts[0] === 'timeline') && parts.length === 2);
   if (page) {
     // The first paint is the server's: the view the path names, with the data it shows, then the page takes over.
     const view = await firstView(reader, parts);
@@ -269,6 +277,13 @@ async function firstView(reader: Reads, parts: string[]): Promise<FirstView> {
     return { kind: 'tree', id, api: `api/tree/${encodeURIComponent(id)}`, data: await tree(reader, id) };
   if (kind === 'run' && id)
     return { kind: 'run', id, api: `api/run/${encodeURIComponent(id)}`, data: await run(reader, id) };
+  if (kind === 'timeline' && id)
+    return {
+      kind: 'timeline',
+      id,
+      api: `api/tree/${encodeURIComponent(id)}/timeline`,
+      data: await reader.query(timelineQuery(id, Date.now())),
+    };
   return { kind: 'trees', id: null, api: 'api/trees', data: await trees(reader) };
 }
 
