@@ -285,3 +285,67 @@ describe('reading what an AI SDK model reports', () => {
     });
   });
 });
+
+describe('an AI SDK spec kept in the store', () => {
+  it('keeps no credential of its options, however deep, and this process scrubs every one of them', async () => {
+    const { redactSpec } = await import('../dist/runtime/provider.js');
+    const { providerSecrets } = await import('../dist/runtime/secrets.js');
+    const spec = aiSdk({
+      package: '@ai-sdk/google-vertex',
+      factory: 'createVertex',
+      model: 'gemini-2.5-pro',
+      options: {
+        project: 'my-project',
+        googleAuthOptions: { credentials: { client_email: 'a@b.iam', private_key: 'PRIVATE-KEY-0123456789' } },
+        queryParams: { 'api-key': 'QUERY-KEY-0123456789', region: 'eu' },
+        headers: { 'x-trace': 'trace-value', authorization: 'Bearer HEADER-TOKEN-0123456789' },
+        base_url: 'https://user:URL-PASSWORD-0123456789@gateway.example/v1',
+      },
+    });
+    const stored = JSON.stringify(redactSpec(spec));
+    for (const secret of [
+      'PRIVATE-KEY-0123456789',
+      'QUERY-KEY-0123456789',
+      'HEADER-TOKEN-0123456789',
+      'URL-PASSWORD-0123456789',
+      'a@b.iam',
+    ])
+      expect(stored).not.toContain(secret);
+    // What is not a credential stays, and the stored spec says it must be handed the provider again.
+    expect(JSON.parse(stored)).toMatchObject({
+      apiKeyRedacted: true,
+      options: { project: 'my-project', queryParams: { region: 'eu' } },
+    });
+    const held = providerSecrets(spec);
+    for (const secret of [
+      'PRIVATE-KEY-0123456789',
+      'QUERY-KEY-0123456789',
+      'HEADER-TOKEN-0123456789',
+      'URL-PASSWORD-0123456789',
+    ])
+      expect(held).toContain(secret);
+    expect(held).not.toContain('my-project');
+  });
+
+  it('retries an error the vendor sends mid-stream as the native wires do (a server error is worth another try)', async () => {
+    let failed = false;
+    const server = await serve((call) => {
+      if (!failed) {
+        failed = true;
+        return {
+          fault: 'raw',
+          headers: { 'content-type': 'text/event-stream' },
+          chunks: ['data: {"error":{"message":"the model is overloaded","type":"server_error"}}\n\n'],
+        };
+      }
+      return programs({ root: [{ text: 'after the retry' }] })(call);
+    });
+    h = await harness();
+    const result = await h.supervisor.run({ task: 'go', provider: compatible(server.url) }).result;
+    expect(result).toMatchObject({ status: 'finished', reply: 'after the retry' });
+    expect(h.store.events(result.rootId).find((event) => event.type === 'model-retry')).toMatchObject({
+      kind: 'http',
+      statusCode: 500,
+    });
+  });
+});

@@ -281,3 +281,30 @@ describe('the trace viewer', () => {
     expect(await written()).toEqual(before);
   });
 });
+
+describe("the viewer's first paint", () => {
+  it("writes any text as text: markup escaped, the data intact, a `$'` or `$&` not taken for a pattern", async () => {
+    const { withFirstPaint } = await import('../dist/viewer/first-paint.js');
+    const task = "print it with $'a\\nb', then $& and $` </script><img src=x onerror=alert(1)>";
+    const tree = {
+      runId: 'r1',
+      parentId: null,
+      address: 'root',
+      depth: 0,
+      status: 'finished',
+      task,
+      spent: { steps: 1, tokens: 2 },
+      ceilings: null,
+      runs: 1,
+    };
+    const view = { kind: 'trees' as const, id: null, api: 'api/trees', data: { total: 1, trees: [tree] } };
+    const page = withFirstPaint('<html><head></head><body><div id="app"></div></body></html>', view, '/token/');
+    expect(page).not.toContain('<img src=x');
+    expect(page).toContain('&lt;img src=x onerror=alert(1)&gt;');
+    expect(page).toContain('<base href="/token/" />');
+    const json = /<script type="application\/json" id="first-paint">([\s\S]*?)<\/script>/.exec(page)?.[1] as string;
+    expect(JSON.parse(json)).toEqual(view);
+    // Exactly one script element: the task's own `</script>` did not end it early.
+    expect(page.match(/<\/script>/g)).toHaveLength(1);
+  });
+});

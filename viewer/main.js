@@ -14,6 +14,10 @@ async function getJson(path) {
 
 /** The view the server painted first, and the data it painted it from (src/viewer/first-paint.ts). */
 const firstPaint = JSON.parse(document.getElementById('first-paint')?.textContent ?? 'null');
+// A view opened at its own path (/<token>/tree/<id>) goes on at the page's base with the same
+// view in its hash, so the page's links (#/run/<id>) change the hash rather than reload it.
+if (firstPaint && firstPaint.kind !== 'trees' && !location.hash)
+  history.replaceState(null, '', `${document.baseURI}#/${firstPaint.kind}/${encodeURIComponent(firstPaint.id)}`);
 
 /** Reads `path`, and again (at most every 200 ms) whenever the event stream says something changed. */
 function useLive(path, stream, relevant = () => true) {

@@ -4,7 +4,7 @@
  * {@link ProviderSpec} and the actor rebuilds the provider inside its own worker.
  */
 import type { ImageAttachment } from './images.js';
-import { isHarmlessHeader, maskedUrl } from './secrets.js';
+import { CREDENTIAL_OPTION, isHarmlessHeader, maskedUrl, URL_OPTION } from './secrets.js';
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
@@ -314,33 +314,50 @@ function harmlessHeaders(headers: Record<string, unknown>): { kept: Record<strin
   return { kept, dropped };
 }
 
-/** An AI SDK spec with its key, its factory's credential headers and its base URL's credentials removed. */
+/**
+ * A factory's settings as a stored spec may keep them: at any depth, an option named like
+ * a credential is dropped, a `headers` object keeps its harmless headers only, and a URL
+ * has its credentials masked. `dropped` says whether anything was.
+ */
+function keptOptions(value: JsonValue, name: string, depth: number): { kept: JsonValue | undefined; dropped: boolean } {
+  if (CREDENTIAL_OPTION.test(name) || depth > 16) return { kept: undefined, dropped: true };
+  if (typeof value === 'string' && URL_OPTION.test(name)) {
+    const masked = maskedUrl(value);
+    return { kept: masked, dropped: masked !== value };
+  }
+  if (value === null || typeof value !== 'object') return { kept: value, dropped: false };
+  if (Array.isArray(value)) {
+    let dropped = false;
+    const kept = value.map((item) => {
+      const inner = keptOptions(item, name, depth + 1);
+      dropped ||= inner.dropped;
+      return inner.kept ?? null;
+    });
+    return { kept, dropped };
+  }
+  if (/^headers$/i.test(name)) {
+    const harmless = harmlessHeaders(value);
+    return { kept: harmless.kept, dropped: harmless.dropped };
+  }
+  const kept: { [key: string]: JsonValue } = {};
+  let dropped = false;
+  for (const [key, inner] of Object.entries(value)) {
+    const made = keptOptions(inner, key, depth + 1);
+    dropped ||= made.dropped;
+    if (made.kept !== undefined) kept[key] = made.kept;
+  }
+  return { kept, dropped };
+}
+
+/** An AI SDK spec with its key and every credential of its factory's settings removed (see keptOptions). */
 function redactAiSdkSpec(spec: AiSdkProviderSpec): AiSdkProviderSpec {
   const { apiKey, options, ...rest } = spec;
   const redacted: AiSdkProviderSpec = { ...rest };
   let dropped = apiKey !== undefined;
   if (options !== undefined) {
-    const kept: { [key: string]: JsonValue } = { ...options };
-    const headers = options.headers;
-    if (headers !== undefined && headers !== null && typeof headers === 'object' && !Array.isArray(headers)) {
-      const harmless = harmlessHeaders(headers);
-      kept.headers = harmless.kept;
-      dropped ||= harmless.dropped;
-    }
-    for (const field of ['baseURL', 'baseUrl'])
-      if (typeof options[field] === 'string') {
-        const masked = maskedUrl(options[field] as string);
-        if (masked !== options[field]) {
-          kept[field] = masked;
-          dropped = true;
-        }
-      }
-    for (const field of Object.keys(options))
-      if (/key|token|secret|password/i.test(field)) {
-        delete kept[field];
-        dropped = true;
-      }
-    redacted.options = kept;
+    const made = keptOptions(options, '', 0);
+    redacted.options = made.kept as { [key: string]: JsonValue };
+    dropped ||= made.dropped;
   }
   if (dropped) redacted.apiKeyRedacted = true;
   return redacted;

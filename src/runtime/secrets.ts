@@ -123,25 +123,47 @@ export function strayWhitespace(key: string): boolean {
   return key !== key.trim() || /[\r\n\t]/.test(key);
 }
 
+/** An option name that says its value is a credential, at any depth of a factory's settings. */
+export const CREDENTIAL_OPTION = /key|token|secret|password|passwd|credential|private|auth|cert|signature|session/i;
+
+/** An option name that says its value is a URL (whose user, password and key-like parameters are credentials). */
+export const URL_OPTION = /(^|_)(base_?)?ur[li]$|endpoint/i;
+
 /**
- * An AI SDK spec's secrets: its key (given, or read from its variable), its factory's
- * header values but the harmless ones, its base URL's credentials, and any option whose
- * name says it is a key or a token.
+ * The credentials in a factory's settings, however deep: every string under an option
+ * named like a credential, header values but the harmless ones (under any `headers`), and
+ * URLs' credentials.
+ */
+export function optionSecrets(value: unknown, name = '', depth = 0): string[] {
+  if (depth > 16) return [];
+  if (typeof value === 'string') {
+    if (CREDENTIAL_OPTION.test(name)) return headerSecrets(value);
+    if (URL_OPTION.test(name)) return urlSecrets(value);
+    return [];
+  }
+  if (value === null || typeof value !== 'object') return [];
+  const found: string[] = [];
+  const headers = /^headers$/i.test(name);
+  for (const [key, inner] of Object.entries(value as Record<string, unknown>)) {
+    if (headers && typeof inner === 'string') {
+      if (!isHarmlessHeader(key)) found.push(...headerSecrets(inner));
+      continue;
+    }
+    // Everything under a credential's name is one: a service account's fields, say.
+    found.push(...optionSecrets(inner, CREDENTIAL_OPTION.test(name) ? name : key, depth + 1));
+  }
+  return found;
+}
+
+/**
+ * An AI SDK spec's secrets: its key (given, or read from its variable), and the
+ * credentials in its factory's settings (see {@link optionSecrets}).
  */
 function aiSdkSecrets(spec: AiSdkProviderSpec, env: NodeJS.ProcessEnv): string[] {
   const found: string[] = [];
   if (spec.apiKey) found.push(spec.apiKey);
   else if (spec.apiKeyEnv && env[spec.apiKeyEnv]) found.push(env[spec.apiKeyEnv] as string);
-  const options = spec.options ?? {};
-  const headers = options.headers;
-  if (headers !== null && typeof headers === 'object' && !Array.isArray(headers))
-    for (const [name, value] of Object.entries(headers))
-      if (!isHarmlessHeader(name) && typeof value === 'string') found.push(...headerSecrets(value));
-  for (const [name, value] of Object.entries(options)) {
-    if (typeof value !== 'string') continue;
-    if (/key|token|secret|password/i.test(name)) found.push(value);
-    else if (/^base_?url$/i.test(name)) found.push(...urlSecrets(value));
-  }
+  found.push(...optionSecrets(spec.options ?? {}));
   return found;
 }
 

@@ -104,9 +104,11 @@ export class PartQueue {
   #wake: (() => void) | null = null;
   #until: Promise<unknown> | null = null;
   #over = false;
+  #closed = false;
   readonly #stop: () => void;
 
-  constructor(observe: Observe, rootId: string) {
+  /** `runId`: only that run's parts (a UI message is one run's), not its children's too. */
+  constructor(observe: Observe, rootId: string, runId?: string) {
     this.#stop = observe(
       (event) => {
         const part = partOf(event);
@@ -114,7 +116,7 @@ export class PartQueue {
         this.#queue.push(part);
         this.#wake?.();
       },
-      { rootId, live: true },
+      runId === undefined ? { rootId, live: true } : { rootId, runId, live: true },
     );
   }
 
@@ -133,7 +135,7 @@ export class PartQueue {
     for (;;) {
       const part = this.#queue.shift();
       if (part !== undefined) return part;
-      if (this.#over) return null;
+      if (this.#over || this.#closed) return null;
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
       });
@@ -146,8 +148,13 @@ export class PartQueue {
     this.#queue.unshift(...parts);
   }
 
+  /** Stops listening, drops what is queued, and ends a `next()` that waits. */
   close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
     this.#stop();
+    this.#queue.length = 0;
+    this.#wake?.();
   }
 }
 

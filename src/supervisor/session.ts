@@ -477,8 +477,11 @@ export class Session<S extends AnyStore = Store> {
           const here = (await supervisor.read(QUERIES.run(runId)))?.lease.owner === supervisor.owner;
           const resumed = here
             ? null
-            : await supervisor.resume(runId, given).catch((error: unknown) => {
+            : await supervisor.resume(runId, given).catch(async (error: unknown) => {
                 if (error instanceof ConflictError) return null;
+                // Another reconnect here resumed it first (two asks at once): this one follows it.
+                const owner = (await supervisor.read(QUERIES.run(runId)))?.lease.owner;
+                if (error instanceof InvalidArgumentError && owner === supervisor.owner) return null;
                 throw error;
               });
           await started(runId, supervisor);

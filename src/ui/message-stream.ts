@@ -66,10 +66,12 @@ export const UI_STREAM_HEADERS: Record<string, string> = {
 };
 
 /** The message a run makes, chunk by chunk: what the store has, then what happens, to its end. */
-export async function* uiMessageChunks(source: UIStreamSource): AsyncGenerator<UIMessageChunk> {
+export async function* uiMessageChunks(source: UIStreamSource, signal?: AbortSignal): AsyncGenerator<UIMessageChunk> {
   const { runId } = source;
   // Subscribed before anything is read, so nothing committed between the read and now is missed.
-  const queue = new PartQueue(source.observe, source.rootId);
+  const queue = new PartQueue(source.observe, source.rootId, runId);
+  // A reader that goes away ends a wait for the next part at once.
+  signal?.addEventListener('abort', () => queue.close(), { once: true });
   const writer = new MessageWriter();
   try {
     yield { type: 'start', messageId: source.messageId };
@@ -247,11 +249,12 @@ class MessageWriter {
 /** The chunks as server-sent events, ending with `[DONE]`; cancelling it stops reading the run. */
 export function uiMessageStream(source: UIStreamSource | Promise<UIStreamSource>): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
+  const cancelled = new AbortController();
   let chunks: AsyncGenerator<UIMessageChunk> | null = null;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
-        chunks ??= uiMessageChunks(await source);
+        chunks ??= uiMessageChunks(await source, cancelled.signal);
         const next = await chunks.next();
         if (next.done) {
           controller.enqueue(encoder.encode('data: [DONE]\n\n'));
@@ -267,6 +270,8 @@ export function uiMessageStream(source: UIStreamSource | Promise<UIStreamSource>
       }
     },
     async cancel() {
+      // Ends a wait first: a return() queued behind a pending next() would wait with it.
+      cancelled.abort();
       await chunks?.return(undefined);
     },
   });
@@ -294,7 +299,18 @@ export function pipeUIMessageStream(
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
-        if (!response.write(value)) await new Promise<void>((resolve) => response.once('drain', resolve));
+        if (!response.write(value))
+          await new Promise<void>((resolve) => {
+            // A client that goes away while the socket is full never drains it.
+            const done = () => {
+              response.off('drain', done);
+              response.off('close', done);
+              resolve();
+            };
+            response.once('drain', done);
+            response.once('close', done);
+          });
+        if (response.destroyed) break;
       }
     } catch {
       // The client went away: the run it watched goes on, and its turn is kept.

@@ -121,10 +121,9 @@ export function withFirstPaint(page: string, view: FirstView, base: string): str
   // In a script element `<` would end it early: written as its JSON escape.
   const data = JSON.stringify(view).replace(/</g, '\\u003c');
   const header = '<header><a href="#/">io-harness</a><span class="muted">trace viewer · read-only</span></header>';
+  // Replaced by functions: a `$&` or `$'` in a task or a reply is text, not a replacement pattern.
+  const painted = `<div id="app">${header}<main>${firstPaintHtml(view)}</main></div><script type="application/json" id="first-paint">${data}</script>`;
   return page
-    .replace('<head>', `<head>\n    <base href="${escaped(base)}" />`)
-    .replace(
-      '<div id="app"></div>',
-      `<div id="app">${header}<main>${firstPaintHtml(view)}</main></div><script type="application/json" id="first-paint">${data}</script>`,
-    );
+    .replace('<head>', () => `<head>\n    <base href="${escaped(base)}" />`)
+    .replace('<div id="app"></div>', () => painted);
 }

@@ -28,7 +28,6 @@ import type {
   AiSdkProviderSpec,
   Completion,
   CompletionHooks,
-  JsonValue,
   ModelRequest,
   RetryOptions,
   ToolCall,
@@ -40,7 +39,7 @@ import { completeWithFallback, retryPolicy, type TriedProvider, vendorMessage } 
 import { checkIdleTimeout, DEFAULT_IDLE_TIMEOUT_MS } from './idle.js';
 import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
 import { type CallUsage, estimatedUsage, ProviderError, type RateLimits } from './types.js';
-import { parseArguments } from './wire-decode.js';
+import { parseArguments, vendorError } from './wire-decode.js';
 import { toolText } from './wire-request.js';
 
 type LanguageModel = LanguageModelV3 | LanguageModelV2;
@@ -419,6 +418,8 @@ export class AiSdkProvider implements TriedProvider {
     } finally {
       watch.stop();
       signal?.removeEventListener('abort', forward);
+      // A call that failed or stopped early is ended, its body with it: no socket is left open for a retry to pile on.
+      if (!finished) local.abort(new Error('the model call ended'));
     }
     const ended = performance.now();
     const answer = text.join('');
@@ -445,25 +446,16 @@ export class AiSdkProvider implements TriedProvider {
         message: `${this.name}: the model sent something that is not its format: ${(error as Error).message}`,
         cause: error,
       });
-    const message =
-      error instanceof Error
-        ? error.message
-        : typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string'
-          ? (error as { message: string }).message
-          : JSON.stringify(error as JsonValue);
-    return new ProviderError({
-      kind: 'http',
-      provider: this.name,
-      statusCode: null,
-      message: `${this.name}: the model reported an error in its answer: ${message}`,
-      cause: error,
-    });
+    // An API call's failure sent as a part is classified as if thrown; a vendor's error
+    // object by its code or type, as the harness's own wires read one (overloaded, 5xx: retried).
+    if (isAiSdkError(error, 'AI_APICallError')) return this.#classify(error, true, undefined, null) as ProviderError;
+    return vendorError(this.name, error instanceof Error ? { message: error.message } : error, null);
   }
 
   /** A thrown failure as the harness's own wires would classify it; an error of no known kind is passed on as it is. */
-  #classify(error: unknown, streaming: boolean, signal: AbortSignal | undefined, watch: IdleWatch): unknown {
+  #classify(error: unknown, streaming: boolean, signal: AbortSignal | undefined, watch: IdleWatch | null): unknown {
     if (error instanceof ProviderError && error.kind !== 'http') return error;
-    if (watch.fired && !signal?.aborted)
+    if (watch?.fired && !signal?.aborted)
       return new ProviderError({
         kind: 'stalled',
         provider: this.name,
