@@ -255,6 +255,33 @@ function resultOutput(
   return entry.isError ? { type: 'error-text', value: text } : { type: 'text', value: text };
 }
 
+/** A model call's options: the prompt, the run's tools, the answer's shape and length, the signal that ends it. */
+function callOptions(
+  request: ModelRequest,
+  prompt: LanguageModelV3CallOptions['prompt'],
+  spec: AiSdkProviderSpec,
+  signal: AbortSignal,
+): LanguageModelV3CallOptions {
+  const format = request.options?.responseFormat;
+  return {
+    prompt,
+    abortSignal: signal,
+    ...(request.tools.length > 0
+      ? {
+          tools: request.tools.map((tool) => ({
+            type: 'function' as const,
+            name: tool.name,
+            description: tool.description,
+            inputSchema: tool.parameters as FunctionTool['inputSchema'],
+          })),
+          toolChoice: { type: 'auto' as const },
+        }
+      : {}),
+    ...(spec.maxTokens !== undefined ? { maxOutputTokens: spec.maxTokens } : {}),
+    ...(format ? { responseFormat: { type: 'json' as const, name: format.name, schema: format.schema } } : {}),
+  };
+}
+
 /** Tokens as a V3 (nested) or V2 (flat) usage reports them; null when it reports none. */
 export function usageOf(given: unknown): CallUsage | null {
   if (given === null || typeof given !== 'object') return null;
@@ -318,29 +345,12 @@ export class AiSdkProvider implements TriedProvider {
     const started = performance.now();
     const version = this.#model.specificationVersion === 'v2' ? 'v2' : 'v3';
     const prompt = promptOf(request, this.#spec.images !== false, version);
-    const format = request.options?.responseFormat;
     const local = new AbortController();
     const forward = () => local.abort(signal?.reason);
     if (signal?.aborted) forward();
     else signal?.addEventListener('abort', forward, { once: true });
     const watch = new IdleWatch(this.#idleTimeoutMs, () => local.abort(new Error('stalled')));
-    const options: LanguageModelV3CallOptions = {
-      prompt,
-      abortSignal: local.signal,
-      ...(request.tools.length > 0
-        ? {
-            tools: request.tools.map((tool) => ({
-              type: 'function' as const,
-              name: tool.name,
-              description: tool.description,
-              inputSchema: tool.parameters as FunctionTool['inputSchema'],
-            })),
-            toolChoice: { type: 'auto' as const },
-          }
-        : {}),
-      ...(this.#spec.maxTokens !== undefined ? { maxOutputTokens: this.#spec.maxTokens } : {}),
-      ...(format ? { responseFormat: { type: 'json' as const, name: format.name, schema: format.schema } } : {}),
-    };
+    const options = callOptions(request, prompt, this.#spec, local.signal);
     const requestChars = JSON.stringify(prompt).length + JSON.stringify(request.tools).length;
     let firstToken: number | null = null;
     const text: string[] = [];
