@@ -57,9 +57,9 @@ if (command === 'config') {
   process.exit(await runConfigCommand(rest));
 }
 if (command !== 'mcp-server') {
-  const { nearest } = await import('../dist/cli/command.js');
+  const { nearestCommand } = await import('../dist/cli/command.js');
   const { TRACE_COMMANDS } = await import('../dist/cli/trace-commands.js');
-  const near = nearest(command, [...Object.keys(TRACE_COMMANDS), 'config', 'mcp-server']);
+  const near = nearestCommand(command, [...Object.keys(TRACE_COMMANDS), 'config', 'mcp-server']);
   fail(`there is no command ${JSON.stringify(command)}${near ? `; did you mean \`io-harness ${near}\`?` : ''}`);
 }
 

@@ -8,10 +8,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type AiSdkOptions, aiSdk, type HttpProviderSpec, withFallback } from '../dist/index.js';
+import { type AiSdkOptions, aiSdk, withFallback } from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { type Harness, harness, moduleScript } from './support/harness.js';
-import { agentOf, closedPort, programs } from './support/wire.js';
+import { agentOf, closedPort, openAiAt, programs } from './support/wire.js';
 
 let h: Harness | undefined;
 const servers: ScriptedModelServer[] = [];
@@ -40,14 +40,7 @@ const compatible = (url: string, extra: Partial<AiSdkOptions> = {}) =>
     ...extra,
   });
 
-const native = (url: string): HttpProviderSpec => ({
-  kind: 'openai',
-  model: 'gpt-scripted',
-  baseUrl: `${url}/v1`,
-  apiKey: 'native-test-key',
-  name: 'native',
-  retry: { baseDelayMs: 1 },
-});
+const native = (url: string) => openAiAt(url, { apiKey: 'native-test-key', name: 'native' });
 
 const usage = { inputTokens: 1000, outputTokens: 100, cacheReadTokens: 800, reasoningTokens: 10 };
 const tree = programs({

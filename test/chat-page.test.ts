@@ -13,10 +13,9 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lastUserText, type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
-import { testChromium } from './support/chromium.js';
+import { launchChromium } from './support/chromium.js';
 import { closedPort } from './support/wire.js';
 
 const ARTIFACTS = fileURLToPath(new URL('../test-artifacts/chat/', import.meta.url));
@@ -105,14 +104,9 @@ async function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> 
 
 describe('a useChat page on an io-harness session', () => {
   it('talks, reloads from the session, and sees a turn killed mid-way finish once after a restart', async () => {
-    const found = await testChromium();
     const port = await closedPort();
     let server = await startServer(port);
-    const browser = await chromium.launch({
-      executablePath: found.executablePath,
-      args: found.args,
-      env: { ...process.env, ...found.env },
-    });
+    const browser = await launchChromium();
     try {
       const tab = await browser.newPage({ viewport: { width: 900, height: 900 } });
       const said: string[] = [];

@@ -7,19 +7,11 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  type HttpProviderSpec,
-  Policy,
-  runWith,
-  Session,
-  Store,
-  Supervisor,
-  TaskContract,
-  tool,
-} from '../dist/index.js';
+import { Policy, runWith, Session, Store, Supervisor, TaskContract, tool } from '../dist/index.js';
 import { assistantTurns, lastUserText, type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
 import { type Harness, harness } from './support/harness.js';
 import { tempStorePath } from './support/processes.js';
+import { openAiAt } from './support/wire.js';
 import { tempWorkspace } from './support/workspace.js';
 
 let h: Harness | undefined;
@@ -31,12 +23,7 @@ afterEach(async () => {
   server = undefined;
 });
 
-const openai = (url: string): HttpProviderSpec => ({
-  kind: 'openai',
-  model: 'gpt-scripted',
-  baseUrl: `${url}/v1`,
-  apiKey: 'test-key',
-});
+const openai = (url: string) => openAiAt(url);
 
 const Review = z.object({ summary: z.string(), risk: z.enum(['low', 'high']) });
 

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { HttpProviderSpec } from '../dist/index.js';
 import { ScriptedModelServer } from '../dist/testing/index.js';
 import { type Harness, harness } from './support/harness.js';
-import { closedPort, programs } from './support/wire.js';
+import { closedPort, openAiAt, programs } from './support/wire.js';
 
 let h: Harness | undefined;
 const servers: ScriptedModelServer[] = [];
@@ -25,14 +25,7 @@ async function serve(script: Parameters<typeof ScriptedModelServer.start>[0]): P
   return server;
 }
 
-const openai = (url: string, extra: Partial<HttpProviderSpec> = {}): HttpProviderSpec => ({
-  kind: 'openai',
-  model: 'gpt-scripted',
-  baseUrl: `${url}/v1`,
-  apiKey: 'test-key',
-  retry: { baseDelayMs: 1 },
-  ...extra,
-});
+const openai = openAiAt;
 
 const loop = programs({
   root: [{ text: 'thinking', toolCalls: [{ name: 'read_messages', args: {} }] }, { text: 'done' }],

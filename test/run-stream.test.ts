@@ -5,10 +5,10 @@
  * they end, and the outcome last; `textStream` is the root's text alone.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { HttpProviderSpec, RunPart } from '../dist/index.js';
+import type { RunPart } from '../dist/index.js';
 import { AGENT_HEADER, assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { type Harness, harness } from './support/harness.js';
-import { programs } from './support/wire.js';
+import { openAiAt, programs } from './support/wire.js';
 
 let h: Harness | undefined;
 let server: ScriptedModelServer | undefined;
@@ -19,12 +19,7 @@ afterEach(async () => {
   server = undefined;
 });
 
-const openai = (url: string): HttpProviderSpec => ({
-  kind: 'openai',
-  model: 'gpt-scripted',
-  baseUrl: `${url}/v1`,
-  apiKey: 'test-key',
-});
+const openai = (url: string) => openAiAt(url);
 
 describe('iterating a run', () => {
   it('yields the text as it streams, the tool call, each step as it commits, and the outcome last', async () => {

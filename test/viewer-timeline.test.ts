@@ -8,12 +8,11 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { Store, Supervisor } from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer } from '../dist/testing/index.js';
 import { viewer } from '../dist/viewer/server.js';
-import { testChromium } from './support/chromium.js';
+import { launchChromium } from './support/chromium.js';
 import { tempStorePath } from './support/processes.js';
 import { later } from './support/workspace.js';
 
@@ -57,12 +56,7 @@ describe('the timeline of a tree', () => {
     later(() => supervisor.close());
     const page = await viewer(store, { pollMs: 100 });
     later(() => page.close());
-    const found = await testChromium();
-    const browser = await chromium.launch({
-      executablePath: found.executablePath,
-      args: found.args,
-      env: { ...process.env, ...found.env },
-    });
+    const browser = await launchChromium();
     later(() => browser.close());
     const tab = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 

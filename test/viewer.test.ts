@@ -12,13 +12,12 @@ import { request } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { OpenAI, Policy, Supervisor, TaskContract } from '../dist/index.js';
 import { assistantTurns, ScriptedModelServer, wireToolResults } from '../dist/testing/index.js';
 import { viewer } from '../dist/viewer/server.js';
 import { freshStore, openAt, SUITE_BACKEND, sqlRows } from './support/backends.js';
-import { testChromium } from './support/chromium.js';
+import { launchChromium, testChromium } from './support/chromium.js';
 import { later, tempWorkspace } from './support/workspace.js';
 
 const ARTIFACTS = fileURLToPath(
@@ -66,7 +65,7 @@ describe('the trace viewer', () => {
     timeout: 120_000,
   }, async () => {
     // Throws, saying why, where there is neither the host's Chromium nor the packaged one.
-    const found = await testChromium();
+    await testChromium();
     mkdirSync(ARTIFACTS, { recursive: true });
     const server = await ScriptedModelServer.start((call) => {
       const task = String(call.body.messages.find((message) => message.role === 'user')?.content ?? '');
@@ -105,11 +104,7 @@ describe('the trace viewer', () => {
     const { supervisor, store } = await supervised({ maxConcurrentAgents: 3 });
     const page = await viewer(store, { pollMs: 100 });
     later(() => page.close());
-    const browser = await chromium.launch({
-      executablePath: found.executablePath,
-      args: found.args,
-      env: { ...process.env, ...found.env },
-    });
+    const browser = await launchChromium();
     later(() => browser.close());
     const tab = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 

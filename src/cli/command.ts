@@ -2,6 +2,7 @@
  * What every command of `npx io-harness` is made of: its exit statuses, its input and
  * output, the error that ends it with a status, and the exit status a harness error maps to.
  */
+import { nearest } from '../runtime/nearest.js';
 
 /** What a command's exit status says. */
 export const EXIT = {
@@ -56,32 +57,12 @@ export interface Context {
   storePath: string;
 }
 
-/** The name among `names` nearest `given` (by edits), when it is near enough to be what was meant. */
-export function nearest(given: string, names: readonly string[]): string | null {
-  let best: { name: string; distance: number } | null = null;
-  for (const name of names) {
-    const distance = edits(given.toLowerCase(), name.toLowerCase());
-    if (best === null || distance < best.distance) best = { name, distance };
-  }
-  // A third of the name's letters may be wrong; the start of a name (three letters or more) is that name.
-  if (best && best.distance <= Math.max(1, Math.floor(best.name.length / 3))) return best.name;
-  return given.length >= 3 ? (names.find((name) => name.startsWith(given.toLowerCase())) ?? null) : null;
-}
-
-/** The Levenshtein distance of two short strings. */
-function edits(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++)
-      next[j] = Math.min(
-        (row[j] as number) + 1,
-        (next[j - 1] as number) + 1,
-        (row[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    row = next;
-  }
-  return row[b.length] as number;
+/** The command a slip most likely meant: the nearest by edits, or the one whose start it is (three letters or more). */
+export function nearestCommand(given: string, names: readonly string[]): string | null {
+  return (
+    nearest(given, names) ??
+    (given.length >= 3 ? (names.find((name) => name.startsWith(given.toLowerCase())) ?? null) : null)
+  );
 }
 
 /** Prints a value as JSON, for `--json`. */

@@ -26,16 +26,13 @@ export function addressesOf(runs: readonly RunRecord[]): Map<string, string> {
  */
 export function progressOn(io: CliIo) {
   let last = '';
-  let lastChange = '';
+  let lastState = '';
   return {
-    show(line: string) {
+    show({ elapsed, state }: Progress) {
+      const line = `[${elapsed}] ${state}`;
       if (io.tty) io.err(`\r\x1b[K${line}`);
-      else {
-        // What changed, less the elapsed time the line opens with.
-        const change = line.replace(/^\[[^\]]*\] /, '');
-        if (change !== lastChange) io.err(`${line}\n`);
-        lastChange = change;
-      }
+      else if (state !== lastState) io.err(`${line}\n`);
+      lastState = state;
       last = line;
     },
     above() {
@@ -47,16 +44,25 @@ export function progressOn(io: CliIo) {
   };
 }
 
-/** The progress line's text: the time since it began, the runs by status, and what the tree has spent. */
+/** A progress line's parts: the time since it began, and the state (the runs by status, the tree's spend). */
+export interface Progress {
+  elapsed: string;
+  state: string;
+}
+
+/** The progress line: the time since it began, the runs by status, and what the tree has spent. */
 export async function progressLine(
   reader: Reader,
   rootId: string,
   runs: RunRecord[],
   elapsedMs: number,
-): Promise<string> {
+): Promise<Progress> {
   const counts = new Map<string, number>();
   for (const run of runs) counts.set(run.status, (counts.get(run.status) ?? 0) + 1);
   const spent = (await reader.ledger(rootId))?.root.spent ?? { steps: 0, tokens: 0 };
   const states = [...counts.entries()].map(([status, count]) => `${count} ${status}`).join(', ');
-  return `[${formatDuration(elapsedMs)}] ${runs.length} run${runs.length === 1 ? '' : 's'}: ${states}; ${spent.steps} steps, ${spent.tokens} tokens`;
+  return {
+    elapsed: formatDuration(elapsedMs),
+    state: `${runs.length} run${runs.length === 1 ? '' : 's'}: ${states}; ${spent.steps} steps, ${spent.tokens} tokens`,
+  };
 }

@@ -8,6 +8,7 @@
 import { dirname, resolve } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError, ErrorCode } from '../errors.js';
+import { nearest } from '../runtime/nearest.js';
 import { fileSchema, knownKeys, NOT_BUILT } from './schema.js';
 import type { ConfigScope } from './scopes.js';
 import { filesIn, kindsIn, resolveText } from './substitute.js';
@@ -214,35 +215,6 @@ function setAt(data: Table, parts: readonly (string | number)[], value: unknown)
   let holder: unknown = data;
   for (const part of parts.slice(0, -1)) holder = (holder as Record<string | number, unknown>)[part];
   (holder as Record<string | number, unknown>)[parts.at(-1) as string | number] = value;
-}
-
-/** The nearest of `known` to `key` by edit distance, when it is near enough to be a slip. */
-function nearest(key: string, known: readonly string[]): string | null {
-  let best: string | null = null;
-  let bestDistance = Infinity;
-  for (const candidate of known) {
-    const distance = editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  return best !== null && bestDistance <= Math.max(2, Math.floor(key.length / 3)) ? best : null;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++)
-      row[j] = Math.min(
-        (previous[j] as number) + 1,
-        (row[j - 1] as number) + 1,
-        (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    previous = row;
-  }
-  return previous[b.length] as number;
 }
 
 const pathText = (path: readonly PropertyKey[]) =>

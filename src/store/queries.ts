@@ -118,9 +118,14 @@ export class TraceQueries {
     return (rows as Row[]).map(toRun);
   }
 
-  *steps(runId: string): Q<StepRecord[]> {
+  /** A run's steps in order; `afterSeq` reads only later ones. */
+  *steps(runId: string, afterSeq = 0): Q<StepRecord[]> {
     id('steps', 'runId', runId);
-    const rows = (yield* sql.all('SELECT * FROM steps WHERE run_id = ? ORDER BY seq', runId)) as Row[];
+    const rows = (yield* sql.all(
+      'SELECT * FROM steps WHERE run_id = ? AND seq > ? ORDER BY seq',
+      runId,
+      afterSeq,
+    )) as Row[];
     return rows.map((row) => ({
       runId: row.run_id as string,
       seq: row.seq as number,

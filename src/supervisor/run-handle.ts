@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Q } from '../store/sql.js';
-import { pipeUIMessageStream, uiMessageResponse } from '../ui/message-stream.js';
+import { pipeUIMessageStream, rootSource, uiMessageResponse } from '../ui/message-stream.js';
 import type { RunHandle, TreeResult } from './handles.js';
 import { type Observe, rootText, runParts } from './run-stream.js';
 
@@ -21,14 +21,7 @@ export function runHandle<Output>(
   rootId: string,
   result: Promise<TreeResult<Output>>,
 ): RunHandle<Output> {
-  const source = () => ({
-    observe: ports.observe,
-    read: <T>(query: Q<T>) => ports.read(query),
-    rootId,
-    runId: rootId,
-    messageId: rootId,
-    driven: result,
-  });
+  const source = () => rootSource(ports, rootId, rootId, result);
   return {
     rootId,
     result,

@@ -7,7 +7,7 @@ import type { ServerResponse } from 'node:http';
 import { ErrorCode, HarnessError, InvalidArgumentError } from '../errors.js';
 import type { Answer, AnyStore } from '../store/either.js';
 import type { Store } from '../store/sqlite/store.js';
-import { pipeUIMessageStream, type UIStreamSource, uiMessageResponse } from '../ui/message-stream.js';
+import { pipeUIMessageStream, rootSource, type UIStreamSource, uiMessageResponse } from '../ui/message-stream.js';
 import type { Observe } from './run-stream.js';
 import type { TurnResult } from './session.js';
 import type { Supervisor } from './supervisor.js';
@@ -72,14 +72,11 @@ export class TurnHandle<S extends AnyStore = Store> implements PromiseLike<TurnR
         wake();
       },
       async (runId, supervisor) => {
-        this.#found({
+        const ports = {
           observe: supervisor.observe.bind(supervisor) as Observe,
           read: supervisor.read.bind(supervisor),
-          rootId: runId,
-          runId,
-          messageId: turnId,
-          driven: this.result,
-        });
+        };
+        this.#found(rootSource(ports, runId, turnId, this.result));
         // What was sent before the run existed goes to it now, in order, before its first step;
         // what is sent while that is written waits its turn behind it.
         while (this.#before.length > 0) {

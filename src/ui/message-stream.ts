@@ -53,6 +53,16 @@ export interface UIStreamSource {
   driven?: Promise<unknown>;
 }
 
+/** The source of a tree's root run (a run's handle, a turn's), read through a supervisor's ports. */
+export function rootSource(
+  ports: { observe: Observe; read<T>(query: Q<T>): Promise<T> },
+  rootId: string,
+  messageId: string,
+  driven: Promise<unknown>,
+): UIStreamSource {
+  return { observe: ports.observe, read: (query) => ports.read(query), rootId, runId: rootId, messageId, driven };
+}
+
 const reads = new TraceQueries();
 const OVER = new Set(['running', 'queued']);
 
@@ -108,9 +118,12 @@ export async function* uiMessageChunks(source: UIStreamSource, signal?: AbortSig
         if ((part.type === 'run-end' || part.type === 'run-paused') && part.runId === runId) break;
         if (!('seq' in part) || part.seq <= last) continue;
         if (part.type === 'step') {
-          const step = (await source.read(reads.steps(runId))).find((each) => each.seq === part.seq);
-          if (step) yield* writer.step(step);
-          last = part.seq;
+          // Only what committed since the last one written: one step, as a rule.
+          for (const step of await source.read(reads.steps(runId, last)))
+            if (step.seq <= part.seq) {
+              yield* writer.step(step);
+              last = step.seq;
+            }
         } else if (part.type === 'model-call-start') yield* writer.modelCall(part.seq);
         else if (part.type === 'text-delta') yield* writer.text(part.seq, part.text);
         else if (part.type === 'tool-call-start') yield* writer.toolStart(part.seq, part.callId, part.name);
@@ -156,8 +169,9 @@ class MessageWriter {
   readonly #seen = new Set<number>();
   /** Tool calls whose input has been started, by id. */
   readonly #started = new Set<string>();
-  /** Every text this message has shown, block by block. */
-  readonly #texts: string[] = [];
+  /** How many text blocks this message has shown, and the last one's text. */
+  #blocks = 0;
+  #lastText: string | null = null;
 
   *modelCall(seq: number): Generator<UIMessageChunk> {
     yield* this.#open(seq);
@@ -168,7 +182,7 @@ class MessageWriter {
     if (!this.#seen.has(seq)) return;
     yield* this.#open(seq);
     if (this.#textId === null) {
-      this.#textId = `text-${seq}-${this.#texts.length}`;
+      this.#textId = `text-${seq}-${this.#blocks}`;
       this.#text = '';
       yield { type: 'text-start', id: this.#textId };
     }
@@ -212,16 +226,16 @@ class MessageWriter {
       this.#step = -1;
       yield { type: 'start-step' };
     }
-    const id = `text-whole-${this.#texts.length}`;
+    const id = `text-whole-${this.#blocks}`;
     yield { type: 'text-start', id };
     yield { type: 'text-delta', id, delta: text };
     yield { type: 'text-end', id };
-    this.#texts.push(text);
+    this.#shown(text);
   }
 
   /** Whether `text` is the last text this message showed (the run's reply, streamed already). */
   shown(text: string): boolean {
-    return this.#texts.at(-1) === text || (this.#textId !== null && this.#text === text);
+    return this.#lastText === text || (this.#textId !== null && this.#text === text);
   }
 
   *endStep(): Generator<UIMessageChunk> {
@@ -238,10 +252,15 @@ class MessageWriter {
     yield { type: 'start-step' };
   }
 
+  #shown(text: string): void {
+    this.#blocks++;
+    this.#lastText = text;
+  }
+
   *#closeText(): Generator<UIMessageChunk> {
     if (this.#textId === null) return;
     yield { type: 'text-end', id: this.#textId };
-    this.#texts.push(this.#text);
+    this.#shown(this.#text);
     this.#textId = null;
   }
 }

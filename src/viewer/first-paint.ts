@@ -33,33 +33,6 @@ interface Summary {
   subtree?: Spent;
 }
 
-/**
- * Each run's own spend beside its subtree's. A run's account is drawn on by its own steps
- * and by every run below it (a child's draw is charged up the tree), so what the account
- * says is the subtree's; the run's own is that less what its children's accounts say.
- */
-export function withSubtrees<T extends Summary>(runs: T[]): (T & { subtree: Spent })[] {
-  const below = new Map<string, Spent>();
-  for (const run of runs) {
-    if (run.parentId === null) continue;
-    const sum = below.get(run.parentId) ?? { steps: 0, tokens: 0 };
-    sum.steps += run.spent.steps;
-    sum.tokens += run.spent.tokens;
-    below.set(run.parentId, sum);
-  }
-  return runs.map((run) => {
-    const children = below.get(run.runId) ?? { steps: 0, tokens: 0 };
-    return {
-      ...run,
-      spent: {
-        steps: Math.max(0, run.spent.steps - children.steps),
-        tokens: Math.max(0, run.spent.tokens - children.tokens),
-      },
-      subtree: run.spent,
-    };
-  });
-}
-
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 const escaped = (text: unknown): string => String(text ?? '').replace(/[&<>"']/g, (char) => ESCAPES[char] as string);
 

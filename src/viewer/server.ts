@@ -26,7 +26,7 @@ import type { PostgresStore } from '../store/postgres/index.js';
 import type { RunRecord } from '../store/records.js';
 import { TraceReader } from '../store/sqlite/reader.js';
 import { storeFileState } from '../store/sqlite/schema.js';
-import { type FirstView, withFirstPaint, withSubtrees } from './first-paint.js';
+import { type FirstView, withFirstPaint } from './first-paint.js';
 import { timelineQuery } from './timeline.js';
 
 export interface ViewerOptions {
@@ -61,6 +61,9 @@ const SECURITY = {
 };
 /** The most trees a listing sends, newest first. */
 const LIST_LIMIT = 500;
+
+/** Steps and tokens spent. */
+type Spent = { steps: number; tokens: number };
 /** What one text field of a step may carry to the page (the store keeps it whole). */
 const CLIP = 4000;
 
@@ -260,6 +263,35 @@ async function summary(reader: Reads, run: RunRecord) {
     spent: account?.spent ?? { steps: 0, tokens: 0 },
     ceilings: account?.ceilings ?? null,
   };
+}
+
+/**
+ * Each run's own spend beside its subtree's. A run's account is drawn on by its own steps
+ * and by every run below it (a child's draw is charged up the tree), so what the account
+ * says is the subtree's; the run's own is that less what its children's accounts say.
+ */
+function withSubtrees<T extends { runId: string; parentId: string | null; spent: Spent }>(
+  runs: T[],
+): (T & { subtree: Spent })[] {
+  const below = new Map<string, Spent>();
+  for (const run of runs) {
+    if (run.parentId === null) continue;
+    const sum = below.get(run.parentId) ?? { steps: 0, tokens: 0 };
+    sum.steps += run.spent.steps;
+    sum.tokens += run.spent.tokens;
+    below.set(run.parentId, sum);
+  }
+  return runs.map((run) => {
+    const children = below.get(run.runId) ?? { steps: 0, tokens: 0 };
+    return {
+      ...run,
+      spent: {
+        steps: Math.max(0, run.spent.steps - children.steps),
+        tokens: Math.max(0, run.spent.tokens - children.tokens),
+      },
+      subtree: run.spent,
+    };
+  });
 }
 
 async function trees(reader: Reads) {

@@ -20,6 +20,7 @@ import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { createBrotliDecompress } from 'node:zlib';
+import { type Browser, chromium } from 'playwright-core';
 
 const HOST = ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
 const PACKAGE = '@sparticuz/chromium';
@@ -45,6 +46,16 @@ export async function testChromium(): Promise<TestChromium> {
     return { source: 'host', executablePath: host, version, args: ['--no-sandbox'], env: {} };
   }
   return packagedChromium();
+}
+
+/** That Chromium, launched headless for a test (which closes it). */
+export async function launchChromium(): Promise<Browser> {
+  const found = await testChromium();
+  return chromium.launch({
+    executablePath: found.executablePath,
+    args: found.args,
+    env: { ...process.env, ...found.env },
+  });
 }
 
 /** The line the run prints to say which Chromium its browser tests use. */

@@ -1,6 +1,19 @@
 /** Driving the runtime over real HTTP: the scripted model server, answering per agent. */
 import { createServer } from 'node:net';
+import type { HttpProviderSpec } from '../../dist/index.js';
 import { assistantTurns, type ModelScript, type ScriptedAnswer, systemText } from '../../dist/testing/index.js';
+
+/** An OpenAI-wire spec for a scripted server at `url`, with a placeholder key and quick retries. */
+export function openAiAt(url: string, extra: Partial<HttpProviderSpec> = {}): HttpProviderSpec {
+  return {
+    kind: 'openai',
+    model: 'gpt-scripted',
+    baseUrl: `${url}/v1`,
+    apiKey: 'test-key',
+    retry: { baseDelayMs: 1 },
+    ...extra,
+  };
+}
 
 /** The address of the agent a request comes from: its header where the spec sends it, else read off the system prompt. */
 export function agentOf(call: Parameters<ModelScript>[0]): string {

@@ -5,6 +5,7 @@
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type { ContractData } from '../../runtime/contract/contract.js';
+import { DEFAULT_RETRIES } from '../../runtime/contract/retries.js';
 import type { RunStatus } from '../../runtime/events.js';
 import type { Executor } from '../../runtime/exec/executor.js';
 import type { Completion, ProviderSpec } from '../../runtime/provider.js';
@@ -41,12 +42,9 @@ export interface ShapeOnly {
   planGate: false;
 }
 
-/** Re-prompts a plain run's answer gets: the two a contract allows by default (`withRetries`). */
-const SHAPE_RETRIES = 2;
-
 /** The judge a plain root with an answer shape has. */
 export function shapeOnly(outputSchema: ShapeOnly['outputSchema']): ShapeOnly {
-  return { outputSchema, retries: SHAPE_RETRIES, planGate: false };
+  return { outputSchema, retries: DEFAULT_RETRIES, planGate: false };
 }
 
 /** What judging needs besides the run: the workspace and the reviewer's provider (with its key). */

@@ -27,6 +27,7 @@ import { checkToolchainOverrides, type ToolchainOverrides } from '../workspace/t
 import type { WorktreeData } from '../workspace/worktree.js';
 import { checkContext, checkMemory } from './options.js';
 import { OutputSchema, type ZodOutput, type ZodOutputLike } from './output-schema.js';
+import { DEFAULT_RETRIES } from './retries.js';
 import { checkSandboxOptions, checkWritableRoots } from './sandbox-options.js';
 import type { VerificationData } from './verification.js';
 
@@ -134,8 +135,6 @@ export interface MemoryData {
   /** Notes the workspace keeps before the one the fewest runs drew on goes. Default 64. */
   cap?: number;
 }
-
-const DEFAULT_RETRIES = 2;
 
 /** A contract's data with only its goal and root required: the rest as the builders default it. */
 export type ContractInput = Pick<ContractData, 'goal' | 'root'> & Partial<Omit<ContractData, 'goal' | 'root'>>;

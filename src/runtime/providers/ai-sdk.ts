@@ -33,10 +33,11 @@ import type {
   ToolCall,
   TranscriptEntry,
 } from '../provider.js';
-import { holdSecrets, providerSecrets, strayWhitespace } from '../secrets.js';
+import { holdSecrets, providerSecrets } from '../secrets.js';
 import { IdleWatch } from './answer-body.js';
 import { completeWithFallback, retryPolicy, type TriedProvider, vendorMessage } from './client.js';
 import { checkIdleTimeout, DEFAULT_IDLE_TIMEOUT_MS } from './idle.js';
+import { checkedKey } from './keys.js';
 import { parseRateLimits, parseRetryAfter } from './rate-limits.js';
 import { type CallUsage, estimatedUsage, ProviderError, type RateLimits } from './types.js';
 import { parseArguments, vendorError } from './wire-decode.js';
@@ -113,15 +114,6 @@ function keyOf(spec: AiSdkProviderSpec, name: string): { key: string; source: st
       `${name}: no API key: ${source} is not set. Set it, or pass apiKey; keys are never stored with a run.`,
     );
   return { key: checkedKey(value, source, name), source };
-}
-
-function checkedKey(key: string, source: string, name: string): string {
-  if (strayWhitespace(key))
-    throw new HarnessError(
-      ErrorCode.ProviderLoadFailed,
-      `${name}: the API key from ${source} has a stray space or line break at its start or end (or inside it), which no vendor accepts; remove it (a key copied from a file often ends in a newline).`,
-    );
-  return key;
 }
 
 /** The function exports of a module, for an error that says which one was meant. */

@@ -14,7 +14,7 @@ import {
   type ProviderSpec,
   type RetryOptions,
 } from '../provider.js';
-import { maskedUrl } from '../secrets.js';
+import { maskedUrl, strayWhitespace } from '../secrets.js';
 import { checkIdleTimeout } from './idle.js';
 import { findPreset, PRESETS, type Preset } from './presets.js';
 
@@ -71,7 +71,7 @@ function checkModel(model: unknown, where: string, variable?: string): string {
 function checkKey(key: unknown, where: string): string {
   if (typeof key !== 'string' || key === '')
     throw new InvalidArgumentError(`${where}: apiKey is the vendor's key, a non-empty string.`);
-  if (key !== key.trim() || /[\r\n\t]/.test(key))
+  if (strayWhitespace(key))
     throw new InvalidArgumentError(
       `${where}: apiKey has a stray space or line break at its start or end (or inside it), which no vendor accepts; trim it (a key read from a file often ends in a newline).`,
     );

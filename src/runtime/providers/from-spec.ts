@@ -6,10 +6,11 @@
  */
 import { ErrorCode, HarnessError } from '../../errors.js';
 import type { HttpProviderSpec } from '../provider.js';
-import { DEFAULT_KEY_ENV, holdSecrets, providerSecrets, strayWhitespace } from '../secrets.js';
+import { DEFAULT_KEY_ENV, holdSecrets, providerSecrets } from '../secrets.js';
 import { HttpProvider } from './client.js';
 import { recordingTransport, replayTransport, type Transport, undiciTransport } from './http.js';
 import { checkIdleTimeout, DEFAULT_IDLE_TIMEOUT_MS } from './idle.js';
+import { checkedKey } from './keys.js';
 import { findPreset } from './presets.js';
 import { anthropicWire, openAiWire, type WireConfig } from './wires.js';
 
@@ -28,12 +29,7 @@ function keySource(spec: HttpProviderSpec, envName: string | null): string {
 
 function resolveKey(spec: HttpProviderSpec, envName: string | null, name: string): string | null {
   const key = resolveRawKey(spec, envName, name);
-  if (key !== null && strayWhitespace(key))
-    throw new HarnessError(
-      ErrorCode.ProviderLoadFailed,
-      `${name}: the API key from ${keySource(spec, envName)} has a stray space or line break at its start or end (or inside it), which no vendor accepts; remove it (a key copied from a file often ends in a newline).`,
-    );
-  return key;
+  return key === null ? null : checkedKey(key, keySource(spec, envName), name);
 }
 
 function resolveRawKey(spec: HttpProviderSpec, envName: string | null, name: string): string | null {
