@@ -41,6 +41,7 @@ export const ErrorCode = {
   ToolsMissing: 'TOOLS_MISSING',
   FingerprintChanged: 'FINGERPRINT_CHANGED',
   ContainmentUnavailable: 'CONTAINMENT_UNAVAILABLE',
+  CodeNotKept: 'CODE_NOT_KEPT',
   SessionNotFound: 'SESSION_NOT_FOUND',
   TurnNotFound: 'TURN_NOT_FOUND',
   TurnEnded: 'TURN_ENDED',
@@ -196,6 +197,18 @@ export class ContainmentUnavailableError extends HarnessError {
   }
 }
 
+/**
+ * The harness was to load code (a package at its first use, an AI SDK provider given as a
+ * file) from outside the directories it keeps read-only from runs, where a run could have
+ * put or changed it; it refused (see src/runtime/exec/containment/harness-code.ts).
+ */
+export class CodeNotKeptError extends HarnessError {
+  constructor(message: string, details: { package: string; path: string }) {
+    super(ErrorCode.CodeNotKept, message, { details });
+    this.name = 'CodeNotKeptError';
+  }
+}
+
 export function serializeError(error: unknown): SerializedError {
   // What crosses a thread says no secret this thread holds, whoever raised it.
   return scrubValue(serializedOf(error));
@@ -264,6 +277,12 @@ registerErrorClass(
     new ContainmentUnavailableError(data.message, { rung: String(details.rung), reason: String(details.reason) }),
 );
 
+registerErrorClass(
+  'CodeNotKeptError',
+  (data, details) =>
+    new CodeNotKeptError(data.message, { package: String(details.package), path: String(details.path) }),
+);
+
 /** The class a code means when an error was raised as a plain HarnessError with it. */
 const CLASS_OF_CODE: Partial<Record<string, string>> = {
   [ErrorCode.Conflict]: 'ConflictError',
@@ -271,6 +290,7 @@ const CLASS_OF_CODE: Partial<Record<string, string>> = {
   [ErrorCode.InvalidArgument]: 'InvalidArgumentError',
   [ErrorCode.OutputSchemaUnsupported]: 'OutputSchemaError',
   [ErrorCode.ContainmentUnavailable]: 'ContainmentUnavailableError',
+  [ErrorCode.CodeNotKept]: 'CodeNotKeptError',
   [ErrorCode.StoreNotSqlite]: 'StoreError',
   [ErrorCode.StoreSchemaTooNew]: 'StoreError',
   [ErrorCode.StoreOpenFailed]: 'StoreError',

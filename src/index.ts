@@ -16,6 +16,7 @@ export type { HookFailure, HookObserver, HookSpec } from './config/hooks.js';
 export type { LeaseHolder, SerializedError } from './errors.js';
 export {
   ActorExitedError,
+  CodeNotKeptError,
   ConfigError,
   ConflictError,
   ContainmentUnavailableError,

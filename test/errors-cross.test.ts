@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RequestClient } from '../dist/actors/protocol.js';
 import {
   ActorExitedError,
+  CodeNotKeptError,
   ConflictError,
   ContainmentUnavailableError,
   HarnessError,
@@ -62,6 +63,11 @@ describe('an error thrown in another thread', () => {
       ContainmentUnavailableError,
       { code: 'CONTAINMENT_UNAVAILABLE', details: { rung: 'bubblewrap', reason: 'not installed' } },
     ],
+    [
+      'CodeNotKeptError',
+      CodeNotKeptError,
+      { code: 'CODE_NOT_KEPT', details: { package: 'planted-pkg', path: '/tmp/node_modules/planted-pkg' } },
+    ],
   ] as const)('is a %s on this side, with its fields', async (name, cls, fields) => {
     const error = await thrownThere(name);
     expect(error).toBeInstanceOf(cls);
@@ -72,6 +78,7 @@ describe('an error thrown in another thread', () => {
   it('covers every registered class, and a plain HarnessError keeps its code and details', async () => {
     expect(registeredErrorClasses()).toEqual([
       'ActorExitedError',
+      'CodeNotKeptError',
       'ConflictError',
       'ContainmentUnavailableError',
       'InvalidArgumentError',

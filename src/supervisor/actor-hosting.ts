@@ -9,6 +9,7 @@ import type { AgentStart, HostedActor } from '../actors/agent.js';
 import { type ActorHost, actorHost, type Isolation } from '../actors/host.js';
 import { type StoreActorHandle, startStoreActor } from '../actors/store.js';
 import type { Clock } from '../clock.js';
+import { keepHarnessCode } from '../runtime/exec/containment/harness-code.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import type { Store } from '../store/sqlite/store.js';
 
@@ -43,6 +44,8 @@ export class ActorHosting {
   readonly #actors = new Set<HostedActor>();
 
   constructor(backend: Store | PostgresStore, options: ActorHostingOptions) {
+    // Before any thread starts: the code every thread loads is kept from every run's reach.
+    keepHarnessCode();
     this.#backend = backend;
     this.#killAt = options.killAt;
     this.#host = actorHost({

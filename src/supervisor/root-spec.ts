@@ -4,11 +4,13 @@
  * providers a tree's runs will call, whose secrets this process holds before any is written.
  */
 
+import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../errors.js';
 import type { AgentDefinition } from '../runtime/agents.js';
 import { type Ceilings, validateBudget } from '../runtime/budget.js';
 import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
 import { OutputSchema } from '../runtime/contract/output-schema.js';
+import { keepFromCommands } from '../runtime/exec/containment/kept.js';
 import { Policy } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec, specModel } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
@@ -123,10 +125,27 @@ export function contractProviders(data: ContractData | null | undefined): Provid
 /**
  * Holds the secrets of each spec in this thread (and, through the forwarding set up at
  * boot, in the store actor) before anything a run of them says is written: keys given or
- * read from their variables, credential headers, base URL credentials.
+ * read from their variables, credential headers, base URL credentials. And keeps the code
+ * a spec names by path from runs.
  */
 export function holdProviderSecrets(specs: readonly (ProviderSpec | null | undefined)[]): void {
-  for (const spec of specs) if (spec && typeof spec === 'object') holdSecrets(providerSecrets(spec));
+  for (const spec of specs)
+    if (spec && typeof spec === 'object') {
+      holdSecrets(providerSecrets(spec));
+      keepProviderCode(spec);
+    }
+}
+
+/**
+ * Keeps from runs the file of code a spec names by path (a module provider, an AI SDK
+ * provider given as a file), which each agent's thread imports later: no run may change it
+ * (see src/runtime/exec/containment/harness-code.ts).
+ */
+function keepProviderCode(spec: ProviderSpec): void {
+  if (spec.kind === 'fallback') for (const inner of spec.providers) keepProviderCode(inner);
+  const named = spec.kind === 'module' ? spec.module : spec.kind === 'ai-sdk' ? spec.package : null;
+  if (named === null || !(named.startsWith('/') || named.startsWith('file:'))) return;
+  keepFromCommands(named.startsWith('file:') ? fileURLToPath(named) : named, 'protect', { code: true });
 }
 
 /** A contract as stored: a review gate's provider without its key. */

@@ -5,7 +5,10 @@
  * tools are ../tools/families/documents.ts.
  */
 import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../../errors.js';
+import { keptPackageDir, packageName } from '../exec/containment/harness-code.js';
 
 /** The formats, each a family of tools. */
 export const DOCUMENT_FORMATS = ['barcode', 'docx', 'pdf', 'pptx', 'xlsx'] as const;
@@ -67,6 +70,7 @@ export function checkDocumentsOptions(options: DocumentsOptions | undefined): Do
 }
 
 const require = createRequire(import.meta.url);
+const HERE = dirname(fileURLToPath(import.meta.url));
 
 /**
  * Why the formats asked for cannot be worked with here: the packages they need that are
@@ -79,6 +83,11 @@ export function missingPackages(
   const missing: string[] = [];
   for (const format of formats)
     for (const [name, version] of Object.entries(packages[format] ?? {})) {
+      // Refused (CODE_NOT_KEPT) where Node would find it outside the directories kept from runs.
+      if (keptPackageDir(packageName(name), HERE) === null) {
+        missing.push(`${name}@${version}`);
+        continue;
+      }
       try {
         require.resolve(name);
       } catch {

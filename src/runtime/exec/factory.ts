@@ -21,6 +21,7 @@ import type { EventData } from '../events.js';
 import type { WorktreeData } from '../workspace/worktree.js';
 import type { SandboxData } from './containment/boundary.js';
 import { ContainedExecutor } from './containment/contained.js';
+import { keepHarnessCode } from './containment/harness-code.js';
 import { type EgressGate, recordingGate } from './containment/proxy.js';
 import { directExecutor } from './executor.js';
 
@@ -84,6 +85,8 @@ export type ExecutorRequest = Omit<ContainmentOptions, 'root' | 'sandbox' | 'egr
  * await executor.close();
  */
 export function executorFor(request: ExecutorRequest): ContainedExecutor {
+  // On a process's first executor (none made by a supervisor): its code is kept from what the executor runs.
+  keepHarnessCode();
   const { purpose: _purpose, contract, root, sandbox, record, ...options } = request;
   const grants = contract ?? { root: root as string, sandbox };
   const egress = options.egress ?? (record ? recordingGate(options.policy, grants.root, record) : undefined);

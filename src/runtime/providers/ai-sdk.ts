@@ -11,9 +11,9 @@
  * markers the AI SDK sets on them, so nothing of it is loaded here.
  */
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type {
   LanguageModelV2,
   LanguageModelV3,
@@ -23,6 +23,7 @@ import type {
   LanguageModelV3ToolResultOutput,
 } from '@ai-sdk/provider';
 import { ErrorCode, HarnessError } from '../../errors.js';
+import { keptPackageDir, packageName } from '../exec/containment/harness-code.js';
 import { shownImages } from '../images.js';
 import type {
   AiSdkProviderSpec,
@@ -52,6 +53,8 @@ function isAiSdkError(error: unknown, name: string): error is Error & Record<str
   return typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[marker] === true;
 }
 
+const HERE = dirname(fileURLToPath(import.meta.url));
+
 /** Imports the package: from here first, then from the project the process runs in. */
 async function importPackage(spec: AiSdkProviderSpec, name: string): Promise<Record<string, unknown>> {
   const given = spec.package;
@@ -59,22 +62,25 @@ async function importPackage(spec: AiSdkProviderSpec, name: string): Promise<Rec
     const url = given.startsWith('/') ? pathToFileURL(given).href : given;
     return tryImport(url, name, given);
   }
-  try {
-    return (await import(given)) as Record<string, unknown>;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw loadFailure(name, given, error);
-  }
+  // Looked for as Node will find it, here and then in the project; one found outside the
+  // directories kept from runs is refused (CODE_NOT_KEPT), never imported.
+  if (keptPackageDir(packageName(given), HERE) !== null) return tryImport(given, name, given);
+  if (keptPackageDir(packageName(given), process.cwd()) === null) throw notInstalled(name, given);
   let resolved: string;
   try {
     resolved = createRequire(join(process.cwd(), 'package.json')).resolve(given);
   } catch (cause) {
-    throw new HarnessError(
-      ErrorCode.ProviderLoadFailed,
-      `${name}: the AI SDK provider package ${given} is not installed here or in ${process.cwd()}; install it in your project (npm install ${given}).`,
-      { cause },
-    );
+    throw notInstalled(name, given, cause);
   }
   return tryImport(pathToFileURL(resolved).href, name, given);
+}
+
+function notInstalled(name: string, given: string, cause?: unknown): HarnessError {
+  return new HarnessError(
+    ErrorCode.ProviderLoadFailed,
+    `${name}: the AI SDK provider package ${given} is not installed here or in ${process.cwd()}; install it in your project (npm install ${given}).`,
+    cause === undefined ? {} : { cause },
+  );
 }
 
 async function tryImport(url: string, name: string, given: string): Promise<Record<string, unknown>> {

@@ -4,6 +4,7 @@ import { parentPort } from 'node:worker_threads';
 import { errorReply } from '../../../dist/actors/protocol.js';
 import {
   ActorExitedError,
+  CodeNotKeptError,
   ConflictError,
   ContainmentUnavailableError,
   HarnessError,
@@ -38,6 +39,11 @@ const samples = {
     new ContainmentUnavailableError('the bubblewrap rung cannot be had', {
       rung: 'bubblewrap',
       reason: 'not installed',
+    }),
+  CodeNotKeptError: () =>
+    new CodeNotKeptError('will not load planted-pkg', {
+      package: 'planted-pkg',
+      path: '/tmp/node_modules/planted-pkg',
     }),
   HarnessError: () => new HarnessError('RUN_NOT_FOUND', 'run x is not in the store', { details: { runId: 'x' } }),
 };

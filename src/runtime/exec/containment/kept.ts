@@ -28,12 +28,21 @@ export interface KeptPath {
    * placeholder is to be made and kept in its place, so a command cannot make it.
    */
   evenAbsent?: boolean;
+  /** A directory or file the harness loads code from (see ./harness-code.ts): a package found outside every such one is not loaded. */
+  code?: boolean;
 }
 
 const kept = new Map<string, KeptPath>();
 
+/** Whether this thread has the harness's code directories: made here (./harness-code.ts) or handed with a run. */
+let codeKnown = false;
+
 /** Keeps `path` from every contained command this thread starts from now on; a mask is never weakened to a protection. */
-export function keepFromCommands(path: string, how: Keeping, options: { evenAbsent?: boolean } = {}): void {
+export function keepFromCommands(
+  path: string,
+  how: Keeping,
+  options: { evenAbsent?: boolean; code?: boolean } = {},
+): void {
   const absolute = resolve(path);
   const known = kept.get(absolute);
   const strongest: Keeping = known?.how === 'mask' ? 'mask' : how;
@@ -41,13 +50,31 @@ export function keepFromCommands(path: string, how: Keeping, options: { evenAbse
     path: absolute,
     how: strongest,
     ...(options.evenAbsent || known?.evenAbsent ? { evenAbsent: true } : {}),
+    ...(options.code || known?.code ? { code: true } : {}),
   });
 }
 
 /** Keeps every path of `paths` (a list another thread sent: see {@link keptPaths}). */
 export function keepAll(paths: readonly KeptPath[] | undefined): void {
-  for (const entry of paths ?? [])
-    keepFromCommands(entry.path, entry.how, entry.evenAbsent ? { evenAbsent: true } : {});
+  for (const entry of paths ?? []) {
+    keepFromCommands(entry.path, entry.how, { evenAbsent: entry.evenAbsent === true, code: entry.code === true });
+    if (entry.code) codeKnown = true;
+  }
+}
+
+/** Whether this thread knows where the harness loads code from (see ./harness-code.ts). */
+export function knowsCode(): boolean {
+  return codeKnown;
+}
+
+/** Says this thread now knows where the harness loads code from. */
+export function codeNowKnown(): void {
+  codeKnown = true;
+}
+
+/** The directories and files kept as the harness's code. */
+export function codeKept(): string[] {
+  return [...kept.values()].filter((entry) => entry.code).map((entry) => entry.path);
 }
 
 /** What this thread keeps from commands, as data another thread can take. */
