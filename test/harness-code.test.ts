@@ -8,7 +8,17 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -39,8 +49,29 @@ function installedProject(): string {
   return project;
 }
 
-function drive(config: Record<string, unknown>, cwd: string): Record<string, unknown> {
-  const out = spawnSync(process.execPath, [SCRIPT, JSON.stringify(config)], { cwd, encoding: 'utf8', timeout: 90_000 });
+/**
+ * A monorepo holding io-harness as one of its packages: packages/io-harness with no
+ * node_modules of its own, linked from the root's node_modules, where every dependency is
+ * hoisted (each a link to this checkout's).
+ */
+function monorepo(): string {
+  const project = join(temp(), 'repo');
+  const own = join(project, 'packages', 'io-harness');
+  mkdirSync(own, { recursive: true });
+  for (const part of ['dist', 'native', 'package.json']) cpSync(join(REPO, part), join(own, part), { recursive: true });
+  mkdirSync(join(project, 'node_modules'));
+  for (const name of readdirSync(join(REPO, 'node_modules')))
+    symlinkSync(join(REPO, 'node_modules', name), join(project, 'node_modules', name));
+  symlinkSync(own, join(project, 'node_modules', 'io-harness'));
+  return project;
+}
+
+function drive(config: Record<string, unknown>, cwd: string, execArgv: string[] = []): Record<string, unknown> {
+  const out = spawnSync(process.execPath, [...execArgv, SCRIPT, JSON.stringify(config)], {
+    cwd,
+    encoding: 'utf8',
+    timeout: 90_000,
+  });
   const line = out.stdout.trim().split('\n').at(-1) ?? '';
   if (out.status !== 0 || !line.startsWith('{')) throw new Error(`the driver failed (${out.status}): ${out.stderr}`);
   return JSON.parse(line);
@@ -48,35 +79,88 @@ function drive(config: Record<string, unknown>, cwd: string): Record<string, unk
 
 const digest = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
+type Answer = { name: string; content: string; isError: boolean };
+type Rewrite = { status: string; answers: Answer[]; contained: { rung: string; protectedPaths: string } };
+
+/** A run in `project` that tries each command's write and each file tool's; what it answered, and the files it aimed at unchanged. */
+function tryRewrites(
+  project: string,
+  commands: { path: string; op: 'append' | 'mkdir' }[],
+  fileWrites: string[],
+  options: { inWorker?: boolean; execArgv?: string[] } = {},
+): Rewrite {
+  const files = commands.filter((entry) => entry.op === 'append').map((entry) => join(project, entry.path));
+  const before = files.map(digest);
+  const absent = fileWrites.filter((path) => !existsSync(join(project, path)));
+  const report = drive(
+    { project, mode: 'rewrite', commands, fileWrites, inWorker: options.inWorker === true },
+    project,
+    options.execArgv,
+  ) as Rewrite;
+  expect(report.status).toBe('finished');
+  expect(report.contained).toMatchObject({ rung: 'bubblewrap', protectedPaths: 'enforced' });
+  // The commands ran (their paths are built at run time, so no check of the line saw them) and the sandbox stopped each write.
+  commands.forEach((entry, index) => {
+    // Read-only (EROFS), or a made directory's parent an empty read-only mount that cannot hold it.
+    expect(report.answers[index]?.content).toMatch(new RegExp(`(EROFS|ENOENT) ${entry.path}\\n`));
+  });
+  // The file tools act in the harness's process, where no mount reaches: the policy's trust layer refuses them, naming it.
+  for (const answer of report.answers.slice(commands.length)) {
+    expect(answer).toMatchObject({ name: 'write_file', isError: true });
+    expect(answer.content).toContain('(layer trust)');
+  }
+  expect(files.map(digest)).toEqual(before);
+  for (const entry of commands.filter((item) => item.op === 'mkdir'))
+    expect(existsSync(join(project, entry.path))).toBe(false);
+  for (const path of absent) expect(existsSync(join(project, path))).toBe(false);
+  return report;
+}
+
 describe('the harness code a run could reach', () => {
-  it('keeps its modules, its package.json and its node_modules from the commands and file tools of a run whose workspace holds them', () => {
+  it('keeps its modules, its package.json, its native source and its node_modules from the commands and file tools of a run whose workspace holds them', () => {
     const project = installedProject();
-    const index = join(project, 'node_modules', 'io-harness', 'dist', 'index.js');
-    const manifest = join(project, 'node_modules', 'io-harness', 'package.json');
-    const before = [digest(index), digest(manifest)];
-    const report = drive({ project, mode: 'rewrite' }, project) as {
-      status: string;
-      answers: { name: string; content: string; isError: boolean }[];
-      contained: { rung: string; protectedPaths: string };
-    };
-    expect(report.status).toBe('finished');
-    expect(report.contained).toMatchObject({ rung: 'bubblewrap', protectedPaths: 'enforced' });
-    const [append, plant, rewrite, writeModule, writePackage] = report.answers;
-    // The commands ran (their paths are built at run time, so no check of the line saw them) and the sandbox stopped each write.
-    expect(append?.content).toContain('EROFS node_modules/io-harness/dist/index.js');
-    expect(plant?.content).toContain('EROFS node_modules/planted-pkg');
-    expect(rewrite?.content).toContain('EROFS node_modules/io-harness/package.json');
-    // The file tools act in the harness's process, where no mount reaches: the policy's trust layer refuses them, naming its rule.
-    expect(writeModule).toMatchObject({ isError: true });
-    expect(writeModule?.content).toContain('deny-write node_modules/io-harness/dist (layer trust)');
-    expect(writePackage).toMatchObject({ isError: true });
-    expect(writePackage?.content).toContain('deny-write node_modules (layer trust)');
-    expect([digest(index), digest(manifest)]).toEqual(before);
-    expect(existsSync(join(project, 'node_modules', 'planted-pkg'))).toBe(false);
-    expect(existsSync(join(project, 'node_modules', 'other-pkg'))).toBe(false);
+    tryRewrites(
+      project,
+      [
+        { path: 'node_modules/io-harness/dist/index.js', op: 'append' },
+        { path: 'node_modules/io-harness/package.json', op: 'append' },
+        { path: 'node_modules/io-harness/native/landlock-exec.c', op: 'append' },
+        { path: 'node_modules/planted-pkg', op: 'mkdir' },
+      ],
+      ['node_modules/io-harness/dist/index.js', 'node_modules/other-pkg/index.js'],
+    );
   }, 120_000);
 
-  it('does not load an AI SDK provider from a node_modules made after the process started', () => {
+  it('keeps, in a monorepo, the places Node would look for a dependency before the hoisted one, made or not', () => {
+    const project = monorepo();
+    tryRewrites(
+      project,
+      [
+        // Nearer to io-harness's modules than the root's node_modules: a minimatch here would be loaded first.
+        { path: 'packages/io-harness/node_modules/minimatch', op: 'mkdir' },
+        { path: 'packages/node_modules/minimatch', op: 'mkdir' },
+        { path: 'packages/io-harness/dist/index.js', op: 'append' },
+        { path: 'packages/io-harness/native/landlock-exec.c', op: 'append' },
+      ],
+      ['packages/io-harness/node_modules/minimatch/index.js'],
+    );
+  }, 120_000);
+
+  it('keeps the same when the supervisor runs on a worker thread of the embedder, and keeps what the process preloads', () => {
+    const project = installedProject();
+    writeFileSync(join(project, 'preload.cjs'), '// loaded into every thread\n');
+    tryRewrites(
+      project,
+      [
+        { path: 'node_modules/io-harness/dist/index.js', op: 'append' },
+        { path: 'preload.cjs', op: 'append' },
+      ],
+      ['node_modules/io-harness/dist/index.js', 'preload.cjs'],
+      { inWorker: true, execArgv: ['-r', './preload.cjs'] },
+    );
+  }, 120_000);
+
+  it('does not load an AI SDK provider from a node_modules io-harness does not load from', () => {
     const project = installedProject();
     const cwd = join(temp(), 'elsewhere');
     mkdirSync(cwd);
@@ -118,19 +202,35 @@ describe('where the harness loads code from', () => {
     expect(keptPackageDir('planted-pkg', from, [])).toBe(join(top, 'node_modules', 'planted-pkg'));
   });
 
-  it('lists its code, its package.json and every node_modules on the way up, a linked one by its target too', () => {
+  it('finds a linked package by its real path: a link out of a kept node_modules is refused', () => {
     const top = temp();
-    const target = join(top, 'real-modules');
-    mkdirSync(target);
-    mkdirSync(join(top, 'work'));
-    symlinkSync(target, join(top, 'work', 'node_modules'));
-    const paths = harnessCodePaths(join(top, 'work'));
-    expect(paths).toContain(join(REPO, 'src'));
-    expect(paths).toContain(join(REPO, 'package.json'));
-    expect(paths).toContain(join(REPO, 'node_modules'));
-    expect(paths).toContain(join(top, 'work', 'node_modules'));
-    expect(paths).toContain(target);
-    // A directory with no node_modules adds nothing of its own.
-    expect(paths.filter((path) => path.startsWith(top))).toHaveLength(2);
+    const kept = join(top, 'app', 'node_modules');
+    mkdirSync(kept, { recursive: true });
+    mkdirSync(join(top, 'packages', 'provider'), { recursive: true });
+    symlinkSync(join(top, 'packages', 'provider'), join(kept, 'linked-pkg'));
+    expect(() => keptPackageDir('linked-pkg', join(top, 'app'), [kept])).toThrow(
+      /will not load the package linked-pkg/,
+    );
+  });
+
+  it('lists its code, its package.json, its native source, every node_modules on the way up made or not, and the preloads', () => {
+    const cwd = temp();
+    const paths = harnessCodePaths(cwd, [
+      '--require',
+      './tracing.cjs',
+      '--import=file:///opt/hooks.mjs',
+      '-r',
+      'some-package',
+    ]);
+    for (const part of ['src', 'package.json', 'native', 'node_modules']) expect(paths).toContain(join(REPO, part));
+    // Places a dependency would be looked for above the package, whether or not they exist.
+    expect(paths).toContain(join(REPO, '..', 'node_modules'));
+    expect(paths).toContain('/node_modules');
+    // Preloads named by path, from the working directory; a package name is found in a kept node_modules.
+    expect(paths).toContain(join(cwd, 'tracing.cjs'));
+    expect(paths).toContain('/opt/hooks.mjs');
+    expect(paths.some((path) => path.includes('some-package'))).toBe(false);
+    // The working directory's own node_modules is not where io-harness loads from.
+    expect(paths).not.toContain(join(cwd, 'node_modules'));
   });
 });

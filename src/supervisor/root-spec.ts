@@ -4,6 +4,7 @@
  * providers a tree's runs will call, whose secrets this process holds before any is written.
  */
 
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../errors.js';
 import type { AgentDefinition } from '../runtime/agents.js';
@@ -143,9 +144,17 @@ export function holdProviderSecrets(specs: readonly (ProviderSpec | null | undef
  */
 function keepProviderCode(spec: ProviderSpec): void {
   if (spec.kind === 'fallback') for (const inner of spec.providers) keepProviderCode(inner);
-  const named = spec.kind === 'module' ? spec.module : spec.kind === 'ai-sdk' ? spec.package : null;
-  if (named === null || !(named.startsWith('/') || named.startsWith('file:'))) return;
-  keepFromCommands(named.startsWith('file:') ? fileURLToPath(named) : named, 'protect', { code: true });
+  // A path, made absolute as the import makes it (from the working directory): a module
+  // provider's is always one (but for a URL of another scheme); an AI SDK provider's when
+  // it starts with a slash or file: (else it names a package, found in a kept node_modules).
+  const named =
+    spec.kind === 'module'
+      ? spec.module
+      : spec.kind === 'ai-sdk' && /^(\/|file:)/.test(spec.package)
+        ? spec.package
+        : null;
+  if (named === null || (/^[a-z]+:/i.test(named) && !named.startsWith('file:'))) return;
+  keepFromCommands(named.startsWith('file:') ? fileURLToPath(named) : resolve(named), 'protect', { code: true });
 }
 
 /** A contract as stored: a review gate's provider without its key. */

@@ -62,8 +62,9 @@ async function importPackage(spec: AiSdkProviderSpec, name: string): Promise<Rec
     const url = given.startsWith('/') ? pathToFileURL(given).href : given;
     return tryImport(url, name, given);
   }
-  // Looked for as Node will find it, here and then in the project; one found outside the
-  // directories kept from runs is refused (CODE_NOT_KEPT), never imported.
+  // Looked for as Node will find it from here, then from the working directory; one whose
+  // real path is outside the directories kept from runs (the working directory's are not,
+  // unless io-harness is installed there) is refused (CODE_NOT_KEPT), never imported.
   if (keptPackageDir(packageName(given), HERE) !== null) return tryImport(given, name, given);
   if (keptPackageDir(packageName(given), process.cwd()) === null) throw notInstalled(name, given);
   let resolved: string;

@@ -1,48 +1,60 @@
 // A process running io-harness as a project installs it: imported from
 // <project>/node_modules/io-harness, with the project itself as the run's workspace. Reports
-// one JSON line on stdout. usage: node harness-code.mjs <json: { project, mode }>
+// one JSON line on stdout. usage: node harness-code.mjs <json: { project, mode, inWorker? }>
 //   mode 'rewrite': one workspace run whose model tries to change the harness's own code and
-//     to plant a package beside it, by commands the checker cannot read and by the file tools;
+//     to plant packages beside it, by commands the checker cannot read (`commands`: each a
+//     workspace path and `append` or `mkdir`) and by write_file (`fileWrites`: paths);
 //     reports each tool's answer.
+//   `inWorker`: all of it on a worker thread of the process, not its main thread.
 //   mode 'planted-provider': the process runs in a directory with no node_modules when the
 //     supervisor starts; a package is then planted in its node_modules, as a run's command
 //     could, and a run names it as its AI SDK provider; reports how the run ended.
+import { once } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 
-const { project, mode, marker } = JSON.parse(process.argv[2]);
+const config = isMainThread ? JSON.parse(process.argv[2]) : workerData;
+// `inWorker`: the whole program runs on a worker thread of this process, as an embedder's worker would.
+if (isMainThread && config.inWorker) {
+  const worker = new Worker(fileURLToPath(import.meta.url), { workerData: config });
+  worker.on('message', (value) => process.stdout.write(`${JSON.stringify(value)}\n`));
+  const [code] = await once(worker, 'exit');
+  process.exit(code);
+}
+const { project, mode, marker } = config;
 const harness = await import(join(project, 'node_modules/io-harness/dist/index.js'));
 const testing = await import(join(project, 'node_modules/io-harness/dist/testing/index.js'));
-const say = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
+const say = (value) =>
+  isMainThread ? process.stdout.write(`${JSON.stringify(value)}\n`) : parentPort.postMessage(value);
 
 const store = await harness.Store.open(join(project, '..', 'runs.db'));
 const supervisor = await harness.Supervisor.start(store, { isolation: 'thread' });
 
 if (mode === 'rewrite') {
   // Paths built at run time, so no check of the command line can see what they write.
-  const node = (path, op) => ({
-    name: 'exec',
-    args: {
-      argv: [
-        'node',
-        '-e',
-        `const fs = require('fs'); const p = ${path}; try { ${op}; console.log('changed ' + p) } catch (e) { console.log(e.code + ' ' + p) }`,
-      ],
-    },
-  });
-  const append = node("['node_modules', 'io-harness', 'dist', 'index.js'].join('/')", "fs.appendFileSync(p, '//')");
-  const plant = node("['node_modules', 'planted-pkg'].join('/')", 'fs.mkdirSync(p)');
-  const manifest = node("['node_modules', 'io-harness', 'package.json'].join('/')", "fs.writeFileSync(p, '{}')");
+  const command = ({ path, op }) => {
+    const at = JSON.stringify(path.split('/'));
+    const act = { append: "fs.appendFileSync(p, '//')", mkdir: 'fs.mkdirSync(p, { recursive: true })' }[op];
+    return {
+      name: 'exec',
+      args: {
+        argv: [
+          'node',
+          '-e',
+          `const fs = require('fs'); const p = ${at}.join('/'); try { ${act}; console.log('changed ' + p) } catch (e) { console.log(e.code + ' ' + p) }`,
+        ],
+      },
+    };
+  };
   const server = await testing.ScriptedModelServer.start((call) =>
     testing.assistantTurns(call) === 0
       ? {
           text: 'changing the harness',
           toolCalls: [
-            append,
-            plant,
-            manifest,
-            { name: 'write_file', args: { path: 'node_modules/io-harness/dist/index.js', content: 'export {};' } },
-            { name: 'write_file', args: { path: 'node_modules/other-pkg/index.js', content: 'export {};' } },
+            ...config.commands.map(command),
+            ...config.fileWrites.map((path) => ({ name: 'write_file', args: { path, content: 'export {};' } })),
           ],
         }
       : { text: 'done' },
