@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/errors.js';
 import { harnessCodePaths, keptPackageDir, packageName } from '../src/runtime/exec/containment/harness-code.js';
+import { keepFromCommands, keptPaths } from '../src/runtime/exec/containment/kept.js';
 
 const REPO = join(import.meta.dirname, '..');
 const SCRIPT = join(import.meta.dirname, 'support', 'scripts', 'harness-code.mjs');
@@ -87,14 +88,22 @@ function tryRewrites(
   project: string,
   commands: { path: string; op: 'append' | 'mkdir' }[],
   fileWrites: string[],
-  options: { inWorker?: boolean; execArgv?: string[] } = {},
+  options: { inWorker?: boolean; execArgv?: string[]; cwd?: string; providerModule?: boolean } = {},
 ): Rewrite {
   const files = commands.filter((entry) => entry.op === 'append').map((entry) => join(project, entry.path));
-  const before = files.map(digest);
-  const absent = fileWrites.filter((path) => !existsSync(join(project, path)));
+  const before = files.map((file) => (existsSync(file) ? digest(file) : null));
+  // (A module provider's files are written by the driver itself.)
+  const absent = fileWrites.filter((path) => !existsSync(join(project, path)) && !path.startsWith('providers/'));
   const report = drive(
-    { project, mode: 'rewrite', commands, fileWrites, inWorker: options.inWorker === true },
-    project,
+    {
+      project,
+      mode: 'rewrite',
+      commands,
+      fileWrites,
+      inWorker: options.inWorker === true,
+      providerModule: options.providerModule === true,
+    },
+    options.cwd ?? project,
     options.execArgv,
   ) as Rewrite;
   expect(report.status).toBe('finished');
@@ -109,7 +118,9 @@ function tryRewrites(
     expect(answer).toMatchObject({ name: 'write_file', isError: true });
     expect(answer.content).toContain('(layer trust)');
   }
-  expect(files.map(digest)).toEqual(before);
+  // Unchanged where they were there before the run; and none ends with what the commands appended.
+  expect(files.map((file, index) => (before[index] === null ? null : digest(file)))).toEqual(before);
+  for (const file of files) expect(readFileSync(file, 'utf8').endsWith('//')).toBe(false);
   for (const entry of commands.filter((item) => item.op === 'mkdir'))
     expect(existsSync(join(project, entry.path))).toBe(false);
   for (const path of absent) expect(existsSync(join(project, path))).toBe(false);
@@ -143,6 +154,41 @@ describe('the harness code a run could reach', () => {
         { path: 'packages/io-harness/native/landlock-exec.c', op: 'append' },
       ],
       ['packages/io-harness/node_modules/minimatch/index.js'],
+    );
+  }, 120_000);
+
+  it('keeps a package the process preloads by name where each new thread would look for it, from the working directory', () => {
+    const project = monorepo();
+    const server = join(project, 'apps', 'server');
+    mkdirSync(server, { recursive: true });
+    mkdirSync(join(project, 'hoisted', 'pre-pkg'), { recursive: true });
+    writeFileSync(join(project, 'hoisted', 'pre-pkg', 'index.js'), '// loaded into every thread\n');
+    symlinkSync(join(project, 'hoisted', 'pre-pkg'), join(project, 'node_modules', 'pre-pkg'));
+    tryRewrites(
+      project,
+      [
+        // Nearer to the working directory than the hoisted one: every new thread would load this instead.
+        { path: 'apps/server/node_modules/pre-pkg', op: 'mkdir' },
+        { path: 'apps/node_modules/pre-pkg', op: 'mkdir' },
+        // Where the hoisted one really is (its link's target), and the link's own directory.
+        { path: 'hoisted/pre-pkg/index.js', op: 'append' },
+      ],
+      [],
+      { cwd: server, execArgv: ['-r', 'pre-pkg'] },
+    );
+  }, 120_000);
+
+  it('keeps a module provider named by a relative path with what it imports beside it', () => {
+    const project = installedProject();
+    tryRewrites(
+      project,
+      [
+        { path: 'providers/calls.mjs', op: 'append' },
+        { path: 'providers/model.mjs', op: 'append' },
+        { path: 'providers/node_modules', op: 'mkdir' },
+      ],
+      ['providers/calls.mjs'],
+      { providerModule: true },
     );
   }, 120_000);
 
@@ -215,22 +261,33 @@ describe('where the harness loads code from', () => {
 
   it('lists its code, its package.json, its native source, every node_modules on the way up made or not, and the preloads', () => {
     const cwd = temp();
-    const paths = harnessCodePaths(cwd, [
+    const { code, protect } = harnessCodePaths(cwd, [
       '--require',
       './tracing.cjs',
-      '--import=file:///opt/hooks.mjs',
+      '--import=file:///opt/hooks/start.mjs',
       '-r',
-      'some-package',
+      'some-package/register',
     ]);
-    for (const part of ['src', 'package.json', 'native', 'node_modules']) expect(paths).toContain(join(REPO, part));
+    for (const part of ['src', 'package.json', 'native', 'node_modules']) expect(code).toContain(join(REPO, part));
     // Places a dependency would be looked for above the package, whether or not they exist.
-    expect(paths).toContain(join(REPO, '..', 'node_modules'));
-    expect(paths).toContain('/node_modules');
-    // Preloads named by path, from the working directory; a package name is found in a kept node_modules.
-    expect(paths).toContain(join(cwd, 'tracing.cjs'));
-    expect(paths).toContain('/opt/hooks.mjs');
-    expect(paths.some((path) => path.includes('some-package'))).toBe(false);
-    // The working directory's own node_modules is not where io-harness loads from.
-    expect(paths).not.toContain(join(cwd, 'node_modules'));
+    expect(code).toContain(join(REPO, '..', 'node_modules'));
+    expect(code).toContain('/node_modules');
+    // Preloads named by path, from the working directory, with the places their packages are found; their
+    // directories are kept too, but are no place to find a package (one may hold the workspace).
+    expect(code).toContain(join(cwd, 'tracing.cjs'));
+    expect(code).toContain('/opt/hooks/start.mjs');
+    expect(code).toContain('/opt/hooks/node_modules');
+    expect(protect).toEqual(expect.arrayContaining([cwd, '/opt/hooks']));
+    expect(code).not.toContain(cwd);
+    // A package preloaded by name: every place it is looked for from the working directory.
+    expect(code).toContain(join(cwd, 'node_modules', 'some-package'));
+    expect(code).toContain(join(cwd, '..', 'node_modules', 'some-package'));
+  });
+
+  it('keeps a path that does not exist by its first missing directory, so every rung can hold it', () => {
+    const top = temp();
+    keepFromCommands(join(top, 'a', 'b', 'node_modules', 'pkg'), 'protect', { code: true });
+    const entries = keptPaths().filter((entry) => entry.path.startsWith(top));
+    expect(entries).toEqual([{ path: join(top, 'a'), how: 'protect', code: true }]);
   });
 });

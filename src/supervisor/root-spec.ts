@@ -11,7 +11,7 @@ import type { AgentDefinition } from '../runtime/agents.js';
 import { type Ceilings, validateBudget } from '../runtime/budget.js';
 import { type ContractData, TaskContract } from '../runtime/contract/contract.js';
 import { OutputSchema } from '../runtime/contract/output-schema.js';
-import { keepFromCommands } from '../runtime/exec/containment/kept.js';
+import { fileCode, keepCode, withLinks } from '../runtime/exec/containment/harness-code.js';
 import { Policy } from '../runtime/policy/policy.js';
 import { keyVariables, type ProviderSpec, redactSpec, specModel } from '../runtime/provider.js';
 import { checkProviderSpec } from '../runtime/providers/builders.js';
@@ -139,8 +139,9 @@ export function holdProviderSecrets(specs: readonly (ProviderSpec | null | undef
 
 /**
  * Keeps from runs the file of code a spec names by path (a module provider, an AI SDK
- * provider given as a file), which each agent's thread imports later: no run may change it
- * (see src/runtime/exec/containment/harness-code.ts).
+ * provider given as a file), which each agent's thread imports later, with the directory it
+ * is in and the places its packages are found: no run may change them (see
+ * src/runtime/exec/containment/harness-code.ts).
  */
 function keepProviderCode(spec: ProviderSpec): void {
   if (spec.kind === 'fallback') for (const inner of spec.providers) keepProviderCode(inner);
@@ -154,7 +155,7 @@ function keepProviderCode(spec: ProviderSpec): void {
         ? spec.package
         : null;
   if (named === null || (/^[a-z]+:/i.test(named) && !named.startsWith('file:'))) return;
-  keepFromCommands(named.startsWith('file:') ? fileURLToPath(named) : resolve(named), 'protect', { code: true });
+  keepCode(withLinks(fileCode(named.startsWith('file:') ? fileURLToPath(named) : resolve(named))));
 }
 
 /** A contract as stored: a review gate's provider without its key. */

@@ -6,6 +6,8 @@
 //     workspace path and `append` or `mkdir`) and by write_file (`fileWrites`: paths);
 //     reports each tool's answer.
 //   `inWorker`: all of it on a worker thread of the process, not its main thread.
+//   `providerModule`: the model is a module provider written into <project>/providers, named
+//     by a relative path, importing its calls from a file beside it.
 //   mode 'planted-provider': the process runs in a directory with no node_modules when the
 //     supervisor starts; a package is then planted in its node_modules, as a run's command
 //     could, and a run names it as its AI SDK provider; reports how the run ended.
@@ -48,18 +50,39 @@ if (mode === 'rewrite') {
       },
     };
   };
-  const server = await testing.ScriptedModelServer.start((call) =>
-    testing.assistantTurns(call) === 0
-      ? {
-          text: 'changing the harness',
-          toolCalls: [
-            ...config.commands.map(command),
-            ...config.fileWrites.map((path) => ({ name: 'write_file', args: { path, content: 'export {};' } })),
-          ],
-        }
-      : { text: 'done' },
-  );
-  const provider = harness.OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+  const calls = [
+    ...config.commands.map(command),
+    ...config.fileWrites.map((path) => ({ name: 'write_file', args: { path, content: 'export {};' } })),
+  ];
+  let server = null;
+  let provider;
+  if (config.providerModule) {
+    // The model is a module provider in the project, named by a relative path, that takes
+    // its calls from a file beside it: what each new agent thread imports.
+    mkdirSync(join(project, 'providers'), { recursive: true });
+    writeFileSync(join(project, 'providers', 'calls.mjs'), `export const calls = ${JSON.stringify(calls)};\n`);
+    writeFileSync(
+      join(project, 'providers', 'model.mjs'),
+      [
+        "import { calls } from './calls.mjs';",
+        'export default () => ({',
+        "  name: 'local',",
+        '  async complete(request) {',
+        "    const turn = request.transcript.filter((entry) => entry.role === 'assistant').length;",
+        "    const toolCalls = turn === 0 ? calls.map((call, index) => ({ id: 'call_' + index, ...call })) : [];",
+        "    return { text: turn === 0 ? 'changing' : 'done', toolCalls, usage: { inputTokens: 1, outputTokens: 1 }, model: 'local' };",
+        '  },',
+        '});',
+        '',
+      ].join('\n'),
+    );
+    provider = { kind: 'module', module: './providers/model.mjs' };
+  } else {
+    server = await testing.ScriptedModelServer.start((call) =>
+      testing.assistantTurns(call) === 0 ? { text: 'changing the harness', toolCalls: calls } : { text: 'done' },
+    );
+    provider = harness.OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+  }
   const result = await supervisor.run({
     contract: harness.TaskContract.workspace('change the harness', project),
     policy: harness.Policy.permissive(),
@@ -71,7 +94,7 @@ if (mode === 'rewrite') {
     answers: (step?.observations ?? []).map((o) => ({ name: o.name, content: o.content, isError: o.isError })),
     contained: store.events(result.rootId).find((event) => event.type === 'contained') ?? null,
   });
-  await server.close();
+  await server?.close();
 }
 
 if (mode === 'planted-provider') {

@@ -24,14 +24,28 @@
  * threads take it with each run they start (see keepAll) before they could make their own,
  * so a directory a run made is never counted as one the harness trusted from the start.
  */
-import { existsSync, realpathSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { existsSync, lstatSync, realpathSync, statSync } from 'node:fs';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CodeNotKeptError } from '../../../errors.js';
 import { codeKept, codeNowKnown, keepFromCommands, knowsCode } from './kept.js';
 
-/** The directory holding io-harness's modules: `dist/` as installed, `src/` run from source. */
-const CODE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** The file this is, and the package it belongs to (the nearest directory above it with a package.json). */
+const HERE = fileURLToPath(import.meta.url);
+function packageRootOf(file: string): string {
+  for (const dir of ancestors(dirname(real(file)))) if (existsSync(join(dir, 'package.json'))) return dir;
+  return dirname(real(file));
+}
+
+/**
+ * The directory holding io-harness's modules: the first directory of the package on the way
+ * to this file (`dist/` as installed, `src/` run from source; the directory holding the
+ * bundle, for an application that bundled io-harness into its own).
+ */
+function codeRoot(packageRoot: string): string {
+  const first = relative(packageRoot, real(HERE)).split(sep)[0] as string;
+  return first === basename(real(HERE)) ? dirname(real(HERE)) : join(packageRoot, first);
+}
 
 function real(path: string): string {
   try {
@@ -56,9 +70,14 @@ function ancestors(dir: string): string[] {
   return out;
 }
 
-/** The files `argv` (node's own options: execArgv, or NODE_OPTIONS split) preloads, resolved from `cwd`. */
-export function preloadedFiles(argv: readonly string[], cwd: string): string[] {
+/**
+ * What `argv` (node's own options: execArgv, or NODE_OPTIONS split) preloads into every
+ * thread: files named by path, resolved from `cwd`, and packages named by name, which Node
+ * looks up from `cwd` as each thread starts.
+ */
+export function preloads(argv: readonly string[], cwd: string): { files: string[]; packages: string[] } {
   const files: string[] = [];
+  const packages: string[] = [];
   const flags = new Set(['-r', '--require', '--import', '--loader', '--experimental-loader']);
   for (let index = 0; index < argv.length; index++) {
     const arg = argv[index] as string;
@@ -66,33 +85,100 @@ export function preloadedFiles(argv: readonly string[], cwd: string): string[] {
     const [flag, value] = eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, argv[index + 1]];
     if (!flags.has(flag) || value === undefined) continue;
     if (eq <= 0) index++;
-    // A package name is looked up in node_modules, which is kept; a path is kept as it is.
     if (value.startsWith('file:')) files.push(fileURLToPath(value));
     else if (value.startsWith('.') || value.startsWith('/')) files.push(resolve(cwd, value));
+    else if (!/^[a-z]+:/i.test(value)) packages.push(packageName(value));
   }
-  return files;
+  return { files, packages };
+}
+
+/** Every place Node looks for a package asked for from `dir`: each `node_modules` on the way up, made or not. */
+function lookupPlaces(dir: string): string[] {
+  return ancestors(real(dir)).map((at) => join(at, 'node_modules'));
 }
 
 /**
- * Where the harness loads code from, as this process sees it now (see the module's comment):
- * each by the path it is reached by and, where that is a link, by its target too.
+ * The code a package `name` asked for from `from` runs: each place it could be found
+ * nearer than where it is (made or not, so none can be put in the way), where it is, and
+ * every place its own dependencies are looked for from there.
+ */
+function packageCode(name: string, from: string): string[] {
+  const paths: string[] = [];
+  for (const places of lookupPlaces(from)) {
+    const candidate = join(places, name);
+    paths.push(candidate);
+    if (isDirectory(candidate)) return [...paths, real(candidate), ...lookupPlaces(real(candidate))];
+  }
+  return paths;
+}
+
+/**
+ * The code a file named by path brings into a thread (a module provider, a preloaded
+ * file): the file, the directory it is in (what it imports by relative path: kept, but not
+ * a place a package may be found, since it may hold the workspace), and every place the
+ * packages it imports are looked for from there.
+ */
+export function fileCode(file: string): HarnessCode {
+  const dir = dirname(resolve(file));
+  return { code: [resolve(file), ...lookupPlaces(dir)], protect: [dir] };
+}
+
+/**
+ * What the harness loads code from: `code`, the places a package it loads at first use
+ * must be found in (each also kept from runs); `protect`, more that is kept from runs only
+ * (a directory holding a file of code, the directory holding a link), which may be as wide
+ * as a workspace's parent and so is no place to find a package in.
+ */
+export interface HarnessCode {
+  code: string[];
+  protect: string[];
+}
+
+/**
+ * Where the harness loads code from, as this process sees it now (see the module's comment).
+ * A path that is a link is kept by its target too, and the directory holding it, so the link
+ * cannot be renamed and a directory made in its place.
  */
 export function harnessCodePaths(
   cwd: string = process.cwd(),
   argv: readonly string[] = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean)],
-): string[] {
-  const paths = new Set<string>();
-  const add = (path: string) => {
-    paths.add(path);
-    paths.add(real(path));
-  };
-  add(CODE_ROOT.endsWith(sep) ? CODE_ROOT.slice(0, -1) : CODE_ROOT);
-  const packageRoot = dirname(real(CODE_ROOT));
-  for (const part of ['package.json', 'native']) if (existsSync(join(packageRoot, part))) add(join(packageRoot, part));
-  // Every place Node looks for a dependency of io-harness's, made or not: a run can make none.
-  for (const dir of ancestors(packageRoot)) add(join(dir, 'node_modules'));
-  for (const file of preloadedFiles(argv, cwd)) add(file);
-  return [...paths];
+): HarnessCode {
+  const packageRoot = packageRootOf(HERE);
+  const preloaded = preloads(argv, cwd);
+  const files = preloaded.files.map(fileCode);
+  return withLinks({
+    code: [
+      codeRoot(packageRoot),
+      ...['package.json', 'native'].map((part) => join(packageRoot, part)).filter((path) => existsSync(path)),
+      // Every place Node looks for a dependency of io-harness's, made or not: a run can make none.
+      ...lookupPlaces(packageRoot),
+      ...files.flatMap((file) => file.code),
+      ...preloaded.packages.flatMap((name) => packageCode(name, cwd)),
+    ],
+    protect: files.flatMap((file) => file.protect),
+  });
+}
+
+/** `given`, with each link's target among the code and the directory holding it among what is only protected. */
+export function withLinks(given: HarnessCode): HarnessCode {
+  const code = new Set<string>();
+  const protect = new Set<string>(given.protect);
+  for (const path of given.code) {
+    code.add(path);
+    if (isLink(path)) {
+      code.add(real(path));
+      protect.add(dirname(path));
+    }
+  }
+  return { code: [...code], protect: [...protect] };
+}
+
+function isLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -104,8 +190,14 @@ export function keepHarnessCode(): void {
   // An actor's thread has been handed the list before it could get here: only the thread
   // that starts a supervisor or an executor of its own makes one.
   if (knowsCode()) return;
-  for (const path of harnessCodePaths()) keepFromCommands(path, 'protect', { code: true });
+  keepCode(harnessCodePaths());
   codeNowKnown();
+}
+
+/** Keeps `given` from commands and file tools: its code as places a package may be found, the rest protected only. */
+export function keepCode(given: HarnessCode): void {
+  for (const path of given.code) keepFromCommands(path, 'protect', { code: true });
+  for (const path of given.protect) keepFromCommands(path, 'protect');
 }
 
 /** The name of the package a specifier names: `@scope/name` or `name`, without a subpath. */
