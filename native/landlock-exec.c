@@ -226,11 +226,12 @@ static void set_read_only(const char *path, int read_only, int recursive) {
   set_attributes(path, read_only ? MOUNT_RDONLY : 0, read_only ? 0 : MOUNT_RDONLY, recursive);
 }
 
+/*
+ * A path to protect that is gone (a mount point another run removed as it closed) is a
+ * failure to start, never a path left writable: the harness wraps the command again.
+ */
 static void protect(const char *path) {
-  if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0) {
-    if (errno == ENOENT) return;
-    fail(path);
-  }
+  if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0) fail(path);
   /* Only the read-only flag changes: the mount's others (nosuid, nodev) may be locked where it came from. */
   set_read_only(path, 1, 1);
 }

@@ -318,6 +318,42 @@ describe('containment', () => {
       // the helper finds the file gone when it looks and has nothing to hide.
       expect(started).toBe(rung === 'bubblewrap' ? 2 : 1);
     });
+
+    it(`keeps a protected path on the ${rung} rung when its mount point goes between the wrapping and the mount`, async () => {
+      if (!available(rung)) return;
+      // Kept though it does not exist: a read-only mount point is made in its place for each
+      // command, and another run's end on the same workspace may remove it just before the mount.
+      const root = tempWorkspace();
+      const place = join(root, 'node_modules');
+      keepFromCommands(place, 'protect');
+      let started = 0;
+      const base = {
+        ...directExecutor,
+        run: (request: Parameters<typeof directExecutor.run>[0]) => {
+          if (started++ === 0) rmSync(place, { recursive: true, force: true });
+          return directExecutor.run(request);
+        },
+      };
+      const executor = new ContainedExecutor(base, {
+        root,
+        policy: COMMANDS_ONLY,
+        sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
+      });
+      later(() => executor.close());
+      const result = await executor.run({
+        argv: ['sh', '-c', 'mkdir -p node_modules/planted 2>/dev/null && echo made || echo refused'],
+        purpose: 'exec',
+        cwd: root,
+        timeoutMs: 20_000,
+        outputLimit: 64 * 1024,
+        env: commandEnvironment(),
+      });
+      expect(result.stdout, JSON.stringify(result)).toBe('refused\n');
+      expect(existsSync(join(place, 'planted'))).toBe(false);
+      // The sandbox failed to start the command (bubblewrap cannot bind a source that went, the helper
+      // will not leave a path unprotected), and the command was wrapped again, its mount point made anew.
+      expect(started).toBe(2);
+    });
   }
 
   it('gives a run whose policy names no host no network at all, and a run that allows one only the egress proxy', async () => {

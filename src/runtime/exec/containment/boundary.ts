@@ -636,9 +636,11 @@ export interface Wrapped {
   /** Empty directories and files made to mount over protected paths that did not exist; removed after the run. */
   madeMountPoints: string[];
   /**
-   * The paths bubblewrap binds a mask over, as they were when the command was wrapped: one
-   * gone by the time it mounts (a store's journal SQLite removed as the store closed) makes
-   * it fail to start the command, and the command is wrapped again (see ContainedExecutor).
+   * The paths the sandbox mounts over that may go before it does, as they were when the
+   * command was wrapped: bubblewrap's masks (a store's journal SQLite removed as the store
+   * closed), the helper's protected paths (a mount point another run removed as it closed).
+   * One gone by the time it mounts makes the sandbox fail to start the command, and the
+   * command is wrapped again (see ContainedExecutor).
    */
   masked: string[];
 }
@@ -683,12 +685,14 @@ export function wrapForRung(
     for (const path of boundary.hardLinks.paths) args.push('--ro-bind', path, path);
     const masks = maskMounts(boundary);
     let madeMountPoints: string[] = [];
+    let protectedBinds: string[] = [];
     if (boundary.access !== 'read-only') {
       // Nothing there yet: an empty directory is made in its place and bound read-only, so nothing can be made in it.
       madeMountPoints = makeMountPoints(protectedMounts(boundary, false), masks.make);
       const mounts = protectedMounts(boundary, false);
       for (const path of mounts.pin) args.push('--bind', path, path);
       for (const path of mounts.bind) args.push('--ro-bind', path, path);
+      protectedBinds = mounts.bind;
       // Made and gone again meanwhile (another run closed): bubblewrap makes its own.
       for (const path of mounts.empty) args.push('--ro-bind', boundary.empty, path);
       madeMountPoints.push(...mounts.empty, ...masks.make);
@@ -701,7 +705,7 @@ export function wrapForRung(
     if (written.systemView && !written.readOnly) args.push('--unix-sockets');
     // /dev is bubblewrap's own, a few device nodes: /dev/null and the like stay writable.
     args.push('--write', '/dev', '--', ...argv);
-    return { argv: args, madeMountPoints, masked: [...masks.dirs, ...masks.files] };
+    return { argv: args, madeMountPoints, masked: [...masks.dirs, ...masks.files, ...protectedBinds] };
   }
   const unshare = host.unshare ?? ['unshare'];
   const namespaces = unsharePrefix(unshare, boundary.network === 'open');
@@ -720,7 +724,7 @@ export function wrapForRung(
     return {
       argv: [...namespaces, helper, ...args, '--write', '/dev/null', '--', ...argv],
       madeMountPoints,
-      masked: [],
+      masked: protectedMounts(boundary, true).bind,
     };
   }
   if (rung === 'namespaces') {
@@ -735,7 +739,8 @@ export function wrapForRung(
     }
     const madeMountPoints = mountPoints();
     const args = helperArgs(boundary, { protect: true, cgroups, relay, written });
-    return { argv: [...namespaces, host.binary, '--mounts-only', ...args, '--', ...argv], madeMountPoints, masked: [] };
+    const masked = protectedMounts(boundary, true).bind;
+    return { argv: [...namespaces, host.binary, '--mounts-only', ...args, '--', ...argv], madeMountPoints, masked };
   }
   return { argv: [...argv], madeMountPoints: [], masked: [] };
 }

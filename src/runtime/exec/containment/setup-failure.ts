@@ -3,7 +3,9 @@
  * command), and whether that failure was a race the run may simply try again: a path
  * masked when the command was wrapped (a store's journal, removed by SQLite as another
  * handle on that store closed) gone before bubblewrap mounted over it, which it then
- * cannot create in a read-only directory.
+ * cannot create in a read-only directory; or a protected path's mount point, removed by
+ * another run's end on the same workspace, which neither bubblewrap nor the helper mounts
+ * (the helper fails rather than leave the path writable).
  */
 import type { CommandResult } from '../run-command.js';
 import { present } from './paths.js';
@@ -25,7 +27,7 @@ export function setupFailure(rung: RungName, result: CommandResult): string | nu
 /** How often a command is wrapped and started when the sandbox's setup lost a race with a masked path going. */
 export const SETUP_ATTEMPTS = 3;
 
-/** Whether `failed` (a setup failure) names one of `masked` that is gone now: nothing left to hide, so wrap again. */
+/** Whether `failed` (a setup failure) names one of `masked` that is gone now: wrapped again, it is hidden or protected anew. */
 export function lostMaskRace(failed: string, masked: readonly string[]): boolean {
   return masked.some((path) => failed.includes(path) && !present(path));
 }
