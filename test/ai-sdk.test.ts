@@ -320,6 +320,32 @@ describe('an AI SDK spec kept in the store', () => {
     expect(held).not.toContain('my-project');
   });
 
+  it('holds as secrets the variables a package may read its own key from, when it is given none', async () => {
+    const { providerSecrets } = await import('../dist/runtime/secrets.js');
+    const env = {
+      OPENAI_API_KEY: 'sk-openai-default-0123',
+      GOOGLE_GENERATIVE_AI_API_KEY: 'google-default-0123',
+      AWS_SECRET_ACCESS_KEY: 'aws-secret-default-0123',
+      VERCEL_OIDC_TOKEN: 'oidc-default-0123456',
+      HOME: '/home/someone-long',
+      MONKEY_BUSINESS: 'not-a-credential',
+    };
+    const bare = providerSecrets(aiSdk({ package: '@ai-sdk/openai', factory: 'openai', model: 'gpt-x' }), env);
+    expect(bare).toEqual(
+      expect.arrayContaining([
+        'sk-openai-default-0123',
+        'google-default-0123',
+        'aws-secret-default-0123',
+        'oidc-default-0123456',
+      ]),
+    );
+    expect(bare).not.toContain('/home/someone-long');
+    expect(bare).not.toContain('not-a-credential');
+    // Given a key, or the variable to read it from, that is the key: nothing else is guessed at.
+    const named = aiSdk({ package: '@ai-sdk/openai', factory: 'openai', model: 'gpt-x', apiKeyEnv: 'OPENAI_API_KEY' });
+    expect(providerSecrets(named, env)).toEqual(['sk-openai-default-0123']);
+  });
+
   it('retries an error the vendor sends mid-stream as the native wires do (a server error is worth another try)', async () => {
     let failed = false;
     const server = await serve((call) => {

@@ -163,9 +163,18 @@ function aiSdkSecrets(spec: AiSdkProviderSpec, env: NodeJS.ProcessEnv): string[]
   const found: string[] = [];
   if (spec.apiKey) found.push(spec.apiKey);
   else if (spec.apiKeyEnv && env[spec.apiKeyEnv]) found.push(env[spec.apiKeyEnv] as string);
+  // Neither: the package reads a variable of its own choosing (OPENAI_API_KEY,
+  // GOOGLE_GENERATIVE_AI_API_KEY, AWS_SECRET_ACCESS_KEY...): every variable named like one is held.
+  else
+    for (const [name, value] of Object.entries(env))
+      if (CREDENTIAL_VARIABLE.test(name) && typeof value === 'string') found.push(value);
   found.push(...optionSecrets(spec.options ?? {}));
   return found;
 }
+
+/** An environment variable's name that says it holds a credential. */
+const CREDENTIAL_VARIABLE =
+  /(^|_)(API_?KEY|ACCESS_KEY(_ID)?|SECRET(_ACCESS_KEY|_KEY)?|(SESSION|AUTH|OIDC|ACCESS|BEARER)_TOKEN|TOKEN|PASSWORD|PRIVATE_KEY)$/i;
 
 /** A URL's user name and password, and the values of its key-like query parameters (decoded and as written). */
 export function urlSecrets(url: string, options: { user?: boolean } = {}): string[] {
