@@ -38,6 +38,7 @@ import { type UIMessage, uiMessagesOf } from '../ui/messages.js';
 import type { LiveObserver } from './event-bus.js';
 import { outcomeQuery, type RunResult, type RunTarget, type RunWithOptions, runOn } from './run-with.js';
 import { onSharedSupervisor } from './shared.js';
+import { endedInStore, observeFromStore } from './store-follow.js';
 import { Supervisor } from './supervisor.js';
 import { type TurnEvent, TurnHandle, turnEnded } from './turn-handle.js';
 
@@ -484,12 +485,18 @@ export class Session<S extends AnyStore = Store> {
                 if (error instanceof InvalidArgumentError && owner === supervisor.owner) return null;
                 throw error;
               });
-          await started(runId, supervisor);
+          // Driven by another process on a SQLite file, whose commits this process's bus never
+          // hears: followed from the store (on PostgreSQL the bus follows the store already).
+          const elsewhere =
+            !resumed &&
+            !isPostgres(this.#store) &&
+            (await supervisor.read(QUERIES.run(runId)))?.lease.owner !== supervisor.owner;
+          await started(runId, supervisor, elsewhere ? observeFromStore(this.#store, runId) : undefined);
           if (resumed) {
             await resumed.result;
             return this.#end(turn.turnId, await supervisor.read(outcomeQuery(runId)));
           }
-          await runEnded(supervisor, runId);
+          await (elsewhere ? endedInStore(this.#store, runId, runId) : runEnded(supervisor, runId));
           const ended = await this.#do(this.#turn(turn.turnId));
           const result = await supervisor.read(outcomeQuery(runId));
           return { ...result, turnId: turn.turnId, kind: ended.kind ?? 'work', undelivered: [] };

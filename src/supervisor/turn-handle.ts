@@ -55,7 +55,7 @@ export class TurnHandle<S extends AnyStore = Store> implements PromiseLike<TurnR
     byTurn: (turnId: string, kind: 'steer' | 'interrupt', text: string | null) => Answer<S, void>,
     run: (
       push: (event: TurnEvent) => void,
-      started: (runId: string, supervisor: Supervisor<AnyStore>) => void | Promise<void>,
+      started: (runId: string, supervisor: Supervisor<AnyStore>, observe?: Observe) => void | Promise<void>,
     ) => Promise<TurnResult>,
   ) {
     this.#async = async;
@@ -71,9 +71,10 @@ export class TurnHandle<S extends AnyStore = Store> implements PromiseLike<TurnR
         this.#events.push(event);
         wake();
       },
-      async (runId, supervisor) => {
+      async (runId, supervisor, observe) => {
         const ports = {
-          observe: supervisor.observe.bind(supervisor) as Observe,
+          // Where another process drives the run, what the caller follows it by (see store-follow.ts).
+          observe: observe ?? (supervisor.observe.bind(supervisor) as Observe),
           read: supervisor.read.bind(supervisor),
         };
         this.#found(rootSource(ports, runId, turnId, this.result));

@@ -1,0 +1,123 @@
+/**
+ * Two chat servers (examples/chat, real child processes) on one SQLite store file: a turn
+ * asked of one is streamed, on a page's resume, by the other, which only follows it (the
+ * first is alive and drives it): the second's UI message stream shows the turn's steps
+ * as they commit and finishes when the first finishes the turn; nothing is run twice.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lastUserText, ScriptedModelServer } from '../dist/testing/index.js';
+import { closedPort } from './support/wire.js';
+
+const SERVER = fileURLToPath(new URL('../examples/chat/server.mjs', import.meta.url));
+const BUILD = fileURLToPath(new URL('../examples/chat/build.mjs', import.meta.url));
+
+let dir: string;
+let page: string;
+let model: ScriptedModelServer;
+/** Released by the test: the turn's second step answers only once the other server follows it. */
+let release: () => void = () => undefined;
+const released = new Promise<void>((resolve) => {
+  release = resolve;
+});
+let secondAsked: () => void = () => undefined;
+const secondStepAsked = new Promise<void>((resolve) => {
+  secondAsked = resolve;
+});
+const children: ChildProcess[] = [];
+const serverSaid: string[] = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'io-harness-chat-two-'));
+  page = join(dir, 'page');
+  execFileSync(process.execPath, [BUILD, page], { stdio: 'ignore' });
+  model = await ScriptedModelServer.start(async (call) => {
+    const messages = (call.body as { messages?: { role: string }[] }).messages ?? [];
+    const step = messages.filter((message) => message.role === 'assistant').length;
+    if (!lastUserText(call).includes('shed')) return { text: 'unexpected' };
+    if (step === 0) return { text: 'Checking the shed.', toolCalls: [{ name: 'look_up', args: { place: 'shed' } }] };
+    secondAsked();
+    await released;
+    return { text: 'The shed has a rake and a spade.' };
+  });
+}, 120_000);
+
+afterAll(async () => {
+  release();
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await Promise.all(children.map((child) => (child.exitCode === null ? new Promise((r) => child.once('exit', r)) : 0)));
+  await model?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The example's server as a child process on `port`, on the shared store file; resolves once it listens. */
+function startServer(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [SERVER, '--store', join(dir, 'chat.db'), '--port', String(port), '--page', page],
+    {
+      env: { ...process.env, OPENAI_API_KEY: 'scripted', OPENAI_MODEL: 'scripted', OPENAI_BASE_URL: `${model.url}/v1` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  children.push(child);
+  child.stderr?.on('data', (chunk) => serverSaid.push(String(chunk)));
+  return new Promise((resolve, reject) => {
+    child.stdout?.on('data', (chunk) => {
+      if (String(chunk).includes('chat on')) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`the chat server exited (${code}): ${serverSaid.join('')}`)));
+  });
+}
+
+/** The UI message stream's chunks in a response body, read to its end. */
+async function chunksOf(response: Response): Promise<{ type: string; [key: string]: unknown }[]> {
+  const text = await response.text();
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
+    .map((line) => JSON.parse(line.slice(6)));
+}
+
+describe('two chat servers on one SQLite store', () => {
+  it('streams, from the server a page resumed on, the turn the other server drives, to its end', async () => {
+    const [portA, portB] = [await closedPort(), await closedPort()];
+    await startServer(portA);
+    await startServer(portB);
+    const id = 'chat-two-servers';
+    const asked = fetch(`http://127.0.0.1:${portA}/api/chat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        id,
+        messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'What is in the shed?' }] }],
+      }),
+    });
+    // Server A has committed the turn's first step and is waiting on the model for the second.
+    await secondStepAsked;
+    const resumed = await fetch(`http://127.0.0.1:${portB}/api/chat/${id}/stream`);
+    expect(resumed.status).toBe(200);
+    const followed = chunksOf(resumed);
+    release();
+    const [fromA, fromB] = await Promise.all([asked.then(chunksOf), followed]);
+    const texts = (chunks: { type: string; delta?: unknown }[]) =>
+      chunks
+        .filter((chunk) => chunk.type === 'text-delta')
+        .map((chunk) => chunk.delta)
+        .join('');
+    // Each server's stream shows the whole turn once, and finishes with it.
+    for (const chunks of [fromA, fromB]) {
+      expect(texts(chunks)).toBe('Checking the shed.The shed has a rake and a spade.');
+      expect(chunks.filter((chunk) => chunk.type === 'tool-output-available')).toEqual([
+        expect.objectContaining({ output: 'a rake and a spade' }),
+      ]);
+      expect(chunks.at(-1)).toMatchObject({ type: 'finish', messageMetadata: { status: 'finished' } });
+    }
+    // Server B only followed: the model was asked each step once.
+    expect(model.calls.length).toBe(2);
+  }, 90_000);
+});
