@@ -1,7 +1,8 @@
 /*
  * landlock-exec: confines itself with Landlock, then becomes the command.
  *
- *   landlock-exec [--read PATH]... [--write PATH]... [--pin PATH]... [--protect PATH]... [--connect-port N]...
+ *   landlock-exec [--read PATH]... [--write PATH]... [--pin PATH]... [--protect PATH]...
+ *                 [--protect-if-present PATH]... [--connect-port N]...
  *                 [--net] [--cgroup DIR]... [--cpu-secs N] [--file-bytes N] [--memory-bytes N]
  *                 [--processes N] [--relay-port N --relay-socket PATH] [--report]
  *                 [--mask PATH]... [--mask-source DIR] [--written-bytes N] [--written-fd FD]
@@ -17,8 +18,9 @@
  * host daemon's socket) and io_uring, the limits are set, and the command is executed.
  * Each --pin directory is bind-mounted over itself, writable, so that it cannot be
  * renamed or removed (a mount point cannot); then each --protect path (inside a --write
- * one) is bind-mounted read-only over itself,
- * which needs a mount namespace of the helper's own (unshare --mount); a Landlock domain
+ * one) is bind-mounted read-only over itself (one that is gone fails the start; a
+ * --protect-if-present one that is gone is passed over), which needs a mount namespace of
+ * the helper's own (unshare --mount); a Landlock domain
  * cannot mount, so the command cannot undo it. Each --mask path is hidden: the directory
  * or file at --mask-source DIR named `dir` or `file` (both mode 000, made by the harness)
  * is bound over it read-only, so neither its content nor, for a directory, the names in
@@ -228,10 +230,15 @@ static void set_read_only(const char *path, int read_only, int recursive) {
 
 /*
  * A path to protect that is gone (a mount point another run removed as it closed) is a
- * failure to start, never a path left writable: the harness wraps the command again.
+ * failure to start, never a path left writable: the harness wraps the command again. One
+ * given `optional` (a file with another name, `--protect-if-present`) that is gone has no
+ * other name left to reach: nothing to protect.
  */
-static void protect(const char *path) {
-  if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0) fail(path);
+static void protect(const char *path, int optional) {
+  if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0) {
+    if (optional && errno == ENOENT) return;
+    fail(path);
+  }
   /* Only the read-only flag changes: the mount's others (nosuid, nodev) may be locked where it came from. */
   set_read_only(path, 1, 1);
 }
@@ -644,10 +651,10 @@ static void limits(long long cpu, long long fsize, long long memory, long long p
 }
 
 /* The pins and protected paths bound, the working directory entered again, and the relay forked (unless `relay` is NULL). */
-static void bind_and_relay(const char **pins, int npins, const char **protects, int nprotects, const char **masks,
-                           int nmasks, const char *relay, unsigned long long port) {
+static void bind_and_relay(const char **pins, int npins, const char **protects, const int *optional, int nprotects,
+                           const char **masks, int nmasks, const char *relay, unsigned long long port) {
   for (int k = 0; k < npins; k++) pin(pins[k]);
-  for (int k = 0; k < nprotects; k++) protect(protects[k]);
+  for (int k = 0; k < nprotects; k++) protect(protects[k], optional[k]);
   for (int k = 0; k < nmasks; k++) mask(masks[k]);
   reenter_cwd();
   if (relay) start_relay(port, relay);
@@ -670,6 +677,7 @@ int main(int argc, char **argv) {
   static const char *reads[MAX_ITEMS], *writes[MAX_ITEMS], *pins[MAX_ITEMS], *protects[MAX_ITEMS],
       *cgroups[MAX_ITEMS], *masks[MAX_ITEMS];
   static unsigned long long ports[MAX_ITEMS];
+  static int optional[MAX_ITEMS];
   int nreads = 0, nwrites = 0, npins = 0, nprotects = 0, ncgroups = 0, nports = 0, nmasks = 0, net = 0, report = 0,
       join_only = 0, mounts_only = 0, confine_mounts = 0;
   long long cpu = -1, fsize = -1, memory = -1, processes = -1;
@@ -717,8 +725,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(arg, "--pin") == 0) {
       if (npins == MAX_ITEMS) usage("too many --pin paths");
       pins[npins++] = value;
-    } else if (strcmp(arg, "--protect") == 0) {
+    } else if (strcmp(arg, "--protect") == 0 || strcmp(arg, "--protect-if-present") == 0) {
       if (nprotects == MAX_ITEMS) usage("too many --protect paths");
+      optional[nprotects] = strcmp(arg, "--protect-if-present") == 0;
       protects[nprotects++] = value;
     } else if (strcmp(arg, "--mask") == 0) {
       if (nmasks == MAX_ITEMS) usage("too many --mask paths");
@@ -772,7 +781,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
     /* No --read but "/" is known here: the tree stays readable, and read-only but for the --write paths. */
     confine_tree(writes, nwrites);
-    bind_and_relay(pins, npins, protects, nprotects, masks, nmasks, report ? NULL : relay_socket, relay_port);
+    bind_and_relay(pins, npins, protects, optional, nprotects, masks, nmasks, report ? NULL : relay_socket, relay_port);
     limits(cpu, fsize, memory, processes);
     drop_capabilities();
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("PR_SET_NO_NEW_PRIVS");
@@ -796,7 +805,7 @@ int main(int argc, char **argv) {
 
   for (int k = 0; k < ncgroups; k++) join_cgroup(cgroups[k]);
   if (confine_mounts) confine_tree(writes, nwrites);
-  bind_and_relay(pins, npins, protects, nprotects, masks, nmasks, report ? NULL : relay_socket, relay_port);
+  bind_and_relay(pins, npins, protects, optional, nprotects, masks, nmasks, report ? NULL : relay_socket, relay_port);
   limits(cpu, fsize, memory, processes);
 
   struct ruleset_attr attr = {.handled_access_fs = fs_rights(abi), .handled_access_net = 0, .scoped = 0};

@@ -28,6 +28,12 @@ let secondAsked: () => void = () => undefined;
 const secondStepAsked = new Promise<void>((resolve) => {
   secondAsked = resolve;
 });
+/** The second test's: its second step's first ask hangs, so its server is killed while it waits. */
+let holdOnce = false;
+let heldAskedNow: () => void = () => undefined;
+const heldAsked = new Promise<void>((resolve) => {
+  heldAskedNow = resolve;
+});
 const children: ChildProcess[] = [];
 const serverSaid: string[] = [];
 
@@ -40,6 +46,12 @@ beforeAll(async () => {
     const step = messages.filter((message) => message.role === 'assistant').length;
     if (!lastUserText(call).includes('shed')) return { text: 'unexpected' };
     if (step === 0) return { text: 'Checking the shed.', toolCalls: [{ name: 'look_up', args: { place: 'shed' } }] };
+    if (holdOnce) {
+      // The killed server's ask: never answered (its process is gone).
+      holdOnce = false;
+      heldAskedNow();
+      return { fault: 'hang' };
+    }
     secondAsked();
     await released;
     return { text: 'The shed has a rake and a spade.' };
@@ -48,8 +60,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   release();
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  await Promise.all(children.map((child) => (child.exitCode === null ? new Promise((r) => child.once('exit', r)) : 0)));
+  const running = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
+  const exits = children.map((child) => (running(child) ? new Promise((r) => child.once('exit', r)) : 0));
+  for (const child of children) if (running(child)) child.kill('SIGKILL');
+  await Promise.all(exits);
   await model?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -119,5 +133,34 @@ describe('two chat servers on one SQLite store', () => {
     }
     // Server B only followed: the model was asked each step once.
     expect(model.calls.length).toBe(2);
+  }, 90_000);
+
+  it('takes the turn over on the server that follows it when the one driving it is killed', async () => {
+    const [portA, portB] = [await closedPort(), await closedPort()];
+    const a = await startServer(portA);
+    await startServer(portB);
+    const id = 'chat-two-servers-killed';
+    holdOnce = true;
+    const before = model.calls.length;
+    void fetch(`http://127.0.0.1:${portA}/api/chat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        id,
+        messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'What is in the shed, again?' }] }],
+      }),
+    }).catch(() => undefined);
+    await heldAsked;
+    const resumed = await fetch(`http://127.0.0.1:${portB}/api/chat/${id}/stream`);
+    const followed = chunksOf(resumed);
+    // Server A dies while the model is asked the turn's second step: B finds it gone and resumes the turn.
+    const exited = new Promise((resolve) => a.once('exit', resolve));
+    a.kill('SIGKILL');
+    await exited;
+    const chunks = await followed;
+    expect(chunks.at(-1)).toMatchObject({ type: 'finish', messageMetadata: { status: 'finished' } });
+    expect(JSON.stringify(chunks)).toContain('The shed has a rake and a spade.');
+    // The committed first step was not asked again: step one once, step two twice (the killed ask, B's).
+    expect(model.calls.length - before).toBe(3);
   }, 90_000);
 });

@@ -319,6 +319,36 @@ describe('containment', () => {
       expect(started).toBe(rung === 'bubblewrap' ? 2 : 1);
     });
 
+    it(`starts commands on the ${rung} rung after a file with another name is removed mid-run`, async () => {
+      if (!available(rung)) return;
+      // A file of the workspace with a second name outside (pnpm's store does this): kept
+      // read-only as the run opens; removed later by someone else, it has nothing left to keep.
+      const outside = tempWorkspace({ 'target.txt': 'shared\n' });
+      const root = tempWorkspace();
+      linkSync(join(outside, 'target.txt'), join(root, 'hard.txt'));
+      const executor = new ContainedExecutor(directExecutor, {
+        root,
+        policy: COMMANDS_ONLY,
+        sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
+      });
+      later(() => executor.close());
+      const run = (command: string) =>
+        executor.run({
+          argv: ['sh', '-c', command],
+          purpose: 'exec',
+          cwd: root,
+          timeoutMs: 20_000,
+          outputLimit: 64 * 1024,
+          env: commandEnvironment(),
+        });
+      const first = await run('echo changed >> hard.txt 2>/dev/null || echo refused');
+      expect(first.stdout, JSON.stringify(first)).toBe('refused\n');
+      rmSync(join(root, 'hard.txt'));
+      const second = await run('echo ran');
+      expect(second.stdout, JSON.stringify(second)).toBe('ran\n');
+      expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('shared\n');
+    });
+
     it(`keeps a protected path on the ${rung} rung when its mount point goes between the wrapping and the mount`, async () => {
       if (!available(rung)) return;
       // Kept though it does not exist: a read-only mount point is made in its place for each

@@ -24,7 +24,6 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/errors.js';
 import { harnessCodePaths, keptPackageDir, packageName } from '../src/runtime/exec/containment/harness-code.js';
-import { keepFromCommands, keptPaths } from '../src/runtime/exec/containment/kept.js';
 
 const REPO = join(import.meta.dirname, '..');
 const SCRIPT = join(import.meta.dirname, 'support', 'scripts', 'harness-code.mjs');
@@ -279,15 +278,23 @@ describe('where the harness loads code from', () => {
     expect(code).toContain('/opt/hooks/node_modules');
     expect(protect).toEqual(expect.arrayContaining([cwd, '/opt/hooks']));
     expect(code).not.toContain(cwd);
-    // A package preloaded by name: every place it is looked for from the working directory.
-    expect(code).toContain(join(cwd, 'node_modules', 'some-package'));
-    expect(code).toContain(join(cwd, '..', 'node_modules', 'some-package'));
+    // A package preloaded by name: every place it is looked for from the working directory (here
+    // no node_modules exists, so each is kept whole).
+    expect(code).toContain(join(cwd, 'node_modules'));
+    expect(code).toContain(join(cwd, '..', 'node_modules'));
   });
 
-  it('keeps a path that does not exist by its first missing directory, so every rung can hold it', () => {
-    const top = temp();
-    keepFromCommands(join(top, 'a', 'b', 'node_modules', 'pkg'), 'protect', { code: true });
-    const entries = keptPaths().filter((entry) => entry.path.startsWith(top));
-    expect(entries).toEqual([{ path: join(top, 'a'), how: 'protect', code: true }]);
+  it('keeps a place a preloaded package could be put by its first missing directory, so every rung holds it', () => {
+    const cwd = temp();
+    mkdirSync(join(cwd, 'app'));
+    const { code } = harnessCodePaths(join(cwd, 'app'), ['-r', '@scope/pre']);
+    // Neither node_modules exists: each is kept whole, not a path two or three levels below a missing directory.
+    expect(code).toContain(join(cwd, 'app', 'node_modules'));
+    expect(code).toContain(join(cwd, 'node_modules'));
+    expect(code).not.toContain(join(cwd, 'app', 'node_modules', '@scope', 'pre'));
+    mkdirSync(join(cwd, 'node_modules'));
+    expect(harnessCodePaths(join(cwd, 'app'), ['-r', '@scope/pre']).code).toContain(
+      join(cwd, 'node_modules', '@scope'),
+    );
   });
 });

@@ -38,7 +38,7 @@ import { type UIMessage, uiMessagesOf } from '../ui/messages.js';
 import type { LiveObserver } from './event-bus.js';
 import { outcomeQuery, type RunResult, type RunTarget, type RunWithOptions, runOn } from './run-with.js';
 import { onSharedSupervisor } from './shared.js';
-import { endedInStore, observeFromStore } from './store-follow.js';
+import { StoreFollower } from './store-follow.js';
 import { Supervisor } from './supervisor.js';
 import { type TurnEvent, TurnHandle, turnEnded } from './turn-handle.js';
 
@@ -487,16 +487,26 @@ export class Session<S extends AnyStore = Store> {
               });
           // Driven by another process on a SQLite file, whose commits this process's bus never
           // hears: followed from the store (on PostgreSQL the bus follows the store already).
-          const elsewhere =
+          const follower =
             !resumed &&
             !isPostgres(this.#store) &&
-            (await supervisor.read(QUERIES.run(runId)))?.lease.owner !== supervisor.owner;
-          await started(runId, supervisor, elsewhere ? observeFromStore(this.#store, runId) : undefined);
-          if (resumed) {
-            await resumed.result;
+            (await supervisor.read(QUERIES.run(runId)))?.lease.owner !== supervisor.owner
+              ? new StoreFollower(this.#store as Store, runId, runId)
+              : null;
+          await started(runId, supervisor, follower?.observe);
+          // Where the process driving it dies meanwhile, its lease lapses: the turn is taken over
+          // here (unless another process takes it first: then that one is followed).
+          let taken = resumed;
+          while (follower && !taken && (await follower.settled(() => supervisor.clock.now())) === 'lapsed')
+            taken = await supervisor.resume(runId, given).catch((error: unknown) => {
+              if (error instanceof ConflictError) return null;
+              throw error;
+            });
+          if (taken) {
+            await taken.result;
             return this.#end(turn.turnId, await supervisor.read(outcomeQuery(runId)));
           }
-          await (elsewhere ? endedInStore(this.#store, runId, runId) : runEnded(supervisor, runId));
+          if (!follower) await runEnded(supervisor, runId);
           const ended = await this.#do(this.#turn(turn.turnId));
           const result = await supervisor.read(outcomeQuery(runId));
           return { ...result, turnId: turn.turnId, kind: ended.kind ?? 'work', undelivered: [] };

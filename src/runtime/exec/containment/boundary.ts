@@ -608,7 +608,8 @@ function helperArgs(
     const mounts = protectedMounts(boundary, true);
     for (const path of mounts.pin) args.push('--pin', path);
     for (const path of mounts.bind) args.push('--protect', path);
-    for (const path of boundary.hardLinks.paths) args.push('--protect', path);
+    // A file with another name that is gone meanwhile has no other name left to reach.
+    for (const path of boundary.hardLinks.paths) args.push('--protect-if-present', path);
     const masks = maskMounts(boundary);
     for (const path of masks.pin) args.push('--pin', path);
     for (const path of [...masks.dirs, ...masks.files]) args.push('--mask', path);
@@ -682,7 +683,7 @@ export function wrapForRung(
     // The shared /tmp stays read-only: the run's own directory is its TMPDIR.
     for (const path of boundary.writable) args.push('--bind', path, path);
     // Files with another name outside: read-only, so no write reaches that other name.
-    for (const path of boundary.hardLinks.paths) args.push('--ro-bind', path, path);
+    for (const path of boundary.hardLinks.paths) args.push('--ro-bind-try', path, path);
     const masks = maskMounts(boundary);
     let madeMountPoints: string[] = [];
     let protectedBinds: string[] = [];

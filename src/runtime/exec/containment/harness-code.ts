@@ -92,6 +92,13 @@ export function preloads(argv: readonly string[], cwd: string): { files: string[
   return { files, packages };
 }
 
+/** `path` if it exists (or is a link), else the directory on the way to it that is the first not to. */
+function firstMissing(path: string): string {
+  let at = path;
+  while (dirname(at) !== at && !isLink(dirname(at)) && !existsSync(dirname(at))) at = dirname(at);
+  return at;
+}
+
 /** Every place Node looks for a package asked for from `dir`: each `node_modules` on the way up, made or not. */
 function lookupPlaces(dir: string): string[] {
   return ancestors(real(dir)).map((at) => join(at, 'node_modules'));
@@ -106,7 +113,9 @@ function packageCode(name: string, from: string): string[] {
   const paths: string[] = [];
   for (const places of lookupPlaces(from)) {
     const candidate = join(places, name);
-    paths.push(candidate);
+    // Where it is missing, by its first missing directory (`node_modules`, or a scope's):
+    // the helper's rungs hold one missing level, as bubblewrap holds any.
+    paths.push(firstMissing(candidate));
     if (isDirectory(candidate)) return [...paths, real(candidate), ...lookupPlaces(real(candidate))];
   }
   return paths;

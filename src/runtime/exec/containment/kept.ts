@@ -11,7 +11,7 @@
  * The list is per thread (an actor's thread is handed the main thread's list with each
  * run it starts: see {@link keepAll}) and only grows: a path once trusted stays kept.
  */
-import { lstatSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { escape as escapeGlob } from 'minimatch';
 import { escapes, Policy, type PolicyLayer } from '../../policy/policy.js';
@@ -43,9 +43,7 @@ export function keepFromCommands(
   how: Keeping,
   options: { evenAbsent?: boolean; code?: boolean } = {},
 ): void {
-  // A protected path that does not exist is kept by its first missing directory: nothing can
-  // be made there at all, and every rung can hold it (an empty read-only mount in its place).
-  const absolute = how === 'protect' ? firstMissing(resolve(path)) : resolve(path);
+  const absolute = resolve(path);
   const known = kept.get(absolute);
   const strongest: Keeping = known?.how === 'mask' ? 'mask' : how;
   kept.set(absolute, {
@@ -54,22 +52,6 @@ export function keepFromCommands(
     ...(options.evenAbsent || known?.evenAbsent ? { evenAbsent: true } : {}),
     ...(options.code || known?.code ? { code: true } : {}),
   });
-}
-
-/** `path` if it exists (or is a link), else the directory on the way to it that is the first not to. */
-function firstMissing(path: string): string {
-  let at = path;
-  while (dirname(at) !== at && !exists(dirname(at))) at = dirname(at);
-  return at;
-}
-
-function exists(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Keeps every path of `paths` (a list another thread sent: see {@link keptPaths}). */
