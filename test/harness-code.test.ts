@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/errors.js';
 import { harnessCodePaths, keptPackageDir, packageName } from '../src/runtime/exec/containment/harness-code.js';
+import { relativeImports } from '../src/runtime/exec/containment/relative-imports.js';
 
 const REPO = join(import.meta.dirname, '..');
 const SCRIPT = join(import.meta.dirname, 'support', 'scripts', 'harness-code.mjs');
@@ -87,12 +88,12 @@ function tryRewrites(
   project: string,
   commands: { path: string; op: 'append' | 'mkdir' }[],
   fileWrites: string[],
-  options: { inWorker?: boolean; execArgv?: string[]; cwd?: string; providerModule?: boolean } = {},
+  options: { inWorker?: boolean; execArgv?: string[]; cwd?: string; providerModule?: boolean | 'root' } = {},
 ): Rewrite {
   const files = commands.filter((entry) => entry.op === 'append').map((entry) => join(project, entry.path));
   const before = files.map((file) => (existsSync(file) ? digest(file) : null));
   // (A module provider's files are written by the driver itself.)
-  const absent = fileWrites.filter((path) => !existsSync(join(project, path)) && !path.startsWith('providers/'));
+  const absent = options.providerModule ? [] : fileWrites.filter((path) => !existsSync(join(project, path)));
   const report = drive(
     {
       project,
@@ -100,7 +101,7 @@ function tryRewrites(
       commands,
       fileWrites,
       inWorker: options.inWorker === true,
-      providerModule: options.providerModule === true,
+      providerModule: options.providerModule ?? false,
     },
     options.cwd ?? project,
     options.execArgv,
@@ -188,6 +189,19 @@ describe('the harness code a run could reach', () => {
       ],
       ['providers/calls.mjs'],
       { providerModule: true },
+    );
+  }, 120_000);
+
+  it("keeps what a module provider in the workspace's root imports beside it, its directory being the run's", () => {
+    const project = installedProject();
+    tryRewrites(
+      project,
+      [
+        { path: 'calls.mjs', op: 'append' },
+        { path: 'model.mjs', op: 'append' },
+      ],
+      ['calls.mjs'],
+      { providerModule: 'root' },
     );
   }, 120_000);
 
@@ -282,6 +296,22 @@ describe('where the harness loads code from', () => {
     // no node_modules exists, so each is kept whole).
     expect(code).toContain(join(cwd, 'node_modules'));
     expect(code).toContain(join(cwd, '..', 'node_modules'));
+  });
+
+  it('reads what a module imports by relative path, followed, and the package.json that decides how it is read', () => {
+    const dir = temp();
+    writeFileSync(
+      join(dir, 'model.mjs'),
+      "import { a } from './a.js';\nimport 'zod';\nexport const c = () => import('./lib/c.mjs');\nimport x from '#alias';\n",
+    );
+    writeFileSync(join(dir, 'a.js'), "module.exports = require('./b');\n");
+    writeFileSync(join(dir, 'b.js'), 'module.exports = 1;\n');
+    mkdirSync(join(dir, 'lib'));
+    writeFileSync(join(dir, 'lib', 'c.mjs'), "const name = './never'; export default () => import(name);\n");
+    writeFileSync(join(dir, 'package.json'), '{"type":"commonjs"}');
+    expect(relativeImports(join(dir, 'model.mjs')).sort()).toEqual(
+      [join(dir, 'a.js'), join(dir, 'b.js'), join(dir, 'lib', 'c.mjs'), join(dir, 'package.json')].sort(),
+    );
   });
 
   it('keeps a place a preloaded package could be put by its first missing directory, so every rung holds it', () => {

@@ -59,10 +59,12 @@ if (mode === 'rewrite') {
   if (config.providerModule) {
     // The model is a module provider in the project, named by a relative path, that takes
     // its calls from a file beside it: what each new agent thread imports.
-    mkdirSync(join(project, 'providers'), { recursive: true });
-    writeFileSync(join(project, 'providers', 'calls.mjs'), `export const calls = ${JSON.stringify(calls)};\n`);
+    // `providerModule: 'root'`: the module in the workspace's root itself, whose directory cannot be kept.
+    const home = config.providerModule === 'root' ? project : join(project, 'providers');
+    mkdirSync(home, { recursive: true });
+    writeFileSync(join(home, 'calls.mjs'), `export const calls = ${JSON.stringify(calls)};\n`);
     writeFileSync(
-      join(project, 'providers', 'model.mjs'),
+      join(home, 'model.mjs'),
       [
         "import { calls } from './calls.mjs';",
         'export default () => ({',
@@ -76,7 +78,7 @@ if (mode === 'rewrite') {
         '',
       ].join('\n'),
     );
-    provider = { kind: 'module', module: './providers/model.mjs' };
+    provider = { kind: 'module', module: config.providerModule === 'root' ? './model.mjs' : './providers/model.mjs' };
   } else {
     server = await testing.ScriptedModelServer.start((call) =>
       testing.assistantTurns(call) === 0 ? { text: 'changing the harness', toolCalls: calls } : { text: 'done' },

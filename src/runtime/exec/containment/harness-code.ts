@@ -29,6 +29,7 @@ import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CodeNotKeptError } from '../../../errors.js';
 import { codeKept, codeNowKnown, keepFromCommands, knowsCode } from './kept.js';
+import { relativeImports } from './relative-imports.js';
 
 /** The file this is, and the package it belongs to (the nearest directory above it with a package.json). */
 const HERE = fileURLToPath(import.meta.url);
@@ -123,13 +124,14 @@ function packageCode(name: string, from: string): string[] {
 
 /**
  * The code a file named by path brings into a thread (a module provider, a preloaded
- * file): the file, the directory it is in (what it imports by relative path: kept, but not
- * a place a package may be found, since it may hold the workspace), and every place the
- * packages it imports are looked for from there.
+ * file): the file and what it imports by relative path, read from its source (a directory
+ * in a workspace's root cannot be kept read-only: these are what it loads from there), the
+ * directory it is in (kept, but not a place a package may be found, since it may hold the
+ * workspace), and every place the packages it imports are looked for from there.
  */
 export function fileCode(file: string): HarnessCode {
   const dir = dirname(resolve(file));
-  return { code: [resolve(file), ...lookupPlaces(dir)], protect: [dir] };
+  return { code: [resolve(file), ...relativeImports(file), ...lookupPlaces(dir)], protect: [dir] };
 }
 
 /**
