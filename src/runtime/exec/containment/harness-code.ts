@@ -13,9 +13,11 @@
  * from the moment the process starts its first supervisor or executor: the directory
  * holding io-harness's modules (`dist/`, or `src/` run from source), its `package.json` and
  * `native/`, every place on the way up from its package where Node looks for a dependency
- * (`node_modules`, kept whether it exists or not, so none can be made in the way), and the
- * files the process preloads into every thread (`--require`, `--import`, `--loader`, on
- * its command line or in NODE_OPTIONS). A package loaded at first use must then be found,
+ * (`node_modules`, kept whether it exists or not, so none can be made in the way), and what
+ * the process preloads into every thread (`--require`, `--import`, `--loader`, on its
+ * command line or in NODE_OPTIONS: a file with what it imports by relative path, a package
+ * at every place Node would look for it); provider modules named by path are kept likewise
+ * as a tree's specs are taken (src/supervisor/root-spec.ts). A package loaded at first use must then be found,
  * by its real path, inside one of those directories: one found anywhere else (a
  * `node_modules` no lookup of io-harness's goes through, a link out of a kept one) is
  * refused, not loaded (CODE_NOT_KEPT).
