@@ -17,10 +17,10 @@
  * the process preloads into every thread (`--require`, `--import`, `--loader`, on its
  * command line or in NODE_OPTIONS: a file with what it imports by relative path, a package
  * at every place Node would look for it); provider modules named by path are kept likewise
- * as a tree's specs are taken (src/supervisor/root-spec.ts). A package loaded at first use must then be found,
- * by its real path, inside one of those directories: one found anywhere else (a
- * `node_modules` no lookup of io-harness's goes through, a link out of a kept one) is
- * refused, not loaded (CODE_NOT_KEPT).
+ * as a tree's specs are taken (src/supervisor/root-spec.ts). A package loaded at first use
+ * must then be found, by its real path, inside one of those directories: one found anywhere
+ * else (a `node_modules` no lookup of io-harness's goes through, a link out of a kept one)
+ * is refused, not loaded (CODE_NOT_KEPT).
  *
  * The list is made by the thread that starts the supervisor, before any run; actors'
  * threads take it with each run they start (see keepAll) before they could make their own,
