@@ -1,12 +1,12 @@
 /**
  * The files a module of code named by path (a provider module, a preloaded file) brings in
- * by relative path, read from its source: `import ... from './x.js'`, `export ... from`,
- * `import('./x.js')`, `require('./x')`, followed from each file found, with the nearest
- * package.json of a `.js` file or one that imports `#name` (its `type` and `imports` decide
- * how the file is read). The harness
- * keeps them from runs with the module (see ./harness-code.ts): where the module sits
- * directly in a workspace's root, its directory cannot be kept read-only, and these are
- * what it would load from there. A specifier computed at run time cannot be read here.
+ * by relative path, read from its source (static imports and re-exports, dynamic imports
+ * and requires whose specifier is a literal starting with a dot), followed from each file
+ * found, with the nearest package.json of a `.js` file or of one that imports `#name` (its
+ * `type` and `imports` decide how the file is read). The harness keeps them from runs with
+ * the module (see ./harness-code.ts): where the module sits directly in a workspace's root,
+ * its directory cannot be kept read-only, and these are what it would load from there. A
+ * specifier computed at run time cannot be read here.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
