@@ -8,19 +8,18 @@
  * a real child process; the model is the scripted server on loopback, on OpenAI's wire.
  * Screenshots are kept in test-artifacts/chat/.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lastUserText, type ScriptedCall, ScriptedModelServer } from '../dist/testing/index.js';
+import { buildChatPage, startChatServer } from './support/chat.js';
 import { launchChromium } from './support/chromium.js';
 import { closedPort } from './support/wire.js';
 
 const ARTIFACTS = fileURLToPath(new URL('../test-artifacts/chat/', import.meta.url));
-const SERVER = fileURLToPath(new URL('../examples/chat/server.mjs', import.meta.url));
-const BUILD = fileURLToPath(new URL('../examples/chat/build.mjs', import.meta.url));
 /** The page's document, as the functions run in it use it (this file is not compiled against the DOM's types). */
 declare const document: {
   body: { textContent: string };
@@ -38,9 +37,7 @@ const serverSaid: string[] = [];
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'io-harness-chat-'));
   mkdirSync(ARTIFACTS, { recursive: true });
-  // Built as a user builds it, in a process of its own (not inside the test runner's own vite).
-  page = join(dir, 'page');
-  execFileSync(process.execPath, [BUILD, page], { stdio: 'ignore' });
+  page = buildChatPage(dir);
   model = await ScriptedModelServer.start((call) => {
     const asked = lastUserText(call);
     const step = stepOf(call);
@@ -74,25 +71,7 @@ function stepOf(call: ScriptedCall): number {
 
 /** Starts the example's server as a child process on `port`; resolves once it listens. */
 function startServer(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [SERVER, '--store', join(dir, 'chat.db'), '--port', String(port), '--page', page],
-    {
-      env: { ...process.env, OPENAI_API_KEY: 'scripted', OPENAI_MODEL: 'scripted', OPENAI_BASE_URL: `${model.url}/v1` },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let said = '';
-  child.stderr?.on('data', (chunk) => {
-    said += chunk;
-    serverSaid.push(String(chunk));
-  });
-  return new Promise((resolve, reject) => {
-    child.stdout?.on('data', (chunk) => {
-      if (String(chunk).includes('chat on')) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`the chat server exited (${code}): ${said}`)));
-  });
+  return startChatServer({ store: join(dir, 'chat.db'), port, page, modelUrl: model.url, said: serverSaid });
 }
 
 async function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {

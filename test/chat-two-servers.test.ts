@@ -4,17 +4,14 @@
  * first is alive and drives it): the second's UI message stream shows the turn's steps
  * as they commit and finishes when the first finishes the turn; nothing is run twice.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lastUserText, ScriptedModelServer } from '../dist/testing/index.js';
+import { buildChatPage, startChatServer } from './support/chat.js';
 import { closedPort } from './support/wire.js';
-
-const SERVER = fileURLToPath(new URL('../examples/chat/server.mjs', import.meta.url));
-const BUILD = fileURLToPath(new URL('../examples/chat/build.mjs', import.meta.url));
 
 let dir: string;
 let page: string;
@@ -39,8 +36,7 @@ const serverSaid: string[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'io-harness-chat-two-'));
-  page = join(dir, 'page');
-  execFileSync(process.execPath, [BUILD, page], { stdio: 'ignore' });
+  page = buildChatPage(dir);
   model = await ScriptedModelServer.start(async (call) => {
     const messages = (call.body as { messages?: { role: string }[] }).messages ?? [];
     const step = messages.filter((message) => message.role === 'assistant').length;
@@ -70,21 +66,13 @@ afterAll(async () => {
 
 /** The example's server as a child process on `port`, on the shared store file; resolves once it listens. */
 function startServer(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [SERVER, '--store', join(dir, 'chat.db'), '--port', String(port), '--page', page],
-    {
-      env: { ...process.env, OPENAI_API_KEY: 'scripted', OPENAI_MODEL: 'scripted', OPENAI_BASE_URL: `${model.url}/v1` },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  children.push(child);
-  child.stderr?.on('data', (chunk) => serverSaid.push(String(chunk)));
-  return new Promise((resolve, reject) => {
-    child.stdout?.on('data', (chunk) => {
-      if (String(chunk).includes('chat on')) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`the chat server exited (${code}): ${serverSaid.join('')}`)));
+  return startChatServer({
+    store: join(dir, 'chat.db'),
+    port,
+    page,
+    modelUrl: model.url,
+    said: serverSaid,
+    track: children,
   });
 }
 

@@ -70,6 +70,40 @@ function script(name: string): Answer {
 /** Every command allowed, and no host: a policy that denies egress. */
 const COMMANDS_ONLY = Policy.default().layer('test').allowExec('<arbitrary code>*').allowExec('*');
 
+/**
+ * A contained executor for `root` on `rung` running `sh -c` commands; `beforeFirst` runs
+ * just before its first spawn (the other side of a race with the wrap), and `started`
+ * counts the spawns.
+ */
+function shellOn(rung: (typeof CONFINING)[number], root: string, beforeFirst?: () => void) {
+  let started = 0;
+  const base = {
+    ...directExecutor,
+    run: (request: Parameters<typeof directExecutor.run>[0]) => {
+      if (started++ === 0) beforeFirst?.();
+      return directExecutor.run(request);
+    },
+  };
+  const executor = new ContainedExecutor(base, {
+    root,
+    policy: COMMANDS_ONLY,
+    sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
+  });
+  later(() => executor.close());
+  return {
+    run: (command: string) =>
+      executor.run({
+        argv: ['sh', '-c', command],
+        purpose: 'exec',
+        cwd: root,
+        timeoutMs: 20_000,
+        outputLimit: 64 * 1024,
+        env: commandEnvironment(),
+      }),
+    started: () => started,
+  };
+}
+
 /** Runs each script (written into the workspace as sN.sh), or answer, in a step of its own; the observations, in order. */
 async function observe(
   root: string,
@@ -290,33 +324,12 @@ describe('containment', () => {
       const outside = tempWorkspace({ 'runs.db-wal': 'journal of another store\n' });
       const journal = join(outside, 'runs.db-wal');
       keepFromCommands(journal, 'mask');
-      const root = tempWorkspace();
-      let started = 0;
-      const base = {
-        ...directExecutor,
-        run: (request: Parameters<typeof directExecutor.run>[0]) => {
-          if (started++ === 0) rmSync(journal);
-          return directExecutor.run(request);
-        },
-      };
-      const executor = new ContainedExecutor(base, {
-        root,
-        policy: COMMANDS_ONLY,
-        sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
-      });
-      later(() => executor.close());
-      const result = await executor.run({
-        argv: ['sh', '-c', `cat ${journal} 2>/dev/null || echo no-journal; echo ran`],
-        purpose: 'exec',
-        cwd: root,
-        timeoutMs: 20_000,
-        outputLimit: 64 * 1024,
-        env: commandEnvironment(),
-      });
+      const shell = shellOn(rung, tempWorkspace(), () => rmSync(journal));
+      const result = await shell.run(`cat ${journal} 2>/dev/null || echo no-journal; echo ran`);
       expect(result.stdout, JSON.stringify(result)).toBe('no-journal\nran\n');
       // Bubblewrap mounts every mask itself, so it failed once and the command was wrapped again;
       // the helper finds the file gone when it looks and has nothing to hide.
-      expect(started).toBe(rung === 'bubblewrap' ? 2 : 1);
+      expect(shell.started()).toBe(rung === 'bubblewrap' ? 2 : 1);
     });
 
     it(`starts commands on the ${rung} rung after a file with another name is removed mid-run`, async () => {
@@ -326,25 +339,11 @@ describe('containment', () => {
       const outside = tempWorkspace({ 'target.txt': 'shared\n' });
       const root = tempWorkspace();
       linkSync(join(outside, 'target.txt'), join(root, 'hard.txt'));
-      const executor = new ContainedExecutor(directExecutor, {
-        root,
-        policy: COMMANDS_ONLY,
-        sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
-      });
-      later(() => executor.close());
-      const run = (command: string) =>
-        executor.run({
-          argv: ['sh', '-c', command],
-          purpose: 'exec',
-          cwd: root,
-          timeoutMs: 20_000,
-          outputLimit: 64 * 1024,
-          env: commandEnvironment(),
-        });
-      const first = await run('echo changed >> hard.txt 2>/dev/null || echo refused');
+      const shell = shellOn(rung, root);
+      const first = await shell.run('echo changed >> hard.txt 2>/dev/null || echo refused');
       expect(first.stdout, JSON.stringify(first)).toBe('refused\n');
       rmSync(join(root, 'hard.txt'));
-      const second = await run('echo ran');
+      const second = await shell.run('echo ran');
       expect(second.stdout, JSON.stringify(second)).toBe('ran\n');
       expect(readFileSync(join(outside, 'target.txt'), 'utf8')).toBe('shared\n');
     });
@@ -356,33 +355,13 @@ describe('containment', () => {
       const root = tempWorkspace();
       const place = join(root, 'node_modules');
       keepFromCommands(place, 'protect');
-      let started = 0;
-      const base = {
-        ...directExecutor,
-        run: (request: Parameters<typeof directExecutor.run>[0]) => {
-          if (started++ === 0) rmSync(place, { recursive: true, force: true });
-          return directExecutor.run(request);
-        },
-      };
-      const executor = new ContainedExecutor(base, {
-        root,
-        policy: COMMANDS_ONLY,
-        sandbox: { access: 'workspace-write', writableRoots: [], rung, caps: {} },
-      });
-      later(() => executor.close());
-      const result = await executor.run({
-        argv: ['sh', '-c', 'mkdir -p node_modules/planted 2>/dev/null && echo made || echo refused'],
-        purpose: 'exec',
-        cwd: root,
-        timeoutMs: 20_000,
-        outputLimit: 64 * 1024,
-        env: commandEnvironment(),
-      });
+      const shell = shellOn(rung, root, () => rmSync(place, { recursive: true, force: true }));
+      const result = await shell.run('mkdir -p node_modules/planted 2>/dev/null && echo made || echo refused');
       expect(result.stdout, JSON.stringify(result)).toBe('refused\n');
       expect(existsSync(join(place, 'planted'))).toBe(false);
       // The sandbox failed to start the command (bubblewrap cannot bind a source that went, the helper
       // will not leave a path unprotected), and the command was wrapped again, its mount point made anew.
-      expect(started).toBe(2);
+      expect(shell.started()).toBe(2);
     });
   }
 

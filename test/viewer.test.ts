@@ -278,7 +278,7 @@ describe('the trace viewer', () => {
 });
 
 describe("the viewer's first paint", () => {
-  it("writes any text as text: markup escaped, the data intact, a `$'` or `$&` not taken for a pattern", async () => {
+  it("writes every text as text: markup escaped, the data intact, a `$'` or `$&` not taken for a pattern", async () => {
     const { withFirstPaint } = await import('../dist/viewer/first-paint.js');
     const task = "print it with $'a\\nb', then $& and $` </script><img src=x onerror=alert(1)>";
     const tree = {

@@ -489,6 +489,7 @@ export class Session<S extends AnyStore = Store> {
           // hears: followed from the store (on PostgreSQL the bus follows the store already).
           const follower =
             !resumed &&
+            !here &&
             !isPostgres(this.#store) &&
             (await supervisor.read(QUERIES.run(runId)))?.lease.owner !== supervisor.owner
               ? new StoreFollower(this.#store as Store, runId, runId)

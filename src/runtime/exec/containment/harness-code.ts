@@ -26,18 +26,19 @@
  * threads take it with each run they start (see keepAll) before they could make their own,
  * so a directory a run made is never counted as one the harness trusted from the start.
  */
-import { existsSync, lstatSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, lstatSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CodeNotKeptError } from '../../../errors.js';
 import { codeKept, codeNowKnown, keepFromCommands, knowsCode } from './kept.js';
-import { relativeImports } from './relative-imports.js';
+import { holder, isDirectory, present, real } from './paths.js';
+import { manifestOf, relativeImports } from './relative-imports.js';
 
 /** The file this is, and the package it belongs to (the nearest directory above it with a package.json). */
 const HERE = fileURLToPath(import.meta.url);
 function packageRootOf(file: string): string {
-  for (const dir of ancestors(dirname(real(file)))) if (existsSync(join(dir, 'package.json'))) return dir;
-  return dirname(real(file));
+  const manifest = manifestOf(dirname(real(file)));
+  return manifest === null ? dirname(real(file)) : dirname(manifest);
 }
 
 /**
@@ -48,22 +49,6 @@ function packageRootOf(file: string): string {
 function codeRoot(packageRoot: string): string {
   const first = relative(packageRoot, real(HERE)).split(sep)[0] as string;
   return first === basename(real(HERE)) ? dirname(real(HERE)) : join(packageRoot, first);
-}
-
-function real(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
-  }
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** `dir` and each directory above it, to the root. */
@@ -98,7 +83,7 @@ export function preloads(argv: readonly string[], cwd: string): { files: string[
 /** `path` if it exists (or is a link), else the directory on the way to it that is the first not to. */
 function firstMissing(path: string): string {
   let at = path;
-  while (dirname(at) !== at && !isLink(dirname(at)) && !existsSync(dirname(at))) at = dirname(at);
+  while (dirname(at) !== at && !present(dirname(at))) at = dirname(at);
   return at;
 }
 
@@ -219,14 +204,6 @@ export function packageName(specifier: string): string {
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] as string);
 }
 
-/** Whether `path` is one of `roots` or inside one. */
-function inside(path: string, roots: readonly string[]): boolean {
-  return roots.some((root) => {
-    const rel = relative(root, path);
-    return rel === '' || (!rel.startsWith('..') && !rel.startsWith(sep) && rel !== '..');
-  });
-}
-
 /**
  * The directory Node would load package `name` from when asked from `fromDir` (the first
  * `node_modules/<name>` directory on the way up, as its lookup goes), or null where there is
@@ -239,7 +216,7 @@ export function keptPackageDir(name: string, fromDir: string, roots: readonly st
     const candidate = join(dir, 'node_modules', name);
     if (!isDirectory(candidate)) continue;
     const at = real(candidate);
-    if (roots.length > 0 && !inside(at, roots))
+    if (roots.length > 0 && holder(at, roots) === null)
       throw new CodeNotKeptError(
         `io-harness will not load the package ${name} from ${at}: it is outside the directories io-harness loads code from, kept read-only from runs since this process started (${roots.join(', ')}), so a run could have put it there or changed it. Install ${name} beside io-harness (npm install ${name} in the project io-harness is installed in) and start the process again.`,
         { package: name, path: at },

@@ -31,7 +31,7 @@ function isFile(path: string): boolean {
 }
 
 /** The nearest package.json at or above `dir`, or null. */
-function manifestOf(dir: string): string | null {
+export function manifestOf(dir: string): string | null {
   for (let at = dir; ; at = dirname(at)) {
     const path = join(at, 'package.json');
     if (existsSync(path)) return path;
