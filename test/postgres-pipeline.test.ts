@@ -11,37 +11,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { PostgresBatchWriter } from '../dist/store/postgres/batch.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
 import { sqlRows } from './support/backends.js';
-import { freshDatabase } from './support/postgres.js';
+import { counting, freshDatabase } from './support/postgres.js';
 import { emptyStep, rootInput } from './support/writer.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-/** Counts, while `body` runs, the statements the clients send and how many of them found none in flight. */
-async function counting<T>(body: () => Promise<T>): Promise<{ value: T; statements: number; roundTrips: number }> {
-  const original = pg.Client.prototype.query;
-  let inflight = 0;
-  let statements = 0;
-  let roundTrips = 0;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    statements++;
-    if (inflight === 0) roundTrips++;
-    inflight++;
-    const result = (original as (...a: unknown[]) => Promise<unknown>).apply(this, args);
-    const done = () => {
-      inflight--;
-    };
-    result.then(done, done);
-    return result;
-  } as typeof original;
-  try {
-    return { value: await body(), statements, roundTrips };
-  } finally {
-    pg.Client.prototype.query = original;
-  }
-}
 
 /** A fresh database, a store on it (`max` connections), and a root run of each id, with its fence. */
 async function withRoots(ids: string[], max?: number) {

@@ -60,3 +60,29 @@ export async function freshDatabase(): Promise<{ url: string; name: string; drop
     },
   };
 }
+
+/** Counts, while `body` runs, the statements the clients send and how many of them found none in flight. */
+export async function counting<T>(
+  body: () => Promise<T>,
+): Promise<{ value: T; statements: number; roundTrips: number }> {
+  const original = pg.Client.prototype.query;
+  let inflight = 0;
+  let statements = 0;
+  let roundTrips = 0;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    statements++;
+    if (inflight === 0) roundTrips++;
+    inflight++;
+    const result = (original as (...a: unknown[]) => Promise<unknown>).apply(this, args);
+    const done = () => {
+      inflight--;
+    };
+    result.then(done, done);
+    return result;
+  } as typeof original;
+  try {
+    return { value: await body(), statements, roundTrips };
+  } finally {
+    pg.Client.prototype.query = original;
+  }
+}

@@ -20,6 +20,10 @@ import { openPostgresSchema } from './index.js';
 import { scopeOf } from './locks.js';
 import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
 import type { Outbox } from './outbox.js';
+import { type ServerStep, serverSteps, stepFunctionIn } from './step-function.js';
+
+/** SQLSTATE of a call to a function that is not there. */
+const UNDEFINED_FUNCTION = '42883';
 
 function append(into: Notifications, from: Notifications): void {
   into.events.push(...from.events);
@@ -35,9 +39,13 @@ export class PostgresBatchWriter implements BatchWrites {
   readonly #channel: string;
   #listener: WorkListener | null = null;
 
-  private constructor(connection: PostgresConnection) {
+  /** Whether the store has this release's step function (step-function.ts). */
+  #serverSteps: boolean;
+
+  private constructor(connection: PostgresConnection, serverSteps: boolean) {
     this.#connection = connection;
     this.#channel = channelOf(connection.target);
+    this.#serverSteps = serverSteps;
   }
 
   /** Hands on what other hosts' commits hint at (see notify.ts). */
@@ -49,10 +57,82 @@ export class PostgresBatchWriter implements BatchWrites {
   /** Connects (one connection: the actor's batches are one after another) and checks the schema. */
   static async open(target: PostgresTarget): Promise<PostgresBatchWriter> {
     await openPostgresSchema(target);
-    return new PostgresBatchWriter(new PostgresConnection({ ...target, max: 1 }));
+    const connection = new PostgresConnection({ ...target, max: 1 });
+    const client = await connection.connect();
+    try {
+      return new PostgresBatchWriter(connection, await stepFunctionIn(client, target.schema ?? 'public'));
+    } finally {
+      client.release();
+    }
   }
 
   async run(writes: readonly StoreRequestBody[], beforeCommit: () => void = () => undefined): Promise<BatchResult> {
+    const steps = this.#serverSteps
+      ? serverSteps(writes, {
+          schema: this.#connection.target.schema ?? 'public',
+          channel: this.#channel,
+          origin: this.#origin,
+        })
+      : null;
+    if (steps !== null) {
+      const done = await this.#onServer(writes, steps, beforeCommit);
+      if (done !== null) return done;
+    }
+    return this.#byRules(writes, beforeCommit);
+  }
+
+  /**
+   * A batch of plain steps, each one call of the step function, sent with its COMMIT in
+   * one flight: one wait on the server. Null when the database kept nothing of it: a step
+   * the function leaves to the rule (see LEFT_TO_RULES), or a statement that failed; the
+   * batch then runs by the rules, in its order, which say which write failed and why.
+   */
+  async #onServer(
+    writes: readonly StoreRequestBody[],
+    steps: readonly ServerStep[],
+    beforeCommit: () => void,
+  ): Promise<BatchResult | null> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connection.connect();
+      let broken = false;
+      let committing = false;
+      try {
+        const outbox = beginWrite(client, scopeOf(writes));
+        for (const step of steps) outbox.put(step.query);
+        beforeCommit();
+        committing = true;
+        await commitBehind(outbox);
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        if (retryable(error) && attempt < ATTEMPTS) continue;
+        if (connectionLost(error)) {
+          // Lost before COMMIT was sent: nothing was kept. Lost after: whether it landed is not known.
+          if (!committing && attempt < ATTEMPTS) continue;
+          throw this.#connection.errorOf(error);
+        }
+        // The function is gone (dropped since this writer opened): the rules from now on.
+        if ((error as { code?: unknown }).code === UNDEFINED_FUNCTION) this.#serverSteps = false;
+        return null;
+      } finally {
+        client.release(broken);
+      }
+      const notifications = emptyNotifications();
+      const outcomes: WriteOutcome[] = steps.map((step) => {
+        const done = step.outcome();
+        append(notifications, done.notifications);
+        return { ok: true, value: done.value };
+      });
+      return { outcomes, notifications };
+    }
+  }
+
+  /** The batch by the rules (../rules), in one transaction. */
+  async #byRules(
+    writes: readonly StoreRequestBody[],
+    beforeCommit: () => void = () => undefined,
+  ): Promise<BatchResult> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.#connection.connect();
       let broken = false;

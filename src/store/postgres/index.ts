@@ -23,6 +23,7 @@ import { PostgresConnection, quoteIdentifier, redacted } from './connection.js';
 import { scopeOf } from './locks.js';
 import { type WorkHint, WorkListener } from './notify.js';
 import { META_TABLE, postgresMigration, SCHEMA_VERSION, STORE_MARK } from './schema.js';
+import { installStepFunction } from './step-function.js';
 
 export type { PostgresTarget } from '../target.js';
 export { postgresMigration } from './schema.js';
@@ -392,6 +393,7 @@ async function prepareSchema(connection: PostgresConnection, schema: string, cre
         [String(SCHEMA_VERSION)],
       );
     }
+    if (create) await installStepFunction(client, schema);
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);

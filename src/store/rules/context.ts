@@ -142,16 +142,7 @@ export function* recordEvent(
   data: EventData,
   at: number,
 ): Q<void> {
-  const { type, ...rest } = data;
-  const event = {
-    ...data,
-    eventId: 0,
-    rootId: run.root_id,
-    runId: run.run_id,
-    seq,
-    generation,
-    at,
-  } as HarnessEvent;
+  const event = eventOf(run.root_id, run.run_id, seq, generation, data, at);
   // The id is the database's, known once the insert has run (before the write commits).
   yield* sql.putThen<{ event_id: number }>(
     (row) => {
@@ -162,11 +153,29 @@ export function* recordEvent(
     run.run_id,
     seq,
     generation,
-    type,
-    JSON.stringify(rest),
+    data.type,
+    eventText(data),
     at,
   );
   context.pending.events.push(event);
+}
+
+/** An event as it is announced, its id (the database's) still 0. */
+export function eventOf(
+  rootId: string,
+  runId: string,
+  seq: number | null,
+  generation: number,
+  data: EventData,
+  at: number,
+): HarnessEvent {
+  return { ...data, eventId: 0, rootId, runId, seq, generation, at } as HarnessEvent;
+}
+
+/** What an event's row keeps in its `data` column: everything but its type. */
+export function eventText(data: EventData): string {
+  const { type: _type, ...rest } = data;
+  return JSON.stringify(rest);
 }
 
 /** The run's row, read as the context locks it; a run that is not there is refused. */

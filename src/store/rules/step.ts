@@ -61,10 +61,7 @@ const INSERT_SOURCE = `INSERT INTO web_sources (root_id, run_id, seq, attempt, k
  * the checkpoint, and the run's end if this was its last step.
  */
 export function* commitStep(context: RuleContext, input: CommitStepInput): Q<CommitStepResult> {
-  const draw: DrawAmount = {
-    steps: input.fold === true ? 0 : 1,
-    tokens: input.usage.inputTokens + input.usage.outputTokens,
-  };
+  const draw = stepDraw(input);
   // Sent with the read of the run's row, in its round trip: the draw on the run's own
   // account (undone below unless the step stands), and what the step's end looks for.
   yield* sql.put('SAVEPOINT draw');
@@ -123,23 +120,7 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
   // Only a draw moves an account's spend, and the tree's account was drawn on first.
   const treeSpent = { steps: drawn.root.steps_spent, tokens: drawn.root.tokens_spent };
   yield* recordEvent(context, run, input.seq, gen, { type: 'spend', draw, treeSpent }, input.now);
-  yield* recordEvent(
-    context,
-    run,
-    input.seq,
-    gen,
-    {
-      type: 'step-end',
-      toolCalls: input.completion.toolCalls.map((call) => call.name),
-      inputTokens: input.usage.inputTokens,
-      outputTokens: input.usage.outputTokens,
-      cacheReadTokens: input.usage.cacheReadTokens ?? 0,
-      cachedShare: input.usage.inputTokens > 0 ? (input.usage.cacheReadTokens ?? 0) / input.usage.inputTokens : 0,
-      provider: input.completion.provider ?? null,
-      model: input.completion.model,
-    },
-    input.now,
-  );
+  yield* recordEvent(context, run, input.seq, gen, stepEnd(input), input.now);
   // The lease's expiry is the supervisor's to extend, on its injectable clock; a step does not touch it.
   yield* sql.put(ADVANCE_RUN, input.seq, run.run_id);
   yield* sql.put('DELETE FROM drafts WHERE run_id = ?', run.run_id);
@@ -168,6 +149,25 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
     seq: input.seq,
     treeSpent,
     ...(taken?.steers.length ? { steers: taken.steers } : {}),
+  };
+}
+
+/** The draw a step makes: one step (none for a fold's) and the tokens of its call. */
+export function stepDraw(input: CommitStepInput): DrawAmount {
+  return { steps: input.fold === true ? 0 : 1, tokens: input.usage.inputTokens + input.usage.outputTokens };
+}
+
+/** The event that closes a committed step. */
+export function stepEnd(input: CommitStepInput): EventData {
+  return {
+    type: 'step-end',
+    toolCalls: input.completion.toolCalls.map((call) => call.name),
+    inputTokens: input.usage.inputTokens,
+    outputTokens: input.usage.outputTokens,
+    cacheReadTokens: input.usage.cacheReadTokens ?? 0,
+    cachedShare: input.usage.inputTokens > 0 ? (input.usage.cacheReadTokens ?? 0) / input.usage.inputTokens : 0,
+    provider: input.completion.provider ?? null,
+    model: input.completion.model,
   };
 }
 
@@ -328,6 +328,26 @@ export function* recordEvents(context: RuleContext, input: Fence & { events: Eve
   for (const event of input.events) yield* recordEvent(context, run, null, input.generation, event, input.now);
 }
 
+/** A model call's own columns of its row, in order: from `provider` to `web_fetches`. */
+export function callColumns(call: ModelCallRecord): unknown[] {
+  return [
+    call.provider,
+    call.model,
+    call.outcome,
+    call.statusCode,
+    call.inputTokens,
+    call.outputTokens,
+    call.cacheReadTokens,
+    call.cacheWriteTokens,
+    call.reasoningTokens,
+    call.latencyMs,
+    call.ttftMs,
+    call.usageReported === false ? 0 : 1,
+    call.web?.searches ?? 0,
+    call.web?.fetches ?? 0,
+  ];
+}
+
 /** Records the model calls made for step `seq`, one row per attempt. */
 function* recordCalls(
   run: RunRow,
@@ -337,29 +357,7 @@ function* recordCalls(
   now: number,
 ): Q<void> {
   for (const [attempt, call] of (calls ?? []).entries()) {
-    yield* sql.put(
-      INSERT_CALL,
-      run.root_id,
-      run.run_id,
-      seq,
-      attempt,
-      generation,
-      call.provider,
-      call.model,
-      call.outcome,
-      call.statusCode,
-      call.inputTokens,
-      call.outputTokens,
-      call.cacheReadTokens,
-      call.cacheWriteTokens,
-      call.reasoningTokens,
-      call.latencyMs,
-      call.ttftMs,
-      call.usageReported === false ? 0 : 1,
-      call.web?.searches ?? 0,
-      call.web?.fetches ?? 0,
-      now,
-    );
+    yield* sql.put(INSERT_CALL, run.root_id, run.run_id, seq, attempt, generation, ...callColumns(call), now);
     for (const source of call.web?.sources ?? [])
       yield* sql.put(
         INSERT_SOURCE,

@@ -1,0 +1,346 @@
+/**
+ * A step's commit in one statement on PostgreSQL: a function installed with the schema
+ * that does, on the server, what the step rule (../rules/step.ts) does for the common
+ * step, so the store actor sends a batch of such steps and its COMMIT in one flight and
+ * waits on the server once. The step rule stays the definition: the function takes only
+ * a step that spawns, sends and reads no mail, does not end its run and has no vendor web
+ * sources, and for such a step it does exactly what the rule does (a test commits the
+ * same steps both ways and compares every row).
+ *
+ * It decides before it writes. When anything the rule would act on is there (the fence
+ * does not hold, the step is not the next, a ceiling would be crossed, children reserved
+ * by the step wait, a person's corrections wait), it raises {@link LEFT_TO_RULES}: the
+ * transaction keeps nothing, and the writer runs the batch by the rules, in its order,
+ * which say why.
+ *
+ * Its name carries a digest of its text, so a release that changes it installs a function
+ * of its own, and hosts of two releases sharing a store during a deploy each call theirs.
+ */
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import type { DrawAmount, EventData, HarnessEvent } from '../../runtime/events.js';
+import { scrubValue } from '../../runtime/secrets.js';
+import type { StoreRequestBody } from '../port.js';
+import type { CommitStepInput, CommitStepResult, Notifications } from '../records.js';
+import { emptyNotifications, eventOf, eventText } from '../rules/context.js';
+import { callColumns, stepDraw, stepEnd } from '../rules/step.js';
+import type { Query } from '../sql.js';
+import { quoteIdentifier } from './connection.js';
+import { META_TABLE } from './schema.js';
+
+/** The function's parameters, in order: its signature, and the casts each call names. */
+const PARAMETERS: readonly (readonly [string, string])[] = [
+  ['p_run', 'text'],
+  ['p_owner', 'text'],
+  ['p_generation', 'bigint'],
+  ['p_seq', 'bigint'],
+  ['p_steps', 'bigint'],
+  ['p_tokens', 'bigint'],
+  ['p_at', 'bigint'],
+  ['p_completion', 'text'],
+  ['p_observations', 'text'],
+  ['p_usage', 'text'],
+  ['p_draw', 'text'],
+  ['p_step_end', 'text'],
+  ['p_state', 'text'],
+  ['p_event_types', 'text[]'],
+  ['p_event_data', 'text[]'],
+  ['p_calls', 'jsonb'],
+  ['p_paths', 'text[]'],
+  ['p_diffs', 'text[]'],
+  ['p_channel', 'text'],
+  ['p_origin', 'text'],
+];
+
+/** The signature as PostgreSQL spells it (`pg_get_function_identity_arguments`). */
+const SIGNATURE = PARAMETERS.map(([name, type]) => `${name} ${type}`).join(', ');
+
+const SOURCE = `
+DECLARE
+  r record;
+  chain text[];
+  account record;
+  v_prefix text;
+  accounts int := 0;
+  root_steps bigint;
+  root_tokens bigint;
+  ids bigint[];
+BEGIN
+  -- What the rule decides on, read and locked as it reads it; left to the rule when it would do more than commit.
+  SELECT run_id, root_id, parent_id, ancestry, generation, lease_owner, last_seq INTO r
+    FROM runs WHERE run_id = p_run FOR UPDATE;
+  IF NOT FOUND OR r.generation <> p_generation OR r.lease_owner IS DISTINCT FROM p_owner
+    OR r.last_seq <> p_seq - 1 THEN
+    RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
+  END IF;
+  v_prefix := r.run_id || ':' || p_seq || ':';
+  IF EXISTS (SELECT 1 FROM runs WHERE parent_id = r.run_id AND status = 'pending'
+    AND substr(spawn_key, 1, length(v_prefix)) = v_prefix) THEN
+    RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
+  END IF;
+  IF r.parent_id IS NULL AND EXISTS (SELECT 1 FROM steers WHERE run_id = r.run_id AND taken_seq IS NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
+  END IF;
+  -- The draw, checked on every account from the root down as drawCrossing checks it.
+  chain := ARRAY(SELECT jsonb_array_elements_text(r.ancestry::jsonb)) || r.run_id;
+  FOR account IN SELECT run_id, max_steps, max_tokens, steps_spent, tokens_spent FROM ledger
+    WHERE run_id = ANY(chain) FOR UPDATE LOOP
+    accounts := accounts + 1;
+    IF (account.max_steps IS NOT NULL AND account.steps_spent + p_steps > account.max_steps)
+      OR (account.max_tokens IS NOT NULL AND p_tokens > 0 AND account.tokens_spent + p_tokens > account.max_tokens) THEN
+      RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
+    END IF;
+    IF account.run_id = r.root_id THEN
+      root_steps := account.steps_spent + p_steps;
+      root_tokens := account.tokens_spent + p_tokens;
+    END IF;
+  END LOOP;
+  IF accounts <> cardinality(chain) OR root_steps IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
+  END IF;
+  -- The step, as the rule writes it.
+  UPDATE ledger SET steps_spent = steps_spent + p_steps, tokens_spent = tokens_spent + p_tokens
+    WHERE run_id = ANY(chain);
+  INSERT INTO draws (draw_id, root_id, run_id, seq, generation, steps, tokens, at)
+    VALUES (r.run_id || ':' || p_seq, r.root_id, r.run_id, p_seq, p_generation, p_steps, p_tokens, p_at);
+  INSERT INTO steps (run_id, seq, generation, completion, observations, usage, at)
+    VALUES (r.run_id, p_seq, p_generation, p_completion, p_observations, p_usage, p_at);
+  IF cardinality(p_paths) > 0 THEN
+    INSERT INTO file_changes (run_id, seq, ordinal, root_id, generation, path, diff, at)
+      SELECT r.run_id, p_seq, c.n - 1, r.root_id, p_generation, c.path, c.diff, p_at
+      FROM unnest(p_paths, p_diffs) WITH ORDINALITY AS c(path, diff, n) ORDER BY c.n;
+  END IF;
+  INSERT INTO model_calls (root_id, run_id, seq, attempt, generation, provider, model, outcome, status_code,
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms,
+    usage_reported, web_searches, web_fetches, at)
+    SELECT r.root_id, r.run_id, p_seq, c.n - 1, p_generation, c.call->>0, c.call->>1, c.call->>2, (c.call->>3)::bigint,
+      (c.call->>4)::bigint, (c.call->>5)::bigint, (c.call->>6)::bigint, (c.call->>7)::bigint, (c.call->>8)::bigint,
+      (c.call->>9)::double precision, (c.call->>10)::double precision, (c.call->>11)::bigint, (c.call->>12)::bigint,
+      (c.call->>13)::bigint, p_at
+    FROM jsonb_array_elements(p_calls) WITH ORDINALITY AS c(call, n) ORDER BY c.n;
+  -- The step's events in order, then its spend and its end: ids are handed out in that order.
+  WITH added AS (
+    INSERT INTO events (root_id, run_id, seq, generation, type, data, at)
+    SELECT r.root_id, r.run_id, p_seq, p_generation, e.type, e.data, p_at
+    FROM unnest(p_event_types || ARRAY['spend', 'step-end'], p_event_data || ARRAY[
+      '{"draw":' || p_draw || ',"treeSpent":{"steps":' || root_steps || ',"tokens":' || root_tokens || '}}',
+      p_step_end]) WITH ORDINALITY AS e(type, data, n) ORDER BY e.n
+    RETURNING events.event_id)
+  SELECT array_agg(added.event_id ORDER BY added.event_id) INTO ids FROM added;
+  UPDATE runs SET last_seq = p_seq WHERE run_id = r.run_id;
+  DELETE FROM drafts WHERE run_id = r.run_id;
+  DELETE FROM step_images WHERE run_id = r.run_id AND seq <= p_seq;
+  INSERT INTO checkpoints (run_id, seq, generation, state, at) VALUES (r.run_id, p_seq, p_generation, p_state, p_at)
+    ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, generation = excluded.generation, state = excluded.state,
+      at = excluded.at;
+  -- Other hosts following the tree hear of its events when the commit lands (see notify.ts).
+  PERFORM pg_notify(p_channel,
+    '{"o":' || to_json(p_origin)::text || ',"r":[],"e":[],"m":[],"v":[' || to_json(r.root_id)::text || ']}');
+  RETURN jsonb_build_object('root', r.root_id, 'ids', to_jsonb(ids), 'steps', root_steps, 'tokens', root_tokens);
+END
+`;
+
+const BODY = `(${SIGNATURE}) RETURNS jsonb LANGUAGE plpgsql SET search_path FROM CURRENT AS $step$${SOURCE}$step$`;
+
+/** The SQLSTATE the function raises for a step it leaves to the rule. */
+export const LEFT_TO_RULES = 'IOHRL';
+
+/** The function's name: its text's digest in it, so a changed function is a new one. */
+export const STEP_FUNCTION = `io_harness_step_${createHash('sha256').update(BODY).digest('hex').slice(0, 12)}`;
+
+/** The call, by the schema's name and every parameter's type: no other function of that name is chosen. */
+function callIn(schema: string): string {
+  const casts = PARAMETERS.map(([, type]) => `?::${type}`).join(', ');
+  return `SELECT ${quoteIdentifier(schema)}.${STEP_FUNCTION}(${casts}) AS done`;
+}
+
+/** SQLSTATEs of a function that cannot be made here: no right to (42501), a read-only server (25006). */
+const CANNOT_CREATE = new Set(['42501', '25006']);
+
+/**
+ * Installs the function in the store's schema, inside the transaction that prepares it,
+ * when it is not there and this user owns the store (a function it trusts is the store
+ * owner's: see {@link stepFunctionIn}). A user who cannot create it keeps the rules' way
+ * of committing: the store works as before, one wait more a step.
+ */
+export async function installStepFunction(client: pg.PoolClient, schema: string): Promise<void> {
+  const found = await client.query<{ here: boolean; owner: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       WHERE n.nspname = $1 AND p.proname = $2 AND pg_get_function_identity_arguments(p.oid) = $3) AS here,
+     pg_has_role(current_user, c.relowner, 'USAGE') AS owner
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $4`,
+    [schema, STEP_FUNCTION, SIGNATURE, META_TABLE],
+  );
+  const row = found.rows[0];
+  if (!row || row.here || !row.owner) return;
+  await client.query('SAVEPOINT step_function');
+  try {
+    await client.query(`CREATE FUNCTION ${quoteIdentifier(schema)}.${STEP_FUNCTION}${BODY}`);
+    await client.query('RELEASE SAVEPOINT step_function');
+  } catch (error) {
+    await client.query('ROLLBACK TO SAVEPOINT step_function');
+    if (!CANNOT_CREATE.has(String((error as { code?: unknown }).code))) throw error;
+  }
+}
+
+/**
+ * Whether `schema` holds this release's function as this release made it: its name,
+ * its parameters, its text, run with its caller's rights, and owned by the store's
+ * owner. One that another user of the database put there under the name is never called.
+ */
+export async function stepFunctionIn(client: pg.ClientBase, schema: string): Promise<boolean> {
+  const found = await client.query(
+    `SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = $4
+     WHERE n.nspname = $1 AND p.proname = $2 AND pg_get_function_identity_arguments(p.oid) = $3
+       AND p.prosrc = $5 AND NOT p.prosecdef AND p.proowner = c.relowner`,
+    [schema, STEP_FUNCTION, SIGNATURE, META_TABLE, SOURCE],
+  );
+  return found.rows.length > 0;
+}
+
+/** What the function answers for a step it committed. */
+interface Committed {
+  root: string;
+  ids: number[];
+  steps: number;
+  tokens: number;
+}
+
+/** A step sent to the function, and how its answer becomes the write's outcome. */
+export interface ServerStep {
+  readonly query: Query;
+  /** The outcome and what it announces, once the batch committed. */
+  outcome(): { value: CommitStepResult; notifications: Notifications };
+}
+
+/**
+ * PostgreSQL's text cannot hold NUL, which the rule's statements keep as U+FFFD
+ * (connection.ts does so for a statement's own values, not for those inside an array).
+ */
+const textSafe = (value: unknown) =>
+  typeof value === 'string' && value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
+
+const whole = (value: unknown) => Number.isSafeInteger(value);
+const finiteOrNull = (value: unknown) => value === null || (typeof value === 'number' && Number.isFinite(value));
+
+/**
+ * Whether the function does what the rule would for `input`: a step that only commits,
+ * its fence and counts of the types the rule compares them as (anything else is the
+ * rule's to judge).
+ */
+function plain(input: CommitStepInput): boolean {
+  const calls = input.calls ?? [];
+  return (
+    typeof input.runId === 'string' &&
+    typeof input.owner === 'string' &&
+    whole(input.generation) &&
+    whole(input.seq) &&
+    whole(input.now) &&
+    whole(input.usage.inputTokens) &&
+    whole(input.usage.outputTokens) &&
+    calls.every(
+      (call) =>
+        [call.inputTokens, call.outputTokens, call.cacheReadTokens, call.cacheWriteTokens, call.reasoningTokens].every(
+          whole,
+        ) &&
+        (call.statusCode === null || whole(call.statusCode)) &&
+        whole(call.web?.searches ?? 0) &&
+        whole(call.web?.fetches ?? 0) &&
+        finiteOrNull(call.latencyMs) &&
+        finiteOrNull(call.ttftMs),
+    ) &&
+    input.final === null &&
+    input.consumed.length === 0 &&
+    input.sent.length === 0 &&
+    input.spawned.length === 0 &&
+    !calls.some((call) => (call.web?.sources?.length ?? 0) > 0) &&
+    !input.events.some((event) => event.type === 'cancel-asked')
+  );
+}
+
+/**
+ * `writes` as calls of the function, or null when any of them is not a plain step (the
+ * batch then runs by the rules, as one). `channel` and `origin` name the hint its commit
+ * sends (see notify.ts).
+ */
+export function serverSteps(
+  writes: readonly StoreRequestBody[],
+  hint: { schema: string; channel: string; origin: string },
+): ServerStep[] | null {
+  const steps: ServerStep[] = [];
+  for (const write of writes) {
+    if (write.op !== 'commitStep') return null;
+    // What the rules write is scrubbed of the secrets this thread holds (rules/index.ts): so is this.
+    const step = serverStep(scrubValue(write.input), hint);
+    if (step === null) return null;
+    steps.push(step);
+  }
+  return steps;
+}
+
+function serverStep(
+  input: CommitStepInput,
+  { schema, channel, origin }: { schema: string; channel: string; origin: string },
+): ServerStep | null {
+  let params: unknown[];
+  let draw: DrawAmount;
+  let end: EventData;
+  try {
+    if (!plain(input)) return null;
+    draw = stepDraw(input);
+    end = stepEnd(input);
+    const changes = input.changes ?? [];
+    params = [
+      input.runId,
+      input.owner,
+      input.generation,
+      input.seq,
+      draw.steps,
+      draw.tokens,
+      input.now,
+      JSON.stringify(input.completion),
+      JSON.stringify(input.observations),
+      JSON.stringify(input.usage),
+      JSON.stringify(draw),
+      eventText(end),
+      JSON.stringify({ seq: input.seq }),
+      input.events.map((event) => textSafe(event.type)),
+      input.events.map((event) => eventText(event)),
+      JSON.stringify((input.calls ?? []).map(callColumns), (_key, value) => textSafe(value)),
+      changes.map((change) => textSafe(change.path)),
+      changes.map((change) => textSafe(change.diff)),
+      channel,
+      origin,
+    ];
+  } catch {
+    // Input the rule would refuse: the rule says why.
+    return null;
+  }
+  let answer: Committed | null = null;
+  return {
+    query: {
+      op: 'put',
+      text: callIn(schema),
+      params,
+      onRows: (rows) => {
+        answer = ((rows[0] as { done?: Committed | null } | undefined)?.done ?? null) as Committed | null;
+      },
+    },
+    outcome() {
+      const done = answer as Committed | null;
+      if (done === null) throw new Error('the step function answered nothing for a step it committed');
+      const treeSpent = { steps: done.steps, tokens: done.tokens };
+      const announced: HarnessEvent[] = [...input.events, { type: 'spend', draw, treeSpent } as const, end].map(
+        (data, index) => {
+          const event = eventOf(done.root, input.runId, input.seq, input.generation, data, input.now);
+          event.eventId = Number(done.ids[index]);
+          return event;
+        },
+      );
+      const notifications = emptyNotifications();
+      notifications.events.push(...announced);
+      return { value: { status: 'committed', seq: input.seq, treeSpent }, notifications };
+    },
+  };
+}
