@@ -138,6 +138,7 @@ async function rows(url: string): Promise<Record<string, unknown[]>> {
     file_changes: 'run_id, seq, ordinal',
     steers: 'steer_id',
     spawn_queue: 'child_run_id',
+    mailbox: 'ordinal',
   };
   const all: Record<string, unknown[]> = {};
   for (const [table, order] of Object.entries(tables)) {
@@ -146,6 +147,7 @@ async function rows(url: string): Promise<Record<string, unknown[]>> {
   }
   // An id a transaction took and did not keep is gone (PostgreSQL's sequences do not go back): events by their order.
   all.events = (all.events as { event_id: number }[]).map((event, place) => ({ ...event, event_id: place }));
+  all.mailbox = (all.mailbox as { ordinal: number }[]).map((message, place) => ({ ...message, ordinal: place }));
   return all;
 }
 
@@ -212,6 +214,10 @@ describe("a step's commit in one statement on PostgreSQL", () => {
             provider: 'openai',
           },
           usage: { inputTokens: 30, outputTokens: 4, cacheReadTokens: 10 },
+          sent: [
+            { to: 'kid', body: 'hello kid' },
+            { to: 'grandkid', body: 'hello grand' },
+          ],
         }),
         step(child, 1, { calls: [call(7)] }),
         step(grand, 1),
@@ -223,7 +229,7 @@ describe("a step's commit in one statement on PostgreSQL", () => {
       [step({ ...child, generation: child.generation + 1 }, 3)],
       [step({ ...child, owner: 'someone else' }, 3)],
       [step(child, 4)],
-      [step(child, 3), step(grand, 2)],
+      [step(child, 3, { consumed: ['root:1:0'] }), step(grand, 2, { consumed: ['root:1:1'] })],
     ];
     // What the steps after those find waiting: a person's correction for the root; a child its step 4
     // reserved and did not claim.
@@ -255,8 +261,21 @@ describe("a step's commit in one statement on PostgreSQL", () => {
       [step(root, 4)],
       // The ceiling of 400 tokens: this step's draw crosses it; the rule ends the run, saying which ceiling.
       [step(root, 5, { usage: { inputTokens: 380, outputTokens: 5 } })],
-      // The child's own ceiling of 3 steps (its fold's step drew none): its fourth is refused on its account.
+      // The child's own ceiling of 5 steps (its fold's step drew none; its child's count): refused on its account.
       [step(child, 5)],
+      // Mail the rule refuses: a message waiting for another, one read already, an address no agent has. Then mail it sends.
+      [step(grand, 3, { fold: true, consumed: ['root:1:0'] })],
+      [step(grand, 3, { fold: true, consumed: ['root:1:1'] })],
+      [step(grand, 3, { fold: true, sent: [{ to: 'nobody', body: 'x' }] })],
+      [
+        step(grand, 3, {
+          fold: true,
+          sent: [
+            { to: 'kid', body: 'to my parent' },
+            { to: 'root', body: 'to the top' },
+          ],
+        }),
+      ],
     );
     // Before the batch at each place; a draft and a step's image of the root's step 2 are the commit's to clear.
     const before: Record<number, (url: string) => Promise<unknown>> = {
@@ -302,6 +321,10 @@ describe("a step's commit in one statement on PostgreSQL", () => {
       ['committed'],
       ['exhausted'],
       ['exhausted'],
+      ['MAILBOX_CONFLICT'],
+      ['MAILBOX_CONFLICT'],
+      ['MAILBOX_CONFLICT'],
+      ['committed'],
     ]);
     const third = answers[0]?.[7] as { outcomes: { value: { steers?: string[] } }[] };
     expect(third.outcomes[0]?.value.steers).toEqual(['look again']);
@@ -314,6 +337,22 @@ describe("a step's commit in one statement on PostgreSQL", () => {
     ]);
     expect(stored.file_changes).toHaveLength(2);
     expect(JSON.stringify([stored, answers[0]])).not.toContain(secret);
+    expect(
+      (stored.mailbox as { msg_id: string; to_address: string; consumed_by: string | null }[]).map(
+        (message) => `${message.msg_id}>${message.to_address}:${message.consumed_by}`,
+      ),
+    ).toEqual([
+      'root:1:0>kid:child',
+      'root:1:1>grandkid:grand',
+      'kid:end>root:null',
+      'grandkid:3:0>kid:null',
+      'grandkid:3:1>root:null',
+    ]);
+    const last = answers[0]?.at(-1) as { notifications: { mail: unknown[] } };
+    expect(last.notifications.mail).toEqual([
+      { rootId: 'root', to: 'kid' },
+      { rootId: 'root', to: 'root' },
+    ]);
     expect(JSON.stringify(stored.steps)).toContain('***');
     expect([stored.drafts, stored.step_images]).toEqual([[], []]);
     expect((stored.file_changes as { diff: string }[])[0]?.diff).toContain('x\uFFFDy');

@@ -3,13 +3,14 @@
  * that does, on the server, what the step rule (../rules/step.ts) does for the common
  * step, so the store actor sends a batch of such steps and its COMMIT in one flight and
  * waits on the server once. The step rule stays the definition: the function takes only
- * a step that spawns, sends and reads no mail, does not end its run and has no vendor web
- * sources, and for such a step it does exactly what the rule does (a test commits the
+ * a step that releases no spawn, does not end its run and has no vendor web sources
+ * (the mail it reads and sends goes with it), and for such a step it does exactly what the rule does (a test commits the
  * same steps both ways and compares every row).
  *
- * It decides before it writes. When anything the rule would act on is there (the fence
- * does not hold, the step is not the next, a ceiling would be crossed, children reserved
- * by the step wait, a person's corrections wait), it raises {@link LEFT_TO_RULES}: the
+ * It decides before it writes, but for the mail: where the rule would do anything else
+ * (the fence does not hold, the step is not the next, a ceiling would be crossed,
+ * children reserved by the step or a person's corrections wait, a message it read is not
+ * waiting for it, one it sent has no addressee), it raises {@link LEFT_TO_RULES}: the
  * transaction keeps nothing, and the writer runs the batch by the rules, in its order,
  * which say why.
  *
@@ -18,7 +19,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import type { DrawAmount, EventData, HarnessEvent } from '../../runtime/events.js';
+import type { DrawAmount, EventData } from '../../runtime/events.js';
 import { scrubValue } from '../../runtime/secrets.js';
 import type { StoreRequestBody } from '../port.js';
 import type { CommitStepInput, CommitStepResult, Notifications } from '../records.js';
@@ -48,6 +49,10 @@ const PARAMETERS: readonly (readonly [string, string])[] = [
   ['p_calls', 'jsonb'],
   ['p_paths', 'text[]'],
   ['p_diffs', 'text[]'],
+  ['p_consumed', 'text[]'],
+  ['p_read', 'text'],
+  ['p_sent_to', 'text[]'],
+  ['p_sent_body', 'text[]'],
   ['p_channel', 'text'],
   ['p_origin', 'text'],
 ];
@@ -65,9 +70,12 @@ DECLARE
   root_steps bigint;
   root_tokens bigint;
   ids bigint[];
+  changed int;
+  sent_data text[];
+  mail text;
 BEGIN
   -- What the rule decides on, read and locked as it reads it; left to the rule when it would do more than commit.
-  SELECT run_id, root_id, parent_id, ancestry, generation, lease_owner, last_seq INTO r
+  SELECT run_id, root_id, parent_id, address, ancestry, generation, lease_owner, last_seq INTO r
     FROM runs WHERE run_id = p_run FOR UPDATE;
   IF NOT FOUND OR r.generation <> p_generation OR r.lease_owner IS DISTINCT FROM p_owner
     OR r.last_seq <> p_seq - 1 THEN
@@ -110,6 +118,15 @@ BEGIN
       SELECT r.run_id, p_seq, c.n - 1, r.root_id, p_generation, c.path, c.diff, p_at
       FROM unnest(p_paths, p_diffs) WITH ORDINALITY AS c(path, diff, n) ORDER BY c.n;
   END IF;
+  -- The messages it read, each still waiting in its inbox.
+  IF cardinality(p_consumed) > 0 THEN
+    UPDATE mailbox SET consumed_by = r.run_id, consumed_seq = p_seq, consumed_generation = p_generation
+      WHERE msg_id = ANY(p_consumed) AND root_id = r.root_id AND to_address = r.address AND consumed_by IS NULL;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    IF changed <> cardinality(p_consumed) THEN
+      RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
+    END IF;
+  END IF;
   INSERT INTO model_calls (root_id, run_id, seq, attempt, generation, provider, model, outcome, status_code,
     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms,
     usage_reported, web_searches, web_fetches, at)
@@ -118,13 +135,30 @@ BEGIN
       (c.call->>9)::double precision, (c.call->>10)::double precision, (c.call->>11)::bigint, (c.call->>12)::bigint,
       (c.call->>13)::bigint, p_at
     FROM jsonb_array_elements(p_calls) WITH ORDINALITY AS c(call, n) ORDER BY c.n;
-  -- The step's events in order, then its spend and its end: ids are handed out in that order.
+  -- The messages it sent, each to an address of its tree, its id the sender's address, step and place.
+  IF cardinality(p_sent_to) > 0 THEN
+    IF EXISTS (SELECT 1 FROM unnest(p_sent_to) AS m(to_address)
+      WHERE NOT EXISTS (SELECT 1 FROM runs x WHERE x.root_id = r.root_id AND x.address = m.to_address)) THEN
+      RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
+    END IF;
+    INSERT INTO mailbox (msg_id, root_id, from_run, from_address, to_address, body, sent_seq, sent_generation)
+      SELECT r.address || ':' || p_seq || ':' || (m.n - 1), r.root_id, r.run_id, r.address, m.to_address, m.body,
+        p_seq, p_generation
+      FROM unnest(p_sent_to, p_sent_body) WITH ORDINALITY AS m(to_address, body, n) ORDER BY m.n;
+  END IF;
+  sent_data := ARRAY(SELECT '{"msgId":' || to_json(r.address || ':' || p_seq || ':' || (m.n - 1))::text
+    || ',"to":' || to_json(m.to_address)::text || '}'
+    FROM unnest(p_sent_to) WITH ORDINALITY AS m(to_address, n) ORDER BY m.n);
+  -- The step's events in order, what it read and sent, then its spend and its end: ids are handed out in that order.
   WITH added AS (
     INSERT INTO events (root_id, run_id, seq, generation, type, data, at)
     SELECT r.root_id, r.run_id, p_seq, p_generation, e.type, e.data, p_at
-    FROM unnest(p_event_types || ARRAY['spend', 'step-end'], p_event_data || ARRAY[
-      '{"draw":' || p_draw || ',"treeSpent":{"steps":' || root_steps || ',"tokens":' || root_tokens || '}}',
-      p_step_end]) WITH ORDINALITY AS e(type, data, n) ORDER BY e.n
+    FROM unnest(
+      p_event_types || CASE WHEN p_read IS NULL THEN '{}'::text[] ELSE ARRAY['message-read'] END
+        || array_fill('message-sent'::text, ARRAY[cardinality(p_sent_to)]) || ARRAY['spend', 'step-end'],
+      p_event_data || CASE WHEN p_read IS NULL THEN '{}'::text[] ELSE ARRAY[p_read] END || sent_data || ARRAY[
+        '{"draw":' || p_draw || ',"treeSpent":{"steps":' || root_steps || ',"tokens":' || root_tokens || '}}',
+        p_step_end]) WITH ORDINALITY AS e(type, data, n) ORDER BY e.n
     RETURNING events.event_id)
   SELECT array_agg(added.event_id ORDER BY added.event_id) INTO ids FROM added;
   UPDATE runs SET last_seq = p_seq WHERE run_id = r.run_id;
@@ -134,9 +168,13 @@ BEGIN
     ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, generation = excluded.generation, state = excluded.state,
       at = excluded.at;
   -- Other hosts following the tree hear of its events when the commit lands (see notify.ts).
-  PERFORM pg_notify(p_channel,
-    '{"o":' || to_json(p_origin)::text || ',"r":[],"e":[],"m":[],"v":[' || to_json(r.root_id)::text || ']}');
-  RETURN jsonb_build_object('root', r.root_id, 'ids', to_jsonb(ids), 'steps', root_steps, 'tokens', root_tokens);
+  mail := (SELECT string_agg('[' || to_json(r.root_id)::text || ',' || to_json(m.to_address)::text || ']', ','
+    ORDER BY m.n) FROM unnest(p_sent_to) WITH ORDINALITY AS m(to_address, n));
+  PERFORM pg_notify(p_channel, '{"o":' || to_json(p_origin)::text
+    || ',"r":[' || CASE WHEN mail IS NULL THEN '' ELSE to_json(r.root_id)::text END || '],"e":[],"m":['
+    || coalesce(mail, '') || '],"v":[' || to_json(r.root_id)::text || ']}');
+  RETURN jsonb_build_object('root', r.root_id, 'address', r.address, 'ids', to_jsonb(ids), 'steps', root_steps,
+    'tokens', root_tokens);
 END
 `;
 
@@ -199,9 +237,13 @@ export async function stepFunctionIn(client: pg.ClientBase, schema: string): Pro
   return found.rows.length > 0;
 }
 
+/** The event of the messages a step read. */
+const read = (input: CommitStepInput): EventData => ({ type: 'message-read', msgIds: input.consumed });
+
 /** What the function answers for a step it committed. */
 interface Committed {
   root: string;
+  address: string;
   ids: number[];
   steps: number;
   tokens: number;
@@ -251,8 +293,8 @@ function plain(input: CommitStepInput): boolean {
         finiteOrNull(call.ttftMs),
     ) &&
     input.final === null &&
-    input.consumed.length === 0 &&
-    input.sent.length === 0 &&
+    input.consumed.every((msgId) => typeof msgId === 'string') &&
+    input.sent.every((message) => typeof message.to === 'string' && typeof message.body === 'string') &&
     input.spawned.length === 0 &&
     !calls.some((call) => (call.web?.sources?.length ?? 0) > 0) &&
     !input.events.some((event) => event.type === 'cancel-asked')
@@ -310,6 +352,10 @@ function serverStep(
       JSON.stringify((input.calls ?? []).map(callColumns), (_key, value) => textSafe(value)),
       changes.map((change) => textSafe(change.path)),
       changes.map((change) => textSafe(change.diff)),
+      input.consumed.map(textSafe),
+      input.consumed.length > 0 ? eventText(read(input)) : null,
+      input.sent.map((message) => textSafe(message.to)),
+      input.sent.map((message) => textSafe(message.body)),
       channel,
       origin,
     ];
@@ -331,15 +377,27 @@ function serverStep(
       const done = answer as Committed | null;
       if (done === null) throw new Error('the step function answered nothing for a step it committed');
       const treeSpent = { steps: done.steps, tokens: done.tokens };
-      const announced: HarnessEvent[] = [...input.events, { type: 'spend', draw, treeSpent } as const, end].map(
-        (data, index) => {
-          const event = eventOf(done.root, input.runId, input.seq, input.generation, data, input.now);
-          event.eventId = Number(done.ids[index]);
-          return event;
-        },
-      );
+      // In the order the rule records them (rules/step.ts).
+      const recorded: EventData[] = [
+        ...input.events,
+        ...(input.consumed.length > 0 ? [read(input)] : []),
+        ...input.sent.map(
+          (message, index): EventData => ({
+            type: 'message-sent',
+            msgId: `${done.address}:${input.seq}:${index}`,
+            to: message.to,
+          }),
+        ),
+        { type: 'spend', draw, treeSpent },
+        end,
+      ];
       const notifications = emptyNotifications();
-      notifications.events.push(...announced);
+      for (const [index, data] of recorded.entries()) {
+        const event = eventOf(done.root, input.runId, input.seq, input.generation, data, input.now);
+        event.eventId = Number(done.ids[index]);
+        notifications.events.push(event);
+      }
+      for (const message of input.sent) notifications.mail.push({ rootId: done.root, to: message.to });
       return { value: { status: 'committed', seq: input.seq, treeSpent }, notifications };
     },
   };
