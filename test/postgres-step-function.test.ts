@@ -376,7 +376,7 @@ describe("a step's commit in one statement on PostgreSQL", () => {
     expect(trips[0]?.[7]).toBeGreaterThan(2);
   });
 
-  it('is installed with the schema, and a user who may not create functions keeps the rules', {
+  it('is installed with the schema; a user who may not create functions keeps the rules; a read-only server opens', {
     timeout: 60_000,
   }, async () => {
     const db = await database();
@@ -395,6 +395,12 @@ describe("a step's commit in one statement on PostgreSQL", () => {
     const again = await counting(() => owner.run([step(root, 2)] as never));
     expect(again.value.outcomes).toMatchObject([{ ok: true, value: { status: 'committed', seq: 2 } }]);
     expect(again.roundTrips).toBe(1);
+    // A store whose server takes no writes (a read-only database, a standby) still opens to be read.
+    await sqlRows(db.url, `DROP FUNCTION ${STEP_FUNCTION}`);
+    await sqlRows(db.url, `ALTER DATABASE ${db.name} SET default_transaction_read_only = on`);
+    const reader = await PostgresStore.open(db.url, { max: 1 });
+    expect((await reader.steps('root')).map((step) => step.seq)).toEqual([1, 2]);
+    await reader.close();
   });
 
   it('never calls a function another user put under its name, and goes on by the rules when its own is dropped', {
