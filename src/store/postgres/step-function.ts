@@ -7,12 +7,12 @@
  * (the mail it reads and sends goes with it), and for such a step it does exactly what the rule does (a test commits the
  * same steps both ways and compares every row).
  *
- * It decides before it writes, but for the mail: where the rule would do anything else
- * (the fence does not hold, the step is not the next, a ceiling would be crossed,
- * children reserved by the step or a person's corrections wait, a message it read is not
- * waiting for it, one it sent has no addressee), it raises {@link LEFT_TO_RULES}: the
- * transaction keeps nothing, and the writer runs the batch by the rules, in its order,
- * which say why.
+ * Where the rule would do anything else (the fence does not hold, the step is not the
+ * next, a ceiling would be crossed, children reserved by the step or a person's
+ * corrections wait, a message it read is not waiting for it, one it sent has no
+ * addressee), it raises {@link LEFT_TO_RULES}: the transaction keeps nothing, what the
+ * function wrote before included, and the writer runs the batch by the rules, in its
+ * order, which say why.
  *
  * Its name carries a digest of its text, so a release that changes it installs a function
  * of its own, and hosts of two releases sharing a store during a deploy each call theirs.
@@ -74,41 +74,40 @@ DECLARE
   sent_data text[];
   mail text;
 BEGIN
-  -- What the rule decides on, read and locked as it reads it; left to the rule when it would do more than commit.
-  SELECT run_id, root_id, parent_id, address, ancestry, generation, lease_owner, last_seq INTO r
-    FROM runs WHERE run_id = p_run FOR UPDATE;
-  IF NOT FOUND OR r.generation <> p_generation OR r.lease_owner IS DISTINCT FROM p_owner
-    OR r.last_seq <> p_seq - 1 THEN
+  -- Whenever the rule would do more than commit, the function raises IOHRL: the transaction
+  -- keeps nothing of it, and the rule runs instead. The run's row: fenced, this step the next.
+  UPDATE runs SET last_seq = p_seq
+    WHERE run_id = p_run AND generation = p_generation AND lease_owner = p_owner AND last_seq = p_seq - 1
+    RETURNING run_id, root_id, parent_id, address, ancestry INTO r;
+  IF NOT FOUND THEN
     RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
   END IF;
+  -- Children the step reserved, a person's corrections for a root: the rule's to settle.
   v_prefix := r.run_id || ':' || p_seq || ':';
   IF EXISTS (SELECT 1 FROM runs WHERE parent_id = r.run_id AND status = 'pending'
-    AND substr(spawn_key, 1, length(v_prefix)) = v_prefix) THEN
+      AND substr(spawn_key, 1, length(v_prefix)) = v_prefix)
+    OR (r.parent_id IS NULL AND EXISTS (SELECT 1 FROM steers WHERE run_id = r.run_id AND taken_seq IS NULL)) THEN
     RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
   END IF;
-  IF r.parent_id IS NULL AND EXISTS (SELECT 1 FROM steers WHERE run_id = r.run_id AND taken_seq IS NULL) THEN
-    RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
-  END IF;
-  -- The draw, checked on every account from the root down as drawCrossing checks it.
+  -- The draw on every account from the run up to the root, none over its ceiling after it
+  -- (drawCrossing's rule: what was spent and the draw, over the ceiling).
   chain := ARRAY(SELECT jsonb_array_elements_text(r.ancestry::jsonb)) || r.run_id;
-  FOR account IN SELECT run_id, max_steps, max_tokens, steps_spent, tokens_spent FROM ledger
-    WHERE run_id = ANY(chain) FOR UPDATE LOOP
+  FOR account IN UPDATE ledger SET steps_spent = steps_spent + p_steps, tokens_spent = tokens_spent + p_tokens
+    WHERE run_id = ANY(chain) RETURNING run_id, max_steps, max_tokens, steps_spent, tokens_spent LOOP
     accounts := accounts + 1;
-    IF (account.max_steps IS NOT NULL AND account.steps_spent + p_steps > account.max_steps)
-      OR (account.max_tokens IS NOT NULL AND p_tokens > 0 AND account.tokens_spent + p_tokens > account.max_tokens) THEN
+    IF (account.max_steps IS NOT NULL AND account.steps_spent > account.max_steps)
+      OR (account.max_tokens IS NOT NULL AND p_tokens > 0 AND account.tokens_spent > account.max_tokens) THEN
       RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
     END IF;
     IF account.run_id = r.root_id THEN
-      root_steps := account.steps_spent + p_steps;
-      root_tokens := account.tokens_spent + p_tokens;
+      root_steps := account.steps_spent;
+      root_tokens := account.tokens_spent;
     END IF;
   END LOOP;
   IF accounts <> cardinality(chain) OR root_steps IS NULL THEN
     RAISE EXCEPTION USING ERRCODE = 'IOHRL', MESSAGE = 'left to the step rule';
   END IF;
-  -- The step, as the rule writes it.
-  UPDATE ledger SET steps_spent = steps_spent + p_steps, tokens_spent = tokens_spent + p_tokens
-    WHERE run_id = ANY(chain);
+  -- The step's rows, as the rule writes them.
   INSERT INTO draws (draw_id, root_id, run_id, seq, generation, steps, tokens, at)
     VALUES (r.run_id || ':' || p_seq, r.root_id, r.run_id, p_seq, p_generation, p_steps, p_tokens, p_at);
   INSERT INTO steps (run_id, seq, generation, completion, observations, usage, at)
@@ -161,7 +160,6 @@ BEGIN
         p_step_end]) WITH ORDINALITY AS e(type, data, n) ORDER BY e.n
     RETURNING events.event_id)
   SELECT array_agg(added.event_id ORDER BY added.event_id) INTO ids FROM added;
-  UPDATE runs SET last_seq = p_seq WHERE run_id = r.run_id;
   DELETE FROM drafts WHERE run_id = r.run_id;
   DELETE FROM step_images WHERE run_id = r.run_id AND seq <= p_seq;
   INSERT INTO checkpoints (run_id, seq, generation, state, at) VALUES (r.run_id, p_seq, p_generation, p_state, p_at)
