@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 const benches = [
   ['commit-throughput', ['commit-throughput.mjs']],
   ['commit-cpu', ['commit-cpu.mjs']],
+  ['fanout-gaps', ['fanout-gaps.mjs']],
   ['rules-cost', ['rules-cost.mjs']],
   ['step-overhead', ['step-overhead.mjs']],
   ['sequential-steps', ['sequential-steps.mjs']],
