@@ -106,17 +106,26 @@ const step = (fence: Fence, seq: number, extra: Partial<CommitStepInput> = {}) =
  * The URL of a user of `db` who may write its rows and create nothing: a writer opened
  * with it commits by the rules alone (the function is dropped, and it cannot make one).
  */
-async function rulesOnly(db: { url: string; name: string; drop(): Promise<void> }): Promise<string> {
-  const role = `writer_${db.name}`;
+async function rulesOnly(db: Database): Promise<string> {
   await sqlRows(db.url, `DROP FUNCTION ${STEP_FUNCTION}`);
+  await sqlRows(db.url, 'REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+  return userOf(db, 'writer', [
+    'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO',
+    'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO',
+  ]);
+}
+
+type Database = Awaited<ReturnType<typeof freshDatabase>>;
+
+/** The URL of a new user of `db` (dropped after the test, with the database), given each grant of `grants`. */
+async function userOf(db: Database, kind: string, grants: string[]): Promise<string> {
+  const role = `${kind}_${db.name}`;
   await sqlRows(db.url, `CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
   later(async () => {
     await db.drop();
     await sqlRows(new URL('/postgres', db.url).toString(), `DROP ROLE IF EXISTS ${role}`);
   });
-  await sqlRows(db.url, 'REVOKE CREATE ON SCHEMA public FROM PUBLIC');
-  await sqlRows(db.url, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`);
-  await sqlRows(db.url, `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ${role}`);
+  for (const grant of grants) await sqlRows(db.url, `${grant} ${role}`);
   const url = new URL(db.url);
   url.username = role;
   url.password = 'pw';
@@ -434,18 +443,9 @@ describe("a step's commit in one statement on PostgreSQL", () => {
     await sqlRows(db.url, `DROP FUNCTION ${STEP_FUNCTION}`);
     // Another user who may create in the schema puts this release's very function there, first: theirs to
     // change at will, so never called either.
-    const intruder = `intruder_${db.name}`;
-    await sqlRows(db.url, `CREATE ROLE ${intruder} LOGIN PASSWORD 'pw'`);
-    later(async () => {
-      await db.drop();
-      await sqlRows(new URL('/postgres', db.url).toString(), `DROP ROLE IF EXISTS ${intruder}`);
-    });
-    await sqlRows(db.url, `GRANT CREATE ON SCHEMA public TO ${intruder}`);
-    const url = new URL(db.url);
-    url.username = intruder;
-    url.password = 'pw';
+    const intruder = await userOf(db, 'intruder', ['GRANT CREATE ON SCHEMA public TO']);
     await sqlRows(
-      url.toString(),
+      intruder,
       `CREATE FUNCTION public.${STEP_FUNCTION}(${args}) RETURNS jsonb LANGUAGE plpgsql SET search_path FROM CURRENT
        AS $step$${source}$step$`,
     );

@@ -15,12 +15,12 @@ import type { StoreRequestBody } from '../port.js';
 import type { Notifications } from '../records.js';
 import { emptyNotifications, RuleContext, ruleFor } from '../rules/index.js';
 import type { PostgresTarget } from '../target.js';
-import { ATTEMPTS, beginWrite, commitBehind, connectionLost, PostgresConnection, retryable } from './connection.js';
+import { beginWrite, commitBehind, connectionLost, PostgresConnection, retryable } from './connection.js';
 import { openPostgresSchema } from './index.js';
 import { scopeOf } from './locks.js';
 import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
 import type { Outbox } from './outbox.js';
-import { type ServerStep, serverSteps, stepFunctionIn } from './step-function.js';
+import { type ServerStep, type StepCall, serverSteps, stepCall } from './step-function.js';
 
 /** SQLSTATE of a call to a function that is not there. */
 const UNDEFINED_FUNCTION = '42883';
@@ -39,13 +39,15 @@ export class PostgresBatchWriter implements BatchWrites {
   readonly #channel: string;
   #listener: WorkListener | null = null;
 
-  /** Whether the store has this release's step function (step-function.ts). */
-  #serverSteps: boolean;
+  /** How this writer calls the store's step function (step-function.ts); null: the store has none it trusts. */
+  #stepCall: StepCall | null;
 
-  private constructor(connection: PostgresConnection, serverSteps: boolean) {
+  private constructor(connection: PostgresConnection, stepFunction: boolean) {
     this.#connection = connection;
     this.#channel = channelOf(connection.target);
-    this.#serverSteps = serverSteps;
+    this.#stepCall = stepFunction
+      ? { call: stepCall(connection.target.schema ?? 'public'), channel: this.#channel, origin: this.#origin }
+      : null;
   }
 
   /** Hands on what other hosts' commits hint at (see notify.ts). */
@@ -56,24 +58,12 @@ export class PostgresBatchWriter implements BatchWrites {
 
   /** Connects (one connection: the actor's batches are one after another) and checks the schema. */
   static async open(target: PostgresTarget): Promise<PostgresBatchWriter> {
-    await openPostgresSchema(target);
-    const connection = new PostgresConnection({ ...target, max: 1 });
-    const client = await connection.connect();
-    try {
-      return new PostgresBatchWriter(connection, await stepFunctionIn(client, target.schema ?? 'public'));
-    } finally {
-      client.release();
-    }
+    const { stepFunction } = await openPostgresSchema(target);
+    return new PostgresBatchWriter(new PostgresConnection({ ...target, max: 1 }), stepFunction);
   }
 
   async run(writes: readonly StoreRequestBody[], beforeCommit: () => void = () => undefined): Promise<BatchResult> {
-    const steps = this.#serverSteps
-      ? serverSteps(writes, {
-          schema: this.#connection.target.schema ?? 'public',
-          channel: this.#channel,
-          origin: this.#origin,
-        })
-      : null;
+    const steps = this.#stepCall ? serverSteps(writes, this.#stepCall) : null;
     if (steps !== null) {
       const done = await this.#onServer(writes, steps, beforeCommit);
       if (done !== null) return done;
@@ -92,40 +82,28 @@ export class PostgresBatchWriter implements BatchWrites {
     steps: readonly ServerStep[],
     beforeCommit: () => void,
   ): Promise<BatchResult | null> {
-    for (let attempt = 1; ; attempt++) {
-      const client = await this.#connection.connect();
-      let broken = false;
-      let committing = false;
-      try {
+    try {
+      await this.#connection.attempts(async (client, committing) => {
         const outbox = beginWrite(client, scopeOf(writes));
         for (const step of steps) outbox.put(step.query);
         beforeCommit();
-        committing = true;
+        committing();
         await commitBehind(outbox);
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => {
-          broken = true;
-        });
-        if (retryable(error) && attempt < ATTEMPTS) continue;
-        if (connectionLost(error)) {
-          // Lost before COMMIT was sent: nothing was kept. Lost after: whether it landed is not known.
-          if (!committing && attempt < ATTEMPTS) continue;
-          throw this.#connection.errorOf(error);
-        }
-        // The function is gone (dropped since this writer opened): the rules from now on.
-        if ((error as { code?: unknown }).code === UNDEFINED_FUNCTION) this.#serverSteps = false;
-        return null;
-      } finally {
-        client.release(broken);
-      }
-      const notifications = emptyNotifications();
-      const outcomes: WriteOutcome[] = steps.map((step) => {
-        const done = step.outcome();
-        append(notifications, done.notifications);
-        return { ok: true, value: done.value };
       });
-      return { outcomes, notifications };
+    } catch (error) {
+      // Lost after COMMIT was sent: whether it landed is not known.
+      if (connectionLost(error)) throw this.#connection.errorOf(error);
+      // The function is gone (dropped since this writer opened): the rules from now on.
+      if ((error as { code?: unknown }).code === UNDEFINED_FUNCTION) this.#stepCall = null;
+      return null;
     }
+    const notifications = emptyNotifications();
+    const outcomes: WriteOutcome[] = steps.map((step) => {
+      const done = step.outcome();
+      append(notifications, done.notifications);
+      return { ok: true, value: done.value };
+    });
+    return { outcomes, notifications };
   }
 
   /** The batch by the rules (../rules), in one transaction. */
@@ -133,11 +111,8 @@ export class PostgresBatchWriter implements BatchWrites {
     writes: readonly StoreRequestBody[],
     beforeCommit: () => void = () => undefined,
   ): Promise<BatchResult> {
-    for (let attempt = 1; ; attempt++) {
-      const client = await this.#connection.connect();
-      let broken = false;
-      let committing = false;
-      try {
+    try {
+      return await this.#connection.attempts(async (client, committing) => {
         // The transaction's start goes out with its first statements (see outbox.ts).
         const outbox = beginWrite(client, scopeOf(writes));
         const lone = writes.length === 1 ? writes[0] : undefined;
@@ -148,7 +123,7 @@ export class PostgresBatchWriter implements BatchWrites {
           return done;
         }
         beforeCommit();
-        committing = true;
+        committing();
         if (!lone) {
           // A batch keeps what did not throw: its writes were settled, each in its savepoint.
           await client.query('COMMIT');
@@ -166,16 +141,10 @@ export class PostgresBatchWriter implements BatchWrites {
           };
         }
         return done;
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => {
-          broken = true;
-        });
-        // A connection lost before COMMIT kept nothing: the batch runs again, fenced as before.
-        if ((retryable(error) || (!committing && connectionLost(error))) && attempt < ATTEMPTS) continue;
-        throw this.#connection.errorOf(error);
-      } finally {
-        client.release(broken);
-      }
+      });
+    } catch (error) {
+      // A connection lost before COMMIT kept nothing, and ran again (see attempts): this is past that.
+      throw this.#connection.errorOf(error);
     }
   }
 

@@ -55,7 +55,7 @@ export async function commitBehind(outbox: Outbox): Promise<void> {
 /** Deadlock detected, serialization failure: the transaction may simply be run again. */
 const RETRYABLE = new Set(['40P01', '40001']);
 /** How many times a transaction given up that way is run before its error is the caller's. */
-export const ATTEMPTS = 8;
+const ATTEMPTS = 8;
 
 /** Whether PostgreSQL gave the transaction up to a deadlock or a serialization failure. */
 export function retryable(error: unknown): boolean {
@@ -171,6 +171,34 @@ export class PostgresConnection {
   }
 
   /**
+   * Runs `body` on a connection of the pool, its transaction rolled back when it throws,
+   * and again from the start on a fresh one when PostgreSQL gave the transaction up to a
+   * deadlock or a serialization failure, or the connection was lost before `body` said it
+   * is committing (nothing was kept then). Anything else it throws, or the last of those,
+   * is the caller's, as the database raised it.
+   */
+  async attempts<T>(body: (client: pg.PoolClient, committing: () => void) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.connect();
+      let broken = false;
+      let committing = false;
+      try {
+        return await body(client, () => {
+          committing = true;
+        });
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        if ((retryable(error) || (!committing && connectionLost(error))) && attempt < ATTEMPTS) continue;
+        throw error;
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  /**
    * Runs `make()` in one transaction, retried (with a fresh body) when PostgreSQL aborts
    * it for a deadlock or a serialization failure. An error of the rules rolls back all of it.
    */
@@ -179,38 +207,31 @@ export class PostgresConnection {
     after: (value: T) => void = () => undefined,
     scope: LockScope | null = null,
   ): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      const client = await this.connect();
-      let broken = false;
-      let committing = false;
-      let value: T;
-      try {
+    let value: T;
+    try {
+      value = await this.attempts(async (client, committing) => {
         const outbox = beginWrite(client, scope);
+        let made: T;
         try {
-          value = await PostgresConnection.drive(client, make(), outbox);
+          made = await PostgresConnection.drive(client, make(), outbox);
         } catch (error) {
           // A statement that failed before the rule threw is the cause (a deadlock is retried).
           throw (await outbox.failed())?.error ?? error;
         }
-        committing = true;
+        committing();
         await commitBehind(outbox);
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => {
-          broken = true;
-        });
-        if ((retryable(error) || (!committing && connectionLost(error))) && attempt < ATTEMPTS) continue;
-        throw storeErrorOf(error, this.target);
-      } finally {
-        client.release(broken);
-      }
-      // Committed: what it announced is handed on, and nothing that does can undo it.
-      try {
-        after(value);
-      } catch {
-        // A listener's failure is its own.
-      }
-      return value;
+        return made;
+      });
+    } catch (error) {
+      throw storeErrorOf(error, this.target);
     }
+    // Committed: what it announced is handed on, and nothing that does can undo it.
+    try {
+      after(value);
+    } catch {
+      // A listener's failure is its own.
+    }
+    return value;
   }
 
   /** What an error from this connection is to the caller (see storeErrorOf). */
@@ -239,7 +260,7 @@ export class PostgresConnection {
 }
 
 /** PostgreSQL's text cannot hold NUL, which SQLite's can: it is kept as U+FFFD. */
-function textSafe(value: unknown): unknown {
+export function textSafe(value: unknown): unknown {
   return typeof value === 'string' && value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
 }
 

@@ -297,10 +297,10 @@ export class PostgresStore {
 defineReads(PostgresStore, QUERIES);
 
 /** Checks (and brings up to date) the schema at `target` on a connection of its own, then lets it go. */
-export async function openPostgresSchema(target: PostgresTarget): Promise<void> {
+export async function openPostgresSchema(target: PostgresTarget): Promise<{ stepFunction: boolean }> {
   const connection = new PostgresConnection({ ...target, max: 1 });
   try {
-    await prepareSchema(connection, target.schema ?? 'public');
+    return { stepFunction: await prepareSchema(connection, target.schema ?? 'public') };
   } finally {
     await connection.close();
   }
@@ -312,7 +312,7 @@ export async function openPostgresSchema(target: PostgresTarget): Promise<void> 
  * the tables once). Refuses, writing nothing, a schema that is not a store of ours or a
  * store newer than this code.
  */
-async function prepareSchema(connection: PostgresConnection, schema: string, create = true): Promise<void> {
+async function prepareSchema(connection: PostgresConnection, schema: string, create = true): Promise<boolean> {
   const client = await connection.connect();
   const where = `${redacted(connection.target.connectionString)}${schema === 'public' ? '' : ` (schema ${schema})`}`;
   try {
@@ -393,8 +393,9 @@ async function prepareSchema(connection: PostgresConnection, schema: string, cre
         [String(SCHEMA_VERSION)],
       );
     }
-    if (create) await installStepFunction(client, schema);
+    const stepFunction = create && (await installStepFunction(client, schema));
     await client.query('COMMIT');
+    return stepFunction;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     if (error instanceof StoreError || error instanceof InvalidArgumentError) throw error;

@@ -26,7 +26,7 @@ import type { CommitStepInput, CommitStepResult, Notifications } from '../record
 import { emptyNotifications, eventOf, eventText } from '../rules/context.js';
 import { callColumns, stepDraw, stepEnd } from '../rules/step.js';
 import type { Query } from '../sql.js';
-import { quoteIdentifier } from './connection.js';
+import { quoteIdentifier, textSafe } from './connection.js';
 import { META_TABLE } from './schema.js';
 
 /** The function's parameters, in order: its signature, and the casts each call names. */
@@ -191,7 +191,7 @@ export const LEFT_TO_RULES = 'IOHRL';
 export const STEP_FUNCTION = `io_harness_step_${createHash('sha256').update(BODY).digest('hex').slice(0, 12)}`;
 
 /** The call, by the schema's name and every parameter's type: no other function of that name is chosen. */
-function callIn(schema: string): string {
+export function stepCall(schema: string): string {
   const casts = PARAMETERS.map(([, type]) => `?::${type}`).join(', ');
   return `SELECT ${quoteIdentifier(schema)}.${STEP_FUNCTION}(${casts}) AS done`;
 }
@@ -205,10 +205,11 @@ const CANNOT_CREATE = new Set(['42501', '25006', '42704']);
 /**
  * Installs the function in the store's schema, inside the transaction that prepares it,
  * when it is not there and this user owns the store (a function it trusts is the store
- * owner's: see {@link stepFunctionIn}). A user who cannot create it keeps the rules' way
- * of committing: the store works as before, one wait more a step.
+ * owner's: see {@link stepFunctionIn}), and says whether the store has one it trusts. A
+ * user who cannot create it keeps the rules' way of committing: the store works as
+ * before, one wait more a step.
  */
-export async function installStepFunction(client: pg.PoolClient, schema: string): Promise<void> {
+export async function installStepFunction(client: pg.PoolClient, schema: string): Promise<boolean> {
   const found = await client.query<{ here: boolean; owner: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
        WHERE n.nspname = $1 AND p.proname = $2 AND pg_get_function_identity_arguments(p.oid) = $3) AS here,
@@ -217,15 +218,17 @@ export async function installStepFunction(client: pg.PoolClient, schema: string)
     [schema, STEP_FUNCTION, SIGNATURE, META_TABLE],
   );
   const row = found.rows[0];
-  if (!row || row.here || !row.owner) return;
-  await client.query('SAVEPOINT step_function');
-  try {
-    await client.query(`CREATE FUNCTION ${quoteIdentifier(schema)}.${STEP_FUNCTION}${BODY}`);
-    await client.query('RELEASE SAVEPOINT step_function');
-  } catch (error) {
-    await client.query('ROLLBACK TO SAVEPOINT step_function');
-    if (!CANNOT_CREATE.has(String((error as { code?: unknown }).code))) throw error;
+  if (row && !row.here && row.owner) {
+    await client.query('SAVEPOINT step_function');
+    try {
+      await client.query(`CREATE FUNCTION ${quoteIdentifier(schema)}.${STEP_FUNCTION}${BODY}`);
+      await client.query('RELEASE SAVEPOINT step_function');
+    } catch (error) {
+      await client.query('ROLLBACK TO SAVEPOINT step_function');
+      if (!CANNOT_CREATE.has(String((error as { code?: unknown }).code))) throw error;
+    }
   }
+  return stepFunctionIn(client, schema);
 }
 
 /**
@@ -233,7 +236,7 @@ export async function installStepFunction(client: pg.PoolClient, schema: string)
  * its parameters, its text, run with its caller's rights, and owned by the store's
  * owner. One that another user of the database put there under the name is never called.
  */
-export async function stepFunctionIn(client: pg.ClientBase, schema: string): Promise<boolean> {
+async function stepFunctionIn(client: pg.ClientBase, schema: string): Promise<boolean> {
   const found = await client.query(
     `SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
        JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = $4
@@ -262,13 +265,6 @@ export interface ServerStep {
   /** The outcome and what it announces, once the batch committed. */
   outcome(): { value: CommitStepResult; notifications: Notifications };
 }
-
-/**
- * PostgreSQL's text cannot hold NUL, which the rule's statements keep as U+FFFD
- * (connection.ts does so for a statement's own values, not for those inside an array).
- */
-const textSafe = (value: unknown) =>
-  typeof value === 'string' && value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value;
 
 const whole = (value: unknown) => Number.isSafeInteger(value);
 const finiteOrNull = (value: unknown) => value === null || (typeof value === 'number' && Number.isFinite(value));
@@ -309,29 +305,29 @@ function plain(input: CommitStepInput): boolean {
 }
 
 /**
- * `writes` as calls of the function, or null when any of them is not a plain step (the
- * batch then runs by the rules, as one). `channel` and `origin` name the hint its commit
- * sends (see notify.ts).
+ * `writes` as calls of the function (`how`: see {@link StepCall}), or null when any of
+ * them is not a plain step (the batch then runs by the rules, as one).
  */
-export function serverSteps(
-  writes: readonly StoreRequestBody[],
-  hint: { schema: string; channel: string; origin: string },
-): ServerStep[] | null {
+export function serverSteps(writes: readonly StoreRequestBody[], how: StepCall): ServerStep[] | null {
   const steps: ServerStep[] = [];
   for (const write of writes) {
     if (write.op !== 'commitStep') return null;
     // What the rules write is scrubbed of the secrets this thread holds (rules/index.ts): so is this.
-    const step = serverStep(scrubValue(write.input), hint);
+    const step = serverStep(scrubValue(write.input), how);
     if (step === null) return null;
     steps.push(step);
   }
   return steps;
 }
 
-function serverStep(
-  input: CommitStepInput,
-  { schema, channel, origin }: { schema: string; channel: string; origin: string },
-): ServerStep | null {
+/** How a writer calls the function: the call's text ({@link stepCall}), and the hint its commit sends (see notify.ts). */
+export interface StepCall {
+  call: string;
+  channel: string;
+  origin: string;
+}
+
+function serverStep(input: CommitStepInput, { call, channel, origin }: StepCall): ServerStep | null {
   let params: unknown[];
   let draw: DrawAmount;
   let end: EventData;
@@ -354,6 +350,7 @@ function serverStep(
       JSON.stringify(draw),
       eventText(end),
       JSON.stringify({ seq: input.seq }),
+      // What goes inside an array or JSON is made text-safe here; a statement's own values are by its sender.
       input.events.map((event) => textSafe(event.type)),
       input.events.map((event) => eventText(event)),
       JSON.stringify((input.calls ?? []).map(callColumns), (_key, value) => textSafe(value)),
@@ -374,7 +371,7 @@ function serverStep(
   return {
     query: {
       op: 'put',
-      text: callIn(schema),
+      text: call,
       params,
       onRows: (rows) => {
         answer = ((rows[0] as { done?: Committed | null } | undefined)?.done ?? null) as Committed | null;
