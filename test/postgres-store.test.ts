@@ -229,6 +229,45 @@ describe('a PostgreSQL store', () => {
     }
   });
 
+  it('serves a long queue in transactions of at most 32 writes, and answers a sync once all of it is committed', async () => {
+    const db = await database();
+    const worker = await startStoreWorker({
+      target: { kind: 'postgres', connectionString: db.url },
+      killAt: null,
+    });
+    const client = new StoreClient(worker);
+    try {
+      const fences = await Promise.all(
+        Array.from({ length: 80 }, async (_, i) => {
+          const { generation } = await client.call('createRoot', rootInput(`q${i}`, { owner: 'o' }));
+          return { runId: `q${i}`, generation, owner: 'o' };
+        }),
+      );
+      await sql(db.url, 'ALTER TABLE steps ADD COLUMN begun TIMESTAMPTZ DEFAULT now()');
+      // Posted in one turn: they reach the actor as one queue of 80, and the sync behind them.
+      let answered = 0;
+      const steps = fences.map((fence) =>
+        client.call('commitStep', emptyStep(fence, 1)).then(() => {
+          answered++;
+        }),
+      );
+      const synced = client.sync().then(() => answered);
+      expect(await synced).toBe(80);
+      await Promise.all(steps);
+      const perTransaction = await sql<{ n: number }>(
+        db.url,
+        'SELECT count(*)::int AS n FROM steps GROUP BY begun ORDER BY n DESC',
+      );
+      expect(perTransaction.reduce((sum, row) => sum + row.n, 0)).toBe(80);
+      // Shared, and none larger than the most a PostgreSQL batch takes.
+      expect(perTransaction.length).toBeGreaterThanOrEqual(3);
+      expect(perTransaction.length).toBeLessThan(80);
+      expect(perTransaction[0]?.n).toBeLessThanOrEqual(32);
+    } finally {
+      await worker.terminate();
+    }
+  });
+
   it('holds what SQLite holds: a fraction of a second, a NUL, a branch of turns; its tables in its schema whatever the user’s', async () => {
     const db = await database();
     // A schema named for the user comes first on PostgreSQL's default search path: the store's tables do not go there.

@@ -57,8 +57,11 @@ class StoreActor {
   readonly #killPoint: { op: string; n: number; phase: string } | null;
   readonly #batchesSeen = new Map<string, number>();
   #queue: Queued[] = [];
-  /** Syncs waiting for the batch after them to be served (see StoreSyncBody). */
-  #syncs: (() => void)[] = [];
+  /** How many requests have been queued, and served, since the actor started. */
+  #received = 0;
+  #served = 0;
+  /** Syncs waiting for every request queued before them to be served (see StoreSyncBody). */
+  #syncs: { after: number; answer: () => void }[] = [];
   #scheduled = false;
   /** A batch is being served (PostgreSQL's take turns of the event loop): the next waits for it. */
   #serving = false;
@@ -99,16 +102,17 @@ class StoreActor {
     if (this.#serving) return;
     this.#serving = true;
     try {
-      // What arrived while a batch was served is the next batch.
+      // What arrived while a batch was served is the next batch, up to the writer's most.
       while (this.#queue.length > 0 || this.#syncs.length > 0) {
-        const batch = this.#queue;
-        this.#queue = [];
-        const synced = this.#syncs;
-        this.#syncs = [];
+        const batch = this.#queue.splice(0, this.#store.maxBatch ?? this.#queue.length);
         try {
           await this.#serve(batch);
         } finally {
-          for (const answer of synced) answer();
+          this.#served += batch.length;
+          const served = this.#served;
+          const synced = this.#syncs.filter((sync) => sync.after <= served);
+          this.#syncs = this.#syncs.filter((sync) => sync.after > served);
+          for (const { answer } of synced) answer();
         }
       }
     } finally {
@@ -149,10 +153,11 @@ class StoreActor {
       const typed = message as Request<StoreRequestBody | StoreSyncBody> | StoreControl;
       if (typed.type === 'request' && typed.body.op === 'sync') {
         const { id } = typed;
-        this.#syncs.push(() => port.postMessage(okReply(id, undefined)));
+        this.#syncs.push({ after: this.#received, answer: () => port.postMessage(okReply(id, undefined)) });
         this.#schedule();
       } else if (typed.type === 'request') {
         this.#queue.push({ request: typed as Request<StoreRequestBody>, reply: (reply) => port.postMessage(reply) });
+        this.#received++;
         this.#schedule();
       } else if (typed.type === 'secrets') {
         holdSecrets(typed.values);

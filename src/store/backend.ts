@@ -25,6 +25,11 @@ export interface BatchResult {
  * batch. SQLite answers at once; PostgreSQL's answer is awaited.
  */
 export interface BatchWrites {
+  /**
+   * The most writes one batch takes, or undefined for no limit: the actor serves what is
+   * queued beyond it as the next batch.
+   */
+  readonly maxBatch?: number;
   run(writes: readonly StoreRequestBody[], beforeCommit: () => void): BatchResult | Promise<BatchResult>;
   close(): void | Promise<void>;
 }

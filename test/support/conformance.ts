@@ -110,6 +110,47 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
         expect(await port.run('child-1')).toMatchObject({ parentId: 'parent', rootId: 'parent', address: 'child' });
       }));
 
+    it('numbers a child past an address already held, and counts a lapsed reservation out before the tree’s total', () =>
+      withPort(async (port) => {
+        const { generation } = await port.call('createRoot', {
+          runId: 'numbered',
+          task: 't',
+          spec: { provider: null },
+          ceilings: { steps: null, tokens: null, wallMs: null },
+          maxTotalAgents: 2,
+          maxConcurrentAgents: null,
+          maxWaitSecs: 30,
+          claim: claim('owner-a'),
+        });
+        const fence = { runId: 'numbered', generation, owner: 'owner-a' };
+        const reserve = (key: string, newRunId: string, extra: object) =>
+          port.call('spawn', { ...spawnInput(fence, key, newRunId), queueNow: false, ...extra });
+        // The next numbered address (root.2) is taken by name first: the numbered child goes past it.
+        expect(await reserve('numbered:1:0', 'n-named', { as: 'root.2' })).toMatchObject({ address: 'root.2' });
+        expect(await reserve('numbered:1:1', 'n-numbered', { as: null })).toMatchObject({
+          status: 'created',
+          address: 'root.3',
+        });
+        // The tree holds two, its most. The step runs again and asks something else at call 1:
+        // the child reserved there lapses, so a new one fits.
+        expect(await reserve('numbered:1:1', 'n-again', { as: null, task: 'another task' })).toMatchObject({
+          status: 'created',
+          childId: 'n-again',
+        });
+        expect(await port.run('n-numbered')).toMatchObject({ status: 'cancelled' });
+        // An uncommitted attempt's reservation of an address lapses when a later attempt asks for it.
+        expect(await reserve('numbered:2:0', 'n-taker', { as: 'root.2' })).toMatchObject({
+          status: 'created',
+          childId: 'n-taker',
+          address: 'root.2',
+        });
+        expect(await port.run('n-named')).toMatchObject({ status: 'cancelled' });
+        expect(await reserve('numbered:2:1', 'n-over', { as: null })).toMatchObject({
+          status: 'refused',
+          rule: 'maxTotalAgents',
+        });
+      }));
+
     it('refuses a draw that crosses a ceiling, and writes nothing of that step', () =>
       withPort(async (port) => {
         const fence = await root(port, 'capped', { steps: 1, tokens: 15 });

@@ -32,7 +32,18 @@ function append(into: Notifications, from: Notifications): void {
   into.ended.push(...from.ended);
 }
 
+/**
+ * The most writes in one transaction. PostgreSQL keeps every version of a row that a
+ * transaction writes until the transaction ends, and each later statement that reads or
+ * updates that row walks past them: a root reserving a thousand children, each spawn
+ * counting on the root's run row and the tree's account, cost each spawn more than the
+ * last (3.7 s before the first child started, against 1.2 s in batches of 32; see
+ * docs/MEASUREMENTS.md). SQLite writes a row in place and takes any batch whole.
+ */
+const MAX_BATCH = 32;
+
 export class PostgresBatchWriter implements BatchWrites {
+  readonly maxBatch = MAX_BATCH;
   readonly #connection: PostgresConnection;
   /** Names this writer's hints, so its own listener skips them. */
   readonly #origin = randomUUID();

@@ -91,6 +91,8 @@ export class RuleContext {
    * so it reads only what it needs, when it needs it.
    */
   readonly readAhead: boolean;
+  /** What a read adds to lock the rows it reads for the rest of the transaction (PostgreSQL), or nothing. */
+  readonly forUpdate: string;
   #pending: Notifications = emptyNotifications();
 
   /**
@@ -102,6 +104,7 @@ export class RuleContext {
     this.skipLocked = options.lockRows ? ' FOR UPDATE SKIP LOCKED' : '';
     this.skipLockedRuns = options.lockRows ? ' FOR UPDATE OF runs SKIP LOCKED' : '';
     this.readAhead = options.lockRows === true;
+    this.forUpdate = lock;
     this.runById = `SELECT * FROM runs WHERE run_id = ?${lock}`;
     this.ledgerById = `SELECT * FROM ledger WHERE run_id = ?${lock}`;
   }

@@ -32,6 +32,35 @@ const COUNT_TREE = 'UPDATE ledger SET spawned = spawned + 1 WHERE run_id = ?';
 
 const ENQUEUE = 'INSERT INTO spawn_queue (child_run_id, root_id, parent_id, state, enqueued_at) VALUES (?, ?, ?, ?, ?)';
 
+/** The tree's account of the run `?`, read before its row is. */
+const ROOT_LEDGER_OF = 'SELECT * FROM ledger WHERE run_id = (SELECT root_id FROM runs WHERE run_id = ?)';
+
+/** Whether the address the run `?`'s next numbered child would take is held already. */
+const NEXT_ADDRESS_TAKEN = `SELECT run_id FROM runs WHERE root_id = (SELECT root_id FROM runs WHERE run_id = ?)
+  AND address = (SELECT address || '.' || (children + 1) FROM runs WHERE run_id = ?)`;
+
+/**
+ * What a spawn decides on, read ahead with the parent's row, in its round trip (PostgreSQL,
+ * where each answer waited for is one): the child made before under this spawn key, the
+ * tree's account and the parent's, each locked as the rule would lock it, and whether the
+ * parent's next numbered address is taken. Good until the rule changes a row they read.
+ */
+interface SpawnAhead {
+  existing: () => RunRow[];
+  rootLedger: () => LedgerRow[];
+  parentLedger: () => LedgerRow[];
+  nextTaken: () => unknown[];
+}
+
+function* readAhead(context: RuleContext, input: SpawnInput): Q<SpawnAhead> {
+  return {
+    existing: yield* sql.putRows<RunRow>(RUN_BY_SPAWN_KEY, input.key),
+    rootLedger: yield* sql.putRows<LedgerRow>(`${ROOT_LEDGER_OF}${context.forUpdate}`, input.runId),
+    parentLedger: yield* sql.putRows<LedgerRow>(context.ledgerById, input.runId),
+    nextTaken: yield* sql.putRows(NEXT_ADDRESS_TAKEN, input.runId, input.runId),
+  };
+}
+
 /** `hint`, or `hint.2`, `hint.3` ... the first that is free and still an address; null when none is. */
 function* hintedAddress(rootId: string, hint: string): Q<string | null> {
   for (let n = 1; n < 10_000; n++) {
@@ -59,8 +88,9 @@ function* refuseSpawn(
  * supervisor admits it; its ceilings are clamped to what the parent has left.
  */
 export function* spawn(context: RuleContext, input: SpawnInput): Q<SpawnResult> {
+  let ahead = context.readAhead ? yield* readAhead(context, input) : null;
   const parent = yield* fenced(context, input);
-  const existing = yield* sql.get<RunRow>(RUN_BY_SPAWN_KEY, input.key);
+  const existing = ahead ? ahead.existing()[0] : yield* sql.get<RunRow>(RUN_BY_SPAWN_KEY, input.key);
   if (existing && existing.task === input.task && (input.as === null || input.as === existing.address)) {
     // The same step run again after a crash, asking the same: the child it made before.
     let childStatus = existing.status;
@@ -73,6 +103,7 @@ export function* spawn(context: RuleContext, input: SpawnInput): Q<SpawnResult> 
   if (existing) {
     // The re-run asked for something else at this call: the earlier child is not this one.
     yield* detach(context, existing, input.now);
+    ahead = null;
   }
   if (input.as !== null) {
     const holder = yield* sql.get<RunRow>(RUN_BY_ADDRESS, parent.root_id, input.as);
@@ -85,9 +116,11 @@ export function* spawn(context: RuleContext, input: SpawnInput): Q<SpawnResult> 
     ) {
       // Reserved by an uncommitted attempt at a step of this parent: that reservation lapses.
       yield* detach(context, holder, input.now);
+      ahead = null;
     }
   }
-  const rootLedger = (yield* sql.get<LedgerRow>(context.ledgerById, parent.root_id)) as LedgerRow;
+  const rootLedger = (ahead?.rootLedger()[0] ??
+    (yield* sql.get<LedgerRow>(context.ledgerById, parent.root_id))) as LedgerRow;
   const spawned = rootLedger.spawned;
   if (rootLedger.max_total_agents !== null && spawned + 1 > rootLedger.max_total_agents) {
     return yield* refuseSpawn(
@@ -98,9 +131,9 @@ export function* spawn(context: RuleContext, input: SpawnInput): Q<SpawnResult> 
       `this tree may hold at most ${rootLedger.max_total_agents} spawned agents and already has ${spawned}; finish with the agents you have.`,
     );
   }
-  const address = yield* childAddress(parent, input);
+  const address = yield* childAddress(parent, input, ahead ? ahead.nextTaken().length > 0 : undefined);
   if (typeof address !== 'string') return yield* refuseSpawn(context, parent, input, 'address', address.refused);
-  return yield* createChild(context, parent, input, address);
+  return yield* createChild(context, parent, input, address, ahead?.parentLedger()[0]);
 }
 
 /**
@@ -108,7 +141,7 @@ export function* spawn(context: RuleContext, input: SpawnInput): Q<SpawnResult> 
  * address or is taken; else a roster agent's own name under its parent, numbered when
  * taken; else the parent's next number.
  */
-function* childAddress(parent: RunRow, input: SpawnInput): Q<string | { refused: string }> {
+function* childAddress(parent: RunRow, input: SpawnInput, nextTaken?: boolean): Q<string | { refused: string }> {
   let address = input.as;
   if (address !== null) {
     if (!ADDRESS.test(address)) {
@@ -126,13 +159,21 @@ function* childAddress(parent: RunRow, input: SpawnInput): Q<string | { refused:
   if (hinted) return hinted;
   let n = parent.children + 1;
   address = `${parent.address}.${n}`;
+  // Read ahead, the first number's answer is known (see SpawnAhead).
+  if (nextTaken === false) return address;
   while (yield* sql.get(ADDRESS_EXISTS, parent.root_id, address)) address = `${parent.address}.${++n}`;
   return address;
 }
 
 /** Writes a new child's rows at `address`: its run, its account clamped to what the parent has left, its place in the queue. */
-function* createChild(context: RuleContext, parent: RunRow, input: SpawnInput, address: string): Q<SpawnResult> {
-  const parentLedger = (yield* sql.get<LedgerRow>(context.ledgerById, parent.run_id)) as LedgerRow;
+function* createChild(
+  context: RuleContext,
+  parent: RunRow,
+  input: SpawnInput,
+  address: string,
+  readAhead?: LedgerRow,
+): Q<SpawnResult> {
+  const parentLedger = (readAhead ?? (yield* sql.get<LedgerRow>(context.ledgerById, parent.run_id))) as LedgerRow;
   const left = remaining(
     { steps: parentLedger.max_steps, tokens: parentLedger.max_tokens, wallMs: parentLedger.max_wall_ms },
     { steps: parentLedger.steps_spent, tokens: parentLedger.tokens_spent },
@@ -240,8 +281,10 @@ export function* settleSpawns(
   pending?: RunRow[],
 ): Q<void> {
   const claimed = new Set(spawned);
+  // Read ahead (and locked) with the step's run row: every child this step's key reserved that waits.
+  const waiting = new Map(pending?.map((child) => [child.run_id, child]));
   for (const childId of spawned) {
-    const child = yield* sql.get<RunRow>(context.runById, childId);
+    const child = waiting.get(childId) ?? (yield* sql.get<RunRow>(context.runById, childId));
     if (child && child.parent_id === run.run_id && child.status === 'pending') {
       yield* releaseChild(context, run, generation, seq, child, now);
     }

@@ -68,7 +68,7 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
   const own = yield* sql.putRows<LedgerRow>(DRAW, draw.steps, draw.tokens, input.runId);
   const prefix = `${input.runId}:${input.seq}:`;
   const pending = context.readAhead
-    ? yield* sql.putRows<RunRow>(PENDING_CHILDREN, input.runId, prefix.length, prefix)
+    ? yield* sql.putRows<RunRow>(`${PENDING_CHILDREN}${context.forUpdate}`, input.runId, prefix.length, prefix)
     : null;
   const steers = context.readAhead ? yield* sql.putRows<SteerRow>(WAITING_STEERS, input.runId) : null;
   let run: RunRow;
