@@ -286,6 +286,24 @@ describe("a step's commit in one statement on PostgreSQL", () => {
         }),
       ],
     );
+    // A batch that mixes plain steps with writes the function does not take: the plain ones go as
+    // calls (one left to the rule when it finds a step out of order), the rest by the rules.
+    const events = (fence: Fence, owner = fence.owner) => ({
+      op: 'recordEvents' as const,
+      input: {
+        ...fence,
+        owner,
+        events: [{ type: 'lease-taken', owner, pid: 1, generation: fence.generation, previousOwner: null }],
+        now: NOW + 50,
+      },
+    });
+    batches.push([
+      step(grand, 4, { fold: true }),
+      events(grand),
+      step(grand, 6, { fold: true }),
+      events(grand, 'someone else'),
+      step(grand, 5, { fold: true, final: { status: 'finished', reply: 'done' } }),
+    ]);
     // Before the batch at each place; a draft and a step's image of the root's step 2 are the commit's to clear.
     const before: Record<number, (url: string) => Promise<unknown>> = {
       1: async (url) => {
@@ -334,6 +352,7 @@ describe("a step's commit in one statement on PostgreSQL", () => {
       ['MAILBOX_CONFLICT'],
       ['MAILBOX_CONFLICT'],
       ['committed'],
+      ['committed', undefined, 'STEP_OUT_OF_ORDER', 'LEASE_LOST', 'committed'],
     ]);
     const third = answers[0]?.[7] as { outcomes: { value: { steers?: string[] } }[] };
     expect(third.outcomes[0]?.value.steers).toEqual(['look again']);
@@ -341,7 +360,7 @@ describe("a step's commit in one statement on PostgreSQL", () => {
     expect((stored.runs as { run_id: string; status: string }[]).map((run) => `${run.run_id}:${run.status}`)).toEqual([
       'child:budget-exhausted',
       'dropped:cancelled',
-      'grand:running',
+      'grand:finished',
       'root:budget-exhausted',
     ]);
     expect(stored.file_changes).toHaveLength(2);
@@ -356,8 +375,9 @@ describe("a step's commit in one statement on PostgreSQL", () => {
       'kid:end>root:null',
       'grandkid:3:0>kid:null',
       'grandkid:3:1>root:null',
+      'grandkid:end>kid:null',
     ]);
-    const last = answers[0]?.at(-1) as { notifications: { mail: unknown[] } };
+    const last = answers[0]?.[14] as { notifications: { mail: unknown[] } };
     expect(last.notifications.mail).toEqual([
       { rootId: 'root', to: 'kid' },
       { rootId: 'root', to: 'root' },
@@ -383,6 +403,8 @@ describe("a step's commit in one statement on PostgreSQL", () => {
     expect(trips[1]?.[1]).toBe(2);
     // The steps the function left to the rule: a flight of its own, then the rule's.
     expect(trips[0]?.[7]).toBeGreaterThan(2);
+    // In the mixed batch, the plain step waited on nothing: fewer waits than the rules' alone.
+    expect(trips[0]?.[15]).toBeLessThan(trips[1]?.[15] as number);
   });
 
   it('is installed with the schema; a user who may not create functions keeps the rules; a read-only server opens', {

@@ -198,9 +198,15 @@ export class PostgresBatchWriter implements BatchWrites {
    * not wait for the last one's to be answered. A statement that fails is its write's
    * (each is sent tagged with it): the transaction goes back to that write's savepoint, the
    * write fails alone, and the writes after it, none of whose statements ran, run again.
+   * A plain step goes as one call of the step function, waiting for nothing; when the
+   * function leaves it to the rule (or fails otherwise), it runs again by the rule, which
+   * says what becomes of it.
    */
   async #each(client: pg.PoolClient, writes: readonly StoreRequestBody[], outbox: Outbox): Promise<BatchResult> {
-    const done: { outcome: WriteOutcome; notifications: Notifications }[] = [];
+    const done: ({ outcome: WriteOutcome; notifications: Notifications } | { call: ServerStep })[] = [];
+    /** The writes sent as calls, and those of them the rules run instead. */
+    const asCalls = new Set<number>();
+    const byRules = new Set<number>();
     let next = 0;
     const fail = async (error: unknown, current: number): Promise<void> => {
       const { cause, write } = await this.#blame(outbox, error);
@@ -211,6 +217,13 @@ export class PostgresBatchWriter implements BatchWrites {
       outbox.raw('RELEASE SAVEPOINT request');
       await outbox.settle();
       done.length = at;
+      if (asCalls.has(at) && !byRules.has(at)) {
+        // The function kept nothing of it: the rule decides, as if it had never been a call.
+        if ((cause as { code?: unknown }).code === UNDEFINED_FUNCTION) this.#stepCall = null;
+        byRules.add(at);
+        next = at;
+        return;
+      }
       done.push({
         outcome: { ok: false, error: this.#connection.errorOf(cause) },
         notifications: emptyNotifications(),
@@ -220,15 +233,21 @@ export class PostgresBatchWriter implements BatchWrites {
     for (;;) {
       while (next < writes.length) {
         const index = next;
-        const rules = new RuleContext({ lockRows: true });
+        const write = writes[index] as StoreRequestBody;
+        const call = this.#stepCall && !byRules.has(index) ? serverSteps([write], this.#stepCall)?.[0] : undefined;
         outbox.write = index;
         outbox.raw('SAVEPOINT request');
+        if (call) {
+          asCalls.add(index);
+          outbox.put(call.query);
+          outbox.raw('RELEASE SAVEPOINT request');
+          done.push({ call });
+          next = index + 1;
+          continue;
+        }
+        const rules = new RuleContext({ lockRows: true });
         try {
-          const value = await PostgresConnection.drive(
-            client,
-            ruleFor(rules, writes[index] as StoreRequestBody),
-            outbox,
-          );
+          const value = await PostgresConnection.drive(client, ruleFor(rules, write), outbox);
           outbox.raw('RELEASE SAVEPOINT request');
           done.push({ outcome: { ok: true, value }, notifications: rules.takeNotifications() });
           next = index + 1;
@@ -243,11 +262,22 @@ export class PostgresBatchWriter implements BatchWrites {
         await fail(error, writes.length - 1);
       }
     }
-    const notifications = emptyNotifications();
-    for (const item of done) append(notifications, item.notifications);
-    this.#hint(outbox, notifications);
+    // A call's commit hints for itself (see step-function.ts).
+    const byRule = emptyNotifications();
+    for (const item of done) if (!('call' in item)) append(byRule, item.notifications);
+    this.#hint(outbox, byRule);
     await outbox.settle();
-    return { outcomes: done.map((item) => item.outcome), notifications };
+    const notifications = emptyNotifications();
+    const outcomes = done.map((item): WriteOutcome => {
+      if (!('call' in item)) {
+        append(notifications, item.notifications);
+        return item.outcome;
+      }
+      const made = item.call.outcome();
+      append(notifications, made.notifications);
+      return { ok: true, value: made.value };
+    });
+    return { outcomes, notifications };
   }
 
   async close(): Promise<void> {
