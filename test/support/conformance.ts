@@ -182,6 +182,38 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
         expect(await port.account('tree')).toMatchObject({ spent: { tokens: 10 } });
       }));
 
+    it('ends a child on its last step: its line to the parent says its spend, its stale reservations go, its released children stay', () =>
+      withPort(async (port) => {
+        const fence = await root(port, 'ender');
+        const admitted = async (childId: string, key: string) => {
+          await port.call('spawn', { ...spawnInput(fence, key, childId), as: childId });
+          const taken = (await port.call('admit', { childId, ...claim('owner-a') })) as { generation: number };
+          return { runId: childId, generation: taken.generation, owner: 'owner-a' };
+        };
+        const reserve = (parent: Fence, key: string, childId: string) =>
+          port.call('spawn', { ...spawnInput(parent, key, childId), as: childId, queueNow: false });
+        // One child ends on a step that also releases a child it reserved in that step.
+        const releasing = await admitted('releasing', 'ender:1:0');
+        await reserve(releasing, 'releasing:2:0', 'released');
+        expect(await port.call('commitStep', step(releasing, 1))).toMatchObject({ status: 'committed' });
+        const last = { status: 'finished' as const, reply: 'all done' };
+        expect(await port.call('commitStep', step(releasing, 2, { spawned: ['released'], final: last }))).toMatchObject(
+          { status: 'committed' },
+        );
+        expect(await port.run('released')).toMatchObject({ status: 'queued' });
+        // The other ends on a plain last step, with a reservation an uncommitted attempt left behind.
+        const plain = await admitted('plain', 'ender:1:1');
+        await reserve(plain, 'plain:0:0', 'stale');
+        expect(await port.call('commitStep', step(plain, 1, { final: last }))).toMatchObject({ status: 'committed' });
+        expect(await port.run('stale')).toMatchObject({ status: 'cancelled' });
+        expect(await port.run('plain')).toMatchObject({ status: 'finished' });
+        const lines = (await port.inbox('ender', 'root')).map((message) => message.body);
+        expect(lines).toEqual([
+          '[releasing finished] all done (steps 2, tokens 20)',
+          '[plain finished] all done (steps 1, tokens 10)',
+        ]);
+      }));
+
     it('consumes a message exactly once', () =>
       withPort(async (port) => {
         const fence = await root(port, 'mail');

@@ -35,8 +35,11 @@ export function* send(
   msgId: string,
   message: SentMessage,
   now: number,
+  addressee?: RunRow,
 ): Q<void> {
-  if (!(yield* sql.get(ADDRESS_EXISTS, run.root_id, message.to))) {
+  // A row of the tree already read at that address is an agent there: no need to look.
+  const known = addressee?.root_id === run.root_id && addressee.address === message.to;
+  if (!known && !(yield* sql.get(ADDRESS_EXISTS, run.root_id, message.to))) {
     throw new HarnessError(
       ErrorCode.MailboxConflict,
       `run ${run.run_id}: no agent has the address ${JSON.stringify(message.to)} in this tree.`,
@@ -57,6 +60,17 @@ export function* send(
   context.pending.mail.push({ rootId: run.root_id, to: message.to });
 }
 
+/**
+ * What a run's end reads, when its caller read it ahead in the same transaction and nothing
+ * since has changed it: the children it still has reserved, its parent's row, and its own
+ * account (its spend, for the line to the parent).
+ */
+export interface RunEndAhead {
+  reserved: RunRow[];
+  parent: RunRow | undefined;
+  ledger: Pick<LedgerRow, 'steps_spent' | 'tokens_spent'>;
+}
+
 export function* finish(
   context: RuleContext,
   run: RunRow,
@@ -67,20 +81,21 @@ export function* finish(
   reason: string,
   now: number,
   events: EventData[],
+  ahead?: RunEndAhead,
 ): Q<void> {
   for (const event of events) yield* recordEvent(context, run, seq, generation, event, now);
   yield* sql.put(END_RUN, status, reply, JSON.stringify({ status, reason }), now, run.run_id);
   yield* sql.put('DELETE FROM drafts WHERE run_id = ?', run.run_id);
   yield* sql.put('DELETE FROM step_images WHERE run_id = ?', run.run_id);
   // Children a step reserved but never committed can no longer be released.
-  yield* dropPending(context, run, '', now);
+  yield* dropPending(context, run, '', now, undefined, undefined, ahead?.reserved);
   if (run.parent_id !== null) {
-    const parent = yield* runRow(context, run.parent_id);
-    const ledger = (yield* sql.get<LedgerRow>(context.ledgerById, run.run_id)) as LedgerRow;
+    const parent = ahead?.parent ?? (yield* runRow(context, run.parent_id));
+    const ledger = ahead?.ledger ?? ((yield* sql.get<LedgerRow>(context.ledgerById, run.run_id)) as LedgerRow);
     const said =
       reply === null ? reason : reply.length > LINE_REPLY_CHARS ? `${reply.slice(0, LINE_REPLY_CHARS)}…` : reply;
     const line = `[${run.address} ${status}] ${said.replace(/\s+/g, ' ')} (steps ${ledger.steps_spent}, tokens ${ledger.tokens_spent})`;
-    yield* send(context, run, seq, generation, `${run.address}:end`, { to: parent.address, body: line }, now);
+    yield* send(context, run, seq, generation, `${run.address}:end`, { to: parent.address, body: line }, now, parent);
   }
   yield* recordEvent(context, run, seq, generation, { type: 'run-end', status, reply, reason }, now);
   context.pending.ended.push({ rootId: run.root_id, runId: run.run_id, status });

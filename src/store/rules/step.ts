@@ -32,6 +32,17 @@ import { settleSpawns } from './spawn.js';
 const DRAW = `UPDATE ledger SET steps_spent = steps_spent + ?, tokens_spent = tokens_spent + ?
   WHERE run_id = ? RETURNING max_steps, max_tokens, steps_spent, tokens_spent`;
 
+/**
+ * The same draw on the tree's account, found from the run (none when the run is the root):
+ * sent ahead with the run's own draw, so a child's step does not wait on it apart.
+ */
+const ROOT_DRAW = `UPDATE ledger SET steps_spent = steps_spent + ?, tokens_spent = tokens_spent + ?
+  WHERE run_id = (SELECT root_id FROM runs WHERE run_id = ?) AND run_id <> ?
+  RETURNING max_steps, max_tokens, steps_spent, tokens_spent`;
+
+/** The parent's row of the run `?` (none for a root). */
+const PARENT_OF = 'SELECT * FROM runs WHERE run_id = (SELECT parent_id FROM runs WHERE run_id = ?)';
+
 const INSERT_DRAW =
   'INSERT INTO draws (draw_id, root_id, run_id, seq, generation, steps, tokens, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)';
 
@@ -66,11 +77,22 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
   // account (undone below unless the step stands), and what the step's end looks for.
   yield* sql.put('SAVEPOINT draw');
   const own = yield* sql.putRows<LedgerRow>(DRAW, draw.steps, draw.tokens, input.runId);
+  const rootDrawn = context.readAhead
+    ? yield* sql.putRows<LedgerRow>(ROOT_DRAW, draw.steps, draw.tokens, input.runId, input.runId)
+    : null;
   const prefix = `${input.runId}:${input.seq}:`;
   const pending = context.readAhead
     ? yield* sql.putRows<RunRow>(`${PENDING_CHILDREN}${context.forUpdate}`, input.runId, prefix.length, prefix)
     : null;
   const steers = context.readAhead ? yield* sql.putRows<SteerRow>(WAITING_STEERS, input.runId) : null;
+  // A last step's end reads these: the children still reserved, and the parent its line goes to.
+  const ending =
+    context.readAhead && input.final
+      ? {
+          reserved: yield* sql.putRows<RunRow>(`${PENDING_CHILDREN}${context.forUpdate}`, input.runId, 0, ''),
+          parent: yield* sql.putRows<RunRow>(`${PARENT_OF}${context.forUpdate}`, input.runId),
+        }
+      : null;
   let run: RunRow;
   try {
     run = yield* fenced(context, input);
@@ -87,7 +109,7 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
       `run ${input.runId}: step ${input.seq} cannot follow step ${run.last_seq}.`,
     );
   }
-  const drawn = yield* drawOnChain(run, draw, own()[0]);
+  const drawn = yield* drawOnChain(run, draw, own()[0], rootDrawn?.()[0]);
   if ('refused' in drawn) {
     const { account, crossing } = drawn.refused;
     const { ceiling, spent, limit } = crossing;
@@ -127,6 +149,8 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
   yield* sql.put('DELETE FROM step_images WHERE run_id = ? AND seq <= ?', run.run_id, input.seq);
   yield* sql.put(UPSERT_CHECKPOINT, run.run_id, input.seq, gen, JSON.stringify({ seq: input.seq }), input.now);
   if (input.final) {
+    // Read ahead, and still as they stand when the step released or dropped no child.
+    const untouched = ending !== null && input.spawned.length === 0 && (pending?.() ?? []).length === 0;
     yield* finish(
       context,
       run,
@@ -137,6 +161,9 @@ export function* commitStep(context: RuleContext, input: CommitStepInput): Q<Com
       input.final.reason ?? 'the model gave its final answer',
       input.now,
       [],
+      untouched
+        ? { reserved: ending.reserved(), parent: ending.parent()[0], ledger: own()[0] as LedgerRow }
+        : undefined,
     );
     return { status: 'committed', seq: input.seq, treeSpent };
   }
@@ -182,12 +209,15 @@ function* drawOnChain(
   run: RunRow,
   draw: DrawAmount,
   own?: LedgerRow,
+  root?: LedgerRow,
 ): Q<{ refused: { account: string; crossing: CeilingCrossing } } | { root: LedgerRow }> {
   // The root first (an ancestry runs from it down).
   const chain = [...(JSON.parse(run.ancestry) as string[]), run.run_id];
   if (!own) yield* sql.put('SAVEPOINT draw');
   const after = new Map<string, LedgerRow>();
   if (own) after.set(run.run_id, own);
+  // Drawn ahead with the run's own (see ROOT_DRAW).
+  if (root && run.root_id !== run.run_id) after.set(run.root_id, root);
   for (const id of chain) {
     if (!after.has(id)) after.set(id, (yield* sql.get<LedgerRow>(DRAW, draw.steps, draw.tokens, id)) as LedgerRow);
   }
