@@ -86,7 +86,8 @@ export class PostgresBatchWriter implements BatchWrites {
    * A batch of plain steps, each one call of the step function, sent with its COMMIT in
    * one flight: one wait on the server. Null when the database kept nothing of it: a step
    * the function leaves to the rule (see LEFT_TO_RULES), or a statement that failed; the
-   * batch then runs by the rules, in its order, which say which write failed and why.
+   * batch then runs write by write (#each, its plain steps as calls again), and the rules
+   * take the step left to them and say which write failed and why.
    */
   async #onServer(
     writes: readonly StoreRequestBody[],
@@ -217,6 +218,8 @@ export class PostgresBatchWriter implements BatchWrites {
       outbox.raw('RELEASE SAVEPOINT request');
       await outbox.settle();
       done.length = at;
+      // The writes after it go again, each as a call or by its rule as it is sent then.
+      for (const index of asCalls) if (index > at) asCalls.delete(index);
       if (asCalls.has(at) && !byRules.has(at)) {
         // The function kept nothing of it: the rule decides, as if it had never been a call.
         if ((cause as { code?: unknown }).code === UNDEFINED_FUNCTION) this.#stepCall = null;
