@@ -87,6 +87,46 @@ describe('one ledger per tree', () => {
     expect(reads).toEqual(['accounts', 'accounts']);
   });
 
+  it('reads a chain with no ceiling once: nothing it spends can cross what it does not have', async () => {
+    h = await storeHarness();
+    const result = await h.supervisor.run({
+      task: 'delegate',
+      provider: await script('program', {
+        programs: {
+          root: [{ toolCalls: [{ name: 'spawn_agent', args: { task: 'free', as: 'free' } }] }, { text: 'ok' }],
+          free: [{ text: 'done' }],
+        },
+      }),
+    }).result;
+    expect(result.status).toBe('finished');
+    const free = await runAt(h.store, result.rootId, 'free');
+    expect((await h.store.accounts([result.rootId, free.runId])).map((account) => account.ceilings)).toEqual([
+      { steps: null, tokens: null, wallMs: null },
+      { steps: null, tokens: null, wallMs: null },
+    ]);
+    const reads: string[] = [];
+    const counted = new Proxy(h.store, {
+      get: (store, name) => {
+        const member = Reflect.get(store, name);
+        if (typeof member !== 'function') return member;
+        return (...args: unknown[]) => {
+          reads.push(String(name));
+          return member.apply(store, args);
+        };
+      },
+    });
+    const { Budget } = await import('../dist/actors/agent/budget.js');
+    const { systemClock } = await import('../dist/clock.js');
+    const budget = new Budget(counted as never, systemClock, free, null);
+    const completion = { text: '', toolCalls: [], usage: { inputTokens: 10, outputTokens: 5 }, model: 'm' };
+    for (let step = 0; step < 3; step++) {
+      expect(await budget.precheck()).toEqual({ crossing: null, firstWall: null });
+      expect(await budget.wouldCross(completion as never)).toBeNull();
+    }
+    // The first read showed no ceiling anywhere on the chain: no step reads it again.
+    expect(reads).toEqual(['accounts']);
+  });
+
   it('ends a run as budget-exhausted on the step ceiling, with the crossing draw in the trace', async () => {
     h = await storeHarness();
     const result = await h.supervisor.run({

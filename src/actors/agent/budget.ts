@@ -48,9 +48,27 @@ export class Budget {
     this.#contract = contract;
   }
 
+  /**
+   * Whether some account of the chain has a ceiling of steps, tokens or wall time, once an
+   * answer has shown it. Ceilings are fixed when an account is made and never change, so a
+   * chain found without any needs no read of its accounts again: nothing it spends can
+   * cross what it does not have (on PostgreSQL, two round trips a step fewer).
+   */
+  #limited: boolean | null = null;
+
   /** The run and its ancestors, root first: every account a step draws on. */
   get chain(): string[] {
     return [...this.#run.ancestry, this.#run.runId];
+  }
+
+  /** The chain's accounts as they stand, or none when it has no ceiling to check them against. */
+  async #accounts(): Promise<LedgerAccount[]> {
+    if (this.#limited === false) return [];
+    const accounts = await this.#store.accounts(this.chain);
+    this.#limited = accounts.some(({ ceilings }) =>
+      [ceilings.steps, ceilings.tokens, ceilings.wallMs].some((ceiling) => ceiling !== null),
+    );
+    return accounts;
   }
 
   /**
@@ -85,7 +103,7 @@ export class Budget {
       }
     }
     let firstWall: FirstWall | null = null;
-    for (const account of await this.#store.accounts(this.chain)) {
+    for (const account of await this.#accounts()) {
       const id = account.runId;
       const crossed = ceilingCrossed(account, { steps: 1, tokens: 0 });
       if (crossed) return { crossing: crossed };
@@ -99,7 +117,7 @@ export class Budget {
   /** The draw a completion makes (one step, its tokens) against every ceiling up the chain. */
   async wouldCross(completion: Completion): Promise<Crossing | null> {
     const draw = { steps: 1, tokens: completion.usage.inputTokens + completion.usage.outputTokens };
-    for (const account of await this.#store.accounts(this.chain)) {
+    for (const account of await this.#accounts()) {
       const crossed = ceilingCrossed(account, draw);
       if (crossed) return crossed;
     }
