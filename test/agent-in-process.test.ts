@@ -23,6 +23,49 @@ import { claimOf } from './support/writer.js';
 const SCRIPT = join(import.meta.dirname, 'support', 'scripts', 'turns.mjs');
 
 describe('an agent run in-process', () => {
+  it('sends its start and its window to the store before waiting on either', async () => {
+    const path = tempStorePath();
+    const store = openLocalStore(path);
+    later(() => store.close());
+    const provider = { kind: 'module' as const, module: SCRIPT, options: { turns: [{ text: 'done', toolCalls: [] }] } };
+    const runId = 'start-ahead';
+    const generation = await createLoneRoot(store, {
+      runId,
+      task: 'say done',
+      spec: { provider, policy: Policy.default().toJSON() },
+      owner: 'o',
+    });
+    // A store that holds the answer to the run's first record of events until it is sent its
+    // second: a run that waited for the first before sending the second would wait for ever.
+    const seen: string[] = [];
+    let release: (() => void) | null = null;
+    const held = {
+      ...store,
+      call: (async (op: string, input: unknown) => {
+        const records = seen.filter((entry) => entry.startsWith('sent recordEvents')).length;
+        if (op === 'recordEvents')
+          seen.push(`sent recordEvents ${(input as { events: { type: string }[] }).events[0]?.type}`);
+        const answer = await (store.call as (op: string, input: unknown) => Promise<unknown>)(op, input);
+        if (op === 'recordEvents' && records === 0) await new Promise<void>((resolve) => (release = resolve));
+        else if (op === 'recordEvents') release?.();
+        if (op === 'recordEvents')
+          seen.push(`answered recordEvents ${(input as { events: { type: string }[] }).events[0]?.type}`);
+        return answer;
+      }) as typeof store.call,
+    };
+    const run = runAgent(
+      { type: 'start', runId, generation, owner: 'o', resumed: false, provider },
+      { store: held, host: stubHost(), clock: systemClock },
+    );
+    expect(await run.exit).toEqual({ kind: 'ended', status: 'finished' });
+    expect(seen.slice(0, 2)).toEqual(['sent recordEvents run-start', 'sent recordEvents context-window']);
+    // Committed in the order sent.
+    const reader = new TraceReader(path);
+    later(() => reader.close());
+    const types = reader.events(runId).map((event) => event.type);
+    expect(types.indexOf('run-start')).toBeLessThan(types.indexOf('context-window'));
+  });
+
   it('calls a tool, is refused, pauses on an approval, resumes, and ends on its step ceiling', async () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const path = tempStorePath();

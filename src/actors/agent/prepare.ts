@@ -130,7 +130,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   if (noWeb !== null) return endRun(agent, 'failed', `the contract asks for the web (withWeb), and ${noWeb}`);
   // Its language servers start in the background as it opens, where the policy allows it outright (never while it plans);
   // a language of its programs this host cannot run is recorded as it opens.
-  await recordStart(agent, run, [
+  const started = recordingStart(agent, run, [
     ...(kit?.authorizeServers(agent) ?? []),
     ...(agent.workspace?.programs?.fallbacks() ?? []),
   ]);
@@ -138,7 +138,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   // A turn's root takes what a person sent it before it started (or while it was down): a
   // run resuming a paused step takes it once that step is committed, so the words come after it.
   if (run.parentId === null && spec.session !== undefined && restored.draft === null) {
-    const waiting = await store.call('takeSteers', { ...agent.fence, now: clock.now() });
+    const [waiting] = await Promise.all([store.call('takeSteers', { ...agent.fence, now: clock.now() }), started()]);
     if (waiting.interrupt) return ended('interrupted');
     for (const text of waiting.steers) transcript.push(steerTurn(text));
   }
@@ -146,11 +146,11 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   const provider = await loadProvider(providerSpec, agent.hostModels);
   if (run.lastSeq === 0 && !start.resumed) {
     const refused = await refuseIfPrimaryUnreachable(agent, providerSpec, provider);
-    if (refused) return refused;
+    if (refused) return started().then(() => refused);
   }
   const parentAddress = run.parentId === null ? null : ((await store.run(run.parentId))?.address ?? null);
   // The window every request is fitted to: found once, recorded, read back on a resume.
-  const window = await findWindow(agent, providerSpec, agent.policy, restored.window);
+  const [window] = await Promise.all([findWindow(agent, providerSpec, agent.policy, restored.window), started()]);
   if (typeof window === 'string') return endRun(agent, 'failed', window);
   const contract = agent.contract;
   const assembly = new Assembly(
@@ -248,6 +248,22 @@ function equip(
   });
   const workspace = opened?.workspace ?? null;
   return { registry, briefing: workspace ? (spec.briefing ?? workspace.briefing()) : null };
+}
+
+/**
+ * {@link recordStart}, sent now: what it returns waits for it, throwing its failure. The
+ * run waits once its window is found, whose record goes to the store behind it, in order:
+ * a child's start waits on the store once, not twice.
+ */
+function recordingStart(agent: AgentRun, run: RunRecord, decided: EventData[]): () => Promise<void> {
+  const recorded = recordStart(agent, run, decided).then(
+    () => null,
+    (error: unknown) => ({ error }),
+  );
+  return async () => {
+    const failed = await recorded;
+    if (failed) throw failed.error;
+  };
 }
 
 /**
