@@ -6,6 +6,20 @@ afterEach(async () => {
   await h?.close();
 });
 
+/** `store`, every member it is asked to call named in `reads` as it is called. */
+function countingReads<T extends object>(store: T, reads: string[]): T {
+  return new Proxy(store, {
+    get: (target, name) => {
+      const member = Reflect.get(target, name);
+      if (typeof member !== 'function') return member;
+      return (...args: unknown[]) => {
+        reads.push(String(name));
+        return member.apply(target, args);
+      };
+    },
+  });
+}
+
 async function sumDraws(h: StoreHarness, rootId: string) {
   const draws = (await h.store.ledger(rootId))?.draws ?? [];
   return { steps: draws.reduce((s, d) => s + d.steps, 0), tokens: draws.reduce((s, d) => s + d.tokens, 0) };
@@ -67,16 +81,7 @@ describe('one ledger per tree', () => {
     expect(await h.store.accounts([])).toEqual([]);
     // A step's budget checks read the whole chain (root, big, bigger) once each, not an account at a time.
     const reads: string[] = [];
-    const counted = new Proxy(h.store, {
-      get: (store, name) => {
-        const member = Reflect.get(store, name);
-        if (typeof member !== 'function') return member;
-        return (...args: unknown[]) => {
-          reads.push(String(name));
-          return member.apply(store, args);
-        };
-      },
-    });
+    const counted = countingReads(h.store, reads);
     const { Budget } = await import('../dist/actors/agent/budget.js');
     const { systemClock } = await import('../dist/clock.js');
     const budget = new Budget(counted as never, systemClock, bigger, null);
@@ -105,16 +110,7 @@ describe('one ledger per tree', () => {
       { steps: null, tokens: null, wallMs: null },
     ]);
     const reads: string[] = [];
-    const counted = new Proxy(h.store, {
-      get: (store, name) => {
-        const member = Reflect.get(store, name);
-        if (typeof member !== 'function') return member;
-        return (...args: unknown[]) => {
-          reads.push(String(name));
-          return member.apply(store, args);
-        };
-      },
-    });
+    const counted = countingReads(h.store, reads);
     const { Budget } = await import('../dist/actors/agent/budget.js');
     const { systemClock } = await import('../dist/clock.js');
     const budget = new Budget(counted as never, systemClock, free, null);

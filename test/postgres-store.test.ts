@@ -25,6 +25,19 @@ async function database() {
   return db;
 }
 
+/** A store actor on the database at `url`, and `count` roots made through it (`prefix`0, `prefix`1 ...), each held by o. */
+async function actorWithRoots(url: string, prefix: string, count: number) {
+  const worker = await startStoreWorker({ target: { kind: 'postgres', connectionString: url }, killAt: null });
+  const client = new StoreClient(worker);
+  const fences = await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const { generation } = await client.call('createRoot', rootInput(`${prefix}${i}`, { owner: 'o' }));
+      return { runId: `${prefix}${i}`, generation, owner: 'o' };
+    }),
+  );
+  return { worker, client, fences };
+}
+
 async function sql<T extends pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -193,18 +206,8 @@ describe('a PostgreSQL store', () => {
   it('gathers concurrent writes through the store actor into shared transactions, a write that throws undone alone', async () => {
     const db = await database();
     const reads = await PostgresStore.open(db.url);
-    const worker = await startStoreWorker({
-      target: { kind: 'postgres', connectionString: db.url },
-      killAt: null,
-    });
-    const client = new StoreClient(worker);
+    const { worker, client, fences } = await actorWithRoots(db.url, 'r', 20);
     try {
-      const fences = await Promise.all(
-        Array.from({ length: 20 }, async (_, i) => {
-          const { generation } = await client.call('createRoot', rootInput(`r${i}`, { owner: 'o' }));
-          return { runId: `r${i}`, generation, owner: 'o' };
-        }),
-      );
       // Each step row marked with its transaction's start (now() is fixed for a transaction): one mark per transaction.
       await sql(db.url, 'ALTER TABLE steps ADD COLUMN begun TIMESTAMPTZ DEFAULT now()');
       // All at once: the actor gathers them. r0's step consumes a message no one sent, after its draw and row were written.
@@ -231,18 +234,8 @@ describe('a PostgreSQL store', () => {
 
   it('serves a long queue in transactions of at most 32 writes, and answers a sync once all of it is committed', async () => {
     const db = await database();
-    const worker = await startStoreWorker({
-      target: { kind: 'postgres', connectionString: db.url },
-      killAt: null,
-    });
-    const client = new StoreClient(worker);
+    const { worker, client, fences } = await actorWithRoots(db.url, 'q', 80);
     try {
-      const fences = await Promise.all(
-        Array.from({ length: 80 }, async (_, i) => {
-          const { generation } = await client.call('createRoot', rootInput(`q${i}`, { owner: 'o' }));
-          return { runId: `q${i}`, generation, owner: 'o' };
-        }),
-      );
       await sql(db.url, 'ALTER TABLE steps ADD COLUMN begun TIMESTAMPTZ DEFAULT now()');
       // Posted in one turn: they reach the actor as one queue of 80, and the sync behind them.
       let answered = 0;
