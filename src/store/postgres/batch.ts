@@ -20,7 +20,7 @@ import { openPostgresSchema } from './index.js';
 import { scopeOf } from './locks.js';
 import { channelOf, hintPayload, type WorkHint, WorkListener } from './notify.js';
 import type { Outbox } from './outbox.js';
-import { type ServerStep, type StepCall, serverSteps, stepCall } from './step-function.js';
+import { asCall, type ServerStep, type StepCall, stepCall } from './step-function.js';
 
 /** SQLSTATE of a call to a function that is not there. */
 const UNDEFINED_FUNCTION = '42883';
@@ -74,12 +74,14 @@ export class PostgresBatchWriter implements BatchWrites {
   }
 
   async run(writes: readonly StoreRequestBody[], beforeCommit: () => void = () => undefined): Promise<BatchResult> {
-    const steps = this.#stepCall ? serverSteps(writes, this.#stepCall) : null;
-    if (steps !== null) {
-      const done = await this.#onServer(writes, steps, beforeCommit);
+    // Each write as a call of the step function, made once for whichever way the batch goes.
+    const how = this.#stepCall;
+    const calls = how ? writes.map((write) => asCall(write, how)) : [];
+    if (calls.length > 0 && calls.every((call) => call !== null)) {
+      const done = await this.#onServer(writes, calls as ServerStep[], beforeCommit);
       if (done !== null) return done;
     }
-    return this.#byRules(writes, beforeCommit);
+    return this.#byRules(writes, calls, beforeCommit);
   }
 
   /**
@@ -121,14 +123,15 @@ export class PostgresBatchWriter implements BatchWrites {
   /** The batch by the rules (../rules), in one transaction. */
   async #byRules(
     writes: readonly StoreRequestBody[],
-    beforeCommit: () => void = () => undefined,
+    calls: readonly (ServerStep | null)[],
+    beforeCommit: () => void,
   ): Promise<BatchResult> {
     try {
       return await this.#connection.attempts(async (client, committing) => {
         // The transaction's start goes out with its first statements (see outbox.ts).
         const outbox = beginWrite(client, scopeOf(writes));
         const lone = writes.length === 1 ? writes[0] : undefined;
-        const done = lone ? await this.#alone(client, lone, outbox) : await this.#each(client, writes, outbox);
+        const done = lone ? await this.#alone(client, lone, outbox) : await this.#each(client, writes, calls, outbox);
         // A lone write that threw keeps nothing.
         if (lone && !done.outcomes[0]?.ok) {
           await client.query('ROLLBACK');
@@ -203,10 +206,15 @@ export class PostgresBatchWriter implements BatchWrites {
    * function leaves it to the rule (or fails otherwise), it runs again by the rule, which
    * says what becomes of it.
    */
-  async #each(client: pg.PoolClient, writes: readonly StoreRequestBody[], outbox: Outbox): Promise<BatchResult> {
+  async #each(
+    client: pg.PoolClient,
+    writes: readonly StoreRequestBody[],
+    calls: readonly (ServerStep | null)[],
+    outbox: Outbox,
+  ): Promise<BatchResult> {
+    // One entry a write sent, in order: a call's as it is sent, a rule's once it has run.
     const done: ({ outcome: WriteOutcome; notifications: Notifications } | { call: ServerStep })[] = [];
-    /** The writes sent as calls, and those of them the rules run instead. */
-    const asCalls = new Set<number>();
+    /** The writes sent as calls that the rules run instead. */
     const byRules = new Set<number>();
     let next = 0;
     const fail = async (error: unknown, current: number): Promise<void> => {
@@ -217,10 +225,9 @@ export class PostgresBatchWriter implements BatchWrites {
       outbox.raw('ROLLBACK TO SAVEPOINT request');
       outbox.raw('RELEASE SAVEPOINT request');
       await outbox.settle();
+      const sent = done[at];
       done.length = at;
-      // The writes after it go again, each as a call or by its rule as it is sent then.
-      for (const index of asCalls) if (index > at) asCalls.delete(index);
-      if (asCalls.has(at) && !byRules.has(at)) {
+      if (sent !== undefined && 'call' in sent) {
         // The function kept nothing of it: the rule decides, as if it had never been a call.
         if ((cause as { code?: unknown }).code === UNDEFINED_FUNCTION) this.#stepCall = null;
         byRules.add(at);
@@ -237,11 +244,10 @@ export class PostgresBatchWriter implements BatchWrites {
       while (next < writes.length) {
         const index = next;
         const write = writes[index] as StoreRequestBody;
-        const call = this.#stepCall && !byRules.has(index) ? serverSteps([write], this.#stepCall)?.[0] : undefined;
+        const call = this.#stepCall && !byRules.has(index) ? calls[index] : null;
         outbox.write = index;
         outbox.raw('SAVEPOINT request');
         if (call) {
-          asCalls.add(index);
           outbox.put(call.query);
           outbox.raw('RELEASE SAVEPOINT request');
           done.push({ call });

@@ -304,20 +304,11 @@ function plain(input: CommitStepInput): boolean {
   );
 }
 
-/**
- * `writes` as calls of the function (`how`: see {@link StepCall}), or null when any of
- * them is not a plain step (the batch then runs by the rules, as one).
- */
-export function serverSteps(writes: readonly StoreRequestBody[], how: StepCall): ServerStep[] | null {
-  const steps: ServerStep[] = [];
-  for (const write of writes) {
-    if (write.op !== 'commitStep') return null;
-    // What the rules write is scrubbed of the secrets this thread holds (rules/index.ts): so is this.
-    const step = serverStep(scrubValue(write.input), how);
-    if (step === null) return null;
-    steps.push(step);
-  }
-  return steps;
+/** `write` as a call of the function (`how`: see {@link StepCall}), or null when it is not a plain step. */
+export function asCall(write: StoreRequestBody, how: StepCall): ServerStep | null {
+  if (write.op !== 'commitStep') return null;
+  // What the rules write is scrubbed of the secrets this thread holds (rules/index.ts): so is this.
+  return serverStep(scrubValue(write.input), how);
 }
 
 /** How a writer calls the function: the call's text ({@link stepCall}), and the hint its commit sends (see notify.ts). */
