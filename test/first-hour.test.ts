@@ -113,7 +113,7 @@ describe('the first hour', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
-  it('builds before it packs, so a package made from a fresh clone ships dist/', { timeout: 120_000 }, () => {
+  it('builds before it packs: a package made from a fresh clone ships dist/bundle', { timeout: 120_000 }, () => {
     // The package's own files with no dist/, as a fresh clone has them; its node_modules borrowed.
     const copy = tempWorkspace();
     const here = fileURLToPath(new URL('..', import.meta.url));
@@ -123,6 +123,7 @@ describe('the first hour', () => {
       'tsconfig.json',
       'tsconfig.build.json',
       'src',
+      'scripts',
       'bin',
       'native',
       'viewer',
@@ -140,7 +141,7 @@ describe('the first hour', () => {
       }),
     ) as { files: { path: string }[] }[];
     const files = (packed[0]?.files ?? []).map((file) => file.path);
-    expect(files).toContain('dist/index.js');
+    expect(files).toContain('dist/bundle/index.js');
     expect(files).toContain('dist/index.d.ts');
   });
 

@@ -12,14 +12,16 @@
  * tree started before this was recorded has nothing to compare and resumes as before.
  */
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
 import { ErrorCode, HarnessError } from '../errors.js';
+import { packageFile } from '../package-files.js';
 import type { HostTool } from '../runtime/tools/host-tool.js';
 import type { ToolDefinitionData } from '../runtime/tools/tool.js';
 import type { RunSpec } from '../store/records.js';
 
 /** This package's release: its version, as package.json says. */
-export const RELEASE: string = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+export const RELEASE: string = (JSON.parse(readFileSync(packageFile('package.json'), 'utf8')) as { version: string })
+  .version;
 
 /** A tool as the model is shown it, as a short digest: its description and its parameters. */
 export function toolDigest(definition: Pick<ToolDefinitionData, 'description' | 'parameters'>): string {

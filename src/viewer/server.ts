@@ -19,8 +19,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, join, normalize, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../errors.js';
+import { packageFile } from '../package-files.js';
 import { isTerminal } from '../runtime/events.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import type { RunRecord } from '../store/records.js';
@@ -45,7 +45,7 @@ export interface Viewer {
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
-const ASSETS = fileURLToPath(new URL('./page/', import.meta.url));
+const ASSETS = `${packageFile('dist', 'viewer', 'page')}${sep}`;
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',

@@ -30,16 +30,13 @@ import { existsSync, lstatSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CodeNotKeptError } from '../../../errors.js';
+import { PACKAGE_ROOT } from '../../../package-files.js';
 import { codeKept, codeNowKnown, keepFromCommands, knowsCode } from './kept.js';
 import { holder, isDirectory, present, real } from './paths.js';
-import { manifestOf, relativeImports } from './relative-imports.js';
+import { relativeImports } from './relative-imports.js';
 
-/** The file this is, and the package it belongs to (the nearest directory above it with a package.json). */
+/** The file this is (the package it belongs to is PACKAGE_ROOT: the nearest directory above it with a package.json). */
 const HERE = fileURLToPath(import.meta.url);
-function packageRootOf(file: string): string {
-  const manifest = manifestOf(dirname(real(file)));
-  return manifest === null ? dirname(real(file)) : dirname(manifest);
-}
 
 /**
  * The directory holding io-harness's modules: the first directory of the package on the way
@@ -141,7 +138,7 @@ export function harnessCodePaths(
   cwd: string = process.cwd(),
   argv: readonly string[] = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean)],
 ): HarnessCode {
-  const packageRoot = packageRootOf(HERE);
+  const packageRoot = PACKAGE_ROOT;
   const preloaded = preloads(argv, cwd);
   const files = preloaded.files.map(fileCode);
   return withLinks({

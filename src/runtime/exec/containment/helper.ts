@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { packageFile } from '../../../package-files.js';
 import { findSystemProgram } from '../find-program.js';
 
 /** What the helper reports it applied (its `--report` line). */
@@ -31,7 +31,7 @@ export type Helper =
   | { ok: false; reason: string; binary?: string };
 
 /** The helper's source, shipped with the package beside dist/. */
-const SOURCE = fileURLToPath(new URL('../../../../native/landlock-exec.c', import.meta.url));
+const SOURCE = packageFile('native', 'landlock-exec.c');
 
 let built: Helper | undefined;
 
