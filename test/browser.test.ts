@@ -8,9 +8,10 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -264,9 +265,14 @@ describe('the browser', () => {
     });
     later(() => server.close());
     const path = tempStorePath();
+    // The killed process cannot remove what it made in its temporary directory (playwright's scratch directories): one of
+    // the test's own, its name short (under a much longer one the browser does not start: docs/CAPABILITIES.md).
+    const scratch = mkdtempSync(join(tmpdir(), 'iohk-'));
+    later(() => rmSync(scratch, { recursive: true, force: true }));
     const child = spawn(process.execPath, [fileURLToPath(new URL('./support/browser-run.mjs', import.meta.url))], {
       env: {
         ...process.env,
+        TMPDIR: scratch,
         STORE: path,
         ROOT: root,
         MODEL: `${server.url}/v1`,
