@@ -40,7 +40,7 @@ export async function runConfigCommand(args) {
     process.stderr.write('io-harness config: give --user-file or --no-user-file, not both\n');
     return 2;
   }
-  const { Config, ConfigError } = await import('../dist/index.js');
+  const { Config, ConfigError } = await import('../dist/bundle/index.js');
   // The renamed keys' deprecation warnings are printed below, once, in this command's own words.
   process.noDeprecation = true;
   let config;

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // io-harness <command>: the commands of the package.
-//   io-harness runs | sessions | show | follow | answer | resume | rewind | cost  (see --help; dist/cli)
+//   io-harness runs | sessions | show | follow | answer | resume | rewind | cost  (see --help; src/cli)
 //   io-harness config explain [key] [--root <dir>] [--user-file <file> | --no-user-file] [--profile <name>]
 //   io-harness mcp-server --root <dir> --store <db> [--policy <file.json>] [--http <port>] [--host <addr> [--allow-remote]]
 // serves the workspace tools of <dir> over MCP (stdio, or streamable HTTP with --http),
@@ -38,14 +38,14 @@ const MAX_BODY = 12 * 1024 * 1024;
 
 const [command, ...rest] = process.argv.slice(2);
 if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
-  const { traceCommandsHelp } = await import('../dist/cli/trace-commands.js');
+  const { traceCommandsHelp } = await import('../dist/bundle/cli.js');
   (command === undefined ? process.stderr : process.stdout).write(
     `${USAGE.replace('TRACE_COMMANDS', traceCommandsHelp())}\n`,
   );
   process.exit(command === undefined ? 2 : 0);
 }
 {
-  const { TRACE_COMMANDS, runTraceCommand } = await import('../dist/cli/trace-commands.js');
+  const { TRACE_COMMANDS, runTraceCommand } = await import('../dist/bundle/cli.js');
   if (Object.hasOwn(TRACE_COMMANDS, command)) {
     process.exitCode = await runTraceCommand(command, rest);
     // Nothing the command started is left to finish: its store is closed, its supervisor too.
@@ -57,8 +57,7 @@ if (command === 'config') {
   process.exit(await runConfigCommand(rest));
 }
 if (command !== 'mcp-server') {
-  const { nearestCommand } = await import('../dist/cli/command.js');
-  const { TRACE_COMMANDS } = await import('../dist/cli/trace-commands.js');
+  const { nearestCommand, TRACE_COMMANDS } = await import('../dist/bundle/cli.js');
   const near = nearestCommand(command, [...Object.keys(TRACE_COMMANDS), 'config', 'mcp-server']);
   fail(`there is no command ${JSON.stringify(command)}${near ? `; did you mean \`io-harness ${near}\`?` : ''}`);
 }
@@ -88,7 +87,7 @@ if (!values.store) fail('mcp-server needs --store, the SQLite file the runs are 
 
 // The calls read, write and run commands in the workspace: served to this machine only, unless said in so many words.
 if (values.host !== undefined && !values['allow-remote']) {
-  const { addressOf } = await import('../dist/runtime/exec/containment/address-floor.js');
+  const { addressOf } = await import('../dist/bundle/cli.js');
   const name = values.host.toLowerCase().replace(/\.$/, '');
   const address = addressOf(name.replace(/^\[(.*)\]$/, '$1'));
   const bytes = address?.bytes ?? [];
@@ -108,8 +107,8 @@ if (values.host !== undefined && !values['allow-remote']) {
     );
 }
 
-const { Policy, Store, Supervisor } = await import('../dist/index.js');
-const { WorkspaceMcpServer } = await import('../dist/mcp/serve.js');
+const { Policy, Store, Supervisor } = await import('../dist/bundle/index.js');
+const { WorkspaceMcpServer } = await import('../dist/bundle/mcp-server.js');
 let policy;
 if (values.policy) {
   try {

@@ -9,8 +9,8 @@
 // built-ins stay imports, found and loaded as before. What a dynamic import loads (the
 // workspace's modules, a provider's wire) stays a chunk of its own, loaded when it is.
 // `node scripts/bundle.mjs` (run by `npm run build`, after tsc).
-import { copyFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'rolldown';
 
@@ -27,44 +27,66 @@ const ENTRIES = {
   eval: 'eval/index.js',
   viewer: 'viewer/server.js',
   postgres: 'store/postgres/index.js',
+  // Not exported: what the command line (bin/) loads besides the index.
+  cli: 'cli/index.js',
 };
 
-/** Not tsc's: the bundle itself, and the viewer's page (vite's, for the browser). */
-const NOT_MODULES = [OUT, join(DIST, 'viewer', 'page')];
-
-/** Every .js file tsc wrote. */
-function modules(dir = DIST) {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return NOT_MODULES.includes(path) ? [] : modules(path);
-    return entry.name.endsWith('.js') ? [path] : [];
-  });
-}
+/** A file named by the code as `new URL('./name', import.meta.url)`, however it is quoted or wrapped. */
+const NAMED_BESIDE = /new URL\(\s*(['"`])\.\/([\w.-]+)\1\s*,\s*import\.meta\.url\s*\)/g;
+/** A module imported by relative path: statically, re-exported, or dynamically with a literal. */
+const RELATIVE_IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)(['"])(\.{1,2}\/[^'"]+)\1/g;
 
 /**
- * The modules a thread is started on, found where the code names them
- * (`new URL('./agent-worker.js', import.meta.url)`): each becomes an entry of the same name
- * beside the chunk that names it, so the same relative URL finds it. Two of one name fail.
+ * What the bundle needs beside the entries, found by following the entries' imports (so a
+ * stale file tsc left in dist/ counts for nothing): each module a thread is started on,
+ * named by the URL its starter builds, becomes an entry of the same name beside the chunks
+ * so the same URL finds it; any other file so named (the pools' CommonJS stand-in) is
+ * copied there. Two of one name, or one named like an entry point, fail the build.
  */
-function threadEntries() {
-  const found = {};
-  for (const file of modules()) {
-    for (const [, name] of readFileSync(file, 'utf8').matchAll(/new URL\('\.\/([\w-]+)\.js', import\.meta\.url\)/g)) {
-      const path = join(file, '..', `${name}.js`);
-      if (found[name] && found[name] !== path) throw new Error(`two thread entries are named ${name}.js`);
-      found[name] = path;
+function beside(entries) {
+  const threads = {};
+  const copies = {};
+  const seen = new Set();
+  const queue = Object.values(entries);
+  while (queue.length > 0) {
+    const file = queue.shift();
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const source = readFileSync(file, 'utf8');
+    for (const [, , spec] of source.matchAll(RELATIVE_IMPORT)) {
+      const target = resolve(dirname(file), spec);
+      if (target.endsWith('.js') && existsSync(target)) queue.push(target);
+    }
+    for (const [, , name] of source.matchAll(NAMED_BESIDE)) {
+      const target = join(dirname(file), name);
+      if (!existsSync(target)) throw new Error(`${file} names ./${name}, which tsc did not write beside it`);
+      const stem = name.replace(/\.js$/, '');
+      const taken = entries[stem] ?? threads[stem] ?? copies[name];
+      if (taken !== undefined && taken !== target)
+        throw new Error(`two files would be ./${name} in the bundle: ${taken} and ${target}`);
+      if (name.endsWith('.js')) {
+        threads[stem] = target;
+        queue.push(target);
+      } else copies[name] = target;
     }
   }
-  return found;
+  return { threads, copies };
 }
 
-const input = {
-  ...Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, join(DIST, file)])),
-  ...threadEntries(),
-};
+/** Every URL a chunk builds beside itself names a file the bundle holds, or the build fails. */
+function checkBeside() {
+  const held = new Set(readdirSync(OUT));
+  for (const chunk of readdirSync(OUT).filter((name) => name.endsWith('.js'))) {
+    for (const [, , name] of readFileSync(join(OUT, chunk), 'utf8').matchAll(NAMED_BESIDE))
+      if (!held.has(name)) throw new Error(`dist/bundle/${chunk} names ./${name}, which the bundle does not hold`);
+  }
+}
+
+const entries = Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, join(DIST, file)]));
+const { threads, copies } = beside(entries);
 rmSync(OUT, { recursive: true, force: true });
 await build({
-  input,
+  input: { ...entries, ...threads },
   platform: 'node',
   // Only io-harness's own modules are bundled: a package or a built-in is imported as it was.
   external: (id) => !id.startsWith('.') && !id.startsWith('/'),
@@ -80,5 +102,5 @@ await build({
     strictExecutionOrder: true,
   },
 });
-// The CommonJS stand-in a pool's threads load first (src/runtime/pool-entry.ts), beside the chunks that name it.
-copyFileSync(join(DIST, 'runtime', 'thread-entry.cjs'), join(OUT, 'thread-entry.cjs'));
+for (const [name, file] of Object.entries(copies)) copyFileSync(file, join(OUT, basename(name)));
+checkBeside();

@@ -142,6 +142,21 @@ export class ProviderError extends HarnessError {
   override serializedFields(): Record<string, unknown> {
     return { responseBody: this.responseBody, rateLimits: this.rateLimits };
   }
+
+  /**
+   * `instanceof ProviderError` holds for one made by another copy of io-harness in the same
+   * process too (a provider module importing the package, loaded by a runtime that runs
+   * from a copy of its own: dist/ beside the bundle, or two installed versions): an
+   * io-harness error of this code, with a kind. The runtime reads its kind, status and
+   * retry advice whichever copy made it.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return (
+      HarnessError.isInstance(value) &&
+      value.code === ErrorCode.ProviderFailed &&
+      typeof (value as { kind?: unknown }).kind === 'string'
+    );
+  }
 }
 
 registerErrorClass('ProviderError', (data, details) => {
