@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OpenAI, Policy, Store, Supervisor, TaskContract } from '../dist/index.js';
+import { temporaryTooLong } from '../dist/runtime/browser/browser.js';
 import { BROWSER_SANDBOX, openBrowser } from '../dist/runtime/browser/run-browser.js';
 import { executorFor } from '../dist/runtime/exec/factory.js';
 import { type ScriptedAnswer, ScriptedModelServer } from '../dist/testing/index.js';
@@ -237,6 +238,38 @@ describe('the browser', () => {
     expect(await noBrowserLeft()).toBe(true);
   });
 
+  it('says, before it starts Chromium, that the run’s temporary directory is too long for its socket, and what to do', {
+    timeout: 120_000,
+  }, async () => {
+    expect(temporaryTooLong('/tmp/io-harness-run-4242-abcdef/tmp')).toBeNull();
+    const root = tempWorkspace({ 'README.md': 'a project\n' });
+    later(() => killUnder(root));
+    const server = await model([{ name: 'browser_open', args: { url: 'http://127.0.0.1:9/' } }]);
+    const store = await Store.open(tempStorePath());
+    later(() => store.close());
+    // The run's directories are made under TMPDIR as it runs: a long one for this run alone, on this thread.
+    const long = mkdtempSync(join(tmpdir(), 'io-harness-a-temporary-directory-too-long-'));
+    later(() => rmSync(long, { recursive: true, force: true }));
+    const was = process.env.TMPDIR;
+    process.env.TMPDIR = long;
+    later(() => {
+      if (was === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = was;
+    });
+    const supervisor = await Supervisor.start(store, { isolation: 'in-process' });
+    later(() => supervisor.close());
+    const contract = TaskContract.workspace('look at a page', root).withBrowser();
+    const provider = OpenAI.create({ model: 'scripted', baseUrl: `${server.url}/v1`, apiKey: 'k' });
+    const result = await supervisor.run({ contract, provider, policy: policy('127.0.0.1') }).result;
+    expect(result.status).toBe('finished');
+    const observation = store.steps(result.rootId)[0]?.observations[0];
+    expect(observation?.isError).toBe(true);
+    expect(observation?.content).toMatch(
+      /the browser cannot start: Chromium binds a socket under the run's temporary directory \(.+\), and that path would be \d+ bytes longer than a UNIX socket allows; run the harness with TMPDIR set to a directory whose path is at least \d+ bytes shorter/,
+    );
+    expect(browsers()).toEqual([]);
+  });
+
   it('is absent from a run that does not ask for it, and refused on a single-file contract or with bad options', () => {
     const root = tempWorkspace({ 'a.txt': 'x' });
     const contract = TaskContract.workspace('x', root);
@@ -266,7 +299,7 @@ describe('the browser', () => {
     later(() => server.close());
     const path = tempStorePath();
     // The killed process cannot remove what it made in its temporary directory (playwright's scratch directories): one of
-    // the test's own, its name short (under a much longer one the browser does not start: docs/CAPABILITIES.md).
+    // the test's own, its name short (under a much longer one Chromium cannot bind its socket: docs/CAPABILITIES.md).
     const scratch = mkdtempSync(join(tmpdir(), 'iohk-'));
     later(() => rmSync(scratch, { recursive: true, force: true }));
     const child = spawn(process.execPath, [fileURLToPath(new URL('./support/browser-run.mjs', import.meta.url))], {

@@ -130,6 +130,22 @@ export function findChromium(
   };
 }
 
+/** The longest path a UNIX socket can be bound to: sun_path's 108 bytes, less its terminating NUL. */
+const SOCKET_PATH_MAX = 107;
+/** What Chromium adds to its temporary directory for its single-instance socket (the six letters are random). */
+const SINGLETON_TAIL = Buffer.byteLength('/org.chromium.Chromium.XXXXXX/SingletonSocket');
+
+/**
+ * Why Chromium cannot start with `tmp` as its temporary directory, or null when it can: it
+ * binds its single-instance socket under it and exits at once when that path is longer
+ * than a UNIX socket allows (playwright then reports only that the browser closed).
+ */
+export function temporaryTooLong(tmp: string): string | null {
+  const over = Buffer.byteLength(tmp) + SINGLETON_TAIL - SOCKET_PATH_MAX;
+  if (over <= 0) return null;
+  return `Chromium binds a socket under the run's temporary directory (${tmp}), and that path would be ${over} bytes longer than a UNIX socket allows; run the harness with TMPDIR set to a directory whose path is at least ${over} bytes shorter (/tmp, say)`;
+}
+
 /**
  * The switches the browser runs with: headless, its profile where the run's temporary
  * directory is, every request through the run's egress proxy (loopback too), and nothing

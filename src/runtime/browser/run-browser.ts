@@ -24,7 +24,7 @@ import { type ContainedExecutor, RELAY_PORT, runDirectory } from '../exec/contai
 import type { CommandOrigin, EgressGate } from '../exec/containment/proxy.js';
 import { requiredOnFirstUse } from '../lazy-require.js';
 import type { Policy } from '../policy/policy.js';
-import { type BrowserData, browserSwitches, findChromium } from './browser.js';
+import { type BrowserData, browserSwitches, findChromium, temporaryTooLong } from './browser.js';
 
 const playwright = requiredOnFirstUse<typeof import('playwright-core')>('playwright-core');
 
@@ -283,6 +283,8 @@ export class RunBrowser {
     const found = findChromium(this.data, opened.env.PATH ?? process.env.PATH, this.#untrusted);
     if ('missing' in found) throw new Error(`the browser cannot start: ${found.missing}.`);
     const own = opened.executor.boundary().tmp;
+    const tooLong = temporaryTooLong(own);
+    if (tooLong) throw new Error(`the browser cannot start: ${tooLong}.`);
     const profile = join(own, `browser-profile-${++this.#launches}`);
     // It works in its own directory: the anchor, read-only, is not in its view.
     const wrapped = opened.executor.wrapCommand(
