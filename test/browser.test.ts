@@ -21,7 +21,7 @@ import { BROWSER_SANDBOX, openBrowser } from '../dist/runtime/browser/run-browse
 import { executorFor } from '../dist/runtime/exec/factory.js';
 import { type ScriptedAnswer, ScriptedModelServer } from '../dist/testing/index.js';
 import { killUnder, processesWhere, tempStorePath } from './support/processes.js';
-import { later, tempWorkspace } from './support/workspace.js';
+import { later, setEnv, tempWorkspace } from './support/workspace.js';
 
 const PAGES: Record<string, string> = {
   '/': `<!doctype html><title>First page</title><h1>Welcome to the fixture</h1>
@@ -250,12 +250,7 @@ describe('the browser', () => {
     // The run's directories are made under TMPDIR as it runs: a long one for this run alone, on this thread.
     const long = mkdtempSync(join(tmpdir(), 'io-harness-a-temporary-directory-too-long-'));
     later(() => rmSync(long, { recursive: true, force: true }));
-    const was = process.env.TMPDIR;
-    process.env.TMPDIR = long;
-    later(() => {
-      if (was === undefined) delete process.env.TMPDIR;
-      else process.env.TMPDIR = was;
-    });
+    setEnv({ TMPDIR: long });
     const supervisor = await Supervisor.start(store, { isolation: 'in-process' });
     later(() => supervisor.close());
     const contract = TaskContract.workspace('look at a page', root).withBrowser();

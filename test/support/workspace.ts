@@ -21,11 +21,21 @@ export function later(step: Step): void {
   steps.push(step);
 }
 
+// Every step runs, even after one that throws (a close that failed must not leave a variable
+// of the environment set for the next test); what they threw is thrown after.
 afterEach(async () => {
-  for (const step of steps.splice(0).reverse()) await step();
+  const errors: unknown[] = [];
+  for (const step of steps.splice(0).reverse()) {
+    try {
+      await step();
+    } catch (error) {
+      errors.push(error);
+    }
+  }
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) throw new AggregateError(errors, `${errors.length} steps after the test failed`);
 });
 
-/** A temp directory holding `files`, removed after the test. */
 /** Sets variables of this process's environment for the test, put back as they were after it. */
 export function setEnv(values: Record<string, string>): void {
   for (const [name, value] of Object.entries(values)) {
@@ -38,6 +48,7 @@ export function setEnv(values: Record<string, string>): void {
   }
 }
 
+/** A temp directory holding `files`, removed after the test. */
 export function tempWorkspace(files: Record<string, string> = {}, prefix = 'io-harness-ws-'): string {
   const root = mkdtempSync(join(tmpdir(), prefix));
   later(() => rmSync(root, { recursive: true, force: true }));

@@ -132,7 +132,12 @@ export function findChromium(
 
 /** The longest path a UNIX socket can be bound to: sun_path's 108 bytes, less its terminating NUL. */
 const SOCKET_PATH_MAX = 107;
-/** What Chromium adds to its temporary directory for its single-instance socket (the six letters are random). */
+/**
+ * What Chromium adds to its temporary directory for its single-instance socket (the six
+ * letters are random): measured with Debian's Chromium, which starts with a 62-byte
+ * directory and not a 63-byte one. Google Chrome's name for it is 4 bytes shorter, so for
+ * Chrome the check is 4 bytes on the safe side.
+ */
 const SINGLETON_TAIL = Buffer.byteLength('/org.chromium.Chromium.XXXXXX/SingletonSocket');
 
 /**
