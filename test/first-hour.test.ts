@@ -142,7 +142,11 @@ describe('the first hour', () => {
     ) as { files: { path: string }[] }[];
     const files = (packed[0]?.files ?? []).map((file) => file.path);
     expect(files).toContain('dist/bundle/index.js');
+    expect(files).toContain('dist/bundle/agent-worker.js');
+    expect(files).toContain('dist/viewer/page/index.html');
     expect(files).toContain('dist/index.d.ts');
+    // One copy of the code: tsc's modules (and their maps) are the suite's, not the package's.
+    expect(files.filter((file) => /^dist\/(?!bundle\/|viewer\/page\/).*\.js(\.map)?$/.test(file))).toEqual([]);
   });
 
   it('publishes declarations that need only what the package depends on', () => {
