@@ -10,7 +10,7 @@
 // workspace's modules, a provider's wire) stays a chunk of its own, loaded when it is.
 // `node scripts/bundle.mjs` (run by `npm run build`, after tsc).
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'rolldown';
 
@@ -33,41 +33,51 @@ const ENTRIES = {
 
 /** A file named by the code as `new URL('./name', import.meta.url)`, however it is quoted or wrapped. */
 const NAMED_BESIDE = /new URL\(\s*(['"`])\.\/([\w.-]+)\1\s*,\s*import\.meta\.url\s*\)/g;
-/** A module imported by relative path: statically, re-exported, or dynamically with a literal. */
-const RELATIVE_IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)(['"])(\.{1,2}\/[^'"]+)\1/g;
+
+/** Bundles `input` into dist/bundle/, written anew; the modules each chunk holds, as rolldown read them. */
+async function bundle(input) {
+  rmSync(OUT, { recursive: true, force: true });
+  const { output } = await build({
+    input,
+    platform: 'node',
+    // Only io-harness's own modules are bundled: a package or a built-in is imported as it was.
+    external: (id) => !id.startsWith('.') && !id.startsWith('/'),
+    logLevel: 'warn',
+    output: {
+      dir: OUT,
+      format: 'esm',
+      entryFileNames: '[name].js',
+      chunkFileNames: '[name]-[hash].js',
+      // Errors and tools are named in messages and traces: the names stay as written.
+      keepNames: true,
+      // Modules run in the order they did unbundled, whatever chunk each lands in.
+      strictExecutionOrder: true,
+    },
+  });
+  // Its own runtime helpers are modules too, with names no file has: only tsc's files are read.
+  return output.flatMap((chunk) => (chunk.type === 'chunk' ? chunk.moduleIds.filter((id) => id.startsWith(DIST)) : []));
+}
 
 /**
- * What the bundle needs beside the entries, found by following the entries' imports (so a
- * stale file tsc left in dist/ counts for nothing): each module a thread is started on,
- * named by the URL its starter builds, becomes an entry of the same name beside the chunks
- * so the same URL finds it; any other file so named (the pools' CommonJS stand-in) is
- * copied there. Two of one name, or one named like an entry point, fail the build.
+ * What the bundle needs beside its entries, found in the modules it holds (so a stale file
+ * tsc left in dist/ counts for nothing): each module a thread is started on, named by the
+ * URL its starter builds, becomes an entry of the same name beside the chunks so the same
+ * URL finds it; any other file so named (the pools' CommonJS stand-in) is copied there.
+ * Two of one name, or one named like an entry point, fail the build.
  */
-function beside(entries) {
+function beside(modules, entries) {
   const threads = {};
   const copies = {};
-  const seen = new Set();
-  const queue = Object.values(entries);
-  while (queue.length > 0) {
-    const file = queue.shift();
-    if (seen.has(file)) continue;
-    seen.add(file);
-    const source = readFileSync(file, 'utf8');
-    for (const [, , spec] of source.matchAll(RELATIVE_IMPORT)) {
-      const target = resolve(dirname(file), spec);
-      if (target.endsWith('.js') && existsSync(target)) queue.push(target);
-    }
-    for (const [, , name] of source.matchAll(NAMED_BESIDE)) {
+  for (const file of modules) {
+    for (const [, , name] of readFileSync(file, 'utf8').matchAll(NAMED_BESIDE)) {
       const target = join(dirname(file), name);
       if (!existsSync(target)) throw new Error(`${file} names ./${name}, which tsc did not write beside it`);
       const stem = name.replace(/\.js$/, '');
       const taken = entries[stem] ?? threads[stem] ?? copies[name];
       if (taken !== undefined && taken !== target)
         throw new Error(`two files would be ./${name} in the bundle: ${taken} and ${target}`);
-      if (name.endsWith('.js')) {
-        threads[stem] = target;
-        queue.push(target);
-      } else copies[name] = target;
+      if (name.endsWith('.js')) threads[stem] = target;
+      else copies[name] = target;
     }
   }
   return { threads, copies };
@@ -82,25 +92,13 @@ function checkBeside() {
   }
 }
 
+// Bundled again while that finds thread entries it did not hold (a thread's modules may start threads too).
 const entries = Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, join(DIST, file)]));
-const { threads, copies } = beside(entries);
-rmSync(OUT, { recursive: true, force: true });
-await build({
-  input: { ...entries, ...threads },
-  platform: 'node',
-  // Only io-harness's own modules are bundled: a package or a built-in is imported as it was.
-  external: (id) => !id.startsWith('.') && !id.startsWith('/'),
-  logLevel: 'warn',
-  output: {
-    dir: OUT,
-    format: 'esm',
-    entryFileNames: '[name].js',
-    chunkFileNames: '[name]-[hash].js',
-    // Errors and tools are named in messages and traces: the names stay as written.
-    keepNames: true,
-    // Modules run in the order they did unbundled, whatever chunk each lands in.
-    strictExecutionOrder: true,
-  },
-});
-for (const [name, file] of Object.entries(copies)) copyFileSync(file, join(OUT, basename(name)));
+let input = entries;
+let found = beside(await bundle(input), entries);
+while (Object.keys(found.threads).some((name) => !(name in input))) {
+  input = { ...entries, ...found.threads };
+  found = beside(await bundle(input), entries);
+}
+for (const [name, file] of Object.entries(found.copies)) copyFileSync(file, join(OUT, basename(name)));
 checkBeside();

@@ -8,16 +8,19 @@ import { existsSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The nearest directory at or above `dir` that holds a package.json, or `dir` when none does. */
-export function packageRootAbove(dir: string): string {
+/** The nearest package.json at or above `dir`, or null when there is none up to the root. */
+export function manifestOf(dir: string): string | null {
   for (let at = dir; ; at = dirname(at)) {
-    if (existsSync(join(at, 'package.json'))) return at;
-    if (dirname(at) === at) return dir;
+    const path = join(at, 'package.json');
+    if (existsSync(path)) return path;
+    if (dirname(at) === at) return null;
   }
 }
 
-/** This package's root: the real directory, so a linked install names the files it really reads. */
-export const PACKAGE_ROOT: string = packageRootAbove(dirname(realpathSync(fileURLToPath(import.meta.url))));
+const HERE = dirname(realpathSync(fileURLToPath(import.meta.url)));
+
+/** This package's root: the real directory of its package.json, so a linked install names the files it really reads. */
+export const PACKAGE_ROOT: string = dirname(manifestOf(HERE) ?? join(HERE, 'package.json'));
 
 /** A file of this package by its path from the package's root, e.g. `packageFile('native', 'landlock-exec.c')`. */
 export function packageFile(...parts: string[]): string {

@@ -133,12 +133,13 @@ export function findChromium(
 /** The longest path a UNIX socket can be bound to: sun_path's 108 bytes, less its terminating NUL. */
 const SOCKET_PATH_MAX = 107;
 /**
- * What Chromium adds to its temporary directory for its single-instance socket (the six
- * letters are random): measured with Debian's Chromium, which starts with a 62-byte
- * directory and not a 63-byte one. Google Chrome's name for it is 4 bytes shorter, so for
- * Chrome the check is 4 bytes on the safe side.
+ * What Chromium adds to its temporary directory for its single-instance socket:
+ * `/org.chromium.Chromium.` and six random characters, then `/SingletonSocket`. Measured
+ * with Debian's Chromium, which starts with a 62-byte directory and not a 63-byte one.
+ * Google Chrome's name for it is 4 bytes shorter, so for Chrome the check is 4 bytes on
+ * the safe side.
  */
-const SINGLETON_TAIL = Buffer.byteLength('/org.chromium.Chromium.XXXXXX/SingletonSocket');
+const SINGLETON_TAIL = '/org.chromium.Chromium.'.length + 6 + '/SingletonSocket'.length;
 
 /**
  * Why Chromium cannot start with `tmp` as its temporary directory, or null when it can: it

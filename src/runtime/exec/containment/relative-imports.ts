@@ -8,8 +8,9 @@
  * its directory cannot be kept read-only, and these are what it would load from there. A
  * specifier computed at run time cannot be read here.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { manifestOf } from '../../../package-files.js';
 
 /** The most files followed from one module. */
 const MAX_FILES = 200;
@@ -27,15 +28,6 @@ function isFile(path: string): boolean {
     return statSync(path).isFile();
   } catch {
     return false;
-  }
-}
-
-/** The nearest package.json at or above `dir`, or null. */
-export function manifestOf(dir: string): string | null {
-  for (let at = dir; ; at = dirname(at)) {
-    const path = join(at, 'package.json');
-    if (existsSync(path)) return path;
-    if (dirname(at) === at) return null;
   }
 }
 
