@@ -66,6 +66,43 @@ describe('an agent run in-process', () => {
     expect(types.indexOf('run-start')).toBeLessThan(types.indexOf('context-window'));
   });
 
+  it("asks the store for all it restores at once: the run's row, spec, steps, events and draft", async () => {
+    const path = tempStorePath();
+    const store = openLocalStore(path);
+    later(() => store.close());
+    const provider = { kind: 'module' as const, module: SCRIPT, options: { turns: [{ text: 'done', toolCalls: [] }] } };
+    const runId = 'restore-together';
+    const generation = await createLoneRoot(store, {
+      runId,
+      task: 'say done',
+      spec: { provider, policy: Policy.default().toJSON() },
+      owner: 'o',
+    });
+    // Each of the five reads, when its answer comes (a turn of the event loop later, as a
+    // server's would): which of the others had been asked by then.
+    const asked = new Set<string>();
+    const askedBefore: Record<string, string[]> = {};
+    const restoring = ['run', 'spec', 'steps', 'events', 'draft'] as const;
+    const reads = { ...store } as Record<string, unknown>;
+    for (const name of restoring) {
+      const read = (store as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>)[name];
+      reads[name] = async (...args: unknown[]) => {
+        asked.add(name);
+        const answer = await read?.apply(store, args);
+        await new Promise((resolve) => setImmediate(resolve));
+        askedBefore[name] ??= restoring.filter((other) => asked.has(other));
+        return answer;
+      };
+    }
+    const run = runAgent(
+      { type: 'start', runId, generation, owner: 'o', resumed: false, provider },
+      { store: reads as unknown as typeof store, host: stubHost(), clock: systemClock },
+    );
+    expect(await run.exit).toEqual({ kind: 'ended', status: 'finished' });
+    // The run's row was not waited for before the rest was asked: one wait on a server's store, not two.
+    expect(askedBefore.run).toEqual([...restoring]);
+  });
+
   it('calls a tool, is refused, pauses on an approval, resumes, and ends on its step ceiling', async () => {
     const root = tempWorkspace({ 'a.txt': 'alpha\n' });
     const path = tempStorePath();

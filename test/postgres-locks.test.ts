@@ -211,6 +211,38 @@ describe('PostgreSQL write locks', () => {
     expect(scopeOf(many.slice(1))).not.toBeNull();
   });
 
+  it("finds a write's trees by its runs' keys, whatever plan the server keeps for the statement", async () => {
+    const db = await database();
+    await open(db.url);
+    const session = await client(db.url);
+    const other = await client(db.url);
+    // A tree of three hundred runs the server has no statistics for (as a new store's first
+    // minutes are), and the plan every later call of the prepared statement runs.
+    await session.query(
+      `INSERT INTO runs (run_id, root_id, parent_id, address, depth, ancestry, status, task, spec, created_at)
+       SELECT 'r' || i, 'big', CASE WHEN i = 0 THEN NULL ELSE 'r0' END,
+         CASE WHEN i = 0 THEN 'root' ELSE 'root.' || i END, 1, '[]', 'running', 't', '{}', 0
+       FROM generate_series(0, 300) AS i`,
+    );
+    const [, trees] = lockStatements({ runs: ['r5', 'gone'], roots: ['other-tree'] }) as [unknown, { text: string }];
+    let n = 0;
+    await session.query(`PREPARE trees AS ${trees.text.replace(/\?/g, () => `$${++n}`)}`);
+    await session.query('SET plan_cache_mode = force_generic_plan');
+    const plan = (await session.query("EXPLAIN EXECUTE trees('{r5,gone}', '{other-tree}')")).rows
+      .map((row) => row['QUERY PLAN'])
+      .join('\n');
+    expect(plan).toContain('runs_pkey');
+    expect(plan).not.toMatch(/Seq Scan on runs/);
+    // Run, it takes the lock of r5's tree and of the one named by its root; a run not found is no error.
+    await session.query('BEGIN');
+    await session.query("EXECUTE trees('{r5,gone}', '{other-tree}')");
+    const free = async (key: string) =>
+      (await other.query<{ free: boolean }>(`SELECT pg_try_advisory_xact_lock(7311, hashtext($1)) AS free`, [key]))
+        .rows[0]?.free;
+    expect([await free('big'), await free('other-tree')]).toEqual([false, false]);
+    await session.query('ROLLBACK');
+  });
+
   it("keeps one tree's ledger to the token when two hosts commit to its accounts at once", {
     timeout: 120_000,
   }, async () => {

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PostgresBatchWriter } from '../dist/store/postgres/batch.js';
 import { PostgresStore } from '../dist/store/postgres/index.js';
+import { channelOf } from '../dist/store/postgres/notify.js';
 import { sqlRows } from './support/backends.js';
 import { counting, freshDatabase } from './support/postgres.js';
 import { claimOf, emptyStep, rootInput } from './support/writer.js';
@@ -104,6 +105,72 @@ describe('a write on PostgreSQL', () => {
     expect((await store.inbox('top', 'root')).map((message) => message.body)).toEqual([
       '[root.1 finished] done (steps 2, tokens 4)',
     ]);
+  });
+
+  it("reads a tree's cap and its slots once a claim, however many of its children the claim admits", async () => {
+    const { store } = await withRoots([]);
+    const { generation } = await store.call('createRoot', {
+      ...rootInput('capped', { owner: 'o' }),
+      maxConcurrentAgents: 4,
+    });
+    const parent = { runId: 'capped', generation, owner: 'o' };
+    for (const n of [1, 2, 3, 4, 5, 6])
+      await store.call('spawn', {
+        ...parent,
+        key: `capped:1:${n}`,
+        task: 't',
+        as: null,
+        asked: { steps: null, tokens: null, wallMs: null },
+        maxWaitSecs: null,
+        newRunId: `k${n}`,
+        queueNow: true,
+        now: Date.now(),
+      });
+    const claim = { ...claimOf({ owner: 'h', host: 'host-h' }), roots: ['capped'], limit: 16 };
+    const first = await counting(() => store.call('claim', claim));
+    // The cap holds as the claim counts what it takes: four of six, first in first out.
+    expect(first.value.claimed.map((run) => run.runId)).toEqual(['k1', 'k2', 'k3', 'k4']);
+    // The tree's slots counted once (not again for each child), its account read once.
+    expect(first.texts.filter((text) => /COUNT\(\*\)/.test(text))).toHaveLength(1);
+    expect(first.texts.filter((text) => /FROM ledger/.test(text))).toHaveLength(1);
+    // Counted from the rows again at the next claim, which finds the tree full.
+    expect((await store.call('claim', claim)).claimed).toEqual([]);
+  });
+
+  it("sends a batch's hint to other hosts with its COMMIT, and waits for neither alone", async () => {
+    const { db, store, fences } = await withRoots(['top']);
+    const top = fences[0] as (typeof fences)[0];
+    const writer = await PostgresBatchWriter.open({ connectionString: db.url });
+    cleanups.push(async () => writer.close());
+    const listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    cleanups.push(() => listener.end());
+    const heard = new Promise<string>((resolve) =>
+      listener.on('notification', (message) => resolve(message.payload ?? '')),
+    );
+    await listener.query(`LISTEN ${channelOf({ connectionString: db.url })}`);
+    const spawn = (n: number) => ({
+      op: 'spawn' as const,
+      input: {
+        ...top,
+        key: `top:1:${n}`,
+        task: 't',
+        as: null,
+        asked: { steps: null, tokens: null, wallMs: null },
+        maxWaitSecs: null,
+        newRunId: `kid${n}`,
+        queueNow: true,
+        now: Date.now(),
+      },
+    });
+    // Two spawns by the rules, each waiting once for what it reads; then the savepoints' end,
+    // and the hint with the COMMIT behind it: four waits on the server.
+    const batch = await counting(() => writer.run([spawn(1), spawn(2)]));
+    expect(batch.value.outcomes.map((outcome) => outcome.ok)).toEqual([true, true]);
+    expect(batch.roundTrips).toBe(4);
+    expect((await store.runs('top')).map((run) => run.runId).sort()).toEqual(['kid1', 'kid2', 'top']);
+    // The hint landed with the commit: another host hears that the tree has work.
+    expect(JSON.parse(await heard)).toMatchObject({ r: ['top'] });
   });
 
   it('fails alone a write of a batch whose statement fails at the database, one it did not wait for; the writes after it run again', async () => {

@@ -61,16 +61,19 @@ export async function freshDatabase(): Promise<{ url: string; name: string; drop
   };
 }
 
-/** Counts, while `body` runs, the statements the clients send and how many of them found none in flight. */
+/** Counts, while `body` runs, the statements the clients send (their texts too) and how many of them found none in flight. */
 export async function counting<T>(
   body: () => Promise<T>,
-): Promise<{ value: T; statements: number; roundTrips: number }> {
+): Promise<{ value: T; statements: number; roundTrips: number; texts: string[] }> {
   const original = pg.Client.prototype.query;
   let inflight = 0;
   let statements = 0;
   let roundTrips = 0;
+  const texts: string[] = [];
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     statements++;
+    const [first] = args as [string | { text?: string }];
+    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
     if (inflight === 0) roundTrips++;
     inflight++;
     const result = (original as (...a: unknown[]) => Promise<unknown>).apply(this, args);
@@ -81,7 +84,7 @@ export async function counting<T>(
     return result;
   } as typeof original;
   try {
-    return { value: await body(), statements, roundTrips };
+    return { value: await body(), statements, roundTrips, texts };
   } finally {
     pg.Client.prototype.query = original;
   }

@@ -80,6 +80,17 @@ export interface PreparedRun {
 
 export type Prepared = { kind: 'prepared'; run: PreparedRun } | Ended;
 
+/**
+ * The address of the parent a child's reply goes to, read while the run opens rather than
+ * after: its failure is thrown where it is waited for (a return before that leaves it unread).
+ */
+function parentAddressOf(store: AgentRun['store'], parentId: string | null): Promise<string | null> {
+  if (parentId === null) return Promise.resolve(null);
+  const read = store.run(parentId).then((parent) => parent?.address ?? null);
+  read.catch(() => undefined);
+  return read;
+}
+
 /** Prepares the run the agent drives, or ends it when it cannot start (and says why in the trace). */
 export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   const { store, clock, start } = agent;
@@ -88,6 +99,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
   const run = restored.run;
   const spec = restored.spec as RunSpecData;
   agent.seq = restored.seq;
+  const parentRead = parentAddressOf(store, run.parentId);
   // What only a workspace run needs is loaded only for one; the sandbox's probes (spawns,
   // once a thread) run while it loads rather than after, holding the thread still. An
   // executor handed in makes no sandbox, so nothing is probed for it.
@@ -148,7 +160,7 @@ export async function prepareRun(agent: AgentRun): Promise<Prepared> {
     const refused = await refuseIfPrimaryUnreachable(agent, providerSpec, provider);
     if (refused) return started().then(() => refused);
   }
-  const parentAddress = run.parentId === null ? null : ((await store.run(run.parentId))?.address ?? null);
+  const parentAddress = await parentRead;
   // The window every request is fitted to: found once, recorded, read back on a resume.
   const [window] = await Promise.all([findWindow(agent, providerSpec, agent.policy, restored.window), started()]);
   if (typeof window === 'string') return endRun(agent, 'failed', window);

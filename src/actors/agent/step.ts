@@ -213,14 +213,15 @@ function latestMemory(
 
 /** Restores a run from its steps and its draft. Null when the store has no such run. */
 export async function restoreRun(store: StoreReads, runId: string): Promise<RestoredRun | null> {
-  const run = await store.run(runId);
-  if (!run) return null;
-  const [spec, steps, events, draft] = await Promise.all([
+  // Read together (one wait on a server's store): a run that is not there has none of the rest either.
+  const [run, spec, steps, events, draft] = await Promise.all([
+    store.run(runId),
     store.spec(runId),
     store.steps(runId),
     store.events(runId),
     store.draft(runId),
   ]);
+  if (!run) return null;
   const seq = run.lastSeq + 1;
   const history: TranscriptEntry[] = [];
   // Re-prompts already spent, counted from the trace so a resumed run keeps its count.

@@ -141,7 +141,8 @@ export class PostgresBatchWriter implements BatchWrites {
         committing();
         if (!lone) {
           // A batch keeps what did not throw: its writes were settled, each in its savepoint.
-          await client.query('COMMIT');
+          // Its hint (see #each) goes with the COMMIT, in one flight.
+          await commitBehind(outbox);
           return done;
         }
         try {
@@ -271,11 +272,11 @@ export class PostgresBatchWriter implements BatchWrites {
         await fail(error, writes.length - 1);
       }
     }
-    // A call's commit hints for itself (see step-function.ts).
+    // A call's commit hints for itself (see step-function.ts). The hint is sent with the
+    // COMMIT, not waited for alone: NOTIFY takes effect at the commit, or never.
     const byRule = emptyNotifications();
     for (const item of done) if (!('call' in item)) append(byRule, item.notifications);
     this.#hint(outbox, byRule);
-    await outbox.settle();
     const notifications = emptyNotifications();
     const outcomes = done.map((item): WriteOutcome => {
       if (!('call' in item)) {

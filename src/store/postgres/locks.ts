@@ -104,7 +104,11 @@ export const MAX_TREE_LOCKS = 32;
 /**
  * The statements that take a transaction's locks, held to its end. A tree's key is read
  * off its root id; a run's root id never changes, so it is read without a lock. The keys
- * are taken in ascending order, one statement for all of them.
+ * are taken in ascending order, one statement for all of them. Each run's row is found by
+ * its key, one lookup a run: the statement is prepared, and a plan made for `run_id =
+ * ANY(...)` while the table was small reads every run of the store on each write (half a
+ * millisecond a write once a tree holds a thousand runs). A run not found gives a null
+ * key, which takes no lock (the lock function returns null for it).
  */
 export function lockStatements(scope: LockScope | null): Query[] {
   if (scope === null) return [{ op: 'run', text: `SELECT pg_advisory_xact_lock(${STORE_LOCK})`, params: [] }];
@@ -113,7 +117,7 @@ export function lockStatements(scope: LockScope | null): Query[] {
     {
       op: 'run',
       text: `SELECT pg_advisory_xact_lock(${TREE_LOCK_CLASS}, k) FROM (
-        SELECT DISTINCT hashtext(root_id) AS k FROM runs WHERE run_id = ANY(?::text[])
+        SELECT hashtext((SELECT root_id FROM runs WHERE run_id = r)) AS k FROM unnest(?::text[]) AS r
         UNION SELECT hashtext(r) FROM unnest(?::text[]) AS r ORDER BY 1) AS keys`,
       params: [scope.runs, scope.roots],
     },

@@ -34,9 +34,20 @@ export interface ClaimedRun {
 const TAKE_LEASE = `UPDATE runs SET lease_owner = ?, lease_pid = ?, lease_host = ?, lease_expires_at = ?,
   generation = generation + 1, parked = 0 WHERE run_id = ? AND generation = ?`;
 
-/** Parents whose child has ended, waiting for a slot to go on: a free slot is theirs before the queue's. */
-const WANTING = `SELECT COUNT(*) AS n FROM runs WHERE root_id = ? AND status = 'running'
-  AND lease_owner IS NOT NULL AND parked = 2 AND run_id <> ?`;
+/**
+ * The slots of tree `?` that are spoken for: its spawned agents holding one (as {@link HOLDING}
+ * counts them) and the parents whose child has ended, waiting for one to go on (a free slot is
+ * theirs before the queue's). One read a tree a claim; the claim counts what it takes on top.
+ */
+const SPOKEN_FOR = `SELECT COUNT(*) FILTER (WHERE parent_id IS NOT NULL AND parked = 0) AS holding,
+  COUNT(*) FILTER (WHERE parked = 2) AS wanting
+  FROM runs WHERE root_id = ? AND status = 'running' AND lease_owner IS NOT NULL`;
+
+/** A tree's cap and the slots of it spoken for, as one claim sees them. */
+interface Slots {
+  cap: number | null;
+  used: number;
+}
 
 const RENEW = 'UPDATE runs SET lease_expires_at = ? WHERE run_id = ? AND generation = ? AND lease_owner = ?';
 
@@ -191,7 +202,20 @@ export function* claim(
     ...input.roots,
     input.limit * 4,
   );
-  const full = new Set<string>();
+  // Read once a tree, when a run of it first needs a slot: the claim holds the tree's lock,
+  // so nothing else changes the count meanwhile but what this claim takes.
+  const slots = new Map<string, Slots>();
+  const slotsOf = function* (rootId: string): Q<Slots> {
+    let known = slots.get(rootId);
+    if (!known) {
+      const ledger = yield* sql.get<LedgerRow>(context.ledgerById, rootId);
+      const cap = ledger?.max_concurrent_agents ?? null;
+      const counts = cap === null ? null : yield* sql.get<{ holding: number; wanting: number }>(SPOKEN_FOR, rootId);
+      known = { cap, used: Number(counts?.holding ?? 0) + Number(counts?.wanting ?? 0) };
+      slots.set(rootId, known);
+    }
+    return known;
+  };
   for (const row of [...lapsed, ...queued]) {
     if (claimed.length >= input.limit) break;
     const wasRunning = row.status === 'running';
@@ -201,33 +225,26 @@ export function* claim(
     }
     // A run under a lease that holds its slot, or waits for it back, is counted already:
     // taking it over changes no count. Anything else needs a free slot.
+    // (Such a run is in neither count: a run counted there never gets here.)
     const counted = wasRunning && row.lease_owner !== null && Number(row.parked) !== 1;
-    if (row.parent_id !== null && !counted) {
-      if (full.has(row.root_id)) continue;
-      const ledger = yield* sql.get<LedgerRow>(context.ledgerById, row.root_id);
-      const cap = ledger?.max_concurrent_agents ?? null;
-      if (cap !== null) {
-        const holding = (yield* sql.get<{ n: number }>(HOLDING, row.root_id, row.run_id))?.n ?? 0;
-        const wanting = (yield* sql.get<{ n: number }>(WANTING, row.root_id, row.run_id))?.n ?? 0;
-        if (Number(holding) + Number(wanting) >= cap) {
-          full.add(row.root_id);
-          continue;
-        }
-      }
-    }
+    const tree = row.parent_id !== null && !counted ? yield* slotsOf(row.root_id) : null;
+    if (tree && tree.cap !== null && tree.used >= tree.cap) continue;
     if (wasRunning) {
+      // Taking the lease unparks the run: it holds a slot now.
       const { generation } = yield* acquireLease(context, { runId: row.run_id, ...input });
       claimed.push({ runId: row.run_id, rootId: row.root_id, address: row.address, generation, resumed: true });
+      if (tree) tree.used++;
     } else {
       const admitted = yield* admit(context, { childId: row.run_id, ...input });
-      if (admitted.status === 'admitted')
-        claimed.push({
-          runId: row.run_id,
-          rootId: row.root_id,
-          address: row.address,
-          generation: admitted.generation,
-          resumed: false,
-        });
+      if (admitted.status !== 'admitted') continue;
+      claimed.push({
+        runId: row.run_id,
+        rootId: row.root_id,
+        address: row.address,
+        generation: admitted.generation,
+        resumed: false,
+      });
+      if (tree) tree.used++;
     }
   }
   return { claimed };
