@@ -107,7 +107,7 @@ describe('a write on PostgreSQL', () => {
     ]);
   });
 
-  it("reads a tree's cap and its slots once a claim, however many of its children the claim admits", async () => {
+  it("reads a tree's cap and its slots once a claim, and waits for nothing more for each child it admits", async () => {
     const { store } = await withRoots([]);
     const { generation } = await store.call('createRoot', {
       ...rootInput('capped', { owner: 'o' }),
@@ -133,6 +133,10 @@ describe('a write on PostgreSQL', () => {
     // The tree's slots counted once (not again for each child), its account read once.
     expect(first.texts.filter((text) => /COUNT\(\*\)/.test(text))).toHaveLength(1);
     expect(first.texts.filter((text) => /FROM ledger/.test(text))).toHaveLength(1);
+    // Each child's row is taken as the claim read it, locked: the locks, the runs it may take
+    // and the tree's cap and count (one round trip each), the admissions behind them and the
+    // COMMIT (one more), whatever the number admitted.
+    expect(first.roundTrips).toBe(5);
     // Counted from the rows again at the next claim, which finds the tree full.
     expect((await store.call('claim', claim)).claimed).toEqual([]);
   });

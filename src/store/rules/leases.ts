@@ -6,6 +6,7 @@
  * earlier driver.
  */
 import { ConflictError } from '../../errors.js';
+import type { EventData } from '../../runtime/events.js';
 import { processLiveness } from '../liveness.js';
 import type { CreateRootInput, Fence, LeaseClaim } from '../records.js';
 import type { Q } from '../sql.js';
@@ -88,13 +89,21 @@ export function* createRoot(context: RuleContext, input: CreateRootInput): Q<{ g
  * Taking always raises the generation, which fences every earlier driver.
  */
 export function* acquireLease(context: RuleContext, input: LeaseClaim & { runId: string }): Q<{ generation: number }> {
-  const row = yield* runRow(context, input.runId);
+  return yield* takeLease(context, yield* runRow(context, input.runId), input);
+}
+
+/**
+ * Takes the lease of `row`, as {@link acquireLease} does, the row read (and on PostgreSQL
+ * locked) earlier in this transaction and changed since only in its status: nothing is
+ * read again, so the claim that read it waits on nothing more for it.
+ */
+function* takeLease(context: RuleContext, row: RunRow, input: LeaseClaim): Q<{ generation: number }> {
   const previous = row.lease_owner;
   if (previous !== null && previous !== input.owner) {
     const liveness = processLiveness(row.lease_pid, row.lease_host, input.host);
     const expires = row.lease_expires_at ?? 0;
     if (liveness !== 'dead' && expires > input.now) {
-      throw new ConflictError(input.runId, {
+      throw new ConflictError(row.run_id, {
         owner: previous,
         pid: row.lease_pid,
         host: row.lease_host,
@@ -102,7 +111,7 @@ export function* acquireLease(context: RuleContext, input: LeaseClaim & { runId:
       });
     }
   }
-  yield* sql.put(TAKE_LEASE, input.owner, input.pid, input.host, input.now + input.ttlMs, input.runId, row.generation);
+  yield* sql.put(TAKE_LEASE, input.owner, input.pid, input.host, input.now + input.ttlMs, row.run_id, row.generation);
   const generation = row.generation + 1;
   yield* recordEvent(
     context,
@@ -145,24 +154,31 @@ export function* admit(
   input: LeaseClaim & { childId: string },
 ): Q<{ status: 'admitted'; generation: number } | { status: 'gone' }> {
   const row = yield* runRow(context, input.childId);
-  const moved = (yield* sql.run(
-    `UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`,
-    input.now,
-    input.childId,
-  )).changes;
+  const moved = (yield* sql.run(ADMITTED, input.now, input.childId)).changes;
   // Cancelled, or admitted by another driver, since the supervisor read the queue.
   if (moved !== 1 || row.status !== 'queued') return { status: 'gone' };
-  yield* sql.put(`UPDATE runs SET status = 'running' WHERE run_id = ?`, input.childId);
+  yield* sql.put(RUNNING, input.childId);
   const lease = yield* acquireLease(context, { runId: input.childId, ...input });
-  yield* recordEvent(
-    context,
-    row,
-    null,
-    lease.generation,
-    { type: 'spawn-started', childId: row.run_id, address: row.address },
-    input.now,
-  );
+  yield* recordEvent(context, row, null, lease.generation, started(row), input.now);
   return { status: 'admitted', generation: lease.generation };
+}
+
+const ADMITTED = `UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`;
+const RUNNING = `UPDATE runs SET status = 'running' WHERE run_id = ?`;
+const started = (row: RunRow): EventData => ({ type: 'spawn-started', childId: row.run_id, address: row.address });
+
+/**
+ * A queued child a claim read, moved to running under this owner's lease, as {@link admit}
+ * moves it, with nothing read again: the claim read its row locked and its place in the
+ * queue under the tree's lock, which every write that moves a child in or out of the queue
+ * takes too, so both still stand.
+ */
+function* enterQueued(context: RuleContext, row: RunRow, input: LeaseClaim): Q<{ generation: number }> {
+  yield* sql.put(ADMITTED, input.now, row.run_id);
+  yield* sql.put(RUNNING, row.run_id);
+  const lease = yield* takeLease(context, row, input);
+  yield* recordEvent(context, row, null, lease.generation, started(row), input.now);
+  return lease;
 }
 
 /**
@@ -229,23 +245,11 @@ export function* claim(
     const counted = wasRunning && row.lease_owner !== null && Number(row.parked) !== 1;
     const tree = row.parent_id !== null && !counted ? yield* slotsOf(row.root_id) : null;
     if (tree && tree.cap !== null && tree.used >= tree.cap) continue;
-    if (wasRunning) {
-      // Taking the lease unparks the run: it holds a slot now.
-      const { generation } = yield* acquireLease(context, { runId: row.run_id, ...input });
-      claimed.push({ runId: row.run_id, rootId: row.root_id, address: row.address, generation, resumed: true });
-      if (tree) tree.used++;
-    } else {
-      const admitted = yield* admit(context, { childId: row.run_id, ...input });
-      if (admitted.status !== 'admitted') continue;
-      claimed.push({
-        runId: row.run_id,
-        rootId: row.root_id,
-        address: row.address,
-        generation: admitted.generation,
-        resumed: false,
-      });
-      if (tree) tree.used++;
-    }
+    // The row was read locked (`FOR UPDATE ... SKIP LOCKED`), so the lease is taken from it as read.
+    // Taking the lease unparks the run: it holds a slot now.
+    const { generation } = wasRunning ? yield* takeLease(context, row, input) : yield* enterQueued(context, row, input);
+    claimed.push({ runId: row.run_id, rootId: row.root_id, address: row.address, generation, resumed: wasRunning });
+    if (tree) tree.used++;
   }
   return { claimed };
 }
