@@ -604,5 +604,35 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
         // Both lapsed, so in the order they were made (the same millisecond, then by id): compared as a set.
         expect((await own(later + 7_200_000, ['c1'])).claimed.map((run) => run.runId).sort()).toEqual(['c2', 'shared']);
       }));
+
+    it('counts a run a claim takes over that held no slot against the cap, before the queue', () =>
+      withPort(async (port) => {
+        const { generation } = await port.call('createRoot', {
+          runId: 'capped',
+          task: 't',
+          spec: { provider: null },
+          ceilings: { steps: null, tokens: null, wallMs: null },
+          maxTotalAgents: null,
+          maxConcurrentAgents: 2,
+          maxWaitSecs: 30,
+          claim: claim('owner-a'),
+        });
+        const fence = { runId: 'capped', generation, owner: 'owner-a' };
+        await port.call('spawn', { ...spawnInput(fence, 'capped:1:1', 'k1'), as: 'k1' });
+        const now = Date.now();
+        const onA = { ...claimOf({ owner: 'owner-a', now }), roots: ['capped'], limit: 1 };
+        const [k1] = (await port.call('claim', onA)).claimed;
+        expect(k1?.runId).toBe('k1');
+        // k1's host lets it go: running, under no lease, so holding no slot until it is taken.
+        await port.call('releaseLease', { runId: 'k1', generation: k1?.generation as number, owner: 'owner-a' });
+        for (const n of [2, 3])
+          await port.call('spawn', { ...spawnInput(fence, `capped:1:${n}`, `k${n}`), as: `k${n}` });
+        // One claim takes k1 over (a slot), then admits from the queue only what the cap has left.
+        const onB = { ...claimOf({ owner: 'owner-b', host: 'host-b', now }), roots: ['capped'], limit: 10 };
+        expect((await port.call('claim', onB)).claimed.map((run) => [run.runId, run.resumed])).toEqual([
+          ['k1', true],
+          ['k2', false],
+        ]);
+      }));
   });
 }
