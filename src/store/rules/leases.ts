@@ -200,7 +200,8 @@ export function* claim(
   // release that failed), unless this owner drives that run now.
   const driving = input.driving ?? [];
   const notDriving = driving.length === 0 ? '' : ` AND run_id NOT IN (${driving.map(() => '?').join(', ')})`;
-  const lapsed = yield* sql.all<RunRow>(
+  // Both lists read in one wait (on PostgreSQL): the second's answer comes after the first's.
+  const lapsed = yield* sql.putRows<RunRow>(
     `SELECT * FROM runs WHERE root_id IN (${roots}) AND status = 'running'
       AND (lease_owner IS NULL OR lease_expires_at <= ? OR (lease_owner <> ? AND lease_host = ?))${notDriving}
       ORDER BY created_at, run_id LIMIT ?${context.skipLocked}`,
@@ -224,15 +225,19 @@ export function* claim(
   const slotsOf = function* (rootId: string): Q<Slots> {
     let known = slots.get(rootId);
     if (!known) {
-      const ledger = yield* sql.get<LedgerRow>(context.ledgerById, rootId);
+      // Read ahead (PostgreSQL), the count goes with the account, in one wait, cap or none.
+      const ahead = context.readAhead ? yield* sql.putRows<LedgerRow>(context.ledgerById, rootId) : null;
+      const counted = ahead ? yield* sql.get<{ holding: number; wanting: number }>(SPOKEN_FOR, rootId) : null;
+      const ledger = ahead ? ahead()[0] : yield* sql.get<LedgerRow>(context.ledgerById, rootId);
       const cap = ledger?.max_concurrent_agents ?? null;
-      const counts = cap === null ? null : yield* sql.get<{ holding: number; wanting: number }>(SPOKEN_FOR, rootId);
+      const counts =
+        cap === null ? null : (counted ?? (yield* sql.get<{ holding: number; wanting: number }>(SPOKEN_FOR, rootId)));
       known = { cap, used: Number(counts?.holding ?? 0) + Number(counts?.wanting ?? 0) };
       slots.set(rootId, known);
     }
     return known;
   };
-  for (const row of [...lapsed, ...queued]) {
+  for (const row of [...lapsed(), ...queued]) {
     if (claimed.length >= input.limit) break;
     const wasRunning = row.status === 'running';
     // A lease on this host whose process is gone is taken at once; a live one stays its owner's.
