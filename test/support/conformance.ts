@@ -62,6 +62,21 @@ function spawnInput(fence: { runId: string; generation: number; owner: string },
   };
 }
 
+/** A root of `runId` under owner-a's lease whose tree holds at most `cap` agents at once; its fence. */
+async function cappedRoot(port: StorePort, runId: string, cap: number) {
+  const { generation } = await port.call('createRoot', {
+    runId,
+    task: 't',
+    spec: { provider: null },
+    ceilings: { steps: null, tokens: null, wallMs: null },
+    maxTotalAgents: null,
+    maxConcurrentAgents: cap,
+    maxWaitSecs: 30,
+    claim: claim('owner-a'),
+  });
+  return { runId, generation, owner: 'owner-a' };
+}
+
 export function storePortConformance(backend: string, open: () => Promise<OpenedPort>): void {
   async function withPort(body: (port: StorePort) => Promise<void>): Promise<void> {
     const opened = await open();
@@ -525,17 +540,7 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
 
     it('claims a host its runnable agents within the tree’s cap, takes lapsed runs over first, and parks a waiting parent', () =>
       withPort(async (port) => {
-        const { generation } = await port.call('createRoot', {
-          runId: 'shared',
-          task: 't',
-          spec: { provider: null },
-          ceilings: { steps: null, tokens: null, wallMs: null },
-          maxTotalAgents: null,
-          maxConcurrentAgents: 2,
-          maxWaitSecs: 30,
-          claim: claim('owner-a'),
-        });
-        const fence = { runId: 'shared', generation, owner: 'owner-a' };
+        const fence = await cappedRoot(port, 'shared', 2);
         for (const n of [1, 2, 3, 4])
           await port.call('spawn', { ...spawnInput(fence, `shared:1:${n}`, `c${n}`), as: `c${n}` });
         const now = Date.now();
@@ -607,17 +612,7 @@ export function storePortConformance(backend: string, open: () => Promise<Opened
 
     it('counts a run a claim takes over that held no slot against the cap, before the queue', () =>
       withPort(async (port) => {
-        const { generation } = await port.call('createRoot', {
-          runId: 'capped',
-          task: 't',
-          spec: { provider: null },
-          ceilings: { steps: null, tokens: null, wallMs: null },
-          maxTotalAgents: null,
-          maxConcurrentAgents: 2,
-          maxWaitSecs: 30,
-          claim: claim('owner-a'),
-        });
-        const fence = { runId: 'capped', generation, owner: 'owner-a' };
+        const fence = await cappedRoot(port, 'capped', 2);
         await port.call('spawn', { ...spawnInput(fence, 'capped:1:1', 'k1'), as: 'k1' });
         const now = Date.now();
         const onA = { ...claimOf({ owner: 'owner-a', now }), roots: ['capped'], limit: 1 };
