@@ -11,7 +11,7 @@ import { PostgresStore } from '../dist/store/postgres/index.js';
 import { lockStatements, MAX_TREE_LOCKS, scopeOf } from '../dist/store/postgres/locks.js';
 import { freshDatabase } from './support/postgres.js';
 import { later } from './support/workspace.js';
-import { claimOf, emptyStep, rootInput } from './support/writer.js';
+import { claimOf, emptyStep, rootInput, spawnInput } from './support/writer.js';
 
 async function database() {
   const db = await freshDatabase();
@@ -256,17 +256,7 @@ describe('PostgreSQL write locks', () => {
     const fence = { runId: 'tree', generation: root.generation, owner: 'a' };
     const children: { runId: string; generation: number; owner: string; host: PostgresStore }[] = [];
     for (let i = 0; i < 8; i++) {
-      await hostA.call('spawn', {
-        ...fence,
-        key: `tree:1:${i}`,
-        task: 'child task',
-        as: null,
-        asked: { steps: null, tokens: null, wallMs: null },
-        maxWaitSecs: null,
-        newRunId: `c${i}`,
-        queueNow: true,
-        now: Date.now(),
-      });
+      await hostA.call('spawn', spawnInput(fence, `tree:1:${i}`, `c${i}`));
       const host = i % 2 === 0 ? hostA : hostB;
       const owner = i % 2 === 0 ? 'a' : 'b';
       const admitted = (await host.call('admit', { childId: `c${i}`, ...claimOf({ owner }) })) as {

@@ -13,7 +13,7 @@ import { PostgresStore } from '../dist/store/postgres/index.js';
 import { channelOf } from '../dist/store/postgres/notify.js';
 import { sqlRows } from './support/backends.js';
 import { counting, freshDatabase } from './support/postgres.js';
-import { claimOf, emptyStep, rootInput } from './support/writer.js';
+import { claimOf, emptyStep, rootInput, spawnInput } from './support/writer.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -77,19 +77,7 @@ describe('a write on PostgreSQL', () => {
   it("waits twice for a child's step, its last included: the tree's account, the parent and the reservations read ahead", async () => {
     const { store, fences } = await withRoots(['top'], 1);
     const top = fences[0] as (typeof fences)[0];
-    const spawn = (key: string, newRunId: string) =>
-      store.call('spawn', {
-        ...top,
-        key,
-        task: 't',
-        as: null,
-        asked: { steps: null, tokens: null, wallMs: null },
-        maxWaitSecs: null,
-        newRunId,
-        queueNow: true,
-        now: Date.now(),
-      });
-    await spawn('top:1:0', 'kid');
+    await store.call('spawn', spawnInput(top, 'top:1:0', 'kid'));
     const admitted = (await store.call('admit', { childId: 'kid', ...claimOf({ owner: 'o' }) })) as {
       generation: number;
     };
@@ -114,18 +102,7 @@ describe('a write on PostgreSQL', () => {
       maxConcurrentAgents: 4,
     });
     const parent = { runId: 'capped', generation, owner: 'o' };
-    for (const n of [1, 2, 3, 4, 5, 6])
-      await store.call('spawn', {
-        ...parent,
-        key: `capped:1:${n}`,
-        task: 't',
-        as: null,
-        asked: { steps: null, tokens: null, wallMs: null },
-        maxWaitSecs: null,
-        newRunId: `k${n}`,
-        queueNow: true,
-        now: Date.now(),
-      });
+    for (const n of [1, 2, 3, 4, 5, 6]) await store.call('spawn', spawnInput(parent, `capped:1:${n}`, `k${n}`));
     const claim = { ...claimOf({ owner: 'h', host: 'host-h' }), roots: ['capped'], limit: 16 };
     const first = await counting(() => store.call('claim', claim));
     // The cap holds as the claim counts what it takes: four of six, first in first out.
@@ -153,20 +130,7 @@ describe('a write on PostgreSQL', () => {
       listener.on('notification', (message) => resolve(message.payload ?? '')),
     );
     await listener.query(`LISTEN ${channelOf({ connectionString: db.url })}`);
-    const spawn = (n: number) => ({
-      op: 'spawn' as const,
-      input: {
-        ...top,
-        key: `top:1:${n}`,
-        task: 't',
-        as: null,
-        asked: { steps: null, tokens: null, wallMs: null },
-        maxWaitSecs: null,
-        newRunId: `kid${n}`,
-        queueNow: true,
-        now: Date.now(),
-      },
-    });
+    const spawn = (n: number) => ({ op: 'spawn' as const, input: spawnInput(top, `top:1:${n}`, `kid${n}`) });
     // Two spawns by the rules, each waiting once for what it reads; then the savepoints' end,
     // and the hint with the COMMIT behind it: four waits on the server.
     const batch = await counting(() => writer.run([spawn(1), spawn(2)]));

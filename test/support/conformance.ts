@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { StorePort } from '../../dist/store/port.js';
 import type { CommitStepInput, Fence } from '../../dist/store/records.js';
-import { claimOf, emptyStep } from './writer.js';
+import { claimOf, emptyStep, spawnInput as queued } from './writer.js';
 
 /** What a promise rejected with; fails the test when it resolves. */
 async function thrown(promise: Promise<unknown>): Promise<unknown> {
@@ -48,19 +48,8 @@ async function root(port: StorePort, runId: string, ceilings = { steps: null, to
   return { runId, generation, owner: 'owner-a' };
 }
 
-function spawnInput(fence: { runId: string; generation: number; owner: string }, key: string, newRunId: string) {
-  return {
-    ...fence,
-    key,
-    task: 'child task',
-    as: 'child',
-    asked: { steps: null, tokens: null, wallMs: null },
-    maxWaitSecs: null,
-    newRunId,
-    queueNow: true,
-    now: Date.now(),
-  };
-}
+/** A spawn as the suite's tests make them: at the address `child` unless they say otherwise. */
+const spawnInput = (fence: Fence, key: string, newRunId: string) => queued(fence, key, newRunId, { as: 'child' });
 
 /** A root of `runId` under owner-a's lease whose tree holds at most `cap` agents at once; its fence. */
 async function cappedRoot(port: StorePort, runId: string, cap: number) {

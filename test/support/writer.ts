@@ -1,7 +1,7 @@
 /** Direct use of the store's write operations, for unit tests of their semantics on a real file. */
 import type Database from 'better-sqlite3';
 import { HOST } from '../../dist/store/liveness.js';
-import type { CommitStepInput, Fence } from '../../dist/store/records.js';
+import type { CommitStepInput, Fence, SpawnInput } from '../../dist/store/records.js';
 import { openWriter } from '../../dist/store/sqlite/schema.js';
 import { type StoreWriter, sqliteWriter } from '../../dist/store/sqlite/writer.js';
 import { tempStorePath } from './processes.js';
@@ -48,6 +48,22 @@ export function rootInput(runId: string, claim: Claim) {
 export function createRoot(writer: StoreWriter, runId: string, claim: Claim): Fence {
   const { generation } = writer.call('createRoot', rootInput(runId, claim));
   return { runId, generation, owner: claim.owner };
+}
+
+/** A spawn by `fence`'s run of `newRunId` under spawn key `key`: queued at once, asking for nothing; `extra` says more. */
+export function spawnInput(fence: Fence, key: string, newRunId: string, extra: Partial<SpawnInput> = {}): SpawnInput {
+  return {
+    ...fence,
+    key,
+    task: 'child task',
+    as: null,
+    asked: { steps: null, tokens: null, wallMs: null },
+    maxWaitSecs: null,
+    newRunId,
+    queueNow: true,
+    now: Date.now(),
+    ...extra,
+  };
 }
 
 const completion = { text: '', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' };

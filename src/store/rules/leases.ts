@@ -157,15 +157,19 @@ export function* admit(
   const moved = (yield* sql.run(ADMITTED, input.now, input.childId)).changes;
   // Cancelled, or admitted by another driver, since the supervisor read the queue.
   if (moved !== 1 || row.status !== 'queued') return { status: 'gone' };
-  yield* sql.put(RUNNING, input.childId);
-  const lease = yield* acquireLease(context, { runId: input.childId, ...input });
-  yield* recordEvent(context, row, null, lease.generation, started(row), input.now);
-  return { status: 'admitted', generation: lease.generation };
+  return { status: 'admitted', ...(yield* running(context, row, input)) };
 }
 
 const ADMITTED = `UPDATE spawn_queue SET state = 'admitted', admitted_at = ? WHERE child_run_id = ? AND state = 'queued'`;
-const RUNNING = `UPDATE runs SET status = 'running' WHERE run_id = ?`;
-const started = (row: RunRow): EventData => ({ type: 'spawn-started', childId: row.run_id, address: row.address });
+
+/** A child out of the queue, `row` as read (locked) before: running under this owner's lease. */
+function* running(context: RuleContext, row: RunRow, input: LeaseClaim): Q<{ generation: number }> {
+  yield* sql.put(`UPDATE runs SET status = 'running' WHERE run_id = ?`, row.run_id);
+  const lease = yield* takeLease(context, row, input);
+  const started: EventData = { type: 'spawn-started', childId: row.run_id, address: row.address };
+  yield* recordEvent(context, row, null, lease.generation, started, input.now);
+  return lease;
+}
 
 /**
  * A queued child a claim read, moved to running under this owner's lease, as {@link admit}
@@ -175,10 +179,7 @@ const started = (row: RunRow): EventData => ({ type: 'spawn-started', childId: r
  */
 function* enterQueued(context: RuleContext, row: RunRow, input: LeaseClaim): Q<{ generation: number }> {
   yield* sql.put(ADMITTED, input.now, row.run_id);
-  yield* sql.put(RUNNING, row.run_id);
-  const lease = yield* takeLease(context, row, input);
-  yield* recordEvent(context, row, null, lease.generation, started(row), input.now);
-  return lease;
+  return yield* running(context, row, input);
 }
 
 /**
@@ -225,14 +226,13 @@ export function* claim(
   const slotsOf = function* (rootId: string): Q<Slots> {
     let known = slots.get(rootId);
     if (!known) {
-      // Read ahead (PostgreSQL), the count goes with the account, in one wait, cap or none.
-      const ahead = context.readAhead ? yield* sql.putRows<LedgerRow>(context.ledgerById, rootId) : null;
-      const counted = ahead ? yield* sql.get<{ holding: number; wanting: number }>(SPOKEN_FOR, rootId) : null;
-      const ledger = ahead ? ahead()[0] : yield* sql.get<LedgerRow>(context.ledgerById, rootId);
-      const cap = ledger?.max_concurrent_agents ?? null;
-      const counts =
-        cap === null ? null : (counted ?? (yield* sql.get<{ holding: number; wanting: number }>(SPOKEN_FOR, rootId)));
-      known = { cap, used: Number(counts?.holding ?? 0) + Number(counts?.wanting ?? 0) };
+      // The tree's account and its count, in one wait (on PostgreSQL), whether it has a cap or not.
+      const ledger = yield* sql.putRows<LedgerRow>(context.ledgerById, rootId);
+      const counts = yield* sql.get<{ holding: number; wanting: number }>(SPOKEN_FOR, rootId);
+      known = {
+        cap: ledger()[0]?.max_concurrent_agents ?? null,
+        used: Number(counts?.holding ?? 0) + Number(counts?.wanting ?? 0),
+      };
       slots.set(rootId, known);
     }
     return known;
@@ -245,8 +245,7 @@ export function* claim(
       if (processLiveness(row.lease_pid, row.lease_host, input.host) !== 'dead') continue;
     }
     // A run under a lease that holds its slot, or waits for it back, is counted already:
-    // taking it over changes no count. Anything else needs a free slot.
-    // (Such a run is in neither count: a run counted there never gets here.)
+    // taking it over changes no count. Anything else needs a free slot (and is in neither count).
     const counted = wasRunning && row.lease_owner !== null && Number(row.parked) !== 1;
     const tree = row.parent_id !== null && !counted ? yield* slotsOf(row.root_id) : null;
     if (tree && tree.cap !== null && tree.used >= tree.cap) continue;
