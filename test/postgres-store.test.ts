@@ -12,7 +12,7 @@ import { PostgresStore, postgresMigration } from '../dist/store/postgres/index.j
 import { Store } from '../dist/store/sqlite/store.js';
 import { SCHEMA_VERSION } from '../dist/store/version.js';
 import { freshDatabase } from './support/postgres.js';
-import { claimOf, emptyStep, rootInput } from './support/writer.js';
+import { claimOf, emptyStep, rootInput, spawnInput } from './support/writer.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -297,17 +297,7 @@ describe('a PostgreSQL store', () => {
     try {
       const root = await store.call('createRoot', rootInput('tree', { owner: 'o' }));
       const fence = { runId: 'tree', generation: root.generation, owner: 'o' };
-      const spawnOf = (key: string, id: string) => ({
-        ...fence,
-        key,
-        task: 'child task',
-        as: null,
-        asked: { steps: null, tokens: null, wallMs: null },
-        maxWaitSecs: null,
-        newRunId: id,
-        queueNow: true,
-        now: Date.now(),
-      });
+      const spawnOf = (key: string, id: string) => spawnInput(fence, key, id);
       const children = [];
       for (let i = 0; i < 12; i++) {
         await store.call('spawn', spawnOf(`tree:1:${i}`, `c${i}`));
