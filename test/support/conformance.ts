@@ -34,14 +34,19 @@ function step(fence: Fence, seq: number, extra: Partial<CommitStepInput> = {}) {
   return emptyStep(fence, seq, { completion, usage: completion.usage, ...extra });
 }
 
-async function root(port: StorePort, runId: string, ceilings = { steps: null, tokens: null, wallMs: null } as object) {
+async function root(
+  port: StorePort,
+  runId: string,
+  ceilings = { steps: null, tokens: null, wallMs: null } as object,
+  maxConcurrentAgents: number | null = null,
+) {
   const { generation } = await port.call('createRoot', {
     runId,
     task: 't',
     spec: { provider: null },
     ceilings: { steps: null, tokens: null, wallMs: null, ...ceilings },
     maxTotalAgents: null,
-    maxConcurrentAgents: null,
+    maxConcurrentAgents,
     maxWaitSecs: 30,
     claim: claim('owner-a'),
   });
@@ -52,19 +57,7 @@ async function root(port: StorePort, runId: string, ceilings = { steps: null, to
 const spawnInput = (fence: Fence, key: string, newRunId: string) => queued(fence, key, newRunId, { as: 'child' });
 
 /** A root of `runId` under owner-a's lease whose tree holds at most `cap` agents at once; its fence. */
-async function cappedRoot(port: StorePort, runId: string, cap: number) {
-  const { generation } = await port.call('createRoot', {
-    runId,
-    task: 't',
-    spec: { provider: null },
-    ceilings: { steps: null, tokens: null, wallMs: null },
-    maxTotalAgents: null,
-    maxConcurrentAgents: cap,
-    maxWaitSecs: 30,
-    claim: claim('owner-a'),
-  });
-  return { runId, generation, owner: 'owner-a' };
-}
+const cappedRoot = (port: StorePort, runId: string, cap: number) => root(port, runId, undefined, cap);
 
 export function storePortConformance(backend: string, open: () => Promise<OpenedPort>): void {
   async function withPort(body: (port: StorePort) => Promise<void>): Promise<void> {
